@@ -1,0 +1,379 @@
+/* kernels/attention.cu: CUDA attention.
+ *
+ * Flash forward (FlashAttention-2 style): a block owns 64 query rows of one
+ * head, 4 threads per row, each thread holding HS/4 interleaved dims of q
+ * and of the output accumulator (dims d = 4 e + sub, so the 4 threads of a
+ * row read adjacent bf16 in shared memory). Keys and values stream through
+ * shared memory in tiles of 32; per tile the scores go to shared memory, the
+ * running max m and sum l are updated once (online softmax, base-2
+ * exponentials) and the accumulator is rescaled once. Never more than a
+ * 64 x 32 score tile exists. Tiles wholly outside the causal / window band
+ * are skipped.
+ *
+ * Flash backward: a block owns 64 keys of one kv head, 4 threads per key,
+ * holding k, v and the dk, dv accumulators in registers; it loops over the
+ * query heads of its group and the query tiles (32 rows) that can see its
+ * keys, recomputing p = exp(s - lse) and ds = p (dp - D) with D =
+ * rowsum(dout * out). dk, dv are written once, with no atomics; dq tiles
+ * (ds @ k) are added to an fp32 accumulator with atomics and converted to
+ * bf16 at the end.
+ *
+ * Unfused baseline: cuBLASLt batched GEMMs (batch = the query heads of one
+ * kv head, the kv operand with stride 0), a masked softmax kernel, GEMMs. */
+#include "kernels/attention.h"
+#include "kernels/kern_cuda.cuh"
+#include "kernels/matmul.h"
+
+#define LOG2E 1.4426950408889634f
+#define FA_BR 64 /* forward: query rows per block */
+#define FA_BC 32 /* forward: keys per tile */
+#define FB_BC 64 /* backward: keys per block */
+#define FB_BR 32 /* backward: query rows per tile */
+
+/* Offset of (b, t, head) in a (B, T, H, HS) tensor. */
+__device__ __forceinline__ long row_off(kern_attn_shape s, int b, int t, int H, int head) {
+  return (((long)b * s.T + t) * H + head) * s.HS;
+}
+
+/* Rows t0 .. t0 + R - 1 of one head into shared memory, zero outside T
+ * and for dims >= HS (so padded lanes contribute exactly 0). */
+template <int R, int HD>
+__device__ __forceinline__ void load_tile(bf16 (*dst)[HD], const bf16 *src, kern_attn_shape s,
+                                          int b, int t0, int H, int head) {
+  for (int idx = threadIdx.x; idx < R * HD; idx += blockDim.x) {
+    int r = idx / HD, d = idx % HD, t = t0 + r;
+    dst[r][d] = (t < s.T && d < s.HS) ? src[row_off(s, b, t, H, head) + d] : __float2bfloat16(0.0f);
+  }
+}
+
+/* Sum over the 4 threads of a row (adjacent lanes). */
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+template <int DPT>
+__global__ void __launch_bounds__(256)
+    flash_fwd_kernel(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+                     kern_attn_shape s) {
+  constexpr int HD = 4 * DPT;
+  __shared__ bf16 ks[FA_BC][HD], vs[FA_BC][HD];
+  __shared__ float ss[FA_BR][FA_BC + 1];
+  int row = threadIdx.x / 4, sub = threadIdx.x % 4;
+  int b = blockIdx.z, h = blockIdx.y, g = h / (s.NH / s.NKV);
+  int i0 = blockIdx.x * FA_BR, i = i0 + row, lo = kern_attn_lo(i, s.window);
+  bool valid = i < s.T;
+  float qs = rsqrtf((float)s.HS) * LOG2E, qr[DPT], acc[DPT], m = -INFINITY, l = 0.0f;
+  const bf16 *qrow = q + row_off(s, b, valid ? i : 0, s.NH, h);
+#pragma unroll
+  for (int e = 0; e < DPT; e++) {
+    int d = 4 * e + sub;
+    qr[e] = (valid && d < s.HS) ? ld(qrow + d) * qs : 0.0f;
+    acc[e] = 0.0f;
+  }
+  int ilast = min(i0 + FA_BR, s.T) - 1;
+  for (int j0 = kern_attn_lo(i0, s.window) / FA_BC * FA_BC; j0 <= ilast; j0 += FA_BC) {
+    __syncthreads();
+    load_tile<FA_BC, HD>(ks, k, s, b, j0, s.NKV, g);
+    load_tile<FA_BC, HD>(vs, v, s, b, j0, s.NKV, g);
+    __syncthreads();
+    float tmax = -INFINITY;
+    for (int jj = 0; jj < FA_BC; jj++) {
+      float x = 0.0f;
+#pragma unroll
+      for (int e = 0; e < DPT; e++) x += qr[e] * __bfloat162float(ks[jj][4 * e + sub]);
+      x = quad_sum(x);
+      int j = j0 + jj;
+      if (!valid || j > i || j < lo) x = -INFINITY;
+      if (sub == 0) ss[row][jj] = x;
+      tmax = fmaxf(tmax, x);
+    }
+    __syncwarp();
+    float mnew = fmaxf(m, tmax);
+    if (mnew == -INFINITY) continue; /* nothing visible yet for this row */
+    float corr = exp2f(m - mnew);     /* invariant: acc, l are sums of 2^(x - m) terms */
+    l *= corr;
+#pragma unroll
+    for (int e = 0; e < DPT; e++) acc[e] *= corr;
+    for (int jj = 0; jj < FA_BC; jj++) {
+      float p = exp2f(ss[row][jj] - mnew);
+      l += p;
+#pragma unroll
+      for (int e = 0; e < DPT; e++) acc[e] += p * __bfloat162float(vs[jj][4 * e + sub]);
+    }
+    m = mnew;
+  }
+  if (!valid) return;
+  float inv = 1.0f / l; /* l >= 1: key i itself is always visible */
+  bf16 *orow = out + row_off(s, b, i, s.NH, h);
+#pragma unroll
+  for (int e = 0; e < DPT; e++)
+    if (4 * e + sub < s.HS) orow[4 * e + sub] = __float2bfloat16_rn(acc[e] * inv);
+  if (sub == 0) lse[((long)b * s.NH + h) * s.T + i] = (m + log2f(l)) / LOG2E;
+}
+
+/* D (B, NH, T) = rowsum(dout * out), one warp per row. */
+__global__ void attn_rowdot_kernel(float *D, const bf16 *dout, const bf16 *out,
+                                   kern_attn_shape s) {
+  long r = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  if (r >= (long)s.B * s.NH * s.T) return;
+  int i = (int)(r % s.T), h = (int)(r / s.T % s.NH), b = (int)(r / s.T / s.NH);
+  long off = (((long)b * s.T + i) * s.NH + h) * s.HS;
+  float acc = 0.0f;
+  for (int d = threadIdx.x % 32; d < s.HS; d += 32) acc += ld(dout + off + d) * ld(out + off + d);
+  acc = warp_sum(acc);
+  if (threadIdx.x % 32 == 0) D[r] = acc;
+}
+
+__global__ void f32_to_bf16_kernel(bf16 *dst, const float *src, long n) {
+  long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) dst[i] = __float2bfloat16_rn(src[i]);
+}
+
+template <int DPT>
+__global__ void __launch_bounds__(256)
+    flash_bwd_kernel(bf16 *dk, bf16 *dv, float *dq_acc, const bf16 *q, const bf16 *k,
+                     const bf16 *v, const bf16 *dout, const float *lse, const float *D,
+                     kern_attn_shape s) {
+  constexpr int HD = 4 * DPT;
+  __shared__ bf16 qs[FB_BR][HD], dos[FB_BR][HD], ks[FB_BC][HD];
+  __shared__ float dss[FB_BR][FB_BC + 1], ls[FB_BR], Ds[FB_BR];
+  int key = threadIdx.x / 4, sub = threadIdx.x % 4;
+  int b = blockIdx.z, g = blockIdx.y, grp = s.NH / s.NKV;
+  int j0 = blockIdx.x * FB_BC, j = j0 + key;
+  bool valid = j < s.T;
+  float scale = rsqrtf((float)s.HS), kr[DPT], vr[DPT], dkr[DPT], dvr[DPT];
+  long koff = row_off(s, b, valid ? j : 0, s.NKV, g);
+#pragma unroll
+  for (int e = 0; e < DPT; e++) {
+    int d = 4 * e + sub;
+    kr[e] = (valid && d < s.HS) ? ld(k + koff + d) : 0.0f;
+    vr[e] = (valid && d < s.HS) ? ld(v + koff + d) : 0.0f;
+    dkr[e] = dvr[e] = 0.0f;
+  }
+  load_tile<FB_BC, HD>(ks, k, s, b, j0, s.NKV, g);
+  int jlast = min(j0 + FB_BC, s.T) - 1; /* the last query that sees key jlast: */
+  int ihi = s.window > 0 ? min(s.T - 1, jlast + s.window - 1) : s.T - 1;
+  for (int r = 0; r < grp; r++) {
+    int h = g * grp + r;
+    for (int it = j0 / FB_BR * FB_BR; it <= ihi; it += FB_BR) {
+      __syncthreads();
+      load_tile<FB_BR, HD>(qs, q, s, b, it, s.NH, h);
+      load_tile<FB_BR, HD>(dos, dout, s, b, it, s.NH, h);
+      if (threadIdx.x < FB_BR) {
+        int i = it + threadIdx.x;
+        ls[threadIdx.x] = i < s.T ? lse[((long)b * s.NH + h) * s.T + i] : INFINITY;
+        Ds[threadIdx.x] = i < s.T ? D[((long)b * s.NH + h) * s.T + i] : 0.0f;
+      }
+      __syncthreads();
+      for (int ii = 0; ii < FB_BR; ii++) {
+        int i = it + ii;
+        float x = 0.0f, dp = 0.0f;
+#pragma unroll
+        for (int e = 0; e < DPT; e++) {
+          x += __bfloat162float(qs[ii][4 * e + sub]) * kr[e];
+          dp += __bfloat162float(dos[ii][4 * e + sub]) * vr[e];
+        }
+        x = quad_sum(x);
+        dp = quad_sum(dp);
+        bool ok = valid && i < s.T && j <= i && j >= kern_attn_lo(i, s.window);
+        float p = ok ? __expf(x * scale - ls[ii]) : 0.0f, ds = p * (dp - Ds[ii]) * scale;
+#pragma unroll
+        for (int e = 0; e < DPT; e++) {
+          dvr[e] += p * __bfloat162float(dos[ii][4 * e + sub]);
+          dkr[e] += ds * __bfloat162float(qs[ii][4 * e + sub]);
+        }
+        if (sub == 0) dss[ii][key] = ds;
+      }
+      __syncthreads();
+      for (int idx = threadIdx.x; idx < FB_BR * s.HS; idx += blockDim.x) {
+        int ii = idx / s.HS, d = idx % s.HS, i = it + ii;
+        if (i >= s.T) continue;
+        float acc = 0.0f;
+        for (int kk = 0; kk < FB_BC; kk++) acc += dss[ii][kk] * __bfloat162float(ks[kk][d]);
+        atomicAdd(dq_acc + row_off(s, b, i, s.NH, h) + d, acc);
+      }
+    }
+  }
+  if (!valid) return;
+#pragma unroll
+  for (int e = 0; e < DPT; e++)
+    if (4 * e + sub < s.HS) {
+      dk[koff + 4 * e + sub] = __float2bfloat16_rn(dkr[e]);
+      dv[koff + 4 * e + sub] = __float2bfloat16_rn(dvr[e]);
+    }
+}
+
+static int attn_check(kern_attn_shape s) {
+  if (kern_attn_shape_check(s) == 0 && s.HS <= 128) return 0;
+  return kern_report_cuda((int)cudaErrorInvalidValue, "attention shape (HS <= 128, NH % NKV)",
+                          __FILE__, __LINE__);
+}
+
+extern "C" int kern_attention_fwd_cuda(kern_bf16 *out, float *lse, const kern_bf16 *q,
+                                       const kern_bf16 *k, const kern_bf16 *v, kern_attn_shape s,
+                                       cudaStream_t stream) {
+  KERN_TRY(attn_check(s));
+  dim3 grid(kern_cdiv(s.T, FA_BR), s.NH, s.B);
+  bf16 *o = (bf16 *)out;
+  const bf16 *Q = (const bf16 *)q, *K = (const bf16 *)k, *V = (const bf16 *)v;
+  if (s.HS <= 32)
+    flash_fwd_kernel<8><<<grid, 256, 0, stream>>>(o, lse, Q, K, V, s);
+  else if (s.HS <= 64)
+    flash_fwd_kernel<16><<<grid, 256, 0, stream>>>(o, lse, Q, K, V, s);
+  else
+    flash_fwd_kernel<32><<<grid, 256, 0, stream>>>(o, lse, Q, K, V, s);
+  KERN_LAUNCH_TRY();
+  return 0;
+}
+
+extern "C" size_t kern_attention_bwd_scratch_bytes(kern_attn_shape s) {
+  return sizeof(float) * ((size_t)s.B * s.NH * s.T + (size_t)s.B * s.T * s.NH * s.HS);
+}
+
+extern "C" int kern_attention_bwd_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv,
+                                       float *scratch, const kern_bf16 *dout,
+                                       const kern_bf16 *q, const kern_bf16 *k,
+                                       const kern_bf16 *v, const kern_bf16 *out,
+                                       const float *lse, kern_attn_shape s,
+                                       cudaStream_t stream) {
+  KERN_TRY(attn_check(s));
+  long nrows = (long)s.B * s.NH * s.T, nq = (long)s.B * s.T * s.NH * s.HS;
+  float *D = scratch, *dq_acc = scratch + nrows;
+  attn_rowdot_kernel<<<kern_cdiv(nrows, 8), 256, 0, stream>>>(D, (const bf16 *)dout,
+                                                              (const bf16 *)out, s);
+  KERN_LAUNCH_TRY();
+  KERN_CUDA_TRY(cudaMemsetAsync(dq_acc, 0, sizeof(float) * nq, stream));
+  dim3 grid(kern_cdiv(s.T, FB_BC), s.NKV, s.B);
+  bf16 *DK = (bf16 *)dk, *DV = (bf16 *)dv;
+  const bf16 *Q = (const bf16 *)q, *K = (const bf16 *)k, *V = (const bf16 *)v,
+             *DO = (const bf16 *)dout;
+  if (s.HS <= 32)
+    flash_bwd_kernel<8><<<grid, 256, 0, stream>>>(DK, DV, dq_acc, Q, K, V, DO, lse, D, s);
+  else if (s.HS <= 64)
+    flash_bwd_kernel<16><<<grid, 256, 0, stream>>>(DK, DV, dq_acc, Q, K, V, DO, lse, D, s);
+  else
+    flash_bwd_kernel<32><<<grid, 256, 0, stream>>>(DK, DV, dq_acc, Q, K, V, DO, lse, D, s);
+  KERN_LAUNCH_TRY();
+  f32_to_bf16_kernel<<<kern_cdiv(nq, 256), 256, 0, stream>>>((bf16 *)dq, dq_acc, nq);
+  KERN_LAUNCH_TRY();
+  return 0;
+}
+
+/* ---- unfused baseline ---------------------------------------------------- */
+
+/* att row (b, h, i) = masked softmax of the scores row; one warp per row. */
+__global__ void masked_softmax_kernel(bf16 *att, const float *scores, kern_attn_shape s) {
+  long r = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  if (r >= (long)s.B * s.NH * s.T) return;
+  int i = (int)(r % s.T), lane = threadIdx.x % 32, lo = kern_attn_lo(i, s.window);
+  const float *x = scores + r * s.T;
+  float m = -INFINITY, sum = 0.0f;
+  for (int j = lo + lane; j <= i; j += 32) m = fmaxf(m, x[j]);
+  m = warp_max(m);
+  for (int j = lo + lane; j <= i; j += 32) sum += __expf(x[j] - m);
+  float inv = 1.0f / warp_sum(sum);
+  for (int j = lane; j < s.T; j += 32)
+    att[r * s.T + j] = __float2bfloat16_rn((j >= lo && j <= i) ? __expf(x[j] - m) * inv : 0.0f);
+}
+
+/* datt = att * (dp - rowsum(att * dp)); dp in scores. One warp per row. */
+__global__ void softmax_bwd_kernel(bf16 *datt, const bf16 *att, const float *dp,
+                                   kern_attn_shape s) {
+  long r = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  if (r >= (long)s.B * s.NH * s.T) return;
+  int lane = threadIdx.x % 32;
+  const bf16 *a = att + r * s.T;
+  const float *x = dp + r * s.T;
+  float sum = 0.0f;
+  for (int j = lane; j < s.T; j += 32) sum += ld(a + j) * x[j];
+  sum = warp_sum(sum);
+  for (int j = lane; j < s.T; j += 32) st(datt + r * s.T + j, ld(a + j) * (x[j] - sum));
+}
+
+/* One batched GEMM per (b, kv head) over the grp query heads of the group.
+ * Row-major operands; x = query-side tensor (B, T, NH, HS) or a (B, NH, T, T)
+ * matrix, y = kv-side (B, T, NKV, HS). */
+typedef struct attn_gemm {
+  int M, N, K, ta, tb, c_fp32;
+  float alpha, beta;
+} attn_gemm;
+
+/* Element offsets and strides of the three operand kinds. */
+typedef enum { OPD_Q, OPD_KV, OPD_TT } opd_kind;
+
+static void opd(kern_attn_shape s, opd_kind kind, int b, int g, long *off, long *ld,
+                long long *stride) {
+  int grp = s.NH / s.NKV;
+  if (kind == OPD_Q) { /* head g * grp, next head + HS */
+    *off = ((long)b * s.T * s.NH + (long)g * grp) * s.HS, *ld = (long)s.NH * s.HS, *stride = s.HS;
+  } else if (kind == OPD_KV) { /* shared by the group: stride 0 */
+    *off = ((long)b * s.T * s.NKV + g) * s.HS, *ld = (long)s.NKV * s.HS, *stride = 0;
+  } else {
+    *off = ((long)b * s.NH + (long)g * grp) * s.T * s.T, *ld = s.T, *stride = (long long)s.T * s.T;
+  }
+}
+
+static size_t esize(int fp32) { return fp32 ? 4 : 2; }
+
+/* For each (b, g): C = alpha op(A) op(B) + beta C over the group's heads,
+ * batched when `batched`, else head by head (for outputs shared by the
+ * group: kv-side gradients, accumulated with beta = 1 after the first). */
+static int attn_gemm_run(const kern_ctx *ctx, kern_attn_shape s, attn_gemm a, void *C,
+                         opd_kind kc, const kern_bf16 *A, opd_kind ka, const kern_bf16 *B,
+                         opd_kind kb, int batched, cudaStream_t stream) {
+  int grp = s.NH / s.NKV, nb = batched ? grp : 1;
+  for (int b = 0; b < s.B; b++)
+    for (int g = 0; g < s.NKV; g++)
+      for (int r = 0; r < grp; r += nb) {
+        long oa, ob, oc, la, lb, lc;
+        long long sa, sb, sc;
+        opd(s, ka, b, g, &oa, &la, &sa);
+        opd(s, kb, b, g, &ob, &lb, &sb);
+        opd(s, kc, b, g, &oc, &lc, &sc);
+        kern_gemm_desc d = {a.M, a.N, a.K, a.ta, a.tb, nb, a.c_fp32, la, lb, lc,
+                            sa, sb, sc, a.alpha, (r > 0 && !batched) ? 1.0f : a.beta};
+        const char *cp = (const char *)C + (oc + (long)r * sc) * esize(a.c_fp32);
+        KERN_TRY(kern_gemm_cuda(ctx, (void *)cp, A + oa + r * sa, B + ob + r * sb, &d, stream));
+      }
+  return 0;
+}
+
+extern "C" int kern_attention_unfused_fwd_cuda(const kern_ctx *ctx, kern_bf16 *out,
+                                               kern_bf16 *att, float *scores,
+                                               const kern_bf16 *q, const kern_bf16 *k,
+                                               const kern_bf16 *v, kern_attn_shape s,
+                                               cudaStream_t stream) {
+  KERN_TRY(attn_check(s));
+  int T = s.T, HS = s.HS;
+  long nrows = (long)s.B * s.NH * T;
+  attn_gemm qk = {T, T, HS, 0, 1, 1, rsqrtf((float)HS), 0.0f}; /* scores = q k^T / sqrt(HS) */
+  KERN_TRY(attn_gemm_run(ctx, s, qk, scores, OPD_TT, q, OPD_Q, k, OPD_KV, 1, stream));
+  masked_softmax_kernel<<<kern_cdiv(nrows, 8), 256, 0, stream>>>((bf16 *)att, scores, s);
+  KERN_LAUNCH_TRY();
+  attn_gemm pv = {T, HS, T, 0, 0, 0, 1.0f, 0.0f}; /* out = att v */
+  return attn_gemm_run(ctx, s, pv, out, OPD_Q, att, OPD_TT, v, OPD_KV, 1, stream);
+}
+
+extern "C" int kern_attention_unfused_bwd_cuda(const kern_ctx *ctx, kern_bf16 *dq,
+                                               kern_bf16 *dk, kern_bf16 *dv, kern_bf16 *datt,
+                                               float *scores, const kern_bf16 *dout,
+                                               const kern_bf16 *q, const kern_bf16 *k,
+                                               const kern_bf16 *v, const kern_bf16 *att,
+                                               kern_attn_shape s, cudaStream_t stream) {
+  KERN_TRY(attn_check(s));
+  int T = s.T, HS = s.HS;
+  long nrows = (long)s.B * s.NH * T;
+  float scale = rsqrtf((float)HS);
+  attn_gemm dvg = {T, HS, T, 1, 0, 0, 1.0f, 0.0f}; /* dv = sum_h att^T dout */
+  KERN_TRY(attn_gemm_run(ctx, s, dvg, dv, OPD_KV, att, OPD_TT, dout, OPD_Q, 0, stream));
+  attn_gemm dpg = {T, T, HS, 0, 1, 1, 1.0f, 0.0f}; /* dp = dout v^T */
+  KERN_TRY(attn_gemm_run(ctx, s, dpg, scores, OPD_TT, dout, OPD_Q, v, OPD_KV, 1, stream));
+  softmax_bwd_kernel<<<kern_cdiv(nrows, 8), 256, 0, stream>>>((bf16 *)datt, (const bf16 *)att,
+                                                              scores, s);
+  KERN_LAUNCH_TRY();
+  attn_gemm dqg = {T, HS, T, 0, 0, 0, scale, 0.0f}; /* dq = datt k / sqrt(HS) */
+  KERN_TRY(attn_gemm_run(ctx, s, dqg, dq, OPD_Q, datt, OPD_TT, k, OPD_KV, 1, stream));
+  attn_gemm dkg = {T, HS, T, 1, 0, 0, scale, 0.0f}; /* dk = sum_h datt^T q / sqrt(HS) */
+  return attn_gemm_run(ctx, s, dkg, dk, OPD_KV, datt, OPD_TT, q, OPD_Q, 0, stream);
+}

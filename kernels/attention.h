@@ -1,0 +1,83 @@
+/* kernels/attention.h: causal self-attention with an optional sliding
+ * window and grouped-query attention (GQA), forward and backward.
+ *
+ * Layouts (row-major):
+ *   q, out, dq, dout  (B, T, NH, HS)   i.e. (B, T, C) with C = NH * HS
+ *   k, v, dk, dv      (B, T, NKV, HS)  NH % NKV == 0; query head h reads
+ *                                      kv head h / (NH / NKV)
+ *   lse               (B, NH, T) fp32: log-sum-exp of the scaled scores of
+ *                                      each query row, saved for backward
+ *   att               (B, NH, T, T):   probabilities (unfused path only)
+ * Mask: query i attends key j iff lo(i) <= j <= i, lo(i) = max(0, i-window+1)
+ * for window > 0 and 0 for window 0 (full causal). A window >= T equals full
+ * causal. Scores are scaled by 1/sqrt(HS).
+ *
+ * Two algorithms: "flash" (FlashAttention-2 style: key tiles, online
+ * softmax, O(T HS) memory, recomputation in the backward) and "unfused"
+ * (GEMM, masked softmax, GEMM, materialising the T x T probabilities). */
+#ifndef KERN_ATTENTION_H
+#define KERN_ATTENTION_H
+#include "kernels/kern_common.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kern_attn_shape {
+  int B, T, NH, NKV, HS;
+  int window; /* 0: full causal */
+} kern_attn_shape;
+
+/* First key visible from query i. */
+static inline KERN_HD int kern_attn_lo(int i, int window) {
+  return (window > 0 && i - window + 1 > 0) ? i - window + 1 : 0;
+}
+
+/* 0 when the shape is usable, else -1 (prints nothing). */
+int kern_attn_shape_check(kern_attn_shape s);
+
+/* Flash reference: O(T HS) extra memory per call in the forward, none in
+ * the backward (dq, dk, dv are overwritten). */
+void kern_attention_fwd_ref(float *out, float *lse, const float *q, const float *k,
+                            const float *v, kern_attn_shape s);
+void kern_attention_bwd_ref(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                            const float *k, const float *v, const float *out,
+                            const float *lse, kern_attn_shape s);
+
+/* Unfused reference: att (B, NH, T, T) written by the forward and read by
+ * the backward; the backward uses one T-float row of scratch. */
+void kern_attention_unfused_fwd_ref(float *out, float *att, const float *q, const float *k,
+                                    const float *v, kern_attn_shape s);
+void kern_attention_unfused_bwd_ref(float *dq, float *dk, float *dv, const float *dout,
+                                    const float *q, const float *k, const float *v,
+                                    const float *att, kern_attn_shape s);
+
+#ifdef KERN_HAVE_CUDA
+/* Flash kernels. HS <= 128 and HS % 4 == 0. */
+int kern_attention_fwd_cuda(kern_bf16 *out, float *lse, const kern_bf16 *q, const kern_bf16 *k,
+                            const kern_bf16 *v, kern_attn_shape s, cudaStream_t stream);
+/* fp32 device scratch the backward needs: rowsum(dout * out) (B, NH, T) and
+ * the dq accumulator (B, T, NH, HS). */
+size_t kern_attention_bwd_scratch_bytes(kern_attn_shape s);
+int kern_attention_bwd_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scratch,
+                            const kern_bf16 *dout, const kern_bf16 *q, const kern_bf16 *k,
+                            const kern_bf16 *v, const kern_bf16 *out, const float *lse,
+                            kern_attn_shape s, cudaStream_t stream);
+
+/* Unfused baseline through cuBLASLt. scores: fp32 scratch (B, NH, T, T);
+ * att: bf16 probabilities (B, NH, T, T), kept for the backward. The
+ * backward reuses scores as scratch and needs datt, bf16 (B, NH, T, T). */
+int kern_attention_unfused_fwd_cuda(const kern_ctx *ctx, kern_bf16 *out, kern_bf16 *att,
+                                    float *scores, const kern_bf16 *q, const kern_bf16 *k,
+                                    const kern_bf16 *v, kern_attn_shape s, cudaStream_t stream);
+int kern_attention_unfused_bwd_cuda(const kern_ctx *ctx, kern_bf16 *dq, kern_bf16 *dk,
+                                    kern_bf16 *dv, kern_bf16 *datt, float *scores,
+                                    const kern_bf16 *dout, const kern_bf16 *q,
+                                    const kern_bf16 *k, const kern_bf16 *v,
+                                    const kern_bf16 *att, kern_attn_shape s,
+                                    cudaStream_t stream);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif

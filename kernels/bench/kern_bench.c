@@ -1,0 +1,352 @@
+/* kernels/bench/kern_bench.c: kernel benchmark in nccl-tests style.
+ *
+ * First it measures the device's own peaks: HBM bandwidth from a 1 GiB
+ * device-to-device cudaMemcpy (counting read + write bytes), compute from a
+ * plain cuBLAS bf16 GEMM of 8192^3. Then, per kernel and shape, it prints
+ *   kernel  shape  time_us  TFLOP/s  GB/s  %peak
+ * where %peak is TFLOP/s over the GEMM peak for compute-bound kernels and
+ * GB/s over the copy bandwidth for memory-bound ones (the bound used is
+ * marked with *). Each case: 3 warm-up calls, then the mean of >= 10 calls
+ * and >= 50 ms, timed with CUDA events on one stream. Bytes are the
+ * minimum traffic (each input read once, each output written once).
+ * Without a GPU it says so and exits 77. Usage: kern_bench [filter] */
+#include <cublas_v2.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "kernels/attention.h"
+#include "kernels/crossentropy.h"
+#include "kernels/gelu.h"
+#include "kernels/layernorm.h"
+#include "kernels/matmul.h"
+#include "kernels/optimizer.h"
+
+#define CHECK(x) do { if ((x) != 0) { fprintf(stderr, "%s:%d: %s failed\n", __FILE__, __LINE__, #x); exit(1); } } while (0)
+#define CUDA(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
+#define CUBLAS(x) do { cublasStatus_t s_ = (x); if (s_ != CUBLAS_STATUS_SUCCESS) { fprintf(stderr, "%s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__, #x, (int)s_); exit(1); } } while (0)
+
+typedef struct bench {
+  kern_ctx ctx;
+  cublasHandle_t blas;
+  cudaStream_t stream;
+  double copy_gbps, gemm_tflops;
+  const char *filter;
+} bench;
+
+/* Device buffer filled with the byte 0x3c: bf16 0x3c3c = 0.0115, fp32 also
+ * ~0.0115; finite everywhere, so no NaN / denormal slow paths. */
+static void *dbuf(size_t bytes) {
+  void *p;
+  CUDA(cudaMalloc(&p, bytes));
+  CUDA(cudaMemset(p, 0x3c, bytes));
+  return p;
+}
+
+typedef int (*run_fn)(bench *b, void *arg);
+
+/* Mean time of one call in microseconds. */
+static double time_us(bench *b, run_fn fn, void *arg) {
+  cudaEvent_t e0, e1;
+  CUDA(cudaEventCreate(&e0));
+  CUDA(cudaEventCreate(&e1));
+  for (int i = 0; i < 3; i++) CHECK(fn(b, arg));
+  int iters = 0;
+  float ms = 0.0f;
+  CUDA(cudaEventRecord(e0, b->stream));
+  while (iters < 10 || ms < 50.0f) {
+    CHECK(fn(b, arg));
+    iters++;
+    if (iters % 10 == 0) {
+      CUDA(cudaEventRecord(e1, b->stream));
+      CUDA(cudaEventSynchronize(e1));
+      CUDA(cudaEventElapsedTime(&ms, e0, e1));
+    }
+  }
+  CUDA(cudaEventDestroy(e0));
+  CUDA(cudaEventDestroy(e1));
+  return 1e3 * ms / iters;
+}
+
+/* Prints one row; flops or bytes may be 0 (not meaningful). */
+static void row(bench *b, const char *kernel, const char *shape, double us, double flops,
+                double bytes, int compute_bound) {
+  double tf = flops / us * 1e-6, gb = bytes / us * 1e-3;
+  double pct = compute_bound ? 100.0 * tf / b->gemm_tflops : 100.0 * gb / b->copy_gbps;
+  printf("%-26s %-34s %10.1f %9.1f%s %9.1f%s %7.1f\n", kernel, shape, us, tf,
+         compute_bound ? "*" : " ", gb, compute_bound ? " " : "*", pct);
+}
+
+static int want(bench *b, const char *kernel) { return !b->filter || strstr(kernel, b->filter); }
+
+/* ---- peaks ----------------------------------------------------------------- */
+
+typedef struct { void *dst, *src; size_t bytes; } copy_arg;
+static int run_copy(bench *b, void *a) {
+  copy_arg *c = a;
+  return cudaMemcpyAsync(c->dst, c->src, c->bytes, cudaMemcpyDeviceToDevice, b->stream) != cudaSuccess;
+}
+
+typedef struct { int m, n, k; void *a, *b, *c; } blas_arg;
+/* Plain cuBLAS, row-major out (m, n) = a (m, k) @ b (n, k)^T, bf16, fp32 accumulate. */
+static int run_blas(bench *b, void *p) {
+  blas_arg *g = p;
+  float one = 1.0f, zero = 0.0f;
+  return cublasGemmEx(b->blas, CUBLAS_OP_T, CUBLAS_OP_N, g->n, g->m, g->k, &one, g->b, CUDA_R_16BF,
+                      g->k, g->a, CUDA_R_16BF, g->k, &zero, g->c, CUDA_R_16BF, g->n,
+                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS;
+}
+
+static void measure_peaks(bench *b) {
+  size_t bytes = (size_t)1 << 30;
+  copy_arg c = {dbuf(bytes), dbuf(bytes), bytes};
+  b->copy_gbps = 2.0 * bytes / time_us(b, run_copy, &c) * 1e-3;
+  CUDA(cudaFree(c.dst));
+  CUDA(cudaFree(c.src));
+  int n = 8192;
+  blas_arg g = {n, n, n, dbuf(2L * n * n), dbuf(2L * n * n), dbuf(2L * n * n)};
+  b->gemm_tflops = 2.0 * n * n * n / time_us(b, run_blas, &g) * 1e-6;
+  CUDA(cudaFree(g.a)); CUDA(cudaFree(g.b)); CUDA(cudaFree(g.c));
+  printf("# measured peaks: device-to-device copy %.1f GB/s (read + write), "
+         "cuBLAS bf16 GEMM 8192^3 %.1f TFLOP/s\n", b->copy_gbps, b->gemm_tflops);
+}
+
+/* ---- attention --------------------------------------------------------------- */
+
+typedef struct {
+  kern_attn_shape s;
+  kern_bf16 *q, *k, *v, *out, *dout, *dq, *dk, *dv, *att, *datt;
+  float *lse, *scratch, *scores;
+} attn_arg;
+
+static int attn_fwd(bench *b, void *p) {
+  attn_arg *a = p;
+  return kern_attention_fwd_cuda(a->out, a->lse, a->q, a->k, a->v, a->s, b->stream);
+}
+static int attn_bwd(bench *b, void *p) {
+  attn_arg *a = p;
+  return kern_attention_bwd_cuda(a->dq, a->dk, a->dv, a->scratch, a->dout, a->q, a->k, a->v,
+                                 a->out, a->lse, a->s, b->stream);
+}
+static int attn_fwdbwd(bench *b, void *p) { return attn_fwd(b, p) || attn_bwd(b, p); }
+static int attn_unfused(bench *b, void *p) {
+  attn_arg *a = p;
+  return kern_attention_unfused_fwd_cuda(&b->ctx, a->out, a->att, a->scores, a->q, a->k, a->v,
+                                         a->s, b->stream) ||
+         kern_attention_unfused_bwd_cuda(&b->ctx, a->dq, a->dk, a->dv, a->datt, a->scores,
+                                         a->dout, a->q, a->k, a->v, a->att, a->s, b->stream);
+}
+
+/* Visible (query, key) pairs per head: the causal band, clipped by the window. */
+static double attn_pairs(kern_attn_shape s) {
+  double n = 0;
+  for (int i = 0; i < s.T; i++) n += i - kern_attn_lo(i, s.window) + 1;
+  return n;
+}
+
+static void bench_attention(bench *b, const char *label, kern_attn_shape s) {
+  long nq = (long)s.B * s.T * s.NH * s.HS, nkv = (long)s.B * s.T * s.NKV * s.HS;
+  long ntt = (long)s.B * s.NH * s.T * s.T;
+  attn_arg a = {s, dbuf(2 * nq), dbuf(2 * nkv), dbuf(2 * nkv), dbuf(2 * nq), dbuf(2 * nq),
+                dbuf(2 * nq), dbuf(2 * nkv), dbuf(2 * nkv), NULL, NULL,
+                dbuf(4L * s.B * s.NH * s.T), dbuf(kern_attention_bwd_scratch_bytes(s)), NULL};
+  double fwd = 4.0 * s.B * s.NH * s.HS * attn_pairs(s); /* QK^T and PV: 2 GEMMs */
+  char shape[64];
+  snprintf(shape, sizeof shape, "B%d T%d H%d/%d D%d w%d %s", s.B, s.T, s.NH, s.NKV, s.HS,
+           s.window, label);
+  if (want(b, "attention_flash_fwd"))
+    row(b, "attention_flash_fwd", shape, time_us(b, attn_fwd, &a), fwd, 0, 1);
+  CHECK(attn_fwd(b, &a));
+  if (want(b, "attention_flash_bwd"))
+    row(b, "attention_flash_bwd", shape, time_us(b, attn_bwd, &a), 2.5 * fwd, 0, 1);
+  if (want(b, "attention_flash_fwdbwd"))
+    row(b, "attention_flash_fwdbwd", shape, time_us(b, attn_fwdbwd, &a), 3.5 * fwd, 0, 1);
+  if (want(b, "attention_unfused_fwdbwd") && ntt * 6 < (8L << 30)) {
+    a.att = dbuf(2 * ntt), a.datt = dbuf(2 * ntt), a.scores = dbuf(4 * ntt);
+    row(b, "attention_unfused_fwdbwd", shape, time_us(b, attn_unfused, &a), 3.5 * fwd, 0, 1);
+    CUDA(cudaFree(a.att)); CUDA(cudaFree(a.datt)); CUDA(cudaFree(a.scores));
+  }
+  void *bufs[] = {a.q, a.k, a.v, a.out, a.dout, a.dq, a.dk, a.dv, a.lse, a.scratch};
+  for (unsigned i = 0; i < sizeof bufs / sizeof bufs[0]; i++) CUDA(cudaFree(bufs[i]));
+}
+
+/* ---- memory-bound kernels ----------------------------------------------------- */
+
+typedef struct { int N, C; kern_bf16 *x, *y, *res, *out, *w, *bias; float *mean, *rstd, *dw, *db; } ew_arg;
+
+static int ln_fwd(bench *b, void *p) {
+  ew_arg *a = p;
+  return kern_layernorm_fwd_cuda(a->res, a->out, a->mean, a->rstd, a->x, a->y, a->w, a->bias,
+                                 a->N, a->C, b->stream);
+}
+static int ln_bwd(bench *b, void *p) {
+  ew_arg *a = p;
+  return kern_layernorm_bwd_cuda(a->res, a->dw, a->db, a->x, a->y, a->w, a->mean, a->rstd, a->N,
+                                 a->C, b->stream);
+}
+static int gelu_fused(bench *b, void *p) {
+  ew_arg *a = p;
+  return kern_bias_gelu_fwd_cuda(a->out, a->x, a->bias, a->N, a->C, b->stream);
+}
+static int gelu_unfused(bench *b, void *p) {
+  ew_arg *a = p;
+  return kern_bias_add_cuda(a->res, a->x, a->bias, a->N, a->C, b->stream) ||
+         kern_gelu_fwd_cuda(a->out, a->res, (long)a->N * a->C, b->stream);
+}
+static int gelu_bwd_fused(bench *b, void *p) {
+  ew_arg *a = p;
+  return kern_bias_gelu_bwd_cuda(a->out, a->db, a->y, a->x, a->bias, a->N, a->C, b->stream);
+}
+static int gelu_bwd_unfused(bench *b, void *p) {
+  ew_arg *a = p;
+  return kern_gelu_bwd_cuda(a->out, a->y, a->res, (long)a->N * a->C, b->stream) ||
+         kern_bias_grad_cuda(a->db, a->out, a->N, a->C, b->stream);
+}
+
+static void bench_elementwise(bench *b, int N, int C) {
+  long n = (long)N * C;
+  ew_arg a = {N, C, dbuf(2 * n), dbuf(2 * n), dbuf(2 * n), dbuf(2 * n), dbuf(2L * C), dbuf(2L * C),
+              dbuf(4L * N), dbuf(4L * N), dbuf(4L * C), dbuf(4L * C)};
+  char shape[64];
+  snprintf(shape, sizeof shape, "N%d C%d", N, C);
+  if (want(b, "layernorm_residual_fwd")) /* read x, skip; write residual, out */
+    row(b, "layernorm_residual_fwd", shape, time_us(b, ln_fwd, &a), 0, 8.0 * n, 0);
+  if (want(b, "layernorm_residual_bwd")) /* read dout, xln, dres; write dres */
+    row(b, "layernorm_residual_bwd", shape, time_us(b, ln_bwd, &a), 0, 8.0 * n, 0);
+  /* GeLU rows count the fused kernel's bytes for both, so GB/s compare time */
+  if (want(b, "bias_gelu_fwd_fused")) row(b, "bias_gelu_fwd_fused", shape, time_us(b, gelu_fused, &a), 0, 4.0 * n, 0);
+  if (want(b, "bias_gelu_fwd_unfused")) row(b, "bias_gelu_fwd_unfused", shape, time_us(b, gelu_unfused, &a), 0, 4.0 * n, 0);
+  if (want(b, "bias_gelu_bwd_fused")) row(b, "bias_gelu_bwd_fused", shape, time_us(b, gelu_bwd_fused, &a), 0, 6.0 * n, 0);
+  if (want(b, "bias_gelu_bwd_unfused")) row(b, "bias_gelu_bwd_unfused", shape, time_us(b, gelu_bwd_unfused, &a), 0, 6.0 * n, 0);
+  void *bufs[] = {a.x, a.y, a.res, a.out, a.w, a.bias, a.mean, a.rstd, a.dw, a.db};
+  for (unsigned i = 0; i < sizeof bufs / sizeof bufs[0]; i++) CUDA(cudaFree(bufs[i]));
+}
+
+typedef struct { int N, V; kern_bf16 *logits; float *losses, *lse; int *tgt; } ce_arg;
+static int ce_fwdbwd(bench *b, void *p) {
+  ce_arg *a = p;
+  return kern_crossentropy_fwd_cuda(a->losses, a->lse, a->logits, a->tgt, a->N, a->V, b->stream) ||
+         kern_crossentropy_bwd_cuda(a->logits, a->logits, a->lse, a->tgt, 1.0f / a->N, a->N, a->V,
+                                    b->stream);
+}
+
+static void bench_crossentropy(bench *b, int N, int V) {
+  ce_arg a = {N, V, dbuf(2L * N * V), dbuf(4L * N), dbuf(4L * N), dbuf(4L * N)};
+  CUDA(cudaMemset(a.tgt, 0, 4L * N));
+  char shape[64];
+  snprintf(shape, sizeof shape, "N%d V%d", N, V);
+  if (want(b, "crossentropy_fwdbwd")) /* read logits twice, write dlogits */
+    row(b, "crossentropy_fwdbwd", shape, time_us(b, ce_fwdbwd, &a), 0, 6.0 * N * V, 0);
+  CUDA(cudaFree(a.logits)); CUDA(cudaFree(a.losses)); CUDA(cudaFree(a.lse)); CUDA(cudaFree(a.tgt));
+}
+
+/* ---- GEMMs -------------------------------------------------------------------- */
+
+typedef struct { int N, C, OC; kern_bf16 *inp, *w, *bias, *out, *pre; } mm_arg;
+static int mm_fwd(bench *b, void *p) {
+  mm_arg *a = p;
+  return kern_matmul_fwd_cuda(&b->ctx, a->out, a->pre, a->inp, a->w, a->bias, a->N, a->C, a->OC, b->stream);
+}
+static int mm_chunks(bench *b, void *p) {
+  mm_arg *a = p;
+  for (int i = 0; i < 4; i++)
+    if (kern_matmul_fwd_chunk_cuda(&b->ctx, a->out, a->inp, a->w, a->bias, a->N, a->C, a->OC,
+                                   KERN_SPLIT_ROWS, i, 4, b->stream))
+      return 1;
+  return 0;
+}
+
+static void bench_matmul(bench *b, const char *label, int N, int C, int OC) {
+  mm_arg a = {N, C, OC, dbuf(2L * N * C), dbuf(2L * OC * C), dbuf(2L * OC), dbuf(2L * N * OC), NULL};
+  blas_arg g = {N, OC, C, a.inp, a.w, a.out};
+  double fl = 2.0 * N * C * OC;
+  char shape[64];
+  snprintf(shape, sizeof shape, "N%d C%d OC%d %s", N, C, OC, label);
+  if (want(b, "gemm_cublas_plain")) row(b, "gemm_cublas_plain", shape, time_us(b, run_blas, &g), fl, 0, 1);
+  if (want(b, "matmul_fwd_bias")) row(b, "matmul_fwd_bias", shape, time_us(b, mm_fwd, &a), fl, 0, 1);
+  if (want(b, "matmul_fwd_bias_gelu") && OC % 8 == 0) {
+    a.pre = dbuf(2L * N * OC);
+    row(b, "matmul_fwd_bias_gelu", shape, time_us(b, mm_fwd, &a), fl, 0, 1);
+    CUDA(cudaFree(a.pre));
+    a.pre = NULL;
+  }
+  if (want(b, "matmul_fwd_4_row_chunks")) row(b, "matmul_fwd_4_row_chunks", shape, time_us(b, mm_chunks, &a), fl, 0, 1);
+  CUDA(cudaFree(a.inp)); CUDA(cudaFree(a.w)); CUDA(cudaFree(a.bias)); CUDA(cudaFree(a.out));
+}
+
+/* ---- optimizer ---------------------------------------------------------------- */
+
+#define OPT_TENSORS 64
+typedef struct { kern_opt_tensor t[OPT_TENSORS]; float *norms; } opt_arg;
+static int opt_adamw(bench *b, void *p) {
+  opt_arg *a = p;
+  kern_opt_hparams hp = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10};
+  return kern_adamw_cuda(a->t, OPT_TENSORS, hp, b->stream);
+}
+static int opt_lamb(bench *b, void *p) {
+  opt_arg *a = p;
+  kern_opt_hparams hp = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10};
+  return kern_lamb_cuda(a->t, OPT_TENSORS, hp, a->norms, b->stream);
+}
+
+static void bench_optimizer(bench *b, long per_tensor) {
+  opt_arg a;
+  for (int k = 0; k < OPT_TENSORS; k++)
+    a.t[k] = (kern_opt_tensor){dbuf(4 * per_tensor), dbuf(4 * per_tensor), dbuf(4 * per_tensor),
+                               dbuf(4 * per_tensor), dbuf(2 * per_tensor), per_tensor};
+  a.norms = dbuf(8 * OPT_TENSORS);
+  double n = (double)per_tensor * OPT_TENSORS;
+  char shape[64];
+  snprintf(shape, sizeof shape, "%d tensors x %ld", OPT_TENSORS, per_tensor);
+  /* read w, g, m, v; write w, m, v, bf16 w: 30 bytes per parameter */
+  if (want(b, "adamw_multi_tensor")) row(b, "adamw_multi_tensor", shape, time_us(b, opt_adamw, &a), 0, 30 * n, 0);
+  /* LAMB reads w, g, m, v then w, m, v again */
+  if (want(b, "lamb_multi_tensor")) row(b, "lamb_multi_tensor", shape, time_us(b, opt_lamb, &a), 0, 42 * n, 0);
+  for (int k = 0; k < OPT_TENSORS; k++) {
+    CUDA(cudaFree(a.t[k].param)); CUDA(cudaFree((void *)a.t[k].grad)); CUDA(cudaFree(a.t[k].m));
+    CUDA(cudaFree(a.t[k].v)); CUDA(cudaFree(a.t[k].param_bf16));
+  }
+  CUDA(cudaFree(a.norms));
+}
+
+int main(int argc, char **argv) {
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    printf("kern_bench: no GPU on this machine; nothing to measure\n");
+    return 77;
+  }
+  bench b = {.filter = argc > 1 ? argv[1] : NULL};
+  struct cudaDeviceProp prop;
+  CUDA(cudaGetDeviceProperties(&prop, 0));
+  CHECK(kern_ctx_init(&b.ctx, 64 << 20));
+  CUBLAS(cublasCreate(&b.blas));
+  CUDA(cudaStreamCreate(&b.stream));
+  CUBLAS(cublasSetStream(b.blas, b.stream));
+  printf("# kern_bench on %s (sm_%d%d, %d SMs)\n", prop.name, prop.major, prop.minor,
+         prop.multiProcessorCount);
+  measure_peaks(&b);
+  printf("# * marks the bound %%peak refers to (TFLOP/s: GEMM peak; GB/s: copy bandwidth)\n");
+  printf("%-26s %-34s %10s %10s %10s %7s\n", "# kernel", "shape", "time_us", "TFLOP/s", "GB/s", "%peak");
+  /* 175B on TP 8: 96 heads / 8 = 12 per rank in the paper's config; the
+   * issue asks for 16 heads per rank, head dim 128, which is also 1.3B's
+   * shape (hidden 2048, 16 heads): one row serves both. */
+  kern_attn_shape s175 = {1, 2048, 16, 16, 128, 0};
+  bench_attention(&b, "175B/TP8,1.3B", s175);
+  s175.window = 512;
+  bench_attention(&b, "sliding window", s175);
+  kern_attn_shape gqa = {1, 4096, 16, 4, 128, 0};
+  bench_attention(&b, "GQA 4", gqa);
+  bench_elementwise(&b, 16384, 2048);
+  bench_elementwise(&b, 2048, 4 * 12288 / 8);
+  bench_crossentropy(&b, 8192, 50304);
+  bench_matmul(&b, "175B/TP8 qkv", 2048, 12288, 3 * 12288 / 8);
+  bench_matmul(&b, "175B/TP8 proj", 2048, 12288 / 8, 12288);
+  bench_matmul(&b, "175B/TP8 fc1", 2048, 12288, 4 * 12288 / 8);
+  bench_matmul(&b, "175B/TP8 fc2", 2048, 4 * 12288 / 8, 12288);
+  bench_matmul(&b, "1.3B fc1", 8192, 2048, 8192);
+  bench_optimizer(&b, 4L << 20);
+  CUDA(cudaStreamDestroy(b.stream));
+  cublasDestroy(b.blas);
+  kern_ctx_free(&b.ctx);
+  return 0;
+}

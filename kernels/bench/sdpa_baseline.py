@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""kernels/bench/sdpa_baseline.py: PyTorch scaled_dot_product_attention
+(flash backend) forward + backward at kern_bench's attention shapes, printed
+in kern_bench's columns so the two can be read side by side.
+FLOPs: 4 B H D x (visible query-key pairs) forward, 2.5x that backward."""
+import sys
+import torch
+import torch.nn.functional as F
+
+SHAPES = [  # (label, B, T, H, D): causal, as kern_bench
+    ("175B/TP8,1.3B", 1, 2048, 16, 128),
+]
+
+
+def time_us(fn, iters=20):
+    for _ in range(3):
+        fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(iters):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return 1e3 * start.elapsed_time(end) / iters
+
+
+def main():
+    if not torch.cuda.is_available():
+        print("sdpa_baseline: no GPU")
+        return 77
+    print(f"# torch {torch.__version__} SDPA flash backend on {torch.cuda.get_device_name()}")
+    print(f"{'# kernel':<26} {'shape':<34} {'time_us':>10} {'TFLOP/s':>10}")
+    for label, B, T, H, D in SHAPES:
+        q, k, v = (torch.randn(B, H, T, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+                   for _ in range(3))
+        dout = torch.randn(B, H, T, D, device="cuda", dtype=torch.bfloat16)
+        fwd_flops = 4.0 * B * H * D * T * (T + 1) / 2
+        shape = f"B{B} T{T} H{H}/{H} D{D} w0 {label}"
+        with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.FLASH_ATTENTION):
+            def fwd():
+                return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+            def fwdbwd():
+                fwd().backward(dout)
+
+            for name, fn, fl in (("sdpa_flash_fwd", fwd, fwd_flops),
+                                 ("sdpa_flash_fwdbwd", fwdbwd, 3.5 * fwd_flops)):
+                us = time_us(fn)
+                print(f"{name:<26} {shape:<34} {us:10.1f} {fl / us * 1e-6:10.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

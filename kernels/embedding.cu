@@ -1,0 +1,54 @@
+/* kernels/embedding.cu: CUDA token + position embedding. Forward: one
+ * thread per (b, t, c) pair of elements. Backward: dwte by fp32 atomics,
+ * dwpe by a per-(t, c) loop over the batch (deterministic). */
+#include "kernels/embedding.h"
+#include "kernels/kern_cuda.cuh"
+
+__global__ void embedding_fwd_kernel(bf16 *out, const int *tokens, const bf16 *wte,
+                                     const bf16 *wpe, int B, int T, int C) {
+  long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= (long)B * T * C) return;
+  long bt = idx / C;
+  int c = (int)(idx % C), t = (int)(bt % T);
+  st(out + idx, ld(wte + (long)tokens[bt] * C + c) + ld(wpe + (long)t * C + c));
+}
+
+__global__ void embedding_bwd_wte_kernel(float *dwte, const bf16 *dout, const int *tokens,
+                                         int B, int T, int C) {
+  long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= (long)B * T * C) return;
+  long bt = idx / C;
+  int c = (int)(idx % C);
+  atomicAdd(dwte + (long)tokens[bt] * C + c, ld(dout + idx));
+}
+
+__global__ void embedding_bwd_wpe_kernel(float *dwpe, const bf16 *dout, int B, int T, int C) {
+  long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= (long)T * C) return;
+  float s = 0.0f;
+  for (int b = 0; b < B; b++) s += ld(dout + (long)b * T * C + idx);
+  dwpe[idx] += s;
+}
+
+extern "C" int kern_embedding_fwd_cuda(kern_bf16 *out, const int *tokens, const kern_bf16 *wte,
+                                       const kern_bf16 *wpe, int B, int T, int C,
+                                       cudaStream_t stream) {
+  long n = (long)B * T * C;
+  embedding_fwd_kernel<<<kern_cdiv(n, 256), 256, 0, stream>>>(
+      (bf16 *)out, tokens, (const bf16 *)wte, (const bf16 *)wpe, B, T, C);
+  KERN_LAUNCH_TRY();
+  return 0;
+}
+
+extern "C" int kern_embedding_bwd_cuda(float *dwte, float *dwpe, const kern_bf16 *dout,
+                                       const int *tokens, int B, int T, int C,
+                                       cudaStream_t stream) {
+  long n = (long)B * T * C;
+  embedding_bwd_wte_kernel<<<kern_cdiv(n, 256), 256, 0, stream>>>(dwte, (const bf16 *)dout,
+                                                                   tokens, B, T, C);
+  KERN_LAUNCH_TRY();
+  embedding_bwd_wpe_kernel<<<kern_cdiv((long)T * C, 256), 256, 0, stream>>>(
+      dwpe, (const bf16 *)dout, B, T, C);
+  KERN_LAUNCH_TRY();
+  return 0;
+}

@@ -1,0 +1,129 @@
+/* kernels/gelu.cu: CUDA bias + GeLU, fused and unfused. The elementwise
+ * passes share one kernel, specialised by mode, that moves 8 bf16 (16 bytes)
+ * per thread when the shapes and pointers allow. The backward with a bias
+ * gradient uses a (32 x 8)-thread block over a (32 V columns x 256 rows)
+ * slab: each thread sums its columns over rows, the block reduces in
+ * shared memory, then one fp32 atomic per column per slab. */
+#include "kernels/gelu.h"
+#include "kernels/kern_cuda.cuh"
+
+enum ew_mode { EW_BIAS_GELU, EW_BIAS_ADD, EW_GELU, EW_GELU_BWD };
+
+/* out[i] = f(x[i], y[i], bias[i % C]); n % V == 0 and C % V == 0 when V > 1. */
+template <int MODE, int V>
+__global__ void ew_kernel(bf16 *out, const bf16 *x, const bf16 *y, const bf16 *bias, long n,
+                          int C) {
+  long i = ((long)blockIdx.x * blockDim.x + threadIdx.x) * V;
+  if (i >= n) return;
+  float a[V], b[V] = {0};
+  vload<V>(a, x + i);
+  if (MODE == EW_GELU_BWD) vload<V>(b, y + i);
+  if ((MODE == EW_BIAS_GELU || MODE == EW_BIAS_ADD) && bias) vload<V>(b, bias + i % C);
+#pragma unroll
+  for (int k = 0; k < V; k++) {
+    if (MODE == EW_BIAS_GELU) a[k] = kern_gelu(a[k] + b[k]);
+    if (MODE == EW_BIAS_ADD) a[k] = a[k] + b[k];
+    if (MODE == EW_GELU) a[k] = kern_gelu(a[k]);
+    if (MODE == EW_GELU_BWD) a[k] = a[k] * kern_gelu_grad(b[k]);
+  }
+  vstore<V>(out + i, a);
+}
+
+template <int MODE>
+static int ew_launch(bf16 *out, const bf16 *x, const bf16 *y, const bf16 *bias, long n, int C,
+                     cudaStream_t stream) {
+  const void *p[] = {out, x, y, bias};
+  if (n % 8 == 0 && C % 8 == 0 && kern_aligned16(p, 4))
+    ew_kernel<MODE, 8><<<kern_cdiv(n / 8, 256), 256, 0, stream>>>(out, x, y, bias, n, C);
+  else
+    ew_kernel<MODE, 1><<<kern_cdiv(n, 256), 256, 0, stream>>>(out, x, y, bias, n, C);
+  KERN_LAUNCH_TRY();
+  return 0;
+}
+
+#define BG_ROWS 256 /* rows per slab */
+
+/* GELU = true: dinp = dout * gelu'(inp + bias), dbias += column sums of dinp.
+ * GELU = false: dbias += column sums of dout (dinp, inp unused). */
+template <bool GELU, int V>
+__global__ void __launch_bounds__(256)
+    bias_grad_kernel(bf16 *dinp, float *dbias, const bf16 *dout, const bf16 *inp,
+                     const bf16 *bias, int N, int C) {
+  __shared__ float part[8][32 * V];
+  int c = (blockIdx.x * 32 + threadIdx.x) * V;
+  long r0 = (long)blockIdx.y * BG_ROWS;
+  float s[V] = {0}, b[V] = {0};
+  if (c < C) {
+    if (GELU && bias) vload<V>(b, bias + c);
+    for (long r = r0 + threadIdx.y; r < r0 + BG_ROWS && r < N; r += 8) {
+      float d[V], x[V];
+      vload<V>(d, dout + r * C + c);
+      if (GELU) {
+        vload<V>(x, inp + r * C + c);
+        for (int k = 0; k < V; k++) d[k] *= kern_gelu_grad(x[k] + b[k]);
+        vstore<V>(dinp + r * C + c, d);
+      }
+      for (int k = 0; k < V; k++) s[k] += d[k];
+    }
+  }
+  for (int k = 0; k < V; k++) part[threadIdx.y][threadIdx.x * V + k] = s[k];
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= C || !dbias) return;
+  for (int k = 0; k < V; k++) {
+    float t = 0.0f;
+    for (int j = 0; j < 8; j++) t += part[j][threadIdx.x * V + k];
+    atomicAdd(dbias + c + k, t);
+  }
+}
+
+template <bool GELU>
+static int bias_grad_launch(bf16 *dinp, float *dbias, const bf16 *dout, const bf16 *inp,
+                            const bf16 *bias, int N, int C, cudaStream_t stream) {
+  dim3 block(32, 8);
+  const void *p[] = {dinp, dout, inp, bias};
+  if (C % 2 == 0 && kern_aligned16(p, 4)) {
+    dim3 grid(kern_cdiv(C, 64), kern_cdiv(N, BG_ROWS));
+    bias_grad_kernel<GELU, 2><<<grid, block, 0, stream>>>(dinp, dbias, dout, inp, bias, N, C);
+  } else {
+    dim3 grid(kern_cdiv(C, 32), kern_cdiv(N, BG_ROWS));
+    bias_grad_kernel<GELU, 1><<<grid, block, 0, stream>>>(dinp, dbias, dout, inp, bias, N, C);
+  }
+  KERN_LAUNCH_TRY();
+  return 0;
+}
+
+extern "C" int kern_bias_gelu_fwd_cuda(kern_bf16 *out, const kern_bf16 *inp,
+                                       const kern_bf16 *bias, int N, int C,
+                                       cudaStream_t stream) {
+  return ew_launch<EW_BIAS_GELU>((bf16 *)out, (const bf16 *)inp, NULL, (const bf16 *)bias,
+                                 (long)N * C, C, stream);
+}
+
+extern "C" int kern_bias_gelu_bwd_cuda(kern_bf16 *dinp, float *dbias, const kern_bf16 *dout,
+                                       const kern_bf16 *inp, const kern_bf16 *bias, int N,
+                                       int C, cudaStream_t stream) {
+  return bias_grad_launch<true>((bf16 *)dinp, dbias, (const bf16 *)dout, (const bf16 *)inp,
+                                (const bf16 *)bias, N, C, stream);
+}
+
+extern "C" int kern_bias_add_cuda(kern_bf16 *out, const kern_bf16 *inp, const kern_bf16 *bias,
+                                  int N, int C, cudaStream_t stream) {
+  return ew_launch<EW_BIAS_ADD>((bf16 *)out, (const bf16 *)inp, NULL, (const bf16 *)bias,
+                                (long)N * C, C, stream);
+}
+
+extern "C" int kern_gelu_fwd_cuda(kern_bf16 *out, const kern_bf16 *inp, long n,
+                                  cudaStream_t stream) {
+  return ew_launch<EW_GELU>((bf16 *)out, (const bf16 *)inp, NULL, NULL, n, 8, stream);
+}
+
+extern "C" int kern_gelu_bwd_cuda(kern_bf16 *dinp, const kern_bf16 *dout, const kern_bf16 *inp,
+                                  long n, cudaStream_t stream) {
+  return ew_launch<EW_GELU_BWD>((bf16 *)dinp, (const bf16 *)dout, (const bf16 *)inp, NULL, n,
+                                8, stream);
+}
+
+extern "C" int kern_bias_grad_cuda(float *dbias, const kern_bf16 *dout, int N, int C,
+                                   cudaStream_t stream) {
+  return bias_grad_launch<false>(NULL, dbias, (const bf16 *)dout, NULL, NULL, N, C, stream);
+}

@@ -1,0 +1,95 @@
+/* kernels/kern_common.h: what every kernel family shares: the bf16 storage
+ * type as seen from C, bf16 <-> fp32 conversion on the host, and (with
+ * KERN_HAVE_CUDA) the context struct that carries the cuBLASLt handle and
+ * workspace, plus the error-checking macros used inside the launchers.
+ *
+ * Conventions: activations and their gradients are bf16 on the device,
+ * fp32 in the references; parameter gradients and optimizer state are fp32
+ * everywhere. Launchers return 0 on success and a non-zero code on failure,
+ * after printing file:line and the CUDA / cuBLASLt error string. */
+#ifndef KERN_COMMON_H
+#define KERN_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef KERN_HAVE_CUDA
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Marks small inline functions shared by references and kernels, so each
+ * formula is written once. */
+#ifdef __CUDACC__
+#define KERN_HD __host__ __device__
+#else
+#define KERN_HD
+#endif
+
+/* bf16 as raw bits: the high 16 bits of an IEEE fp32. In .cu files the same
+ * memory is read as __nv_bfloat16. */
+typedef uint16_t kern_bf16;
+
+static inline float kern_bf16_to_float(kern_bf16 h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* Round to nearest even, as __float2bfloat16_rn does; NaN stays NaN. */
+static inline kern_bf16 kern_float_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (kern_bf16)((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (kern_bf16)(u >> 16);
+}
+
+#ifdef KERN_HAVE_CUDA
+/* Everything a launcher needs besides its tensors and stream. Owned by the
+ * caller; one per device (or per stream when GEMMs run concurrently, since
+ * the workspace must not be shared by two GEMMs in flight). */
+typedef struct kern_ctx {
+  cublasLtHandle_t lt;
+  void *workspace;        /* device memory for cuBLASLt */
+  size_t workspace_bytes;
+} kern_ctx;
+
+int kern_ctx_init(kern_ctx *ctx, size_t workspace_bytes);
+void kern_ctx_free(kern_ctx *ctx);
+
+/* Print "file:line: what: error string" to stderr; return a non-zero code. */
+int kern_report_cuda(int err, const char *what, const char *file, int line);
+int kern_report_lt(int status, const char *what, const char *file, int line);
+
+#define KERN_CUDA_TRY(call)                                                  \
+  do {                                                                       \
+    cudaError_t kern_e_ = (call);                                            \
+    if (kern_e_ != cudaSuccess)                                              \
+      return kern_report_cuda((int)kern_e_, #call, __FILE__, __LINE__);      \
+  } while (0)
+#define KERN_LT_TRY(call)                                                    \
+  do {                                                                       \
+    cublasStatus_t kern_s_ = (call);                                         \
+    if (kern_s_ != CUBLAS_STATUS_SUCCESS)                                    \
+      return kern_report_lt((int)kern_s_, #call, __FILE__, __LINE__);        \
+  } while (0)
+/* After a <<<>>> launch: catches bad configurations at launch time. */
+#define KERN_LAUNCH_TRY() KERN_CUDA_TRY(cudaGetLastError())
+#define KERN_TRY(call)                                                       \
+  do {                                                                       \
+    int kern_r_ = (call);                                                    \
+    if (kern_r_ != 0) return kern_r_;                                        \
+  } while (0)
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,140 @@
+/* kernels/layernorm.cu: CUDA residual add + LayerNorm. One warp per row;
+ * rows are read with 16-byte vectors when C % 8 == 0 (V = 8), else one
+ * element at a time (V = 1). Statistics in fp32. The backward sums dw, db
+ * per block in shared memory (2 C floats) and adds them to global memory
+ * once per block. */
+#include "kernels/layernorm.h"
+#include "kernels/kern_cuda.cuh"
+
+#define LN_WARPS 8
+#define LN_BWD_ROWS_PER_BLOCK 64
+
+template <int V>
+__global__ void __launch_bounds__(32 * LN_WARPS)
+    ln_fwd_kernel(bf16 *residual, bf16 *out, float *mean, float *rstd, const bf16 *inp,
+                  const bf16 *skip, const bf16 *w, const bf16 *b, int N, int C) {
+  int lane = threadIdx.x % 32;
+  long n = (long)blockIdx.x * LN_WARPS + threadIdx.x / 32;
+  if (n >= N) return;
+  const bf16 *x = skip ? residual + n * C : inp + n * C;
+  float s = 0.0f, x8[V], y8[V];
+  for (int c = lane * V; c < C; c += 32 * V) {
+    vload<V>(x8, inp + n * C + c);
+    if (skip) {
+      vload<V>(y8, skip + n * C + c);
+      for (int i = 0; i < V; i++) x8[i] += y8[i];
+      vstore<V>(residual + n * C + c, x8);
+      vload<V>(x8, residual + n * C + c); /* the rounded value is what LN sees */
+    }
+    for (int i = 0; i < V; i++) s += x8[i];
+  }
+  float m = warp_sum(s) / C, v = 0.0f;
+  for (int c = lane * V; c < C; c += 32 * V) {
+    vload<V>(x8, x + c);
+    for (int i = 0; i < V; i++) v += (x8[i] - m) * (x8[i] - m);
+  }
+  float r = rsqrtf(warp_sum(v) / C + KERN_LN_EPS);
+  for (int c = lane * V; c < C; c += 32 * V) {
+    float w8[V], b8[V];
+    vload<V>(x8, x + c);
+    vload<V>(w8, w + c);
+    vload<V>(b8, b + c);
+    for (int i = 0; i < V; i++) y8[i] = (x8[i] - m) * r * w8[i] + b8[i];
+    vstore<V>(out + n * C + c, y8);
+  }
+  if (lane == 0) {
+    mean[n] = m;
+    rstd[n] = r;
+  }
+}
+
+template <int V>
+__global__ void __launch_bounds__(32 * LN_WARPS)
+    ln_bwd_kernel(bf16 *dres, float *dw, float *db, const bf16 *dout, const bf16 *xln,
+                  const bf16 *w, const float *mean, const float *rstd, int N, int C) {
+  extern __shared__ float acc[]; /* dw (C), then db (C) */
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) acc[c] = 0.0f;
+  __syncthreads();
+  long n0 = (long)blockIdx.x * LN_BWD_ROWS_PER_BLOCK;
+  for (long n = n0 + warp; n < n0 + LN_BWD_ROWS_PER_BLOCK && n < N; n += LN_WARPS) {
+    float m = mean[n], r = rstd[n], sdn = 0.0f, sdnx = 0.0f;
+    float x8[V], d8[V], w8[V], g8[V];
+    for (int c = lane * V; c < C; c += 32 * V) {
+      vload<V>(x8, xln + n * C + c);
+      vload<V>(d8, dout + n * C + c);
+      vload<V>(w8, w + c);
+      for (int i = 0; i < V; i++) {
+        sdn += d8[i] * w8[i];
+        sdnx += d8[i] * w8[i] * (x8[i] - m) * r;
+      }
+    }
+    sdn = warp_sum(sdn) / C;
+    sdnx = warp_sum(sdnx) / C;
+    for (int c = lane * V; c < C; c += 32 * V) {
+      vload<V>(x8, xln + n * C + c);
+      vload<V>(d8, dout + n * C + c);
+      vload<V>(w8, w + c);
+      vload<V>(g8, dres + n * C + c);
+      for (int i = 0; i < V; i++) {
+        float xhat = (x8[i] - m) * r;
+        g8[i] += r * (d8[i] * w8[i] - sdn - xhat * sdnx);
+        atomicAdd(&acc[c + i], d8[i] * xhat);
+        atomicAdd(&acc[C + c + i], d8[i]);
+      }
+      vstore<V>(dres + n * C + c, g8);
+    }
+  }
+  __syncthreads();
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    atomicAdd(dw + c, acc[c]);
+    atomicAdd(db + c, acc[C + c]);
+  }
+}
+
+static bool ln_vec8_ok(int C, const void *const *ptrs, int np) {
+  return C % 8 == 0 && kern_aligned16(ptrs, np);
+}
+
+extern "C" int kern_layernorm_fwd_cuda(kern_bf16 *residual, kern_bf16 *out, float *mean,
+                                       float *rstd, const kern_bf16 *inp, const kern_bf16 *skip,
+                                       const kern_bf16 *w, const kern_bf16 *b, int N, int C,
+                                       cudaStream_t stream) {
+  const void *p[] = {residual, out, inp, skip, w, b};
+  unsigned grid = kern_cdiv(N, LN_WARPS);
+  if (ln_vec8_ok(C, p, 6))
+    ln_fwd_kernel<8><<<grid, 32 * LN_WARPS, 0, stream>>>(
+        (bf16 *)residual, (bf16 *)out, mean, rstd, (const bf16 *)inp, (const bf16 *)skip,
+        (const bf16 *)w, (const bf16 *)b, N, C);
+  else
+    ln_fwd_kernel<1><<<grid, 32 * LN_WARPS, 0, stream>>>(
+        (bf16 *)residual, (bf16 *)out, mean, rstd, (const bf16 *)inp, (const bf16 *)skip,
+        (const bf16 *)w, (const bf16 *)b, N, C);
+  KERN_LAUNCH_TRY();
+  return 0;
+}
+
+template <int V>
+static int ln_bwd_launch(bf16 *dres, float *dw, float *db, const bf16 *dout, const bf16 *xln,
+                         const bf16 *w, const float *mean, const float *rstd, int N, int C,
+                         cudaStream_t stream) {
+  size_t smem = 2 * (size_t)C * sizeof(float);
+  KERN_CUDA_TRY(cudaFuncSetAttribute(ln_bwd_kernel<V>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  ln_bwd_kernel<V><<<kern_cdiv(N, LN_BWD_ROWS_PER_BLOCK), 32 * LN_WARPS, smem, stream>>>(
+      dres, dw, db, dout, xln, w, mean, rstd, N, C);
+  KERN_LAUNCH_TRY();
+  return 0;
+}
+
+extern "C" int kern_layernorm_bwd_cuda(kern_bf16 *dres, float *dw, float *db,
+                                       const kern_bf16 *dout, const kern_bf16 *xln,
+                                       const kern_bf16 *w, const float *mean, const float *rstd,
+                                       int N, int C, cudaStream_t stream) {
+  const void *p[] = {dres, dout, xln, w};
+  if (ln_vec8_ok(C, p, 4))
+    return ln_bwd_launch<8>((bf16 *)dres, dw, db, (const bf16 *)dout, (const bf16 *)xln,
+                            (const bf16 *)w, mean, rstd, N, C, stream);
+  return ln_bwd_launch<1>((bf16 *)dres, dw, db, (const bf16 *)dout, (const bf16 *)xln,
+                          (const bf16 *)w, mean, rstd, N, C, stream);
+}

@@ -1,0 +1,49 @@
+/* kernels/layernorm_ref.c: fp32 reference of residual add + LayerNorm.
+ * Two passes per row (mean, then variance about the mean) for accuracy. */
+#include <math.h>
+#include "kernels/layernorm.h"
+
+static void ln_row_stats(const float *x, int C, float *mean, float *rstd) {
+  double s = 0.0, v = 0.0;
+  for (int c = 0; c < C; c++) s += x[c];
+  float m = (float)(s / C);
+  for (int c = 0; c < C; c++) v += (double)(x[c] - m) * (x[c] - m);
+  *mean = m;
+  *rstd = 1.0f / sqrtf((float)(v / C) + KERN_LN_EPS);
+}
+
+void kern_layernorm_fwd_ref(float *residual, float *out, float *mean, float *rstd,
+                            const float *inp, const float *skip, const float *w,
+                            const float *b, int N, int C) {
+  for (long n = 0; n < N; n++) {
+    const float *x = inp + n * C;
+    if (skip) {
+      for (int c = 0; c < C; c++) residual[n * C + c] = x[c] + skip[n * C + c];
+      x = residual + n * C;
+    }
+    ln_row_stats(x, C, &mean[n], &rstd[n]);
+    for (int c = 0; c < C; c++) out[n * C + c] = (x[c] - mean[n]) * rstd[n] * w[c] + b[c];
+  }
+}
+
+void kern_layernorm_bwd_ref(float *dres, float *dw, float *db, const float *dout,
+                            const float *xln, const float *w, const float *mean,
+                            const float *rstd, int N, int C) {
+  for (long n = 0; n < N; n++) {
+    const float *x = xln + n * C, *d = dout + n * C;
+    float m = mean[n], r = rstd[n], sum_dn = 0.0f, sum_dnx = 0.0f;
+    for (int c = 0; c < C; c++) {
+      float xhat = (x[c] - m) * r, dn = d[c] * w[c];
+      sum_dn += dn;
+      sum_dnx += dn * xhat;
+      dw[c] += d[c] * xhat;
+      db[c] += d[c];
+    }
+    sum_dn /= C;
+    sum_dnx /= C;
+    for (int c = 0; c < C; c++) {
+      float xhat = (x[c] - m) * r;
+      dres[n * C + c] += r * (d[c] * w[c] - sum_dn - xhat * sum_dnx);
+    }
+  }
+}

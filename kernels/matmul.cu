@@ -1,0 +1,176 @@
+/* kernels/matmul.cu: GEMMs through cuBLASLt. One function, lt_matmul,
+ * maps a row-major (optionally batched, strided) GEMM with an epilogue onto
+ * cuBLASLt's column-major API: row-major C = op(A) op(B) is column-major
+ * C^T = op(B)^T op(A)^T, so A and B swap and M and N swap. Everything else
+ * (linear layer, chunks, the unfused attention) is a call to it. */
+#include "kernels/gelu.h"
+#include "kernels/kern_cuda.cuh"
+#include "kernels/matmul.h"
+
+/* Largest power of two (<= 256) dividing the address: what cuBLASLt may
+ * assume about the pointer when choosing an algorithm. */
+static uint32_t align_of(const void *p) {
+  uint32_t a = 256;
+  while (a > 2 && (uintptr_t)p % a) a >>= 1;
+  return a;
+}
+
+typedef struct lt_epi {
+  cublasLtEpilogue_t kind;
+  const void *bias; /* bf16, length N (row-major columns) */
+  void *aux;        /* GeLU input (row-major, ld aux_ld) */
+  long aux_ld;
+} lt_epi;
+
+static int lt_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, long rows, long cols, long ld,
+                     int batch, long long stride) {
+  KERN_LT_TRY(cublasLtMatrixLayoutCreate(l, t, rows, cols, ld));
+  if (batch > 1) {
+    KERN_LT_TRY(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch,
+                                                 sizeof batch));
+    KERN_LT_TRY(cublasLtMatrixLayoutSetAttribute(
+        *l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
+  }
+  return 0;
+}
+
+static int lt_set_epilogue(cublasLtMatmulDesc_t op, const lt_epi *e) {
+  KERN_LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e->kind,
+                                             sizeof e->kind));
+  if (e->bias)
+    KERN_LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &e->bias,
+                                               sizeof e->bias));
+  if (e->aux) {
+    int64_t ld = e->aux_ld;
+    KERN_LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                               &e->aux, sizeof e->aux));
+    KERN_LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
+                                               sizeof ld));
+  }
+  return 0;
+}
+
+static int lt_pick(const kern_ctx *ctx, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
+                   cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t lc, const void *pa,
+                   const void *pb, const void *pc, cublasLtMatmulHeuristicResult_t *res) {
+  cublasLtMatmulPreference_t pref;
+  KERN_LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
+  size_t ws = ctx->workspace_bytes;
+  uint32_t al[3] = {align_of(pa), align_of(pb), align_of(pc)};
+  cublasLtMatmulPreferenceAttributes_t which[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  int rc = 0, found = 0;
+  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; i++)
+    st = cublasLtMatmulPreferenceSetAttribute(pref, which[i], &al[i < 3 ? i : 2], sizeof al[0]);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulAlgoGetHeuristic(ctx->lt, op, la, lb, lc, lc, pref, 1, res, &found);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    rc = kern_report_lt(st, "cublasLt preference / heuristic", __FILE__, __LINE__);
+  else if (found == 0)
+    rc = kern_report_lt(CUBLAS_STATUS_NOT_SUPPORTED, "no cuBLASLt algorithm", __FILE__, __LINE__);
+  cublasLtMatmulPreferenceDestroy(pref);
+  return rc;
+}
+
+/* Non-returning check for the cleanup-safe sequence in lt_matmul. */
+static int lt_check(cublasStatus_t st, const char *what, int line) {
+  return st == CUBLAS_STATUS_SUCCESS ? 0 : kern_report_lt(st, what, __FILE__, line);
+}
+#define LT_CALL(x) lt_check((x), #x, __LINE__)
+
+/* The descriptors are created and destroyed per call: they are host-side
+ * structs, cheap next to a GEMM of the sizes this code runs. */
+static int lt_matmul(const kern_ctx *ctx, void *c, const kern_bf16 *a, const kern_bf16 *b,
+                     const kern_gemm_desc *g, const lt_epi *e, cudaStream_t stream) {
+  cublasLtMatmulDesc_t op = NULL;
+  cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+  cublasOperation_t tA = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N, tB = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cudaDataType_t ct = g->c_fp32 ? CUDA_R_32F : CUDA_R_16BF;
+  cublasLtMatmulHeuristicResult_t res;
+  int rc = 0;
+#define LT_STEP(x) if (rc == 0) rc = (x)
+  LT_STEP(LT_CALL(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F)));
+  LT_STEP(LT_CALL(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tA, sizeof tA)));
+  LT_STEP(LT_CALL(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tB, sizeof tB)));
+  LT_STEP(lt_set_epilogue(op, e));
+  /* column-major A = row-major b: stored (K, N) when tb else (N, K) */
+  LT_STEP(lt_layout(&la, CUDA_R_16BF, g->tb ? g->K : g->N, g->tb ? g->N : g->K, g->ldb, g->batch,
+                    g->stride_b));
+  LT_STEP(lt_layout(&lb, CUDA_R_16BF, g->ta ? g->M : g->K, g->ta ? g->K : g->M, g->lda, g->batch,
+                    g->stride_a));
+  LT_STEP(lt_layout(&lc, ct, g->N, g->M, g->ldc, g->batch, g->stride_c));
+  LT_STEP(lt_pick(ctx, op, la, lb, lc, b, a, c, &res));
+  LT_STEP(LT_CALL(cublasLtMatmul(ctx->lt, op, &g->alpha, b, la, a, lb, &g->beta, c, lc, c, lc,
+                                 &res.algo, ctx->workspace, ctx->workspace_bytes, stream)));
+#undef LT_STEP
+  if (la) cublasLtMatrixLayoutDestroy(la);
+  if (lb) cublasLtMatrixLayoutDestroy(lb);
+  if (lc) cublasLtMatrixLayoutDestroy(lc);
+  if (op) cublasLtMatmulDescDestroy(op);
+  return rc;
+}
+
+extern "C" int kern_gemm_cuda(const kern_ctx *ctx, void *c, const kern_bf16 *a,
+                              const kern_bf16 *b, const kern_gemm_desc *g, cudaStream_t stream) {
+  lt_epi e = {CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL, 0};
+  return lt_matmul(ctx, c, a, b, g, &e, stream);
+}
+
+/* out (rows, cols) with row stride ld_out = inp (rows, C) @ weight (cols, C)^T. */
+static kern_gemm_desc linear_desc(int rows, int cols, int C, long ld_out) {
+  kern_gemm_desc g = {rows, cols, C, 0, 1, 1, 0, C, C, ld_out, 0, 0, 0, 1.0f, 0.0f};
+  return g;
+}
+
+extern "C" int kern_matmul_fwd_cuda(const kern_ctx *ctx, kern_bf16 *out, kern_bf16 *pre,
+                                    const kern_bf16 *inp, const kern_bf16 *weight,
+                                    const kern_bf16 *bias, int N, int C, int OC,
+                                    cudaStream_t stream) {
+  kern_gemm_desc g = linear_desc(N, OC, C, OC);
+  lt_epi e = {CUBLASLT_EPILOGUE_DEFAULT, bias, NULL, 0};
+  if (bias) e.kind = CUBLASLT_EPILOGUE_BIAS;
+  if (pre) {
+    e.kind = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    e.aux = pre;
+    e.aux_ld = OC;
+  }
+  return lt_matmul(ctx, out, inp, weight, &g, &e, stream);
+}
+
+extern "C" int kern_matmul_bwd_cuda(const kern_ctx *ctx, kern_bf16 *dinp, float *dweight,
+                                    float *dbias, const kern_bf16 *dout, const kern_bf16 *inp,
+                                    const kern_bf16 *weight, const kern_bf16 *pre_gelu, int N,
+                                    int C, int OC, cudaStream_t stream) {
+  /* dinp (N, C) = dout (N, OC) @ weight (OC, C), times gelu'(pre_gelu) */
+  kern_gemm_desc gi = {N, C, OC, 0, 0, 1, 0, OC, C, C, 0, 0, 0, 1.0f, 0.0f};
+  lt_epi ei = {pre_gelu ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT, NULL,
+               (void *)pre_gelu, C};
+  KERN_TRY(lt_matmul(ctx, dinp, dout, weight, &gi, &ei, stream));
+  /* dweight (OC, C) += dout^T (OC, N) @ inp (N, C), fp32 */
+  kern_gemm_desc gw = {OC, C, N, 1, 0, 1, 1, OC, C, C, 0, 0, 0, 1.0f, 1.0f};
+  KERN_TRY(kern_gemm_cuda(ctx, dweight, dout, inp, &gw, stream));
+  return dbias ? kern_bias_grad_cuda(dbias, dout, N, OC, stream) : 0;
+}
+
+extern "C" int kern_matmul_fwd_chunk_cuda(const kern_ctx *ctx, kern_bf16 *out,
+                                          const kern_bf16 *inp, const kern_bf16 *weight,
+                                          const kern_bf16 *bias, int N, int C, int OC,
+                                          kern_split split, int index, int count,
+                                          cudaStream_t stream) {
+  int lo, hi;
+  lt_epi e = {bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, bias, NULL, 0};
+  if (split == KERN_SPLIT_ROWS) {
+    kern_chunk_range(N, index, count, &lo, &hi);
+    if (hi == lo) return 0;
+    kern_gemm_desc g = linear_desc(hi - lo, OC, C, OC);
+    return lt_matmul(ctx, out + (long)lo * OC, inp + (long)lo * C, weight, &g, &e, stream);
+  }
+  kern_chunk_range(OC, index, count, &lo, &hi);
+  if (hi == lo) return 0;
+  if (bias) e.bias = bias + lo;
+  kern_gemm_desc g = linear_desc(N, hi - lo, C, OC);
+  return lt_matmul(ctx, out + lo, inp, weight + (long)lo * C, &g, &e, stream);
+}

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# scripts/gpu-kernels.sh: on a GPU machine (nvcc, CMake, PyTorch; no Debian
+# -dev packages needed), build kernels/ and tests/kernels/ alone for sm_90
+# (kernels/standalone: no MPI, GSL, HDF5 or cJSON), run every kernel test
+# (GPU ones included), run kern_bench, and time PyTorch SDPA (flash) at the
+# same attention shapes, printing the two side by side.
+#   usage: scripts/gpu-kernels.sh [build-dir]     ARCH=80 to target A100
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build-gpu-kernels}
+arch=${ARCH:-90}
+nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+
+echo "== configure + build (sm_$arch) in $build"
+cmake -S "$root/kernels/standalone" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch"
+cmake --build "$build" -j"$(nproc)"
+
+echo "== kernel tests"
+status=0
+ctest --test-dir "$build" -R kern --output-on-failure || status=$?
+
+echo "== kern_bench"
+bench_out=$build/kern_bench.txt
+"$build/kernels/bench/kern_bench" | tee "$bench_out" || status=$?
+
+echo "== PyTorch SDPA baseline"
+sdpa_out=$build/sdpa_baseline.txt
+if python3 -c "import torch" 2>/dev/null; then
+  python3 "$root/kernels/bench/sdpa_baseline.py" | tee "$sdpa_out" || status=$?
+  echo "== attention side by side (fwd+bwd, causal; target: ours >= 0.8x torch)"
+  ours=$(awk '$1 == "attention_flash_fwdbwd" && /175B/ {print $(NF-3)}' "$bench_out")
+  theirs=$(awk '$1 == "sdpa_flash_fwdbwd" {print $(NF-1)}' "$sdpa_out")
+  printf "%-28s %12s us\n%-28s %12s us\n" "kern attention fwd+bwd" "${ours:-?}" \
+    "torch sdpa flash fwd+bwd" "${theirs:-?}"
+  if [ -n "$ours" ] && [ -n "$theirs" ]; then
+    awk -v o="$ours" -v t="$theirs" 'BEGIN { printf "speed ratio (torch time / ours) %.2f\n", t / o }'
+  fi
+else
+  echo "PyTorch not found: SDPA baseline skipped"
+fi
+exit $status

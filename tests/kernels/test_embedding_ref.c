@@ -1,0 +1,40 @@
+/* tests/kernels/test_embedding_ref.c: the embedding reference backward
+ * against finite differences of its forward. The forward is linear in wte
+ * and wpe, so the differences are exact up to fp32 rounding of the loss. */
+#include <stdlib.h>
+#include <stdio.h>
+#include "kern_check.h"
+#include "kernels/embedding.h"
+
+typedef struct { int B, T, C, V; int *tok; float *wte, *wpe, *out, *proj; } ctx_t;
+
+static double loss(void *p) {
+  ctx_t *c = p;
+  kern_embedding_fwd_ref(c->out, c->tok, c->wte, c->wpe, c->B, c->T, c->C);
+  return kc_dot(c->out, c->proj, (long)c->B * c->T * c->C);
+}
+
+static int run(int B, int T, int C, int V, kc_rng *r) {
+  ctx_t c = {.B = B, .T = T, .C = C, .V = V};
+  long n = (long)B * T * C;
+  printf("shape B=%d T=%d C=%d V=%d\n", B, T, C, V);
+  c.tok = malloc(sizeof(int) * B * T);
+  for (int i = 0; i < B * T; i++) c.tok[i] = (int)(kc_uniform(r, 0, 1) * V) % V;
+  c.tok[0] = c.tok[B * T - 1]; /* a repeated token: its gradient rows must add */
+  c.wte = kc_rand(r, (long)V * C, -1, 1);
+  c.wpe = kc_rand(r, (long)T * C, -1, 1);
+  c.out = kc_zeros(n);
+  c.proj = kc_rand(r, n, -1, 1);
+  float *dwte = kc_zeros((long)V * C), *dwpe = kc_zeros((long)T * C);
+  kern_embedding_bwd_ref(dwte, dwpe, c.proj, c.tok, B, T, C);
+  int bad = kc_fd_check("dwte", c.wte, dwte, (long)V * C, loss, &c, r, 40) +
+            kc_fd_check("dwpe", c.wpe, dwpe, (long)T * C, loss, &c, r, 40);
+  free(c.tok), free(c.wte), free(c.wpe), free(c.out), free(c.proj), free(dwte), free(dwpe);
+  return bad;
+}
+
+int main(void) {
+  kc_rng r = {1};
+  int bad = run(2, 3, 5, 7, &r) + run(3, 17, 24, 50, &r);
+  return kc_finish("kern_embedding_ref", bad);
+}

@@ -1,0 +1,74 @@
+/* tests/kernels/test_matmul_cuda.c: cuBLASLt GEMMs vs the reference:
+ * forward with bias, with bias + GeLU epilogue (and its saved input),
+ * backward (dinp, fp32 dweight accumulated onto a non-zero start, dbias)
+ * with and without the DGELU epilogue, and every chunk of the chunked
+ * forward. Sums over K of bf16 products in fp32: the error is the bf16
+ * rounding of the output, KG_TOL_OUT relative to the output scale. */
+#include <math.h>
+#include <stdlib.h>
+#include "kern_gpu.h"
+#include "kernels/gelu.h"
+#include "kernels/matmul.h"
+
+static int cmp16(const char *what, const kern_bf16 *dev, const float *ref, long n, float scale) {
+  float *got = kc_zeros(n);
+  kg_get_bf16(got, dev, n);
+  int bad = kc_compare(what, got, ref, n, KG_ATOL_OUT * scale, KG_RTOL_OUT);
+  free(got);
+  return bad;
+}
+
+static int run(int N, int C, int OC, kc_rng *r) {
+  printf("shape N=%d C=%d OC=%d\n", N, C, OC);
+  long ni = (long)N * C, nw = (long)OC * C, no = (long)N * OC;
+  float sc = sqrtf((float)C), so = sqrtf((float)OC); /* typical |out| for U(-1,1) data */
+  float *inp = kc_rand(r, ni, -1, 1), *w = kc_rand(r, nw, -1, 1), *b = kc_rand(r, OC, -1, 1);
+  float *dout = kc_rand(r, no, -1, 1), *pg = kc_rand(r, ni, -3, 3);
+  kc_round_bf16(inp, ni), kc_round_bf16(w, nw), kc_round_bf16(b, OC), kc_round_bf16(dout, no);
+  kc_round_bf16(pg, ni);
+  float *out = kc_zeros(no), *pre = kc_zeros(no), *dinp = kc_zeros(ni), *dw = kc_rand(r, nw, -1, 1);
+  float *db = kc_zeros(OC), *got = kc_zeros(nw > no ? nw : no);
+  kern_ctx ctx;
+  KG_CHECK(kern_ctx_init(&ctx, 32 << 20));
+  kern_bf16 *d_inp = kg_bf16(inp, ni), *d_w = kg_bf16(w, nw), *d_b = kg_bf16(b, OC);
+  kern_bf16 *d_out = kg_bf16(NULL, no), *d_pre = kg_bf16(NULL, no), *d_dout = kg_bf16(dout, no);
+  kern_bf16 *d_dinp = kg_bf16(NULL, ni), *d_pg = kg_bf16(pg, ni);
+  float *d_dw = kg_f32(dw, nw), *d_db = kg_f32(NULL, OC);
+  int bad = 0;
+  kern_matmul_fwd_ref(out, NULL, inp, w, b, N, C, OC);
+  KG_CHECK(kern_matmul_fwd_cuda(&ctx, d_out, NULL, d_inp, d_w, d_b, N, C, OC, 0));
+  bad += cmp16("fwd + bias", d_out, out, no, sc);
+  if (OC % 8 == 0) {
+    kern_matmul_fwd_ref(out, pre, inp, w, b, N, C, OC);
+    KG_CHECK(kern_matmul_fwd_cuda(&ctx, d_out, d_pre, d_inp, d_w, d_b, N, C, OC, 0));
+    bad += cmp16("fwd + bias + gelu", d_out, out, no, sc);
+    bad += cmp16("  saved gelu input", d_pre, pre, no, sc);
+  }
+  for (int gelu = 0; gelu < 2; gelu += 1 + (C % 8 != 0)) {
+    kern_matmul_bwd_ref(dinp, dw, db, dout, inp, w, gelu ? pg : NULL, N, C, OC);
+    KG_CHECK(kern_matmul_bwd_cuda(&ctx, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, gelu ? d_pg : NULL,
+                                  N, C, OC, 0));
+    bad += cmp16(gelu ? "dinp (DGELU epilogue)" : "dinp", d_dinp, dinp, ni, so);
+    kg_get_f32(got, d_dw, nw), bad += kc_compare("dweight (+=, fp32)", got, dw, nw, 1e-3f * sqrtf(N), 1e-3f);
+    kg_get_f32(got, d_db, OC), bad += kc_compare("dbias (+=, fp32)", got, db, OC, 1e-3f * sqrtf(N), 1e-3f);
+  }
+  kern_matmul_fwd_ref(out, NULL, inp, w, b, N, C, OC);
+  for (int split = 0; split < 2; split++) {
+    KG_CUDA(cudaMemset(d_out, 0, sizeof(kern_bf16) * no));
+    for (int i = 0; i < 3; i++)
+      KG_CHECK(kern_matmul_fwd_chunk_cuda(&ctx, d_out, d_inp, d_w, d_b, N, C, OC, (kern_split)split, i, 3, 0));
+    bad += cmp16(split ? "3 column chunks" : "3 row chunks", d_out, out, no, sc);
+  }
+  kern_ctx_free(&ctx);
+  KG_CUDA(cudaDeviceReset());
+  free(inp), free(w), free(b), free(dout), free(pg), free(out), free(pre), free(dinp);
+  free(dw), free(db), free(got);
+  return bad;
+}
+
+int main(void) {
+  kg_require_gpu("kern_matmul_cuda");
+  kc_rng r = {17};
+  int bad = run(64, 96, 128, &r) + run(37, 50, 30, &r) + run(256, 768, 3072, &r);
+  return kc_finish("kern_matmul_cuda", bad);
+}
