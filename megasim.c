@@ -1,0 +1,43 @@
+/* megasim: one program, one subcommand per task. main only dispatches;
+ * each subcommand parses, builds, runs and reports. */
+#include "model/cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int cmd_predict(int argc, char **argv);
+int cmd_hardware(int argc, char **argv);
+extern const opt_table predict_opts, hardware_opts;
+
+const cli_cmd_t cli_cmds[] = {
+    {"predict", "Closed-form estimate of one job: iteration time, MFU/HFU, tokens/s, memory per GPU.",
+     "[JOB.json ...] [flags]", "megasim predict --preset megatron-lm --num-gpus 12288 --json",
+     cmd_predict, 1, &predict_opts},
+    {"hardware", "List the built-in hardware profiles, or print one (or check a file) as JSON.",
+     "[--gpu NAME] [--cluster NAME] [--hardware FILE]", "megasim hardware --gpu h100-sxm-80gb --cluster fattree",
+     cmd_hardware, 0, &hardware_opts},
+};
+const int cli_ncmds = sizeof cli_cmds / sizeof cli_cmds[0];
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: megasim SUBCOMMAND [options]   (megasim SUBCOMMAND --help for its options)\n\n"
+               "Cost model and simulator of large-scale LLM training (MegaScale, NSDI 2024).\n\n"
+               "subcommands:\n");
+    for (int i = 0; i < cli_ncmds; i++)
+        fprintf(f, "  %-10s %s\n", cli_cmds[i].name, cli_cmds[i].summary);
+    fprintf(f, "\nexample: megasim predict   (MegaScale 175B on 12,288 GPUs, the paper's plan)\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (int i = 0; i < cli_ncmds; i++)
+        if (!strcmp(argv[1], cli_cmds[i].name))
+            return cli_cmds[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "megasim: error: unknown subcommand '%s'; run megasim --help for the list\n", argv[1]);
+    return 2;
+}

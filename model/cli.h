@@ -1,0 +1,39 @@
+/* cli: the parts of the command-line program shared by subcommands: a
+ * subcommand's own options (a small table beside the job's), help text
+ * generated from the tables, and the parse -> hardware -> finalize step
+ * that every job-taking subcommand starts with. */
+#ifndef MODEL_CLI_H
+#define MODEL_CLI_H
+
+#include "model/hw.h"
+#include "model/job.h"
+
+typedef struct {
+    const char *name;
+    const char *summary;
+    const char *usage;     /* e.g. "[JOB.json ...] [flags]" */
+    const char *example;
+    int (*run)(int argc, char **argv); /* argv[0] is the subcommand */
+    int takes_job;         /* --help also lists the job flags */
+    const opt_table *extra;
+} cli_cmd_t;
+
+extern const cli_cmd_t cli_cmds[];
+extern const int cli_ncmds;
+
+/* Prints "megasim CMD: error: MSG" and returns 2 (the bad-input status). */
+int cli_fail(const char *cmd, const char *msg);
+
+void cli_print_help(FILE *f, const cli_cmd_t *c);
+
+/* With --help or -h anywhere in argv, prints the help of argv[0]'s
+ * subcommand and returns 1 (so help works even beside bad flags). */
+int cli_wants_help(int argc, char **argv);
+
+/* Parses argv (after the subcommand name) into job and extra_obj, resolves
+ * the hardware and checks every rule. Returns 0, or 2 after printing one
+ * error message. */
+int cli_job_setup(const char *cmd, int argc, char **argv, const opt_table *extra,
+                  void *extra_obj, job_t *job, hw_t *hw);
+
+#endif

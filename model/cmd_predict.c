@@ -1,0 +1,50 @@
+/* cmd_predict: `megasim predict`: the closed-form estimate of one job,
+ * as a readable report or one JSON object. */
+#include "model/cli.h"
+#include "model/estimate.h"
+#include "model/report.h"
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int json, ops, help;
+} predict_opts_t;
+
+static const opt_def predict_defs[] = {
+    {"json", OPT_BOOL, offsetof(predict_opts_t, json), 0, 1, "false", 0, "output",
+     "print one JSON object instead of the report"},
+    {"ops", OPT_BOOL, offsetof(predict_opts_t, ops), 0, 1, "false", 0, "output",
+     "also print every op of one layer with its shape and modelled time"},
+    {"help", OPT_BOOL, offsetof(predict_opts_t, help), 0, 1, "false", 0, "output", "show this help"},
+};
+const opt_table predict_opts = {predict_defs, sizeof predict_defs / sizeof predict_defs[0], "predict option"};
+
+int cmd_predict(int argc, char **argv)
+{
+    predict_opts_t po;
+    job_t job;
+    hw_t hw;
+    if (cli_wants_help(argc, argv))
+        return 0;
+    int rc = cli_job_setup("predict", argc - 1, argv + 1, &predict_opts, &po, &job, &hw);
+    if (rc)
+        return rc;
+    estimate_t e;
+    estimate_job(&job, &hw, &e);
+    if (po.json) {
+        cJSON *o = report_json(&job, &hw, &e);
+        char *s = cJSON_Print(o);
+        puts(s);
+        free(s);
+        cJSON_Delete(o);
+    } else {
+        report_text(stdout, &job, &hw, &e);
+        if (po.ops)
+            report_ops(stdout, &job, &hw);
+    }
+    return 0;
+}

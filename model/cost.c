@@ -1,0 +1,201 @@
+/* cost: per-op time model (see cost.h). */
+#include "model/cost.h"
+
+#include <math.h>
+
+#define US 1e-6
+
+double op_flops(const op_t *op)
+{
+    if (op->kind == OP_GEMM)
+        return 2 * op->m * op->n * op->k * op->batch;
+    if (op->kind == OP_ATTN) /* QK^T and PV: 2 matmuls of 2 d FLOPs per key;
+                                backward: 5 matmuls (FlashAttention-2) */
+        return 4 * op->batch * op->attn_d * op->attn_keys * (op->attn_bwd ? 2.5 : 1);
+    return 0;
+}
+
+double cost_peak_flops(const hw_t *hw, const job_t *job)
+{
+    return (job->bf16 ? hw->gpu.peak_bf16_tflops : hw->gpu.peak_tf32_tflops) * 1e12;
+}
+
+/* Fraction of the SMs busy in the last wave when tiles of tm x tn cover
+ * the output: tiles / (waves * SMs). */
+static double wave_eff(double m, double n, double batch, int tm, int tn, int sms)
+{
+    double tiles = ceil(m / tm) * ceil(n / tn) * batch;
+    double waves = ceil(tiles / sms);
+    return tiles / (waves * sms);
+}
+
+/* cuBLAS picks among kernels: the profile's tile in both orientations, or
+ * a half-size tile (one dimension halved) that fills the last wave better
+ * but reuses less data per load: HALF_TILE_EFF of the full tile's speed
+ * (CUTLASS's 128x128 vs 256x128 sm80 kernels differ by about that). */
+#define HALF_TILE_EFF 0.9
+
+static double best_wave_eff(const hw_gpu_t *g, double m, double n, double batch)
+{
+    int tm = g->gemm_tile_m, tn = g->gemm_tile_n, s = g->sm_count;
+    double best = fmax(wave_eff(m, n, batch, tm, tn, s), wave_eff(m, n, batch, tn, tm, s));
+    double half = fmax(fmax(wave_eff(m, n, batch, tm / 2, tn, s), wave_eff(m, n, batch, tm, tn / 2, s)),
+                       fmax(wave_eff(m, n, batch, tn / 2, tm, s), wave_eff(m, n, batch, tn, tm / 2, s)));
+    return fmax(best, HALF_TILE_EFF * half);
+}
+
+double cost_gemm_s(const hw_t *hw, const job_t *job, double m, double n, double k, double batch)
+{
+    const hw_gpu_t *g = &hw->gpu;
+    double flops = 2 * m * n * k * batch;
+    double we = best_wave_eff(g, m, n, batch);
+    double t_math = flops / (cost_peak_flops(hw, job) * curve_eval(&g->gemm_eff, flops) * we);
+    double bytes = batch * (m * k + k * n + m * n) * (job->bf16 ? 2 : 4);
+    double t_mem = bytes / (g->hbm_gbps * 1e9 * curve_eval(&g->mem_eff, bytes));
+    return fmax(t_math, t_mem) + g->kernel_gap_us * US;
+}
+
+double cost_attn_s(const hw_t *hw, double flops, int bwd)
+{
+    const hw_gpu_t *g = &hw->gpu;
+    double eff = curve_eval(bwd ? &g->flash_bwd_eff : &g->flash_fwd_eff, flops);
+    return flops / (g->peak_bf16_tflops * 1e12 * eff) + g->kernel_gap_us * US;
+}
+
+double cost_elem_s(const hw_t *hw, double bytes)
+{
+    const hw_gpu_t *g = &hw->gpu;
+    return bytes / (g->hbm_gbps * 1e9 * curve_eval(&g->mem_eff, bytes)) + g->kernel_gap_us * US;
+}
+
+group_layout_t cost_group_layout(const job_t *job, const hw_t *hw, group_t grp)
+{
+    const hw_cluster_t *c = &hw->cluster;
+    int gpn = c->gpus_per_node;
+    long long stride, size; /* rank distance between members, members */
+    switch (grp) {
+    case GROUP_TP:
+        stride = 1, size = job->tp;
+        break;
+    case GROUP_DP:
+        stride = job->tp, size = job->dp;
+        break;
+    case GROUP_PP:
+        stride = (long long)job->tp * job->dp, size = job->pp;
+        break;
+    default: /* embedding group: first and last pipeline stage */
+        stride = (long long)job->tp * job->dp * (job->pp - 1), size = job->pp > 1 ? 2 : 1;
+        break;
+    }
+    group_layout_t g = {(int)size, 1, 1, -1};
+    if (stride < gpn) {
+        g.per_node = (int)fmin((double)size, (double)gpn / stride);
+        g.nodes = (int)((size + g.per_node - 1) / g.per_node);
+    } else {
+        g.nodes = (int)size;
+    }
+    if (g.nodes > 1) {
+        /* The group spans a block of consecutive nodes. */
+        double span_nodes = ceil((double)(size - 1) * stride / gpn) + 1;
+        g.tier = span_nodes <= c->nodes_per_tor                      ? 0
+                 : span_nodes <= (double)c->nodes_per_tor * c->tors_per_pod ? 1
+                                                                       : 2;
+    }
+    return g;
+}
+
+/* Bus bandwidth of one rank in the group, bytes/s, for messages of `bytes`:
+ * NVLink inside a node; across nodes the group's ranks on a node share
+ * that node's rail NICs (one each, at most nics_per_node), derated by the
+ * switch tier and, above the ToR, by oversubscription. */
+static double bus_Bps(const hw_t *hw, const group_layout_t *g, double bytes)
+{
+    const hw_cluster_t *c = &hw->cluster;
+    double nvl = hw->gpu.nvlink_gbps * 1e9 * curve_eval(&c->nvlink_eff, bytes);
+    if (g->nodes == 1)
+        return nvl;
+    double nics = fmin(g->per_node, c->nics_per_node);
+    double net = nics * c->nic_gbit / 8 * 1e9 * curve_eval(&c->net_eff, bytes) * c->tier_eff[g->tier];
+    if (g->tier > 0)
+        net /= c->oversubscription;
+    return g->per_node > 1 ? fmin(nvl, net) : net;
+}
+
+/* Latency of one ring step: NVLink hops inside nodes, network hops
+ * between them, plus the switch tiers crossed up and down. */
+static double step_s(const hw_t *hw, const group_layout_t *g)
+{
+    const hw_cluster_t *c = &hw->cluster;
+    if (g->nodes == 1)
+        return c->alpha_nvlink_us * US;
+    double net_share = 1.0 / g->per_node; /* fraction of ring hops between nodes */
+    return (c->alpha_nvlink_us * (1 - net_share) + c->alpha_net_us * net_share +
+            2 * (g->tier + 1) * c->alpha_hop_us) * US;
+}
+
+double cost_coll_s(const hw_t *hw, coll_t coll, double bytes, const group_layout_t *g)
+{
+    int n = g->size;
+    if (n <= 1 || bytes <= 0)
+        return 0;
+    double launch = hw->cluster.coll_launch_us * US, a = step_s(hw, g), bw = bus_Bps(hw, g, bytes);
+    double frac = (double)(n - 1) / n;
+    switch (coll) {
+    case COLL_ALLREDUCE: {
+        double ring = launch + 2 * (n - 1) * a + 2 * frac * bytes / bw;
+        /* NCCL's double binary tree: log-depth latency, with ~10% less
+         * bandwidth than the ring across nodes (NCCL tuning's tree factor). */
+        double tree = g->nodes > 1 ? launch + 2 * ceil(log2(n)) * a + 2 * frac * bytes / (0.9 * bw) : ring;
+        return fmin(ring, tree);
+    }
+    case COLL_ALLGATHER:
+    case COLL_REDUCESCATTER:
+    case COLL_ALLTOALL:
+        return launch + (n - 1) * a + frac * bytes / bw;
+    case COLL_BROADCAST: /* pipelined ring */
+        return launch + (n - 1) * a + bytes / bw;
+    }
+    return 0;
+}
+
+double cost_p2p_s(const hw_t *hw, double bytes, const group_layout_t *g)
+{
+    group_layout_t pair = *g;
+    pair.size = 2;
+    pair.per_node = g->nodes > 1 ? 1 : 2;
+    pair.nodes = g->nodes > 1 ? 2 : 1;
+    return hw->cluster.coll_launch_us * US + step_s(hw, &pair) + bytes / bus_Bps(hw, &pair, bytes);
+}
+
+double cost_optimizer_s(const hw_t *hw, const job_t *job, double params)
+{
+    /* Bytes per parameter, fused multi-tensor kernels: fp32 master, m and v
+     * read and written (24), fp32 gradient read (4), bf16 weight written
+     * (2), gradient-norm pass reading the gradient (4). LAMB adds the
+     * per-layer norms of weight and update (8). */
+    double per = 34 + (job->optimizer == OPTIM_LAMB ? 8 : 0);
+    return cost_elem_s(hw, params * per);
+}
+
+double cost_op_s(const hw_t *hw, const job_t *job, const op_t *op)
+{
+    switch (op->kind) {
+    case OP_GEMM:
+        return cost_gemm_s(hw, job, op->m, op->n, op->k, op->batch);
+    case OP_ATTN:
+        return cost_attn_s(hw, op_flops(op), op->attn_bwd);
+    case OP_ELEM:
+        return cost_elem_s(hw, op->bytes);
+    case OP_COLL: {
+        group_layout_t g = cost_group_layout(job, hw, op->group);
+        return cost_coll_s(hw, op->coll, op->bytes, &g);
+    }
+    case OP_P2P: {
+        group_layout_t g = cost_group_layout(job, hw, op->group);
+        return cost_p2p_s(hw, op->bytes, &g);
+    }
+    case OP_OPTIM:
+        return cost_optimizer_s(hw, job, op->bytes);
+    }
+    return 0;
+}

@@ -1,0 +1,40 @@
+/* cost: time of one op on the hardware, in seconds. GEMMs by roofline with
+ * wave quantisation and a size-efficiency curve; attention by its FLOPs and
+ * the flash efficiency curves; memory-bound kernels by bytes over HBM
+ * bandwidth; collectives by alpha-beta per algorithm (ring, tree) over
+ * the group's real placement (NVLink inside a node, rail NICs and switch
+ * tiers across nodes), in the style of NCCL's tuning model. */
+#ifndef MODEL_COST_H
+#define MODEL_COST_H
+
+#include "model/hw.h"
+#include "model/job.h"
+#include "model/op.h"
+
+/* Where a communication group's ranks sit (Megatron order: TP fastest,
+ * then DP, then PP, so DP traffic stays close). */
+typedef struct {
+    int size;          /* ranks in the group */
+    int per_node;      /* of them on one node */
+    int nodes;         /* nodes it spans */
+    int tier;          /* highest switch tier crossed: -1 NVLink only,
+                          0 one ToR, 1 aggregation, 2 spine */
+} group_layout_t;
+
+group_layout_t cost_group_layout(const job_t *job, const hw_t *hw, group_t g);
+
+double cost_gemm_s(const hw_t *hw, const job_t *job, double m, double n, double k, double batch);
+double cost_attn_s(const hw_t *hw, double flops, int bwd);
+double cost_elem_s(const hw_t *hw, double bytes);
+double cost_coll_s(const hw_t *hw, coll_t c, double bytes, const group_layout_t *g);
+double cost_p2p_s(const hw_t *hw, double bytes, const group_layout_t *g);
+/* Optimizer step over `params` local parameters (memory bound). */
+double cost_optimizer_s(const hw_t *hw, const job_t *job, double params);
+
+/* Any op; collectives and transfers use the job's layout of their group. */
+double cost_op_s(const hw_t *hw, const job_t *job, const op_t *op);
+
+/* Peak FLOP/s for the job's precision. */
+double cost_peak_flops(const hw_t *hw, const job_t *job);
+
+#endif

@@ -1,0 +1,199 @@
+/* estimate: closed-form iteration time (see estimate.h). */
+#include "model/estimate.h"
+
+#include "model/cost.h"
+#include "model/layer.h"
+
+#include <math.h>
+
+typedef struct {
+    double compute_s;  /* kernels on the compute stream, slowdown included */
+    double exposed_s;  /* TP communication on the critical path */
+} pass_time_t;
+
+/* Time of a GEMM chunked into c pieces and pipelined with its collective:
+ * the first (or last) collective piece and the last (or first) GEMM piece
+ * are alone; between them each step takes the slower of the two, the GEMM
+ * slowed by sharing the GPU with the communication kernel. */
+static void chunked_pair(const hw_t *hw, const job_t *j, const op_t *coll, const op_t *g,
+                         double *compute_s, double *exposed_s)
+{
+    int c = j->tp_overlap_chunks;
+    group_layout_t lay = cost_group_layout(j, hw, coll->group);
+    double comm_c = cost_coll_s(hw, coll->coll, coll->bytes / c, &lay);
+    double gemm_c = cost_gemm_s(hw, j, g->m / c, g->n, g->k, g->batch);
+    double slow = gemm_c * (1 + hw->gpu.comm_slowdown);
+    double total = comm_c + (c - 1) * fmax(comm_c, slow) + gemm_c;
+    *compute_s = (c - 1) * slow + gemm_c;
+    *exposed_s = total - *compute_s;
+}
+
+static pass_time_t pass_time(const hw_t *hw, const job_t *j, pass_t pass)
+{
+    op_t ops[LAYER_MAX_OPS];
+    double t[LAYER_MAX_OPS];
+    int n = layer_ops(j, pass, ops);
+    pass_time_t r = {0, 0};
+    for (int i = 0; i < n; i++)
+        t[i] = cost_op_s(hw, j, &ops[i]);
+    for (int i = 0; i < n; i++) {
+        const op_t *o = &ops[i];
+        if (o->kind != OP_COLL) {
+            r.compute_s += t[i];
+            continue;
+        }
+        double g = o->pair >= 0 ? t[o->pair] : 0;
+        if (o->overlap == OVL_NONE) {
+            r.exposed_s += t[i];
+        } else if (o->overlap == OVL_ASYNC) {
+            /* Launched beside its GEMM: exposed only past the GEMM's end;
+             * the GEMM slows while they share the GPU. */
+            r.exposed_s += fmax(0, t[i] - g);
+            r.compute_s += hw->gpu.comm_slowdown * fmin(t[i], g);
+        } else {
+            double c, e;
+            chunked_pair(hw, j, o, &ops[o->pair], &c, &e);
+            r.compute_s += c - g; /* replaces the unchunked GEMM */
+            r.exposed_s += e;
+        }
+    }
+    return r;
+}
+
+/* Per micro-batch work outside the transformer layers on a stage: the
+ * embedding lookup on the first, the output layer and the fused softmax
+ * cross-entropy on the last (bytes and GEMMs per GPU, TP-split). */
+static void stage_extra(const hw_t *hw, const job_t *j, int stage, double *fwd, double *bwd)
+{
+    double T = (double)j->seq_length * j->micro_batch_size, h = j->hidden_size;
+    double wb = j->bf16 ? 2 : 4, Vt = (double)j->padded_vocab_size / j->tp;
+    double Tl = j->sequence_parallel ? T / j->tp : T;
+    *fwd = *bwd = 0;
+    if (stage == 0) {
+        *fwd += cost_elem_s(hw, Tl * h * wb * 3);  /* gather rows, add positions */
+        *bwd += cost_elem_s(hw, Tl * h * (wb + 4) * 2); /* scatter-add into fp32 grads */
+    }
+    if (stage == j->pp - 1) {
+        *fwd += cost_gemm_s(hw, j, T, Vt, h, 1) + cost_elem_s(hw, T * Vt * (wb + 4));
+        *bwd += cost_gemm_s(hw, j, T, h, Vt, 1) + cost_gemm_s(hw, j, h, Vt, T, 1) +
+                cost_elem_s(hw, T * Vt * (4 + wb));
+        if (j->sequence_parallel && j->tp > 1) { /* gather the final hidden states */
+            group_layout_t g = cost_group_layout(j, hw, GROUP_TP);
+            *fwd += cost_coll_s(hw, COLL_ALLGATHER, T * h * wb, &g);
+            *bwd += cost_coll_s(hw, COLL_REDUCESCATTER, T * h * wb, &g);
+        }
+    }
+}
+
+static void stage_times(const hw_t *hw, const job_t *j, stage_times_t *st)
+{
+    pass_time_t f = pass_time(hw, j, PASS_FWD), b = pass_time(hw, j, PASS_BWD);
+    pass_time_t rc = pass_time(hw, j, PASS_RECOMPUTE);
+    double layers = (double)j->num_layers / j->pp;
+    st->layer_fwd_s = f.compute_s;
+    st->layer_bwd_s = b.compute_s + rc.compute_s;
+    st->tp_exposed_fwd_s = layers * f.exposed_s;
+    st->tp_exposed_bwd_s = layers * (b.exposed_s + rc.exposed_s);
+    /* The slowest stage sets the pace of the steady state. */
+    int stages[2] = {0, j->pp - 1};
+    double best = -1;
+    for (int k = 0; k < 2; k++) {
+        double ef, eb;
+        stage_extra(hw, j, stages[k], &ef, &eb);
+        double fw = layers * st->layer_fwd_s + ef, bw = layers * st->layer_bwd_s + eb;
+        if (fw + bw > best) {
+            best = fw + bw;
+            st->fwd_s = fw, st->bwd_s = bw, st->slowest_stage = stages[k];
+        }
+    }
+    group_layout_t pp = cost_group_layout(j, hw, GROUP_PP);
+    st->p2p_s = j->pp > 1 ? cost_p2p_s(hw, layer_p2p_bytes(j), &pp) : 0;
+}
+
+/* Exposed part of a DP collective split into `pieces` issued one after
+ * another, each only once its data is ready, `window_s` of compute apart:
+ * the last piece is always exposed, the others only where they outlast
+ * the compute between them. */
+static double dp_exposed(double total_s, int pieces, double window_s)
+{
+    double piece = total_s / pieces;
+    return piece + (pieces - 1) * fmax(0, piece - window_s);
+}
+
+/* DP collectives of one stage: gradient reduction (all-reduce, or reduce-
+ * scatter with ZeRO >= 1) and weight all-gather (ZeRO >= 1). */
+static void dp_times(const hw_t *hw, const job_t *j, stage_times_t *st)
+{
+    double P = fmax(workload_stage_params_local(j, 0), workload_stage_params_local(j, j->pp - 1));
+    double wb = j->bf16 ? 2 : 4, gb = j->grads_fp32 ? 4 : wb;
+    group_layout_t dp = cost_group_layout(j, hw, GROUP_DP);
+    if (j->zero_stage == 0) {
+        st->dp_reduce_s = cost_coll_s(hw, COLL_ALLREDUCE, P * gb, &dp);
+        st->dp_gather_s = 0;
+    } else {
+        st->dp_reduce_s = cost_coll_s(hw, COLL_REDUCESCATTER, P * gb, &dp);
+        st->dp_gather_s = cost_coll_s(hw, COLL_ALLGATHER, P * wb, &dp);
+    }
+}
+
+static void dp_exposure(const hw_t *hw, const job_t *j, const stage_times_t *st,
+                        double *exposed_s, double *slowdown_s)
+{
+    /* Pieces: see workload_dp_pieces. A chunk's gradients are final once the cool-down has run
+     * its backward for the last p micro-batches, p x (chunk backward) before
+     * the next chunk's; its weights are needed p x (chunk forward) later. */
+    double P = workload_stage_params_local(j, 0);
+    int pieces = workload_dp_pieces(j, P);
+    double win_b = j->vpp > 1 ? j->pp * st->bwd_s / j->vpp : st->bwd_s / pieces;
+    double win_f = j->vpp > 1 ? j->pp * st->fwd_s / j->vpp : st->fwd_s / pieces;
+    double red = j->overlap_grad_reduce ? dp_exposed(st->dp_reduce_s, pieces, win_b) : st->dp_reduce_s;
+    double gat = j->overlap_param_gather ? dp_exposed(st->dp_gather_s, pieces, win_f) : st->dp_gather_s;
+    if (j->zero_stage >= 3) /* weights gathered again for backward, per layer */
+        gat += j->overlap_param_gather ? 0 : st->dp_gather_s;
+    *exposed_s = red + gat;
+    double hidden = (st->dp_reduce_s - red) + (st->dp_gather_s - fmin(gat, st->dp_gather_s));
+    *slowdown_s = hw->gpu.comm_slowdown * hidden;
+}
+
+void estimate_job(const job_t *j, const hw_t *hw, estimate_t *e)
+{
+    workload_compute(j, &e->work);
+    workload_memory(j, hw, &e->mem);
+    stage_times_t *st = &e->st;
+    stage_times(hw, j, st);
+    dp_times(hw, j, st);
+    double m = j->num_microbatches, p = j->pp, v = j->vpp;
+    breakdown_t *br = &e->br;
+    double per_mb_compute = st->fwd_s + st->bwd_s;
+    double per_mb_tp = st->tp_exposed_fwd_s + st->tp_exposed_bwd_s;
+    /* Pipeline: m micro-batches at the slowest stage's pace, plus the fill
+     * and drain bubble of (p - 1) / v micro-batch times (1F1B, interleaved
+     * and GPipe alike; Narayanan et al. 2021). */
+    double dp_exp, dp_slow;
+    dp_exposure(hw, j, st, &dp_exp, &dp_slow);
+    br->compute_s = m * per_mb_compute + dp_slow;
+    br->exposed_tp_comm_s = m * per_mb_tp;
+    br->bubble_s = (p - 1) / v * (per_mb_compute + per_mb_tp);
+    /* Blocking send/receive pairs (Megatron) expose two transfers per
+     * micro-batch and chunk; decoupled asynchronous ones expose only the
+     * fill and drain path. */
+    br->exposed_pp_comm_s = p > 1 ? (j->pp_comm_overlap ? 2 * (p - 1) : 2 * m * v + 2 * (p - 1)) * st->p2p_s : 0;
+    br->exposed_dp_comm_s = dp_exp;
+    double shard = workload_stage_params_local(j, 0) / (j->zero_stage >= 1 ? j->dp : 1);
+    br->optimizer_s = cost_optimizer_s(hw, j, shard);
+    /* Tied embedding gradients summed between first and last stage. */
+    group_layout_t emb = cost_group_layout(j, hw, GROUP_EMB);
+    double emb_s = p > 1 ? cost_coll_s(hw, COLL_ALLREDUCE, (double)j->padded_vocab_size * j->hidden_size /
+                                                                j->tp * (j->grads_fp32 ? 4 : 2), &emb)
+                         : 0;
+    br->other_s = emb_s + (j->async_data_loader ? 0 : hw->cluster.host_stall_s);
+    e->iteration_s = br->compute_s + br->bubble_s + br->exposed_tp_comm_s + br->exposed_pp_comm_s +
+                     br->exposed_dp_comm_s + br->optimizer_s + br->other_s;
+    double tokens = (double)j->global_batch_size * j->seq_length;
+    e->tokens_per_s = tokens / e->iteration_s;
+    e->peak_flops = cost_peak_flops(hw, j);
+    double denom = e->iteration_s * j->num_gpus * e->peak_flops;
+    e->mfu = e->work.model_flops_per_iter / denom;
+    e->hfu = e->work.hw_flops_per_iter / denom;
+    e->days_for_300b_tokens = 300e9 / e->tokens_per_s / 86400;
+}

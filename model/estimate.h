@@ -1,0 +1,44 @@
+/* estimate: the closed-form iteration model. Walks the per-layer op costs
+ * of model/layer.c up to model chunks and pipeline stages, then adds the
+ * pipeline bubble and the exposed TP, PP and DP communication allowed by
+ * each overlap switch, the optimizer step and host stalls. The breakdown
+ * sums exactly to the iteration time (seconds on the critical path). */
+#ifndef MODEL_ESTIMATE_H
+#define MODEL_ESTIMATE_H
+
+#include "model/hw.h"
+#include "model/job.h"
+#include "model/workload.h"
+
+typedef struct {
+    double compute_s, bubble_s;
+    double exposed_tp_comm_s, exposed_pp_comm_s, exposed_dp_comm_s;
+    double optimizer_s, other_s;
+} breakdown_t;
+
+typedef struct {
+    /* per micro-batch on the slowest stage */
+    double fwd_s, bwd_s;           /* compute, recomputation and slowdown included */
+    double tp_exposed_fwd_s, tp_exposed_bwd_s;
+    double layer_fwd_s, layer_bwd_s; /* one layer, compute only */
+    double p2p_s;                  /* one stage-to-stage transfer */
+    double dp_reduce_s, dp_gather_s; /* whole stage's gradient / weight collectives */
+    int slowest_stage;
+} stage_times_t;
+
+typedef struct {
+    workload_t work;
+    memory_t mem;
+    stage_times_t st;
+    breakdown_t br;
+    double iteration_s;
+    double tokens_per_s;
+    double mfu, hfu;
+    double peak_flops;            /* per GPU, for the job's precision */
+    double days_for_300b_tokens;
+} estimate_t;
+
+/* Evaluates one finalized job on one hardware profile. O(layers' ops). */
+void estimate_job(const job_t *job, const hw_t *hw, estimate_t *e);
+
+#endif

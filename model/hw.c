@@ -1,0 +1,163 @@
+/* hw: profile tables, file loading and checks (data lives in hw_builtin.c). */
+#include "model/hw.h"
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#define G(f) offsetof(hw_gpu_t, f)
+#define C(f) offsetof(hw_cluster_t, f)
+
+/* No defaults: a profile file must give every field (or a "base"). */
+static const opt_def gpu_defs[] = {
+    {"name", OPT_STR, G(name), 0, sizeof(((hw_gpu_t *)0)->name), 0, 0, "gpu", "profile name"},
+    {"peak-bf16-tflops", OPT_REAL, G(peak_bf16_tflops), 1e-3, 1e6, 0, 0, "gpu", "dense bf16 peak, TFLOP/s"},
+    {"peak-tf32-tflops", OPT_REAL, G(peak_tf32_tflops), 1e-3, 1e6, 0, 0, "gpu", "dense tf32 peak, TFLOP/s"},
+    {"hbm-gib", OPT_REAL, G(hbm_gib), 1e-3, 1e6, 0, 0, "gpu", "memory capacity, GiB"},
+    {"hbm-gbps", OPT_REAL, G(hbm_gbps), 1e-3, 1e6, 0, 0, "gpu", "memory bandwidth, GB/s"},
+    {"nvlink-gbps", OPT_REAL, G(nvlink_gbps), 1e-3, 1e6, 0, 0, "gpu", "NVLink per direction, GB/s"},
+    {"sm-count", OPT_INT, G(sm_count), 1, 100000, 0, 0, "gpu", "streaming multiprocessors"},
+    {"gemm-tile-m", OPT_INT, G(gemm_tile_m), 1, 4096, 0, 0, "gpu", "GEMM output tile rows"},
+    {"gemm-tile-n", OPT_INT, G(gemm_tile_n), 1, 4096, 0, 0, "gpu", "GEMM output tile columns"},
+    {"kernel-gap-us", OPT_REAL, G(kernel_gap_us), 0, 1e5, 0, 0, "gpu", "fixed cost per kernel, us"},
+    {"comm-slowdown", OPT_REAL, G(comm_slowdown), 0, 1, 0, 0, "gpu", "compute slowdown beside a collective"},
+    {"gemm-eff", OPT_CURVE, G(gemm_eff), 1e-4, 1, 0, 0, "gpu", "GEMM fraction of peak vs FLOPs"},
+    {"flash-fwd-eff", OPT_CURVE, G(flash_fwd_eff), 1e-4, 1, 0, 0, "gpu", "attention fwd fraction of peak vs FLOPs"},
+    {"flash-bwd-eff", OPT_CURVE, G(flash_bwd_eff), 1e-4, 1, 0, 0, "gpu", "attention bwd fraction of peak vs FLOPs"},
+    {"mem-eff", OPT_CURVE, G(mem_eff), 1e-4, 1, 0, 0, "gpu", "memory-bound fraction of HBM bandwidth vs bytes"},
+};
+
+static const opt_def cluster_defs[] = {
+    {"name", OPT_STR, C(name), 0, sizeof(((hw_cluster_t *)0)->name), 0, 0, "cluster", "profile name"},
+    {"fabric", OPT_ENUM, C(fabric), 0, 0, 0, "clos3|fattree", "cluster", "switch fabric"},
+    {"gpus-per-node", OPT_INT, C(gpus_per_node), 1, 1024, 0, 0, "cluster", "GPUs per node"},
+    {"nics-per-node", OPT_INT, C(nics_per_node), 1, 1024, 0, 0, "cluster", "NICs per node (rails)"},
+    {"nic-gbit", OPT_REAL, C(nic_gbit), 1e-3, 1e6, 0, 0, "cluster", "NIC line rate, Gb/s"},
+    {"nodes-per-tor", OPT_INT, C(nodes_per_tor), 1, 100000, 0, 0, "cluster", "nodes under one ToR set"},
+    {"tors-per-pod", OPT_INT, C(tors_per_pod), 1, 100000, 0, 0, "cluster", "ToR sets per pod"},
+    {"tor-uplink-ratio", OPT_REAL, C(tor_uplink_ratio), 1e-3, 1e3, 0, 0, "cluster", "uplink / downlink port speed"},
+    {"oversubscription", OPT_REAL, C(oversubscription), 1, 1e3, 0, 0, "cluster", "ToR down / up bandwidth"},
+    {"alpha-nvlink-us", OPT_REAL, C(alpha_nvlink_us), 0, 1e6, 0, 0, "cluster", "ring step latency, NVLink, us"},
+    {"alpha-net-us", OPT_REAL, C(alpha_net_us), 0, 1e6, 0, 0, "cluster", "ring step latency, network, us"},
+    {"alpha-hop-us", OPT_REAL, C(alpha_hop_us), 0, 1e6, 0, 0, "cluster", "latency per switch tier, us"},
+    {"coll-launch-us", OPT_REAL, C(coll_launch_us), 0, 1e6, 0, 0, "cluster", "launch cost of a collective, us"},
+    {"tier-eff-tor", OPT_REAL, C(tier_eff[0]), 1e-3, 1, 0, 0, "cluster", "bandwidth kept under one ToR"},
+    {"tier-eff-pod", OPT_REAL, C(tier_eff[1]), 1e-3, 1, 0, 0, "cluster", "bandwidth kept across aggregation"},
+    {"tier-eff-spine", OPT_REAL, C(tier_eff[2]), 1e-3, 1, 0, 0, "cluster", "bandwidth kept across spine"},
+    {"host-stall-s", OPT_REAL, C(host_stall_s), 0, 1e4, 0, 0, "cluster", "host stall per iteration, synchronous loader, s"},
+    {"runtime-reserved-gib", OPT_REAL, C(runtime_reserved_gib), 0, 1e4, 0, 0, "cluster", "runtime memory per GPU, GiB"},
+    {"nvlink-eff", OPT_CURVE, C(nvlink_eff), 1e-4, 1, 0, 0, "cluster", "NVLink fraction reached vs bytes"},
+    {"net-eff", OPT_CURVE, C(net_eff), 1e-4, 1, 0, 0, "cluster", "NIC fraction reached vs bytes"},
+};
+
+const opt_table hw_gpu_opts = {gpu_defs, sizeof gpu_defs / sizeof gpu_defs[0], "gpu profile"};
+const opt_table hw_cluster_opts = {cluster_defs, sizeof cluster_defs / sizeof cluster_defs[0], "cluster profile"};
+
+static const char *const base_key[] = {"base", NULL};
+
+/* Loads one section: from its "base" built-in if named, else every field
+ * is required. */
+static int load_section(const opt_table *t, const cJSON *sec, void *obj, const char *path,
+                        int (*builtin)(const char *, void *), char *err)
+{
+    char where[300], seen[64] = {0};
+    snprintf(where, sizeof where, "%s: %s", path, t == &hw_gpu_opts ? "gpu" : "cluster");
+    const cJSON *base = cJSON_GetObjectItemCaseSensitive(sec, "base");
+    if (base && (!cJSON_IsString(base) || builtin(base->valuestring, obj))) {
+        snprintf(err, OPT_ERR_LEN, "%s: base: '%s' is not a built-in profile (megasim hardware lists them)",
+                 where, cJSON_IsString(base) ? base->valuestring : "?");
+        return -1;
+    }
+    if (opts_apply_json(t, obj, sec, where, base_key, seen, err))
+        return -1;
+    for (int i = 0; i < t->n && !base; i++)
+        if (!seen[i]) {
+            char key[64];
+            snprintf(key, sizeof key, "%s", t->defs[i].name);
+            for (char *p = key; *p; p++)
+                *p = *p == '-' ? '_' : *p;
+            snprintf(err, OPT_ERR_LEN, "%s: field '%s' is missing (%s); give it or name a \"base\" profile",
+                     where, key, t->defs[i].help);
+            return -1;
+        }
+    return 0;
+}
+
+static int gpu_builtin_v(const char *n, void *o) { return hw_builtin_gpu(n, o); }
+static int cluster_builtin_v(const char *n, void *o) { return hw_builtin_cluster(n, o); }
+
+static int unknown_name(const char *kind, const char *name, const char *const *names, char *err)
+{
+    char list[256] = "";
+    for (const char *const *p = names; *p; p++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", p == names ? "" : ", ", *p);
+    snprintf(err, OPT_ERR_LEN, "--%s = '%s' is not a built-in profile; choose one of %s, or give --hardware FILE",
+             kind, name, list);
+    return -1;
+}
+
+int hw_resolve(const char *gpu, const char *cluster, const char *file, hw_t *hw, char *err)
+{
+    memset(hw, 0, sizeof *hw);
+    if (hw_builtin_gpu(gpu, &hw->gpu))
+        return unknown_name("gpu", gpu, hw_gpu_names, err);
+    if (hw_builtin_cluster(cluster, &hw->cluster))
+        return unknown_name("cluster", cluster, hw_cluster_names, err);
+    if (file && *file) {
+        cJSON *root;
+        if (opts_read_json_file(file, &root, err))
+            return -1;
+        int rc = 0;
+        const cJSON *g = cJSON_GetObjectItemCaseSensitive(root, "gpu");
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(root, "cluster");
+        const cJSON *m;
+        cJSON_ArrayForEach(m, root)
+        {
+            if (strcmp(m->string, "gpu") && strcmp(m->string, "cluster") && strcmp(m->string, "provenance")) {
+                snprintf(err, OPT_ERR_LEN, "%s: unknown section '%s'; allowed gpu, cluster, provenance",
+                         file, m->string);
+                rc = -1;
+            }
+        }
+        if (!rc && !g && !c) {
+            snprintf(err, OPT_ERR_LEN, "%s: no \"gpu\" or \"cluster\" section", file);
+            rc = -1;
+        }
+        if (!rc && g)
+            rc = load_section(&hw_gpu_opts, g, &hw->gpu, file, gpu_builtin_v, err);
+        if (!rc && c)
+            rc = load_section(&hw_cluster_opts, c, &hw->cluster, file, cluster_builtin_v, err);
+        cJSON_Delete(root);
+        if (rc)
+            return -1;
+    }
+    return hw_check(hw, err);
+}
+
+int hw_check(const hw_t *hw, char *err)
+{
+    const hw_cluster_t *c = &hw->cluster;
+    if (c->nics_per_node > c->gpus_per_node) {
+        snprintf(err, OPT_ERR_LEN, "cluster %s: nics_per_node = %d exceeds gpus_per_node = %d; "
+                 "rails are one NIC per GPU at most", c->name, c->nics_per_node, c->gpus_per_node);
+        return -1;
+    }
+    const struct { const curve_t *c; const char *name; } curves[] = {
+        {&hw->gpu.gemm_eff, "gpu gemm_eff"}, {&hw->gpu.flash_fwd_eff, "gpu flash_fwd_eff"},
+        {&hw->gpu.flash_bwd_eff, "gpu flash_bwd_eff"}, {&hw->gpu.mem_eff, "gpu mem_eff"},
+        {&c->nvlink_eff, "cluster nvlink_eff"}, {&c->net_eff, "cluster net_eff"},
+    };
+    for (size_t i = 0; i < sizeof curves / sizeof curves[0]; i++)
+        if (curve_check(curves[i].c, 1e-4, 1, curves[i].name, err, OPT_ERR_LEN))
+            return -1;
+    return 0;
+}
+
+cJSON *hw_to_json(const hw_t *hw)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "gpu", opts_to_json(&hw_gpu_opts, &hw->gpu));
+    cJSON_AddItemToObject(o, "cluster", opts_to_json(&hw_cluster_opts, &hw->cluster));
+    return o;
+}

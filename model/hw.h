@@ -1,0 +1,80 @@
+/* hw: hardware profiles. A GPU profile (peaks, memory, NVLink, efficiency
+ * curves) and a cluster profile (nodes, NICs, rails, switch fabric,
+ * collective latencies and bandwidth curves, host overheads). Built-in
+ * profiles carry the public source of every number (hw_builtin.c); a JSON
+ * file in the same format (megasim hardware NAME prints one) replaces
+ * them, which is what calibration writes. */
+#ifndef MODEL_HW_H
+#define MODEL_HW_H
+
+#include "model/curve.h"
+#include "model/opts.h"
+
+typedef enum { FABRIC_CLOS3, FABRIC_FATTREE } fabric_t;
+
+typedef struct {
+    char name[40];
+    double peak_bf16_tflops;  /* dense tensor-core peak, bf16/fp16 */
+    double peak_tf32_tflops;  /* dense tensor-core peak, tf32 (fp32 storage) */
+    double hbm_gib;           /* memory capacity */
+    double hbm_gbps;          /* memory bandwidth, GB/s (1e9 B/s) */
+    double nvlink_gbps;       /* NVLink bandwidth per GPU per direction, GB/s */
+    int sm_count;
+    int gemm_tile_m, gemm_tile_n; /* output tile of one thread block (wave model) */
+    double kernel_gap_us;     /* fixed cost per kernel launch on the stream */
+    double comm_slowdown;     /* fractional compute slowdown while a collective
+                                 kernel shares the GPU */
+    curve_t gemm_eff;         /* fraction of peak vs FLOPs of one GEMM call */
+    curve_t flash_fwd_eff;    /* fraction of peak vs FLOPs of one attention call */
+    curve_t flash_bwd_eff;
+    curve_t mem_eff;          /* fraction of hbm_gbps vs bytes moved by a kernel */
+} hw_gpu_t;
+
+typedef struct {
+    char name[40];
+    int fabric;               /* fabric_t: clos3 | fattree */
+    int gpus_per_node;
+    int nics_per_node;        /* one per rail */
+    double nic_gbit;          /* NIC line rate, Gb/s */
+    int nodes_per_tor;        /* servers under one ToR set (one ToR per rail) */
+    int tors_per_pod;         /* ToR sets under one aggregation block */
+    double tor_uplink_ratio;  /* uplink port speed / downlink port speed */
+    double oversubscription;  /* ToR downlink bandwidth / uplink bandwidth */
+    double alpha_nvlink_us;   /* per-step latency of a ring step over NVLink */
+    double alpha_net_us;      /* per-step latency of a ring step over the network */
+    double alpha_hop_us;      /* extra latency per switch tier crossed */
+    double coll_launch_us;    /* fixed cost to launch one collective */
+    double tier_eff[3];       /* bandwidth kept when traffic stays under one
+                                 ToR, crosses aggregation, crosses spine */
+    double host_stall_s;      /* per-iteration host stall with the synchronous
+                                 data pipeline (data loading, host-side
+                                 bookkeeping); 0 with --async-data-loader */
+    double runtime_reserved_gib; /* CUDA context, NCCL and cuBLAS buffers */
+    curve_t nvlink_eff;       /* fraction of nvlink_gbps reached vs message bytes */
+    curve_t net_eff;          /* fraction of nic_gbit reached vs message bytes */
+} hw_cluster_t;
+
+typedef struct {
+    hw_gpu_t gpu;
+    hw_cluster_t cluster;
+} hw_t;
+
+extern const opt_table hw_gpu_opts, hw_cluster_opts;
+
+int hw_builtin_gpu(const char *name, hw_gpu_t *out);
+int hw_builtin_cluster(const char *name, hw_cluster_t *out);
+/* Names of the built-ins, NULL terminated. */
+extern const char *const hw_gpu_names[], *const hw_cluster_names[];
+
+/* Resolves the job's --gpu/--cluster/--hardware choices into *hw. A file
+ * section ("gpu" or "cluster") must give every field unless it names a
+ * built-in "base" to start from. Returns 0 or -1 with a message. */
+int hw_resolve(const char *gpu, const char *cluster, const char *file, hw_t *hw, char *err);
+
+/* Range checks of every field (missing fields are caught by hw_resolve). */
+int hw_check(const hw_t *hw, char *err);
+
+/* The profile as JSON, in the format hw_resolve reads. */
+struct cJSON *hw_to_json(const hw_t *hw);
+
+#endif

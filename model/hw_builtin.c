@@ -1,0 +1,157 @@
+/* hw_builtin: the built-in GPU and cluster profiles, each number with its
+ * public source. Efficiency curves are approximate readings of public
+ * measurements, stated as such; `megasim calibrate` replaces them with
+ * measured ones. Why each was chosen: experiments/megascale/ASSUMPTIONS.md. */
+#include "model/hw.h"
+
+#include <string.h>
+
+#define CURVE(...) {sizeof((double[][2]){__VA_ARGS__}) / sizeof(double[2]), {0}, {0}}
+
+/* Curves are written as point lists and unpacked by set_curve. */
+static void set_curve(curve_t *c, const double (*pts)[2], int n)
+{
+    c->n = n;
+    for (int i = 0; i < n; i++)
+        c->x[i] = pts[i][0], c->y[i] = pts[i][1];
+}
+#define SET_CURVE(dst, ...)                                                       \
+    do {                                                                          \
+        static const double pts_[][2] = {__VA_ARGS__};                            \
+        set_curve(&(dst), pts_, (int)(sizeof pts_ / sizeof pts_[0]));              \
+    } while (0)
+
+const char *const hw_gpu_names[] = {"a100-sxm-80gb", "a800-sxm-80gb", "h100-sxm-80gb", "h800-sxm-80gb", NULL};
+const char *const hw_cluster_names[] = {"megascale", "fattree", NULL};
+
+/* Ampere SXM4 80GB: NVIDIA A100 Tensor Core GPU datasheet (2021): 312
+ * TFLOP/s dense BF16, 156 TF32, 2,039 GB/s HBM2e, 80 GB, NVLink 600 GB/s
+ * (12 links, both directions: 300 GB/s each way), 108 SMs (A100 whitepaper).
+ * A800: the same chip with NVLink cut to 400 GB/s (NVIDIA A800 datasheet). */
+static void ampere(hw_gpu_t *g, const char *name, double nvlink_gbps)
+{
+    strcpy(g->name, name);
+    g->peak_bf16_tflops = 312.0;
+    g->peak_tf32_tflops = 156.0;
+    g->hbm_gib = 80.0;
+    g->hbm_gbps = 2039.0;
+    g->nvlink_gbps = nvlink_gbps;
+    g->sm_count = 108;
+    /* cuBLAS's large bf16 kernels on sm_80 use 256x128 tiles (CUTLASS
+     * default sm80 tensor-op GEMM threadblock shape). */
+    g->gemm_tile_m = 256, g->gemm_tile_n = 128;
+    /* Back-to-back launch gap with the host ahead of the GPU, ~2 us
+     * (CUDA launch latency as reported in NVIDIA's CUDA Graphs blog). */
+    g->kernel_gap_us = 2.0;
+    /* NCCL's NVLink collectives run on 8-16 channels, one SM each, out of
+     * 108 SMs, and share HBM bandwidth: ~10% slower compute beside them. */
+    g->comm_slowdown = 0.10;
+    /* Best achievable bf16 matmul ~86% of peak (the "maximum achievable
+     * matmul FLOPS" survey in Bekman's ml-engineering book); smaller calls
+     * lose to launch and tail effects (shape of public cuBLAS sweeps). */
+    SET_CURVE(g->gemm_eff, {1e8, 0.15}, {1e9, 0.40}, {1e10, 0.68}, {1e11, 0.82}, {1e12, 0.86});
+    /* FlashAttention-2 paper (Dao 2023), A100, head dim 128, causal: forward
+     * ~60-70% of peak, backward ~45-55% at long sequences. */
+    SET_CURVE(g->flash_fwd_eff, {1e8, 0.10}, {1e9, 0.28}, {1e10, 0.50}, {1e11, 0.62}, {1e12, 0.66});
+    SET_CURVE(g->flash_bwd_eff, {1e8, 0.08}, {1e9, 0.22}, {1e10, 0.40}, {1e11, 0.50}, {1e12, 0.54});
+    /* Memory-bound kernels reach ~90% of HBM bandwidth when large (STREAM
+     * style copy on A100: ~1.8 TB/s of 2.04); small ones are tail bound. */
+    SET_CURVE(g->mem_eff, {1e5, 0.05}, {1e6, 0.35}, {1e7, 0.75}, {1e8, 0.87}, {1e9, 0.90});
+}
+
+/* Hopper SXM5 80GB: NVIDIA H100 datasheet: 989 TFLOP/s dense BF16 (1,979
+ * with sparsity), 495 TF32, 3.35 TB/s HBM3, NVLink 900 GB/s (450 each way),
+ * 132 SMs. H800: NVLink 400 GB/s (NVIDIA H800 datasheet). */
+static void hopper(hw_gpu_t *g, const char *name, double nvlink_gbps)
+{
+    strcpy(g->name, name);
+    g->peak_bf16_tflops = 989.4;
+    g->peak_tf32_tflops = 494.7;
+    g->hbm_gib = 80.0;
+    g->hbm_gbps = 3350.0;
+    g->nvlink_gbps = nvlink_gbps;
+    g->sm_count = 132;
+    g->gemm_tile_m = 128, g->gemm_tile_n = 256; /* CUTLASS sm90 default */
+    g->kernel_gap_us = 2.0;
+    g->comm_slowdown = 0.10;  /* 8-16 channels of 132 SMs, as for Ampere */
+    /* Best bf16 matmul ~80% of peak (same MAMF survey). */
+    SET_CURVE(g->gemm_eff, {1e8, 0.08}, {1e9, 0.25}, {1e10, 0.55}, {1e11, 0.74}, {1e12, 0.80});
+    /* FlashAttention-2 on H100 reaches ~35-40% of peak forward (FA-3 paper,
+     * Shah et al. 2024, FA-2 baseline curves), backward ~30%. */
+    SET_CURVE(g->flash_fwd_eff, {1e8, 0.05}, {1e9, 0.14}, {1e10, 0.28}, {1e11, 0.36}, {1e12, 0.38});
+    SET_CURVE(g->flash_bwd_eff, {1e8, 0.04}, {1e9, 0.12}, {1e10, 0.24}, {1e11, 0.30}, {1e12, 0.33});
+    SET_CURVE(g->mem_eff, {1e5, 0.04}, {1e6, 0.30}, {1e7, 0.72}, {1e8, 0.86}, {1e9, 0.90});
+}
+
+int hw_builtin_gpu(const char *name, hw_gpu_t *g)
+{
+    memset(g, 0, sizeof *g);
+    if (!strcmp(name, "a100-sxm-80gb"))
+        ampere(g, name, 300.0);
+    else if (!strcmp(name, "a800-sxm-80gb"))
+        ampere(g, name, 200.0);
+    else if (!strcmp(name, "h100-sxm-80gb"))
+        hopper(g, name, 450.0);
+    else if (!strcmp(name, "h800-sxm-80gb"))
+        hopper(g, name, 200.0);
+    else
+        return -1;
+    return 0;
+}
+
+/* Shared by both clusters: NCCL's own latency tables (src/graph/tuning.cc,
+ * NCCL 2.18: Simple protocol, ring: base 8.4 us, 3.4 us per NVLink step,
+ * 14 us per network step) and nccl-tests bandwidths on DGX A100 class
+ * nodes (NVLink all-reduce busbw ~230 of 300 GB/s; 8x200G all-reduce
+ * busbw ~185 of 200 GB/s per node). */
+static void nccl_defaults(hw_cluster_t *c)
+{
+    c->alpha_nvlink_us = 3.4;
+    c->alpha_net_us = 14.0;
+    c->alpha_hop_us = 0.5;     /* switch port-to-port latency, 64x400G class */
+    c->coll_launch_us = 8.4;
+    SET_CURVE(c->nvlink_eff, {4096, 0.02}, {65536, 0.20}, {1048576, 0.55}, {16777216, 0.72}, {134217728, 0.78});
+    SET_CURVE(c->net_eff, {4096, 0.05}, {65536, 0.35}, {1048576, 0.70}, {16777216, 0.88}, {134217728, 0.93});
+    /* Runtime memory: CUDA context ~0.5 GiB, NCCL buffers for 4-5
+     * communicators, cuBLAS workspace, allocator fragmentation. */
+    c->runtime_reserved_gib = 2.5;
+    /* Host stall per iteration with a synchronous loader on every rank: the
+     * one parameter fitted on MegaScale's Table 3 (row 8, "misc": 61.2% to
+     * 62.3% MFU at batch 256 on 256 GPUs is 0.2 s of an 11.4 s iteration). */
+    c->host_stall_s = 0.2;
+}
+
+int hw_builtin_cluster(const char *name, hw_cluster_t *c)
+{
+    memset(c, 0, sizeof *c);
+    if (!strcmp(name, "megascale")) {
+        /* MegaScale section 3.6: 8 GPUs and 8x200G NICs per node, one NIC
+         * per rail; 3-tier Clos of Tomahawk 4 (64x400G), 32 down / 32 up per
+         * tier (1:1); ToR 400G ports split to 2x200G down, so uplinks have
+         * twice the downlink speed; up to 64 servers per ToR set. */
+        strcpy(c->name, name);
+        c->fabric = FABRIC_CLOS3;
+        c->gpus_per_node = 8, c->nics_per_node = 8, c->nic_gbit = 200.0;
+        c->nodes_per_tor = 64;
+        c->tors_per_pod = 32;  /* 32 downlinks of an aggregation switch */
+        c->tor_uplink_ratio = 2.0, c->oversubscription = 1.0;
+        /* Non-blocking with 2x uplinks: the paper reports ECMP conflicts
+         * largely removed; the closed form keeps full bandwidth at every
+         * tier and the simulator models hashing explicitly. */
+        c->tier_eff[0] = c->tier_eff[1] = c->tier_eff[2] = 1.0;
+    } else if (!strcmp(name, "fattree")) {
+        /* Generic rail-optimised fat-tree (NVIDIA DGX SuperPOD style):
+         * 8 GPUs, 8x200G NICs per node, 32 nodes per leaf group, 1:1.
+         * --nics-per-node, --nic-gbit and --oversubscription change it. */
+        strcpy(c->name, name);
+        c->fabric = FABRIC_FATTREE;
+        c->gpus_per_node = 8, c->nics_per_node = 8, c->nic_gbit = 200.0;
+        c->nodes_per_tor = 32, c->tors_per_pod = 32;
+        c->tor_uplink_ratio = 1.0, c->oversubscription = 1.0;
+        c->tier_eff[0] = c->tier_eff[1] = c->tier_eff[2] = 1.0;
+    } else {
+        return -1;
+    }
+    nccl_defaults(c);
+    return 0;
+}

@@ -1,0 +1,434 @@
+/* job: the options table of a training job, presets, parsing of files and
+ * flags, and the cross-field rules (see job.h). */
+#include "model/job.h"
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define J(f) offsetof(job_t, f)
+#define BIG 16777216.0 /* 2^24: bound for sizes (tokens, vocab, batch) */
+
+/* Megatron-LM spelling where Megatron has one; our own names otherwise. */
+static const opt_def defs[] = {
+    /* name, type, offset, lo, hi, default, choices, group, help */
+    {"num-layers", OPT_INT, J(num_layers), 1, 10000, "96", 0, "model", "transformer layers"},
+    {"hidden-size", OPT_INT, J(hidden_size), 1, 1048576, "12288", 0, "model", "hidden size h"},
+    {"ffn-hidden-size", OPT_INT, J(ffn_hidden_size), 0, 4194304, "0", 0, "model", "MLP hidden size (0 = 4 x hidden)"},
+    {"num-attention-heads", OPT_INT, J(num_attention_heads), 1, 16384, "128", 0, "model", "attention heads"},
+    {"num-query-groups", OPT_INT, J(num_query_groups), 0, 16384, "0", 0, "model", "key/value heads for GQA (0 = heads, i.e. MHA)"},
+    {"seq-length", OPT_INT, J(seq_length), 1, BIG, "2048", 0, "model", "sequence length in tokens"},
+    {"padded-vocab-size", OPT_INT, J(padded_vocab_size), 1, BIG, "64000", 0, "model", "vocabulary size (padded)"},
+    {"global-batch-size", OPT_INT, J(global_batch_size), 1, BIG, "6144", 0, "model", "sequences per iteration"},
+    {"micro-batch-size", OPT_INT, J(micro_batch_size), 1, 65536, "1", 0, "model", "sequences per micro-batch"},
+
+    {"num-gpus", OPT_INT, J(num_gpus), 1, 4194304, "12288", 0, "parallel plan", "GPUs in the job (DP = GPUs / (TP x PP))"},
+    {"tensor-model-parallel-size", OPT_INT, J(tp), 1, 1024, "8", 0, "parallel plan", "tensor-parallel size TP"},
+    {"pipeline-model-parallel-size", OPT_INT, J(pp), 1, 4096, "8", 0, "parallel plan", "pipeline stages PP"},
+    {"num-layers-per-virtual-pipeline-stage", OPT_INT, J(layers_per_vstage), 0, 10000, "2", 0, "parallel plan",
+     "layers per model chunk for the interleaved schedule (0 = not interleaved)"},
+    {"pipeline-schedule", OPT_ENUM, J(pipeline_schedule), 0, 0, "1f1b", "1f1b|gpipe", "parallel plan",
+     "pipeline schedule (1f1b is interleaved when chunks > 1)"},
+    {"sequence-parallel", OPT_BOOL, J(sequence_parallel), 0, 1, "false", 0, "parallel plan", "sequence parallelism in TP regions"},
+    {"recompute-granularity", OPT_ENUM, J(recompute), 0, 0, "none", "none|full|selective", "parallel plan",
+     "activation recomputation"},
+    {"use-distributed-optimizer", OPT_BOOL, J(distributed_optimizer), 0, 1, "false", 0, "parallel plan",
+     "shard optimizer states over DP (ZeRO-1; grads reduce-scattered)"},
+    {"zero-stage", OPT_INT, J(zero_stage), 0, 3, "0", 0, "parallel plan",
+     "ZeRO stage: 1 shards optimizer states, 2 also gradients, 3 also weights"},
+    {"overlap-grad-reduce", OPT_BOOL, J(overlap_grad_reduce), 0, 1, "false", 0, "parallel plan",
+     "overlap the DP gradient reduction with backward"},
+    {"overlap-param-gather", OPT_BOOL, J(overlap_param_gather), 0, 1, "false", 0, "parallel plan",
+     "overlap the DP parameter all-gather with forward (prefetch)"},
+    {"tp-comm-overlap", OPT_BOOL, J(tp_comm_overlap), 0, 1, "false", 0, "parallel plan",
+     "overlap TP/SP all-gather and reduce-scatter with chunked GEMMs"},
+    {"tp-overlap-chunks", OPT_INT, J(tp_overlap_chunks), 2, 64, "4", 0, "parallel plan",
+     "chunks a GEMM is split into for --tp-comm-overlap"},
+    {"accumulate-allreduce-grads-in-fp32", OPT_BOOL, J(grads_fp32), 0, 1, "true", 0, "parallel plan",
+     "keep and reduce gradients in fp32 (4 bytes) rather than bf16"},
+    {"bf16", OPT_BOOL, J(bf16), 0, 1, "true", 0, "parallel plan",
+     "bf16 mixed precision (false: fp32 storage on TF32 tensor cores)"},
+
+    {"preset", OPT_ENUM, J(preset), 0, 0, "megascale", "none|megatron-lm|megascale", "MegaScale techniques",
+     "technique bundle applied before files and flags"},
+    {"parallel-block", OPT_BOOL, J(parallel_block), 0, 1, "false", 0, "MegaScale techniques",
+     "parallel transformer block (attention and MLP side by side)"},
+    {"sliding-window", OPT_INT, J(sliding_window), -1, BIG, "0", 0, "MegaScale techniques",
+     "attention window in tokens (0 = full causal, -1 = half the sequence)"},
+    {"optimizer", OPT_ENUM, J(optimizer), 0, 0, "adam", "adam|lamb", "MegaScale techniques", "optimizer"},
+    {"pp-comm-overlap", OPT_BOOL, J(pp_comm_overlap), 0, 1, "false", 0, "MegaScale techniques",
+     "decoupled asynchronous pipeline send/receive"},
+    {"attention", OPT_ENUM, J(attention), 0, 0, "unfused", "flash|unfused", "MegaScale techniques",
+     "attention kernel: FlashAttention-2 style or GEMM-softmax-GEMM"},
+    {"fused-elementwise", OPT_BOOL, J(fused_elementwise), 0, 1, "false", 0, "MegaScale techniques",
+     "fuse dropout-residual-LayerNorm and put GeLU in the GEMM epilogue"},
+    {"async-data-loader", OPT_BOOL, J(async_data_loader), 0, 1, "false", 0, "MegaScale techniques",
+     "asynchronous data pipeline, one loader per node (no host stall)"},
+
+    {"gpu", OPT_STR, J(gpu), 0, sizeof(((job_t *)0)->gpu), "a800-sxm-80gb", 0, "hardware",
+     "built-in GPU profile (megasim hardware lists them)"},
+    {"cluster", OPT_STR, J(cluster), 0, sizeof(((job_t *)0)->cluster), "megascale", 0, "hardware",
+     "built-in cluster profile"},
+    {"hardware", OPT_STR, J(hardware), 0, sizeof(((job_t *)0)->hardware), "", 0, "hardware",
+     "hardware profile JSON file (overrides --gpu/--cluster sections it has)"},
+    {"nics-per-node", OPT_INT, J(nics_per_node), 0, 1024, "0", 0, "hardware",
+     "override the cluster's NICs per node (0 = profile's)"},
+    {"nic-gbit", OPT_REAL, J(nic_gbit), 0, 1e6, "0", 0, "hardware", "override the NIC speed, Gb/s (0 = profile's)"},
+    {"oversubscription", OPT_REAL, J(oversubscription), 0, 1e3, "0", 0, "hardware",
+     "override the ToR oversubscription (0 = profile's; else >= 1)"},
+};
+
+const opt_table job_opts = {defs, sizeof defs / sizeof defs[0], "job"};
+
+/* Flags of Megatron-LM that change numerics or bookkeeping, not speed. */
+static const struct {
+    const char *name;
+    int takes_value;
+} ignored[] = {
+    {"lr", 1}, {"min-lr", 1}, {"lr-decay-style", 1}, {"lr-decay-iters", 1}, {"lr-decay-samples", 1},
+    {"lr-warmup-fraction", 1}, {"lr-warmup-iters", 1}, {"lr-warmup-samples", 1}, {"weight-decay", 1},
+    {"clip-grad", 1}, {"adam-beta1", 1}, {"adam-beta2", 1}, {"adam-eps", 1}, {"init-method-std", 1},
+    {"train-samples", 1}, {"log-interval", 1}, {"eval-interval", 1}, {"eval-iters", 1},
+    {"save", 1}, {"load", 1}, {"save-interval", 1}, {"data-path", 1}, {"vocab-file", 1},
+    {"merge-file", 1}, {"tokenizer-type", 1}, {"split", 1}, {"attention-dropout", 1},
+    {"hidden-dropout", 1}, {"max-position-embeddings", 1}, {"distributed-backend", 1},
+    {"tensorboard-dir", 1}, {"exit-interval", 1}, {"loss-scale", 1}, {"initial-loss-scale", 1},
+    {"group-query-attention", 0}, {"use-mcore-models", 0}, {"no-masked-softmax-fusion", 0},
+    {"fp16", 0}, {"swiglu", 0}, {"disable-bias-linear", 0}, {"untie-embeddings-and-output-weights", 0},
+};
+
+int job_is_ignored_megatron_flag(const char *name, int *takes_value)
+{
+    for (size_t i = 0; i < sizeof ignored / sizeof ignored[0]; i++)
+        if (!strcmp(ignored[i].name, name)) {
+            *takes_value = ignored[i].takes_value;
+            return 1;
+        }
+    return 0;
+}
+
+void job_apply_preset(job_t *j, preset_t p)
+{
+    if (p == PRESET_NONE)
+        return;
+    /* Both systems: Megatron-LM's standard 2022+ setup for GPT-3 scale,
+     * sequence parallelism and the distributed optimizer (ZeRO-1). */
+    j->sequence_parallel = 1;
+    j->distributed_optimizer = 1;
+    j->grads_fp32 = 1;
+    if (p == PRESET_MEGATRON) {
+        /* Baseline of MegaScale's Tables 2 and 3: no overlap switches, the
+         * unfused attention (selective recompute of its core to fit, as in
+         * Korthikanti et al. 2022), Megatron's own jit fusions only. */
+        j->recompute = RECOMPUTE_SELECTIVE;
+        j->zero_stage = 1;
+        j->attention = ATTN_UNFUSED;
+        j->parallel_block = 0, j->sliding_window = 0, j->optimizer = OPTIM_ADAM;
+        j->tp_comm_overlap = j->pp_comm_overlap = 0;
+        j->overlap_grad_reduce = j->overlap_param_gather = 0;
+        j->fused_elementwise = j->async_data_loader = 0;
+        return;
+    }
+    /* MegaScale (section 3): every co-design technique on; ZeRO-2 style DP
+     * with per-chunk reduce-scatter/all-gather; FlashAttention-2 makes
+     * recomputation unnecessary; window = half the sequence (assumption,
+     * experiments/megascale/ASSUMPTIONS.md). */
+    j->recompute = RECOMPUTE_NONE;
+    j->zero_stage = 2;
+    j->attention = ATTN_FLASH;
+    j->parallel_block = 1, j->sliding_window = -1, j->optimizer = OPTIM_LAMB;
+    j->tp_comm_overlap = j->pp_comm_overlap = 1;
+    j->overlap_grad_reduce = j->overlap_param_gather = 1;
+    j->fused_elementwise = j->async_data_loader = 1;
+}
+
+static const char *const doc_keys[] = {"preset", "paper", "description", "name", "comment", NULL};
+
+/* Sets the preset named in a file or flag and applies its bundle. */
+static int set_preset(job_t *job, const cJSON *p, const char *text, const char *origin, char *err)
+{
+    const opt_def *d = opts_find(&job_opts, "preset");
+    if (p && !cJSON_IsString(p)) {
+        snprintf(err, OPT_ERR_LEN, "%s: expected one of %s", origin, d->choices);
+        return -1;
+    }
+    if (opts_set_text(d, job, p ? p->valuestring : text, origin, err))
+        return -1;
+    job_apply_preset(job, (preset_t)job->preset);
+    return 0;
+}
+
+int job_apply_json(job_t *job, const cJSON *o, const char *path, char *err)
+{
+    const cJSON *p = cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, "preset") : NULL;
+    char origin[300];
+    snprintf(origin, sizeof origin, "%s: preset", path);
+    if (p && set_preset(job, p, NULL, origin, err))
+        return -1;
+    return opts_apply_json(&job_opts, job, o, path, doc_keys, NULL, err);
+}
+
+/* Splits "--name=value" or "--name value"; returns the value or NULL. */
+static const char *flag_value(int argc, char **argv, int *i, const char *eq)
+{
+    if (eq)
+        return eq + 1;
+    if (*i + 1 < argc) {
+        (*i)++;
+        return argv[*i];
+    }
+    return NULL;
+}
+
+static int is_json_path(const char *a)
+{
+    size_t n = strlen(a);
+    return a[0] != '-' && n > 5 && !strcmp(a + n - 5, ".json");
+}
+
+/* Sets one flag (name without "--") from argv; handles bools and
+ * --no-NAME. *i advances past a consumed value. */
+static int apply_flag(const opt_table *t, void *obj, const char *name, const char *eq,
+                      int argc, char **argv, int *i, char *err)
+{
+    char origin[160];
+    snprintf(origin, sizeof origin, "--%s", name);
+    const opt_def *d = opts_find(t, name);
+    if (!d && !strncmp(name, "no-", 3) && (d = opts_find(t, name + 3)) && d->type == OPT_BOOL && !eq)
+        return opts_set_text(d, obj, "false", origin, err);
+    if (!d || d->type == OPT_CURVE)
+        return 1; /* not in this table */
+    if (d->type == OPT_BOOL && !eq)
+        return opts_set_text(d, obj, "true", origin, err);
+    const char *v = flag_value(argc, argv, i, eq);
+    if (!v) {
+        snprintf(err, OPT_ERR_LEN, "--%s needs a value (%s)", name, d->help);
+        return -1;
+    }
+    return opts_set_text(d, obj, v, origin, err);
+}
+
+/* Finds the last --preset on the command line, if any. */
+static const char *flag_preset(int argc, char **argv)
+{
+    const char *v = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (!strncmp(argv[i], "--preset=", 9))
+            v = argv[i] + 9;
+        else if (!strcmp(argv[i], "--preset") && i + 1 < argc)
+            v = argv[i + 1];
+    }
+    return v;
+}
+
+static int load_files(int argc, char **argv, cJSON **roots, const char **paths, int *nfiles, char *err)
+{
+    *nfiles = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *path = NULL;
+        if (is_json_path(argv[i]))
+            path = argv[i];
+        else if (!strcmp(argv[i], "--config") && i + 1 < argc)
+            path = argv[++i];
+        else if (!strncmp(argv[i], "--config=", 9))
+            path = argv[i] + 9;
+        if (!path)
+            continue;
+        if (*nfiles == 16) {
+            snprintf(err, OPT_ERR_LEN, "more than 16 job files given; allowed at most 16");
+            return -1;
+        }
+        if (opts_read_json_file(path, &roots[*nfiles], err))
+            return -1;
+        paths[(*nfiles)++] = path;
+    }
+    return 0;
+}
+
+static int apply_flags(job_t *job, int argc, char **argv, const opt_table *extra,
+                       void *extra_obj, char *err)
+{
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (is_json_path(a))
+            continue;
+        if (!strcmp(a, "--config")) {
+            i++;
+            continue;
+        }
+        if (!strncmp(a, "--config=", 9) || !strcmp(a, "--preset") || !strncmp(a, "--preset=", 9)) {
+            i += !strcmp(a, "--preset");
+            continue;
+        }
+        if (strncmp(a, "--", 2) || !a[2]) {
+            snprintf(err, OPT_ERR_LEN, "unexpected argument '%s'; flags start with --, job files end in .json", a);
+            return -1;
+        }
+        char name[128];
+        const char *eq = strchr(a, '=');
+        snprintf(name, sizeof name, "%.*s", (int)(eq ? eq - a - 2 : (long)strlen(a) - 2), a + 2);
+        int rc = extra ? apply_flag(extra, extra_obj, name, eq, argc, argv, &i, err) : 1;
+        if (rc == 1)
+            rc = apply_flag(&job_opts, job, name, eq, argc, argv, &i, err);
+        if (rc == 1 && !strcmp(name, "use-flash-attn") && !eq) {
+            job->attention = ATTN_FLASH;
+            rc = 0;
+        }
+        int takes;
+        if (rc == 1 && job_is_ignored_megatron_flag(name, &takes)) {
+            i += takes && !eq;
+            rc = 0;
+        }
+        if (rc == 1) {
+            snprintf(err, OPT_ERR_LEN, "unknown flag '--%s' (megasim SUBCOMMAND --help lists the flags)", name);
+            return -1;
+        }
+        if (rc)
+            return -1;
+    }
+    return 0;
+}
+
+int job_parse(job_t *job, int argc, char **argv, const opt_table *extra,
+              void *extra_obj, char *err)
+{
+    cJSON *roots[16];
+    const char *paths[16];
+    int nfiles, rc = -1;
+    memset(job, 0, sizeof *job);
+    opts_set_defaults(&job_opts, job);
+    if (extra)
+        opts_set_defaults(extra, extra_obj);
+    if (load_files(argc, argv, roots, paths, &nfiles, err))
+        goto out;
+    /* Preset first (a flag beats the last file naming one, which beats the
+     * default), so that files and then flags override its bundle. */
+    const char *fp = flag_preset(argc, argv);
+    const cJSON *filep = NULL;
+    const char *filepath = NULL;
+    for (int f = 0; f < nfiles; f++) {
+        const cJSON *p = cJSON_IsObject(roots[f]) ? cJSON_GetObjectItemCaseSensitive(roots[f], "preset") : NULL;
+        if (p)
+            filep = p, filepath = paths[f];
+    }
+    char origin[300];
+    snprintf(origin, sizeof origin, "%s: preset", filepath ? filepath : "");
+    if (fp ? set_preset(job, NULL, fp, "--preset", err)
+           : filep ? set_preset(job, filep, NULL, origin, err)
+                   : (job_apply_preset(job, (preset_t)job->preset), 0))
+        goto out;
+    for (int f = 0; f < nfiles; f++)
+        if (opts_apply_json(&job_opts, job, roots[f], paths[f], doc_keys, NULL, err))
+            goto out;
+    rc = apply_flags(job, argc, argv, extra, extra_obj, err);
+out:
+    for (int f = 0; f < nfiles; f++)
+        cJSON_Delete(roots[f]);
+    return rc;
+}
+
+void job_default(job_t *job)
+{
+    char err[OPT_ERR_LEN];
+    char *argv[] = {NULL};
+    if (job_parse(job, 0, argv, NULL, NULL, err)) {
+        fprintf(stderr, "%s:%d: default job does not parse: %s\n", __FILE__, __LINE__, err);
+        abort();
+    }
+}
+
+#define RULE(cond, ...)                                   \
+    do {                                                  \
+        if (!(cond)) {                                    \
+            snprintf(err, OPT_ERR_LEN, __VA_ARGS__);      \
+            return -1;                                    \
+        }                                                 \
+    } while (0)
+
+int job_finalize(job_t *j, int gpus_per_node, char *err)
+{
+    if (j->ffn_hidden_size == 0)
+        j->ffn_hidden_size = 4 * j->hidden_size;
+    if (j->num_query_groups == 0)
+        j->num_query_groups = j->num_attention_heads;
+    RULE(j->hidden_size % j->num_attention_heads == 0,
+         "hidden-size = %d is not divisible by num-attention-heads = %d; the head size must be whole",
+         j->hidden_size, j->num_attention_heads);
+    RULE(j->num_attention_heads % j->num_query_groups == 0,
+         "num-attention-heads = %d is not divisible by num-query-groups = %d",
+         j->num_attention_heads, j->num_query_groups);
+    RULE(j->num_attention_heads % j->tp == 0,
+         "num-attention-heads = %d is not divisible by tensor-model-parallel-size = %d; TP splits heads",
+         j->num_attention_heads, j->tp);
+    RULE(j->num_query_groups % j->tp == 0 || j->tp % j->num_query_groups == 0,
+         "num-query-groups = %d and tensor-model-parallel-size = %d: one must divide the other",
+         j->num_query_groups, j->tp);
+    RULE(j->ffn_hidden_size % j->tp == 0,
+         "ffn-hidden-size = %d is not divisible by tensor-model-parallel-size = %d",
+         j->ffn_hidden_size, j->tp);
+    RULE(j->padded_vocab_size % j->tp == 0,
+         "padded-vocab-size = %d is not divisible by tensor-model-parallel-size = %d",
+         j->padded_vocab_size, j->tp);
+    RULE(j->num_layers % j->pp == 0,
+         "num-layers = %d is not divisible by pipeline-model-parallel-size = %d",
+         j->num_layers, j->pp);
+    int per_stage = j->num_layers / j->pp;
+    j->vpp = 1;
+    if (j->layers_per_vstage > 0) {
+        RULE(per_stage % j->layers_per_vstage == 0,
+             "num-layers = %d is not divisible by pipeline-model-parallel-size x chunks: "
+             "%d layers per stage, num-layers-per-virtual-pipeline-stage = %d does not divide it",
+             j->num_layers, per_stage, j->layers_per_vstage);
+        j->vpp = per_stage / j->layers_per_vstage;
+    }
+    RULE(j->vpp == 1 || j->pp > 1,
+         "num-layers-per-virtual-pipeline-stage = %d needs pipeline-model-parallel-size > 1",
+         j->layers_per_vstage);
+    RULE(j->vpp == 1 || j->pipeline_schedule == PIPE_1F1B,
+         "the interleaved schedule (num-layers-per-virtual-pipeline-stage) needs pipeline-schedule 1f1b");
+    long long mp = (long long)j->tp * j->pp;
+    RULE(j->num_gpus % mp == 0,
+         "num-gpus = %d is not TP x PP x DP: TP x PP = %lld does not divide it",
+         j->num_gpus, mp);
+    j->dp = (int)(j->num_gpus / mp);
+    RULE(j->num_gpus < gpus_per_node || j->num_gpus % gpus_per_node == 0,
+         "num-gpus = %d is not a multiple of the cluster's %d GPUs per node",
+         j->num_gpus, gpus_per_node);
+    long long per_step = (long long)j->micro_batch_size * j->dp;
+    RULE(j->global_batch_size % per_step == 0,
+         "global-batch-size = %d is not divisible by micro-batch-size x DP = %d x %d = %lld",
+         j->global_batch_size, j->micro_batch_size, j->dp, per_step);
+    j->num_microbatches = (int)(j->global_batch_size / per_step);
+    RULE(j->vpp == 1 || j->num_microbatches % j->pp == 0,
+         "the interleaved schedule needs micro-batches per pipeline (%d) divisible by "
+         "pipeline-model-parallel-size = %d (Megatron-LM's rule)", j->num_microbatches, j->pp);
+    RULE(!j->tp_comm_overlap || j->sequence_parallel || j->tp == 1,
+         "--tp-comm-overlap needs --sequence-parallel (it overlaps SP all-gather/reduce-scatter)");
+    if (j->distributed_optimizer && j->zero_stage == 0)
+        j->zero_stage = 1;
+    RULE(j->zero_stage < 3 || j->pp == 1,
+         "zero-stage = 3 needs pipeline-model-parallel-size = 1 (weights are gathered per layer)");
+    j->head_dim = j->hidden_size / j->num_attention_heads;
+    if (j->sliding_window < 0)
+        j->sliding_window = j->seq_length / 2;
+    j->window = (j->sliding_window == 0 || j->sliding_window > j->seq_length) ? j->seq_length
+                                                                              : j->sliding_window;
+    return 0;
+}
+
+int job_hardware(const job_t *job, hw_t *hw, char *err)
+{
+    if (hw_resolve(job->gpu, job->cluster, job->hardware, hw, err))
+        return -1;
+    if (job->nics_per_node)
+        hw->cluster.nics_per_node = job->nics_per_node;
+    if (job->nic_gbit > 0)
+        hw->cluster.nic_gbit = job->nic_gbit;
+    RULE(job->oversubscription == 0 || job->oversubscription >= 1,
+         "--oversubscription = %g is not allowed; give 0 (the profile's) or a ratio >= 1", job->oversubscription);
+    if (job->oversubscription >= 1)
+        hw->cluster.oversubscription = job->oversubscription;
+    return hw_check(hw, err);
+}

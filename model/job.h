@@ -1,0 +1,79 @@
+/* job: a training job = model shape + parallel plan + MegaScale technique
+ * switches + hardware choice. Read from JSON experiment files and from
+ * command-line flags (Megatron-LM spelling where Megatron has one), flags
+ * overriding files, then validated and completed with derived quantities
+ * (DP, micro-batches, virtual stages). */
+#ifndef MODEL_JOB_H
+#define MODEL_JOB_H
+
+#include "model/hw.h"
+#include "model/opts.h"
+
+typedef enum { RECOMPUTE_NONE, RECOMPUTE_FULL, RECOMPUTE_SELECTIVE } recompute_t;
+typedef enum { OPTIM_ADAM, OPTIM_LAMB } optim_t;
+typedef enum { ATTN_FLASH, ATTN_UNFUSED } attn_t;
+typedef enum { PRESET_NONE, PRESET_MEGATRON, PRESET_MEGASCALE } preset_t;
+typedef enum { PIPE_1F1B, PIPE_GPIPE } pipe_sched_t;
+
+typedef struct {
+    /* model */
+    int num_layers, hidden_size, ffn_hidden_size, num_attention_heads;
+    int num_query_groups, seq_length, padded_vocab_size;
+    int global_batch_size, micro_batch_size;
+    /* parallel plan */
+    int tp, pp, layers_per_vstage, num_gpus;
+    int sequence_parallel, recompute, distributed_optimizer, zero_stage;
+    int overlap_grad_reduce, overlap_param_gather, tp_comm_overlap;
+    int grads_fp32, bf16, pipeline_schedule;
+    /* MegaScale techniques */
+    int parallel_block, sliding_window, optimizer, pp_comm_overlap;
+    int attention, fused_elementwise, async_data_loader, preset;
+    int tp_overlap_chunks;
+    /* hardware */
+    char gpu[40], cluster[40], hardware[256];
+    int nics_per_node;         /* 0 = the cluster profile's */
+    double nic_gbit, oversubscription; /* 0 = the cluster profile's */
+
+    /* derived by job_finalize (not options) */
+    int dp;              /* data-parallel size = num_gpus / (tp * pp) */
+    int vpp;             /* model chunks per pipeline stage (1 = not interleaved) */
+    int num_microbatches;/* per pipeline per iteration = B / (b * dp) */
+    int head_dim;        /* hidden / heads */
+    int window;          /* effective attention window in tokens (= seq when off) */
+} job_t;
+
+extern const opt_table job_opts;
+
+/* Megatron-LM flags that do not change performance (learning rate, paths,
+ * logging...). They are accepted and ignored so a user can paste a launch
+ * line; each entry says whether the flag takes a value. */
+int job_is_ignored_megatron_flag(const char *name, int *takes_value);
+
+/* Fills *job from defaults, the preset, the files given as positional
+ * arguments or --config, then the flags. Positional .json arguments are
+ * files. Non-job options listed in `extra` (e.g. --json) are set in
+ * extra_obj. Returns 0, or -1 with one message in err. */
+int job_parse(job_t *job, int argc, char **argv, const opt_table *extra,
+              void *extra_obj, char *err);
+
+/* Applies one JSON object (an experiment file's contents) over *job:
+ * "preset" first, then the other fields. Keys "paper", "description",
+ * "name" and "comment" are ignored (they document the experiment). */
+int job_apply_json(job_t *job, const struct cJSON *o, const char *path, char *err);
+
+/* Checks every cross-field rule and fills the derived fields. Needs the
+ * cluster's GPUs per node for the node-count rule. */
+int job_finalize(job_t *job, int gpus_per_node, char *err);
+
+/* Sets the technique bundle of a preset. */
+void job_apply_preset(job_t *job, preset_t p);
+
+/* Resolves --gpu/--cluster/--hardware and applies the cluster overrides
+ * (--nics-per-node, --nic-gbit, --oversubscription) into *hw. */
+int job_hardware(const job_t *job, hw_t *hw, char *err);
+
+/* A full default job: MegaScale 175B on 12,288 GPUs, TP8 PP8 VPP6, batch
+ * 6144, --preset megascale (finalize still needed). */
+void job_default(job_t *job);
+
+#endif

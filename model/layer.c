@@ -1,0 +1,213 @@
+/* layer: per-layer op lists (see layer.h). Shapes per GPU: T = s*b tokens,
+ * TP degree t; GEMM (m, n, k) computes (m x k) x (k x n). */
+#include "model/layer.h"
+
+#include "model/workload.h"
+
+#include <string.h>
+
+typedef struct {
+    const job_t *j;
+    op_t *ops;
+    int n;
+    double T;   /* tokens of the micro-batch */
+    double Tl;  /* tokens this GPU holds outside TP regions (T/t with SP) */
+    double wb;  /* bytes per element */
+} builder_t;
+
+static int push(builder_t *b, op_t op)
+{
+    b->ops[b->n] = op;
+    return b->n++;
+}
+
+static int gemm(builder_t *b, const char *name, double m, double n, double k)
+{
+    return push(b, (op_t){.kind = OP_GEMM, .name = name, .m = m, .n = n, .k = k, .batch = 1, .pair = -1});
+}
+
+static void elem(builder_t *b, const char *name, double bytes)
+{
+    push(b, (op_t){.kind = OP_ELEM, .name = name, .bytes = bytes, .pair = -1});
+}
+
+/* A TP collective of the full (T x h) activation. Without TP nothing. */
+static void tp_coll(builder_t *b, const char *name, coll_t c, overlap_t ovl, int pair)
+{
+    if (b->j->tp == 1)
+        return;
+    push(b, (op_t){.kind = OP_COLL, .name = name, .coll = c, .group = GROUP_TP,
+                   .bytes = b->T * b->j->hidden_size * b->wb, .overlap = ovl, .pair = pair});
+}
+
+/* Collective before a column-parallel GEMM in forward: all-gather of the
+ * sequence-parallel input (none without SP: the input is replicated). */
+static void fwd_gather(builder_t *b, const char *name, int gemm_idx)
+{
+    const job_t *j = b->j;
+    if (j->sequence_parallel)
+        tp_coll(b, name, COLL_ALLGATHER, j->tp_comm_overlap ? OVL_CHUNKED : OVL_NONE, gemm_idx);
+}
+
+/* Collective after a row-parallel GEMM in forward: reduce-scatter with SP,
+ * all-reduce without. */
+static void fwd_reduce(builder_t *b, const char *name, int gemm_idx)
+{
+    const job_t *j = b->j;
+    tp_coll(b, name, j->sequence_parallel ? COLL_REDUCESCATTER : COLL_ALLREDUCE,
+            j->tp_comm_overlap ? OVL_CHUNKED : OVL_NONE, gemm_idx);
+}
+
+static double gelu_bytes(const job_t *j, double T, double wb)
+{
+    /* Megatron's jit bias-GeLU reads and writes the (T, f/t) tensor; in the
+     * GEMM epilogue it costs only the pre-activation kept for backward. */
+    return T * j->ffn_hidden_size / j->tp * wb * (j->fused_elementwise ? 1 : 2);
+}
+
+/* Dropout, residual add and LayerNorm around one residual branch:
+ * Megatron's bias-dropout-add (read x and residual, write sum, 1-byte
+ * mask) then LayerNorm (read, write); fused: one kernel writing both. */
+static void residual_norm(builder_t *b, const char *name, double scale)
+{
+    double per = b->j->fused_elementwise ? 4 * b->wb + 1 : 5 * b->wb + 1;
+    elem(b, name, scale * b->Tl * b->j->hidden_size * per);
+}
+
+static void attention_core(builder_t *b, int bwd)
+{
+    const job_t *j = b->j;
+    double s = j->seq_length, d = j->head_dim;
+    double bh = (double)j->micro_batch_size * j->num_attention_heads / j->tp;
+    if (j->attention == ATTN_FLASH) {
+        push(b, (op_t){.kind = OP_ATTN, .name = bwd ? "attn_bwd" : "attn", .batch = bh,
+                       .attn_keys = workload_causal_keys(s, j->window), .attn_d = d,
+                       .attn_bwd = bwd, .pair = -1});
+        return;
+    }
+    /* Unfused: scores over all s x s pairs (the mask does not save work). */
+    double sq = bh * s * s * b->wb;
+    if (!bwd) {
+        push(b, (op_t){.kind = OP_GEMM, .name = "qk", .m = s, .n = s, .k = d, .batch = bh, .pair = -1});
+        elem(b, "softmax", 2 * sq);          /* scale-mask-softmax: read, write */
+        elem(b, "attn_dropout", 2 * sq + sq / b->wb);
+        push(b, (op_t){.kind = OP_GEMM, .name = "pv", .m = s, .n = d, .k = s, .batch = bh, .pair = -1});
+        return;
+    }
+    push(b, (op_t){.kind = OP_GEMM, .name = "pv_dgrad", .m = s, .n = s, .k = d, .batch = bh, .pair = -1});
+    push(b, (op_t){.kind = OP_GEMM, .name = "pv_wgrad", .m = s, .n = d, .k = s, .batch = bh, .pair = -1});
+    elem(b, "attn_dropout_bwd", 2 * sq + sq / b->wb);
+    elem(b, "softmax_bwd", 3 * sq);          /* read P and dP, write dS */
+    push(b, (op_t){.kind = OP_GEMM, .name = "qk_dgrad_q", .m = s, .n = d, .k = s, .batch = bh, .pair = -1});
+    push(b, (op_t){.kind = OP_GEMM, .name = "qk_dgrad_k", .m = s, .n = d, .k = s, .batch = bh, .pair = -1});
+}
+
+/* Widths of the column-parallel (input) and row-parallel (output) GEMMs. */
+static double qkv_n(const job_t *j)
+{
+    return ((double)j->hidden_size + 2.0 * j->num_query_groups * j->head_dim) / j->tp;
+}
+
+static void forward(builder_t *b)
+{
+    const job_t *j = b->j;
+    double T = b->T, h = j->hidden_size, ft = (double)j->ffn_hidden_size / j->tp;
+    if (j->parallel_block) {
+        /* PaLM-style: one LayerNorm, one gather feeding the fused QKV+FC1
+         * GEMM, one reduce-scatter of the fused proj+FC2 output. */
+        residual_norm(b, "ln", 1);
+        int in = b->n + (j->sequence_parallel && j->tp > 1);
+        fwd_gather(b, "ag_in", in);
+        gemm(b, "qkv_fc1", T, qkv_n(j) + ft, h);
+        attention_core(b, 0);
+        elem(b, "gelu", gelu_bytes(j, T, b->wb));
+        int out = gemm(b, "proj_fc2", T, h, h / j->tp + ft);
+        fwd_reduce(b, "rs_out", out);
+        return;
+    }
+    residual_norm(b, "ln1", 1);
+    fwd_gather(b, "ag_qkv", b->n + (j->sequence_parallel && j->tp > 1));
+    gemm(b, "qkv", T, qkv_n(j), h);
+    attention_core(b, 0);
+    fwd_reduce(b, "rs_proj", gemm(b, "proj", T, h, h / j->tp));
+    residual_norm(b, "ln2", 1);
+    fwd_gather(b, "ag_fc1", b->n + (j->sequence_parallel && j->tp > 1));
+    gemm(b, "fc1", T, ft, h);
+    elem(b, "gelu", gelu_bytes(j, T, b->wb));
+    fwd_reduce(b, "rs_fc2", gemm(b, "fc2", T, h, ft));
+}
+
+/* Backward of a column-parallel GEMM (m, n, k) = (T, n_out, h): the input
+ * gradient (dgrad) and the weight gradient (wgrad). With SP the input is
+ * re-gathered beside dgrad and the input gradient reduce-scattered beside
+ * wgrad (Megatron overlaps both); without SP the input gradient is
+ * all-reduced beside wgrad. */
+static void col_backward(builder_t *b, const char *dname, const char *wname, double n_out)
+{
+    const job_t *j = b->j;
+    double T = b->T, h = j->hidden_size;
+    int dg = gemm(b, dname, T, h, n_out);
+    if (j->sequence_parallel)
+        tp_coll(b, "ag_input", COLL_ALLGATHER, OVL_ASYNC, dg);
+    int wg = gemm(b, wname, h, n_out, T);
+    tp_coll(b, j->sequence_parallel ? "rs_dgrad" : "ar_dgrad",
+            j->sequence_parallel ? COLL_REDUCESCATTER : COLL_ALLREDUCE, OVL_ASYNC, wg);
+}
+
+/* Backward of a row-parallel GEMM (T, h, k_in): with SP the output
+ * gradient is gathered first (exposed in Megatron, chunked with dgrad under
+ * --tp-comm-overlap); without SP nothing is communicated. */
+static void row_backward(builder_t *b, const char *dname, const char *wname, double k_in)
+{
+    const job_t *j = b->j;
+    double T = b->T, h = j->hidden_size;
+    if (j->sequence_parallel)
+        tp_coll(b, "ag_grad", COLL_ALLGATHER, j->tp_comm_overlap ? OVL_CHUNKED : OVL_NONE,
+                b->n + (j->tp > 1));
+    gemm(b, dname, T, k_in, h);
+    gemm(b, wname, k_in, h, T);
+}
+
+static void backward(builder_t *b)
+{
+    const job_t *j = b->j;
+    double T = b->T, ft = (double)j->ffn_hidden_size / j->tp;
+    if (j->parallel_block) {
+        row_backward(b, "proj_fc2_dgrad", "proj_fc2_wgrad", j->hidden_size / j->tp + ft);
+        elem(b, "gelu_bwd", 1.5 * gelu_bytes(j, T, b->wb) * (j->fused_elementwise ? 2 : 1));
+        attention_core(b, 1);
+        col_backward(b, "qkv_fc1_dgrad", "qkv_fc1_wgrad", qkv_n(j) + ft);
+        residual_norm(b, "ln_bwd", 2);
+        return;
+    }
+    row_backward(b, "fc2_dgrad", "fc2_wgrad", ft);
+    elem(b, "gelu_bwd", 1.5 * gelu_bytes(j, T, b->wb) * (j->fused_elementwise ? 2 : 1));
+    col_backward(b, "fc1_dgrad", "fc1_wgrad", ft);
+    residual_norm(b, "ln2_bwd", 2);
+    row_backward(b, "proj_dgrad", "proj_wgrad", j->hidden_size / j->tp);
+    attention_core(b, 1);
+    col_backward(b, "qkv_dgrad", "qkv_wgrad", qkv_n(j));
+    residual_norm(b, "ln1_bwd", 2);
+}
+
+int layer_ops(const job_t *job, pass_t pass, op_t *ops)
+{
+    builder_t b = {job, ops, 0, (double)job->seq_length * job->micro_batch_size, 0, job->bf16 ? 2 : 4};
+    b.Tl = job->sequence_parallel ? b.T / job->tp : b.T;
+    memset(ops, 0, sizeof(op_t) * LAYER_MAX_OPS);
+    if (pass == PASS_FWD)
+        forward(&b);
+    else if (pass == PASS_BWD)
+        backward(&b);
+    else if (job->recompute == RECOMPUTE_FULL)
+        forward(&b);
+    else if (job->recompute == RECOMPUTE_SELECTIVE && job->attention == ATTN_UNFUSED)
+        attention_core(&b, 0);
+    return b.n;
+}
+
+double layer_p2p_bytes(const job_t *job)
+{
+    double full = (double)job->seq_length * job->micro_batch_size * job->hidden_size * (job->bf16 ? 2 : 4);
+    return full / job->tp;
+}

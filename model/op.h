@@ -1,0 +1,36 @@
+/* op: one operation of a per-rank program, as a CUDA program issues it: a
+ * compute kernel with its shape, a collective on a named group with its
+ * byte count, or a point-to-point transfer. The closed-form estimator sums
+ * their costs; the simulator (sim/) and the real backend (real/) run the
+ * same ops. */
+#ifndef MODEL_OP_H
+#define MODEL_OP_H
+
+typedef enum { OP_GEMM, OP_ATTN, OP_ELEM, OP_COLL, OP_P2P, OP_OPTIM } op_kind_t;
+typedef enum { COLL_ALLREDUCE, COLL_ALLGATHER, COLL_REDUCESCATTER, COLL_BROADCAST, COLL_ALLTOALL } coll_t;
+typedef enum { GROUP_TP, GROUP_DP, GROUP_PP, GROUP_EMB } group_t;
+/* How a collective meets compute: exposed on the stream; launched
+ * asynchronously beside a paired GEMM (Megatron's backward overlap); or
+ * chunked and pipelined with the paired GEMM (--tp-comm-overlap). */
+typedef enum { OVL_NONE, OVL_ASYNC, OVL_CHUNKED } overlap_t;
+
+typedef struct {
+    op_kind_t kind;
+    const char *name;     /* "qkv", "attn", "ln1", "ag_qkv", ... */
+    double m, n, k;       /* GEMM: batch x (m x k) x (k x n) */
+    double batch;         /* GEMM batch; ATTN: sequences x local heads */
+    double attn_keys;     /* ATTN: keys attended, summed over the queries of one head */
+    double attn_d;        /* ATTN: head size */
+    int attn_bwd;         /* ATTN: 1 for the backward kernel */
+    double bytes;         /* ELEM: bytes read + written; COLL/P2P: tensor bytes
+                             (all-gather output, reduce-scatter input) */
+    coll_t coll;
+    group_t group;
+    overlap_t overlap;
+    int pair;             /* COLL: index of the GEMM it overlaps with, or -1 */
+} op_t;
+
+/* FLOPs of a compute op (0 for memory-bound and communication ops). */
+double op_flops(const op_t *op);
+
+#endif

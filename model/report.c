@@ -1,0 +1,158 @@
+/* report: text and JSON renderings of an estimate (see report.h). */
+#include "model/report.h"
+
+#include "model/cost.h"
+#include "model/layer.h"
+
+#include <cjson/cJSON.h>
+
+#ifndef MEGASIM_VERSION
+#define MEGASIM_VERSION "unknown"
+#endif
+
+#define GB 1e9
+
+static const char *preset_name(int p)
+{
+    return p == PRESET_MEGATRON ? "megatron-lm" : p == PRESET_MEGASCALE ? "megascale" : "none";
+}
+
+static void line_s(FILE *f, const char *what, double s, double total)
+{
+    fprintf(f, "  %-28s %10.4f s  %5.1f%%\n", what, s, 100 * s / total);
+}
+
+static void line_b(FILE *f, const char *what, double b)
+{
+    fprintf(f, "  %-28s %10.2f GB\n", what, b / GB);
+}
+
+void report_text(FILE *f, const job_t *j, const hw_t *hw, const estimate_t *e)
+{
+    const breakdown_t *b = &e->br;
+    const memory_t *m = &e->mem;
+    fprintf(f, "megasim predict (closed form), version %s\n\n", MEGASIM_VERSION);
+    fprintf(f, "job: %.1fB parameters (l=%d h=%d heads=%d groups=%d ffn=%d s=%d V=%d), batch %d x %d tokens\n",
+            e->work.params_total / 1e9, j->num_layers, j->hidden_size, j->num_attention_heads,
+            j->num_query_groups, j->ffn_hidden_size, j->seq_length, j->padded_vocab_size,
+            j->global_batch_size, j->seq_length);
+    fprintf(f, "plan: %d GPUs = TP %d x PP %d x DP %d, %d chunk(s) per stage, micro-batch %d, %d micro-batches\n",
+            j->num_gpus, j->tp, j->pp, j->dp, j->vpp, j->micro_batch_size, j->num_microbatches);
+    fprintf(f, "techniques: preset %s; SP %s, ZeRO %d, recompute %s, attention %s, parallel block %s,\n"
+               "  window %d, optimizer %s, overlap TP %s / PP %s / DP grad %s param %s, fused %s, async data %s\n",
+            preset_name(j->preset), j->sequence_parallel ? "on" : "off", j->zero_stage,
+            j->recompute == RECOMPUTE_FULL ? "full" : j->recompute == RECOMPUTE_SELECTIVE ? "selective" : "none",
+            j->attention == ATTN_FLASH ? "flash" : "unfused", j->parallel_block ? "on" : "off", j->window,
+            j->optimizer == OPTIM_LAMB ? "lamb" : "adam", j->tp_comm_overlap ? "on" : "off",
+            j->pp_comm_overlap ? "on" : "off", j->overlap_grad_reduce ? "on" : "off",
+            j->overlap_param_gather ? "on" : "off", j->fused_elementwise ? "on" : "off",
+            j->async_data_loader ? "on" : "off");
+    fprintf(f, "hardware: %s (%.0f TFLOP/s peak), cluster %s (%d GPUs/node, %d x %.0f Gb/s NICs)\n\n",
+            hw->gpu.name, e->peak_flops / 1e12, hw->cluster.name, hw->cluster.gpus_per_node,
+            hw->cluster.nics_per_node, hw->cluster.nic_gbit);
+    fprintf(f, "iteration time %.3f s   tokens/s %.4g   days for 300B tokens %.1f\n",
+            e->iteration_s, e->tokens_per_s, e->days_for_300b_tokens);
+    fprintf(f, "MFU %.1f%%  = model FLOPs %.4g / (%.3f s x %d GPUs x %.0f TFLOP/s)\n", 100 * e->mfu,
+            e->work.model_flops_per_iter, e->iteration_s, j->num_gpus, e->peak_flops / 1e12);
+    fprintf(f, "HFU %.1f%%  = hardware FLOPs %.4g (with recomputation) / same\n", 100 * e->hfu,
+            e->work.hw_flops_per_iter);
+    fprintf(f, "model FLOPs per token %.4g (Megatron: 72 l h^2 (1 + s/6h + V/12lh) / s per token, "
+               "window factor %.3f)\n\n", e->work.model_flops_per_token, e->work.attn_window_factor);
+    fprintf(f, "time per iteration (critical path, slowest stage %d):\n", e->st.slowest_stage);
+    line_s(f, "compute", b->compute_s, e->iteration_s);
+    line_s(f, "pipeline bubble", b->bubble_s, e->iteration_s);
+    line_s(f, "exposed TP/SP communication", b->exposed_tp_comm_s, e->iteration_s);
+    line_s(f, "exposed PP communication", b->exposed_pp_comm_s, e->iteration_s);
+    line_s(f, "exposed DP communication", b->exposed_dp_comm_s, e->iteration_s);
+    line_s(f, "optimizer step", b->optimizer_s, e->iteration_s);
+    line_s(f, "other (host, embedding sync)", b->other_s, e->iteration_s);
+    fprintf(f, "  per micro-batch on the slowest stage: forward %.2f ms, backward %.2f ms, "
+               "one p2p transfer %.3f ms\n\n", e->st.fwd_s * 1e3, e->st.bwd_s * 1e3, e->st.p2p_s * 1e3);
+    fprintf(f, "memory per GPU at its peak (stage %d, %.1f micro-batches in flight):\n", m->peak_stage,
+            m->inflight_microbatches);
+    line_b(f, "weights", m->weights_bytes);
+    line_b(f, "gradients", m->grads_bytes);
+    line_b(f, "optimizer states", m->optimizer_bytes);
+    line_b(f, "activations", m->activations_bytes);
+    line_b(f, "communication buffers", m->comm_buffers_bytes);
+    line_b(f, "runtime reserve", m->runtime_bytes);
+    fprintf(f, "  %-28s %10.2f GB of %.2f GB: %s\n", "total", m->total_bytes / GB, m->capacity_bytes / GB,
+            m->fits ? "fits" : "DOES NOT FIT");
+}
+
+cJSON *report_config_json(const job_t *j, const hw_t *hw)
+{
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddStringToObject(c, "version", MEGASIM_VERSION);
+    cJSON_AddItemToObject(c, "job", opts_to_json(&job_opts, j));
+    cJSON_AddItemToObject(c, "hardware", hw_to_json(hw));
+    return c;
+}
+
+cJSON *report_json(const job_t *j, const hw_t *hw, const estimate_t *e)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "iteration_time_s", e->iteration_s);
+    cJSON_AddNumberToObject(o, "tokens_per_s", e->tokens_per_s);
+    cJSON_AddNumberToObject(o, "mfu", e->mfu);
+    cJSON_AddNumberToObject(o, "hfu", e->hfu);
+    cJSON_AddNumberToObject(o, "model_flops_per_iteration", e->work.model_flops_per_iter);
+    cJSON_AddNumberToObject(o, "hardware_flops_per_iteration", e->work.hw_flops_per_iter);
+    cJSON_AddNumberToObject(o, "params_total", e->work.params_total);
+    cJSON_AddNumberToObject(o, "peak_memory_per_gpu_bytes", e->mem.total_bytes);
+    cJSON_AddBoolToObject(o, "fits_in_memory", e->mem.fits);
+    cJSON_AddNumberToObject(o, "days_for_300b_tokens", e->days_for_300b_tokens);
+    cJSON *b = cJSON_AddObjectToObject(o, "breakdown");
+    cJSON_AddNumberToObject(b, "compute_s", e->br.compute_s);
+    cJSON_AddNumberToObject(b, "bubble_s", e->br.bubble_s);
+    cJSON_AddNumberToObject(b, "exposed_tp_comm_s", e->br.exposed_tp_comm_s);
+    cJSON_AddNumberToObject(b, "exposed_pp_comm_s", e->br.exposed_pp_comm_s);
+    cJSON_AddNumberToObject(b, "exposed_dp_comm_s", e->br.exposed_dp_comm_s);
+    cJSON_AddNumberToObject(b, "optimizer_s", e->br.optimizer_s);
+    cJSON_AddNumberToObject(b, "other_s", e->br.other_s);
+    cJSON *m = cJSON_AddObjectToObject(o, "memory");
+    cJSON_AddNumberToObject(m, "weights_bytes", e->mem.weights_bytes);
+    cJSON_AddNumberToObject(m, "gradients_bytes", e->mem.grads_bytes);
+    cJSON_AddNumberToObject(m, "optimizer_bytes", e->mem.optimizer_bytes);
+    cJSON_AddNumberToObject(m, "activations_bytes", e->mem.activations_bytes);
+    cJSON_AddNumberToObject(m, "comm_buffers_bytes", e->mem.comm_buffers_bytes);
+    cJSON_AddNumberToObject(m, "runtime_bytes", e->mem.runtime_bytes);
+    cJSON_AddNumberToObject(m, "capacity_bytes", e->mem.capacity_bytes);
+    cJSON_AddNumberToObject(m, "peak_stage", e->mem.peak_stage);
+    cJSON_AddItemToObject(o, "config", report_config_json(j, hw));
+    return o;
+}
+
+void report_ops(FILE *f, const job_t *j, const hw_t *hw)
+{
+    static const char *kinds[] = {"gemm", "attn", "elem", "coll", "p2p", "optim"};
+    static const char *colls[] = {"all-reduce", "all-gather", "reduce-scatter", "broadcast", "all-to-all"};
+    static const char *ovl[] = {"exposed", "async", "chunked"};
+    static const char *passes[] = {"forward", "backward", "recompute"};
+    op_t ops[LAYER_MAX_OPS];
+    for (int p = PASS_FWD; p <= PASS_RECOMPUTE; p++) {
+        int n = layer_ops(j, (pass_t)p, ops);
+        if (!n)
+            continue;
+        fprintf(f, "\none layer, %s, per micro-batch per GPU:\n", passes[p]);
+        fprintf(f, "  %-16s %-5s %-30s %12s %10s  %s\n", "op", "kind", "shape", "GFLOP|MB", "time_us", "TFLOP/s|GB/s");
+        double sum = 0;
+        for (int i = 0; i < n; i++) {
+            const op_t *o = &ops[i];
+            double t = cost_op_s(hw, j, o), fl = op_flops(o);
+            char shape[64] = "";
+            if (o->kind == OP_GEMM)
+                snprintf(shape, sizeof shape, "%gx%gx%g x%g", o->m, o->n, o->k, o->batch);
+            else if (o->kind == OP_ATTN)
+                snprintf(shape, sizeof shape, "bh=%g keys=%.3g d=%g", o->batch, o->attn_keys, o->attn_d);
+            else if (o->kind == OP_COLL)
+                snprintf(shape, sizeof shape, "%s TP, %s", colls[o->coll], ovl[o->overlap]);
+            double amount = fl ? fl / 1e9 : o->bytes / 1e6;
+            double rate = fl ? fl / t / 1e12 : o->bytes / t / 1e9;
+            fprintf(f, "  %-16s %-5s %-30s %12.3f %10.1f  %8.1f\n", o->name, kinds[o->kind], shape, amount,
+                    t * 1e6, rate);
+            sum += t;
+        }
+        fprintf(f, "  %-16s %-5s %-30s %12s %10.1f  (serial sum, before overlap)\n", "total", "", "", "", sum * 1e6);
+    }
+}

@@ -1,0 +1,166 @@
+/* workload: parameters, FLOPs and memory of a job (see workload.h). */
+#include "model/workload.h"
+
+#include <math.h>
+
+#define GIB 1073741824.0
+
+int workload_dp_pieces(const job_t *j, double P)
+{
+    return j->vpp > 1 ? j->vpp : (int)fmax(1, ceil(P / fmax(40e6, 1e6 * j->dp)));
+}
+
+double workload_causal_keys(double s, double w)
+{
+    if (w >= s)
+        w = s;
+    /* Query i (1-based) sees min(i, w) keys: w(w+1)/2 over the first w
+     * queries, then w each for the remaining s - w. */
+    return w * (w + 1) / 2 + (s - w) * w;
+}
+
+/* Key/value width held by one TP rank: heads split by TP, or one whole
+ * group replicated when there are fewer groups than ranks. */
+static double kv_local_dim(const job_t *j)
+{
+    int g = j->num_query_groups;
+    return (g >= j->tp ? (double)g / j->tp : 1.0) * j->head_dim;
+}
+
+static double gemm_weights_per_layer(const job_t *j)
+{
+    double h = j->hidden_size, f = j->ffn_hidden_size;
+    double kvd = (double)j->num_query_groups * j->head_dim;
+    return h * (h + 2 * kvd) + h * h + 2 * h * f;
+}
+
+static double params_per_layer(const job_t *j)
+{
+    double h = j->hidden_size, f = j->ffn_hidden_size;
+    double kvd = (double)j->num_query_groups * j->head_dim;
+    double biases = (h + 2 * kvd) + h + f + h;
+    double norms = (j->parallel_block ? 1 : 2) * 2 * h;
+    return gemm_weights_per_layer(j) + biases + norms;
+}
+
+void workload_compute(const job_t *j, workload_t *w)
+{
+    double l = j->num_layers, h = j->hidden_size, s = j->seq_length, V = j->padded_vocab_size;
+    w->params_layer = params_per_layer(j);
+    /* Word and position embeddings; the output layer is tied to the word
+     * embedding (Megatron's default), the final LayerNorm adds 2h. */
+    w->params_total = l * w->params_layer + V * h + s * h + 2 * h;
+    w->attn_window_factor = workload_causal_keys(s, j->window) / workload_causal_keys(s, s);
+    /* Megatron's convention: attention scored over all s keys (4 s h per
+     * token per layer forward); a window scales it by the fraction of
+     * causal keys it keeps. */
+    double attn = 4 * s * h * w->attn_window_factor;
+    double gemm = 2 * gemm_weights_per_layer(j);
+    double fwd = l * (gemm + attn) + 2 * V * h;
+    w->model_flops_per_token = 3 * fwd;
+    double recompute = j->recompute == RECOMPUTE_FULL        ? l * (gemm + attn)
+                       : j->recompute == RECOMPUTE_SELECTIVE ? l * attn
+                                                             : 0;
+    double tokens = (double)j->global_batch_size * s;
+    w->model_flops_per_iter = tokens * w->model_flops_per_token;
+    w->hw_flops_per_iter = tokens * (w->model_flops_per_token + recompute);
+}
+
+double workload_stage_params_local(const job_t *j, int stage)
+{
+    double h = j->hidden_size, f = j->ffn_hidden_size, t = j->tp;
+    double kvd = (double)j->num_query_groups * j->head_dim;
+    /* Column- and row-parallel weights and column biases split by TP;
+     * row-parallel biases and LayerNorms replicated. */
+    double split = gemm_weights_per_layer(j) + (h + 2 * kvd) + f;
+    double repl = params_per_layer(j) - split;
+    double p = (double)j->num_layers / j->pp * (split / t + repl);
+    double V = j->padded_vocab_size;
+    if (stage == 0)
+        p += V * h / t + (double)j->seq_length * h;
+    if (stage == j->pp - 1)
+        p += (j->pp > 1 ? V * h / t : 0) + 2 * h;
+    return p;
+}
+
+double workload_layer_activation_bytes(const job_t *j)
+{
+    double T = (double)j->seq_length * j->micro_batch_size;
+    double h = j->hidden_size, f = j->ffn_hidden_size, t = j->tp;
+    double a = j->num_attention_heads, s = j->seq_length, kvl = kv_local_dim(j);
+    double sp = j->sequence_parallel ? t : 1;
+    if (j->recompute == RECOMPUTE_FULL)
+        return T * 2 * h / sp; /* only the layer input is kept */
+    /* Bytes per token (Korthikanti et al. 2022, section 4): tensors outside
+     * the TP regions are replicated unless sequence parallel splits them. */
+    double repl = j->parallel_block ? 2 * h + 2 * h + h        /* LN in, shared LN out, mask */
+                                    : 4 * h + 2 * h + 2 * h + 2 * h; /* LN ins, QKV in, FC1 in, masks */
+    double split = 2 * h / t + 4 * kvl + 2 * h / t /* Q, K and V, proj input */
+                   + 4 * f / t;                      /* GeLU input, FC2 input */
+    double core;
+    if (j->attention == ATTN_FLASH)
+        core = 4 * a / t; /* log-sum-exp per head, fp32 */
+    else if (j->recompute == RECOMPUTE_SELECTIVE)
+        core = 0;         /* the s x s scores are recomputed */
+    else
+        core = 5 * a * s / t; /* softmax out (2), dropout mask (1), dropout out (2) */
+    return T * (repl / sp + split + core);
+}
+
+double workload_inflight_chunks(const job_t *j, int stage)
+{
+    double mv = (double)j->num_microbatches * j->vpp;
+    if (j->pipeline_schedule == PIPE_GPIPE)
+        return mv;
+    if (j->vpp == 1)
+        return fmin(j->num_microbatches, j->pp - stage);
+    /* Megatron's interleaved warm-up: (p - r - 1) * 2 + (v - 1) * p forward
+     * chunks before the first backward, plus the one in steady state. */
+    double warm = (double)(j->pp - stage - 1) * 2 + (double)(j->vpp - 1) * j->pp;
+    return fmin(warm + 1, mv);
+}
+
+static void stage_memory(const job_t *j, const hw_t *hw, int stage, memory_t *m)
+{
+    double P = workload_stage_params_local(j, stage);
+    double wb = j->bf16 ? 2 : 4, gb = j->grads_fp32 ? 4 : wb, dp = j->dp;
+    double T = (double)j->seq_length * j->micro_batch_size;
+    double h = j->hidden_size, t = j->tp;
+    m->weights_bytes = P * wb / (j->zero_stage >= 3 ? dp : 1);
+    if (j->zero_stage >= 3) /* two layers gathered at a time */
+        m->weights_bytes += 2 * params_per_layer(j) / t * wb;
+    /* ZeRO-2 keeps the shard plus one piece (chunk or bucket) of full
+     * gradients while its reduce-scatter is in flight. */
+    m->grads_bytes = j->zero_stage >= 2 ? P * gb / dp + P / workload_dp_pieces(j, P) * gb : P * gb;
+    /* Adam and LAMB both keep m and v in fp32, plus an fp32 master copy
+     * under mixed precision. */
+    m->optimizer_bytes = P * (8 + (j->bf16 ? 4 : 0)) / (j->zero_stage >= 1 ? dp : 1);
+    double layers_per_chunk = (double)j->num_layers / (j->pp * j->vpp);
+    m->inflight_microbatches = workload_inflight_chunks(j, stage) / j->vpp;
+    m->activations_bytes = workload_inflight_chunks(j, stage) * layers_per_chunk *
+                           workload_layer_activation_bytes(j);
+    if (j->recompute == RECOMPUTE_FULL) { /* one layer rebuilt at a time */
+        job_t full = *j;
+        full.recompute = RECOMPUTE_NONE;
+        m->activations_bytes += workload_layer_activation_bytes(&full);
+    }
+    if (stage == j->pp - 1) /* logits in bf16 and the fp32 loss copy */
+        m->activations_bytes += T * j->padded_vocab_size / t * (2 + 4);
+    m->comm_buffers_bytes = (t > 1 ? 2 * T * h * wb : 0) + (j->pp > 1 ? 4 * T * h / t * wb : 0);
+    m->runtime_bytes = hw->cluster.runtime_reserved_gib * GIB;
+    m->total_bytes = m->weights_bytes + m->grads_bytes + m->optimizer_bytes +
+                     m->activations_bytes + m->comm_buffers_bytes + m->runtime_bytes;
+    m->peak_stage = stage;
+}
+
+void workload_memory(const job_t *j, const hw_t *hw, memory_t *m)
+{
+    /* The first stage holds the most activations, the last the logits and
+     * the output layer: the peak is on one of the two. */
+    memory_t first, last;
+    stage_memory(j, hw, 0, &first);
+    stage_memory(j, hw, j->pp - 1, &last);
+    *m = first.total_bytes >= last.total_bytes ? first : last;
+    m->capacity_bytes = hw->gpu.hbm_gib * GIB;
+    m->fits = m->total_bytes <= m->capacity_bytes;
+}
