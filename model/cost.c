@@ -20,13 +20,14 @@ double cost_peak_flops(const hw_t *hw, const job_t *job)
     return (job->bf16 ? hw->gpu.peak_bf16_tflops : hw->gpu.peak_tf32_tflops) * 1e12;
 }
 
-/* Fraction of the SMs busy in the last wave when tiles of tm x tn cover
- * the output: tiles / (waves * SMs). */
+/* Useful fraction of the work when tiles of tm x tn cover the (m x n)
+ * output over `sms` SMs: the covered area wasted past the matrix edge, and
+ * the idle SMs of the last wave: (m n / covered area) x tiles / (waves x SMs). */
 static double wave_eff(double m, double n, double batch, int tm, int tn, int sms)
 {
-    double tiles = ceil(m / tm) * ceil(n / tn) * batch;
-    double waves = ceil(tiles / sms);
-    return tiles / (waves * sms);
+    double tiles_m = ceil(m / tm), tiles_n = ceil(n / tn);
+    double tiles = tiles_m * tiles_n * batch, waves = ceil(tiles / sms);
+    return (m * n) / (tiles_m * tm * tiles_n * tn) * tiles / (waves * sms);
 }
 
 /* cuBLAS picks among kernels: the profile's tile in both orientations, or

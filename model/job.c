@@ -223,17 +223,37 @@ static const char *flag_preset(int argc, char **argv)
     return v;
 }
 
-static int load_files(int argc, char **argv, cJSON **roots, const char **paths, int *nfiles, char *err)
+/* Whether "--name" (no "=") consumes the next argument: a non-boolean
+ * option of the job or extra table, or an ignored Megatron flag with a
+ * value. Used so that a flag's value ending in .json is not a job file. */
+static int takes_value(const char *arg, const opt_table *extra)
+{
+    if (strncmp(arg, "--", 2) || strchr(arg, '='))
+        return 0;
+    const char *name = arg + 2;
+    const opt_def *d = extra ? opts_find(extra, name) : NULL;
+    if (!d)
+        d = opts_find(&job_opts, name);
+    int tv;
+    if (d)
+        return d->type != OPT_BOOL;
+    return !strcmp(name, "config") || (job_is_ignored_megatron_flag(name, &tv) && tv);
+}
+
+static int load_files(int argc, char **argv, const opt_table *extra, cJSON **roots,
+                      const char **paths, int *nfiles, char *err)
 {
     *nfiles = 0;
     for (int i = 0; i < argc; i++) {
         const char *path = NULL;
-        if (is_json_path(argv[i]))
-            path = argv[i];
-        else if (!strcmp(argv[i], "--config") && i + 1 < argc)
+        if (!strcmp(argv[i], "--config") && i + 1 < argc)
             path = argv[++i];
         else if (!strncmp(argv[i], "--config=", 9))
             path = argv[i] + 9;
+        else if (takes_value(argv[i], extra))
+            i++;
+        else if (is_json_path(argv[i]))
+            path = argv[i];
         if (!path)
             continue;
         if (*nfiles == 16) {
@@ -301,7 +321,7 @@ int job_parse(job_t *job, int argc, char **argv, const opt_table *extra,
     opts_set_defaults(&job_opts, job);
     if (extra)
         opts_set_defaults(extra, extra_obj);
-    if (load_files(argc, argv, roots, paths, &nfiles, err))
+    if (load_files(argc, argv, extra, roots, paths, &nfiles, err))
         goto out;
     /* Preset first (a flag beats the last file naming one, which beats the
      * default), so that files and then flags override its bundle. */

@@ -307,8 +307,10 @@ int opts_read_json_file(const char *path, cJSON **root, char *err)
         int line = 1;
         for (const char *p = buf; where && p < where; p++)
             line += *p == '\n';
-        snprintf(err, OPT_ERR_LEN, "%s:%d: malformed JSON near '%.20s'", path, line,
-                 where ? where : "");
+        char near[24] = "";
+        for (int k = 0; where && where[k] && k < 20; k++)
+            near[k] = (unsigned char)where[k] < ' ' ? ' ' : where[k];
+        snprintf(err, OPT_ERR_LEN, "%s:%d: malformed JSON near '%s'", path, line, near);
         free(buf);
         return -1;
     }
@@ -363,7 +365,9 @@ void opts_print_help(FILE *f, const opt_table *t)
         else
             snprintf(left, sizeof left, "  --%s %s", d->name, type_word(d));
         fprintf(f, "%-44s %s", left, d->help);
-        if (d->type == OPT_INT || d->type == OPT_REAL)
+        if (d->type == OPT_INT)
+            fprintf(f, " [%.0f..%.0f]", d->lo, d->hi);
+        else if (d->type == OPT_REAL)
             fprintf(f, " [%g..%g]", d->lo, d->hi);
         if (d->def && *d->def)
             fprintf(f, " (default %s)", d->def);

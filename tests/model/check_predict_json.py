@@ -1,0 +1,37 @@
+#!/usr/bin/env python3
+"""check_predict_json: `megasim predict --json` parses and carries the keys
+the issue names (and every executor shares), with values in range."""
+import json, subprocess, sys
+
+megasim = sys.argv[1]
+out = subprocess.run([megasim, "predict", "--json"] + sys.argv[2:], capture_output=True, text=True, check=True)
+d = json.loads(out.stdout)
+need = ["iteration_time_s", "tokens_per_s", "mfu", "hfu", "model_flops_per_iteration",
+        "peak_memory_per_gpu_bytes", "fits_in_memory", "breakdown", "config"]
+brk = ["compute_s", "bubble_s", "exposed_tp_comm_s", "exposed_pp_comm_s", "exposed_dp_comm_s", "optimizer_s", "other_s"]
+fail = 0
+for k in need:
+    ok = k in d
+    print(("ok  " if ok else "FAIL"), "key", k)
+    fail += not ok
+for k in brk:
+    ok = k in d.get("breakdown", {})
+    print(("ok  " if ok else "FAIL"), "breakdown key", k)
+    fail += not ok
+total = sum(d["breakdown"][k] for k in brk)
+ok = abs(total - d["iteration_time_s"]) <= 1e-9 * d["iteration_time_s"]
+print(("ok  " if ok else "FAIL"), "breakdown sums to iteration_time_s: expected %.9g got %.9g" % (d["iteration_time_s"], total))
+fail += not ok
+ok = 0 < d["mfu"] <= d["hfu"] <= 1
+print(("ok  " if ok else "FAIL"), "0 < mfu <= hfu <= 1: mfu %.4f hfu %.4f" % (d["mfu"], d["hfu"]))
+fail += not ok
+# Paper-derived (megascale-targets.md): 175B FLOPs per iteration at batch 6144
+# is 6144 x 2048 x 1.0774e12 without a window; the window lowers it.
+ok = d["model_flops_per_iteration"] <= 6144 * 2048 * 1.0775e12
+print(("ok  " if ok else "FAIL"), "model FLOPs per iteration <= 1.356e19: got %.4g" % d["model_flops_per_iteration"])
+fail += not ok
+ok = d["config"]["job"]["num_gpus"] == json.loads(json.dumps(d))["config"]["job"]["num_gpus"] and "version" in d["config"]
+print(("ok  " if ok else "FAIL"), "config carries the job and the version")
+fail += not ok
+print("check_predict_json: %d passed, %d failed" % (len(need) + len(brk) + 4 - fail, fail))
+sys.exit(1 if fail else 0)

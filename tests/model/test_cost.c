@@ -1,0 +1,75 @@
+/* test_cost: op costs against hand-worked alpha-beta and roofline values
+ * on the built-in profiles, and the group layouts of Megatron's rank order. */
+#include "model/cost.h"
+#include "../check.h"
+
+static void setup(job_t *j, hw_t *hw)
+{
+    char err[OPT_ERR_LEN];
+    job_default(j);
+    job_hardware(j, hw, err);
+    job_finalize(j, hw->cluster.gpus_per_node, err);
+}
+
+int main(void)
+{
+    job_t j;
+    hw_t hw;
+    setup(&j, &hw);
+    const hw_cluster_t *c = &hw.cluster;
+
+    /* Default plan TP8 PP8 DP192 on 8-GPU nodes: TP is one node; DP has one
+     * rank per node over 192 consecutive nodes (3 ToR sets of 64: tier 1);
+     * PP strides 192 nodes (1,536 nodes: more than a pod of 32 x 64? no:
+     * 1,536 <= 2,048, so tier 1). */
+    group_layout_t tp = cost_group_layout(&j, &hw, GROUP_TP), dp = cost_group_layout(&j, &hw, GROUP_DP);
+    group_layout_t pp = cost_group_layout(&j, &hw, GROUP_PP);
+    check_true("TP group inside one node", tp.nodes == 1 && tp.per_node == 8 && tp.tier == -1, "8 ranks, NVLink");
+    check_true("DP group: one rank per node, 192 nodes", dp.nodes == 192 && dp.per_node == 1, "rail ring");
+    check_rel("DP group tier (192 nodes over 64-node ToR sets)", 1, dp.tier, 0, "aggregation");
+    check_rel("PP group nodes", 8, pp.nodes, 0, "stride TP x DP = 1536 ranks");
+
+    /* Ring all-reduce on an idle network, one rank per node, message of
+     * 1 GiB over n = 192 ranks: launch + 2(n-1) alpha + 2(n-1)/n S / bw,
+     * alpha = alpha_net + 2 (tier+1) hop latencies, bw = NIC x efficiency. */
+    double S = 1073741824.0, n = 192;
+    double alpha = (c->alpha_net_us + 2 * 2 * c->alpha_hop_us) * 1e-6;
+    double bw = c->nic_gbit / 8 * 1e9 * curve_eval(&c->net_eff, S);
+    double ring = c->coll_launch_us * 1e-6 + 2 * (n - 1) * alpha + 2 * (n - 1) / n * S / bw;
+    double tree = c->coll_launch_us * 1e-6 + 2 * 8 * alpha + 2 * (n - 1) / n * S / (0.9 * bw);
+    check_rel("all-reduce 1 GiB over DP=192 (alpha-beta)", fmin(ring, tree),
+              cost_coll_s(&hw, COLL_ALLREDUCE, S, &dp), 1e-12, "min(ring, double binary tree)");
+    /* All-gather of 50 MB inside a node: launch + 7 NVLink steps + 7/8 S/bw. */
+    double S2 = 50331648.0;
+    double ag = c->coll_launch_us * 1e-6 + 7 * c->alpha_nvlink_us * 1e-6 +
+                7.0 / 8 * S2 / (hw.gpu.nvlink_gbps * 1e9 * curve_eval(&c->nvlink_eff, S2));
+    check_rel("all-gather 48 MiB over TP=8 (NVLink ring)", ag, cost_coll_s(&hw, COLL_ALLGATHER, S2, &tp), 1e-12,
+              "launch + (n-1) alpha + (n-1)/n S / bw");
+    check_rel("collective over one rank costs nothing", 0, cost_coll_s(&hw, COLL_ALLREDUCE, S, &(group_layout_t){1, 1, 1, -1}),
+              0, "n = 1");
+
+    /* GEMM roofline: 8192^3 bf16 on A800: 12,288 tiles of 256x128 over
+     * 108 SMs -> 114 waves, 99.8% full; efficiency from the curve at 1.1e12. */
+    double m = 8192, flops = 2 * m * m * m;
+    double tiles = (m / 256) * (m / 128), we = tiles / (ceil(tiles / 108) * 108);
+    double t = flops / (312e12 * curve_eval(&hw.gpu.gemm_eff, flops) * we) + hw.gpu.kernel_gap_us * 1e-6;
+    check_rel("GEMM 8192^3 time (roofline, wave model)", t, cost_gemm_s(&hw, &j, m, m, m, 1), 1e-12,
+              "flops / (peak x eff x wave)");
+    /* A skinny GEMM is memory bound: 1 x 8192 x 8192 reads the 128 MiB weight. */
+    double bytes = (8192.0 + 8192.0 * 8192 + 8192.0) * 2;
+    check_true("GEMV is memory bound", cost_gemm_s(&hw, &j, 1, 8192, 8192, 1) >= bytes / (hw.gpu.hbm_gbps * 1e9),
+               "time >= bytes / HBM bandwidth");
+    /* Wave quantisation, compute bound: m = 256, n = 128 x 109, k = 8192 on
+     * 108 SMs. 256x128 tiles: 109 tiles, 2 waves, 109/216 busy (0.505);
+     * half tiles 128x128 or 256x64: 218 tiles, 3 waves, 218/324 busy, at
+     * 0.9 speed = 0.6056, the best. With n = 128 x 108: one full wave. The
+     * time ratio is (109/108) / 0.6056 (launch gap and curve aside). */
+    double k = 8192, n109 = 128 * 109, n108 = 128 * 108;
+    double t109 = cost_gemm_s(&hw, &j, 256, n109, k, 1) - hw.gpu.kernel_gap_us * 1e-6;
+    double t108 = cost_gemm_s(&hw, &j, 256, n108, k, 1) - hw.gpu.kernel_gap_us * 1e-6;
+    double e109 = curve_eval(&hw.gpu.gemm_eff, 2 * 256 * n109 * k);
+    double e108 = curve_eval(&hw.gpu.gemm_eff, 2 * 256 * n108 * k);
+    check_rel("wave quantisation: 109 vs 108 tiles", (109.0 / 108) / (0.9 * 218 / 324) * e108 / e109,
+              t109 / t108, 1e-9, "worked tile count, half-tile rule");
+    return check_done("test_cost");
+}

@@ -1,0 +1,96 @@
+/* test_estimate: the closed form's pipeline bubble equals (p-1)/m for 1F1B
+ * and (p-1)/(v m) interleaved (Narayanan et al. 2021); the breakdown sums
+ * to the iteration time; each overlap switch hides what it claims to. */
+#include "model/estimate.h"
+#include "../check.h"
+
+#include <stdio.h>
+
+static int make(job_t *j, hw_t *hw, int pp, int lpv, int batch)
+{
+    char err[OPT_ERR_LEN];
+    job_default(j);
+    j->tp = 1, j->pp = pp, j->num_gpus = pp, j->layers_per_vstage = lpv;
+    j->num_layers = 48, j->hidden_size = 2048, j->num_attention_heads = 16;
+    j->global_batch_size = batch, j->tp_comm_overlap = 0;
+    if (job_hardware(j, hw, err) || job_finalize(j, 8, err)) {
+        printf("setup: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+static void bubbles(void)
+{
+    /* DP = 1 and TP = 1: no DP or TP communication, so the bubble over the
+     * pipelined work is exactly the schedule's fraction. */
+    const struct { int p, lpv, m; } cases[] = {{4, 0, 16}, {8, 0, 64}, {4, 2, 16}, {8, 3, 32}, {8, 1, 8}};
+    for (int i = 0; i < 5; i++) {
+        job_t j;
+        hw_t hw;
+        estimate_t e;
+        if (make(&j, &hw, cases[i].p, cases[i].lpv, cases[i].m))
+            continue;
+        estimate_job(&j, &hw, &e);
+        double work = e.br.compute_s + e.br.exposed_tp_comm_s;
+        double expect = (double)(j.pp - 1) / (j.vpp * j.num_microbatches);
+        char what[96];
+        snprintf(what, sizeof what, "bubble fraction p=%d v=%d m=%d", j.pp, j.vpp, j.num_microbatches);
+        check_rel(what, expect, e.br.bubble_s / work, 1e-12, "(p-1)/(v m), Narayanan et al. 2021");
+    }
+}
+
+static double get(const job_t *j, const hw_t *hw, double (*field)(const estimate_t *))
+{
+    estimate_t e;
+    estimate_job(j, hw, &e);
+    return field(&e);
+}
+static double tp_exp(const estimate_t *e) { return e->br.exposed_tp_comm_s; }
+static double pp_exp(const estimate_t *e) { return e->br.exposed_pp_comm_s; }
+static double dp_exp(const estimate_t *e) { return e->br.exposed_dp_comm_s; }
+static double iter(const estimate_t *e) { return e->iteration_s; }
+
+static void overlaps(void)
+{
+    job_t j;
+    hw_t hw;
+    char err[OPT_ERR_LEN];
+    job_default(&j);
+    job_hardware(&j, &hw, err);
+    job_apply_preset(&j, PRESET_MEGATRON);
+    job_finalize(&j, 8, err);
+    estimate_t e;
+    estimate_job(&j, &hw, &e);
+    const breakdown_t *b = &e.br;
+    double sum = b->compute_s + b->bubble_s + b->exposed_tp_comm_s + b->exposed_pp_comm_s + b->exposed_dp_comm_s +
+                 b->optimizer_s + b->other_s;
+    check_rel("breakdown sums to the iteration time", e.iteration_s, sum, 1e-12, "definition");
+    check_rel("MFU = model FLOPs / (time x GPUs x peak)",
+              e.work.model_flops_per_iter / (e.iteration_s * j.num_gpus * 312e12), e.mfu, 1e-12, "definition");
+    job_t k = j;
+    k.tp_comm_overlap = 1;
+    check_true("--tp-comm-overlap hides TP communication", get(&k, &hw, tp_exp) < 0.5 * get(&j, &hw, tp_exp),
+               "exposed TP at most half");
+    k = j, k.pp_comm_overlap = 1;
+    check_true("--pp-comm-overlap hides PP communication", get(&k, &hw, pp_exp) < 0.1 * get(&j, &hw, pp_exp),
+               "only the fill and drain transfers stay");
+    k = j, k.overlap_grad_reduce = k.overlap_param_gather = 1;
+    check_true("DP overlap hides DP communication", get(&k, &hw, dp_exp) < 0.5 * get(&j, &hw, dp_exp),
+               "only the last/first chunk stay exposed");
+    k = j, k.parallel_block = 1;
+    check_true("parallel block halves exposed TP communication",
+               fabs(get(&k, &hw, tp_exp) / get(&j, &hw, tp_exp) - 0.5) < 0.1, "2 of 4 forward collectives");
+    job_t ms;
+    job_default(&ms);
+    job_finalize(&ms, 8, err);
+    check_true("MegaScale preset faster than Megatron-LM", get(&ms, &hw, iter) < get(&j, &hw, iter),
+               "same model and plan, 12,288 GPUs");
+}
+
+int main(void)
+{
+    bubbles();
+    overlaps();
+    return check_done("test_estimate");
+}

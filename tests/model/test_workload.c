@@ -1,0 +1,127 @@
+/* test_workload: parameters, FLOPs, activation and ZeRO memory against the
+ * published formulas (megascale-targets.md; Korthikanti et al. 2022;
+ * Rajbhandari et al. 2020), on worked examples. */
+#include "model/workload.h"
+#include "../check.h"
+
+#include <string.h>
+
+static job_t gpt(int layers, int hidden, int heads, int tp, int pp, int gpus)
+{
+    job_t j;
+    char err[OPT_ERR_LEN];
+    job_default(&j);
+    j.num_layers = layers, j.hidden_size = hidden, j.num_attention_heads = heads;
+    j.tp = tp, j.pp = pp, j.num_gpus = gpus, j.layers_per_vstage = 0;
+    j.global_batch_size = gpus / (tp * pp) * 8;
+    if (job_finalize(&j, 8, err))
+        printf("setup error: %s\n", err);
+    return j;
+}
+
+static void flops_and_params(void)
+{
+    workload_t w;
+    job_t j = gpt(96, 12288, 128, 8, 8, 512);
+    j.sliding_window = 0, j.window = j.seq_length;
+    workload_compute(&j, &w);
+    /* 72 l h^2 (1 + s/6h + V/12lh) per token with l=96, h=12288, s=2048,
+     * V=64000 -> 1.0774e12 (megascale-targets.md, Megatron's formula). */
+    double l = 96, h = 12288, s = 2048, V = 64000;
+    double formula = 72 * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+    check_rel("175B model FLOPs per token (formula)", formula, w.model_flops_per_token, 1e-12,
+              "72 l h^2 (1 + s/6h + V/12lh)");
+    check_rel("175B model FLOPs per token (paper-derived)", 1.0774e12, w.model_flops_per_token, 1e-4,
+              "megascale-targets.md: 1.0774e12");
+    check_rel("175B parameters", 174.8e9, w.params_total, 5e-4, "P = 12 l h^2 (1 + 13/12h + (V+s)/12lh)");
+    /* Full recomputation: hardware does 96 instead of 72 on the layers. */
+    j.recompute = RECOMPUTE_FULL;
+    workload_compute(&j, &w);
+    double layers_fwd = l * (24 * h * h + 4 * s * h);
+    check_rel("HFU FLOPs with full recompute = model + 1 fwd", w.model_flops_per_iter + layers_fwd * s * j.global_batch_size,
+              w.hw_flops_per_iter, 1e-12, "Narayanan et al.: 96 vs 72 B s l h^2");
+    job_t big = gpt(105, 20480, 160, 8, 35, 280 * 8);
+    workload_compute(&big, &w);
+    check_rel("530B parameters", 529.9e9, w.params_total, 5e-4, "megascale-targets.md Table 1, P formula");
+    /* Sliding window w over s: causal keys w(w+1)/2 + (s-w)w vs s(s+1)/2. */
+    check_rel("causal keys, s=2048 w=1024", 1024.0 * 1025 / 2 + 1024.0 * 1024, workload_causal_keys(2048, 1024),
+              1e-15, "sum_i min(i, w)");
+    check_rel("causal keys, window beyond sequence", 2048.0 * 2049 / 2, workload_causal_keys(2048, 4096), 1e-15,
+              "w > s is full causal");
+}
+
+static void activations(void)
+{
+    /* Korthikanti et al. 2022, Table 2: per layer, bytes =
+     *   s b h (34 + 5 a s / h) / t     with TP and SP, no recompute;
+     *   s b h (10 + 24/t + 5 a s/(h t)) with TP only;
+     *   s b h 34 / t                   with SP and selective recompute;
+     *   2 s b h / t                    full recompute with SP (input only). */
+    job_t j = gpt(96, 12288, 96, 8, 8, 512);
+    j.attention = ATTN_UNFUSED, j.parallel_block = 0, j.recompute = RECOMPUTE_NONE, j.sequence_parallel = 1;
+    j.micro_batch_size = 2;
+    double s = 2048, b = 2, h = 12288, a = 96, t = 8;
+    check_rel("activations, TP+SP", s * b * h * (34 + 5 * a * s / h) / t, workload_layer_activation_bytes(&j), 1e-12,
+              "Korthikanti eq. (SP, no recompute)");
+    j.sequence_parallel = 0;
+    check_rel("activations, TP only", s * b * h * (10 + 24 / t + 5 * a * s / (h * t)),
+              workload_layer_activation_bytes(&j), 1e-12, "Korthikanti eq. (TP)");
+    j.sequence_parallel = 1, j.recompute = RECOMPUTE_SELECTIVE;
+    check_rel("activations, SP + selective recompute", s * b * h * 34 / t, workload_layer_activation_bytes(&j),
+              1e-12, "Korthikanti eq. (selective)");
+    j.recompute = RECOMPUTE_FULL;
+    check_rel("activations, SP + full recompute", 2 * s * b * h / t, workload_layer_activation_bytes(&j), 1e-12,
+              "layer input only");
+    /* In-flight micro-batches on the first stage: p for 1F1B, and
+     * p (1 + (p - 1)/(p v)) for the interleaved schedule (Korthikanti). */
+    job_t k = gpt(96, 12288, 96, 8, 8, 512);
+    k.global_batch_size = 512 / 64 * 64;
+    char err[OPT_ERR_LEN];
+    k.layers_per_vstage = 2;
+    job_finalize(&k, 8, err);
+    double p = 8, v = 6;
+    check_rel("in-flight chunks, interleaved first stage", p * v * (1 + (p - 1) / (p * v)),
+              workload_inflight_chunks(&k, 0), 1e-12, "p v (1 + (p-1)/(p v))");
+    k.layers_per_vstage = 0;
+    job_finalize(&k, 8, err);
+    check_rel("in-flight micro-batches, 1F1B first stage", p, workload_inflight_chunks(&k, 0), 0, "p");
+    check_rel("in-flight micro-batches, 1F1B last stage", 1, workload_inflight_chunks(&k, 7), 0, "p - (p-1)");
+}
+
+static void zero_memory(void)
+{
+    /* ZeRO paper (Rajbhandari et al. 2020) worked example with bf16
+     * weights and gradients and K = 12 bytes of optimizer state per
+     * parameter: stage 0: (2 + 2 + 12) P; stage 1: 2P + 2P + 12P/N;
+     * stage 2: 2P + 2P/N + 12P/N (+ one bucket of full gradients while it
+     * is reduce-scattered); stage 3: 16P/N (+ two gathered layers). */
+    job_t j = gpt(32, 4096, 32, 1, 1, 64);
+    j.grads_fp32 = 0, j.vpp = 1;
+    hw_t hw;
+    char err[OPT_ERR_LEN];
+    job_hardware(&j, &hw, err);
+    double P = workload_stage_params_local(&j, 0), N = 64;
+    memory_t m;
+    const char *names[] = {"ZeRO-0 weights+grads+optimizer", "ZeRO-1 weights+grads+optimizer",
+                           "ZeRO-2 weights+grads+optimizer", "ZeRO-3 weights+grads+optimizer"};
+    double bucket = P / workload_dp_pieces(&j, P) * 2;
+    workload_t w;
+    workload_compute(&j, &w);
+    double layer = w.params_layer; /* TP = 1: one GPU holds whole layers */
+    double expect[] = {16 * P, 4 * P + 12 * P / N, 2 * P + 14 * P / N + bucket,
+                       16 * P / N + bucket + 2 * layer * 2};
+    for (int z = 0; z <= 3; z++) {
+        j.zero_stage = z;
+        workload_memory(&j, &hw, &m);
+        check_rel(names[z], expect[z], m.weights_bytes + m.grads_bytes + m.optimizer_bytes, 1e-9,
+                  "Rajbhandari et al. 2020, Figure 1");
+    }
+}
+
+int main(void)
+{
+    flops_and_params();
+    activations();
+    zero_memory();
+    return check_done("test_workload");
+}
