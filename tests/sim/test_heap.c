@@ -1,0 +1,156 @@
+/* tests/sim/test_heap.c: the intrusive (t_ns, seq) min-heap against a plain
+ * reference (linear scan for the minimum), tie order, and speed. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+
+#include "sim/heap.h"
+
+#include "check.h"
+
+#include <string.h>
+
+typedef struct item {
+  int payload;
+  sim_heap_node node;
+} item;
+
+/* Reference minimum: the queued item with the smallest (t_ns, seq). O(n). */
+static item *ref_min(item *it, int n) {
+  item *best = NULL;
+  for (int i = 0; i < n; i++) {
+    if (!sim_heap_queued(&it[i].node)) continue;
+    if (!best || it[i].node.t_ns < best->node.t_ns ||
+        (it[i].node.t_ns == best->node.t_ns && it[i].node.seq < best->node.seq))
+      best = &it[i];
+  }
+  return best;
+}
+
+/* Random push / pop / remove / update (keys in a small range, so ties in t
+ * are common) checked against the reference after every operation. */
+static void test_random(void) {
+  enum { N = 1500, OPS = 300000 };
+  static item it[N];
+  sim_heap h;
+  uint64_t rng = 42, seq = 0;
+  long counts[4] = {0};
+  CHECK(sim_heap_init(&h, 0) == 0, "init");
+  for (int i = 0; i < N; i++) it[i].payload = i, sim_heap_node_init(&it[i].node);
+  for (int op = 0; op < OPS; op++) {
+    item *x = &it[test_rand(&rng) % N];
+    uint64_t t = test_rand(&rng) % 64;
+    int kind = (int)(test_rand(&rng) % 4);
+    if (!sim_heap_queued(&x->node)) {
+      CHECK(sim_heap_push(&h, &x->node, t, seq++) == 0, "push");
+      kind = 0;
+    } else if (kind == 1) {
+      item *want = ref_min(it, N);
+      sim_heap_node *got = sim_heap_pop(&h);
+      CHECK(got == &want->node, "op %d: pop gave item %d, reference min is item %d", op,
+            SIM_HEAP_ENTRY(got, item, node)->payload, want->payload);
+    } else if (kind == 2) {
+      sim_heap_remove(&h, &x->node);
+    } else {
+      sim_heap_update(&h, &x->node, t, seq++);
+      kind = 3;
+    }
+    counts[kind]++;
+    item *want = ref_min(it, N);
+    CHECK(sim_heap_peek(&h) == (want ? &want->node : NULL), "op %d: peek differs from reference", op);
+  }
+  /* drain: the pop sequence must be sorted */
+  uint64_t pt = 0, ps = 0;
+  size_t left = sim_heap_size(&h);
+  for (sim_heap_node *x; (x = sim_heap_pop(&h));) {
+    CHECK(x->t_ns > pt || (x->t_ns == pt && x->seq >= ps), "drain out of order");
+    pt = x->t_ns, ps = x->seq;
+  }
+  printf("random: %d ops (push %ld, pop %ld, remove %ld, update %ld) match the reference;"
+         " drained %zu in order\n", OPS, counts[0], counts[1], counts[2], counts[3], left);
+  sim_heap_free(&h);
+}
+
+/* Equal times pop in seq order, whatever the push order. */
+static void test_ties(void) {
+  enum { N = 4096 };
+  static item it[N];
+  sim_heap h;
+  uint64_t rng = 7;
+  int order[N];
+  for (int i = 0; i < N; i++) order[i] = i;
+  for (int i = N - 1; i > 0; i--) {
+    int j = (int)(test_rand(&rng) % (uint64_t)(i + 1)), t = order[i];
+    order[i] = order[j], order[j] = t;
+  }
+  sim_heap_init(&h, 16);
+  for (int i = 0; i < N; i++) {
+    sim_heap_node_init(&it[order[i]].node);
+    sim_heap_push(&h, &it[order[i]].node, 1000, (uint64_t)order[i]);
+  }
+  int bad = 0;
+  for (int i = 0; i < N; i++) bad += sim_heap_pop(&h)->seq != (uint64_t)i;
+  printf("ties:");
+  EXPECT_EQ_U64("pops out of seq order (4096 equal t_ns)", 0, bad, "ties break by seq");
+  sim_heap_free(&h);
+}
+
+/* Hold model, the event-queue workload: `size` pending events; each step
+ * pops the earliest and pushes one a random delay later. */
+static double hold(size_t size, long steps) {
+  item *it = malloc(size * sizeof *it);
+  sim_heap h;
+  uint64_t rng = 99, seq = 0;
+  CHECK(it && sim_heap_init(&h, size) == 0, "out of memory");
+  for (size_t i = 0; i < size; i++)
+    sim_heap_node_init(&it[i].node), sim_heap_push(&h, &it[i].node, test_rand(&rng) % 1000000, seq++);
+  double t0 = test_now_s();
+  uint64_t last = 0;
+  for (long s = 0; s < steps; s++) {
+    sim_heap_node *x = sim_heap_pop(&h);
+    CHECK(x->t_ns >= last, "hold: time went back");
+    last = x->t_ns;
+    sim_heap_push(&h, x, last + test_rand(&rng) % 1000000, seq++);
+  }
+  double dt = test_now_s() - t0;
+  sim_heap_free(&h);
+  free(it);
+  return dt;
+}
+
+/* Fill with n random keys, then pop all (checking order). */
+static double fill_drain(size_t n) {
+  item *it = malloc(n * sizeof *it);
+  sim_heap h;
+  uint64_t rng = 5, last = 0;
+  CHECK(it && sim_heap_init(&h, n) == 0, "out of memory");
+  double t0 = test_now_s();
+  for (size_t i = 0; i < n; i++)
+    sim_heap_node_init(&it[i].node), sim_heap_push(&h, &it[i].node, test_rand(&rng) >> 20, i);
+  for (size_t i = 0; i < n; i++) {
+    sim_heap_node *x = sim_heap_pop(&h);
+    CHECK(x->t_ns >= last, "fill_drain: out of order");
+    last = x->t_ns;
+  }
+  double dt = test_now_s() - t0;
+  sim_heap_free(&h);
+  free(it);
+  return dt;
+}
+
+static void test_speed(void) {
+  const long steps = 10000000;
+  double dt = hold(100000, steps);
+  printf("speed: hold model, 100k pending, %ld pop + %ld push: %.3f s (%.0f ns per pop+push)"
+         " [target < 2 s]\n", steps, steps, dt, 1e9 * dt / steps);
+  double dt2 = fill_drain(1000000);
+  printf("speed: 1M push then 1M pop (heap of 1M): %.3f s (info)\n", dt2);
+  /* generous bound so a busy machine does not fail the suite */
+  CHECK(dt < 6.0, "hold model took %.3f s, target < 2 s", dt);
+}
+
+int main(int argc, char **argv) {
+  const char *which = argc > 1 ? argv[1] : "all";
+  if (!strcmp(which, "all") || !strcmp(which, "ref")) test_random(), test_ties();
+  if (!strcmp(which, "all") || !strcmp(which, "speed")) test_speed();
+  printf("PASS\n");
+  return 0;
+}
