@@ -7,12 +7,21 @@
 
 int cmd_predict(int argc, char **argv);
 int cmd_hardware(int argc, char **argv);
-extern const opt_table predict_opts, hardware_opts;
+int cmd_schedule(int argc, char **argv);
+int cmd_simulate(int argc, char **argv);
+extern const opt_table predict_opts, hardware_opts, schedule_opts, simulate_opts;
 
 const cli_cmd_t cli_cmds[] = {
     {"predict", "Closed-form estimate of one job: iteration time, MFU/HFU, tokens/s, memory per GPU.",
      "[JOB.json ...] [flags]", "megasim predict --preset megatron-lm --num-gpus 12288 --json",
      cmd_predict, 1, &predict_opts},
+    {"simulate", "Discrete-event simulation of every rank's op program: iteration time, MFU, where time goes.",
+     "[JOB.json ...] [flags] [--no-fold] [--slow-rank R:F] [--slow-link NODE:F] [--slow-hosts FRACTION]",
+     "megasim simulate --preset megatron-lm --slow-rank 17:1.2 --json", cmd_simulate, 1, &simulate_opts},
+    {"schedule", "Print one rank's op program, one op a line; --verify checks all stages' programs agree.",
+     "[JOB.json ...] [flags] [--rank R] [--layers] [--verify]",
+     "megasim schedule --num-gpus 8 --tensor-model-parallel-size 1 --global-batch-size 16 --rank 0",
+     cmd_schedule, 1, &schedule_opts},
     {"hardware", "List the built-in hardware profiles, or print one (or check a file) as JSON.",
      "[--gpu NAME] [--cluster NAME] [--hardware FILE]", "megasim hardware --gpu h100-sxm-80gb --cluster fattree",
      cmd_hardware, 0, &hardware_opts},

@@ -60,29 +60,39 @@ static pass_time_t pass_time(const hw_t *hw, const job_t *j, pass_t pass)
     return r;
 }
 
-/* Per micro-batch work outside the transformer layers on a stage: the
- * embedding lookup on the first, the output layer and the fused softmax
- * cross-entropy on the last (bytes and GEMMs per GPU, TP-split). */
-static void stage_extra(const hw_t *hw, const job_t *j, int stage, double *fwd, double *bwd)
+/* Per micro-batch work outside the transformer layers: the embedding
+ * lookup on the first stage's first chunk, the output layer and the fused
+ * softmax cross-entropy on the last stage's last chunk (per GPU, TP-split). */
+static void embedding_extra(const hw_t *hw, const job_t *j, double *fwd, double *bwd)
+{
+    double T = (double)j->seq_length * j->micro_batch_size, h = j->hidden_size, wb = j->bf16 ? 2 : 4;
+    double Tl = j->sequence_parallel ? T / j->tp : T;
+    *fwd = cost_elem_s(hw, Tl * h * wb * 3);      /* gather rows, add positions */
+    *bwd = cost_elem_s(hw, Tl * h * (wb + 4) * 2); /* scatter-add into fp32 grads */
+}
+
+static void output_extra(const hw_t *hw, const job_t *j, double *fwd, double *bwd)
 {
     double T = (double)j->seq_length * j->micro_batch_size, h = j->hidden_size;
     double wb = j->bf16 ? 2 : 4, Vt = (double)j->padded_vocab_size / j->tp;
-    double Tl = j->sequence_parallel ? T / j->tp : T;
+    *fwd = cost_gemm_s(hw, j, T, Vt, h, 1) + cost_elem_s(hw, T * Vt * (wb + 4));
+    *bwd = cost_gemm_s(hw, j, T, h, Vt, 1) + cost_gemm_s(hw, j, h, Vt, T, 1) + cost_elem_s(hw, T * Vt * (4 + wb));
+    if (j->sequence_parallel && j->tp > 1) { /* gather the final hidden states */
+        group_layout_t g = cost_group_layout(j, hw, GROUP_TP);
+        *fwd += cost_coll_s(hw, COLL_ALLGATHER, T * h * wb, &g);
+        *bwd += cost_coll_s(hw, COLL_REDUCESCATTER, T * h * wb, &g);
+    }
+}
+
+/* Extra work of one chunk-step (chunk -1: the whole stage). */
+static void chunk_extra(const hw_t *hw, const job_t *j, int stage, int chunk, double *fwd, double *bwd)
+{
+    double f, b;
     *fwd = *bwd = 0;
-    if (stage == 0) {
-        *fwd += cost_elem_s(hw, Tl * h * wb * 3);  /* gather rows, add positions */
-        *bwd += cost_elem_s(hw, Tl * h * (wb + 4) * 2); /* scatter-add into fp32 grads */
-    }
-    if (stage == j->pp - 1) {
-        *fwd += cost_gemm_s(hw, j, T, Vt, h, 1) + cost_elem_s(hw, T * Vt * (wb + 4));
-        *bwd += cost_gemm_s(hw, j, T, h, Vt, 1) + cost_gemm_s(hw, j, h, Vt, T, 1) +
-                cost_elem_s(hw, T * Vt * (4 + wb));
-        if (j->sequence_parallel && j->tp > 1) { /* gather the final hidden states */
-            group_layout_t g = cost_group_layout(j, hw, GROUP_TP);
-            *fwd += cost_coll_s(hw, COLL_ALLGATHER, T * h * wb, &g);
-            *bwd += cost_coll_s(hw, COLL_REDUCESCATTER, T * h * wb, &g);
-        }
-    }
+    if (stage == 0 && chunk <= 0)
+        embedding_extra(hw, j, &f, &b), *fwd += f, *bwd += b;
+    if (stage == j->pp - 1 && (chunk < 0 || chunk == j->vpp - 1))
+        output_extra(hw, j, &f, &b), *fwd += f, *bwd += b;
 }
 
 static void stage_times(const hw_t *hw, const job_t *j, stage_times_t *st)
@@ -99,7 +109,7 @@ static void stage_times(const hw_t *hw, const job_t *j, stage_times_t *st)
     double best = -1;
     for (int k = 0; k < 2; k++) {
         double ef, eb;
-        stage_extra(hw, j, stages[k], &ef, &eb);
+        chunk_extra(hw, j, stages[k], -1, &ef, &eb);
         double fw = layers * st->layer_fwd_s + ef, bw = layers * st->layer_bwd_s + eb;
         if (fw + bw > best) {
             best = fw + bw;
@@ -118,6 +128,18 @@ static double dp_exposed(double total_s, int pieces, double window_s)
 {
     double piece = total_s / pieces;
     return piece + (pieces - 1) * fmax(0, piece - window_s);
+}
+
+void estimate_chunk_times(const job_t *j, const hw_t *hw, int stage, int chunk, chunk_times_t *ct)
+{
+    pass_time_t f = pass_time(hw, j, PASS_FWD), b = pass_time(hw, j, PASS_BWD);
+    pass_time_t rc = pass_time(hw, j, PASS_RECOMPUTE);
+    double layers = (double)j->num_layers / (j->pp * j->vpp), ef, eb;
+    chunk_extra(hw, j, stage, chunk, &ef, &eb);
+    ct->fwd_s = layers * f.compute_s + ef;
+    ct->fwd_tp_s = layers * f.exposed_s;
+    ct->bwd_s = layers * (b.compute_s + rc.compute_s) + eb;
+    ct->bwd_tp_s = layers * (b.exposed_s + rc.exposed_s);
 }
 
 /* DP collectives of one stage: gradient reduction (all-reduce, or reduce-

@@ -1,0 +1,167 @@
+/* cmd_simulate: `megasim simulate`: plays every rank's op program in the
+ * discrete-event engine and reports what `predict` reports (same --json
+ * keys), with the closed form beside it and where they differ. */
+#include "model/cli.h"
+#include "model/report.h"
+#include "sim/engine.h"
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int json, fold, help;
+    char slow_rank[1024], slow_link[1024];
+    double slow_hosts, slow_factor;
+    int seed;
+} simulate_opts_t;
+
+#define SO(f) offsetof(simulate_opts_t, f)
+static const opt_def simulate_defs[] = {
+    {"json", OPT_BOOL, SO(json), 0, 1, "false", 0, "simulate", "print one JSON object instead of the report"},
+    {"fold", OPT_BOOL, SO(fold), 0, 1, "true", 0, "simulate",
+     "simulate identical ranks once (--no-fold: every rank)"},
+    {"slow-rank", OPT_STR, SO(slow_rank), 0, 1024, "", 0, "simulate",
+     "stragglers: RANK:FACTOR[,RANK:FACTOR...], compute FACTOR times slower"},
+    {"slow-link", OPT_STR, SO(slow_link), 0, 1024, "", 0, "simulate",
+     "slow NICs: NODE:FACTOR[,...], that node's transfers FACTOR times slower"},
+    {"slow-hosts", OPT_REAL, SO(slow_hosts), 0, 1, "0", 0, "simulate",
+     "fraction of nodes drawn (by --seed) as slow hosts (MegaScale saw ~0.005)"},
+    {"slow-factor", OPT_REAL, SO(slow_factor), 1, 1000, "1.1", 0, "simulate",
+     "compute slowdown of a drawn slow host (MegaScale: ~10% longer forward)"},
+    {"seed", OPT_INT, SO(seed), 0, 2147483647, "1", 0, "simulate", "seed for the slow-host draw"},
+    {"help", OPT_BOOL, SO(help), 0, 1, "false", 0, "simulate", "show this help"},
+};
+const opt_table simulate_opts = {simulate_defs, sizeof simulate_defs / sizeof simulate_defs[0], "simulate option"};
+
+/* splitmix64: a small, well-known generator; enough to draw hosts. */
+static uint64_t next_u64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static int draw_slow_hosts(const simulate_opts_t *so, const job_t *job, const hw_t *hw, sim_opts_t *o, char *err)
+{
+    int gpn = hw->cluster.gpus_per_node, nodes = (job->num_gpus + gpn - 1) / gpn;
+    uint64_t state = (uint64_t)so->seed;
+    for (int n = 0; n < nodes && so->slow_hosts > 0; n++) {
+        if ((next_u64(&state) >> 11) * 0x1.0p-53 >= so->slow_hosts)
+            continue;
+        for (int g = 0; g < gpn && n * gpn + g < job->num_gpus; g++) {
+            if (o->nslow_ranks == SIM_MAX_SLOW) {
+                snprintf(err, OPT_ERR_LEN, "--slow-hosts %g draws more than %d slow GPUs; lower it",
+                         so->slow_hosts, SIM_MAX_SLOW);
+                return -1;
+            }
+            o->slow_ranks[o->nslow_ranks++] = (sim_slow_t){n * gpn + g, so->slow_factor};
+        }
+    }
+    return 0;
+}
+
+static void put_breakdown(cJSON *o, const sim_account_t *a)
+{
+    cJSON *b = cJSON_AddObjectToObject(o, "breakdown");
+    cJSON_AddNumberToObject(b, "compute_s", a->compute * 1e-9);
+    cJSON_AddNumberToObject(b, "bubble_s", a->bubble * 1e-9);
+    cJSON_AddNumberToObject(b, "exposed_tp_comm_s", a->tp * 1e-9);
+    cJSON_AddNumberToObject(b, "exposed_pp_comm_s", a->pp * 1e-9);
+    cJSON_AddNumberToObject(b, "exposed_dp_comm_s", a->dp * 1e-9);
+    cJSON_AddNumberToObject(b, "optimizer_s", a->optimizer * 1e-9);
+    cJSON_AddNumberToObject(b, "other_s", a->other * 1e-9);
+}
+
+static cJSON *result_json(const job_t *job, const hw_t *hw, const estimate_t *e, const sim_result_t *r)
+{
+    double it = r->iteration_ns * 1e-9, tokens = (double)job->global_batch_size * job->seq_length;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "iteration_time_s", it);
+    cJSON_AddNumberToObject(o, "tokens_per_s", tokens / it);
+    cJSON_AddNumberToObject(o, "mfu", e->work.model_flops_per_iter / (it * job->num_gpus * e->peak_flops));
+    cJSON_AddNumberToObject(o, "hfu", e->work.hw_flops_per_iter / (it * job->num_gpus * e->peak_flops));
+    cJSON_AddNumberToObject(o, "model_flops_per_iteration", e->work.model_flops_per_iter);
+    cJSON_AddNumberToObject(o, "peak_memory_per_gpu_bytes", e->mem.total_bytes);
+    cJSON_AddBoolToObject(o, "fits_in_memory", e->mem.fits);
+    put_breakdown(o, &r->critical);
+    cJSON *s = cJSON_AddObjectToObject(o, "simulation");
+    cJSON_AddNumberToObject(s, "events", (double)r->events);
+    cJSON_AddNumberToObject(s, "entities", r->entities);
+    cJSON_AddNumberToObject(s, "dp_classes", r->classes);
+    cJSON_AddNumberToObject(s, "critical_rank", r->critical_rank);
+    cJSON_AddNumberToObject(s, "wall_s", r->wall_s);
+    cJSON_AddNumberToObject(s, "events_per_s", r->events / (r->wall_s > 0 ? r->wall_s : 1e-9));
+    cJSON_AddNumberToObject(s, "closed_form_iteration_time_s", e->iteration_s);
+    cJSON_AddItemToObject(o, "config", report_config_json(job, hw));
+    return o;
+}
+
+static void line(const char *what, int64_t sim_ns, double cf_s, int64_t total)
+{
+    printf("  %-28s %10.4f s  %5.1f%%   closed form %10.4f s\n", what, sim_ns * 1e-9, 100.0 * sim_ns / total, cf_s);
+}
+
+static void result_text(const job_t *job, const estimate_t *e, const sim_result_t *r)
+{
+    const sim_account_t *a = &r->critical;
+    const breakdown_t *b = &e->br;
+    double it = r->iteration_ns * 1e-9;
+    printf("megasim simulate: %d GPUs = TP %d x PP %d x DP %d, %d chunks, %d micro-batches, %s p2p\n",
+           job->num_gpus, job->tp, job->pp, job->dp, job->vpp, job->num_microbatches,
+           job->pp_comm_overlap ? "decoupled" : "blocking");
+    printf("simulated %d entities (%d DP classes) in %.3f s wall: %lld events, %.3g events/s\n\n", r->entities,
+           r->classes, r->wall_s, r->events, r->events / (r->wall_s > 0 ? r->wall_s : 1e-9));
+    printf("iteration time %.4f s (closed form %.4f s, %+.2f%%)   MFU %.1f%% (closed form %.1f%%)\n", it,
+           e->iteration_s, 100 * (it / e->iteration_s - 1),
+           100 * e->work.model_flops_per_iter / (it * job->num_gpus * e->peak_flops), 100 * e->mfu);
+    printf("\ncritical path: rank %d's compute stream\n", r->critical_rank);
+    line("compute", a->compute, b->compute_s, r->iteration_ns);
+    line("bubble (waiting)", a->bubble, b->bubble_s, r->iteration_ns);
+    line("exposed TP/SP communication", a->tp, b->exposed_tp_comm_s, r->iteration_ns);
+    line("exposed PP communication", a->pp, b->exposed_pp_comm_s, r->iteration_ns);
+    line("exposed DP communication", a->dp, b->exposed_dp_comm_s, r->iteration_ns);
+    line("optimizer step", a->optimizer, b->optimizer_s, r->iteration_ns);
+    line("other (host, embedding sync)", a->other, b->other_s, r->iteration_ns);
+}
+
+int cmd_simulate(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv))
+        return 0;
+    simulate_opts_t so;
+    job_t job;
+    hw_t hw;
+    int rc = cli_job_setup("simulate", argc - 1, argv + 1, &simulate_opts, &so, &job, &hw);
+    if (rc)
+        return rc;
+    char err[OPT_ERR_LEN];
+    static sim_opts_t o;
+    memset(&o, 0, sizeof o);
+    o.fold = so.fold;
+    int nodes = (job.num_gpus + hw.cluster.gpus_per_node - 1) / hw.cluster.gpus_per_node;
+    if (sim_parse_slow(so.slow_rank, "slow-rank", job.num_gpus, o.slow_ranks, &o.nslow_ranks, err, sizeof err) ||
+        sim_parse_slow(so.slow_link, "slow-link", nodes, o.slow_links, &o.nslow_links, err, sizeof err) ||
+        draw_slow_hosts(&so, &job, &hw, &o, err) || sched_verify(&job, err, sizeof err))
+        return cli_fail("simulate", err);
+    estimate_t e;
+    estimate_job(&job, &hw, &e);
+    sim_result_t r;
+    if (sim_run(&job, &hw, &o, &r, err, sizeof err))
+        return cli_fail("simulate", err);
+    if (so.json) {
+        cJSON *j = result_json(&job, &hw, &e, &r);
+        char *s = cJSON_Print(j);
+        puts(s);
+        free(s);
+        cJSON_Delete(j);
+    } else {
+        result_text(&job, &e, &r);
+    }
+    sim_result_free(&r);
+    return 0;
+}

@@ -1,0 +1,844 @@
+/* sim/engine.c: discrete-event executor of per-rank op programs (see
+ * engine.h). Entities are (class, stage, tp) triples: unfolded, every DP
+ * replica is its own class and every TP rank its own entity; folded, all
+ * clean replicas share one class and a TP group is one entity. */
+#include "sim/engine.h"
+
+#include "model/cost.h"
+#include "model/layer.h"
+#include "sim/heap.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { SLOT_FREE, SLOT_QUEUED, SLOT_RUNNING };
+enum { EV_OP_DONE, EV_MEET_DONE, EV_XFER_DONE };
+enum { GK_TP, GK_DP, GK_EMB };
+
+typedef struct {
+    sched_op_t op;
+    int state;
+    int pending;        /* transfers not yet done */
+    int part;           /* part running (multi-part ops) */
+    int blocked;        /* between parts, waiting for the next part's counter */
+    int64_t t_head;     /* compute stream: became head */
+    int64_t t_work;     /* work of the current part began (after waits and meetings) */
+    int64_t work_ns;    /* work of the finished parts */
+    int waited_dp;      /* it waited for a DP counter */
+} slot_t;
+
+typedef struct {
+    slot_t *s;
+    int cap, head, n; /* FIFO ring (compute, DP); pools (PP) keep slot
+                         indices stable and use any free slot */
+    int busy;
+    int queued;         /* pools: slots queued, not yet started */
+    int hint;           /* pools: where to look for a free slot first */
+    int64_t busy_until; /* DP stream: end of the running collective, if known */
+} queue_t;
+
+/* Transfers posted and not yet matched, in index order (per direction and
+ * role, a rank has one partner: transfers pair first-in first-out). */
+typedef struct {
+    int *slot, *stream;
+    int cap, head, n;
+} pend_t;
+
+typedef struct {
+    sched_iter_t it;
+    int pulled_all;
+    pend_t pend[2][2]; /* [direction][0 send, 1 receive] */
+    queue_t q[STREAM_COUNT];
+    long cnt[CNT_COUNT];
+    long recv_base[2];
+    uint64_t recv_bits[2];
+    int cls, stage, tp_i;
+    double factor;       /* compute time multiplier (stragglers) */
+    double link_factor;  /* transfer time multiplier (slow NICs) */
+    long seq[3];         /* meetings issued per group kind */
+    sim_account_t acc;
+} entity_t;
+
+typedef struct event {
+    sim_heap_node node;
+    int type, ent, stream, slot;
+    int ent2, stream2, slot2; /* transfers: the receiving side */
+    uint64_t key; /* meeting or transfer key (table slots move) */
+    struct event *next_free;
+} event_t;
+
+/* A rendezvous: a collective's members, or a transfer's two sides. */
+typedef struct {
+    uint64_t key;  /* 0 = empty */
+    int arrived, need, stream;
+    int64_t t_last;
+    int64_t dur;   /* meetings: the longest member duration */
+
+} meet_t;
+
+typedef struct {
+    const job_t *job;
+    const hw_t *hw;
+    const sim_opts_t *opts;
+    int p, v, E_tp, classes;
+    int *cls_rep;        /* [classes]: DP replica each class stands for */
+    int *cls_count;      /* [classes]: replicas in it */
+    entity_t *e;
+    int ne;
+    sim_heap heap;
+    uint64_t seq;
+    event_t *free_ev;
+    meet_t *tab;
+    size_t tab_cap, tab_used;
+    chunk_times_t *ct;   /* [p * v] */
+    double *dp_link;     /* [p * E_tp]: slowest NIC factor in the DP group */
+    int *mem;            /* scratch: members of one meeting */
+    int64_t p2p_ns;      /* one pipeline transfer on idle links (all are the same size) */
+    long long events;
+    int64_t now;
+    char *err;
+    int errlen;
+} sim_t;
+
+/* ---- small helpers -------------------------------------------------- */
+
+static int64_t ns(double s) { return (int64_t)llround(s * 1e9); }
+
+static int ent_id(const sim_t *S, int cls, int stage, int tp_i) { return (cls * S->p + stage) * S->E_tp + tp_i; }
+
+static int global_rank(const sim_t *S, const entity_t *e)
+{
+    const job_t *j = S->job;
+    return e->tp_i + j->tp * (S->cls_rep[e->cls] + j->dp * e->stage);
+}
+
+static double factor_of(const sim_slow_t *list, int n, int id)
+{
+    double f = 1;
+    for (int i = 0; i < n; i++)
+        if (list[i].id == id && list[i].factor > f)
+            f = list[i].factor;
+    return f;
+}
+
+static double rank_factor(const sim_t *S, int rank) { return factor_of(S->opts->slow_ranks, S->opts->nslow_ranks, rank); }
+static double node_factor(const sim_t *S, int rank)
+{
+    return factor_of(S->opts->slow_links, S->opts->nslow_links, rank / S->hw->cluster.gpus_per_node);
+}
+
+/* ---- events --------------------------------------------------------- */
+
+static event_t *ev_new(sim_t *S)
+{
+    event_t *ev = S->free_ev;
+    if (ev)
+        S->free_ev = ev->next_free;
+    else if (!(ev = malloc(sizeof *ev)))
+        return NULL;
+    sim_heap_node_init(&ev->node);
+    return ev;
+}
+
+static int ev_at(sim_t *S, int64_t t, int type, int ent, int stream, int slot, uint64_t key)
+{
+    event_t *ev = ev_new(S);
+    if (!ev || sim_heap_push(&S->heap, &ev->node, (uint64_t)t, S->seq++))
+        return -1;
+    ev->type = type, ev->ent = ent, ev->stream = stream, ev->slot = slot, ev->key = key;
+    return 0;
+}
+
+/* ---- rendezvous table (open addressing, linear probing) ------------- */
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33, x *= 0xff51afd7ed558ccdULL, x ^= x >> 33, x *= 0xc4ceb9fe1a85ec53ULL;
+    return x ^ (x >> 33);
+}
+
+static int tab_grow(sim_t *S)
+{
+    size_t cap = S->tab_cap ? S->tab_cap * 2 : 1024;
+    meet_t *t = calloc(cap, sizeof *t);
+    if (!t)
+        return -1;
+    for (size_t i = 0; i < S->tab_cap; i++)
+        if (S->tab[i].key) {
+            size_t h = mix(S->tab[i].key) & (cap - 1);
+            while (t[h].key)
+                h = (h + 1) & (cap - 1);
+            t[h] = S->tab[i];
+        }
+    free(S->tab);
+    S->tab = t, S->tab_cap = cap;
+    return 0;
+}
+
+/* Finds or inserts key; returns its index, or -1 out of memory. */
+static long tab_get(sim_t *S, uint64_t key)
+{
+    if ((S->tab_used + 1) * 2 > S->tab_cap && tab_grow(S))
+        return -1;
+    size_t h = mix(key) & (S->tab_cap - 1);
+    while (S->tab[h].key && S->tab[h].key != key)
+        h = (h + 1) & (S->tab_cap - 1);
+    if (!S->tab[h].key) {
+        memset(&S->tab[h], 0, sizeof S->tab[h]);
+        S->tab[h].key = key;
+        S->tab_used++;
+    }
+    return (long)h;
+}
+
+/* Slot of key, which must be present. */
+static size_t tab_find(const sim_t *S, uint64_t key)
+{
+    size_t h = mix(key) & (S->tab_cap - 1);
+    while (S->tab[h].key != key)
+        h = (h + 1) & (S->tab_cap - 1);
+    return h;
+}
+
+/* Deletes slot i, shifting back the entries of its probe run. */
+static void tab_del(sim_t *S, size_t i)
+{
+    size_t mask = S->tab_cap - 1, j = i;
+    S->tab[i].key = 0;
+    S->tab_used--;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (!S->tab[j].key)
+            return;
+        size_t home = mix(S->tab[j].key) & mask;
+        if ((j > i && (home <= i || home > j)) || (j < i && (home <= i && home > j))) {
+            S->tab[i] = S->tab[j];
+            S->tab[j].key = 0;
+            i = j;
+        }
+    }
+}
+
+/* ---- queues --------------------------------------------------------- */
+
+static int q_grow(queue_t *q)
+{
+    int cap = q->cap ? q->cap * 2 : 8;
+    slot_t *s = calloc(cap, sizeof *s);
+    if (!s)
+        return -1;
+    for (int i = 0; i < q->n; i++) /* unroll the ring */
+        s[i] = q->s[(q->head + i) % q->cap];
+    free(q->s);
+    q->s = s, q->cap = cap, q->head = 0;
+    return 0;
+}
+
+static int is_pool(int stream) { return stream == STREAM_PP_SEND || stream == STREAM_PP_RECV; }
+
+static int q_push(queue_t *q, int stream, const sched_op_t *op)
+{
+    int i;
+    if (is_pool(stream)) { /* a free slot, from the hint on; indices never move */
+        for (i = 0; i < q->cap && q->s[(q->hint + i) % q->cap].state != SLOT_FREE; i++)
+            ;
+        if (i < q->cap)
+            i = (q->hint + i) % q->cap;
+        if (i == q->cap) {
+            slot_t *s = realloc(q->s, sizeof *s * (q->cap ? q->cap * 2 : 8));
+            if (!s)
+                return -1;
+            memset(s + q->cap, 0, sizeof *s * (q->cap ? q->cap : 8));
+            q->s = s, q->cap = q->cap ? q->cap * 2 : 8;
+        }
+        q->n++, q->queued++, q->hint = (i + 1) % q->cap;
+    } else {
+        if (q->n == q->cap && q_grow(q))
+            return -1;
+        i = (q->head + q->n++) % q->cap;
+    }
+    q->s[i] = (slot_t){.op = *op, .state = SLOT_QUEUED, .t_head = -1};
+    return 0;
+}
+
+/* Part `part` may start: wait[0]'s threshold rises by one per part. */
+static int waits_met(const entity_t *e, const sched_op_t *op, int part)
+{
+    for (int w = 0; w < 2; w++)
+        if (op->wait[w] != CNT_NONE && e->cnt[op->wait[w]] < op->wait_for[w] + (w == 0 ? part : 0))
+            return 0;
+    return 1;
+}
+
+/* Pulls program ops until the compute stream has one queued. */
+static int pull(sim_t *S, entity_t *e)
+{
+    sched_op_t op;
+    while (!e->pulled_all && e->q[STREAM_COMPUTE].n == 0) {
+        if (!sched_next(&e->it, &op)) {
+            e->pulled_all = 1;
+            break;
+        }
+        if (q_push(&e->q[op.stream], op.stream, &op))
+            return -1;
+    }
+    return 0;
+}
+
+/* ---- starting ops --------------------------------------------------- */
+
+static int complete(sim_t *S, int ent, int stream, int slot);
+static int part_done(sim_t *S, int ent, int stream, int slot);
+static void bump(entity_t *e, const sched_op_t *op, int counter);
+
+/* The entities of e0's group of this kind; returns how many. */
+static int members(const sim_t *S, int kind, const entity_t *e0, int *out)
+{
+    int n = 0;
+    if (kind == GK_TP)
+        for (int t = 0; t < S->E_tp; t++)
+            out[n++] = ent_id(S, e0->cls, e0->stage, t);
+    else if (kind == GK_DP)
+        for (int c = 0; c < S->classes; c++)
+            out[n++] = ent_id(S, c, e0->stage, e0->tp_i);
+    else
+        for (int s = 0; s < S->p; s += S->p > 1 ? S->p - 1 : 1)
+            out[n++] = ent_id(S, e0->cls, s, e0->tp_i);
+    return n;
+}
+
+static uint64_t meet_key(int kind, long gid, long seq) { return ((uint64_t)(kind + 1) << 61) | ((uint64_t)gid << 36) | (uint64_t)seq; }
+
+/* A member arrives at a collective (or TP-synchronous compute step). */
+static int meet(sim_t *S, int ent, int stream, int kind, long gid, int need, int64_t dur)
+{
+    entity_t *e = &S->e[ent];
+    long idx = tab_get(S, meet_key(kind, gid, e->seq[kind]++));
+    if (idx < 0)
+        return -1;
+    meet_t *m = &S->tab[idx];
+    m->need = need, m->stream = stream;
+    m->arrived++;
+    m->t_last = S->now;
+    if (dur > m->dur)
+        m->dur = dur;
+    if (m->arrived < need)
+        return 0;
+    /* All here: the work starts now for every member. */
+    int n = members(S, kind, e, S->mem);
+    for (int i = 0; i < n; i++) {
+        queue_t *q = &S->e[S->mem[i]].q[stream];
+        q->s[q->head].t_work = S->now;
+        if (stream == STREAM_DP)
+            q->busy_until = S->now + m->dur;
+    }
+    return ev_at(S, S->now + m->dur, EV_MEET_DONE, ent, stream, kind, m->key);
+}
+
+/* Time of a DP or embedding collective for this entity's group. */
+static int64_t coll_ns(sim_t *S, const entity_t *e, const sched_op_t *op, group_t g)
+{
+    const job_t *j = S->job;
+    group_layout_t lay = cost_group_layout(j, S->hw, g);
+    coll_t c = op->kind == SOP_DP_GATHER ? COLL_ALLGATHER
+               : op->kind == SOP_DP_REDUCE && j->zero_stage >= 1 ? COLL_REDUCESCATTER
+                                                                   : COLL_ALLREDUCE;
+    double f = g == GROUP_DP ? S->dp_link[e->stage * S->E_tp + e->tp_i] : e->link_factor;
+    return ns(cost_coll_s(S->hw, c, op->bytes, &lay) * f);
+}
+
+static int pend_push(pend_t *p, int slot, int stream)
+{
+    if (p->n == p->cap) {
+        int cap = p->cap ? p->cap * 2 : 8;
+        int *a = malloc(sizeof(int) * cap), *b = malloc(sizeof(int) * cap);
+        if (!a || !b)
+            return free(a), free(b), -1;
+        for (int i = 0; i < p->n; i++)
+            a[i] = p->slot[(p->head + i) % p->cap], b[i] = p->stream[(p->head + i) % p->cap];
+        free(p->slot), free(p->stream);
+        p->slot = a, p->stream = b, p->cap = cap, p->head = 0;
+    }
+    int i = (p->head + p->n++) % p->cap;
+    p->slot[i] = slot, p->stream[i] = stream;
+    return 0;
+}
+
+/* Posts one pipeline transfer: matches the partner's oldest unmatched
+ * transfer of the same direction, or waits for it. O(1). */
+static int post_xfer(sim_t *S, int ent, int stream, int slot, const sched_xfer_t *x)
+{
+    entity_t *e = &S->e[ent];
+    int peer = ent_id(S, e->cls, x->peer, e->tp_i), role = x->send ? 0 : 1;
+    pend_t *theirs = &S->e[peer].pend[x->dir][1 - role];
+    if (theirs->n == 0)
+        return pend_push(&e->pend[x->dir][role], slot, stream);
+    int pslot = theirs->slot[theirs->head], pstream = theirs->stream[theirs->head];
+    theirs->head = (theirs->head + 1) % theirs->cap, theirs->n--;
+    int src = x->send ? ent : peer, dst = x->send ? peer : ent;
+    double f = fmax(S->e[src].link_factor, S->e[dst].link_factor);
+    slot_t *mine = &e->q[stream].s[slot], *other = &S->e[peer].q[pstream].s[pslot];
+    if (mine->t_work < 0) /* an op's transfer work begins with its first transfer */
+        mine->t_work = S->now;
+    if (other->t_work < 0)
+        other->t_work = S->now;
+    event_t *ev = ev_new(S);
+    if (!ev || sim_heap_push(&S->heap, &ev->node, (uint64_t)(S->now + (f == 1 ? S->p2p_ns : ns(S->p2p_ns * 1e-9 * f))),
+                             S->seq++))
+        return -1;
+    ev->type = EV_XFER_DONE, ev->ent = ent, ev->stream = stream, ev->slot = slot;
+    ev->ent2 = peer, ev->stream2 = pstream, ev->slot2 = pslot;
+    return 0;
+}
+
+/* Starts the op's current part (its first, or the next after a part). */
+static int start(sim_t *S, int ent, int stream, int slot)
+{
+    entity_t *e = &S->e[ent];
+    slot_t *s = &e->q[stream].s[slot];
+    const sched_op_t *op = &s->op;
+    const job_t *j = S->job;
+    s->state = SLOT_RUNNING;
+    s->blocked = 0;
+    s->t_work = S->now;
+    e->q[stream].busy = stream == STREAM_COMPUTE || stream == STREAM_DP ? 1 : e->q[stream].busy;
+    switch (op->kind) {
+    case SOP_FWD:
+    case SOP_BWD: {
+        const chunk_times_t *c = &S->ct[e->stage * S->v + op->chunk];
+        double comp = (op->kind == SOP_FWD ? c->fwd_s : c->bwd_s) * e->factor / op->parts;
+        double tp = (op->kind == SOP_FWD ? c->fwd_tp_s : c->bwd_tp_s) / op->parts;
+        /* Compute shares the GPU with a DP collective still running. */
+        const queue_t *dq = &e->q[STREAM_DP];
+        if (dq->busy && dq->busy_until > S->now)
+            comp += S->hw->gpu.comm_slowdown * fmin(comp, (dq->busy_until - S->now) * 1e-9);
+        int64_t dur = ns(comp + tp);
+        if (S->E_tp > 1)
+            return meet(S, ent, stream, GK_TP, (long)e->cls * S->p + e->stage, S->E_tp, dur);
+        return ev_at(S, S->now + dur, EV_OP_DONE, ent, stream, slot, 0);
+    }
+    case SOP_XFER:
+        s->pending = op->nx;
+        s->t_work = -1; /* set when its first transfer begins */
+        for (int i = 0; i < op->nx; i++)
+            if (post_xfer(S, ent, stream, slot, &op->x[i]))
+                return -1;
+        return op->nx ? 0 : complete(S, ent, stream, slot);
+    case SOP_DP_GATHER:
+    case SOP_DP_REDUCE: {
+        int64_t dur = coll_ns(S, e, op, GROUP_DP);
+        if (stream == STREAM_DP)
+            e->q[stream].busy_until = -1; /* known once all members meet */
+        return meet(S, ent, stream, GK_DP, (long)e->stage * S->E_tp + e->tp_i, S->classes, dur);
+    }
+    case SOP_EMB_SYNC:
+        return meet(S, ent, stream, GK_EMB, (long)e->cls * S->E_tp + e->tp_i, j->pp > 1 ? 2 : 1,
+                    coll_ns(S, e, op, GROUP_EMB));
+    case SOP_OPTIM:
+        return ev_at(S, S->now + ns(cost_optimizer_s(S->hw, j, op->bytes) * e->factor), EV_OP_DONE, ent, stream,
+                     slot, 0);
+    case SOP_HOST:
+        return ev_at(S, S->now + ns(S->hw->cluster.host_stall_s), EV_OP_DONE, ent, stream, slot, 0);
+    case SOP_JOIN:
+        return complete(S, ent, stream, slot);
+    }
+    return 0;
+}
+
+/* Starts whatever can start on the entity's streams. */
+static int try_start(sim_t *S, int ent)
+{
+    entity_t *e = &S->e[ent];
+    if (pull(S, e))
+        return -1;
+    for (int st = 0; st < STREAM_COUNT; st++) {
+        queue_t *q = &e->q[st];
+        if (st == STREAM_COMPUTE || st == STREAM_DP) {
+            if (q->n == 0)
+                continue;
+            slot_t *s = &q->s[q->head];
+            if (q->busy) { /* resume a multi-part op whose next part may go */
+                if (s->blocked && waits_met(e, &s->op, s->part) && start(S, ent, st, q->head))
+                    return -1;
+                continue;
+            }
+            if (s->t_head < 0)
+                s->t_head = S->now;
+            if (!waits_met(e, &s->op, 0)) {
+                s->waited_dp |= s->op.wait[0] == CNT_GATHER_DONE || s->op.wait[0] == CNT_REDUCE_DONE;
+                continue;
+            }
+            if (start(S, ent, st, q->head))
+                return -1;
+        } else {
+            for (int k = 0, left = q->queued; k < q->cap && left > 0; k++) /* slot order: deterministic */
+                if (q->s[k].state == SLOT_QUEUED) {
+                    left--;
+                    if (waits_met(e, &q->s[k].op, 0)) {
+                        q->queued--;
+                        if (start(S, ent, st, k))
+                            return -1;
+                    }
+                }
+        }
+    }
+    return 0;
+}
+
+/* ---- completing ops ------------------------------------------------- */
+
+static void bump(entity_t *e, const sched_op_t *op, int counter)
+{
+    if (counter == CNT_RECV_FWD || counter == CNT_RECV_BWD) {
+        /* Receives may finish out of order; count them in order. */
+        int d = counter == CNT_RECV_FWD ? 0 : 1;
+        long off = op->x[0].index - e->recv_base[d];
+        e->recv_bits[d] |= 1ULL << off;
+        while (e->recv_bits[d] & 1)
+            e->recv_bits[d] >>= 1, e->recv_base[d]++, e->cnt[counter]++;
+    } else if (counter != CNT_NONE) {
+        e->cnt[counter]++;
+    }
+}
+
+/* A part of the op at the slot ends: bump its per-part counter, then run
+ * the next part (now, or once its counter allows) or complete the op. */
+static int part_done(sim_t *S, int ent, int stream, int slot)
+{
+    entity_t *e = &S->e[ent];
+    slot_t *s = &e->q[stream].s[slot];
+    s->work_ns += S->now - s->t_work;
+    bump(e, &s->op, s->op.bump_part);
+    if (++s->part < s->op.parts) {
+        s->blocked = 1;
+        s->t_work = S->now;
+        return try_start(S, ent); /* starts the next part when its wait is met */
+    }
+    return complete(S, ent, stream, slot);
+}
+
+/* Charges a finished compute-stream op to the breakdown: the wait before
+ * its work to the bubble (or DP when it waited for DP data), its work by
+ * kind. */
+static void account(sim_t *S, entity_t *e, const slot_t *s)
+{
+    sim_account_t *a = &e->acc;
+    int64_t work = s->work_ns, wait = (S->now - s->t_head) - work;
+    if (s->waited_dp)
+        a->dp += wait;
+    else
+        a->bubble += wait;
+    switch (s->op.kind) {
+    case SOP_FWD:
+    case SOP_BWD: {
+        const chunk_times_t *c = &S->ct[e->stage * S->v + s->op.chunk];
+        double tp = s->op.kind == SOP_FWD ? c->fwd_tp_s : c->bwd_tp_s, all = tp + (s->op.kind == SOP_FWD ? c->fwd_s : c->bwd_s);
+        int64_t tp_ns = all > 0 ? (int64_t)(work * (tp / all)) : 0;
+        a->tp += tp_ns, a->compute += work - tp_ns;
+        break;
+    }
+    case SOP_XFER:
+        a->pp += work;
+        break;
+    case SOP_DP_GATHER:
+    case SOP_DP_REDUCE:
+    case SOP_JOIN:
+        a->dp += work;
+        break;
+    case SOP_OPTIM:
+        a->optimizer += work;
+        break;
+    default:
+        a->other += work;
+    }
+}
+
+static int complete(sim_t *S, int ent, int stream, int slot)
+{
+    entity_t *e = &S->e[ent];
+    queue_t *q = &e->q[stream];
+    slot_t *s = &q->s[slot];
+    if (s->op.kind == SOP_XFER || s->op.kind == SOP_JOIN) /* the rest went through part_done */
+        s->work_ns += S->now - (s->t_work < 0 ? S->now : s->t_work);
+    if (stream == STREAM_COMPUTE)
+        account(S, e, s);
+    else if (stream == STREAM_DP)
+        e->acc.dp_busy += s->work_ns;
+    else
+        e->acc.pp_busy += s->work_ns;
+    bump(e, &s->op, s->op.bump);
+    s->state = SLOT_FREE;
+    if (stream == STREAM_COMPUTE || stream == STREAM_DP) {
+        q->head = (q->head + 1) % q->cap, q->n--, q->busy = 0;
+    } else {
+        q->n--;
+    }
+    if (S->now > e->acc.end)
+        e->acc.end = S->now;
+    return try_start(S, ent);
+}
+
+/* Every member of a finished meeting completes its op at the head of the
+ * meeting's stream. */
+static int meeting_done(sim_t *S, const event_t *ev)
+{
+    size_t at = tab_find(S, ev->key);
+    meet_t m = S->tab[at];
+    tab_del(S, at);
+    /* completing members starts new meetings that reuse S->mem: copy it */
+    int local[64], need = S->classes + S->E_tp + 2;
+    int *mem = need <= 64 ? local : malloc(sizeof(int) * need);
+    if (!mem)
+        return -1;
+    int n = members(S, ev->slot, &S->e[ev->ent], mem), rc = 0;
+    for (int i = 0; i < n && !rc; i++)
+        rc = part_done(S, mem[i], m.stream, S->e[mem[i]].q[m.stream].head);
+    if (mem != local)
+        free(mem);
+    return rc;
+}
+
+static int xfer_done(sim_t *S, const event_t *ev)
+{
+    int ent[2] = {ev->ent, ev->ent2}, st[2] = {ev->stream, ev->stream2}, sl[2] = {ev->slot, ev->slot2};
+    for (int side = 0; side < 2; side++) {
+        slot_t *s = &S->e[ent[side]].q[st[side]].s[sl[side]];
+        if (--s->pending == 0 && complete(S, ent[side], st[side], sl[side]))
+            return -1;
+    }
+    return 0;
+}
+
+/* ---- setup, run, results -------------------------------------------- */
+
+int sim_parse_slow(const char *text, const char *flag, int limit, sim_slow_t *list, int *n, char *err, int len)
+{
+    *n = 0;
+    const char *p = text;
+    while (p && *p) {
+        int id, used = 0;
+        double f;
+        if (sscanf(p, "%d:%lf%n", &id, &f, &used) != 2 || (p[used] && p[used] != ',')) {
+            snprintf(err, len, "--%s '%s': expected ID:FACTOR[,ID:FACTOR...] (e.g. 17:1.1)", flag, text);
+            return -1;
+        }
+        if (id < 0 || id >= limit || !(f >= 1) || f > 1000) {
+            snprintf(err, len, "--%s %d:%g: the id must be 0 to %d and the factor 1 to 1000", flag, id, f, limit - 1);
+            return -1;
+        }
+        if (*n == SIM_MAX_SLOW) {
+            snprintf(err, len, "--%s: more than %d entries", flag, SIM_MAX_SLOW);
+            return -1;
+        }
+        list[(*n)++] = (sim_slow_t){id, f};
+        p += used + (p[used] == ',');
+    }
+    return 0;
+}
+
+/* A DP replica is "dirty" when one of its ranks, or a node it uses, is slow. */
+static int replica_dirty(const sim_t *S, int d)
+{
+    const job_t *j = S->job;
+    for (int s = 0; s < j->pp; s++)
+        for (int t = 0; t < j->tp; t++) {
+            int r = t + j->tp * (d + j->dp * s);
+            if (rank_factor(S, r) > 1 || node_factor(S, r) > 1)
+                return 1;
+        }
+    return 0;
+}
+
+static int setup_classes(sim_t *S)
+{
+    const job_t *j = S->job;
+    S->cls_rep = malloc(sizeof(int) * j->dp);
+    S->cls_count = malloc(sizeof(int) * j->dp);
+    if (!S->cls_rep || !S->cls_count)
+        return -1;
+    S->classes = 0;
+    if (!S->opts->fold) {
+        for (int d = 0; d < j->dp; d++)
+            S->cls_rep[S->classes] = d, S->cls_count[S->classes++] = 1;
+        return 0;
+    }
+    int clean = -1, nclean = 0;
+    for (int d = 0; d < j->dp; d++) {
+        if (replica_dirty(S, d)) {
+            S->cls_rep[S->classes] = d, S->cls_count[S->classes++] = 1;
+        } else {
+            if (clean < 0)
+                clean = S->classes++, S->cls_rep[clean] = d;
+            nclean++;
+        }
+    }
+    if (clean >= 0)
+        S->cls_count[clean] = nclean;
+    return 0;
+}
+
+/* The slowest factor over the TP ranks an entity stands for. */
+static void entity_factors(sim_t *S, entity_t *e)
+{
+    const job_t *j = S->job;
+    e->factor = e->link_factor = 1;
+    for (int tt = S->E_tp > 1 ? e->tp_i : 0; tt < (S->E_tp > 1 ? e->tp_i + 1 : j->tp); tt++) {
+        int r = tt + j->tp * (S->cls_rep[e->cls] + j->dp * e->stage);
+        e->factor = fmax(e->factor, rank_factor(S, r));
+        e->link_factor = fmax(e->link_factor, node_factor(S, r));
+    }
+}
+
+static int setup(sim_t *S)
+{
+    const job_t *j = S->job;
+    S->p = j->pp, S->v = j->vpp;
+    S->E_tp = S->opts->fold ? 1 : j->tp;
+    if (setup_classes(S))
+        return -1;
+    S->ne = S->classes * S->p * S->E_tp;
+    S->e = calloc(S->ne, sizeof *S->e);
+    S->ct = malloc(sizeof *S->ct * S->p * S->v);
+    S->dp_link = malloc(sizeof(double) * S->p * S->E_tp);
+    S->mem = malloc(sizeof(int) * (S->classes + S->E_tp + 2));
+    if (!S->e || !S->ct || !S->dp_link || !S->mem || sim_heap_init(&S->heap, 1024))
+        return -1;
+    for (int s = 0; s < S->p; s++)
+        for (int c = 0; c < S->v; c++)
+            estimate_chunk_times(j, S->hw, s, c, &S->ct[s * S->v + c]);
+    group_layout_t pp = cost_group_layout(j, S->hw, GROUP_PP);
+    S->p2p_ns = ns(cost_p2p_s(S->hw, layer_p2p_bytes(j), &pp));
+    for (int s = 0; s < S->p; s++)
+        for (int t = 0; t < S->E_tp; t++) { /* a ring runs at its slowest NIC */
+            double f = 1;
+            for (int d = 0; d < j->dp; d++)
+                for (int tt = S->E_tp > 1 ? t : 0; tt < (S->E_tp > 1 ? t + 1 : j->tp); tt++)
+                    f = fmax(f, node_factor(S, tt + j->tp * (d + j->dp * s)));
+            S->dp_link[s * S->E_tp + t] = f;
+        }
+    for (int c = 0; c < S->classes; c++)
+        for (int s = 0; s < S->p; s++)
+            for (int t = 0; t < S->E_tp; t++) {
+                entity_t *e = &S->e[ent_id(S, c, s, t)];
+                e->cls = c, e->stage = s, e->tp_i = t;
+                sched_iter_init(&e->it, j, s);
+                entity_factors(S, e);
+            }
+    return 0;
+}
+
+/* After the queue drains: every entity must have run its whole program;
+ * otherwise name the first stuck rank and the op it waits on. */
+static int check_finished(sim_t *S)
+{
+    for (int i = 0; i < S->ne; i++) {
+        entity_t *e = &S->e[i];
+        int busy = !e->pulled_all;
+        for (int st = 0; st < STREAM_COUNT; st++)
+            busy |= e->q[st].n > 0;
+        if (!busy)
+            continue;
+        char line[400] = "(nothing queued)";
+        for (int st = 0; st < STREAM_COUNT; st++)
+            if (e->q[st].n) {
+                const queue_t *q = &e->q[st];
+                const slot_t *sl = &q->s[q->head];
+                for (int k = 0; is_pool(st) && k < q->cap && (sl = &q->s[k])->state == SLOT_FREE; k++)
+                    ;
+                sched_format(&sl->op, line, sizeof line);
+                break;
+            }
+        snprintf(S->err, S->errlen, "deadlock at t = %lld ns: rank %d (stage %d) waits on: %s",
+                 (long long)S->now, global_rank(S, e), e->stage, line);
+        return -1;
+    }
+    return 0;
+}
+
+static int run_loop(sim_t *S)
+{
+    for (int i = 0; i < S->ne; i++)
+        if (try_start(S, i))
+            return -1;
+    sim_heap_node *n;
+    while ((n = sim_heap_pop(&S->heap))) {
+        event_t *ev = SIM_HEAP_ENTRY(n, event_t, node);
+        S->now = (int64_t)n->t_ns;
+        S->events++;
+        int rc = ev->type == EV_OP_DONE     ? part_done(S, ev->ent, ev->stream, ev->slot)
+                 : ev->type == EV_MEET_DONE ? meeting_done(S, ev)
+                                            : xfer_done(S, ev);
+        ev->next_free = S->free_ev, S->free_ev = ev;
+        if (rc)
+            return -1;
+    }
+    return check_finished(S);
+}
+
+static void teardown(sim_t *S)
+{
+    for (int i = 0; S->e && i < S->ne; i++) {
+        for (int st = 0; st < STREAM_COUNT; st++)
+            free(S->e[i].q[st].s);
+        for (int d = 0; d < 4; d++)
+            free(S->e[i].pend[d / 2][d % 2].slot), free(S->e[i].pend[d / 2][d % 2].stream);
+    }
+    while (S->free_ev) {
+        event_t *n = S->free_ev->next_free;
+        free(S->free_ev);
+        S->free_ev = n;
+    }
+    sim_heap_free(&S->heap);
+    free(S->e), free(S->ct), free(S->dp_link), free(S->mem), free(S->tab), free(S->cls_rep), free(S->cls_count);
+}
+
+static int collect(const sim_t *S, sim_result_t *r, char *err, int len)
+{
+    r->entities = S->ne, r->classes = S->classes, r->events = S->events;
+    r->per_entity = malloc(sizeof *r->per_entity * S->ne);
+    r->entity_rank = malloc(sizeof(int) * S->ne);
+    r->entity_count = malloc(sizeof(int) * S->ne);
+    if (!r->per_entity || !r->entity_rank || !r->entity_count) {
+        snprintf(err, len, "out of memory for results");
+        return -1;
+    }
+    for (int i = 0; i < S->ne; i++) {
+        const entity_t *e = &S->e[i];
+        r->per_entity[i] = e->acc;
+        r->entity_rank[i] = global_rank(S, e);
+        r->entity_count[i] = S->cls_count[e->cls] * (S->E_tp > 1 ? 1 : S->job->tp);
+        if (e->acc.end > r->iteration_ns)
+            r->iteration_ns = e->acc.end, r->critical_entity = i;
+    }
+    r->critical = r->per_entity[r->critical_entity];
+    r->critical_rank = r->entity_rank[r->critical_entity];
+    return 0;
+}
+
+int sim_run(const job_t *job, const hw_t *hw, const sim_opts_t *o, sim_result_t *r, char *err, int len)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    sim_t S = {.job = job, .hw = hw, .opts = o, .err = err, .errlen = len};
+    memset(r, 0, sizeof *r);
+    int rc = setup(&S);
+    if (rc)
+        snprintf(err, len, "out of memory setting up %d ranks", job->num_gpus);
+    else
+        rc = run_loop(&S);
+    if (!rc)
+        rc = collect(&S, r, err, len);
+    teardown(&S);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    r->wall_s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    return rc;
+}
+
+void sim_result_free(sim_result_t *r)
+{
+    free(r->per_entity), free(r->entity_rank), free(r->entity_count);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,65 @@
+/* sim/engine.h: the discrete-event executor of the per-rank op programs
+ * (model/sched.h). Every rank (or every class of provably identical ranks,
+ * when folded) plays its program on its streams in integer nanoseconds:
+ * FIFO compute and DP streams, asynchronous PP send/receive pools.
+ * Chunk-steps run TP-synchronously (a TP group moves at its slowest
+ * member's pace, as its per-layer collectives force), DP and embedding
+ * collectives meet all their members, pipeline transfers meet their
+ * partner. Op durations come from model/ (the same costs as the closed
+ * form), stretched by injected stragglers and slow links.
+ *
+ * Determinism: integer time, events ordered by (time, sequence number),
+ * ranks visited in index order: the same inputs give bit-identical output. */
+#ifndef SIM_ENGINE_H
+#define SIM_ENGINE_H
+
+#include "model/estimate.h"
+#include "model/sched.h"
+
+#include <stdint.h>
+
+#define SIM_MAX_SLOW 256
+
+typedef struct {
+    int id;        /* rank (slow ranks) or node (slow links) */
+    double factor; /* > 1: time multiplier */
+} sim_slow_t;
+
+typedef struct {
+    int fold;                    /* fold identical ranks (default on) */
+    int nslow_ranks, nslow_links;
+    sim_slow_t slow_ranks[SIM_MAX_SLOW];  /* compute of these ranks runs slower */
+    sim_slow_t slow_links[SIM_MAX_SLOW];  /* these nodes' NICs run slower */
+} sim_opts_t;
+
+/* Where one entity's compute stream spent the iteration (ns); sums to its
+ * end time. */
+typedef struct {
+    int64_t compute, bubble, tp, pp, dp, optimizer, other;
+    int64_t end;
+    int64_t dp_busy, pp_busy; /* busy time of its DP stream and PP pools */
+} sim_account_t;
+
+typedef struct {
+    int64_t iteration_ns;
+    long long events;
+    int entities;               /* simulated: ranks unfolded, classes folded */
+    int classes;                /* DP replica classes */
+    int critical_entity;        /* the entity that finished last */
+    int critical_rank;          /* a global rank it stands for */
+    sim_account_t critical;     /* its breakdown */
+    sim_account_t *per_entity;  /* [entities] */
+    int *entity_rank;           /* [entities]: representative global rank */
+    int *entity_count;          /* [entities]: ranks it stands for */
+    double wall_s;
+} sim_result_t;
+
+/* Parses "R:F,R:F" (rank or node : factor > 1) into list; -1 with a message. */
+int sim_parse_slow(const char *text, const char *flag, int limit, sim_slow_t *list, int *n, char *err, int len);
+
+/* Runs one iteration. 0, or -1 with a message (bad option, deadlock). */
+int sim_run(const job_t *job, const hw_t *hw, const sim_opts_t *o, sim_result_t *r, char *err, int len);
+
+void sim_result_free(sim_result_t *r);
+
+#endif
