@@ -3,6 +3,7 @@
 
 #include "model/cost.h"
 #include "model/layer.h"
+#include "model/sched.h"
 
 #include <math.h>
 
@@ -116,18 +117,17 @@ static void stage_times(const hw_t *hw, const job_t *j, stage_times_t *st)
             st->fwd_s = fw, st->bwd_s = bw, st->slowest_stage = stages[k];
         }
     }
+    /* Every stage's micro-batch time, summed: the pipeline fills and drains
+     * through all stages at their own pace. */
+    double f0, b0, f1, b1;
+    chunk_extra(hw, j, 0, 0, &f0, &b0);
+    chunk_extra(hw, j, j->pp - 1, j->vpp - 1, &f1, &b1);
+    if (j->pp == 1)
+        f1 = b1 = 0; /* chunk_extra gave both ends already */
+    st->all_stages_s = j->pp * (layers * (st->layer_fwd_s + st->layer_bwd_s) + st->tp_exposed_fwd_s +
+                                st->tp_exposed_bwd_s) + f0 + b0 + f1 + b1;
     group_layout_t pp = cost_group_layout(j, hw, GROUP_PP);
     st->p2p_s = j->pp > 1 ? cost_p2p_s(hw, layer_p2p_bytes(j), &pp) : 0;
-}
-
-/* Exposed part of a DP collective split into `pieces` issued one after
- * another, each only once its data is ready, `window_s` of compute apart:
- * the last piece is always exposed, the others only where they outlast
- * the compute between them. */
-static double dp_exposed(double total_s, int pieces, double window_s)
-{
-    double piece = total_s / pieces;
-    return piece + (pieces - 1) * fmax(0, piece - window_s);
 }
 
 void estimate_chunk_times(const job_t *j, const hw_t *hw, int stage, int chunk, chunk_times_t *ct)
@@ -142,38 +142,50 @@ void estimate_chunk_times(const job_t *j, const hw_t *hw, int stage, int chunk, 
     ct->bwd_tp_s = layers * (b.exposed_s + rc.exposed_s);
 }
 
-/* DP collectives of one stage: gradient reduction (all-reduce, or reduce-
- * scatter with ZeRO >= 1) and weight all-gather (ZeRO >= 1). */
+/* Exposed part of `pieces` DP collectives of piece_s each, issued one
+ * after another as their data is ready, window_s of compute apart: the
+ * last is always exposed, the others where they outlast the compute
+ * between them. */
+static double dp_exposed(double piece_s, int pieces, double window_s)
+{
+    return piece_s + (pieces - 1) * fmax(0, piece_s - window_s);
+}
+
+/* DP collectives of one stage, per piece: gradient reduction (all-reduce,
+ * or reduce-scatter with ZeRO >= 1) and weight all-gather (ZeRO >= 1).
+ * Overlapped, they go piece by piece (see workload_dp_pieces); otherwise
+ * as one collective each. Each piece pays its own ring latency. */
 static void dp_times(const hw_t *hw, const job_t *j, stage_times_t *st)
 {
     double P = fmax(workload_stage_params_local(j, 0), workload_stage_params_local(j, j->pp - 1));
     double wb = j->bf16 ? 2 : 4, gb = j->grads_fp32 ? 4 : wb;
     group_layout_t dp = cost_group_layout(j, hw, GROUP_DP);
-    if (j->zero_stage == 0) {
-        st->dp_reduce_s = cost_coll_s(hw, COLL_ALLREDUCE, P * gb, &dp);
-        st->dp_gather_s = 0;
-    } else {
-        st->dp_reduce_s = cost_coll_s(hw, COLL_REDUCESCATTER, P * gb, &dp);
-        st->dp_gather_s = cost_coll_s(hw, COLL_ALLGATHER, P * wb, &dp);
-    }
+    st->dp_pieces = workload_dp_pieces(j, workload_stage_params_local(j, 0));
+    double red = j->overlap_grad_reduce ? P / st->dp_pieces : P;
+    double gat = j->overlap_param_gather ? P / st->dp_pieces : P;
+    st->dp_reduce_s = cost_coll_s(hw, j->zero_stage == 0 ? COLL_ALLREDUCE : COLL_REDUCESCATTER, red * gb, &dp);
+    st->dp_gather_s = j->zero_stage == 0 ? 0 : cost_coll_s(hw, COLL_ALLGATHER, gat * wb, &dp);
 }
 
 static void dp_exposure(const hw_t *hw, const job_t *j, const stage_times_t *st,
                         double *exposed_s, double *slowdown_s)
 {
-    /* Pieces: see workload_dp_pieces. A chunk's gradients are final once the cool-down has run
-     * its backward for the last p micro-batches, p x (chunk backward) before
-     * the next chunk's; its weights are needed p x (chunk forward) later. */
-    double P = workload_stage_params_local(j, 0);
-    int pieces = workload_dp_pieces(j, P);
-    double win_b = j->vpp > 1 ? j->pp * st->bwd_s / j->vpp : st->bwd_s / pieces;
-    double win_f = j->vpp > 1 ? j->pp * st->fwd_s / j->vpp : st->fwd_s / pieces;
-    double red = j->overlap_grad_reduce ? dp_exposed(st->dp_reduce_s, pieces, win_b) : st->dp_reduce_s;
-    double gat = j->overlap_param_gather ? dp_exposed(st->dp_gather_s, pieces, win_f) : st->dp_gather_s;
+    /* A chunk's gradients are final once the cool-down has run its
+     * backward for the last p micro-batches, p x (chunk backward) before
+     * the next chunk's; its weights are needed p x (chunk forward) later.
+     * Without chunks, buckets follow each other through the last backward
+     * (first forward). */
+    int n = st->dp_pieces;
+    double win_b = j->vpp > 1 ? j->pp * st->bwd_s / j->vpp : st->bwd_s / n;
+    double win_f = j->vpp > 1 ? j->pp * st->fwd_s / j->vpp : st->fwd_s / n;
+    double red_all = j->overlap_grad_reduce ? n * st->dp_reduce_s : st->dp_reduce_s;
+    double gat_all = j->overlap_param_gather ? n * st->dp_gather_s : st->dp_gather_s;
+    double red = j->overlap_grad_reduce ? dp_exposed(st->dp_reduce_s, n, win_b) : red_all;
+    double gat = j->overlap_param_gather ? dp_exposed(st->dp_gather_s, n, win_f) : gat_all;
     if (j->zero_stage >= 3) /* weights gathered again for backward, per layer */
-        gat += j->overlap_param_gather ? 0 : st->dp_gather_s;
+        gat += j->overlap_param_gather ? 0 : gat_all;
     *exposed_s = red + gat;
-    double hidden = (st->dp_reduce_s - red) + (st->dp_gather_s - fmin(gat, st->dp_gather_s));
+    double hidden = (red_all - red) + (gat_all - fmin(gat, gat_all));
     *slowdown_s = hw->gpu.comm_slowdown * hidden;
 }
 
@@ -189,17 +201,22 @@ void estimate_job(const job_t *j, const hw_t *hw, estimate_t *e)
     double per_mb_compute = st->fwd_s + st->bwd_s;
     double per_mb_tp = st->tp_exposed_fwd_s + st->tp_exposed_bwd_s;
     /* Pipeline: m micro-batches at the slowest stage's pace, plus the fill
-     * and drain bubble of (p - 1) / v micro-batch times (1F1B, interleaved
-     * and GPipe alike; Narayanan et al. 2021). */
+     * and drain through the other stages, 1/v of a micro-batch each when
+     * interleaved: (p - 1)/v micro-batch times for equal stages (1F1B,
+     * interleaved and GPipe alike; Narayanan et al. 2021), less when the
+     * slowest stage is slower than the rest. */
     double dp_exp, dp_slow;
     dp_exposure(hw, j, st, &dp_exp, &dp_slow);
     br->compute_s = m * per_mb_compute + dp_slow;
     br->exposed_tp_comm_s = m * per_mb_tp;
-    br->bubble_s = (p - 1) / v * (per_mb_compute + per_mb_tp);
-    /* Blocking send/receive pairs (Megatron) expose two transfers per
-     * micro-batch and chunk; decoupled asynchronous ones expose only the
-     * fill and drain path. */
-    br->exposed_pp_comm_s = p > 1 ? (j->pp_comm_overlap ? 2 * (p - 1) : 2 * m * v + 2 * (p - 1)) * st->p2p_s : 0;
+    br->bubble_s = (st->all_stages_s - (per_mb_compute + per_mb_tp)) / v;
+    /* Megatron's blocking exchanges sit on the compute stream, one transfer
+     * time each (the sends and receives inside one run concurrently): as
+     * many as the first or last stage's program issues. Decoupled
+     * asynchronous transfers expose only the fill and drain path. */
+    double xch = j->pp_comm_overlap ? 2 * (p - 1)
+                                    : fmax(sched_blocking_exchanges(j, 0), sched_blocking_exchanges(j, j->pp - 1));
+    br->exposed_pp_comm_s = p > 1 ? xch * st->p2p_s : 0;
     br->exposed_dp_comm_s = dp_exp;
     double shard = workload_stage_params_local(j, 0) / (j->zero_stage >= 1 ? j->dp : 1);
     br->optimizer_s = cost_optimizer_s(hw, j, shard);

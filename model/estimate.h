@@ -22,7 +22,9 @@ typedef struct {
     double tp_exposed_fwd_s, tp_exposed_bwd_s;
     double layer_fwd_s, layer_bwd_s; /* one layer, compute only */
     double p2p_s;                  /* one stage-to-stage transfer */
-    double dp_reduce_s, dp_gather_s; /* whole stage's gradient / weight collectives */
+    double all_stages_s;           /* sum over stages of one micro-batch's time */
+    double dp_reduce_s, dp_gather_s; /* one piece's gradient / weight collective */
+    int dp_pieces;                 /* pieces (chunks or buckets) issued one after another */
     int slowest_stage;
 } stage_times_t;
 

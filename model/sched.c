@@ -302,6 +302,17 @@ int sched_next(sched_iter_t *it, sched_op_t *op)
     return 1;
 }
 
+long sched_blocking_exchanges(const job_t *j, int stage)
+{
+    sched_iter_t it;
+    sched_op_t o;
+    long n = 0;
+    sched_iter_init(&it, j, stage);
+    while (sched_next(&it, &o))
+        n += o.kind == SOP_XFER && o.stream == STREAM_COMPUTE;
+    return n;
+}
+
 static const char *const kind_names[] = {"fwd", "bwd", "xfer", "dp_gather", "dp_reduce", "emb_sync", "optim",
                                          "host", "join"};
 static const char *const counter_names[CNT_COUNT] = {"recv_fwd", "recv_bwd", "fwd_done", "bwd_done",
@@ -341,13 +352,13 @@ typedef struct {
     double dp_bytes;
 } stage_sum_t;
 
-static void summarise(const job_t *j, int stage, stage_sum_t *s)
+static void summarise(const job_t *j, int stage, sched_next_fn next, void *ctx, stage_sum_t *s)
 {
     sched_iter_t it;
     sched_op_t o;
     memset(s, 0, sizeof *s);
     sched_iter_init(&it, j, stage);
-    while (sched_next(&it, &o)) {
+    while (next(ctx, &it, &o)) {
         if (o.bump != CNT_NONE)
             s->bumps[o.bump]++;
         if (o.bump_part != CNT_NONE)
@@ -366,12 +377,16 @@ static void summarise(const job_t *j, int stage, stage_sum_t *s)
     }
 }
 
-int sched_verify(const job_t *j, char *err, int errlen)
+static int plain_next(void *ctx, sched_iter_t *it, sched_op_t *op) { return sched_next(it, op); }
+
+int sched_verify(const job_t *j, char *err, int errlen) { return sched_verify_with(j, plain_next, NULL, err, errlen); }
+
+int sched_verify_with(const job_t *j, sched_next_fn next, void *ctx, char *err, int errlen)
 {
     long mv = total_steps(j);
     stage_sum_t prev = {0}, cur, first = {0};
     for (int r = 0; r < j->pp; r++) {
-        summarise(j, r, &cur);
+        summarise(j, r, next, ctx, &cur);
         if (cur.fwd != mv || cur.bwd != mv) {
             snprintf(err, errlen, "stage %d runs %ld forwards and %ld backwards; expected %ld each", r, cur.fwd,
                      cur.bwd, mv);

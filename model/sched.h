@@ -90,6 +90,11 @@ int sched_mb(const job_t *job, long k);
 /* Megatron's warm-up forwards on a stage. */
 long sched_warmup(const job_t *job, int stage);
 
+/* Blocking exchanges on a stage's compute stream (Megatron's combined
+ * send/receive calls), each costing one transfer time when its partner
+ * is on time. O(micro-batches x chunks). */
+long sched_blocking_exchanges(const job_t *job, int stage);
+
 /* One op as text: "stream op key=value ..." (the rank is printed by the
  * caller). Returns the number of characters written. */
 int sched_format(const sched_op_t *op, char *buf, int len);
@@ -98,6 +103,11 @@ int sched_format(const sched_op_t *op, char *buf, int len);
  * members issue the same sequence, and the counters waited on are reached.
  * Walks every stage's program: O(total ops). 0, or -1 with a message. */
 int sched_verify(const job_t *job, char *err, int errlen);
+
+/* The same check over programs from another source (tests inject broken
+ * ones): next(ctx, it, op) plays the role of sched_next. */
+typedef int (*sched_next_fn)(void *ctx, sched_iter_t *it, sched_op_t *op);
+int sched_verify_with(const job_t *job, sched_next_fn next, void *ctx, char *err, int errlen);
 
 extern const char *const sched_stream_names[STREAM_COUNT];
 

@@ -273,11 +273,13 @@ static int waits_met(const entity_t *e, const sched_op_t *op, int part)
     return 1;
 }
 
-/* Pulls program ops until the compute stream has one queued. */
+/* Pulls program ops until the compute stream has one op waiting (besides
+ * the one running), so the ops issued between two computes (transfers,
+ * DP collectives) are on their streams while the first one runs. */
 static int pull(sim_t *S, entity_t *e)
 {
     sched_op_t op;
-    while (!e->pulled_all && e->q[STREAM_COMPUTE].n == 0) {
+    while (!e->pulled_all && e->q[STREAM_COMPUTE].n - e->q[STREAM_COMPUTE].busy == 0) {
         if (!sched_next(&e->it, &op)) {
             e->pulled_all = 1;
             break;
