@@ -1,7 +1,9 @@
 /* cli: shared command-line plumbing (see cli.h). */
 #include "model/cli.h"
 
+#include <cjson/cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int cli_fail(const char *cmd, const char *msg)
@@ -46,4 +48,13 @@ int cli_job_setup(const char *cmd, int argc, char **argv, const opt_table *extra
         job_finalize(job, hw->cluster.gpus_per_node, err))
         return cli_fail(cmd, err);
     return 0;
+}
+
+void cli_print_json(cJSON *o)
+{
+    char *s = o ? cJSON_Print(o) : NULL;
+    if (s)
+        puts(s);
+    free(s);
+    cJSON_Delete(o);
 }

@@ -30,6 +30,10 @@ void cli_print_help(FILE *f, const cli_cmd_t *c);
  * subcommand and returns 1 (so help works even beside bad flags). */
 int cli_wants_help(int argc, char **argv);
 
+/* Prints a JSON object on stdout (indented) and frees it. */
+struct cJSON;
+void cli_print_json(struct cJSON *o);
+
 /* Parses argv (after the subcommand name) into job and extra_obj, resolves
  * the hardware and checks every rule. Returns 0, or 2 after printing one
  * error message. */

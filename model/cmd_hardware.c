@@ -44,10 +44,6 @@ int cmd_hardware(int argc, char **argv)
     if (hw_resolve(o.gpu[0] ? o.gpu : hw_gpu_names[0], o.cluster[0] ? o.cluster : hw_cluster_names[0],
                    o.hardware, &hw, err))
         return cli_fail("hardware", err);
-    cJSON *j = hw_to_json(&hw);
-    char *s = cJSON_Print(j);
-    puts(s);
-    free(s);
-    cJSON_Delete(j);
+    cli_print_json(hw_to_json(&hw));
     return 0;
 }

@@ -36,11 +36,7 @@ int cmd_predict(int argc, char **argv)
     estimate_t e;
     estimate_job(&job, &hw, &e);
     if (po.json) {
-        cJSON *o = report_json(&job, &hw, &e);
-        char *s = cJSON_Print(o);
-        puts(s);
-        free(s);
-        cJSON_Delete(o);
+        cli_print_json(report_json(&job, &hw, &e));
     } else {
         report_text(stdout, &job, &hw, &e);
         if (po.ops)

@@ -68,7 +68,7 @@ static void add_xfer(sched_iter_t *it, sched_op_t *o, int send, int dir)
     int p = it->job->pp;
     int peer = (send == (dir == DIR_FWD)) ? (it->stage + 1) % p : (it->stage + p - 1) % p;
     long *n = send ? &it->sent[dir] : &it->recvd[dir];
-    o->x[o->nx++] = (sched_xfer_t){send, dir, peer, (*n)++};
+    o->x[o->nx++] = (sched_xfer_t){(uint8_t)send, (uint8_t)dir, (int16_t)peer, (int32_t)(*n)++};
 }
 
 /* Megatron's combined, blocking exchange on the compute stream. */
@@ -313,14 +313,15 @@ long sched_blocking_exchanges(const job_t *j, int stage)
     return n;
 }
 
-static const char *const kind_names[] = {"fwd", "bwd", "xfer", "dp_gather", "dp_reduce", "emb_sync", "optim",
-                                         "host", "join"};
+const char *const sched_kind_names[] = {"fwd", "bwd", "xfer", "dp_gather", "dp_reduce", "emb_sync", "optim",
+                                        "host", "join"};
+const int sched_nkinds = sizeof sched_kind_names / sizeof sched_kind_names[0];
 static const char *const counter_names[CNT_COUNT] = {"recv_fwd", "recv_bwd", "fwd_done", "bwd_done",
                                                      "gather_done", "part_done", "reduce_done"};
 
 int sched_format(const sched_op_t *o, char *buf, int len)
 {
-    int n = snprintf(buf, len, "%s %s", sched_stream_names[o->stream], kind_names[o->kind]);
+    int n = snprintf(buf, len, "%s %s", sched_stream_names[o->stream], sched_kind_names[o->kind]);
     if (o->kind == SOP_FWD || o->kind == SOP_BWD) {
         n += snprintf(buf + n, len - n, " mb=%d chunk=%d", o->mb, o->chunk);
         if (o->parts > 1)
@@ -330,13 +331,13 @@ int sched_format(const sched_op_t *o, char *buf, int len)
         n += o->parts > 1 ? snprintf(buf + n, len - n, " pieces=%d", o->parts)
                           : snprintf(buf + n, len - n, " piece=%d", o->chunk);
     for (int i = 0; i < o->nx; i++)
-        n += snprintf(buf + n, len - n, " %s_%s=%d#%ld", o->x[i].send ? "send" : "recv",
-                      o->x[i].dir == DIR_FWD ? "fwd" : "bwd", o->x[i].peer, o->x[i].index);
+        n += snprintf(buf + n, len - n, " %s_%s=%d#%d", o->x[i].send ? "send" : "recv",
+                      o->x[i].dir == DIR_FWD ? "fwd" : "bwd", o->x[i].peer, (int)o->x[i].index);
     if (o->kind != SOP_FWD && o->kind != SOP_BWD && o->kind != SOP_JOIN && o->kind != SOP_HOST && o->bytes > 0)
         n += snprintf(buf + n, len - n, " %s=%.0f", o->kind == SOP_OPTIM ? "params" : "bytes", o->bytes);
     for (int w = 0; w < 2; w++)
         if (o->wait[w] != CNT_NONE)
-            n += snprintf(buf + n, len - n, " wait=%s>=%ld", counter_names[o->wait[w]], o->wait_for[w]);
+            n += snprintf(buf + n, len - n, " wait=%s>=%d", counter_names[o->wait[w]], (int)o->wait_for[w]);
     if (o->bump_part != CNT_NONE)
         n += snprintf(buf + n, len - n, " bump_each=%s", counter_names[o->bump_part]);
     if (o->bump != CNT_NONE)

@@ -20,6 +20,8 @@
 
 #include "model/job.h"
 
+#include <stdint.h>
+
 typedef enum { STREAM_COMPUTE, STREAM_DP, STREAM_PP_SEND, STREAM_PP_RECV, STREAM_COUNT } stream_t;
 
 typedef enum {
@@ -42,27 +44,29 @@ typedef enum {
     CNT_RECV_FWD, CNT_RECV_BWD, CNT_FWD_DONE, CNT_BWD_DONE, CNT_GATHER_DONE, CNT_PART_DONE, CNT_REDUCE_DONE, CNT_COUNT
 } counter_t;
 
+/* Ops are kept compact (about 72 bytes): the simulator holds thousands
+ * per rank in flight at 12,288 ranks, and its speed is bound by memory. */
 typedef struct {
-    int send;      /* 1 send, 0 receive */
-    int dir;       /* xfer_dir_t: activations forward, gradients backward */
-    int peer;      /* pipeline stage of the other side */
-    long index;    /* i-th transfer of this kind between the two stages */
+    uint8_t send;     /* 1 send, 0 receive */
+    uint8_t dir;      /* xfer_dir_t: activations forward, gradients backward */
+    int16_t peer;     /* pipeline stage of the other side */
+    int32_t index;    /* i-th transfer of this kind between the two stages */
 } sched_xfer_t;
 
 typedef struct {
-    int kind;      /* sop_kind_t */
-    int stream;    /* stream_t */
-    int mb, chunk; /* FWD/BWD; chunk (or bucket) of DP ops (-1 = all) */
-    int parts;     /* done in parts, one after another: a pass split at DP
-                      bucket boundaries, or a collective over several chunks
-                      or buckets. wait[0]'s threshold rises by one per part */
-    int nx;        /* XFER: transfers */
+    int8_t kind;      /* sop_kind_t */
+    int8_t stream;    /* stream_t */
+    int8_t nx;        /* XFER: transfers */
+    int8_t wait[2];   /* counter_t to wait on, or CNT_NONE */
+    int8_t bump;      /* counter_t bumped at the end, or CNT_NONE */
+    int8_t bump_part; /* counter_t bumped at the end of every part, or CNT_NONE */
+    int32_t mb, chunk; /* FWD/BWD; chunk (or bucket) of DP ops (-1 = all) */
+    int32_t parts;    /* done in parts, one after another: a pass split at DP
+                         bucket boundaries, or a collective over several chunks
+                         or buckets. wait[0]'s threshold rises by one per part */
+    int32_t wait_for[2]; /* wait until counter >= wait_for */
     sched_xfer_t x[4];
-    double bytes;  /* XFER: per transfer; DP/EMB: the collective's bytes */
-    int wait[2];   /* counter_t to wait on, or CNT_NONE */
-    long wait_for[2]; /* wait until counter >= wait_for */
-    int bump;      /* counter_t bumped at the end, or CNT_NONE */
-    int bump_part; /* counter_t bumped at the end of every part, or CNT_NONE */
+    double bytes;     /* XFER: per transfer; DP/EMB: the collective's bytes */
 } sched_op_t;
 
 /* Iterator over one rank's program. The state is a handful of integers. */
@@ -110,5 +114,7 @@ typedef int (*sched_next_fn)(void *ctx, sched_iter_t *it, sched_op_t *op);
 int sched_verify_with(const job_t *job, sched_next_fn next, void *ctx, char *err, int errlen);
 
 extern const char *const sched_stream_names[STREAM_COUNT];
+extern const char *const sched_kind_names[]; /* sop_kind_t order */
+extern const int sched_nkinds;
 
 #endif

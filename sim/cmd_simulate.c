@@ -1,9 +1,11 @@
 /* cmd_simulate: `megasim simulate`: plays every rank's op program in the
  * discrete-event engine and reports what `predict` reports (same --json
- * keys), with the closed form beside it and where they differ. */
+ * keys), with the closed form beside it and where they differ. --out and
+ * --trace write the result file and a Chrome trace (sim/output.h). */
 #include "model/cli.h"
 #include "model/report.h"
 #include "sim/engine.h"
+#include "sim/output.h"
 
 #include <cjson/cJSON.h>
 #include <stddef.h>
@@ -15,6 +17,7 @@
 typedef struct {
     int json, fold, help;
     char slow_rank[1024], slow_link[1024];
+    char out[1024], trace[1024], trace_ranks[1024];
     double slow_hosts, slow_factor;
     int seed;
 } simulate_opts_t;
@@ -33,6 +36,12 @@ static const opt_def simulate_defs[] = {
     {"slow-factor", OPT_REAL, SO(slow_factor), 1, 1000, "1.1", 0, "simulate",
      "compute slowdown of a drawn slow host (MegaScale: ~10% longer forward)"},
     {"seed", OPT_INT, SO(seed), 0, 2147483647, "1", 0, "simulate", "seed for the slow-host draw"},
+    {"out", OPT_STR, SO(out), 0, 1024, "", 0, "simulate",
+     "write the result file FILE.h5 (HDF5, sim/SCHEMA.md): summary, per-rank accounts, traced timelines, config"},
+    {"trace", OPT_STR, SO(trace), 0, 1024, "", 0, "simulate",
+     "write a Chrome trace FILE.json of the traced ranks (Perfetto, chrome://tracing)"},
+    {"trace-ranks", OPT_STR, SO(trace_ranks), 0, 1024, "0", 0, "simulate",
+     "global ranks whose every op --out and --trace record: R[,R...], at most 64"},
     {"help", OPT_BOOL, SO(help), 0, 1, "false", 0, "simulate", "show this help"},
 };
 const opt_table simulate_opts = {simulate_defs, sizeof simulate_defs / sizeof simulate_defs[0], "simulate option"};
@@ -65,40 +74,6 @@ static int draw_slow_hosts(const simulate_opts_t *so, const job_t *job, const hw
     return 0;
 }
 
-static void put_breakdown(cJSON *o, const sim_account_t *a)
-{
-    cJSON *b = cJSON_AddObjectToObject(o, "breakdown");
-    cJSON_AddNumberToObject(b, "compute_s", a->compute * 1e-9);
-    cJSON_AddNumberToObject(b, "bubble_s", a->bubble * 1e-9);
-    cJSON_AddNumberToObject(b, "exposed_tp_comm_s", a->tp * 1e-9);
-    cJSON_AddNumberToObject(b, "exposed_pp_comm_s", a->pp * 1e-9);
-    cJSON_AddNumberToObject(b, "exposed_dp_comm_s", a->dp * 1e-9);
-    cJSON_AddNumberToObject(b, "optimizer_s", a->optimizer * 1e-9);
-    cJSON_AddNumberToObject(b, "other_s", a->other * 1e-9);
-}
-
-static cJSON *result_json(const job_t *job, const hw_t *hw, const estimate_t *e, const sim_result_t *r)
-{
-    double it = r->iteration_ns * 1e-9, tokens = (double)job->global_batch_size * job->seq_length;
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "iteration_time_s", it);
-    cJSON_AddNumberToObject(o, "tokens_per_s", tokens / it);
-    cJSON_AddNumberToObject(o, "mfu", e->work.model_flops_per_iter / (it * job->num_gpus * e->peak_flops));
-    cJSON_AddNumberToObject(o, "hfu", e->work.hw_flops_per_iter / (it * job->num_gpus * e->peak_flops));
-    cJSON_AddNumberToObject(o, "model_flops_per_iteration", e->work.model_flops_per_iter);
-    cJSON_AddNumberToObject(o, "peak_memory_per_gpu_bytes", e->mem.total_bytes);
-    cJSON_AddBoolToObject(o, "fits_in_memory", e->mem.fits);
-    put_breakdown(o, &r->critical);
-    cJSON *s = cJSON_AddObjectToObject(o, "simulation");
-    cJSON_AddNumberToObject(s, "events", (double)r->events);
-    cJSON_AddNumberToObject(s, "entities", r->entities);
-    cJSON_AddNumberToObject(s, "dp_classes", r->classes);
-    cJSON_AddNumberToObject(s, "critical_rank", r->critical_rank);
-    cJSON_AddNumberToObject(s, "closed_form_iteration_time_s", e->iteration_s);
-    cJSON_AddItemToObject(o, "config", report_config_json(job, hw));
-    return o;
-}
-
 static void line(const char *what, int64_t sim_ns, double cf_s, int64_t total)
 {
     printf("  %-28s %10.4f s  %5.1f%%   closed form %10.4f s\n", what, sim_ns * 1e-9, 100.0 * sim_ns / total, cf_s);
@@ -108,14 +83,15 @@ static void result_text(const job_t *job, const estimate_t *e, const sim_result_
 {
     const sim_account_t *a = &r->critical;
     const breakdown_t *b = &e->br;
-    double it = r->iteration_ns * 1e-9;
+    sim_summary_t s;
+    sim_summary(job, e, r, &s);
     printf("megasim simulate: %d GPUs = TP %d x PP %d x DP %d, %d chunks, %d micro-batches, %s p2p\n",
            job->num_gpus, job->tp, job->pp, job->dp, job->vpp, job->num_microbatches,
            job->pp_comm_overlap ? "decoupled" : "blocking");
     printf("simulated %d entities (%d DP classes): %lld events\n\n", r->entities, r->classes, r->events);
-    printf("iteration time %.4f s (closed form %.4f s, %+.2f%%)   MFU %.1f%% (closed form %.1f%%)\n", it,
-           e->iteration_s, 100 * (it / e->iteration_s - 1),
-           100 * e->work.model_flops_per_iter / (it * job->num_gpus * e->peak_flops), 100 * e->mfu);
+    printf("iteration time %.4f s (closed form %.4f s, %+.2f%%)   MFU %.1f%% (closed form %.1f%%)\n",
+           s.iteration_time_s, e->iteration_s, 100 * (s.iteration_time_s / e->iteration_s - 1), 100 * s.mfu,
+           100 * e->mfu);
     printf("\ncritical path: rank %d's compute stream\n", r->critical_rank);
     line("compute", a->compute, b->compute_s, r->iteration_ns);
     line("bubble (waiting)", a->bubble, b->bubble_s, r->iteration_ns);
@@ -124,6 +100,39 @@ static void result_text(const job_t *job, const estimate_t *e, const sim_result_
     line("exposed DP communication", a->dp, b->exposed_dp_comm_s, r->iteration_ns);
     line("optimizer step", a->optimizer, b->optimizer_s, r->iteration_ns);
     line("other (host, embedding sync)", a->other, b->other_s, r->iteration_ns);
+}
+
+/* The ranks to record, checked always (bad input fails even without
+ * --out), recorded only when a file will be written: tracing costs memory.
+ * The output paths are probed here, before a possibly long simulation. */
+static int trace_setup(const simulate_opts_t *so, const job_t *job, sim_opts_t *o, char *err)
+{
+    int list[SIM_MAX_TRACE], n;
+    if (sim_parse_ranks(so->trace_ranks, "trace-ranks", job->num_gpus, SIM_MAX_TRACE, list, &n, err, OPT_ERR_LEN))
+        return -1;
+    if (!so->out[0] && !so->trace[0])
+        return 0;
+    if ((so->out[0] && sim_output_probe(so->out, err, OPT_ERR_LEN)) ||
+        (so->trace[0] && sim_output_probe(so->trace, err, OPT_ERR_LEN)))
+        return -1;
+    o->ntrace = n;
+    memcpy(o->trace_ranks, list, sizeof list[0] * n);
+    return 0;
+}
+
+/* --out and --trace, before the report: a failure leaves stdout empty. */
+static int write_outputs(const simulate_opts_t *so, const cJSON *sim_config, const job_t *job, const hw_t *hw,
+                         const estimate_t *e, const sim_result_t *r, char *err)
+{
+    if (so->out[0] && sim_write_h5(so->out, job, hw, sim_config, e, r, err, OPT_ERR_LEN))
+        return -1;
+    if (so->out[0])
+        fprintf(stderr, "wrote %s\n", so->out);
+    if (so->trace[0] && sim_write_trace(so->trace, r, err, OPT_ERR_LEN))
+        return -1;
+    if (so->trace[0])
+        fprintf(stderr, "wrote %s\n", so->trace);
+    return 0;
 }
 
 int cmd_simulate(int argc, char **argv)
@@ -143,7 +152,8 @@ int cmd_simulate(int argc, char **argv)
     int nodes = (job.num_gpus + hw.cluster.gpus_per_node - 1) / hw.cluster.gpus_per_node;
     if (sim_parse_slow(so.slow_rank, "slow-rank", job.num_gpus, o.slow_ranks, &o.nslow_ranks, err, sizeof err) ||
         sim_parse_slow(so.slow_link, "slow-link", nodes, o.slow_links, &o.nslow_links, err, sizeof err) ||
-        draw_slow_hosts(&so, &job, &hw, &o, err) || sched_verify(&job, err, sizeof err))
+        draw_slow_hosts(&so, &job, &hw, &o, err) || trace_setup(&so, &job, &o, err) ||
+        sched_verify(&job, err, sizeof err))
         return cli_fail("simulate", err);
     estimate_t e;
     estimate_job(&job, &hw, &e);
@@ -153,15 +163,14 @@ int cmd_simulate(int argc, char **argv)
     /* Wall time on stderr: stdout is bit-identical run to run. */
     fprintf(stderr, "megasim simulate: %lld events in %.3f s (%.3g events/s)\n", r.events, r.wall_s,
             r.events / (r.wall_s > 0 ? r.wall_s : 1e-9));
-    if (so.json) {
-        cJSON *j = result_json(&job, &hw, &e, &r);
-        char *s = cJSON_Print(j);
-        puts(s);
-        free(s);
-        cJSON_Delete(j);
-    } else {
+    /* The simulator's own options belong to the recorded configuration. */
+    cJSON *sim_config = opts_to_json(&simulate_opts, &so);
+    rc = write_outputs(&so, sim_config, &job, &hw, &e, &r, err);
+    if (!rc && so.json)
+        cli_print_json(sim_summary_json(&job, &hw, &e, &r, sim_config));
+    else if (!rc)
         result_text(&job, &e, &r);
-    }
+    cJSON_Delete(sim_config);
     sim_result_free(&r);
-    return 0;
+    return rc ? cli_fail("simulate", err) : 0;
 }

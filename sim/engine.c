@@ -59,6 +59,7 @@ typedef struct {
     double factor;       /* compute time multiplier (stragglers) */
     double link_factor;  /* transfer time multiplier (slow NICs) */
     long seq[3];         /* meetings issued per group kind */
+    int traced;          /* one of the traced ranks folds into it */
     sim_account_t acc;
 } entity_t;
 
@@ -97,6 +98,10 @@ typedef struct {
     double *dp_link;     /* [p * E_tp]: slowest NIC factor in the DP group */
     int *mem;            /* scratch: members of one meeting */
     int64_t p2p_ns;      /* one pipeline transfer on idle links (all are the same size) */
+    sim_rec_t *tl;       /* timeline of traced ranks */
+    long ntl, tl_cap;
+    int tl_failed_handover; /* the run failed: the timeline is freed here */
+    int trace_ent[SIM_MAX_TRACE]; /* entity standing for each traced rank */
     long long events;
     int64_t now;
     char *err;
@@ -558,6 +563,26 @@ static void account(sim_t *S, entity_t *e, const slot_t *s)
     }
 }
 
+/* Records the op for every traced rank that this entity stands for. */
+static int record(sim_t *S, int ent, int stream, const slot_t *s)
+{
+    int64_t start = S->now - s->work_ns; /* multi-part ops: their parts' work, back to back */
+    for (int k = 0; k < S->opts->ntrace; k++) {
+        if (S->trace_ent[k] != ent)
+            continue;
+        if (S->ntl == S->tl_cap) {
+            long cap = S->tl_cap ? S->tl_cap * 2 : 1024;
+            sim_rec_t *t = realloc(S->tl, sizeof *t * cap);
+            if (!t)
+                return -1;
+            S->tl = t, S->tl_cap = cap;
+        }
+        S->tl[S->ntl++] = (sim_rec_t){S->opts->trace_ranks[k], stream, s->op.kind, s->op.mb, s->op.chunk,
+                                      s->t_head < 0 ? start : s->t_head, start, S->now};
+    }
+    return 0;
+}
+
 static int complete(sim_t *S, int ent, int stream, int slot)
 {
     entity_t *e = &S->e[ent];
@@ -572,6 +597,8 @@ static int complete(sim_t *S, int ent, int stream, int slot)
     else
         e->acc.pp_busy += s->work_ns;
     bump(e, &s->op, s->op.bump);
+    if (e->traced && record(S, ent, stream, s))
+        return -1;
     s->state = SLOT_FREE;
     if (stream == STREAM_COMPUTE || stream == STREAM_DP) {
         q->head = (q->head + 1) % q->cap, q->n--, q->busy = 0;
@@ -728,7 +755,20 @@ static int setup(sim_t *S)
                 e->cls = c, e->stage = s, e->tp_i = t;
                 sched_iter_init(&e->it, j, s);
                 entity_factors(S, e);
+
             }
+    /* A traced rank is recorded by the entity that stands for it: same
+     * stage, its replica's class, its TP rank when TP is unfolded. */
+    for (int k = 0; k < S->opts->ntrace; k++) {
+        int r = S->opts->trace_ranks[k], d = r / j->tp % j->dp, s = r / (j->tp * j->dp), c = 0;
+        while (c < S->classes && S->cls_rep[c] != d && !(S->cls_count[c] > 1 && !replica_dirty(S, d)))
+            c++;
+        S->trace_ent[k] = -1;
+        if (c < S->classes && s < S->p) {
+            S->trace_ent[k] = ent_id(S, c, s, S->E_tp > 1 ? r % j->tp : 0);
+            S->e[S->trace_ent[k]].traced = 1;
+        }
+    }
     return 0;
 }
 
@@ -795,6 +835,8 @@ static void teardown(sim_t *S)
     }
     sim_heap_free(&S->heap);
     free(S->e), free(S->ct), free(S->dp_link), free(S->mem), free(S->tab), free(S->cls_rep), free(S->cls_count);
+    if (S->tl_failed_handover)
+        free(S->tl);
 }
 
 static int collect(const sim_t *S, sim_result_t *r, char *err, int len)
@@ -816,6 +858,7 @@ static int collect(const sim_t *S, sim_result_t *r, char *err, int len)
             r->iteration_ns = e->acc.end, r->critical_entity = i;
     }
     r->critical = r->per_entity[r->critical_entity];
+    r->timeline = S->tl, r->ntimeline = S->ntl; /* handed over */
     r->critical_rank = r->entity_rank[r->critical_entity];
     return 0;
 }
@@ -833,6 +876,7 @@ int sim_run(const job_t *job, const hw_t *hw, const sim_opts_t *o, sim_result_t 
         rc = run_loop(&S);
     if (!rc)
         rc = collect(&S, r, err, len);
+    S.tl_failed_handover = rc != 0;
     teardown(&S);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     r->wall_s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
@@ -841,6 +885,6 @@ int sim_run(const job_t *job, const hw_t *hw, const sim_opts_t *o, sim_result_t 
 
 void sim_result_free(sim_result_t *r)
 {
-    free(r->per_entity), free(r->entity_rank), free(r->entity_count);
+    free(r->per_entity), free(r->entity_rank), free(r->entity_count), free(r->timeline);
     memset(r, 0, sizeof *r);
 }

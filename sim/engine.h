@@ -25,8 +25,21 @@ typedef struct {
     double factor; /* > 1: time multiplier */
 } sim_slow_t;
 
+#define SIM_MAX_TRACE 64
+
+/* One op of a traced rank's timeline. */
+typedef struct {
+    int rank, stream, kind;  /* stream_t, sop_kind_t */
+    int mb, chunk;           /* FWD/BWD; chunk or piece for DP ops */
+    int64_t t_ready_ns;      /* reached the head of its stream */
+    int64_t t_start_ns;      /* work began (waits and meetings over) */
+    int64_t t_end_ns;
+} sim_rec_t;
+
 typedef struct {
     int fold;                    /* fold identical ranks (default on) */
+    int ntrace;                  /* ranks whose every op is recorded */
+    int trace_ranks[SIM_MAX_TRACE];
     int nslow_ranks, nslow_links;
     sim_slow_t slow_ranks[SIM_MAX_SLOW];  /* compute of these ranks runs slower */
     sim_slow_t slow_links[SIM_MAX_SLOW];  /* these nodes' NICs run slower */
@@ -51,6 +64,8 @@ typedef struct {
     sim_account_t *per_entity;  /* [entities] */
     int *entity_rank;           /* [entities]: representative global rank */
     int *entity_count;          /* [entities]: ranks it stands for */
+    sim_rec_t *timeline;        /* ops of the traced ranks, in completion order */
+    long ntimeline;
     double wall_s;
 } sim_result_t;
 

@@ -1,0 +1,626 @@
+/* sim/output.c: the summary of a simulated iteration (one computation for
+ * --json, text and HDF5), the HDF5 result file and the Chrome-trace JSON.
+ * See sim/output.h for the contracts and sim/SCHEMA.md for the file layout.
+ *
+ * Determinism: no timestamps are written (HDF5 object time tracking is
+ * off), rows are written in the engine's order and trace events sorted by
+ * (rank, stream, ready time), so identical results give identical bytes. */
+#include "sim/output.h"
+
+#include "model/report.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <hdf5.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- summary -------------------------------------------------------- */
+
+#define SF(key, sec, b) {#key, sec, b, offsetof(sim_summary_t, key)}
+/* The order is the --json order. */
+const sim_summary_field_t sim_summary_fields[] = {
+    SF(iteration_time_s, SIM_SUM_TOP, 0),          SF(tokens_per_s, SIM_SUM_TOP, 0),
+    SF(mfu, SIM_SUM_TOP, 0),                       SF(hfu, SIM_SUM_TOP, 0),
+    SF(model_flops_per_iteration, SIM_SUM_TOP, 0), SF(peak_memory_per_gpu_bytes, SIM_SUM_TOP, 0),
+    SF(fits_in_memory, SIM_SUM_TOP, 1),
+    SF(compute_s, SIM_SUM_BREAKDOWN, 0),           SF(bubble_s, SIM_SUM_BREAKDOWN, 0),
+    SF(exposed_tp_comm_s, SIM_SUM_BREAKDOWN, 0),   SF(exposed_pp_comm_s, SIM_SUM_BREAKDOWN, 0),
+    SF(exposed_dp_comm_s, SIM_SUM_BREAKDOWN, 0),   SF(optimizer_s, SIM_SUM_BREAKDOWN, 0),
+    SF(other_s, SIM_SUM_BREAKDOWN, 0),
+    SF(events, SIM_SUM_SIMULATION, 0),             SF(entities, SIM_SUM_SIMULATION, 0),
+    SF(dp_classes, SIM_SUM_SIMULATION, 0),         SF(critical_rank, SIM_SUM_SIMULATION, 0),
+    SF(closed_form_iteration_time_s, SIM_SUM_SIMULATION, 0),
+};
+const int sim_summary_nfields = sizeof sim_summary_fields / sizeof sim_summary_fields[0];
+
+static const char *const section_names[] = {NULL, "breakdown", "simulation"};
+
+void sim_summary(const job_t *job, const estimate_t *e, const sim_result_t *r, sim_summary_t *s)
+{
+    const sim_account_t *a = &r->critical;
+    double it_s = r->iteration_ns * 1e-9, gpu_s = it_s * job->num_gpus * e->peak_flops;
+    *s = (sim_summary_t){
+        .iteration_time_s = it_s,
+        .tokens_per_s = (double)job->global_batch_size * job->seq_length / it_s,
+        .mfu = e->work.model_flops_per_iter / gpu_s,
+        .hfu = e->work.hw_flops_per_iter / gpu_s,
+        .model_flops_per_iteration = e->work.model_flops_per_iter,
+        .peak_memory_per_gpu_bytes = e->mem.total_bytes,
+        .fits_in_memory = e->mem.fits ? 1 : 0,
+        .compute_s = a->compute * 1e-9, .bubble_s = a->bubble * 1e-9,
+        .exposed_tp_comm_s = a->tp * 1e-9, .exposed_pp_comm_s = a->pp * 1e-9,
+        .exposed_dp_comm_s = a->dp * 1e-9, .optimizer_s = a->optimizer * 1e-9, .other_s = a->other * 1e-9,
+        .events = (double)r->events, .entities = r->entities, .dp_classes = r->classes,
+        .critical_rank = r->critical_rank, .closed_form_iteration_time_s = e->iteration_s,
+    };
+}
+
+static double field_value(const sim_summary_t *s, const sim_summary_field_t *f)
+{
+    return *(const double *)((const char *)s + f->off);
+}
+
+/* The full effective configuration of a simulation: the job, the hardware,
+ * the version, and the simulator's own options (stragglers, seed, fold)
+ * under "simulate" (sim_config may be NULL). */
+static cJSON *config_json(const job_t *job, const hw_t *hw, const cJSON *sim_config)
+{
+    cJSON *c = report_config_json(job, hw);
+    if (c && sim_config)
+        cJSON_AddItemToObject(c, "simulate", cJSON_Duplicate(sim_config, 1));
+    return c;
+}
+
+cJSON *sim_summary_json(const job_t *job, const hw_t *hw, const estimate_t *e, const sim_result_t *r,
+                        const cJSON *sim_config)
+{
+    sim_summary_t s;
+    sim_summary(job, e, r, &s);
+    cJSON *o = cJSON_CreateObject(), *sec[3] = {o, NULL, NULL};
+    for (int i = 0; i < sim_summary_nfields; i++) {
+        const sim_summary_field_t *f = &sim_summary_fields[i];
+        if (!sec[f->section])
+            sec[f->section] = cJSON_AddObjectToObject(o, section_names[f->section]);
+        if (f->is_bool)
+            cJSON_AddBoolToObject(sec[f->section], f->key, field_value(&s, f) != 0);
+        else
+            cJSON_AddNumberToObject(sec[f->section], f->key, field_value(&s, f));
+    }
+    cJSON_AddItemToObject(o, "config", config_json(job, hw, sim_config));
+    return o;
+}
+
+/* ---- --trace-ranks --------------------------------------------------- */
+
+static int parse_rank(const char *tok, const char *flag, int limit, int *rank, char *err, int len)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(tok, &end, 10);
+    if (end == tok || *end || errno) {
+        snprintf(err, len, "--%s: '%s' is not a rank (expected R[,R...], e.g. 0,8,31)", flag, tok);
+        return -1;
+    }
+    if (v < 0 || v >= limit) {
+        snprintf(err, len, "--%s: rank %s is not a rank of this job (0 to %d)", flag, tok, limit - 1);
+        return -1;
+    }
+    *rank = (int)v;
+    return 0;
+}
+
+int sim_parse_ranks(const char *text, const char *flag, int limit, int max, int *list, int *n, char *err, int len)
+{
+    char buf[1024];
+    *n = 0;
+    if (snprintf(buf, sizeof buf, "%s", text) >= (int)sizeof buf) {
+        snprintf(err, len, "--%s: the list is longer than %d characters", flag, (int)sizeof buf - 1);
+        return -1;
+    }
+    for (char *save, *t = buf[0] ? strtok_r(buf, ",", &save) : NULL; t; t = strtok_r(NULL, ",", &save)) {
+        int r;
+        if (parse_rank(t, flag, limit, &r, err, len))
+            return -1;
+        for (int i = 0; i < *n; i++)
+            if (list[i] == r) {
+                snprintf(err, len, "--%s: rank %d is listed twice", flag, r);
+                return -1;
+            }
+        if (*n == max) {
+            snprintf(err, len, "--%s: more than %d ranks; at most %d can be traced", flag, max, max);
+            return -1;
+        }
+        list[(*n)++] = r;
+    }
+    return 0;
+}
+
+/* ---- temporary file, then rename ------------------------------------ */
+
+static int tmp_name(const char *path, char *tmp, size_t size, char *err, int len)
+{
+    if (snprintf(tmp, size, "%s.tmp.%ld", path, (long)getpid()) >= (int)size) {
+        snprintf(err, len, "%s: the path is too long", path);
+        return -1;
+    }
+    return 0;
+}
+
+/* rc == 0: moves tmp onto path. Otherwise, or if that fails, removes tmp. */
+static int tmp_commit(const char *tmp, const char *path, int rc, char *err, int len)
+{
+    if (rc == 0 && rename(tmp, path) != 0) {
+        snprintf(err, len, "%s: cannot rename %s onto it (%s)", path, tmp, strerror(errno));
+        rc = -1;
+    }
+    if (rc != 0)
+        remove(tmp);
+    return rc;
+}
+
+/* Creates (or truncates) tmp with plain stdio, so a missing directory or a
+ * permission problem is reported with the system's reason. */
+static int tmp_probe(const char *tmp, const char *path, char *err, int len)
+{
+    FILE *f = fopen(tmp, "wb");
+    if (!f || fclose(f) != 0) {
+        snprintf(err, len, "%s: cannot create %s (%s)", path, tmp, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int sim_output_probe(const char *path, char *err, int errlen)
+{
+    char tmp[4096];
+    if (tmp_name(path, tmp, sizeof tmp, err, errlen) || tmp_probe(tmp, path, err, errlen))
+        return -1;
+    remove(tmp);
+    return 0;
+}
+
+/* ---- HDF5 ------------------------------------------------------------ */
+
+typedef struct {
+    const char *path;
+    char *err;
+    int errlen;
+    hid_t file, gcpl, dcpl; /* group and dataset creation: no time tracking */
+} h5w_t;
+
+static int h5_fail(h5w_t *w, const char *what, const char *name)
+{
+    snprintf(w->err, w->errlen, "%s: HDF5 could not %s %s", w->path, what, name);
+    return -1;
+}
+
+/* A scalar attribute: file type ft, memory type mt, value at buf. */
+static int put_attr(h5w_t *w, hid_t loc, const char *name, hid_t ft, hid_t mt, const void *buf)
+{
+    hid_t s = H5Screate(H5S_SCALAR), a = -1;
+    int ok = s >= 0 && (a = H5Acreate2(loc, name, ft, s, H5P_DEFAULT, H5P_DEFAULT)) >= 0 &&
+             H5Awrite(a, mt, buf) >= 0;
+    if (a >= 0 && H5Aclose(a) < 0)
+        ok = 0;
+    if (s >= 0)
+        H5Sclose(s);
+    return ok ? 0 : h5_fail(w, "write attribute", name);
+}
+
+static int put_attr_f64(h5w_t *w, hid_t loc, const char *name, double v)
+{
+    return put_attr(w, loc, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v);
+}
+
+/* UTF-8 variable-length string: no size limit, read as str by h5py. */
+static int put_attr_str(h5w_t *w, hid_t loc, const char *name, const char *v)
+{
+    hid_t t = H5Tcopy(H5T_C_S1);
+    int rc = t >= 0 && H5Tset_size(t, H5T_VARIABLE) >= 0 && H5Tset_cset(t, H5T_CSET_UTF8) >= 0
+                 ? put_attr(w, loc, name, t, t, &v)
+                 : h5_fail(w, "make the string type for", name);
+    if (t >= 0)
+        H5Tclose(t);
+    return rc;
+}
+
+static int h5_open(h5w_t *w, const char *tmp)
+{
+    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+    w->gcpl = H5Pcreate(H5P_GROUP_CREATE), w->dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    int ok = fcpl >= 0 && w->gcpl >= 0 && w->dcpl >= 0 && H5Pset_obj_track_times(fcpl, 0) >= 0 &&
+             H5Pset_obj_track_times(w->gcpl, 0) >= 0 && H5Pset_obj_track_times(w->dcpl, 0) >= 0;
+    if (ok)
+        w->file = H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+    if (fcpl >= 0)
+        H5Pclose(fcpl);
+    return !ok ? h5_fail(w, "make property lists for", "the file")
+               : w->file < 0 ? h5_fail(w, "create", tmp) : 0;
+}
+
+/* Closes everything; the file's close flushes, so its failure counts. */
+static int h5_close(h5w_t *w, int rc)
+{
+    if (w->gcpl >= 0)
+        H5Pclose(w->gcpl);
+    if (w->dcpl >= 0)
+        H5Pclose(w->dcpl);
+    if (w->file >= 0 && H5Fclose(w->file) < 0 && rc == 0)
+        rc = h5_fail(w, "close (flush)", "the file");
+    return rc;
+}
+
+static int write_root(h5w_t *w, const job_t *job, const hw_t *hw, const cJSON *sim_config)
+{
+    cJSON *c = config_json(job, hw, sim_config);
+    char *s = c ? cJSON_PrintUnformatted(c) : NULL;
+    int rc = !s ? h5_fail(w, "format", "the configuration as JSON")
+                : put_attr_str(w, w->file, "megasim_version", MEGASIM_VERSION) ||
+                      put_attr_str(w, w->file, "kind", "simulation") || put_attr_str(w, w->file, "config_json", s);
+    free(s);
+    cJSON_Delete(c);
+    return rc ? -1 : 0;
+}
+
+static int write_summary(h5w_t *w, const job_t *job, const estimate_t *e, const sim_result_t *r)
+{
+    sim_summary_t s;
+    sim_summary(job, e, r, &s);
+    hid_t g = H5Gcreate2(w->file, "/summary", H5P_DEFAULT, w->gcpl, H5P_DEFAULT);
+    if (g < 0)
+        return h5_fail(w, "create group", "/summary");
+    int rc = 0;
+    for (int i = 0; i < sim_summary_nfields && !rc; i++)
+        rc = put_attr_f64(w, g, sim_summary_fields[i].key, field_value(&s, &sim_summary_fields[i]));
+    if (H5Gclose(g) < 0 && !rc)
+        rc = h5_fail(w, "close group", "/summary");
+    return rc;
+}
+
+/* Columns of a compound table: int32 or float64, in struct order. */
+typedef struct {
+    const char *name;
+    size_t off;
+    int is_int;
+} h5_col_t;
+
+typedef struct {
+    const h5_col_t *cols;
+    int ncols;
+    size_t row_size;
+} h5_table_t;
+
+/* In memory: the C struct's layout. In the file: packed, little-endian. */
+static hid_t compound_type(const h5_table_t *t, int file)
+{
+    size_t size = 0;
+    for (int i = 0; i < t->ncols; i++)
+        size += t->cols[i].is_int ? 4 : 8;
+    hid_t c = H5Tcreate(H5T_COMPOUND, file ? size : t->row_size);
+    for (size_t i = 0, off = 0; c >= 0 && i < (size_t)t->ncols; i++) {
+        const h5_col_t *k = &t->cols[i];
+        hid_t m = k->is_int ? (file ? H5T_STD_I32LE : H5T_NATIVE_INT32) : (file ? H5T_IEEE_F64LE : H5T_NATIVE_DOUBLE);
+        if (H5Tinsert(c, k->name, file ? off : k->off, m) < 0) {
+            H5Tclose(c);
+            return -1;
+        }
+        off += k->is_int ? 4 : 8;
+    }
+    return c;
+}
+
+/* Dataset `name` of n rows (n may be 0) and its string attributes
+ * (name, value pairs, NULL-terminated). */
+static int write_table(h5w_t *w, const char *name, const h5_table_t *t, const void *rows, hsize_t n,
+                       const char *const *attrs)
+{
+    hid_t mt = compound_type(t, 0), ft = compound_type(t, 1), s = H5Screate_simple(1, &n, NULL), d = -1;
+    int rc = mt >= 0 && ft >= 0 && s >= 0 &&
+                     (d = H5Dcreate2(w->file, name, ft, s, H5P_DEFAULT, w->dcpl, H5P_DEFAULT)) >= 0 &&
+                     (n == 0 || H5Dwrite(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) >= 0)
+                 ? 0
+                 : h5_fail(w, "write dataset", name);
+    for (int i = 0; !rc && attrs[i]; i += 2)
+        rc = put_attr_str(w, d, attrs[i], attrs[i + 1]);
+    if (d >= 0 && H5Dclose(d) < 0 && !rc)
+        rc = h5_fail(w, "close dataset", name);
+    if (s >= 0)
+        H5Sclose(s);
+    if (ft >= 0)
+        H5Tclose(ft);
+    if (mt >= 0)
+        H5Tclose(mt);
+    return rc;
+}
+
+typedef struct {
+    int32_t rank, stands_for;
+    double end_s, compute_s, bubble_s, tp_s, pp_s, dp_s, optimizer_s, other_s, dp_busy_s, pp_busy_s;
+} rank_row_t;
+
+#define RC(f, i) {#f, offsetof(rank_row_t, f), i}
+static const h5_col_t rank_cols[] = {
+    RC(rank, 1), RC(stands_for, 1), RC(end_s, 0), RC(compute_s, 0), RC(bubble_s, 0), RC(tp_s, 0),
+    RC(pp_s, 0), RC(dp_s, 0), RC(optimizer_s, 0), RC(other_s, 0), RC(dp_busy_s, 0), RC(pp_busy_s, 0)};
+static const h5_table_t rank_table = {rank_cols, sizeof rank_cols / sizeof rank_cols[0], sizeof(rank_row_t)};
+
+static void rank_row(const sim_result_t *r, int i, rank_row_t *row)
+{
+    const sim_account_t *a = &r->per_entity[i];
+    memset(row, 0, sizeof *row);
+    row->rank = r->entity_rank[i], row->stands_for = r->entity_count[i];
+    row->end_s = a->end * 1e-9, row->compute_s = a->compute * 1e-9, row->bubble_s = a->bubble * 1e-9;
+    row->tp_s = a->tp * 1e-9, row->pp_s = a->pp * 1e-9, row->dp_s = a->dp * 1e-9;
+    row->optimizer_s = a->optimizer * 1e-9, row->other_s = a->other * 1e-9;
+    row->dp_busy_s = a->dp_busy * 1e-9, row->pp_busy_s = a->pp_busy * 1e-9;
+}
+
+static int write_ranks(h5w_t *w, const sim_result_t *r)
+{
+    static const char *const attrs[] = {
+        "description",
+        "one row per simulated entity: per rank when unfolded; folded runs have one row per class of identical "
+        "ranks, `rank` is a representative global rank and `stands_for` the number of ranks it stands for "
+        "(the column sums to num_gpus). Seconds of the entity's compute stream: compute + bubble + tp + pp + "
+        "dp + optimizer + other = end_s; dp_busy_s and pp_busy_s are the busy time of its DP stream and "
+        "pipeline send/receive pools",
+        NULL};
+    rank_row_t *rows = calloc(r->entities > 0 ? r->entities : 1, sizeof *rows);
+    if (!rows) {
+        snprintf(w->err, w->errlen, "%s: out of memory for %d rows of /ranks", w->path, r->entities);
+        return -1;
+    }
+    for (int i = 0; i < r->entities; i++)
+        rank_row(r, i, &rows[i]);
+    int rc = write_table(w, "/ranks", &rank_table, rows, (hsize_t)r->entities, attrs);
+    free(rows);
+    return rc;
+}
+
+typedef struct {
+    int32_t rank, stream, kind, mb, chunk;
+    double t_ready_s, t_start_s, t_end_s;
+} op_row_t;
+
+#define OC(f, i) {#f, offsetof(op_row_t, f), i}
+static const h5_col_t op_cols[] = {OC(rank, 1),      OC(stream, 1),    OC(kind, 1),    OC(mb, 1),
+                                   OC(chunk, 1),     OC(t_ready_s, 0), OC(t_start_s, 0), OC(t_end_s, 0)};
+static const h5_table_t op_table = {op_cols, sizeof op_cols / sizeof op_cols[0], sizeof(op_row_t)};
+
+/* sop_kind_t order (model/sched.h). */
+
+
+/* "a,b,c" into buf (which is large enough for the fixed name lists). */
+static const char *join_names(const char *const *names, int n, char *buf, size_t size)
+{
+    size_t k = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n; i++)
+        k += snprintf(buf + k, size - k, "%s%s", i ? "," : "", names[i]);
+    return buf;
+}
+
+static int write_timeline(h5w_t *w, const sim_result_t *r)
+{
+    char streams[256], kinds[256];
+    const char *const attrs[] = {
+        "stream_names", join_names(sched_stream_names, STREAM_COUNT, streams, sizeof streams),
+        "kind_names", join_names(sched_kind_names, sched_nkinds, kinds, sizeof kinds),
+        "description",
+        "one row per op of the traced ranks, in completion order; stream and kind index stream_names and "
+        "kind_names; mb and chunk: micro-batch and model chunk of fwd/bwd, piece of DP ops, -1 if none; "
+        "t_ready_s: reached the head of its stream, t_start_s: work began, t_end_s: done (seconds from the "
+        "iteration start)",
+        NULL};
+    op_row_t *rows = calloc(r->ntimeline > 0 ? r->ntimeline : 1, sizeof *rows);
+    if (!rows) {
+        snprintf(w->err, w->errlen, "%s: out of memory for %ld rows of /timeline", w->path, r->ntimeline);
+        return -1;
+    }
+    for (long i = 0; i < r->ntimeline; i++) {
+        const sim_rec_t *o = &r->timeline[i];
+        rows[i] = (op_row_t){o->rank, o->stream, o->kind, o->mb, o->chunk,
+                             o->t_ready_ns * 1e-9, o->t_start_ns * 1e-9, o->t_end_ns * 1e-9};
+    }
+    int rc = write_table(w, "/timeline", &op_table, rows, (hsize_t)r->ntimeline, attrs);
+    free(rows);
+    return rc;
+}
+
+int sim_write_h5(const char *path, const job_t *job, const hw_t *hw, const cJSON *sim_config,
+                 const estimate_t *closed_form,
+                 const sim_result_t *r, char *err, int errlen)
+{
+    char tmp[4096];
+    if (tmp_name(path, tmp, sizeof tmp, err, errlen) || tmp_probe(tmp, path, err, errlen))
+        return -1;
+    H5E_auto2_t old_fn = NULL;
+    void *old_data = NULL;
+    H5Eget_auto2(H5E_DEFAULT, &old_fn, &old_data);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our message replaces HDF5's error stack */
+    h5w_t w = {path, err, errlen, -1, -1, -1};
+    int rc = h5_open(&w, tmp) || write_root(&w, job, hw, sim_config) || write_summary(&w, job, closed_form, r) ||
+             write_ranks(&w, r) || write_timeline(&w, r);
+    rc = h5_close(&w, rc ? -1 : 0);
+    H5Eset_auto2(H5E_DEFAULT, old_fn, old_data);
+    return tmp_commit(tmp, path, rc, err, errlen);
+}
+
+/* ---- Chrome trace ---------------------------------------------------- */
+
+/* Ops of one stream may overlap (the pipeline send/receive pools run
+ * several at once); trace viewers need events on one thread to nest, so
+ * overlapping ops go to extra lanes: tid = stream + STREAM_COUNT * lane. */
+#define TRACE_LANES 16
+
+typedef struct {
+    sim_rec_t o;
+    long index; /* in r->timeline: the last tie-breaker */
+    int lane;
+} trace_op_t;
+
+static int trace_cmp(const void *pa, const void *pb)
+{
+    const trace_op_t *a = pa, *b = pb;
+    int64_t k[4][2] = {{a->o.rank, b->o.rank}, {a->o.stream, b->o.stream},
+                       {a->o.t_ready_ns, b->o.t_ready_ns}, {a->index, b->index}};
+    for (int i = 0; i < 4; i++)
+        if (k[i][0] != k[i][1])
+            return k[i][0] < k[i][1] ? -1 : 1;
+    return 0;
+}
+
+/* Greedy interval partitioning over ops sorted by ready time: each op
+ * (wait included) takes the lane that freed first, a new one if none has. */
+static void assign_lanes(trace_op_t *t, long n)
+{
+    int64_t free_at[TRACE_LANES];
+    int nl = 0;
+    for (long i = 0; i < n; i++) {
+        if (i == 0 || t[i].o.rank != t[i - 1].o.rank || t[i].o.stream != t[i - 1].o.stream)
+            nl = 0;
+        int best = 0;
+        for (int l = 1; l < nl; l++)
+            if (free_at[l] < free_at[best])
+                best = l;
+        if ((nl == 0 || free_at[best] > t[i].o.t_ready_ns) && nl < TRACE_LANES)
+            best = nl++;
+        t[i].lane = best;
+        free_at[best] = t[i].o.t_end_ns;
+    }
+}
+
+typedef struct {
+    FILE *f;
+    int bad;   /* a write failed */
+    int first; /* no event written yet: no comma */
+} trace_w_t;
+
+static void emit(trace_w_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void emit(trace_w_t *w, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (fputs(w->first ? "\n" : ",\n", w->f) < 0 || vfprintf(w->f, fmt, ap) < 0)
+        w->bad = 1;
+    va_end(ap);
+    w->first = 0;
+}
+
+/* Nanoseconds as exact decimal microseconds: 1234567 -> "1234.567". */
+static const char *us(int64_t ns, char buf[32])
+{
+    snprintf(buf, 32, "%lld.%03lld", (long long)(ns / 1000), (long long)(ns % 1000));
+    return buf;
+}
+
+static const char *op_name(const sim_rec_t *o, char *buf, size_t size)
+{
+    char kind[16];
+    if (o->kind >= 0 && o->kind < sched_nkinds)
+        snprintf(kind, sizeof kind, "%s", sched_kind_names[o->kind]);
+    else
+        snprintf(kind, sizeof kind, "op%d", o->kind);
+    if (o->kind == SOP_FWD || o->kind == SOP_BWD)
+        snprintf(buf, size, "%s mb=%d c=%d", kind, o->mb, o->chunk);
+    else if ((o->kind == SOP_DP_GATHER || o->kind == SOP_DP_REDUCE) && o->chunk >= 0)
+        snprintf(buf, size, "%s piece=%d", kind, o->chunk);
+    else
+        snprintf(buf, size, "%s", kind);
+    return buf;
+}
+
+static int trace_tid(const trace_op_t *t)
+{
+    return t->o.stream + STREAM_COUNT * t->lane;
+}
+
+/* Process name once per rank, thread name once per (rank, stream, lane). */
+static void emit_names(trace_w_t *w, const trace_op_t *t, const trace_op_t *prev, unsigned char *named)
+{
+    int pid = t->o.rank, tid = trace_tid(t);
+    if (!prev || prev->o.rank != pid) {
+        memset(named, 0, STREAM_COUNT * TRACE_LANES);
+        emit(w, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}}", pid, pid);
+        emit(w, "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"sort_index\":%d}}", pid, pid);
+    }
+    if (named[tid] || t->o.stream < 0 || t->o.stream >= STREAM_COUNT)
+        return;
+    named[tid] = 1;
+    char lane[16] = "";
+    if (t->lane)
+        snprintf(lane, sizeof lane, " %d", t->lane + 1);
+    emit(w, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s%s\"}}", pid, tid,
+         sched_stream_names[t->o.stream], lane);
+    emit(w, "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}", pid,
+         tid, t->o.stream * TRACE_LANES + t->lane);
+}
+
+static void emit_op(trace_w_t *w, const trace_op_t *t)
+{
+    const sim_rec_t *o = &t->o;
+    char name[64], a[32], b[32], c[32];
+    op_name(o, name, sizeof name);
+    if (o->t_start_ns > o->t_ready_ns)
+        emit(w, "{\"name\":\"wait\",\"cat\":\"wait\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%s,\"dur\":%s,"
+                "\"cname\":\"grey\",\"args\":{\"for\":\"%s\"}}",
+             o->rank, trace_tid(t), us(o->t_ready_ns, a), us(o->t_start_ns - o->t_ready_ns, b), name);
+    emit(w, "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%s,\"dur\":%s,"
+            "\"args\":{\"mb\":%d,\"chunk\":%d,\"t_ready_us\":%s}}",
+         name, o->kind >= 0 && o->kind < sched_nkinds ? sched_kind_names[o->kind] : "op", o->rank, trace_tid(t),
+         us(o->t_start_ns, a), us(o->t_end_ns - o->t_start_ns, b), o->mb, o->chunk, us(o->t_ready_ns, c));
+}
+
+static void emit_trace(trace_w_t *w, const trace_op_t *t, long n)
+{
+    unsigned char named[STREAM_COUNT * TRACE_LANES];
+    if (fputs("{\"traceEvents\": [", w->f) < 0)
+        w->bad = 1;
+    for (long i = 0; i < n; i++) {
+        emit_names(w, &t[i], i ? &t[i - 1] : NULL, named);
+        emit_op(w, &t[i]);
+    }
+    if (fputs("\n],\n\"displayTimeUnit\": \"ms\"}\n", w->f) < 0)
+        w->bad = 1;
+}
+
+static int write_trace_file(const char *tmp, const char *path, const trace_op_t *t, long n, char *err, int len)
+{
+    trace_w_t w = {fopen(tmp, "w"), 0, 1};
+    if (!w.f) {
+        snprintf(err, len, "%s: cannot create %s (%s)", path, tmp, strerror(errno));
+        return -1;
+    }
+    emit_trace(&w, t, n);
+    int bad = w.bad || ferror(w.f);
+    if (fclose(w.f) != 0 || bad) {
+        snprintf(err, len, "%s: writing %s failed (%s)", path, tmp, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int sim_write_trace(const char *path, const sim_result_t *r, char *err, int errlen)
+{
+    char tmp[4096];
+    if (tmp_name(path, tmp, sizeof tmp, err, errlen))
+        return -1;
+    long n = r->ntimeline;
+    trace_op_t *t = calloc(n > 0 ? n : 1, sizeof *t);
+    if (!t) {
+        snprintf(err, errlen, "%s: out of memory for %ld trace events", path, n);
+        return -1;
+    }
+    for (long i = 0; i < n; i++)
+        t[i] = (trace_op_t){r->timeline[i], i, 0};
+    qsort(t, n, sizeof *t, trace_cmp);
+    assign_lanes(t, n);
+    int rc = write_trace_file(tmp, path, t, n, err, errlen);
+    free(t);
+    return tmp_commit(tmp, path, rc, err, errlen);
+}
