@@ -9,6 +9,8 @@ int cmd_predict(int argc, char **argv);
 int cmd_hardware(int argc, char **argv);
 int cmd_schedule(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);
+int cmd_reproduce(int argc, char **argv);
+extern const opt_table reproduce_opts;
 extern const opt_table predict_opts, hardware_opts, schedule_opts, simulate_opts;
 
 const cli_cmd_t cli_cmds[] = {
@@ -18,6 +20,9 @@ const cli_cmd_t cli_cmds[] = {
     {"simulate", "Discrete-event simulation of every rank's op program: iteration time, MFU, where time goes.",
      "[JOB.json ...] [flags] [--no-fold] [--slow-rank R:F] [--slow-link NODE:F] [--slow-hosts FRACTION]",
      "megasim simulate --preset megatron-lm --slow-rank 17:1.2 --json", cmd_simulate, 1, &simulate_opts},
+    {"reproduce", "Rebuild MegaScale's Table 2, Table 3 and Figure 9: paper vs closed form vs simulator, with errors.",
+     "[all|table2|table3|fig9|quick] [--out FILE.h5] [--no-sim]", "megasim reproduce table3",
+     cmd_reproduce, 0, &reproduce_opts},
     {"schedule", "Print one rank's op program, one op a line; --verify checks all stages' programs agree.",
      "[JOB.json ...] [flags] [--rank R] [--layers] [--verify]",
      "megasim schedule --num-gpus 8 --tensor-model-parallel-size 1 --global-batch-size 16 --rank 0",

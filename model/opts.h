@@ -42,7 +42,7 @@ typedef struct {
     const char *what;    /* "job", "gpu profile", ... for messages */
 } opt_table;
 
-#define OPT_ERR_LEN 512
+#define OPT_ERR_LEN 1536
 
 /* Sets every option that has a default. Options without one are left as
  * they are (the caller must then require them). */

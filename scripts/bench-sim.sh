@@ -13,7 +13,7 @@ for sys in megascale megatron-lm; do
     batch=$([ "$gpus" = 256 ] && echo 768 || echo 6144)
     for mode in folded unfolded; do
       flag=$([ "$mode" = unfolded ] && echo --no-fold || echo)
-      /usr/bin/time -f '%e %M' -o /tmp/bench_sim.$$ $bin simulate experiments/megascale/175b-$sys-12288.json \
+      /usr/bin/time -f '%e %M' -o /tmp/bench_sim.$$ $bin simulate experiments/megascale/table2-$sys-12288.json \
         --num-gpus "$gpus" --global-batch-size "$batch" $flag --json > /tmp/bench_sim_out.$$ 2>/dev/null
       read -r wall kb < /tmp/bench_sim.$$
       events=$(python3 -c "import json; print(int(json.load(open('/tmp/bench_sim_out.$$'))['simulation']['events']))")

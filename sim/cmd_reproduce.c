@@ -1,0 +1,435 @@
+/* cmd_reproduce: `megasim reproduce [SET]`: runs the closed form and the
+ * simulator on every row of MegaScale's Table 2, Table 3 and Figure 9
+ * (experiments/megascale/ *.json, each with the paper's value beside it),
+ * prints paper vs predicted with the error in MFU points per executor and
+ * per set, and writes results/megascale.h5 (kind "reproduce": /table2,
+ * /table3, /fig9 and every row's configuration) with CSV beside it. */
+#include "model/cli.h"
+#include "model/report.h"
+#include "sim/engine.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <hdf5.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef MEGASIM_EXPERIMENTS_DIR
+#define MEGASIM_EXPERIMENTS_DIR "experiments"
+#endif
+
+enum { SET_TABLE2, SET_TABLE3, SET_FIG9, NSETS };
+static const char *const set_names[NSETS] = {"table2", "table3", "fig9"};
+
+typedef struct {
+    char set[16], experiments[512], out[512];
+    int sim, help;
+} reproduce_opts_t;
+
+#define RO(f) offsetof(reproduce_opts_t, f)
+static const opt_def reproduce_defs[] = {
+    {"set", OPT_STR, RO(set), 0, 16, "all", 0, "reproduce",
+     "rows to run: all, table2, table3, fig9, or quick (three rows; also the first argument)"},
+    {"experiments", OPT_STR, RO(experiments), 0, 512, MEGASIM_EXPERIMENTS_DIR "/megascale", 0, "reproduce",
+     "folder of the row files"},
+    {"out", OPT_STR, RO(out), 0, 512, "results/megascale.h5", 0, "reproduce", "HDF5 result file (CSV beside it)"},
+    {"sim", OPT_BOOL, RO(sim), 0, 1, "true", 0, "reproduce", "run the simulator too (--no-sim: closed form only)"},
+    {"help", OPT_BOOL, RO(help), 0, 1, "false", 0, "reproduce", "show this help"},
+};
+const opt_table reproduce_opts = {reproduce_defs, sizeof reproduce_defs / sizeof reproduce_defs[0], "reproduce option"};
+
+/* One row: what the paper says and what both executors predict. */
+typedef struct {
+    char name[64], adds[96];
+    int set, system, gpus, batch, row;
+    double paper_mfu, paper_iter_s, closed_mfu, closed_iter_s, sim_mfu, sim_iter_s;
+    char *config; /* the row's effective configuration, JSON */
+} row_t;
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The row files of the chosen set, sorted by name. */
+static int list_rows(const char *dir, const char *set, char ***names, int *n, char *err)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        snprintf(err, OPT_ERR_LEN, "--experiments %s: cannot open: %s", dir, strerror(errno));
+        return -1;
+    }
+    static const char *quick[] = {"table2-megatron-lm-12288.json", "table2-megascale-12288.json", "table3-row1.json"};
+    struct dirent *e;
+    *n = 0, *names = NULL;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        int want = len > 5 && !strcmp(e->d_name + len - 5, ".json");
+        if (!strcmp(set, "quick")) {
+            want = 0;
+            for (int i = 0; i < 3; i++)
+                want |= !strcmp(e->d_name, quick[i]);
+        } else if (strcmp(set, "all")) {
+            want &= !strncmp(e->d_name, set, strlen(set)) && e->d_name[strlen(set)] == '-';
+        } else {
+            want &= !strncmp(e->d_name, "table", 5) || !strncmp(e->d_name, "fig9", 4);
+        }
+        if (!want)
+            continue;
+        char **nn = realloc(*names, sizeof(char *) * (*n + 1));
+        if (!nn)
+            break;
+        *names = nn;
+        (*names)[(*n)++] = strdup(e->d_name);
+    }
+    closedir(d);
+    if (*n)
+        qsort(*names, *n, sizeof(char *), cmp_str);
+    return 0;
+}
+
+/* Reads the "paper" object of a row file. */
+static int read_paper(const char *path, row_t *row, char *err)
+{
+    cJSON *root;
+    if (opts_read_json_file(path, &root, err))
+        return -1;
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "paper");
+    const cJSON *set = cJSON_GetObjectItemCaseSensitive(p, "set"), *mfu = cJSON_GetObjectItemCaseSensitive(p, "mfu");
+    int rc = 0;
+    row->set = -1;
+    for (int s = 0; cJSON_IsString(set) && s < NSETS; s++)
+        if (!strcmp(set->valuestring, set_names[s]))
+            row->set = s;
+    if (row->set < 0 || !cJSON_IsNumber(mfu)) {
+        snprintf(err, OPT_ERR_LEN, "%s: needs \"paper\": {\"set\": table2|table3|fig9, \"mfu\": number, ...}", path);
+        rc = -1;
+    } else {
+        row->paper_mfu = mfu->valuedouble;
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(p, "iteration_time_s");
+        const cJSON *r = cJSON_GetObjectItemCaseSensitive(p, "row"), *adds = cJSON_GetObjectItemCaseSensitive(p, "adds");
+        row->paper_iter_s = cJSON_IsNumber(it) ? it->valuedouble : NAN;
+        row->row = cJSON_IsNumber(r) ? r->valueint : 0;
+        snprintf(row->adds, sizeof row->adds, "%s", cJSON_IsString(adds) ? adds->valuestring : "");
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
+static int run_row(const char *dir, const char *file, int sim, row_t *row, char *err)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    snprintf(row->name, sizeof row->name, "%.*s", (int)(strlen(file) - 5), file);
+    if (read_paper(path, row, err))
+        return -1;
+    job_t job;
+    hw_t hw;
+    char *argv[] = {path};
+    if (job_parse(&job, 1, argv, NULL, NULL, err) || job_hardware(&job, &hw, err) ||
+        job_finalize(&job, hw.cluster.gpus_per_node, err))
+        return -1;
+    estimate_t e;
+    estimate_job(&job, &hw, &e);
+    row->system = job.preset == PRESET_MEGASCALE, row->gpus = job.num_gpus, row->batch = job.global_batch_size;
+    row->closed_mfu = e.mfu, row->closed_iter_s = e.iteration_s;
+    row->sim_mfu = row->sim_iter_s = NAN;
+    if (sim) {
+        static sim_opts_t o = {.fold = 1};
+        sim_result_t r;
+        if (sim_run(&job, &hw, &o, &r, err, OPT_ERR_LEN))
+            return -1;
+        row->sim_iter_s = r.iteration_ns * 1e-9;
+        row->sim_mfu = e.work.model_flops_per_iter / (row->sim_iter_s * job.num_gpus * e.peak_flops);
+        sim_result_free(&r);
+    }
+    cJSON *c = report_config_json(&job, &hw);
+    row->config = cJSON_PrintUnformatted(c);
+    cJSON_Delete(c);
+    return 0;
+}
+
+/* ---- report --------------------------------------------------------- */
+
+static void print_set(const row_t *rows, int n, int set, int sim)
+{
+    static const char *titles[NSETS] = {"Table 2: 175B strong scaling", "Table 3: ablation, 175B on 256 GPUs",
+                                        "Figure 9: 530B weak scaling"};
+    double sum[2] = {0, 0}, worst[2] = {0, 0};
+    int k = 0, signs = 0, signs_ok = 0;
+    const row_t *prev = NULL;
+    for (int i = 0; i < n; i++)
+        k += rows[i].set == set;
+    if (!k)
+        return;
+    k = 0;
+    printf("\n%s (MFU %%; error = predicted - paper, in points)\n", titles[set]);
+    printf("  %-26s %6s %6s  %8s %6s  %8s %6s\n", "row", "gpus", "paper", "closed", "error", "sim", "error");
+    for (int i = 0; i < n; i++) {
+        const row_t *r = &rows[i];
+        if (r->set != set)
+            continue;
+        double ec = 100 * (r->closed_mfu - r->paper_mfu), es = 100 * (r->sim_mfu - r->paper_mfu);
+        printf("  %-26s %6d %6.1f  %8.1f %+6.1f  %8.1f %+6.1f\n", r->name, r->gpus, 100 * r->paper_mfu,
+               100 * r->closed_mfu, ec, 100 * r->sim_mfu, es);
+        sum[0] += fabs(ec), sum[1] += fabs(es), k++;
+        worst[0] = fmax(worst[0], fabs(ec)), worst[1] = fmax(worst[1], fabs(es));
+        if (set == SET_TABLE3 && prev) { /* each technique's increment, with the paper's sign? */
+            double dp = r->paper_mfu - prev->paper_mfu, dm = (sim ? r->sim_mfu - prev->sim_mfu : r->closed_mfu - prev->closed_mfu);
+            signs++, signs_ok += (dp > 0) == (dm > 0);
+        }
+        prev = r;
+    }
+    printf("  mean |error| %.2f points (closed form), %.2f (simulator); max %.2f and %.2f\n", sum[0] / k,
+           sim ? sum[1] / k : NAN, worst[0], sim ? worst[1] : NAN);
+    if (set == SET_TABLE3 && signs)
+        printf("  increments with the paper's sign: %d of %d (%s)\n", signs_ok, signs, sim ? "simulator" : "closed form");
+}
+
+/* ---- outputs: HDF5 and CSV ------------------------------------------ */
+
+typedef struct {
+    const char *name;
+    size_t off;
+    int is_int;
+} col_t;
+
+#define C_I(f) {#f, offsetof(row_t, f), 1}
+#define C_D(f) {#f, offsetof(row_t, f), 0}
+static const col_t cols2[] = {C_I(system), C_I(gpus), C_I(batch), C_D(paper_mfu), C_D(closed_mfu), C_D(sim_mfu),
+                              C_D(paper_iter_s), C_D(closed_iter_s), C_D(sim_iter_s)};
+static const col_t cols3[] = {C_I(row), C_D(paper_mfu), C_D(closed_mfu), C_D(sim_mfu)};
+static const col_t cols9[] = {C_I(system), C_I(gpus), C_D(paper_mfu), C_D(closed_mfu), C_D(sim_mfu)};
+static const struct {
+    const col_t *cols;
+    int n;
+} set_cols[NSETS] = {{cols2, 9}, {cols3, 4}, {cols9, 5}};
+
+/* A variable-length string: no 64 KiB limit (the rows' configuration is
+ * larger than a fixed-size attribute may be). */
+static int put_str_attr(hid_t obj, const char *name, const char *value)
+{
+    hid_t st = H5Tcopy(H5T_C_S1), as = H5Screate(H5S_SCALAR);
+    H5Tset_size(st, H5T_VARIABLE);
+    H5Tset_cset(st, H5T_CSET_UTF8);
+    hid_t a = H5Acreate2(obj, name, st, as, H5P_DEFAULT, H5P_DEFAULT);
+    int rc = a < 0 || H5Awrite(a, st, &value) < 0 ? -1 : 0;
+    H5Aclose(a), H5Sclose(as), H5Tclose(st);
+    return rc;
+}
+
+/* Packs the set's rows into a little-endian compound dataset, one 4- or
+ * 8-byte field per column. */
+static int write_table(hid_t file, const row_t *rows, int n, int set)
+{
+    const col_t *cols = set_cols[set].cols;
+    int nc = set_cols[set].n, nr = 0;
+    size_t size = 0, offs[16];
+    for (int c = 0; c < nc; c++)
+        offs[c] = size, size += cols[c].is_int ? 4 : 8;
+    for (int i = 0; i < n; i++)
+        nr += rows[i].set == set;
+    if (!nr)
+        return 0;
+    unsigned char *buf = calloc(nr, size);
+    hid_t t = H5Tcreate(H5T_COMPOUND, size);
+    for (int c = 0; c < nc; c++)
+        H5Tinsert(t, cols[c].name, offs[c], cols[c].is_int ? H5T_STD_I32LE : H5T_IEEE_F64LE);
+    for (int i = 0, k = 0; i < n && buf; i++) {
+        if (rows[i].set != set)
+            continue;
+        for (int c = 0; c < nc; c++) {
+            const char *src = (const char *)&rows[i] + cols[c].off;
+            if (cols[c].is_int) {
+                int32_t v = *(const int *)src;
+                memcpy(buf + k * size + offs[c], &v, 4);
+            } else {
+                memcpy(buf + k * size + offs[c], src, 8);
+            }
+        }
+        k++;
+    }
+    hsize_t dim = nr;
+    hid_t sp = H5Screate_simple(1, &dim, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_obj_track_times(dcpl, 0);
+    hid_t ds = H5Dcreate2(file, set_names[set], t, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    int rc = !buf || ds < 0 || H5Dwrite(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0 ? -1 : 0;
+    H5Pclose(dcpl), H5Sclose(sp), H5Tclose(t);
+    free(buf);
+    if (ds >= 0 && set == SET_TABLE3) { /* row labels, for the ablation figure */
+        char adds[2048] = "";
+        for (int i = 0; i < n; i++)
+            if (rows[i].set == SET_TABLE3)
+                snprintf(adds + strlen(adds), sizeof adds - strlen(adds), "%s%s", adds[0] ? "|" : "", rows[i].adds);
+        rc |= put_str_attr(ds, "adds", adds);
+    }
+    if (ds >= 0)
+        H5Dclose(ds);
+    return rc;
+}
+
+/* Every row's configuration, and how the run was asked for. */
+static char *config_json(const row_t *rows, int n, const reproduce_opts_t *ro)
+{
+    cJSON *c = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(c, "rows");
+    cJSON_AddStringToObject(c, "version", MEGASIM_VERSION);
+    cJSON_AddItemToObject(c, "reproduce", opts_to_json(&reproduce_opts, ro));
+    for (int i = 0; i < n; i++) {
+        cJSON *r = cJSON_CreateObject();
+        cJSON_AddStringToObject(r, "name", rows[i].name);
+        cJSON_AddItemToObject(r, "config", cJSON_Parse(rows[i].config));
+        cJSON_AddItemToArray(arr, r);
+    }
+    char *s = cJSON_PrintUnformatted(c);
+    cJSON_Delete(c);
+    return s;
+}
+
+static int write_h5(const char *path, const row_t *rows, int n, const reproduce_opts_t *ro, char *err)
+{
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+    hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+    H5Pclose(fcpl);
+    if (f < 0) {
+        snprintf(err, OPT_ERR_LEN, "--out %s: cannot create the file (does its folder exist and is it writable?)", path);
+        return -1;
+    }
+    char *cfg = config_json(rows, n, ro);
+    int rc = !cfg || put_str_attr(f, "megasim_version", MEGASIM_VERSION) || put_str_attr(f, "kind", "reproduce") ||
+             put_str_attr(f, "system_names", "megatron-lm,megascale") || put_str_attr(f, "config_json", cfg);
+    free(cfg);
+    for (int s = 0; s < NSETS && !rc; s++)
+        rc = write_table(f, rows, n, s);
+    rc |= H5Fclose(f) < 0;
+    if (rc || rename(tmp, path)) {
+        unlink(tmp);
+        snprintf(err, OPT_ERR_LEN, "--out %s: writing the HDF5 file failed", path);
+        return -1;
+    }
+    return 0;
+}
+
+/* CSV beside the HDF5 file: NAME-SET.csv, the same columns plus the row name. */
+static int write_csv(const char *h5, const row_t *rows, int n, char *err)
+{
+    char base[1024];
+    snprintf(base, sizeof base, "%s", h5);
+    char *dot = strrchr(base, '.');
+    if (dot && !strchr(dot, '/'))
+        *dot = 0;
+    for (int s = 0; s < NSETS; s++) {
+        char path[1100], tmp[1200];
+        snprintf(path, sizeof path, "%s-%s.csv", base, set_names[s]);
+        snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+        int any = 0;
+        for (int i = 0; i < n; i++)
+            any |= rows[i].set == s;
+        if (!any)
+            continue;
+        FILE *f = fopen(tmp, "w");
+        if (!f) {
+            snprintf(err, OPT_ERR_LEN, "%s: cannot write: %s", path, strerror(errno));
+            return -1;
+        }
+        fprintf(f, "name");
+        for (int c = 0; c < set_cols[s].n; c++)
+            fprintf(f, ",%s", set_cols[s].cols[c].name);
+        fputc('\n', f);
+        for (int i = 0; i < n; i++) {
+            if (rows[i].set != s)
+                continue;
+            fprintf(f, "%s", rows[i].name);
+            for (int c = 0; c < set_cols[s].n; c++) {
+                const char *src = (const char *)&rows[i] + set_cols[s].cols[c].off;
+                if (set_cols[s].cols[c].is_int)
+                    fprintf(f, ",%d", *(const int *)src);
+                else
+                    fprintf(f, ",%.9g", *(const double *)src);
+            }
+            fputc('\n', f);
+        }
+        if (fclose(f) || rename(tmp, path)) {
+            unlink(tmp);
+            snprintf(err, OPT_ERR_LEN, "%s: cannot write", path);
+            return -1;
+        }
+        fprintf(stderr, "wrote %s\n", path);
+    }
+    return 0;
+}
+
+/* Makes the output file's folder (one level, e.g. results/). */
+static void make_parent(const char *path)
+{
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir) {
+        *slash = 0;
+        mkdir(dir, 0755);
+    }
+}
+
+int cmd_reproduce(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv))
+        return 0;
+    reproduce_opts_t ro;
+    job_t unused;
+    char err[OPT_ERR_LEN];
+    int shift = argc > 1 && argv[1][0] != '-'; /* megasim reproduce table3 */
+    if (job_parse(&unused, argc - 1 - shift, argv + 1 + shift, &reproduce_opts, &ro, err))
+        return cli_fail("reproduce", err);
+    if (shift)
+        snprintf(ro.set, sizeof ro.set, "%s", argv[1]);
+    if (strcmp(ro.set, "all") && strcmp(ro.set, "quick") && strcmp(ro.set, "table2") && strcmp(ro.set, "table3") &&
+        strcmp(ro.set, "fig9")) {
+        snprintf(err, sizeof err, "set '%s' is not known; choose all, table2, table3, fig9 or quick", ro.set);
+        return cli_fail("reproduce", err);
+    }
+    char **files;
+    int n;
+    if (list_rows(ro.experiments, ro.set, &files, &n, err))
+        return cli_fail("reproduce", err);
+    if (!n) {
+        snprintf(err, sizeof err, "no row files for set '%s' in %s", ro.set, ro.experiments);
+        return cli_fail("reproduce", err);
+    }
+    /* A bad --out fails now, before any work or progress output. */
+    make_parent(ro.out);
+    char probe[1100];
+    snprintf(probe, sizeof probe, "%s.tmp.%d", ro.out, (int)getpid());
+    FILE *pf = fopen(probe, "w");
+    if (!pf) {
+        snprintf(err, sizeof err, "--out %s: cannot create the file (does its folder exist and is it writable?)", ro.out);
+        for (int i = 0; i < n; i++)
+            free(files[i]);
+        free(files);
+        return cli_fail("reproduce", err);
+    }
+    fclose(pf);
+    unlink(probe);
+    row_t *rows = calloc(n, sizeof *rows);
+    int rc = rows ? 0 : -1;
+    for (int i = 0; i < n && !rc; i++) {
+        fprintf(stderr, "[%d/%d] %s\n", i + 1, n, files[i]);
+        rc = run_row(ro.experiments, files[i], ro.sim, &rows[i], err);
+    }
+    if (!rc) {
+        for (int s = 0; s < NSETS; s++)
+            print_set(rows, n, s, ro.sim);
+        rc = write_h5(ro.out, rows, n, &ro, err) || write_csv(ro.out, rows, n, err);
+        if (!rc)
+            fprintf(stderr, "wrote %s\n", ro.out);
+    }
+    for (int i = 0; i < n; i++)
+        free(files[i]), free(rows ? rows[i].config : NULL);
+    free(files), free(rows);
+    return rc ? cli_fail("reproduce", err) : 0;
+}
