@@ -15,7 +15,7 @@
 #include <string.h>
 
 typedef struct {
-    int json, fold, help;
+    int json, fold, help, network, ecmp;
     char slow_rank[1024], slow_link[1024];
     char out[1024], trace[1024], trace_ranks[1024];
     double slow_hosts, slow_factor;
@@ -25,6 +25,11 @@ typedef struct {
 #define SO(f) offsetof(simulate_opts_t, f)
 static const opt_def simulate_defs[] = {
     {"json", OPT_BOOL, SO(json), 0, 1, "false", 0, "simulate", "print one JSON object instead of the report"},
+    {"network", OPT_ENUM, SO(network), 0, 0, "alpha-beta", "alpha-beta|flows", "simulate",
+     "transfers and DP collectives: alpha-beta on idle links, or flows sharing the fabric's links "
+     "max-min (every rank is played)"},
+    {"ecmp", OPT_ENUM, SO(ecmp), 0, 0, "hash", "hash|ideal", "simulate",
+     "with --network flows: hash each flow to one uplink (collisions as in ECMP) or split evenly"},
     {"fold", OPT_BOOL, SO(fold), 0, 1, "true", 0, "simulate",
      "simulate identical ranks once (--no-fold: every rank)"},
     {"slow-rank", OPT_STR, SO(slow_rank), 0, 1024, "", 0, "simulate",
@@ -79,7 +84,7 @@ static void line(const char *what, int64_t sim_ns, double cf_s, int64_t total)
     printf("  %-28s %10.4f s  %5.1f%%   closed form %10.4f s\n", what, sim_ns * 1e-9, 100.0 * sim_ns / total, cf_s);
 }
 
-static void result_text(const job_t *job, const estimate_t *e, const sim_result_t *r)
+static void result_text(const job_t *job, const estimate_t *e, const sim_result_t *r, int so_network_flows)
 {
     const sim_account_t *a = &r->critical;
     const breakdown_t *b = &e->br;
@@ -100,6 +105,15 @@ static void result_text(const job_t *job, const estimate_t *e, const sim_result_
     line("exposed DP communication", a->dp, b->exposed_dp_comm_s, r->iteration_ns);
     line("optimizer step", a->optimizer, b->optimizer_s, r->iteration_ns);
     line("other (host, embedding sync)", a->other, b->other_s, r->iteration_ns);
+    if (r->ncontended) {
+        printf("\nbusiest links (time at full capacity, and the most flows that shared each):\n");
+        for (int i = 0; i < r->ncontended; i++)
+            printf("  %-36s full %.4f s of %.4f s busy, %.3g GB carried, up to %d flows at once\n",
+                   r->contended[i].name, r->contended[i].full_s, r->contended[i].busy_s, r->contended[i].bytes / 1e9,
+                   r->contended[i].max_flows);
+    } else if (r->entities && so_network_flows) {
+        printf("\nno link was ever shared at full capacity: no contention\n");
+    }
 }
 
 /* The ranks to record, checked always (bad input fails even without
@@ -149,6 +163,7 @@ int cmd_simulate(int argc, char **argv)
     static sim_opts_t o;
     memset(&o, 0, sizeof o);
     o.fold = so.fold;
+    o.network = so.network, o.ecmp_ideal = so.ecmp;
     int nodes = (job.num_gpus + hw.cluster.gpus_per_node - 1) / hw.cluster.gpus_per_node;
     if (sim_parse_slow(so.slow_rank, "slow-rank", job.num_gpus, o.slow_ranks, &o.nslow_ranks, err, sizeof err) ||
         sim_parse_slow(so.slow_link, "slow-link", nodes, o.slow_links, &o.nslow_links, err, sizeof err) ||
@@ -169,7 +184,7 @@ int cmd_simulate(int argc, char **argv)
     if (!rc && so.json)
         cli_print_json(sim_summary_json(&job, &hw, &e, &r, sim_config));
     else if (!rc)
-        result_text(&job, &e, &r);
+        result_text(&job, &e, &r, so.network == SIM_NET_FLOWS);
     cJSON_Delete(sim_config);
     sim_result_free(&r);
     return rc ? cli_fail("simulate", err) : 0;

@@ -7,6 +7,7 @@
 #include "model/cost.h"
 #include "model/layer.h"
 #include "sim/heap.h"
+#include "sim/net.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -15,7 +16,7 @@
 #include <time.h>
 
 enum { SLOT_FREE, SLOT_QUEUED, SLOT_RUNNING };
-enum { EV_OP_DONE, EV_MEET_DONE, EV_XFER_DONE };
+enum { EV_OP_DONE, EV_MEET_DONE, EV_XFER_DONE, EV_NET };
 enum { GK_TP, GK_DP, GK_EMB };
 
 typedef struct {
@@ -80,10 +81,26 @@ typedef struct {
 
 } meet_t;
 
+/* What a network flow belongs to: a pipeline transfer (both sides' ops)
+ * or one edge of a collective's ring (done when all its edges are). */
+typedef struct {
+    int is_coll;
+    int ent[2], stream[2], slot[2]; /* transfer: sender, receiver */
+    uint64_t key;                    /* collective: meeting key */
+    int kind, left;                  /* collective: group kind, edges running */
+    int64_t delay_ns;                /* added after the last byte (launch, steps) */
+    int next_free;
+} flow_job_t;
+
 typedef struct {
     const job_t *job;
     const hw_t *hw;
     const sim_opts_t *opts;
+    sim_net *net;         /* flows mode: the fabric */
+    event_t net_ev;       /* the one pending "network changes" event */
+    int net_dirty;        /* flows started or ended since it was scheduled */
+    flow_job_t *fj;
+    int fj_cap, fj_free;
     int p, v, E_tp, classes;
     int *cls_rep;        /* [classes]: DP replica each class stands for */
     int *cls_count;      /* [classes]: replicas in it */
@@ -154,6 +171,82 @@ static int ev_at(sim_t *S, int64_t t, int type, int ent, int stream, int slot, u
     if (!ev || sim_heap_push(&S->heap, &ev->node, (uint64_t)t, S->seq++))
         return -1;
     ev->type = type, ev->ent = ent, ev->stream = stream, ev->slot = slot, ev->key = key;
+    return 0;
+}
+
+/* ---- flows (network = flows) --------------------------------------- */
+
+static int fj_alloc(sim_t *S)
+{
+    if (S->fj_free < 0) {
+        int cap = S->fj_cap ? S->fj_cap * 2 : 1024;
+        flow_job_t *f = realloc(S->fj, sizeof *f * cap);
+        if (!f)
+            return -1;
+        for (int i = S->fj_cap; i < cap; i++)
+            f[i].next_free = i + 1 < cap ? i + 1 : -1;
+        S->fj = f, S->fj_free = S->fj_cap, S->fj_cap = cap;
+    }
+    int i = S->fj_free;
+    S->fj_free = S->fj[i].next_free;
+    memset(&S->fj[i], 0, sizeof S->fj[i]);
+    return i;
+}
+
+static int net_flow(sim_t *S, int src_gpu, int dst_gpu, double bytes, int job)
+{
+    S->net_dirty = 1;
+    return sim_net_flow_start(S->net, src_gpu, dst_gpu, (uint64_t)(bytes > 1 ? bytes : 1), (uint64_t)job,
+                              (uint64_t)S->now) < 0 ? -1 : 0;
+}
+
+/* The transfer-done event of a pipeline transfer, sides in the event. */
+static int xfer_event(sim_t *S, int64_t t, const int ent[2], const int st[2], const int sl[2])
+{
+    event_t *ev = ev_new(S);
+    if (!ev || sim_heap_push(&S->heap, &ev->node, (uint64_t)t, S->seq++))
+        return -1;
+    ev->type = EV_XFER_DONE, ev->ent = ent[0], ev->stream = st[0], ev->slot = sl[0];
+    ev->ent2 = ent[1], ev->stream2 = st[1], ev->slot2 = sl[1];
+    return 0;
+}
+
+/* Keeps the one network event at the fabric's next change. */
+static int net_resched(sim_t *S)
+{
+    uint64_t t;
+    S->net_dirty = 0;
+    if (!sim_net_next_event(S->net, &t)) {
+        if (sim_heap_queued(&S->net_ev.node))
+            sim_heap_remove(&S->heap, &S->net_ev.node);
+        return 0;
+    }
+    if (sim_heap_queued(&S->net_ev.node)) {
+        sim_heap_update(&S->heap, &S->net_ev.node, t, S->seq++);
+        return 0;
+    }
+    return sim_heap_push(&S->heap, &S->net_ev.node, t, S->seq++);
+}
+
+/* Flows that ended: a transfer completes (after the launch latency); a
+ * collective when its last ring edge has. */
+static int net_event(sim_t *S)
+{
+    sim_net_done d;
+    sim_net_advance(S->net, (uint64_t)S->now);
+    while (sim_net_pop_done(S->net, &d)) {
+        flow_job_t *j = &S->fj[d.tag];
+        int rc = 0;
+        if (!j->is_coll)
+            rc = xfer_event(S, S->now + j->delay_ns, j->ent, j->stream, j->slot);
+        else if (--j->left == 0)
+            rc = ev_at(S, S->now + j->delay_ns, EV_MEET_DONE, j->ent[0], j->stream[0], j->kind, j->key);
+        if (!j->is_coll || j->left == 0)
+            j->next_free = S->fj_free, S->fj_free = (int)d.tag;
+        if (rc)
+            return -1;
+    }
+    S->net_dirty = 1;
     return 0;
 }
 
@@ -319,6 +412,36 @@ static int members(const sim_t *S, int kind, const entity_t *e0, int *out)
 
 static uint64_t meet_key(int kind, long gid, long seq) { return ((uint64_t)(kind + 1) << 61) | ((uint64_t)gid << 36) | (uint64_t)seq; }
 
+/* A DP collective on the fabric: one flow per ring edge, each carrying the
+ * ring's share of the bytes ((n-1)/n of them for all-gather and
+ * reduce-scatter, twice that for all-reduce), then the launch and per-step
+ * latencies. On idle links this is the alpha-beta ring; under load the
+ * edges share links max-min with everything else. */
+static int ring_flows(sim_t *S, int ent, int stream, uint64_t key, int n)
+{
+    const entity_t *e = &S->e[ent];
+    const sched_op_t *op = &e->q[stream].s[e->q[stream].head].op;
+    int ar = op->kind == SOP_DP_REDUCE && S->job->zero_stage == 0;
+    double frac = (ar ? 2.0 : 1.0) * (n - 1) / n;
+    int steps = (ar ? 2 : 1) * (n - 1);
+    int job = fj_alloc(S);
+    if (job < 0)
+        return -1;
+    flow_job_t *j = &S->fj[job];
+    j->is_coll = 1, j->key = key, j->kind = GK_DP, j->left = n;
+    j->ent[0] = ent, j->stream[0] = stream;
+    j->delay_ns = ns(S->hw->cluster.coll_launch_us * 1e-6 + steps * S->hw->cluster.alpha_net_us * 1e-6);
+    int *mem = malloc(sizeof(int) * n);
+    if (!mem)
+        return -1;
+    memcpy(mem, S->mem, sizeof(int) * n);
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++)
+        rc = net_flow(S, global_rank(S, &S->e[mem[i]]), global_rank(S, &S->e[mem[(i + 1) % n]]), op->bytes * frac, job);
+    free(mem);
+    return rc;
+}
+
 /* A member arrives at a collective (or TP-synchronous compute step). */
 static int meet(sim_t *S, int ent, int stream, int kind, long gid, int need, int64_t dur)
 {
@@ -342,6 +465,8 @@ static int meet(sim_t *S, int ent, int stream, int kind, long gid, int need, int
         if (stream == STREAM_DP)
             q->busy_until = S->now + m->dur;
     }
+    if (S->net && kind == GK_DP && n > 1)
+        return ring_flows(S, ent, stream, m->key, n);
     return ev_at(S, S->now + m->dur, EV_MEET_DONE, ent, stream, kind, m->key);
 }
 
@@ -392,13 +517,18 @@ static int post_xfer(sim_t *S, int ent, int stream, int slot, const sched_xfer_t
         mine->t_work = S->now;
     if (other->t_work < 0)
         other->t_work = S->now;
-    event_t *ev = ev_new(S);
-    if (!ev || sim_heap_push(&S->heap, &ev->node, (uint64_t)(S->now + (f == 1 ? S->p2p_ns : ns(S->p2p_ns * 1e-9 * f))),
-                             S->seq++))
-        return -1;
-    ev->type = EV_XFER_DONE, ev->ent = ent, ev->stream = stream, ev->slot = slot;
-    ev->ent2 = peer, ev->stream2 = pstream, ev->slot2 = pslot;
-    return 0;
+    int sides_e[2] = {ent, peer}, sides_st[2] = {stream, pstream}, sides_sl[2] = {slot, pslot};
+    if (S->net) { /* the bytes cross the fabric, sharing links */
+        int job = fj_alloc(S);
+        if (job < 0)
+            return -1;
+        flow_job_t *j = &S->fj[job];
+        memcpy(j->ent, sides_e, sizeof j->ent), memcpy(j->stream, sides_st, sizeof j->stream);
+        memcpy(j->slot, sides_sl, sizeof j->slot);
+        j->delay_ns = ns(S->hw->cluster.coll_launch_us * 1e-6);
+        return net_flow(S, global_rank(S, &S->e[src]), global_rank(S, &S->e[dst]), mine->op.bytes, job);
+    }
+    return xfer_event(S, S->now + (f == 1 ? S->p2p_ns : ns(S->p2p_ns * 1e-9 * f)), sides_e, sides_st, sides_sl);
 }
 
 /* Starts the op's current part (its first, or the next after a part). */
@@ -721,6 +851,32 @@ static void entity_factors(sim_t *S, entity_t *e)
     }
 }
 
+/* The fabric of the cluster profile, links at the bandwidth NCCL reaches
+ * on large messages (the profile's efficiency curves at 128 MiB). */
+static int setup_net(sim_t *S)
+{
+    const hw_cluster_t *c = &S->hw->cluster;
+    int nodes = (S->job->num_gpus + c->gpus_per_node - 1) / c->gpus_per_node;
+    double net_eff = curve_eval(&c->net_eff, 134217728.0), nvl_eff = curve_eval(&c->nvlink_eff, 134217728.0);
+    sim_net_cfg cfg;
+    sim_net_cfg_megascale(&cfg, nodes);
+    cfg.gpus_per_node = c->gpus_per_node, cfg.nics_per_node = c->nics_per_node;
+    cfg.nvlink_GBps = S->hw->gpu.nvlink_gbps * nvl_eff;
+    cfg.nic_gbps = c->nic_gbit * net_eff;
+    cfg.switch_port_gbps = c->nic_gbit * c->tor_uplink_ratio * net_eff;
+    if (c->fabric == FABRIC_FATTREE)
+        cfg.fabric = SIM_NET_FATTREE, cfg.tiers = 3, cfg.tor_oversub = c->oversubscription;
+    cfg.ecmp = S->opts->ecmp_ideal ? SIM_NET_ECMP_IDEAL : SIM_NET_ECMP_HASH;
+    cfg.lat_nvlink_ns = (uint64_t)(c->alpha_nvlink_us * 1000), cfg.lat_nic_ns = (uint64_t)(c->alpha_net_us * 1000);
+    cfg.lat_switch_ns = (uint64_t)(c->alpha_hop_us * 1000);
+    if (!(S->net = sim_net_new(&cfg, S->err, S->errlen)))
+        return -1;
+    sim_heap_node_init(&S->net_ev.node);
+    S->net_ev.type = EV_NET;
+    S->fj_free = -1;
+    return 0;
+}
+
 static int setup(sim_t *S)
 {
     const job_t *j = S->job;
@@ -740,6 +896,8 @@ static int setup(sim_t *S)
             estimate_chunk_times(j, S->hw, s, c, &S->ct[s * S->v + c]);
     group_layout_t pp = cost_group_layout(j, S->hw, GROUP_PP);
     S->p2p_ns = ns(cost_p2p_s(S->hw, layer_p2p_bytes(j), &pp));
+    if (S->opts->network == SIM_NET_FLOWS && setup_net(S))
+        return -2;
     for (int s = 0; s < S->p; s++)
         for (int t = 0; t < S->E_tp; t++) { /* a ring runs at its slowest NIC */
             double f = 1;
@@ -805,6 +963,8 @@ static int run_loop(sim_t *S)
     for (int i = 0; i < S->ne; i++)
         if (try_start(S, i))
             return -1;
+    if (S->net && net_resched(S))
+        return -1;
     sim_heap_node *n;
     while ((n = sim_heap_pop(&S->heap))) {
         event_t *ev = SIM_HEAP_ENTRY(n, event_t, node);
@@ -812,9 +972,11 @@ static int run_loop(sim_t *S)
         S->events++;
         int rc = ev->type == EV_OP_DONE     ? part_done(S, ev->ent, ev->stream, ev->slot)
                  : ev->type == EV_MEET_DONE ? meeting_done(S, ev)
+                 : ev->type == EV_NET       ? net_event(S)
                                             : xfer_done(S, ev);
-        ev->next_free = S->free_ev, S->free_ev = ev;
-        if (rc)
+        if (ev != &S->net_ev)
+            ev->next_free = S->free_ev, S->free_ev = ev;
+        if (rc || (S->net && S->net_dirty && net_resched(S)))
             return -1;
     }
     return check_finished(S);
@@ -834,6 +996,9 @@ static void teardown(sim_t *S)
         S->free_ev = n;
     }
     sim_heap_free(&S->heap);
+    if (S->net)
+        sim_net_free(S->net);
+    free(S->fj);
     free(S->e), free(S->ct), free(S->dp_link), free(S->mem), free(S->tab), free(S->cls_rep), free(S->cls_count);
     if (S->tl_failed_handover)
         free(S->tl);
@@ -859,6 +1024,21 @@ static int collect(const sim_t *S, sim_result_t *r, char *err, int len)
     }
     r->critical = r->per_entity[r->critical_entity];
     r->timeline = S->tl, r->ntimeline = S->ntl; /* handed over */
+    for (int l = 0; S->net && l < sim_net_link_count(S->net); l++) { /* the most contended links */
+        sim_net_link_stats st;
+        if (sim_net_link_stats_get(S->net, l, &st) || st.full_ns == 0)
+            continue;
+        int k = r->ncontended < 5 ? r->ncontended++ : 4;
+        if (k == 4 && r->contended[4].full_s * 1e9 >= st.full_ns)
+            continue;
+        r->contended[k].full_s = st.full_ns * 1e-9, r->contended[k].busy_s = st.busy_ns * 1e-9;
+        r->contended[k].bytes = st.bytes, r->contended[k].max_flows = st.max_flows;
+        sim_net_link_name(S->net, l, r->contended[k].name, sizeof r->contended[k].name);
+        for (; k > 0 && r->contended[k].full_s > r->contended[k - 1].full_s; k--) { /* keep sorted */
+            __typeof__(r->contended[0]) t = r->contended[k];
+            r->contended[k] = r->contended[k - 1], r->contended[k - 1] = t;
+        }
+    }
     r->critical_rank = r->entity_rank[r->critical_entity];
     return 0;
 }
@@ -867,10 +1047,13 @@ int sim_run(const job_t *job, const hw_t *hw, const sim_opts_t *o, sim_result_t 
 {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    sim_t S = {.job = job, .hw = hw, .opts = o, .err = err, .errlen = len};
+    sim_opts_t unfolded = *o; /* flows: every rank plays, folded copies would not contend */
+    if (o->network == SIM_NET_FLOWS)
+        unfolded.fold = 0;
+    sim_t S = {.job = job, .hw = hw, .opts = &unfolded, .err = err, .errlen = len};
     memset(r, 0, sizeof *r);
     int rc = setup(&S);
-    if (rc)
+    if (rc == -1)
         snprintf(err, len, "out of memory setting up %d ranks", job->num_gpus);
     else
         rc = run_loop(&S);

@@ -36,7 +36,14 @@ typedef struct {
     int64_t t_end_ns;
 } sim_rec_t;
 
+typedef enum { SIM_NET_ALPHA_BETA, SIM_NET_FLOWS } sim_network_t;
+
 typedef struct {
+    int network;                 /* sim_network_t: alpha-beta on idle links, or
+                                    flows sharing links max-min (sim/net.h;
+                                    implies every rank is played, unfolded) */
+    int ecmp_ideal;              /* flows: split evenly over equal-cost paths
+                                    instead of hashing each flow to one */
     int fold;                    /* fold identical ranks (default on) */
     int ntrace;                  /* ranks whose every op is recorded */
     int trace_ranks[SIM_MAX_TRACE];
@@ -66,6 +73,13 @@ typedef struct {
     int *entity_count;          /* [entities]: ranks it stands for */
     sim_rec_t *timeline;        /* ops of the traced ranks, in completion order */
     long ntimeline;
+    int ncontended;             /* flows: the links most at full capacity */
+    struct {
+        char name[64];
+        double full_s;          /* time at full capacity: contention */
+        double busy_s, bytes;
+        int max_flows;
+    } contended[5];
     double wall_s;
 } sim_result_t;
 

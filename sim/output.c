@@ -91,6 +91,18 @@ cJSON *sim_summary_json(const job_t *job, const hw_t *hw, const estimate_t *e, c
         else
             cJSON_AddNumberToObject(sec[f->section], f->key, field_value(&s, f));
     }
+    if (r->ncontended) { /* network = flows: the links where flows had to share */
+        cJSON *arr = cJSON_AddArrayToObject(o, "contended_links");
+        for (int k = 0; k < r->ncontended; k++) {
+            cJSON *l = cJSON_CreateObject();
+            cJSON_AddStringToObject(l, "link", r->contended[k].name);
+            cJSON_AddNumberToObject(l, "full_capacity_s", r->contended[k].full_s);
+            cJSON_AddNumberToObject(l, "busy_s", r->contended[k].busy_s);
+            cJSON_AddNumberToObject(l, "bytes", r->contended[k].bytes);
+            cJSON_AddNumberToObject(l, "max_flows", r->contended[k].max_flows);
+            cJSON_AddItemToArray(arr, l);
+        }
+    }
     cJSON_AddItemToObject(o, "config", config_json(job, hw, sim_config));
     return o;
 }

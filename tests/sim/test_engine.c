@@ -188,8 +188,51 @@ static void verifier(void)
                sched_verify_with(&j, broken_next, &sends, err, sizeof err) != 0 && strstr(err, "disagree"), err);
 }
 
+/* Flows on the fabric against alpha-beta on idle links: they agree where
+ * nothing shares a link (one pipeline, transfers one at a time), and
+ * sharing only slows things down. */
+static void flows(void)
+{
+    const char *base = "--preset megatron-lm --num-layers 16 --hidden-size 2048 --num-attention-heads 16 "
+                       "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 "
+                       "--num-layers-per-virtual-pipeline-stage 0 --global-batch-size 64 --num-gpus ";
+    const char *gpus[] = {"32", "256"};
+    for (int i = 0; i < 2; i++) {
+        char args[512];
+        snprintf(args, sizeof args, "%s%s", base, gpus[i]);
+        job_t j;
+        hw_t hw;
+        static sim_opts_t o;
+        sim_result_t a, f;
+        char err[OPT_ERR_LEN];
+        if (make(&j, &hw, args))
+            continue;
+        memset(&o, 0, sizeof o);
+        o.fold = 1;
+        int rc = sim_run(&j, &hw, &o, &a, err, sizeof err);
+        o.network = SIM_NET_FLOWS;
+        rc |= sim_run(&j, &hw, &o, &f, err, sizeof err);
+        if (rc) {
+            check_true("flows run", 0, err);
+            continue;
+        }
+        char what[96];
+        if (j.dp == 1) {
+            snprintf(what, sizeof what, "one pipeline (%d GPUs): flows = alpha-beta", j.num_gpus);
+            check_rel(what, (double)a.iteration_ns, (double)f.iteration_ns, 0.005, "nothing shares a link");
+        } else {
+            snprintf(what, sizeof what, "DP %d x PP 4: flows >= alpha-beta", j.dp);
+            char got[96];
+            snprintf(got, sizeof got, "%.6f s vs %.6f s", f.iteration_ns * 1e-9, a.iteration_ns * 1e-9);
+            check_true(what, f.iteration_ns >= a.iteration_ns * 0.999, got);
+        }
+        sim_result_free(&a), sim_result_free(&f);
+    }
+}
+
 int main(void)
 {
+    flows();
     bubbles();
     determinism_and_folding();
     stragglers();
