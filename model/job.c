@@ -96,7 +96,7 @@ static const struct {
     {"hidden-dropout", 1}, {"max-position-embeddings", 1}, {"distributed-backend", 1},
     {"tensorboard-dir", 1}, {"exit-interval", 1}, {"loss-scale", 1}, {"initial-loss-scale", 1},
     {"group-query-attention", 0}, {"use-mcore-models", 0}, {"no-masked-softmax-fusion", 0},
-    {"fp16", 0}, {"swiglu", 0}, {"disable-bias-linear", 0}, {"untie-embeddings-and-output-weights", 0},
+    {"fp16", 0}, {"recompute-method", 1}, {"recompute-num-layers", 1}, {"swiglu", 0}, {"disable-bias-linear", 0}, {"untie-embeddings-and-output-weights", 0},
 };
 
 int job_is_ignored_megatron_flag(const char *name, int *takes_value)

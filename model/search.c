@@ -1,0 +1,252 @@
+/* search: enumeration of parallel plans and their closed-form ranking (see
+ * search.h). */
+#include "model/search.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const search_reason_names[SEARCH_NREASONS] = {
+    "ok", "tp_split", "gpus", "batch", "interleave", "zero3_pp", "other_rule", "memory"};
+const char *const search_reason_text[SEARCH_NREASONS] = {
+    "valid and fits",
+    "ffn, vocab or query groups not divisible by TP",
+    "TP x PP does not divide the GPU count",
+    "global batch not divisible by micro-batch x DP",
+    "interleaved: micro-batches not divisible by PP (Megatron-LM's rule)",
+    "ZeRO-3 needs PP = 1",
+    "another rule of the job",
+    "peak memory per GPU above the limit",
+};
+
+static int add_pp(search_space_t *s, int pp, int lpv)
+{
+    if (s->nppv == 4 * SEARCH_MAX_CAND)
+        return -1;
+    s->ppv[s->nppv][0] = pp, s->ppv[s->nppv][1] = lpv;
+    s->nppv++;
+    return 0;
+}
+
+/* (PP, layers per chunk): PP dividing the layers; chunk counts v dividing
+ * layers / PP, v > 1 only when PP > 1. A fixed lpv keeps the PP it fits. */
+static void pp_candidates(search_space_t *s, const search_fixed_t *f)
+{
+    int L = s->base.num_layers;
+    for (int pp = 1; pp <= L; pp++) {
+        if (L % pp || (f->pp && pp != s->base.pp))
+            continue;
+        int per = L / pp;
+        if (f->lpv) {
+            int lpv = s->base.layers_per_vstage;
+            if (lpv == 0 || lpv == per)
+                add_pp(s, pp, 0);
+            else if (pp > 1 && per % lpv == 0)
+                add_pp(s, pp, lpv);
+            continue;
+        }
+        for (int v = 1; v <= (pp > 1 ? per : 1); v++)
+            if (per % v == 0)
+                add_pp(s, pp, v == 1 ? 0 : per / v);
+    }
+}
+
+static void tp_candidates(search_space_t *s, const hw_t *hw, const search_fixed_t *f)
+{
+    int cap = hw->cluster.gpus_per_node < SEARCH_MAX_TP ? hw->cluster.gpus_per_node : SEARCH_MAX_TP;
+    for (int tp = 1; tp <= cap; tp++) {
+        if (s->base.num_attention_heads % tp || (f->tp && tp != s->base.tp))
+            continue;
+        for (int sp = 0; sp <= (tp > 1); sp++)
+            if (!f->sp || tp == 1 || sp == s->base.sequence_parallel) {
+                s->tpsp[s->ntpsp][0] = tp, s->tpsp[s->ntpsp][1] = sp;
+                s->ntpsp++;
+            }
+    }
+}
+
+static void small_candidates(search_space_t *s, const search_fixed_t *f)
+{
+    const job_t *b = &s->base;
+    for (int mb = 1; mb <= SEARCH_MAX_MB; mb++)
+        if (!f->mb || mb == b->micro_batch_size)
+            s->mb[s->nmb++] = mb;
+    int z_fixed = b->zero_stage ? b->zero_stage : b->distributed_optimizer;
+    for (int z = 0; z <= 3; z++)
+        if (!f->zero || z == z_fixed)
+            s->zero[s->nzero++] = z;
+    static const int order[3] = {RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL};
+    for (int i = 0; i < 3; i++)
+        if (!f->recompute || order[i] == b->recompute)
+            s->rc[s->nrc++] = order[i];
+}
+
+int search_space_init(search_space_t *s, const job_t *base, const hw_t *hw, const search_fixed_t *f,
+                      int batch_lo, int batch_hi, int batch_step, double mem_limit_bytes, char *err)
+{
+    memset(s, 0, sizeof *s);
+    s->base = *base, s->hw = *hw, s->mem_limit_bytes = mem_limit_bytes;
+    if (batch_step <= 0)
+        batch_lo = batch_hi = base->global_batch_size, batch_step = 1;
+    for (long b = batch_lo; b <= batch_hi; b += batch_step) {
+        if (s->nbatch == SEARCH_MAX_CAND) {
+            snprintf(err, OPT_ERR_LEN, "the batch range %d..%d step %d has more than %d sizes; use a larger step",
+                     batch_lo, batch_hi, batch_step, SEARCH_MAX_CAND);
+            return -1;
+        }
+        s->batch[s->nbatch++] = (int)b;
+    }
+    tp_candidates(s, hw, f);
+    pp_candidates(s, f);
+    small_candidates(s, f);
+    s->total = (long long)s->nbatch * s->ntpsp * s->nppv * s->nmb * s->nzero * s->nrc;
+    if (s->total == 0)
+        snprintf(err, OPT_ERR_LEN, "no plan to search: %s",
+                 !s->nbatch  ? "the batch range is empty"
+                 : !s->ntpsp ? "the fixed tensor-model-parallel-size does not divide the heads or exceeds min(8, GPUs per node)"
+                 : !s->nppv  ? "the fixed pipeline-model-parallel-size or num-layers-per-virtual-pipeline-stage does not divide the layers"
+                             : "a fixed plan field is out of the searched range");
+    return s->total ? 0 : -1;
+}
+
+void search_plan_at(const search_space_t *s, long long i, search_plan_t *p)
+{
+    /* Mixed radix, recompute varying fastest. */
+    int rc = (int)(i % s->nrc); i /= s->nrc;
+    int z = (int)(i % s->nzero); i /= s->nzero;
+    int mb = (int)(i % s->nmb); i /= s->nmb;
+    int pv = (int)(i % s->nppv); i /= s->nppv;
+    int ts = (int)(i % s->ntpsp); i /= s->ntpsp;
+    *p = (search_plan_t){.batch = s->batch[i], .tp = s->tpsp[ts][0], .sp = s->tpsp[ts][1], .pp = s->ppv[pv][0],
+                         .lpv = s->ppv[pv][1], .mb = s->mb[mb], .zero = s->zero[z], .recompute = s->rc[rc]};
+}
+
+void search_plan_job(const search_space_t *s, const search_plan_t *p, job_t *j)
+{
+    *j = s->base;
+    j->global_batch_size = p->batch, j->tp = p->tp, j->sequence_parallel = p->sp;
+    j->pp = p->pp, j->layers_per_vstage = p->lpv, j->micro_batch_size = p->mb;
+    j->zero_stage = p->zero, j->distributed_optimizer = p->zero >= 1, j->recompute = p->recompute;
+    if (p->tp > 1 && !p->sp)
+        j->tp_comm_overlap = 0;
+}
+
+/* The rules of job_finalize that a searched plan can break, checked first
+ * so each rejection is counted under its reason. */
+static int classify(const job_t *j, int gpus_per_node)
+{
+    int groups = j->num_query_groups ? j->num_query_groups : j->num_attention_heads;
+    int ffn = j->ffn_hidden_size ? j->ffn_hidden_size : 4 * j->hidden_size;
+    if (ffn % j->tp || j->padded_vocab_size % j->tp || (groups % j->tp && j->tp % groups))
+        return SEARCH_REJ_TP;
+    if (j->num_gpus % (j->tp * j->pp))
+        return SEARCH_REJ_GPUS;
+    long long dp = j->num_gpus / (j->tp * j->pp), step = dp * j->micro_batch_size;
+    if (j->global_batch_size % step)
+        return SEARCH_REJ_BATCH;
+    if (j->layers_per_vstage && (j->global_batch_size / step) % j->pp)
+        return SEARCH_REJ_INTERLEAVE;
+    if (j->zero_stage >= 3 && j->pp > 1)
+        return SEARCH_REJ_ZERO3_PP;
+    return SEARCH_OK;
+}
+
+int search_eval(const search_space_t *s, long long index, search_row_t *row, job_t *j, estimate_t *e)
+{
+    search_plan_t p;
+    char err[OPT_ERR_LEN];
+    estimate_t local;
+    search_plan_at(s, index, &p);
+    search_plan_job(s, &p, j);
+    *row = (search_row_t){.index = index, .mfu = NAN, .iteration_s = NAN, .tokens_per_s = NAN,
+                          .mem_bytes = NAN, .exposed_comm_s = NAN, .bubble_s = NAN};
+    row->reason = classify(j, s->hw.cluster.gpus_per_node);
+    if (row->reason == SEARCH_OK && job_finalize(j, s->hw.cluster.gpus_per_node, err))
+        row->reason = SEARCH_REJ_OTHER;
+    if (row->reason != SEARCH_OK)
+        return row->reason;
+    row->dp = j->dp, row->vpp = j->vpp, row->num_microbatches = j->num_microbatches;
+    /* Memory first: it is cheap, and a plan that does not fit is not timed. */
+    memory_t m;
+    workload_memory(j, &s->hw, &m);
+    row->mem_bytes = m.total_bytes;
+    if (m.total_bytes > s->mem_limit_bytes)
+        return row->reason = SEARCH_REJ_MEMORY;
+    if (!e)
+        e = &local;
+    estimate_job(j, &s->hw, e);
+    const breakdown_t *b = &e->br;
+    row->mfu = e->mfu, row->iteration_s = e->iteration_s, row->tokens_per_s = e->tokens_per_s;
+    row->exposed_comm_s = b->exposed_tp_comm_s + b->exposed_pp_comm_s + b->exposed_dp_comm_s;
+    row->bubble_s = b->bubble_s;
+    return SEARCH_OK;
+}
+
+int search_row_cmp(const void *pa, const void *pb)
+{
+    const search_row_t *a = pa, *b = pb;
+    if (a->mfu != b->mfu)
+        return a->mfu > b->mfu ? -1 : 1;
+    if (a->mem_bytes != b->mem_bytes)
+        return a->mem_bytes < b->mem_bytes ? -1 : 1;
+    return (a->index > b->index) - (a->index < b->index);
+}
+
+static const search_row_t *frontier_rows;
+
+/* Memory ascending, then MFU descending, then index. */
+static int by_memory(const void *pa, const void *pb)
+{
+    const search_row_t *a = &frontier_rows[*(const int *)pa], *b = &frontier_rows[*(const int *)pb];
+    if (a->mem_bytes != b->mem_bytes)
+        return a->mem_bytes < b->mem_bytes ? -1 : 1;
+    if (a->mfu != b->mfu)
+        return a->mfu > b->mfu ? -1 : 1;
+    return (a->index > b->index) - (a->index < b->index);
+}
+
+void search_frontier(const search_row_t *rows, int n, char *frontier)
+{
+    int *order = malloc(sizeof *order * (n ? n : 1));
+    if (!order) {
+        memset(frontier, 0, n);
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        order[i] = i, frontier[i] = 0;
+    frontier_rows = rows;
+    qsort(order, n, sizeof *order, by_memory);
+    double best = -INFINITY;
+    for (int k = 0; k < n; k++)
+        if (rows[order[k]].mfu > best) {
+            best = rows[order[k]].mfu;
+            frontier[order[k]] = 1;
+        }
+    free(order);
+}
+
+void search_plan_flags(const job_t *j, char *buf, size_t len)
+{
+    static const char *rc[] = {"none", "full", "selective"};
+    int n = snprintf(buf, len,
+                     "--tensor-model-parallel-size %d --pipeline-model-parallel-size %d --micro-batch-size %d "
+                     "--global-batch-size %d",
+                     j->tp, j->pp, j->micro_batch_size, j->global_batch_size);
+    if (j->vpp > 1 && n >= 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - n, " --num-layers-per-virtual-pipeline-stage %d", j->layers_per_vstage);
+    if (j->recompute != RECOMPUTE_NONE && n >= 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - n, " --recompute-granularity %s%s", rc[j->recompute],
+                      j->recompute == RECOMPUTE_FULL ? " --recompute-method uniform --recompute-num-layers 1" : "");
+    const struct {
+        int on;
+        const char *flag;
+    } sw[] = {{j->sequence_parallel, "--sequence-parallel"},
+              {j->zero_stage >= 1, "--use-distributed-optimizer"},
+              {j->overlap_grad_reduce, "--overlap-grad-reduce"},
+              {j->overlap_param_gather, "--overlap-param-gather"},
+              {j->tp_comm_overlap, "--tp-comm-overlap"}};
+    for (size_t i = 0; i < sizeof sw / sizeof sw[0] && n >= 0 && (size_t)n < len; i++)
+        if (sw[i].on)
+            n += snprintf(buf + n, len - n, " %s", sw[i].flag);
+}
