@@ -9,9 +9,13 @@ int cmd_predict(int argc, char **argv);
 int cmd_hardware(int argc, char **argv);
 int cmd_schedule(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
+extern const opt_table plot_opts;
 int cmd_reproduce(int argc, char **argv);
 extern const opt_table reproduce_opts;
 extern const opt_table predict_opts, hardware_opts, schedule_opts, simulate_opts;
+int cmd_search(int argc, char **argv);
+extern const opt_table search_opts;
 
 const cli_cmd_t cli_cmds[] = {
     {"predict", "Closed-form estimate of one job: iteration time, MFU/HFU, tokens/s, memory per GPU.",
@@ -20,6 +24,9 @@ const cli_cmd_t cli_cmds[] = {
     {"simulate", "Discrete-event simulation of every rank's op program: iteration time, MFU, where time goes.",
      "[JOB.json ...] [flags] [--no-fold] [--slow-rank R:F] [--slow-link NODE:F] [--slow-hosts FRACTION]",
      "megasim simulate --preset megatron-lm --slow-rank 17:1.2 --json", cmd_simulate, 1, &simulate_opts},
+    {"search", "Best parallel plans for a model on a cluster: closed form ranks all, simulator re-ranks the best.",
+     "[JOB.json ...] [flags] [--top N] [--rerank K] [--min-batch B --max-batch B] [--out F.h5] [--csv F] [--plot F.png]",
+     "megasim search --preset megascale --num-gpus 12288 --global-batch-size 6144", cmd_search, 1, &search_opts},
     {"reproduce", "Rebuild MegaScale's Table 2, Table 3 and Figure 9: paper vs closed form vs simulator, with errors.",
      "[all|table2|table3|fig9|quick] [--out FILE.h5] [--no-sim]", "megasim reproduce table3",
      cmd_reproduce, 0, &reproduce_opts},
@@ -30,6 +37,8 @@ const cli_cmd_t cli_cmds[] = {
     {"hardware", "List the built-in hardware profiles, or print one (or check a file) as JSON.",
      "[--gpu NAME] [--cluster NAME] [--hardware FILE]", "megasim hardware --gpu h100-sxm-80gb --cluster fattree",
      cmd_hardware, 0, &hardware_opts},
+    {"plot", "Redraw the figures of a result file (simulate --out, reproduce) with gnuplot, as PNG and SVG.",
+     "FILE.h5 [--outdir DIR] [--plots-dir DIR]", "megasim plot results/megascale.h5", cmd_plot, 0, &plot_opts},
 };
 const int cli_ncmds = sizeof cli_cmds / sizeof cli_cmds[0];
 

@@ -1,0 +1,210 @@
+/* cmd_plot: `megasim plot FILE.h5`: redraws the figures of a result file
+ * (sim/plot_data.h says which file yields which) with gnuplot, as PNG
+ * (pngcairo) and SVG. The data go to OUTDIR/NAME.dat first; then
+ * `gnuplot -e "datafile='...'; outfile='...'; ..." PLOTS_DIR/NAME.gp` runs
+ * once per figure and terminal. Without gnuplot on PATH the .dat files are
+ * still written and the exit status is 0. */
+#include "model/cli.h"
+#include "sim/plot_data.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef MEGASIM_PLOTS_DIR
+#define MEGASIM_PLOTS_DIR "plots"
+#endif
+
+typedef struct {
+    char outdir[1024], plots_dir[1024];
+    int help;
+} plot_opts_t;
+
+#define PO(f) offsetof(plot_opts_t, f)
+static const opt_def plot_defs[] = {
+    {"outdir", OPT_STR, PO(outdir), 0, 1024, "", 0, "plot",
+     "where the .dat, .png and .svg files go (default: DIR/STEM-plots/ beside DIR/STEM.h5)"},
+    {"plots-dir", OPT_STR, PO(plots_dir), 0, 1024, MEGASIM_PLOTS_DIR, 0, "plot",
+     "the folder of the gnuplot scripts (NAME.gp)"},
+    {"help", OPT_BOOL, PO(help), 0, 1, "false", 0, "plot", "show this help"},
+};
+const opt_table plot_opts = {plot_defs, sizeof plot_defs / sizeof plot_defs[0], "plot option"};
+
+/* --name VALUE, --name=VALUE, and one positional FILE. */
+static int parse(int argc, char **argv, plot_opts_t *o, const char **file, char *err)
+{
+    opts_set_defaults(&plot_opts, o);
+    *file = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0) {
+            if (*file) {
+                snprintf(err, OPT_ERR_LEN, "one result file expected, got '%s' and '%s'", *file, a);
+                return -1;
+            }
+            *file = a;
+            continue;
+        }
+        char name[64];
+        const char *eq = strchr(a, '=');
+        snprintf(name, sizeof name, "%.*s", (int)((eq ? (size_t)(eq - a) : strlen(a)) - 2), a + 2);
+        const opt_def *d = opts_find(&plot_opts, name);
+        if (!d) {
+            snprintf(err, OPT_ERR_LEN, "unknown flag --%s (megasim plot --help lists the flags)", name);
+            return -1;
+        }
+        const char *val = eq ? eq + 1 : d->type == OPT_BOOL ? "true" : i + 1 < argc ? argv[++i] : NULL;
+        if (!val) {
+            snprintf(err, OPT_ERR_LEN, "--%s needs a value", name);
+            return -1;
+        }
+        if (opts_set_text(d, o, val, a, err))
+            return -1;
+    }
+    if (!*file) {
+        snprintf(err, OPT_ERR_LEN, "no result file given (usage: megasim plot FILE.h5 [--outdir DIR])");
+        return -1;
+    }
+    return 0;
+}
+
+/* results/megascale.h5 -> results/megascale-plots */
+static void default_outdir(const char *file, char *out, size_t size)
+{
+    const char *slash = strrchr(file, '/'), *base = slash ? slash + 1 : file, *dot = strrchr(base, '.');
+    int stem = dot && dot != base ? (int)(dot - base) : (int)strlen(base);
+    snprintf(out, size, "%.*s%.*s-plots", (int)(base - file), file, stem, base);
+}
+
+/* mkdir -p */
+static int make_dir(const char *path, char *err)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || !*p) {
+            char c = *p;
+            *p = 0;
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
+                snprintf(err, OPT_ERR_LEN, "cannot create the output folder %s (%s)", buf, strerror(errno));
+                return -1;
+            }
+            *p = c;
+            if (!c)
+                break;
+        }
+    }
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(err, OPT_ERR_LEN, "the output folder %s is not a folder", path);
+        return -1;
+    }
+    return 0;
+}
+
+/* gnuplot's full path from PATH, or 0 if it is not there. */
+static int find_gnuplot(char *out, size_t size)
+{
+    const char *path = getenv("PATH");
+    char buf[8192];
+    snprintf(buf, sizeof buf, "%s", path ? path : "");
+    for (char *save, *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        snprintf(out, size, "%s/gnuplot", *d ? d : ".");
+        if (access(out, X_OK) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Runs gnuplot on one figure for one terminal; returns its exit status. */
+static int run_gnuplot(const char *gnuplot, const char *script, const plot_fig_t *f, const char *outfile)
+{
+    static char expr[PLOT_VARS_LEN + 9000];
+    snprintf(expr, sizeof expr, "datafile=");
+    plot_gp_quote(expr, sizeof expr, f->dat);
+    strncat(expr, "; outfile=", sizeof expr - strlen(expr) - 1);
+    plot_gp_quote(expr, sizeof expr, outfile);
+    strncat(expr, "; ", sizeof expr - strlen(expr) - 1);
+    strncat(expr, f->vars, sizeof expr - strlen(expr) - 1);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(gnuplot, "gnuplot", "-e", expr, script, (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) < 0)
+        return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Each figure as NAME.png and NAME.svg; returns the number of failures. */
+static int draw(const char *gnuplot, const plot_opts_t *o, const char *outdir, const plot_set_t *set)
+{
+    static const char *const exts[] = {"png", "svg"};
+    int failures = 0;
+    for (int i = 0; i < set->nfigs; i++) {
+        const plot_fig_t *f = &set->figs[i];
+        char script[2048], out[2048];
+        snprintf(script, sizeof script, "%s/%s.gp", o->plots_dir, f->name);
+        if (access(script, R_OK) != 0) {
+            fprintf(stderr, "megasim plot: error: %s: no such script (set --plots-dir)\n", script);
+            failures++;
+            continue;
+        }
+        for (int e = 0; e < 2; e++) {
+            snprintf(out, sizeof out, "%s/%s.%s", outdir, f->name, exts[e]);
+            int rc = run_gnuplot(gnuplot, script, f, out);
+            if (rc != 0) {
+                fprintf(stderr, "megasim plot: error: gnuplot %s failed (exit %d) drawing %s\n", script, rc, out);
+                failures++;
+            } else {
+                fprintf(stderr, "wrote %s\n", out);
+            }
+        }
+    }
+    return failures;
+}
+
+int cmd_plot(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv))
+        return 0;
+    plot_opts_t o;
+    const char *file;
+    char err[OPT_ERR_LEN], outdir[1024], gnuplot[4096];
+    if (parse(argc, argv, &o, &file, err))
+        return cli_fail("plot", err);
+    if (o.outdir[0])
+        snprintf(outdir, sizeof outdir, "%s", o.outdir);
+    else
+        default_outdir(file, outdir, sizeof outdir);
+    static plot_set_t set;
+    char perr[OPT_ERR_LEN];
+    /* A folder made for bad input is removed again (rmdir: only if empty). */
+    struct stat st;
+    int existed = stat(outdir, &st) == 0;
+    if (access(file, R_OK) == 0 && make_dir(outdir, err))
+        return cli_fail("plot", err);
+    int rc = plot_prepare(file, outdir, &set, perr, sizeof perr);
+    if (rc != PLOT_OK && !existed)
+        rmdir(outdir);
+    if (rc != PLOT_OK)
+        return cli_fail("plot", perr);
+    if (set.nfigs == 0) {
+        fprintf(stderr, "megasim plot: %s (kind %s) holds nothing to draw\n", file, set.kind);
+        return 0;
+    }
+    for (int i = 0; i < set.nfigs; i++)
+        fprintf(stderr, "wrote %s (%ld rows)\n", set.figs[i].dat, set.figs[i].rows);
+    if (!find_gnuplot(gnuplot, sizeof gnuplot)) {
+        fprintf(stderr, "megasim plot: gnuplot not found: data written to %s; install gnuplot-nox to draw\n", outdir);
+        return 0;
+    }
+    return draw(gnuplot, &o, outdir, &set) ? 1 : 0;
+}
