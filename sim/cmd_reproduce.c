@@ -7,6 +7,7 @@
 #include "model/cli.h"
 #include "model/report.h"
 #include "sim/engine.h"
+#include "sim/output.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -29,7 +30,7 @@ static const char *const set_names[NSETS] = {"table2", "table3", "fig9"};
 
 typedef struct {
     char set[16], experiments[512], out[512];
-    int sim, help;
+    int sim, plot, help;
 } reproduce_opts_t;
 
 #define RO(f) offsetof(reproduce_opts_t, f)
@@ -40,6 +41,8 @@ static const opt_def reproduce_defs[] = {
      "folder of the row files"},
     {"out", OPT_STR, RO(out), 0, 512, "results/megascale.h5", 0, "reproduce", "HDF5 result file (CSV beside it)"},
     {"sim", OPT_BOOL, RO(sim), 0, 1, "true", 0, "reproduce", "run the simulator too (--no-sim: closed form only)"},
+    {"plot", OPT_BOOL, RO(plot), 0, 1, "true", 0, "reproduce",
+     "also simulate a small interleaved pipeline (timeline) and stragglers (heat map), and draw every figure"},
     {"help", OPT_BOOL, RO(help), 0, 1, "false", 0, "reproduce", "show this help"},
 };
 const opt_table reproduce_opts = {reproduce_defs, sizeof reproduce_defs / sizeof reproduce_defs[0], "reproduce option"};
@@ -364,6 +367,80 @@ static int write_csv(const char *h5, const row_t *rows, int n, char *err)
     return 0;
 }
 
+int cmd_plot(int argc, char **argv);
+
+/* Simulates one job given as flags and writes its result file, tracing
+ * the given ranks (the timeline and heat-map figures' data). */
+static int simulate_to(const char *path, const char *flags, const char *trace, const char *slow, int fold, char *err)
+{
+    char buf[1024], *argv[48];
+    int argc = 0;
+    snprintf(buf, sizeof buf, "%s", flags);
+    for (char *t = strtok(buf, " "); t && argc < 48; t = strtok(NULL, " "))
+        argv[argc++] = t;
+    job_t job;
+    hw_t hw;
+    if (job_parse(&job, argc, argv, NULL, NULL, err) || job_hardware(&job, &hw, err) ||
+        job_finalize(&job, hw.cluster.gpus_per_node, err))
+        return -1;
+    static sim_opts_t o;
+    memset(&o, 0, sizeof o);
+    o.fold = fold;
+    if (sim_parse_slow(slow, "slow-rank", job.num_gpus, o.slow_ranks, &o.nslow_ranks, err, OPT_ERR_LEN))
+        return -1;
+    for (const char *p = trace; *p && o.ntrace < SIM_MAX_TRACE; p += strcspn(p, ",") + (p[strcspn(p, ",")] != 0))
+        o.trace_ranks[o.ntrace++] = atoi(p);
+    sim_result_t r;
+    estimate_t e;
+    estimate_job(&job, &hw, &e);
+    if (sim_run(&job, &hw, &o, &r, err, OPT_ERR_LEN))
+        return -1;
+    cJSON *cfg = cJSON_CreateObject(); /* recorded like simulate's options */
+    cJSON_AddBoolToObject(cfg, "fold", fold);
+    cJSON_AddStringToObject(cfg, "slow_rank", slow);
+    cJSON_AddStringToObject(cfg, "trace_ranks", trace);
+    int rc = sim_write_h5(path, &job, &hw, cfg, &e, &r, err, OPT_ERR_LEN);
+    cJSON_Delete(cfg);
+    sim_result_free(&r);
+    if (!rc)
+        fprintf(stderr, "wrote %s\n", path);
+    return rc;
+}
+
+/* Two slow hosts (MegaScale's ~10% slower machines) and one slower GPU. */
+#define SLOW_FOR_HEATMAP "24:1.1,25:1.1,26:1.1,27:1.1,28:1.1,29:1.1,30:1.1,31:1.1," \
+                         "136:1.1,137:1.1,138:1.1,139:1.1,140:1.1,141:1.1,142:1.1,143:1.1,77:1.3"
+
+/* The figures: the tables from the reproduce file, then a timeline of a
+ * small interleaved MegaScale pipeline (4 stages, 2 chunks) and a per-rank
+ * heat map of the 175B job on 256 GPUs (Megatron-LM, unfolded) with two
+ * slow hosts and one slow GPU injected. */
+static int figures(const char *out, char *err)
+{
+    char dir[1024], tl[1100], hm[1100];
+    const char *slash = strrchr(out, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - out) : 1, slash ? out : ".");
+    snprintf(tl, sizeof tl, "%s/timeline.h5", dir);
+    snprintf(hm, sizeof hm, "%s/heatmap.h5", dir);
+    if (simulate_to(tl, "--preset megascale --num-layers 16 --hidden-size 4096 --num-attention-heads 32 "
+                        "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 4 --num-gpus 4 "
+                        "--num-layers-per-virtual-pipeline-stage 2 --global-batch-size 8",
+                    "0,1,2,3", "", 1, err) ||
+        simulate_to(hm, "--preset megatron-lm --num-gpus 256 --global-batch-size 768 "
+                        "--num-layers-per-virtual-pipeline-stage 2",
+                    "0", SLOW_FOR_HEATMAP, 0, err))
+        return -1;
+    const char *files[3] = {out, tl, hm};
+    for (int i = 0; i < 3; i++) {
+        char *argv[] = {"plot", (char *)files[i]};
+        if (cmd_plot(2, argv) == 2) {
+            snprintf(err, OPT_ERR_LEN, "drawing %s failed (see above)", files[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Makes the output file's folder (one level, e.g. results/). */
 static void make_parent(const char *path)
 {
@@ -427,6 +504,8 @@ int cmd_reproduce(int argc, char **argv)
         rc = write_h5(ro.out, rows, n, &ro, err) || write_csv(ro.out, rows, n, err);
         if (!rc)
             fprintf(stderr, "wrote %s\n", ro.out);
+        if (!rc && ro.plot)
+            rc = figures(ro.out, err);
     }
     for (int i = 0; i < n; i++)
         free(files[i]), free(rows ? rows[i].config : NULL);
