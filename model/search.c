@@ -8,7 +8,7 @@
 #include <string.h>
 
 const char *const search_reason_names[SEARCH_NREASONS] = {
-    "ok", "tp_split", "gpus", "batch", "interleave", "zero3_pp", "other_rule", "memory"};
+    "ok", "tp_split", "gpus", "batch", "interleave", "zero3_pp", "other_rule", "no_effect", "memory"};
 const char *const search_reason_text[SEARCH_NREASONS] = {
     "valid and fits",
     "ffn, vocab or query groups not divisible by TP",
@@ -17,6 +17,7 @@ const char *const search_reason_text[SEARCH_NREASONS] = {
     "interleaved: micro-batches not divisible by PP (Megatron-LM's rule)",
     "ZeRO-3 needs PP = 1",
     "another rule of the job",
+    "an overlap switch with nothing to overlap (same plan as without it)",
     "peak memory per GPU above the limit",
 };
 
@@ -80,6 +81,13 @@ static void small_candidates(search_space_t *s, const search_fixed_t *f)
     for (int i = 0; i < 3; i++)
         if (!f->recompute || order[i] == b->recompute)
             s->rc[s->nrc++] = order[i];
+    /* Overlap switches: all 8 combinations of TP, PP and DP overlap, or the
+     * base job's when fixed (DP overlap = grad reduce and param gather). */
+    int base_ovl = (b->tp_comm_overlap ? SEARCH_OVL_TP : 0) | (b->pp_comm_overlap ? SEARCH_OVL_PP : 0) |
+                   (b->overlap_grad_reduce ? SEARCH_OVL_DP : 0);
+    for (int o = 0; o < 8; o++)
+        if (!f->ovl || o == base_ovl)
+            s->ovl[s->novl++] = o;
 }
 
 int search_space_init(search_space_t *s, const job_t *base, const hw_t *hw, const search_fixed_t *f,
@@ -100,7 +108,7 @@ int search_space_init(search_space_t *s, const job_t *base, const hw_t *hw, cons
     tp_candidates(s, hw, f);
     pp_candidates(s, f);
     small_candidates(s, f);
-    s->total = (long long)s->nbatch * s->ntpsp * s->nppv * s->nmb * s->nzero * s->nrc;
+    s->total = (long long)s->nbatch * s->ntpsp * s->nppv * s->nmb * s->nzero * s->nrc * s->novl;
     if (s->total == 0)
         snprintf(err, OPT_ERR_LEN, "no plan to search: %s",
                  !s->nbatch  ? "the batch range is empty"
@@ -112,14 +120,16 @@ int search_space_init(search_space_t *s, const job_t *base, const hw_t *hw, cons
 
 void search_plan_at(const search_space_t *s, long long i, search_plan_t *p)
 {
-    /* Mixed radix, recompute varying fastest. */
+    /* Mixed radix, overlap switches varying fastest, then recompute. */
+    int ov = (int)(i % s->novl); i /= s->novl;
     int rc = (int)(i % s->nrc); i /= s->nrc;
     int z = (int)(i % s->nzero); i /= s->nzero;
     int mb = (int)(i % s->nmb); i /= s->nmb;
     int pv = (int)(i % s->nppv); i /= s->nppv;
     int ts = (int)(i % s->ntpsp); i /= s->ntpsp;
     *p = (search_plan_t){.batch = s->batch[i], .tp = s->tpsp[ts][0], .sp = s->tpsp[ts][1], .pp = s->ppv[pv][0],
-                         .lpv = s->ppv[pv][1], .mb = s->mb[mb], .zero = s->zero[z], .recompute = s->rc[rc]};
+                         .lpv = s->ppv[pv][1], .mb = s->mb[mb], .zero = s->zero[z], .recompute = s->rc[rc],
+                         .ovl = s->ovl[ov]};
 }
 
 void search_plan_job(const search_space_t *s, const search_plan_t *p, job_t *j)
@@ -128,8 +138,9 @@ void search_plan_job(const search_space_t *s, const search_plan_t *p, job_t *j)
     j->global_batch_size = p->batch, j->tp = p->tp, j->sequence_parallel = p->sp;
     j->pp = p->pp, j->layers_per_vstage = p->lpv, j->micro_batch_size = p->mb;
     j->zero_stage = p->zero, j->distributed_optimizer = p->zero >= 1, j->recompute = p->recompute;
-    if (p->tp > 1 && !p->sp)
-        j->tp_comm_overlap = 0;
+    j->tp_comm_overlap = (p->ovl & SEARCH_OVL_TP) != 0;
+    j->pp_comm_overlap = (p->ovl & SEARCH_OVL_PP) != 0;
+    j->overlap_grad_reduce = j->overlap_param_gather = (p->ovl & SEARCH_OVL_DP) != 0;
 }
 
 /* The rules of job_finalize that a searched plan can break, checked first
@@ -149,6 +160,10 @@ static int classify(const job_t *j, int gpus_per_node)
         return SEARCH_REJ_INTERLEAVE;
     if (j->zero_stage >= 3 && j->pp > 1)
         return SEARCH_REJ_ZERO3_PP;
+    /* A switch with nothing to overlap gives the same plan as without it. */
+    if ((j->tp_comm_overlap && (j->tp == 1 || !j->sequence_parallel)) || (j->pp_comm_overlap && j->pp == 1) ||
+        (j->overlap_grad_reduce && dp == 1))
+        return SEARCH_REJ_NO_EFFECT;
     return SEARCH_OK;
 }
 

@@ -31,6 +31,7 @@ typedef enum {
     SEARCH_REJ_INTERLEAVE, /* interleaved: micro-batches not divisible by PP */
     SEARCH_REJ_ZERO3_PP,   /* ZeRO-3 needs PP = 1 */
     SEARCH_REJ_OTHER,      /* another rule of job_finalize */
+    SEARCH_REJ_NO_EFFECT,  /* an overlap switch with nothing to overlap (a duplicate plan) */
     SEARCH_REJ_MEMORY,     /* peak memory per GPU above the limit */
     SEARCH_NREASONS
 } search_reason_t;
@@ -40,22 +41,26 @@ extern const char *const search_reason_text[SEARCH_NREASONS];  /* one line each 
 
 typedef struct {
     int batch, tp, sp, pp, lpv, mb, zero, recompute; /* lpv 0 = not interleaved */
+    int ovl;  /* overlap switches: SEARCH_OVL_TP | _PP | _DP */
 } search_plan_t;
+
+enum { SEARCH_OVL_TP = 1, SEARCH_OVL_PP = 2, SEARCH_OVL_DP = 4 };
 
 /* Which plan fields the user fixed (one candidate each). */
 typedef struct {
     int tp, sp, pp, lpv, mb, zero, recompute;
+    int ovl;  /* the overlap switches are as the preset and flags set them */
 } search_fixed_t;
 
 typedef struct {
     job_t base;                 /* finalize not needed; plan fields overwritten */
     hw_t hw;
     double mem_limit_bytes;
-    int nbatch, ntpsp, nppv, nmb, nzero, nrc;
+    int nbatch, ntpsp, nppv, nmb, nzero, nrc, novl;
     int batch[SEARCH_MAX_CAND];
     int tpsp[SEARCH_MAX_CAND][2];   /* (TP, SP) */
     int ppv[4 * SEARCH_MAX_CAND][2]; /* (PP, layers per chunk or 0) */
-    int mb[SEARCH_MAX_MB], zero[4], rc[3];
+    int mb[SEARCH_MAX_MB], zero[4], rc[3], ovl[8];
     long long total;            /* product of the list lengths */
 } search_space_t;
 

@@ -95,6 +95,10 @@ static void fixed_fields(int argc, char **argv, search_fixed_t *f)
     f->sp = flag_given(argc, argv, "sequence-parallel");
     f->zero = flag_given(argc, argv, "zero-stage") || flag_given(argc, argv, "use-distributed-optimizer");
     f->recompute = flag_given(argc, argv, "recompute-granularity");
+    f->ovl = flag_given(argc, argv, "tp-comm-overlap") || flag_given(argc, argv, "pp-comm-overlap") ||
+             flag_given(argc, argv, "overlap-grad-reduce") || flag_given(argc, argv, "overlap-param-gather") ||
+             flag_given(argc, argv, "no-tp-comm-overlap") || flag_given(argc, argv, "no-pp-comm-overlap") ||
+             flag_given(argc, argv, "no-overlap-grad-reduce") || flag_given(argc, argv, "no-overlap-param-gather");
 }
 
 /* ---- progress (rank 0, stderr) ---------------------------------------- */
@@ -298,8 +302,8 @@ static void print_json(const search_space_t *s, const ranked_t *rk, int n)
 
 static void print_counts(const search_space_t *s, const evaluated_t *ev)
 {
-    printf("space: %lld plans = %d batch x %d (TP, SP) x %d (PP, chunks) x %d micro-batch x %d ZeRO x %d recompute\n",
-           s->total, s->nbatch, s->ntpsp, s->nppv, s->nmb, s->nzero, s->nrc);
+    printf("space: %lld plans = %d batch x %d (TP, SP) x %d (PP, chunks) x %d micro-batch x %d ZeRO x %d recompute"
+           " x %d overlap (TP, PP, DP)\n", s->total, s->nbatch, s->ntpsp, s->nppv, s->nmb, s->nzero, s->nrc, s->novl);
     printf("valid and fit: %lld; rejected:\n", ev->reasons[SEARCH_OK]);
     for (int r = 1; r < SEARCH_NREASONS; r++)
         if (ev->reasons[r])
@@ -314,8 +318,8 @@ static void print_table(const search_space_t *s, const evaluated_t *ev, const ra
            s->hw.cluster.name, s->mem_limit_bytes / GIB);
     print_counts(s, ev);
     printf("\nbest %d by predicted MFU%s:\n", n, k ? "; the first ones re-ranked by the folded simulator" : "");
-    printf("%4s %5s %3s %3s %3s %5s %3s %2s %4s %-9s %6s %6s %8s %9s %8s %8s %8s\n", "#", "batch", "TP", "PP", "v",
-           "DP", "mb", "SP", "ZeRO", "recompute", "MFU", "simMFU", "iter s", "tokens/s", "mem GiB", "comm s",
+    printf("%4s %5s %3s %3s %3s %5s %3s %2s %4s %-9s %-7s %6s %6s %8s %9s %8s %8s %8s\n", "#", "batch", "TP", "PP", "v",
+           "DP", "mb", "SP", "ZeRO", "recompute", "overlap", "MFU", "simMFU", "iter s", "tokens/s", "mem GiB", "comm s",
            "bubble s");
     for (int i = 0; i < n; i++) {
         search_plan_t p;
@@ -324,9 +328,12 @@ static void print_table(const search_space_t *s, const evaluated_t *ev, const ra
         char sim[16] = "-";
         if (!isnan(rk[i].sim_mfu))
             snprintf(sim, sizeof sim, "%5.1f%%", 100 * rk[i].sim_mfu);
-        printf("%4d %5d %3d %3d %3d %5d %3d %2s %4d %-9s %5.1f%% %6s %8.3f %9.4g %8.1f %8.3f %8.3f\n", i + 1, p.batch,
-               p.tp, p.pp, r->vpp, r->dp, p.mb, p.sp ? "on" : "-", p.zero, rc_name(p.recompute), 100 * r->mfu, sim,
-               r->iteration_s, r->tokens_per_s, r->mem_bytes / GIB, r->exposed_comm_s, r->bubble_s);
+        char ovl[8]; /* which overlap switches are on: T(P), P(P), D(P) */
+        snprintf(ovl, sizeof ovl, "%s%s%s", p.ovl & SEARCH_OVL_TP ? "T" : "-", p.ovl & SEARCH_OVL_PP ? "P" : "-",
+                 p.ovl & SEARCH_OVL_DP ? "D" : "-");
+        printf("%4d %5d %3d %3d %3d %5d %3d %2s %4d %-9s %-7s %5.1f%% %6s %8.3f %9.4g %8.1f %8.3f %8.3f\n", i + 1,
+               p.batch, p.tp, p.pp, r->vpp, r->dp, p.mb, p.sp ? "on" : "-", p.zero, rc_name(p.recompute), ovl,
+               100 * r->mfu, sim, r->iteration_s, r->tokens_per_s, r->mem_bytes / GIB, r->exposed_comm_s, r->bubble_s);
     }
     job_t job;
     search_row_t r;
@@ -336,6 +343,8 @@ static void print_table(const search_space_t *s, const evaluated_t *ev, const ra
     printf("\nwinner, Megatron-LM flags:\n  %s\n", flags);
     if (job.zero_stage >= 2)
         printf("  (and megasim's --zero-stage %d: Megatron-LM's distributed optimizer is ZeRO-1)\n", job.zero_stage);
+    if (job.pp_comm_overlap)
+        printf("  (and megasim's --pp-comm-overlap: decoupled send/receive, MegaScale's; Megatron-LM has no flag)\n");
 }
 
 /* One row of the files: every evaluated plan (valid by the rules). */

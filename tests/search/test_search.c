@@ -31,7 +31,7 @@ static int split(char *args, char **argv)
 }
 
 /* The base job of a search (plan fields left to the space). */
-static int space_from(const char *args, search_space_t *s, double limit_gib)
+static int space_from(const char *args, search_space_t *s, double limit_gib, int fix_overlaps)
 {
     static char buf[2048];
     char *argv[64], err[OPT_ERR_LEN];
@@ -39,7 +39,7 @@ static int space_from(const char *args, search_space_t *s, double limit_gib)
     int argc = split(buf, argv);
     job_t job;
     hw_t hw;
-    search_fixed_t fixed = {0};
+    search_fixed_t fixed = {.ovl = fix_overlaps};
     if (job_parse(&job, argc, argv, NULL, NULL, err) || job_hardware(&job, &hw, err) ||
         search_space_init(s, &job, &hw, &fixed, 0, 0, 0, (limit_gib > 0 ? limit_gib : hw.gpu.hbm_gib) * 1073741824.0,
                           err)) {
@@ -72,7 +72,7 @@ static int space_from(const char *args, search_space_t *s, double limit_gib)
 static int test_count(void)
 {
     static search_space_t s;
-    if (space_from(SMALL, &s, 0))
+    if (space_from(SMALL, &s, 0, 1))
         return 1;
     long long n[SEARCH_NREASONS] = {0};
     job_t job;
@@ -89,6 +89,26 @@ static int test_count(void)
     check_rel("valid and fit", 711, (double)n[SEARCH_OK], 0, src);
     check_rel("rejected otherwise (TP split, other rules, memory)", 0,
               (double)(n[SEARCH_REJ_TP] + n[SEARCH_REJ_OTHER] + n[SEARCH_REJ_MEMORY]), 0, src);
+    /* With the overlap switches free, each valid plan above comes in
+     * 2^k variants, k = the switches with something to overlap (TP needs
+     * TP > 1 with SP, PP needs PP > 1, DP needs DP > 1); the rest are the
+     * same plan again, rejected as "no effect". */
+    long long expect = 0;
+    for (long long i = 0; i < s.total; i++) {
+        search_row_t r;
+        if (search_eval(&s, i, &r, &job, NULL) == SEARCH_OK)
+            expect += 1LL << ((job.tp > 1 && job.sequence_parallel) + (job.pp > 1) + (job.dp > 1));
+    }
+    static search_space_t free_s;
+    if (space_from(SMALL, &free_s, 0, 0))
+        return 1;
+    long long ok = 0;
+    for (long long i = 0; i < free_s.total; i++) {
+        search_row_t r;
+        ok += search_eval(&free_s, i, &r, &job, NULL) == SEARCH_OK;
+    }
+    check_rel("overlaps free: plans in the space", 2688.0 * 8, (double)free_s.total, 0, "2688 x 8 switch combinations");
+    check_rel("overlaps free: valid plans", (double)expect, (double)ok, 0, "sum over the 711 of 2^(switches that apply)");
     return check_done("search_enumerate_count");
 }
 
@@ -186,7 +206,7 @@ static int test_valid(const char *megasim)
 static int test_brute(const char *megasim)
 {
     static search_space_t s;
-    if (space_from(BRUTE, &s, 6))
+    if (space_from(BRUTE, &s, 6, 0))
         return 1;
     static sim_opts_t o;
     o.fold = 1;
