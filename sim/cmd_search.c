@@ -351,6 +351,7 @@ static void print_table(const search_space_t *s, const evaluated_t *ev, const ra
 typedef struct {
     int64_t index;
     int32_t batch, tp, sp, pp, vpp, layers_per_vstage, dp, micro_batch_size, zero_stage, recompute;
+    int32_t tp_comm_overlap, pp_comm_overlap, dp_overlap;
     int32_t num_microbatches, fits, frontier;
     double mfu, sim_mfu, iteration_time_s, tokens_per_s, memory_per_gpu_bytes, exposed_comm_s, bubble_s;
 } file_row_t;
@@ -360,6 +361,7 @@ static void file_row(const search_space_t *s, const search_row_t *r, int frontie
     search_plan_t p;
     search_plan_at(s, r->index, &p);
     *f = (file_row_t){r->index, p.batch, p.tp, p.sp, p.pp, r->vpp, p.lpv, r->dp, p.mb, p.zero, p.recompute,
+                      (p.ovl & SEARCH_OVL_TP) != 0, (p.ovl & SEARCH_OVL_PP) != 0, (p.ovl & SEARCH_OVL_DP) != 0,
                       r->num_microbatches, r->reason == SEARCH_OK, frontier, r->mfu, sim_mfu, r->iteration_s,
                       r->tokens_per_s, r->mem_bytes, r->exposed_comm_s, r->bubble_s};
 }
@@ -374,13 +376,14 @@ static int write_csv(const char *path, const file_row_t *rows, long long n, char
         return -1;
     }
     fprintf(f, "index,batch,tp,sp,pp,vpp,layers_per_vstage,dp,micro_batch_size,zero_stage,recompute,"
-               "num_microbatches,fits,frontier,mfu,sim_mfu,iteration_time_s,tokens_per_s,memory_per_gpu_bytes,"
+               "tp_comm_overlap,pp_comm_overlap,dp_overlap,num_microbatches,fits,frontier,mfu,sim_mfu,iteration_time_s,tokens_per_s,memory_per_gpu_bytes,"
                "exposed_comm_s,bubble_s\n");
     for (long long i = 0; i < n; i++) {
         const file_row_t *r = &rows[i];
-        fprintf(f, "%lld,%d,%d,%d,%d,%d,%d,%d,%d,%d,%s,%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n",
+        fprintf(f, "%lld,%d,%d,%d,%d,%d,%d,%d,%d,%d,%s,%d,%d,%d,%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n",
                 (long long)r->index, r->batch, r->tp, r->sp, r->pp, r->vpp, r->layers_per_vstage, r->dp,
-                r->micro_batch_size, r->zero_stage, rc_name(r->recompute), r->num_microbatches, r->fits,
+                r->micro_batch_size, r->zero_stage, rc_name(r->recompute), r->tp_comm_overlap, r->pp_comm_overlap,
+                r->dp_overlap, r->num_microbatches, r->fits,
                 r->frontier, r->mfu, r->sim_mfu, r->iteration_time_s, r->tokens_per_s, r->memory_per_gpu_bytes,
                 r->exposed_comm_s, r->bubble_s);
     }
@@ -415,7 +418,8 @@ static hid_t row_type(int packed)
 #define F64(f) H5Tinsert(t, #f, offsetof(file_row_t, f), H5T_NATIVE_DOUBLE)
     H5Tinsert(t, "index", offsetof(file_row_t, index), H5T_NATIVE_INT64);
     I32(batch), I32(tp), I32(sp), I32(pp), I32(vpp), I32(layers_per_vstage), I32(dp), I32(micro_batch_size);
-    I32(zero_stage), I32(recompute), I32(num_microbatches), I32(fits), I32(frontier);
+    I32(zero_stage), I32(recompute), I32(tp_comm_overlap), I32(pp_comm_overlap), I32(dp_overlap);
+    I32(num_microbatches), I32(fits), I32(frontier);
     F64(mfu), F64(sim_mfu), F64(iteration_time_s), F64(tokens_per_s), F64(memory_per_gpu_bytes);
     F64(exposed_comm_s), F64(bubble_s);
 #undef I32
