@@ -16,6 +16,8 @@ extern const opt_table reproduce_opts;
 extern const opt_table predict_opts, hardware_opts, schedule_opts, simulate_opts;
 int cmd_search(int argc, char **argv);
 extern const opt_table search_opts;
+int cmd_calibrate(int argc, char **argv);
+extern const opt_table calibrate_opts;
 
 const cli_cmd_t cli_cmds[] = {
     {"predict", "Closed-form estimate of one job: iteration time, MFU/HFU, tokens/s, memory per GPU.",
@@ -37,6 +39,9 @@ const cli_cmd_t cli_cmds[] = {
     {"hardware", "List the built-in hardware profiles, or print one (or check a file) as JSON.",
      "[--gpu NAME] [--cluster NAME] [--hardware FILE]", "megasim hardware --gpu h100-sxm-80gb --cluster fattree",
      cmd_hardware, 0, &hardware_opts},
+    {"calibrate", "Measure this machine (kernels, MPI collectives), fit the curves, write a hardware profile.",
+     "--device cpu [--quick] --out FILE.json [--raw FILE.h5]",
+     "mpirun -np 2 megasim calibrate --device cpu --quick --out cpu.json", cmd_calibrate, 0, &calibrate_opts},
     {"plot", "Redraw the figures of a result file (simulate --out, reproduce) with gnuplot, as PNG and SVG.",
      "FILE.h5 [--outdir DIR] [--plots-dir DIR]", "megasim plot results/megascale.h5", cmd_plot, 0, &plot_opts},
 };

@@ -1,0 +1,290 @@
+/* calib/bench: timing harness, sample tables and the compute benchmarks of
+ * the CPU backend: GEMM, flash attention and memory-bound kernels of the
+ * reference library (kernels/, fp32, one thread), plus a plain copy. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#include "calib/calib.h"
+
+#include "kernels/attention.h"
+#include "kernels/gelu.h"
+#include "kernels/layernorm.h"
+#include "kernels/matmul.h"
+#include "kernels/optimizer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- tables ------------------------------------------------------------ */
+
+void calib_table_init(calib_table_t *t, const char *name, const char *const *cols, int ncol)
+{
+    memset(t, 0, sizeof *t);
+    t->name = name, t->ncol = ncol;
+    for (int i = 0; i < ncol; i++)
+        t->cols[i] = cols[i];
+}
+
+void calib_table_add(calib_table_t *t, const double *row)
+{
+    if (t->n == t->cap) {
+        t->cap = t->cap ? 2 * t->cap : 64;
+        t->rows = realloc(t->rows, sizeof(double) * t->cap * t->ncol);
+        if (!t->rows) {
+            fprintf(stderr, "megasim calibrate: out of memory (%s:%d)\n", __FILE__, __LINE__);
+            exit(1);
+        }
+    }
+    memcpy(t->rows + (size_t)t->n++ * t->ncol, row, sizeof(double) * t->ncol);
+}
+
+double calib_table_get(const calib_table_t *t, int row, int col) { return t->rows[(size_t)row * t->ncol + col]; }
+
+void calib_table_free(calib_table_t *t)
+{
+    free(t->rows);
+    t->rows = NULL, t->n = t->cap = 0;
+}
+
+/* ---- timing ------------------------------------------------------------ */
+
+double calib_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Quantile q of sorted v[0..n) with linear interpolation. */
+static double quantile(const double *v, int n, double q)
+{
+    double pos = q * (n - 1);
+    int i = (int)pos;
+    return i + 1 < n ? v[i] + (pos - i) * (v[i + 1] - v[i]) : v[n - 1];
+}
+
+calib_stat_t calib_time(void (*fn)(void *), void *ctx, int warmup, int reps, double min_sample_s)
+{
+    double t0 = calib_now_s();
+    fn(ctx); /* the first warm-up call also sizes the inner loop */
+    double one = calib_now_s() - t0;
+    for (int i = 1; i < warmup; i++)
+        fn(ctx);
+    int inner = one >= min_sample_s ? 1 : (int)fmin(1e6, ceil(min_sample_s / fmax(one, 1e-9)));
+    double v[64];
+    reps = reps > 64 ? 64 : reps;
+    for (int r = 0; r < reps; r++) {
+        double s = calib_now_s();
+        for (int i = 0; i < inner; i++)
+            fn(ctx);
+        v[r] = (calib_now_s() - s) / inner;
+    }
+    qsort(v, reps, sizeof v[0], cmp_double);
+    return (calib_stat_t){quantile(v, reps, 0.5), v[0], v[reps - 1], quantile(v, reps, 0.25),
+                          quantile(v, reps, 0.75), reps, inner};
+}
+
+calib_plan_t calib_plan(calib_level_t level)
+{
+    switch (level) {
+    case CALIB_TINY:
+        return (calib_plan_t){level, 1, 3, 2e-4};
+    case CALIB_QUICK:
+        return (calib_plan_t){level, 1, 7, 2e-3};
+    default:
+        return (calib_plan_t){level, 2, 9, 5e-3};
+    }
+}
+
+static float *rand_floats(size_t n, unsigned seed)
+{
+    float *p = malloc(sizeof(float) * (n ? n : 1));
+    if (!p) {
+        fprintf(stderr, "megasim calibrate: out of memory for %zu floats (%s:%d)\n", n, __FILE__, __LINE__);
+        exit(1);
+    }
+    for (size_t i = 0; i < n; i++) /* small LCG: values in [-1, 1) */
+        p[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) * 0x1.0p-23f - 1.0f;
+    return p;
+}
+
+/* ---- GEMM -------------------------------------------------------------- */
+
+typedef struct {
+    float *c, *a, *b;
+    int m, n, k;
+} gemm_ctx_t;
+
+/* c (m, n) = a (m, k) @ b (n, k)^T: the linear layer's forward layout. */
+static void gemm_call(void *p)
+{
+    gemm_ctx_t *g = p;
+    kern_gemm_ref(g->c, g->a, g->b, g->m, g->n, g->k, 0, 1, g->k, g->k, g->n, 0.0f);
+}
+
+static void gemm_point(const calib_plan_t *p, calib_table_t *t, int m, int n, int k, int tp)
+{
+    gemm_ctx_t g = {rand_floats((size_t)m * n, 1), rand_floats((size_t)m * k, 2), rand_floats((size_t)n * k, 3),
+                    m, n, k};
+    calib_stat_t s = calib_time(gemm_call, &g, p->warmup, p->reps, p->min_sample_s);
+    double flops = 2.0 * m * n * k;
+    calib_table_add(t, (double[]){m, n, k, flops, s.med_s, s.min_s, s.max_s, flops / s.med_s * 1e-9, tp});
+    free(g.c), free(g.a), free(g.b);
+}
+
+/* The four GEMMs of a GPT block's forward with tensor parallelism tp
+ * (Megatron-LM's column/row split): QKV (h -> 3h/tp), attention projection
+ * (h/tp -> h), MLP up (h -> 4h/tp), MLP down (4h/tp -> h), over `tokens`
+ * rows; then square sizes on a log grid (tp = 0 in the table). */
+void calib_bench_gemm(const calib_plan_t *p, calib_table_t *t)
+{
+    static const char *const cols[] = {"m", "n", "k", "flops", "time_med_s", "time_min_s",
+                                       "time_max_s", "gflops", "tp"};
+    calib_table_init(t, "gemm", cols, 9);
+    int h = p->level == CALIB_TINY ? 256 : 768; /* GPT-2 small: h 768 */
+    int tokens = p->level == CALIB_FULL ? 1024 : p->level == CALIB_QUICK ? 256 : 64;
+    int top = p->level == CALIB_FULL ? 1024 : p->level == CALIB_QUICK ? 512 : 128;
+    for (int tp = 1; tp <= 2; tp++) {
+        gemm_point(p, t, tokens, 3 * h / tp, h, tp);
+        gemm_point(p, t, tokens, h, h / tp, tp);
+        gemm_point(p, t, tokens, 4 * h / tp, h, tp);
+        gemm_point(p, t, tokens, h, 4 * h / tp, tp);
+    }
+    for (int s = 8; s <= top; s *= 2)
+        gemm_point(p, t, s, s, s, 0);
+}
+
+/* ---- attention --------------------------------------------------------- */
+
+typedef struct {
+    float *out, *lse, *q, *k, *v, *dq, *dk, *dv, *dout;
+    kern_attn_shape s;
+} attn_ctx_t;
+
+static void attn_fwd_call(void *p)
+{
+    attn_ctx_t *a = p;
+    kern_attention_fwd_ref(a->out, a->lse, a->q, a->k, a->v, a->s);
+}
+
+static void attn_bwd_call(void *p)
+{
+    attn_ctx_t *a = p;
+    kern_attention_bwd_ref(a->dq, a->dk, a->dv, a->dout, a->q, a->k, a->v, a->out, a->lse, a->s);
+}
+
+/* FLOPs as the cost model counts them (model/cost.c op_flops): 4 HS per
+ * visible key per query and head, causal: T (T + 1) / 2 keys; x 2.5 for
+ * the backward (FlashAttention-2's five matmuls). */
+static void attn_point(const calib_plan_t *p, calib_table_t *t, int T, int NH, int HS)
+{
+    kern_attn_shape s = {1, T, NH, NH, HS, 0};
+    size_t n = (size_t)T * NH * HS;
+    attn_ctx_t a = {rand_floats(n, 1), rand_floats((size_t)NH * T, 2), rand_floats(n, 3), rand_floats(n, 4),
+                    rand_floats(n, 5), rand_floats(n, 6), rand_floats(n, 7), rand_floats(n, 8), rand_floats(n, 9), s};
+    double fwd_flops = 4.0 * NH * HS * (T * (T + 1.0) / 2);
+    for (int bwd = 0; bwd <= 1; bwd++) {
+        calib_stat_t st = calib_time(bwd ? attn_bwd_call : attn_fwd_call, &a, p->warmup, p->reps, p->min_sample_s);
+        double flops = fwd_flops * (bwd ? 2.5 : 1);
+        calib_table_add(t, (double[]){bwd, T, NH, HS, flops, st.med_s, st.min_s, st.max_s, flops / st.med_s * 1e-9});
+    }
+    free(a.out), free(a.lse), free(a.q), free(a.k), free(a.v);
+    free(a.dq), free(a.dk), free(a.dv), free(a.dout);
+}
+
+void calib_bench_attention(const calib_plan_t *p, calib_table_t *t)
+{
+    static const char *const cols[] = {"bwd", "T", "NH", "HS", "flops", "time_med_s", "time_min_s",
+                                       "time_max_s", "gflops"};
+    calib_table_init(t, "attention", cols, 9);
+    int top = p->level == CALIB_FULL ? 2048 : p->level == CALIB_QUICK ? 512 : 128;
+    int nh = p->level == CALIB_FULL ? 12 : 4;
+    for (int T = 16; T <= top; T *= 2)
+        attn_point(p, t, T, nh, 64);
+    if (p->level != CALIB_TINY) /* heads: the same T, fewer and more of them */
+        for (int h = 1; h <= 2 * nh; h *= 2)
+            if (h != nh)
+                attn_point(p, t, top / 2, h, 64);
+}
+
+/* ---- memory-bound kernels ------------------------------------------------ */
+
+const char *const calib_mem_kernels[4] = {"copy", "layernorm_fwd", "bias_gelu_fwd", "adamw"};
+
+#define LN_C 768 /* row width of the LayerNorm and bias+GeLU samples (GPT-2 small) */
+
+typedef struct {
+    int kind;
+    long n;      /* elements (copy, adamw) or rows x LN_C */
+    float *x[8];
+} mem_ctx_t;
+
+static void mem_call(void *p)
+{
+    mem_ctx_t *m = p;
+    float **x = m->x;
+    int rows = (int)(m->n / LN_C);
+    switch (m->kind) {
+    case 0:
+        memcpy(x[0], x[1], sizeof(float) * m->n);
+        break;
+    case 1: /* residual, out, mean, rstd <- inp, skip, w, b */
+        kern_layernorm_fwd_ref(x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], rows, LN_C);
+        break;
+    case 2:
+        kern_bias_gelu_fwd_ref(x[0], x[1], x[2], rows, LN_C);
+        break;
+    default: {
+        kern_opt_tensor ts = {x[0], x[1], x[2], x[3], NULL, m->n};
+        kern_adamw_ref(&ts, 1, (kern_opt_hparams){1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1});
+    }
+    }
+}
+
+/* Bytes one call moves (fp32): copy reads and writes n; LayerNorm reads
+ * inp and skip, writes residual and out, plus mean and rstd per row;
+ * bias+GeLU reads and writes n; AdamW reads param, grad, m, v and writes
+ * param, m, v: 28 bytes per parameter. */
+static double mem_bytes(int kind, long n)
+{
+    static const double per_elem[4] = {8, 16, 8, 28};
+    return per_elem[kind] * n + (kind == 1 ? 8.0 * (n / LN_C) : 0);
+}
+
+static void mem_point(const calib_plan_t *p, calib_table_t *t, int kind, double target_bytes)
+{
+    static const double per_elem[4] = {8, 16, 8, 28};
+    long n = (long)(target_bytes / per_elem[kind]);
+    if (kind == 1 || kind == 2)
+        n = (n / LN_C > 0 ? n / LN_C : 1) * LN_C;
+    mem_ctx_t m = {kind, n, {0}};
+    for (int i = 0; i < 8; i++)
+        m.x[i] = rand_floats(i < 6 ? n : LN_C, 11 + i);
+    if (kind == 3) /* v must be >= 0 */
+        for (long i = 0; i < n; i++)
+            m.x[3][i] = fabsf(m.x[3][i]);
+    calib_stat_t s = calib_time(mem_call, &m, p->warmup, p->reps, p->min_sample_s);
+    double bytes = mem_bytes(kind, n);
+    calib_table_add(t, (double[]){kind, bytes, s.med_s, s.min_s, s.max_s, bytes / s.med_s * 1e-9});
+    for (int i = 0; i < 8; i++)
+        free(m.x[i]);
+}
+
+/* Sizes from 16 KiB (LayerNorm: a few rows) by x4 up to the level's top. */
+void calib_bench_memory(const calib_plan_t *p, calib_table_t *t)
+{
+    static const char *const cols[] = {"kernel", "bytes", "time_med_s", "time_min_s", "time_max_s", "gbps"};
+    calib_table_init(t, "memory", cols, 6);
+    double top = p->level == CALIB_FULL ? 1 << 30 : p->level == CALIB_QUICK ? 1 << 27 : 1 << 23;
+    for (int kind = 0; kind < 4; kind++)
+        for (double b = 1 << 12; b <= top; b *= 4)
+            if (b >= mem_bytes(kind, kind == 1 || kind == 2 ? LN_C : 1))
+                mem_point(p, t, kind, b);
+}

@@ -1,0 +1,170 @@
+/* cmd_calibrate: `megasim calibrate`: measures this machine and writes a
+ * hardware profile that `megasim predict --hardware FILE` reads, plus the
+ * raw samples and fits as HDF5. --device cpu times the reference C kernels
+ * (fp32, one thread per rank) and, under mpirun with >= 2 ranks, MPI
+ * collectives; --device gpu is not built yet. Rank 0 computes, every rank
+ * joins the collectives, rank 0 fits and writes. Progress goes to stderr,
+ * the report (figures, fits, residuals, nccl-tests tables) to stdout. */
+#define _POSIX_C_SOURCE 200809L /* sysconf */
+#include "calib/profile.h"
+#include "model/cli.h"
+#include "sim/output.h"
+
+#include <cjson/cJSON.h>
+#include <mpi.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+    int device, quick, tiny, help;
+    char out[1024], raw[1024], base_gpu[40], base_cluster[40];
+} calib_opts_t;
+
+#define CO(f) offsetof(calib_opts_t, f)
+static const opt_def calib_defs[] = {
+    {"device", OPT_ENUM, CO(device), 0, 0, "cpu", "cpu|gpu", "calibrate",
+     "what to measure: cpu (the reference kernels; MPI collectives under mpirun -np >= 2); "
+     "gpu is not built yet (a later issue)"},
+    {"quick", OPT_BOOL, CO(quick), 0, 1, "false", 0, "calibrate",
+     "smaller grids and fewer repetitions (under 2 minutes on 2 cores; collectives to 16 MiB, not 1 GiB)"},
+    {"tiny", OPT_BOOL, CO(tiny), 0, 1, "false", 0, "calibrate",
+     "the tests' grid: a few seconds, the same code path, rough numbers"},
+    {"out", OPT_STR, CO(out), 0, 1024, "", 0, "calibrate", "the profile to write, FILE.json (required)"},
+    {"raw", OPT_STR, CO(raw), 0, 1024, "", 0, "calibrate",
+     "raw samples and fits, HDF5 (default: --out with .h5 for .json)"},
+    {"base-gpu", OPT_STR, CO(base_gpu), 0, 40, "a100-sxm-80gb", 0, "calibrate",
+     "built-in GPU profile giving the fields not measured (comm_slowdown with < 3 ranks)"},
+    {"base-cluster", OPT_STR, CO(base_cluster), 0, 40, "megascale", 0, "calibrate",
+     "built-in cluster profile giving the fields not measured (topology, network; collectives with 1 rank)"},
+    {"help", OPT_BOOL, CO(help), 0, 1, "false", 0, "calibrate", "show this help"},
+};
+const opt_table calibrate_opts = {calib_defs, sizeof calib_defs / sizeof calib_defs[0], "calibrate option"};
+
+static int mpi_rank, mpi_size = 1;
+static double t_start_s;
+
+static void progress(const char *what)
+{
+    if (mpi_rank == 0)
+        fprintf(stderr, "megasim calibrate: %s (%.1f s)\n", what, calib_now_s() - t_start_s);
+}
+
+/* Bad input is reported by the launcher's rank 0 only (before MPI starts). */
+static int env_rank(void)
+{
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    return r ? atoi(r) : 0;
+}
+
+static int fail(const char *msg)
+{
+    return env_rank() == 0 ? cli_fail("calibrate", msg) : 2;
+}
+
+static int check_opts(calib_opts_t *o, char *err)
+{
+    hw_t probe;
+    if (o->device == 1) {
+        int gpu = access("/dev/nvidia0", F_OK) == 0;
+        snprintf(err, OPT_ERR_LEN, "--device gpu: %s; the GPU calibration is not built yet: use --device cpu",
+                 gpu ? "a GPU is present, but" : "no GPU found (no /dev/nvidia0)");
+        return -1;
+    }
+    if (!o->out[0]) {
+        snprintf(err, OPT_ERR_LEN, "--out FILE.json is required (the profile to write)");
+        return -1;
+    }
+    if (!o->raw[0]) {
+        size_t n = strlen(o->out);
+        int json = n > 5 && !strcmp(o->out + n - 5, ".json");
+        snprintf(o->raw, sizeof o->raw, "%.*s.h5", (int)(json ? n - 5 : n), o->out);
+    }
+    if (hw_resolve(o->base_gpu, o->base_cluster, NULL, &probe, err))
+        return -1;
+    if (env_rank() == 0 && (sim_output_probe(o->out, err, OPT_ERR_LEN) || sim_output_probe(o->raw, err, OPT_ERR_LEN)))
+        return -1;
+    return 0;
+}
+
+static void run_compute(const calib_plan_t *p, calib_result_t *r)
+{
+    progress("GEMM (kern_gemm_ref)");
+    calib_bench_gemm(p, &r->gemm);
+    progress("attention forward and backward (kern_attention_*_ref)");
+    calib_bench_attention(p, &r->attn);
+    progress("memory-bound kernels (copy, LayerNorm, bias+GeLU, AdamW)");
+    calib_bench_memory(p, &r->mem);
+}
+
+static int finish(const calib_opts_t *o, calib_result_t *r, const calib_plan_t *p, int argc, char **argv)
+{
+    char err[OPT_ERR_LEN];
+    hw_t hw;
+    calib_fit_all(r, p);
+    if (calib_make_profile(r, o->base_gpu, o->base_cluster, &hw, err))
+        return cli_fail("calibrate", err);
+    static const char *const level[] = {"full", "quick", "tiny"};
+    cJSON *prov = calib_provenance(r, o->base_gpu, o->base_cluster, argc, argv, level[p->level]);
+    cJSON *config = opts_to_json(&calibrate_opts, o);
+    int rc = calib_write_profile(o->out, &hw, prov, err) || calib_write_h5(o->raw, r, config, prov, err);
+    cJSON_Delete(prov), cJSON_Delete(config);
+    if (rc)
+        return cli_fail("calibrate", err);
+    calib_print_report(r, &hw);
+    fprintf(stderr, "wrote %s and %s\n", o->out, o->raw);
+    return 0;
+}
+
+static int calibrate_main(calib_opts_t *o, int argc, char **argv)
+{
+    calib_plan_t p = calib_plan(o->tiny ? CALIB_TINY : o->quick ? CALIB_QUICK : CALIB_FULL);
+    static calib_result_t r;
+    memset(&r, 0, sizeof r);
+    r.nranks = mpi_size, r.ncores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    double t0 = t_start_s = calib_now_s();
+    if (mpi_rank == 0)
+        run_compute(&p, &r);
+    if (mpi_size > 1) { /* the other ranks wait here while rank 0 computes */
+        MPI_Barrier(MPI_COMM_WORLD);
+        progress("collectives over MPI");
+        calib_bench_collectives(&p, &r.coll, 0);
+        r.have_coll = 1;
+        progress("compute beside a collective");
+    } else {
+        fprintf(stderr, "megasim calibrate: collectives need >= 2 MPI ranks (mpirun -np 2 megasim calibrate ...); "
+                        "skipped, the base profile's collective fields are kept\n");
+    }
+    r.comm_slowdown = mpi_size > 1 ? calib_bench_comm_slowdown(&p, r.ncores) : -1;
+    int rc = mpi_rank == 0 ? finish(o, &r, &p, argc, argv) : 0;
+    if (mpi_rank == 0)
+        fprintf(stderr, "megasim calibrate: done in %.1f s\n", calib_now_s() - t0);
+    calib_result_free(&r);
+    return rc;
+}
+
+int cmd_calibrate(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv))
+        return 0;
+    calib_opts_t o;
+    job_t unused;
+    char err[OPT_ERR_LEN];
+    opts_set_defaults(&calibrate_opts, &o);
+    if (job_parse(&unused, argc - 1, argv + 1, &calibrate_opts, &o, err) || check_opts(&o, err))
+        return fail(err);
+    int mpi_on = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE");
+    if (mpi_on) {
+        MPI_Init(NULL, NULL);
+        MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &mpi_size);
+    }
+    int rc = calibrate_main(&o, argc, argv);
+    if (mpi_on) {
+        MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        MPI_Finalize();
+    }
+    return mpi_rank ? 0 : rc;
+}

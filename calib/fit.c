@@ -1,0 +1,138 @@
+/* calib/fit: saturating and alpha-beta fits (see fit.h). */
+#include "calib/fit.h"
+
+#include <gsl/gsl_blas.h>
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_fit.h>
+#include <gsl/gsl_multifit_nlinear.h>
+#include <math.h>
+#include <stdlib.h>
+
+typedef struct {
+    const double *x, *y;
+    int n;
+} sat_data_t;
+
+/* Parameters p = (e_max, log10 x_half): the log keeps both of order one,
+ * which the trust-region solver needs (x_half spans 1e3..1e12). */
+static int sat_f(const gsl_vector *p, void *data, gsl_vector *f)
+{
+    const sat_data_t *d = data;
+    double e = gsl_vector_get(p, 0), h = pow(10, gsl_vector_get(p, 1));
+    for (int i = 0; i < d->n; i++)
+        gsl_vector_set(f, i, e * d->x[i] / (d->x[i] + h) - d->y[i]);
+    return GSL_SUCCESS;
+}
+
+static int sat_df(const gsl_vector *p, void *data, gsl_matrix *J)
+{
+    const sat_data_t *d = data;
+    double e = gsl_vector_get(p, 0), h = pow(10, gsl_vector_get(p, 1));
+    for (int i = 0; i < d->n; i++) {
+        double s = d->x[i] + h;
+        gsl_matrix_set(J, i, 0, d->x[i] / s);
+        gsl_matrix_set(J, i, 1, -e * d->x[i] / (s * s) * h * log(10)); /* d/dlog10(h) */
+    }
+    return GSL_SUCCESS;
+}
+
+double calib_saturating_eval(const calib_satfit_t *f, double x)
+{
+    return f->e_max * x / (x + f->x_half);
+}
+
+/* R^2 = 1 - SS_res / SS_tot over the given residuals. */
+static double r_squared(const double *y, const double *resid, int n, double *rms)
+{
+    double mean = 0, ss_tot = 0, ss_res = 0;
+    for (int i = 0; i < n; i++)
+        mean += y[i] / n;
+    for (int i = 0; i < n; i++)
+        ss_tot += (y[i] - mean) * (y[i] - mean), ss_res += resid[i] * resid[i];
+    *rms = n ? sqrt(ss_res / n) : 0;
+    return ss_tot > 0 ? 1 - ss_res / ss_tot : (ss_res == 0 ? 1 : 0);
+}
+
+/* Starting point: e_max the largest sample, x_half the x where the
+ * samples first reach half of it. */
+static void sat_guess(const double *x, const double *y, int n, double *e0, double *lh0)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        best = y[i] > y[best] ? i : best;
+    *e0 = y[best], *lh0 = log10(x[best]);
+    double xmin = x[best];
+    for (int i = 0; i < n; i++)
+        if (y[i] >= 0.5 * y[best] && x[i] < xmin)
+            xmin = x[i];
+    *lh0 = log10(xmin);
+}
+
+calib_satfit_t calib_fit_saturating(const double *x, const double *y, int n, double *resid)
+{
+    calib_satfit_t r = {0};
+    r.n = n;
+    if (n < 3)
+        return r;
+    sat_data_t d = {x, y, n};
+    gsl_multifit_nlinear_fdf fdf = {sat_f, sat_df, NULL, (size_t)n, 2, &d, 0, 0, 0};
+    gsl_multifit_nlinear_parameters par = gsl_multifit_nlinear_default_parameters();
+    gsl_multifit_nlinear_workspace *w =
+        gsl_multifit_nlinear_alloc(gsl_multifit_nlinear_trust, &par, (size_t)n, 2);
+    double e0, lh0;
+    sat_guess(x, y, n, &e0, &lh0);
+    gsl_vector *p0 = gsl_vector_alloc(2);
+    gsl_vector_set(p0, 0, e0), gsl_vector_set(p0, 1, lh0);
+    gsl_error_handler_t *old = gsl_set_error_handler_off();
+    int info, st = gsl_multifit_nlinear_init(p0, &fdf, w);
+    if (st == GSL_SUCCESS)
+        st = gsl_multifit_nlinear_driver(200, 1e-10, 1e-10, 1e-10, NULL, NULL, &info, w);
+    gsl_vector *p = gsl_multifit_nlinear_position(w), *f = gsl_multifit_nlinear_residual(w);
+    r.e_max = gsl_vector_get(p, 0), r.x_half = pow(10, gsl_vector_get(p, 1));
+    r.ok = st == GSL_SUCCESS && isfinite(r.e_max) && r.e_max > 0;
+    double *res = resid ? resid : malloc(sizeof(double) * n), chi2;
+    for (int i = 0; i < n; i++)
+        res[i] = -gsl_vector_get(f, i);
+    gsl_blas_ddot(f, f, &chi2);
+    if (n > 2) { /* covariance of (e, log10 h) scaled by the residual variance */
+        gsl_matrix *cov = gsl_matrix_alloc(2, 2);
+        gsl_multifit_nlinear_covar(gsl_multifit_nlinear_jac(w), 0.0, cov);
+        double s2 = chi2 / (n - 2);
+        r.se_e_max = sqrt(s2 * gsl_matrix_get(cov, 0, 0));
+        r.se_x_half = r.x_half * log(10) * sqrt(s2 * gsl_matrix_get(cov, 1, 1));
+        gsl_matrix_free(cov);
+    }
+    r.r2 = r_squared(y, res, n, &r.rms);
+    gsl_set_error_handler(old);
+    if (!resid)
+        free(res);
+    gsl_vector_free(p0);
+    gsl_multifit_nlinear_free(w);
+    return r;
+}
+
+calib_linfit_t calib_fit_linear(const double *x, const double *y, int n, double x_lo, double x_hi,
+                                double *resid)
+{
+    calib_linfit_t r = {0};
+    double *xs = malloc(sizeof(double) * (n + 1)), *ys = malloc(sizeof(double) * (n + 1));
+    double *rs = malloc(sizeof(double) * (n + 1));
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (x[i] >= x_lo && x[i] <= x_hi)
+            xs[m] = x[i], ys[m++] = y[i];
+    r.n = m;
+    if (m >= 3) {
+        double c00, c01, c11, ss;
+        gsl_fit_linear(xs, 1, ys, 1, (size_t)m, &r.a, &r.b, &c00, &c01, &c11, &ss);
+        r.se_a = sqrt(c00), r.se_b = sqrt(c11);
+        for (int i = 0; i < m; i++)
+            rs[i] = ys[i] - (r.a + r.b * xs[i]);
+        r.r2 = r_squared(ys, rs, m, &r.rms);
+        r.ok = r.b > 0 && isfinite(r.a);
+    }
+    for (int i = 0; resid && i < n; i++)
+        resid[i] = x[i] >= x_lo && x[i] <= x_hi ? y[i] - (r.a + r.b * x[i]) : 0;
+    free(xs), free(ys), free(rs);
+    return r;
+}

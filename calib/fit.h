@@ -1,0 +1,36 @@
+/* calib/fit: the least-squares fits that turn benchmark samples into
+ * profile numbers, each with its goodness of fit.
+ *   saturating: eff(x) = e_max * x / (x + x_half), nonlinear least squares
+ *               (GSL multifit_nlinear, trust region), for GEMM, attention and
+ *               memory-bound efficiency against FLOPs or bytes;
+ *   linear:     t = a + b * x (gsl_fit_linear), the alpha-beta model of a
+ *               collective with x = bytes * bus factor: a is the latency,
+ *               1 / b the bus bandwidth. */
+#ifndef CALIB_FIT_H
+#define CALIB_FIT_H
+
+typedef struct {
+    double e_max, x_half;       /* fitted parameters */
+    double se_e_max, se_x_half; /* standard errors (covariance x residual variance) */
+    double r2, rms;             /* R^2 and root-mean-square residual */
+    int n, ok;                  /* samples used; ok = converged */
+} calib_satfit_t;
+
+typedef struct {
+    double a, b;                /* t = a + b x */
+    double se_a, se_b;
+    double r2, rms;
+    int n, ok;                  /* ok = at least 3 samples and b > 0 */
+} calib_linfit_t;
+
+/* Fits y = e_max x / (x + x_half) to n samples (x > 0). resid (may be
+ * NULL) receives y - fit for each sample. */
+calib_satfit_t calib_fit_saturating(const double *x, const double *y, int n, double *resid);
+double calib_saturating_eval(const calib_satfit_t *f, double x);
+
+/* Fits y = a + b x to the samples whose x lies in [x_lo, x_hi]; resid (may
+ * be NULL, n long) receives y - fit for those and 0 for the others. */
+calib_linfit_t calib_fit_linear(const double *x, const double *y, int n, double x_lo, double x_hi,
+                                double *resid);
+
+#endif

@@ -1,0 +1,539 @@
+/* calib/profile: fits, profile fields, report and files (see profile.h). */
+#define _POSIX_C_SOURCE 200809L /* gethostname */
+#include "calib/profile.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <hdf5.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef MEGASIM_VERSION
+#define MEGASIM_VERSION "unknown"
+#endif
+
+/* ---- fits ------------------------------------------------------------------ */
+
+static calib_fitrec_t *new_fit(calib_result_t *r, const char *name, const char *xn, const char *yn, int n)
+{
+    calib_fitrec_t *f = &r->fits[r->nfits++];
+    memset(f, 0, sizeof *f);
+    snprintf(f->name, sizeof f->name, "%s", name);
+    f->xname = xn, f->yname = yn, f->n = n;
+    f->x = calloc(n + 1, sizeof(double)), f->y = calloc(n + 1, sizeof(double));
+    f->resid = calloc(n + 1, sizeof(double));
+    return f;
+}
+
+/* Efficiency samples y = rate / best from the rows of t where col sel ==
+ * want (sel < 0: all rows; want < 0: rows where col sel != -want - 1),
+ * fitted by the saturating model. */
+static int row_selected(const calib_table_t *t, int i, int sel, double want)
+{
+    double v = sel < 0 ? 0 : calib_table_get(t, i, sel);
+    return sel < 0 || (want >= 0 ? v == want : v != -want - 1);
+}
+
+static calib_fitrec_t *fit_eff(calib_result_t *r, const char *name, const calib_table_t *t, int sel, double want,
+                               int xcol, int ratecol, double best, const char *xn)
+{
+    calib_fitrec_t *f = new_fit(r, name, xn, "fraction of peak", t->n);
+    int m = 0;
+    for (int i = 0; i < t->n; i++)
+        if (row_selected(t, i, sel, want))
+            f->x[m] = calib_table_get(t, i, xcol), f->y[m++] = calib_table_get(t, i, ratecol) / best;
+    f->n = m;
+    f->sat = calib_fit_saturating(f->x, f->y, m, f->resid);
+    return f;
+}
+
+static double col_max(const calib_table_t *t, int col, int sel, double want)
+{
+    double best = 0;
+    for (int i = 0; i < t->n; i++)
+        if (sel < 0 || calib_table_get(t, i, sel) == want)
+            best = fmax(best, calib_table_get(t, i, col));
+    return best;
+}
+
+/* The copy rate at the largest size measured: memory (DRAM) bandwidth,
+ * not the in-cache rate of mid-sized copies, which the best rate is. */
+static double largest_copy_gbps(const calib_table_t *t)
+{
+    double bytes = -1, gbps = 0;
+    for (int i = 0; i < t->n; i++)
+        if (calib_table_get(t, i, 0) == 0 && calib_table_get(t, i, 1) > bytes)
+            bytes = calib_table_get(t, i, 1), gbps = calib_table_get(t, i, 5);
+    return gbps;
+}
+
+/* Alpha-beta of collective c over sizes [lo, hi]: time_us = a + b x with
+ * x = size x bus factor, so a is the latency (us) and 1e-3 / b the bus
+ * bandwidth (GB/s). */
+static calib_fitrec_t *fit_coll(calib_result_t *r, int c, const char *regime, double lo, double hi)
+{
+    char name[48];
+    snprintf(name, sizeof name, "%s_%s", calib_colls[c].name, regime);
+    calib_fitrec_t *f = new_fit(r, name, "size_bytes x bus factor", "time_us", r->coll.n);
+    f->linear = 1;
+    int m = 0;
+    for (int i = 0; i < r->coll.n; i++)
+        if (calib_table_get(&r->coll, i, 0) == c)
+            f->x[m] = calib_table_get(&r->coll, i, 1) * calib_bus_factor(c, r->nranks),
+            f->y[m++] = calib_table_get(&r->coll, i, 3);
+    f->n = m;
+    double fac = calib_bus_factor(c, r->nranks);
+    f->lin = calib_fit_linear(f->x, f->y, m, lo * fac, hi * fac, f->resid);
+    return f;
+}
+
+void calib_fit_all(calib_result_t *r, const calib_plan_t *p)
+{
+    r->peak_gflops = col_max(&r->gemm, 7, -1, 0);
+    r->copy_gbps = largest_copy_gbps(&r->mem);
+    fit_eff(r, "gemm_eff", &r->gemm, -1, 0, 3, 7, r->peak_gflops, "flops");
+    fit_eff(r, "flash_fwd_eff", &r->attn, 0, 0, 4, 8, r->peak_gflops, "flops");
+    fit_eff(r, "flash_bwd_eff", &r->attn, 0, 1, 4, 8, r->peak_gflops, "flops");
+    /* The model applies mem_eff to LayerNorm, GeLU, the optimizer and the
+     * like, not to copies: those kernels' rates over the best copy's. */
+    fit_eff(r, "mem_eff", &r->mem, 0, -1, 1, 5, r->copy_gbps, "bytes");
+    /* Fixed cost of the smallest kernels: the intercept of copy time
+     * against bytes up to 256 KiB (time in us). */
+    calib_fitrec_t *g = new_fit(r, "kernel_gap", "bytes", "time_us", r->mem.n);
+    g->linear = 1;
+    int m = 0;
+    for (int i = 0; i < r->mem.n; i++)
+        if (calib_table_get(&r->mem, i, 0) == 0)
+            g->x[m] = calib_table_get(&r->mem, i, 1), g->y[m++] = calib_table_get(&r->mem, i, 2) * 1e6;
+    g->n = m;
+    g->lin = calib_fit_linear(g->x, g->y, m, 0, 256 << 10, g->resid);
+    r->gap_us = fmax(0, g->lin.a);
+    if (!r->have_coll)
+        return;
+    /* Regimes: small up to min(64 KiB, top / 64), large from top / 16. */
+    double top = 0;
+    for (int i = 0; i < r->coll.n; i++)
+        top = fmax(top, calib_table_get(&r->coll, i, 1));
+    for (int c = 0; c < CALIB_NCOLL; c++) {
+        calib_fitrec_t *s = fit_coll(r, c, "small", 0, fmin(65536, top / 64));
+        calib_fitrec_t *l = fit_coll(r, c, "large", top / 16, top);
+        if (c == 0)
+            r->ar_alpha_us = s->lin.a, r->ar_bw_gbps = l->lin.ok ? 1e-3 / l->lin.b : 0;
+        if (c == CALIB_NCOLL - 1)
+            r->p2p_alpha_us = s->lin.a;
+    }
+    (void)p;
+}
+
+/* ---- profile --------------------------------------------------------------- */
+
+static double clamp(double v, double lo, double hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+static const calib_fitrec_t *find_fit(const calib_result_t *r, const char *name)
+{
+    for (int i = 0; i < r->nfits; i++)
+        if (!strcmp(r->fits[i].name, name))
+            return &r->fits[i];
+    return NULL;
+}
+
+/* The fit sampled at half decades from lo to hi (at most CURVE_MAX points). */
+static void sample_curve(curve_t *c, const calib_satfit_t *f, double lo, double hi)
+{
+    c->n = 0;
+    for (double e = log10(lo); e <= log10(hi) + 1e-9 && c->n < CURVE_MAX; e += 0.5) {
+        c->x[c->n] = pow(10, e);
+        c->y[c->n] = clamp(calib_saturating_eval(f, c->x[c->n]), 1e-4, 1);
+        c->n++;
+    }
+}
+
+static double mem_total_gib(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    double kib = 0;
+    if (f) {
+        if (fscanf(f, "MemTotal: %lf kB", &kib) != 1)
+            kib = 0;
+        fclose(f);
+    }
+    return kib > 0 ? kib / (1 << 20) : 1;
+}
+
+/* Ring steps: send/recv is launch + 1 step, all-reduce launch + 2(n-1)
+ * steps (model/cost.c), so the two small-message latencies give both. */
+static void split_latency(const calib_result_t *r, double *launch_us, double *step_us)
+{
+    double steps = 2.0 * (r->nranks - 1);
+    double s = steps > 1 ? (r->ar_alpha_us - r->p2p_alpha_us) / (steps - 1) : r->p2p_alpha_us / 2;
+    s = clamp(s, 0, fmax(r->p2p_alpha_us, 0));
+    *step_us = s, *launch_us = fmax(0, r->p2p_alpha_us - s);
+}
+
+/* nvlink_eff at powers of 4 from 4 KiB: the all-reduce's bus bandwidth
+ * after its latency, over the large-message bandwidth. */
+static void coll_curve(const calib_result_t *r, curve_t *c, double bw_gbps)
+{
+    c->n = 0;
+    for (int i = 0; i < r->coll.n && c->n < CURVE_MAX; i++) {
+        double size = calib_table_get(&r->coll, i, 1);
+        int e = (int)round(log2(size));
+        if (calib_table_get(&r->coll, i, 0) != 0 || size < 4096 || e % 2 || fabs(size - ldexp(1, e)) > 0.5)
+            continue;
+        double t_us = calib_table_get(&r->coll, i, 3) - r->ar_alpha_us;
+        double bus = size * calib_bus_factor(0, r->nranks) / fmax(t_us, 1e-9) * 1e-3;
+        c->x[c->n] = size, c->y[c->n++] = clamp(bus / bw_gbps, 1e-4, 1);
+    }
+}
+
+int calib_make_profile(const calib_result_t *r, const char *base_gpu, const char *base_cluster, hw_t *hw,
+                       char *err)
+{
+    if (hw_resolve(base_gpu, base_cluster, NULL, hw, err))
+        return -1;
+    hw_gpu_t *g = &hw->gpu;
+    char host[64] = "host";
+    gethostname(host, sizeof host - 1);
+    snprintf(g->name, sizeof g->name, "cpu-%.30s", host);
+    /* fp32 reference kernels: the "bf16" peak is the fp32 rate measured */
+    g->peak_bf16_tflops = g->peak_tf32_tflops = r->peak_gflops * 1e-3;
+    g->hbm_gib = mem_total_gib();
+    g->hbm_gbps = r->copy_gbps;
+    g->sm_count = r->ncores;
+    g->gemm_tile_m = g->gemm_tile_n = 4; /* kern_gemm_ref's 4 x 4 register block */
+    g->kernel_gap_us = r->gap_us;
+    if (r->comm_slowdown >= 0)
+        g->comm_slowdown = clamp(r->comm_slowdown, 0, 1);
+    sample_curve(&g->gemm_eff, &find_fit(r, "gemm_eff")->sat, 1e4, 1e12);
+    sample_curve(&g->flash_fwd_eff, &find_fit(r, "flash_fwd_eff")->sat, 1e4, 1e12);
+    sample_curve(&g->flash_bwd_eff, &find_fit(r, "flash_bwd_eff")->sat, 1e4, 1e12);
+    sample_curve(&g->mem_eff, &find_fit(r, "mem_eff")->sat, 1e3, 1e10);
+    if (r->have_coll && r->ar_bw_gbps > 0) {
+        hw_cluster_t *c = &hw->cluster;
+        snprintf(c->name, sizeof c->name, "cpu-mpi-%.28s", host);
+        g->nvlink_gbps = r->ar_bw_gbps;
+        split_latency(r, &c->coll_launch_us, &c->alpha_nvlink_us);
+        coll_curve(r, &c->nvlink_eff, r->ar_bw_gbps);
+        if (c->nvlink_eff.n == 0)
+            c->nvlink_eff = (curve_t){1, {1}, {1}};
+    }
+    return hw_check(hw, err);
+}
+
+/* ---- provenance -------------------------------------------------------------- */
+
+static void cpu_model(char *buf, size_t len)
+{
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    snprintf(buf, len, "unknown");
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "model name", 10) && strchr(line, ':')) {
+            snprintf(buf, len, "%s", strchr(line, ':') + 2);
+            buf[strcspn(buf, "\n")] = 0;
+            break;
+        }
+    if (f)
+        fclose(f);
+}
+
+static cJSON *fit_json(const calib_fitrec_t *f)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (f->linear) {
+        cJSON_AddStringToObject(o, "model", "y = a + b x (gsl_fit_linear)");
+        cJSON_AddNumberToObject(o, "alpha_us", f->lin.a);
+        cJSON_AddNumberToObject(o, "alpha_se_us", f->lin.se_a);
+        cJSON_AddNumberToObject(o, "bandwidth_gbps", f->lin.b > 0 ? 1e-3 / f->lin.b : 0);
+        cJSON_AddNumberToObject(o, "bandwidth_se_gbps", f->lin.b > 0 ? 1e-3 * f->lin.se_b / (f->lin.b * f->lin.b) : 0);
+        cJSON_AddNumberToObject(o, "r2", f->lin.r2);
+        cJSON_AddNumberToObject(o, "rms_residual", f->lin.rms);
+        cJSON_AddNumberToObject(o, "samples", f->lin.n);
+    } else {
+        cJSON_AddStringToObject(o, "model", "eff = e_max x / (x + x_half) (gsl_multifit_nlinear)");
+        cJSON_AddNumberToObject(o, "e_max", f->sat.e_max);
+        cJSON_AddNumberToObject(o, "e_max_se", f->sat.se_e_max);
+        cJSON_AddNumberToObject(o, "x_half", f->sat.x_half);
+        cJSON_AddNumberToObject(o, "x_half_se", f->sat.se_x_half);
+        cJSON_AddNumberToObject(o, "r2", f->sat.r2);
+        cJSON_AddNumberToObject(o, "rms_residual", f->sat.rms);
+        cJSON_AddNumberToObject(o, "samples", f->sat.n);
+    }
+    cJSON_AddStringToObject(o, "x", f->xname);
+    return o;
+}
+
+cJSON *calib_provenance(const calib_result_t *r, const char *base_gpu, const char *base_cluster, int argc,
+                        char **argv, const char *level)
+{
+    cJSON *p = cJSON_CreateObject();
+    char buf[4096] = "", host[256] = "?";
+    time_t now = time(NULL);
+    strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    cJSON_AddStringToObject(p, "date", buf);
+    gethostname(host, sizeof host - 1);
+    cJSON_AddStringToObject(p, "host", host);
+    cpu_model(buf, sizeof buf);
+    cJSON_AddStringToObject(p, "cpu_model", buf);
+    cJSON_AddStringToObject(p, "device", "cpu");
+    cJSON_AddStringToObject(p, "precision", "fp32 reference kernels (kernels/*_ref.c), one thread per rank: "
+                                            "peak_bf16_tflops and peak_tf32_tflops both hold the fp32 GEMM rate");
+    buf[0] = 0;
+    for (int i = 0; i < argc; i++)
+        snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s", i ? " " : "", argv[i]);
+    char cmd[4200], np[32] = ""; /* argv[0] is the subcommand */
+    if (r->nranks > 1)
+        snprintf(np, sizeof np, "mpirun -np %d ", r->nranks);
+    snprintf(cmd, sizeof cmd, "%smegasim %s", np, buf);
+    cJSON_AddStringToObject(p, "command", cmd);
+    cJSON_AddStringToObject(p, "megasim_version", MEGASIM_VERSION);
+    cJSON_AddStringToObject(p, "level", level);
+    cJSON_AddNumberToObject(p, "mpi_ranks", r->nranks);
+    cJSON_AddNumberToObject(p, "cores", r->ncores);
+    cJSON_AddStringToObject(p, "base_gpu", base_gpu);
+    cJSON_AddStringToObject(p, "base_cluster", base_cluster);
+    cJSON_AddStringToObject(p, "measured",
+        r->have_coll ? "gpu: peak_bf16_tflops, peak_tf32_tflops, hbm_gbps, sm_count (cores), hbm_gib (MemTotal), "
+                       "kernel_gap_us, gemm_eff, flash_fwd_eff, flash_bwd_eff, mem_eff, nvlink_gbps (all-reduce busbw); "
+                       "cluster: alpha_nvlink_us, coll_launch_us, nvlink_eff (MPI within this node)"
+                     : "gpu: peak_bf16_tflops, peak_tf32_tflops, hbm_gbps, sm_count (cores), hbm_gib (MemTotal), "
+                       "kernel_gap_us, gemm_eff, flash_fwd_eff, flash_bwd_eff, mem_eff");
+    snprintf(buf, sizeof buf, "%s%s; gemm_tile_m/n = 4 (kern_gemm_ref's register block); "
+             "cluster topology and network fields (no second node to measure)%s",
+             r->comm_slowdown >= 0 ? "" : "gpu comm_slowdown (needs >= 3 ranks on as many cores: rank 0 computes while "
+                                         "the others all-reduce)",
+             r->comm_slowdown >= 0 ? "" : " kept from the base",
+             r->have_coll ? "" : "; collective fields (nvlink_gbps, alpha_nvlink_us, coll_launch_us, nvlink_eff): "
+                                 "the collective benchmarks need >= 2 MPI ranks, this run had 1");
+    cJSON_AddStringToObject(p, "kept_from_base", buf);
+    cJSON *fits = cJSON_AddObjectToObject(p, "fits");
+    for (int i = 0; i < r->nfits; i++)
+        cJSON_AddItemToObject(fits, r->fits[i].name, fit_json(&r->fits[i]));
+    return p;
+}
+
+/* ---- report -------------------------------------------------------------------- */
+
+static void print_fit(const calib_fitrec_t *f)
+{
+    if (f->linear)
+        printf("  %-22s alpha %9.3f +- %.3f us   bw %9.3f +- %.3f GB/s   R^2 %.4f  rms %.3g us  (%d samples)\n",
+               f->name, f->lin.a, f->lin.se_a, f->lin.b > 0 ? 1e-3 / f->lin.b : 0,
+               f->lin.b > 0 ? 1e-3 * f->lin.se_b / (f->lin.b * f->lin.b) : 0, f->lin.r2, f->lin.rms, f->lin.n);
+    else
+        printf("  %-22s e_max %.4f +- %.4f   x_half %.4g +- %.3g %s   R^2 %.4f  rms %.4f  (%d samples)\n", f->name,
+               f->sat.e_max, f->sat.se_e_max, f->sat.x_half, f->sat.se_x_half, f->xname, f->sat.r2, f->sat.rms,
+               f->sat.n);
+    printf("    residuals (%s at %s):", f->yname, f->xname);
+    for (int i = 0; i < f->n; i++)
+        if (!f->linear || f->resid[i] != 0)
+            printf(" %.3g@%.3g", f->resid[i], f->x[i]);
+    printf("\n");
+}
+
+static void print_colls(const calib_result_t *r)
+{
+    for (int c = 0; c < CALIB_NCOLL; c++) {
+        printf("\n# %s (%s), %d ranks, busbw = algbw x %.3f\n#%13s %12s %10s %12s %12s %7s\n", calib_colls[c].name,
+               calib_colls[c].mpi_call, r->nranks, calib_bus_factor(c, r->nranks), "size(B)", "count", "time(us)",
+               "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+        for (int i = 0; i < r->coll.n; i++)
+            if (calib_table_get(&r->coll, i, 0) == c)
+                printf(" %13.0f %12.0f %10.2f %12.3f %12.3f %7.0f\n", calib_table_get(&r->coll, i, 1),
+                       calib_table_get(&r->coll, i, 2), calib_table_get(&r->coll, i, 3),
+                       calib_table_get(&r->coll, i, 6), calib_table_get(&r->coll, i, 7),
+                       calib_table_get(&r->coll, i, 8));
+    }
+}
+
+void calib_print_report(const calib_result_t *r, const hw_t *hw)
+{
+    printf("megasim calibrate: device cpu (fp32 reference kernels, one thread), %d cores, %d MPI rank(s)\n",
+           r->ncores, r->nranks);
+    printf("  best GEMM          %8.2f GFLOP/s  -> peak_bf16_tflops %.4g\n", r->peak_gflops,
+           hw->gpu.peak_bf16_tflops);
+    printf("  largest copy       %8.2f GB/s     -> hbm_gbps %.4g\n", r->copy_gbps, hw->gpu.hbm_gbps);
+    printf("  kernel gap         %8.3f us\n", r->gap_us);
+    if (r->have_coll)
+        printf("  all-reduce         %8.3f us alpha, %.3f GB/s busbw -> nvlink_gbps; alpha_nvlink_us %.3f, "
+               "coll_launch_us %.3f\n", r->ar_alpha_us, r->ar_bw_gbps, hw->cluster.alpha_nvlink_us,
+               hw->cluster.coll_launch_us);
+    else
+        printf("  collectives: need >= 2 MPI ranks (mpirun -np 2); skipped, the base profile's collective fields kept\n");
+    if (r->comm_slowdown >= 0)
+        printf("  comm slowdown      %8.3f (GEMM on rank 0 while the others all-reduce)\n", r->comm_slowdown);
+    else
+        printf("  comm slowdown: not measured (needs >= 3 ranks on as many cores); base value %.3f kept\n",
+               hw->gpu.comm_slowdown);
+    printf("\nfits:\n");
+    for (int i = 0; i < r->nfits; i++)
+        print_fit(&r->fits[i]);
+    if (r->have_coll)
+        print_colls(r);
+}
+
+/* ---- files ---------------------------------------------------------------------- */
+
+static int tmp_path(const char *path, char *tmp, size_t len, char *err)
+{
+    if (snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid()) >= (int)len) {
+        snprintf(err, OPT_ERR_LEN, "%s: the path is too long", path);
+        return -1;
+    }
+    return 0;
+}
+
+static int commit(const char *tmp, const char *path, int rc, char *err)
+{
+    if (!rc && rename(tmp, path)) {
+        snprintf(err, OPT_ERR_LEN, "%.500s: cannot rename %.600s onto it (%s)", path, tmp, strerror(errno));
+        rc = -1;
+    }
+    if (rc)
+        remove(tmp);
+    return rc;
+}
+
+int calib_write_profile(const char *path, const hw_t *hw, const cJSON *prov, char *err)
+{
+    char tmp[4200];
+    if (tmp_path(path, tmp, sizeof tmp, err))
+        return -1;
+    cJSON *o = hw_to_json(hw);
+    cJSON_AddItemToObject(o, "provenance", cJSON_Duplicate(prov, 1));
+    char *s = cJSON_Print(o);
+    cJSON_Delete(o);
+    FILE *f = fopen(tmp, "w");
+    int rc = !f || !s || fputs(s, f) < 0 || fputc('\n', f) < 0;
+    if (f && fclose(f))
+        rc = 1;
+    if (rc)
+        snprintf(err, OPT_ERR_LEN, "%.500s: cannot write %.600s (%s)", path, tmp, strerror(errno));
+    free(s);
+    return commit(tmp, path, rc ? -1 : 0, err);
+}
+
+/* HDF5: one group per table, one float64 dataset per column. */
+static int h5_str_attr(hid_t loc, const char *name, const char *v)
+{
+    hid_t t = H5Tcopy(H5T_C_S1), s = H5Screate(H5S_SCALAR), a = -1;
+    int ok = t >= 0 && s >= 0 && H5Tset_size(t, H5T_VARIABLE) >= 0 && H5Tset_cset(t, H5T_CSET_UTF8) >= 0 &&
+             (a = H5Acreate2(loc, name, t, s, H5P_DEFAULT, H5P_DEFAULT)) >= 0 && H5Awrite(a, t, &v) >= 0;
+    if (a >= 0)
+        H5Aclose(a);
+    if (s >= 0)
+        H5Sclose(s);
+    if (t >= 0)
+        H5Tclose(t);
+    return ok ? 0 : -1;
+}
+
+static int h5_f64_attr(hid_t loc, const char *name, double v)
+{
+    hid_t s = H5Screate(H5S_SCALAR), a = -1;
+    int ok = s >= 0 && (a = H5Acreate2(loc, name, H5T_IEEE_F64LE, s, H5P_DEFAULT, H5P_DEFAULT)) >= 0 &&
+             H5Awrite(a, H5T_NATIVE_DOUBLE, &v) >= 0;
+    if (a >= 0)
+        H5Aclose(a);
+    if (s >= 0)
+        H5Sclose(s);
+    return ok ? 0 : -1;
+}
+
+static int h5_column(hid_t g, hid_t dcpl, const char *name, const double *v, hsize_t n)
+{
+    hid_t s = H5Screate_simple(1, &n, NULL), d = -1;
+    int ok = s >= 0 && (d = H5Dcreate2(g, name, H5T_IEEE_F64LE, s, H5P_DEFAULT, dcpl, H5P_DEFAULT)) >= 0 &&
+             (n == 0 || H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
+    if (d >= 0)
+        H5Dclose(d);
+    if (s >= 0)
+        H5Sclose(s);
+    return ok ? 0 : -1;
+}
+
+static int h5_table(hid_t file, hid_t gcpl, hid_t dcpl, const calib_table_t *t)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/%s", t->name);
+    hid_t g = H5Gcreate2(file, path, H5P_DEFAULT, gcpl, H5P_DEFAULT);
+    int rc = g < 0;
+    double *col = malloc(sizeof(double) * (t->n + 1));
+    for (int c = 0; !rc && c < t->ncol; c++) {
+        for (int i = 0; i < t->n; i++)
+            col[i] = calib_table_get(t, i, c);
+        rc = h5_column(g, dcpl, t->cols[c], col, (hsize_t)t->n);
+    }
+    free(col);
+    if (g >= 0)
+        H5Gclose(g);
+    return rc ? -1 : 0;
+}
+
+static int h5_fit(hid_t parent, hid_t gcpl, hid_t dcpl, const calib_fitrec_t *f)
+{
+    hid_t g = H5Gcreate2(parent, f->name, H5P_DEFAULT, gcpl, H5P_DEFAULT);
+    if (g < 0)
+        return -1;
+    cJSON *j = fit_json(f);
+    int rc = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, j)
+    {
+        rc |= cJSON_IsNumber(m) ? h5_f64_attr(g, m->string, m->valuedouble) : h5_str_attr(g, m->string, m->valuestring);
+    }
+    cJSON_Delete(j);
+    rc |= h5_column(g, dcpl, "x", f->x, (hsize_t)f->n) | h5_column(g, dcpl, "y", f->y, (hsize_t)f->n) |
+          h5_column(g, dcpl, "residual", f->resid, (hsize_t)f->n);
+    H5Gclose(g);
+    return rc ? -1 : 0;
+}
+
+int calib_write_h5(const char *path, const calib_result_t *r, const cJSON *config, const cJSON *prov, char *err)
+{
+    char tmp[4200];
+    if (tmp_path(path, tmp, sizeof tmp, err))
+        return -1;
+    H5E_auto2_t old_fn = NULL;
+    void *old_data = NULL;
+    H5Eget_auto2(H5E_DEFAULT, &old_fn, &old_data);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our message replaces HDF5's error stack */
+    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), gcpl = H5Pcreate(H5P_GROUP_CREATE), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_obj_track_times(fcpl, 0), H5Pset_obj_track_times(gcpl, 0), H5Pset_obj_track_times(dcpl, 0);
+    hid_t file = H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT), fg = -1;
+    int rc = file < 0;
+    char *cs = cJSON_PrintUnformatted(config), *ps = cJSON_PrintUnformatted(prov);
+    rc = rc || h5_str_attr(file, "config", cs) || h5_str_attr(file, "provenance", ps) ||
+         h5_f64_attr(file, "mpi_ranks", r->nranks) ||
+         h5_str_attr(file, "collectives_coll", "0 all_reduce, 1 all_gather, 2 reduce_scatter, 3 alltoall, "
+                                               "4 broadcast, 5 sendrecv (MPI_Allreduce ... MPI_Sendrecv)") ||
+         h5_str_attr(file, "memory_kernel", "0 copy (memcpy), 1 kern_layernorm_fwd_ref, 2 kern_bias_gelu_fwd_ref, "
+                                            "3 kern_adamw_ref") || h5_table(file, gcpl, dcpl, &r->gemm) ||
+         h5_table(file, gcpl, dcpl, &r->attn) || h5_table(file, gcpl, dcpl, &r->mem) ||
+         (r->have_coll && h5_table(file, gcpl, dcpl, &r->coll)) ||
+         (fg = H5Gcreate2(file, "/fits", H5P_DEFAULT, gcpl, H5P_DEFAULT)) < 0;
+    for (int i = 0; !rc && i < r->nfits; i++)
+        rc = h5_fit(fg, gcpl, dcpl, &r->fits[i]);
+    free(cs), free(ps);
+    if (fg >= 0)
+        H5Gclose(fg);
+    if (file >= 0 && H5Fclose(file) < 0)
+        rc = 1;
+    H5Pclose(fcpl), H5Pclose(gcpl), H5Pclose(dcpl);
+    H5Eset_auto2(H5E_DEFAULT, old_fn, old_data);
+    if (rc)
+        snprintf(err, OPT_ERR_LEN, "%.500s: HDF5 could not write %.600s", path, tmp);
+    return commit(tmp, path, rc ? -1 : 0, err);
+}
+
+void calib_result_free(calib_result_t *r)
+{
+    calib_table_free(&r->gemm), calib_table_free(&r->attn), calib_table_free(&r->mem), calib_table_free(&r->coll);
+    for (int i = 0; i < r->nfits; i++)
+        free(r->fits[i].x), free(r->fits[i].y), free(r->fits[i].resid);
+    r->nfits = 0;
+}

@@ -1,0 +1,60 @@
+/* calib/profile: from benchmark tables to a hardware profile. Runs the
+ * fits, fills every field of a hw_t (measured ones from the fits, the
+ * others from the named base profiles, listed as such in the provenance),
+ * prints the report and writes the profile JSON and the raw HDF5. */
+#ifndef CALIB_PROFILE_H
+#define CALIB_PROFILE_H
+
+#include "calib/calib.h"
+#include "model/hw.h"
+
+struct cJSON;
+
+/* One fit with its samples and residuals (owned: calib_result_free). */
+typedef struct {
+    char name[48];
+    const char *xname, *yname;
+    int linear;
+    calib_satfit_t sat;
+    calib_linfit_t lin;
+    double *x, *y, *resid;
+    int n;
+} calib_fitrec_t;
+
+#define CALIB_MAX_FITS 20
+
+typedef struct {
+    calib_table_t gemm, attn, mem, coll;
+    int have_coll, nranks, ncores;
+    double comm_slowdown;  /* measured, or < 0 */
+    double peak_gflops, copy_gbps, gap_us;
+    double ar_alpha_us, ar_bw_gbps, p2p_alpha_us; /* all-reduce and send/recv fits */
+    calib_fitrec_t fits[CALIB_MAX_FITS];
+    int nfits;
+} calib_result_t;
+
+/* Runs every fit over the tables (rank 0). */
+void calib_fit_all(calib_result_t *r, const calib_plan_t *p);
+
+/* The profile: base_gpu and base_cluster give the fields not measured. */
+int calib_make_profile(const calib_result_t *r, const char *base_gpu, const char *base_cluster, hw_t *hw,
+                       char *err);
+
+/* provenance: date, host, cpu model, command, version, device, fit quality,
+ * which fields are measured and which kept from the base. */
+struct cJSON *calib_provenance(const calib_result_t *r, const char *base_gpu, const char *base_cluster,
+                               int argc, char **argv, const char *level);
+
+void calib_print_report(const calib_result_t *r, const hw_t *hw);
+
+/* Writes hw + provenance as JSON via PATH.tmp.<pid> then rename. */
+int calib_write_profile(const char *path, const hw_t *hw, const struct cJSON *prov, char *err);
+
+/* Raw samples, fits and residuals; root attributes hold the configuration
+ * (config: the options as JSON) and the provenance. */
+int calib_write_h5(const char *path, const calib_result_t *r, const struct cJSON *config,
+                   const struct cJSON *prov, char *err);
+
+void calib_result_free(calib_result_t *r);
+
+#endif
