@@ -47,12 +47,12 @@ void report_text(FILE *f, const job_t *j, const hw_t *hw, const estimate_t *e)
             j->pp_comm_overlap ? "on" : "off", j->overlap_grad_reduce ? "on" : "off",
             j->overlap_param_gather ? "on" : "off", j->fused_elementwise ? "on" : "off",
             j->async_data_loader ? "on" : "off");
-    fprintf(f, "hardware: %s (%.0f TFLOP/s peak), cluster %s (%d GPUs/node, %d x %.0f Gb/s NICs)\n\n",
+    fprintf(f, "hardware: %s (%.4g TFLOP/s peak), cluster %s (%d GPUs/node, %d x %.0f Gb/s NICs)\n\n",
             hw->gpu.name, e->peak_flops / 1e12, hw->cluster.name, hw->cluster.gpus_per_node,
             hw->cluster.nics_per_node, hw->cluster.nic_gbit);
     fprintf(f, "iteration time %.3f s   tokens/s %.4g   days for 300B tokens %.1f\n",
             e->iteration_s, e->tokens_per_s, e->days_for_300b_tokens);
-    fprintf(f, "MFU %.1f%%  = model FLOPs %.4g / (%.3f s x %d GPUs x %.0f TFLOP/s)\n", 100 * e->mfu,
+    fprintf(f, "MFU %.1f%%  = model FLOPs %.4g / (%.3f s x %d GPUs x %.4g TFLOP/s)\n", 100 * e->mfu,
             e->work.model_flops_per_iter, e->iteration_s, j->num_gpus, e->peak_flops / 1e12);
     fprintf(f, "HFU %.1f%%  = hardware FLOPs %.4g (with recomputation) / same\n", 100 * e->hfu,
             e->work.hw_flops_per_iter);
