@@ -2,12 +2,10 @@
  * engine.h). Entities are (class, stage, tp) triples: unfolded, every DP
  * replica is its own class and every TP rank its own entity; folded, all
  * clean replicas share one class and a TP group is one entity. */
-#include "sim/engine.h"
+#include "sim/engine_int.h"
 
 #include "model/cost.h"
 #include "model/layer.h"
-#include "sim/heap.h"
-#include "sim/net.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -15,127 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-enum { SLOT_FREE, SLOT_QUEUED, SLOT_RUNNING };
-enum { EV_OP_DONE, EV_MEET_DONE, EV_XFER_DONE, EV_NET };
-enum { GK_TP, GK_DP, GK_EMB };
-
-typedef struct {
-    sched_op_t op;
-    int state;
-    int pending;        /* transfers not yet done */
-    int part;           /* part running (multi-part ops) */
-    int blocked;        /* between parts, waiting for the next part's counter */
-    int64_t t_head;     /* compute stream: became head */
-    int64_t t_work;     /* work of the current part began (after waits and meetings) */
-    int64_t work_ns;    /* work of the finished parts */
-    int waited_dp;      /* it waited for a DP counter */
-} slot_t;
-
-typedef struct {
-    slot_t *s;
-    int cap, head, n; /* FIFO ring (compute, DP); pools (PP) keep slot
-                         indices stable and use any free slot */
-    int busy;
-    int queued;         /* pools: slots queued, not yet started */
-    int hint;           /* pools: where to look for a free slot first */
-    int64_t busy_until; /* DP stream: end of the running collective, if known */
-} queue_t;
-
-/* Transfers posted and not yet matched, in index order (per direction and
- * role, a rank has one partner: transfers pair first-in first-out). */
-typedef struct {
-    int *slot, *stream;
-    int cap, head, n;
-} pend_t;
-
-typedef struct {
-    sched_iter_t it;
-    int pulled_all;
-    pend_t pend[2][2]; /* [direction][0 send, 1 receive] */
-    queue_t q[STREAM_COUNT];
-    long cnt[CNT_COUNT];
-    long recv_base[2];
-    uint64_t recv_bits[2];
-    int cls, stage, tp_i;
-    double factor;       /* compute time multiplier (stragglers) */
-    double link_factor;  /* transfer time multiplier (slow NICs) */
-    long seq[3];         /* meetings issued per group kind */
-    int traced;          /* one of the traced ranks folds into it */
-    sim_account_t acc;
-} entity_t;
-
-typedef struct event {
-    sim_heap_node node;
-    int type, ent, stream, slot;
-    int ent2, stream2, slot2; /* transfers: the receiving side */
-    uint64_t key; /* meeting or transfer key (table slots move) */
-    struct event *next_free;
-} event_t;
-
-/* A rendezvous: a collective's members, or a transfer's two sides. */
-typedef struct {
-    uint64_t key;  /* 0 = empty */
-    int arrived, need, stream;
-    int64_t t_last;
-    int64_t dur;   /* meetings: the longest member duration */
-
-} meet_t;
-
-/* What a network flow belongs to: a pipeline transfer (both sides' ops)
- * or one edge of a collective's ring (done when all its edges are). */
-typedef struct {
-    int is_coll;
-    int ent[2], stream[2], slot[2]; /* transfer: sender, receiver */
-    uint64_t key;                    /* collective: meeting key */
-    int kind, left;                  /* collective: group kind, edges running */
-    int64_t delay_ns;                /* added after the last byte (launch, steps) */
-    int next_free;
-} flow_job_t;
-
-typedef struct {
-    const job_t *job;
-    const hw_t *hw;
-    const sim_opts_t *opts;
-    sim_net *net;         /* flows mode: the fabric */
-    event_t net_ev;       /* the one pending "network changes" event */
-    int net_dirty;        /* flows started or ended since it was scheduled */
-    flow_job_t *fj;
-    int fj_cap, fj_free;
-    int p, v, E_tp, classes;
-    int *cls_rep;        /* [classes]: DP replica each class stands for */
-    int *cls_count;      /* [classes]: replicas in it */
-    entity_t *e;
-    int ne;
-    sim_heap heap;
-    uint64_t seq;
-    event_t *free_ev;
-    meet_t *tab;
-    size_t tab_cap, tab_used;
-    chunk_times_t *ct;   /* [p * v] */
-    double *dp_link;     /* [p * E_tp]: slowest NIC factor in the DP group */
-    int *mem;            /* scratch: members of one meeting */
-    int64_t p2p_ns;      /* one pipeline transfer on idle links (all are the same size) */
-    sim_rec_t *tl;       /* timeline of traced ranks */
-    long ntl, tl_cap;
-    int tl_failed_handover; /* the run failed: the timeline is freed here */
-    int trace_ent[SIM_MAX_TRACE]; /* entity standing for each traced rank */
-    long long events;
-    int64_t now;
-    char *err;
-    int errlen;
-} sim_t;
-
 /* ---- small helpers -------------------------------------------------- */
-
-static int64_t ns(double s) { return (int64_t)llround(s * 1e9); }
-
-static int ent_id(const sim_t *S, int cls, int stage, int tp_i) { return (cls * S->p + stage) * S->E_tp + tp_i; }
-
-static int global_rank(const sim_t *S, const entity_t *e)
-{
-    const job_t *j = S->job;
-    return e->tp_i + j->tp * (S->cls_rep[e->cls] + j->dp * e->stage);
-}
 
 static double factor_of(const sim_slow_t *list, int n, int id)
 {
@@ -165,7 +43,7 @@ static event_t *ev_new(sim_t *S)
     return ev;
 }
 
-static int ev_at(sim_t *S, int64_t t, int type, int ent, int stream, int slot, uint64_t key)
+int eng_ev_at(sim_t *S, int64_t t, int type, int ent, int stream, int slot, uint64_t key)
 {
     event_t *ev = ev_new(S);
     if (!ev || sim_heap_push(&S->heap, &ev->node, (uint64_t)t, S->seq++))
@@ -174,34 +52,8 @@ static int ev_at(sim_t *S, int64_t t, int type, int ent, int stream, int slot, u
     return 0;
 }
 
-/* ---- flows (network = flows) --------------------------------------- */
-
-static int fj_alloc(sim_t *S)
-{
-    if (S->fj_free < 0) {
-        int cap = S->fj_cap ? S->fj_cap * 2 : 1024;
-        flow_job_t *f = realloc(S->fj, sizeof *f * cap);
-        if (!f)
-            return -1;
-        for (int i = S->fj_cap; i < cap; i++)
-            f[i].next_free = i + 1 < cap ? i + 1 : -1;
-        S->fj = f, S->fj_free = S->fj_cap, S->fj_cap = cap;
-    }
-    int i = S->fj_free;
-    S->fj_free = S->fj[i].next_free;
-    memset(&S->fj[i], 0, sizeof S->fj[i]);
-    return i;
-}
-
-static int net_flow(sim_t *S, int src_gpu, int dst_gpu, double bytes, int job)
-{
-    S->net_dirty = 1;
-    return sim_net_flow_start(S->net, src_gpu, dst_gpu, (uint64_t)(bytes > 1 ? bytes : 1), (uint64_t)job,
-                              (uint64_t)S->now) < 0 ? -1 : 0;
-}
-
 /* The transfer-done event of a pipeline transfer, sides in the event. */
-static int xfer_event(sim_t *S, int64_t t, const int ent[2], const int st[2], const int sl[2])
+int eng_xfer_event(sim_t *S, int64_t t, const int ent[2], const int st[2], const int sl[2])
 {
     event_t *ev = ev_new(S);
     if (!ev || sim_heap_push(&S->heap, &ev->node, (uint64_t)t, S->seq++))
@@ -209,115 +61,6 @@ static int xfer_event(sim_t *S, int64_t t, const int ent[2], const int st[2], co
     ev->type = EV_XFER_DONE, ev->ent = ent[0], ev->stream = st[0], ev->slot = sl[0];
     ev->ent2 = ent[1], ev->stream2 = st[1], ev->slot2 = sl[1];
     return 0;
-}
-
-/* Keeps the one network event at the fabric's next change. */
-static int net_resched(sim_t *S)
-{
-    uint64_t t;
-    S->net_dirty = 0;
-    if (!sim_net_next_event(S->net, &t)) {
-        if (sim_heap_queued(&S->net_ev.node))
-            sim_heap_remove(&S->heap, &S->net_ev.node);
-        return 0;
-    }
-    if (sim_heap_queued(&S->net_ev.node)) {
-        sim_heap_update(&S->heap, &S->net_ev.node, t, S->seq++);
-        return 0;
-    }
-    return sim_heap_push(&S->heap, &S->net_ev.node, t, S->seq++);
-}
-
-/* Flows that ended: a transfer completes (after the launch latency); a
- * collective when its last ring edge has. */
-static int net_event(sim_t *S)
-{
-    sim_net_done d;
-    sim_net_advance(S->net, (uint64_t)S->now);
-    while (sim_net_pop_done(S->net, &d)) {
-        flow_job_t *j = &S->fj[d.tag];
-        int rc = 0;
-        if (!j->is_coll)
-            rc = xfer_event(S, S->now + j->delay_ns, j->ent, j->stream, j->slot);
-        else if (--j->left == 0)
-            rc = ev_at(S, S->now + j->delay_ns, EV_MEET_DONE, j->ent[0], j->stream[0], j->kind, j->key);
-        if (!j->is_coll || j->left == 0)
-            j->next_free = S->fj_free, S->fj_free = (int)d.tag;
-        if (rc)
-            return -1;
-    }
-    S->net_dirty = 1;
-    return 0;
-}
-
-/* ---- rendezvous table (open addressing, linear probing) ------------- */
-
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33, x *= 0xff51afd7ed558ccdULL, x ^= x >> 33, x *= 0xc4ceb9fe1a85ec53ULL;
-    return x ^ (x >> 33);
-}
-
-static int tab_grow(sim_t *S)
-{
-    size_t cap = S->tab_cap ? S->tab_cap * 2 : 1024;
-    meet_t *t = calloc(cap, sizeof *t);
-    if (!t)
-        return -1;
-    for (size_t i = 0; i < S->tab_cap; i++)
-        if (S->tab[i].key) {
-            size_t h = mix(S->tab[i].key) & (cap - 1);
-            while (t[h].key)
-                h = (h + 1) & (cap - 1);
-            t[h] = S->tab[i];
-        }
-    free(S->tab);
-    S->tab = t, S->tab_cap = cap;
-    return 0;
-}
-
-/* Finds or inserts key; returns its index, or -1 out of memory. */
-static long tab_get(sim_t *S, uint64_t key)
-{
-    if ((S->tab_used + 1) * 2 > S->tab_cap && tab_grow(S))
-        return -1;
-    size_t h = mix(key) & (S->tab_cap - 1);
-    while (S->tab[h].key && S->tab[h].key != key)
-        h = (h + 1) & (S->tab_cap - 1);
-    if (!S->tab[h].key) {
-        memset(&S->tab[h], 0, sizeof S->tab[h]);
-        S->tab[h].key = key;
-        S->tab_used++;
-    }
-    return (long)h;
-}
-
-/* Slot of key, which must be present. */
-static size_t tab_find(const sim_t *S, uint64_t key)
-{
-    size_t h = mix(key) & (S->tab_cap - 1);
-    while (S->tab[h].key != key)
-        h = (h + 1) & (S->tab_cap - 1);
-    return h;
-}
-
-/* Deletes slot i, shifting back the entries of its probe run. */
-static void tab_del(sim_t *S, size_t i)
-{
-    size_t mask = S->tab_cap - 1, j = i;
-    S->tab[i].key = 0;
-    S->tab_used--;
-    for (;;) {
-        j = (j + 1) & mask;
-        if (!S->tab[j].key)
-            return;
-        size_t home = mix(S->tab[j].key) & mask;
-        if ((j > i && (home <= i || home > j)) || (j < i && (home <= i && home > j))) {
-            S->tab[i] = S->tab[j];
-            S->tab[j].key = 0;
-            i = j;
-        }
-    }
 }
 
 /* ---- queues --------------------------------------------------------- */
@@ -412,44 +155,13 @@ static int members(const sim_t *S, int kind, const entity_t *e0, int *out)
 
 static uint64_t meet_key(int kind, long gid, long seq) { return ((uint64_t)(kind + 1) << 61) | ((uint64_t)gid << 36) | (uint64_t)seq; }
 
-/* A DP collective on the fabric: one flow per ring edge, each carrying the
- * ring's share of the bytes ((n-1)/n of them for all-gather and
- * reduce-scatter, twice that for all-reduce), then the launch and per-step
- * latencies. On idle links this is the alpha-beta ring; under load the
- * edges share links max-min with everything else. */
-static int ring_flows(sim_t *S, int ent, int stream, uint64_t key, int n)
-{
-    const entity_t *e = &S->e[ent];
-    const sched_op_t *op = &e->q[stream].s[e->q[stream].head].op;
-    int ar = op->kind == SOP_DP_REDUCE && S->job->zero_stage == 0;
-    double frac = (ar ? 2.0 : 1.0) * (n - 1) / n;
-    int steps = (ar ? 2 : 1) * (n - 1);
-    int job = fj_alloc(S);
-    if (job < 0)
-        return -1;
-    flow_job_t *j = &S->fj[job];
-    j->is_coll = 1, j->key = key, j->kind = GK_DP, j->left = n;
-    j->ent[0] = ent, j->stream[0] = stream;
-    j->delay_ns = ns(S->hw->cluster.coll_launch_us * 1e-6 + steps * S->hw->cluster.alpha_net_us * 1e-6);
-    int *mem = malloc(sizeof(int) * n);
-    if (!mem)
-        return -1;
-    memcpy(mem, S->mem, sizeof(int) * n);
-    int rc = 0;
-    for (int i = 0; i < n && !rc; i++)
-        rc = net_flow(S, global_rank(S, &S->e[mem[i]]), global_rank(S, &S->e[mem[(i + 1) % n]]), op->bytes * frac, job);
-    free(mem);
-    return rc;
-}
-
 /* A member arrives at a collective (or TP-synchronous compute step). */
 static int meet(sim_t *S, int ent, int stream, int kind, long gid, int need, int64_t dur)
 {
     entity_t *e = &S->e[ent];
-    long idx = tab_get(S, meet_key(kind, gid, e->seq[kind]++));
-    if (idx < 0)
+    sim_meet_t *m = sim_meet_get(&S->meets, meet_key(kind, gid, e->seq[kind]++));
+    if (!m)
         return -1;
-    meet_t *m = &S->tab[idx];
     m->need = need, m->stream = stream;
     m->arrived++;
     m->t_last = S->now;
@@ -466,8 +178,8 @@ static int meet(sim_t *S, int ent, int stream, int kind, long gid, int need, int
             q->busy_until = S->now + m->dur;
     }
     if (S->net && kind == GK_DP && n > 1)
-        return ring_flows(S, ent, stream, m->key, n);
-    return ev_at(S, S->now + m->dur, EV_MEET_DONE, ent, stream, kind, m->key);
+        return eng_net_ring(S, ent, stream, m->key, n);
+    return eng_ev_at(S, S->now + m->dur, EV_MEET_DONE, ent, stream, kind, m->key);
 }
 
 /* Time of a DP or embedding collective for this entity's group. */
@@ -518,17 +230,10 @@ static int post_xfer(sim_t *S, int ent, int stream, int slot, const sched_xfer_t
     if (other->t_work < 0)
         other->t_work = S->now;
     int sides_e[2] = {ent, peer}, sides_st[2] = {stream, pstream}, sides_sl[2] = {slot, pslot};
-    if (S->net) { /* the bytes cross the fabric, sharing links */
-        int job = fj_alloc(S);
-        if (job < 0)
-            return -1;
-        flow_job_t *j = &S->fj[job];
-        memcpy(j->ent, sides_e, sizeof j->ent), memcpy(j->stream, sides_st, sizeof j->stream);
-        memcpy(j->slot, sides_sl, sizeof j->slot);
-        j->delay_ns = ns(S->hw->cluster.coll_launch_us * 1e-6);
-        return net_flow(S, global_rank(S, &S->e[src]), global_rank(S, &S->e[dst]), mine->op.bytes, job);
-    }
-    return xfer_event(S, S->now + (f == 1 ? S->p2p_ns : ns(S->p2p_ns * 1e-9 * f)), sides_e, sides_st, sides_sl);
+    if (S->net) /* the bytes cross the fabric, sharing links */
+        return eng_net_xfer(S, sides_e, sides_st, sides_sl, global_rank(S, &S->e[src]), global_rank(S, &S->e[dst]),
+                            mine->op.bytes);
+    return eng_xfer_event(S, S->now + (f == 1 ? S->p2p_ns : ns(S->p2p_ns * 1e-9 * f)), sides_e, sides_st, sides_sl);
 }
 
 /* Starts the op's current part (its first, or the next after a part). */
@@ -555,7 +260,7 @@ static int start(sim_t *S, int ent, int stream, int slot)
         int64_t dur = ns(comp + tp);
         if (S->E_tp > 1)
             return meet(S, ent, stream, GK_TP, (long)e->cls * S->p + e->stage, S->E_tp, dur);
-        return ev_at(S, S->now + dur, EV_OP_DONE, ent, stream, slot, 0);
+        return eng_ev_at(S, S->now + dur, EV_OP_DONE, ent, stream, slot, 0);
     }
     case SOP_XFER:
         s->pending = op->nx;
@@ -575,10 +280,10 @@ static int start(sim_t *S, int ent, int stream, int slot)
         return meet(S, ent, stream, GK_EMB, (long)e->cls * S->E_tp + e->tp_i, j->pp > 1 ? 2 : 1,
                     coll_ns(S, e, op, GROUP_EMB));
     case SOP_OPTIM:
-        return ev_at(S, S->now + ns(cost_optimizer_s(S->hw, j, op->bytes) * e->factor), EV_OP_DONE, ent, stream,
+        return eng_ev_at(S, S->now + ns(cost_optimizer_s(S->hw, j, op->bytes) * e->factor), EV_OP_DONE, ent, stream,
                      slot, 0);
     case SOP_HOST:
-        return ev_at(S, S->now + ns(S->hw->cluster.host_stall_s), EV_OP_DONE, ent, stream, slot, 0);
+        return eng_ev_at(S, S->now + ns(S->hw->cluster.host_stall_s), EV_OP_DONE, ent, stream, slot, 0);
     case SOP_JOIN:
         return complete(S, ent, stream, slot);
     }
@@ -744,9 +449,7 @@ static int complete(sim_t *S, int ent, int stream, int slot)
  * meeting's stream. */
 static int meeting_done(sim_t *S, const event_t *ev)
 {
-    size_t at = tab_find(S, ev->key);
-    meet_t m = S->tab[at];
-    tab_del(S, at);
+    sim_meet_t m = sim_meet_take(&S->meets, ev->key);
     /* completing members starts new meetings that reuse S->mem: copy it */
     int local[64], need = S->classes + S->E_tp + 2;
     int *mem = need <= 64 ? local : malloc(sizeof(int) * need);
@@ -851,32 +554,6 @@ static void entity_factors(sim_t *S, entity_t *e)
     }
 }
 
-/* The fabric of the cluster profile, links at the bandwidth NCCL reaches
- * on large messages (the profile's efficiency curves at 128 MiB). */
-static int setup_net(sim_t *S)
-{
-    const hw_cluster_t *c = &S->hw->cluster;
-    int nodes = (S->job->num_gpus + c->gpus_per_node - 1) / c->gpus_per_node;
-    double net_eff = curve_eval(&c->net_eff, 134217728.0), nvl_eff = curve_eval(&c->nvlink_eff, 134217728.0);
-    sim_net_cfg cfg;
-    sim_net_cfg_megascale(&cfg, nodes);
-    cfg.gpus_per_node = c->gpus_per_node, cfg.nics_per_node = c->nics_per_node;
-    cfg.nvlink_GBps = S->hw->gpu.nvlink_gbps * nvl_eff;
-    cfg.nic_gbps = c->nic_gbit * net_eff;
-    cfg.switch_port_gbps = c->nic_gbit * c->tor_uplink_ratio * net_eff;
-    if (c->fabric == FABRIC_FATTREE)
-        cfg.fabric = SIM_NET_FATTREE, cfg.tiers = 3, cfg.tor_oversub = c->oversubscription;
-    cfg.ecmp = S->opts->ecmp_ideal ? SIM_NET_ECMP_IDEAL : SIM_NET_ECMP_HASH;
-    cfg.lat_nvlink_ns = (uint64_t)(c->alpha_nvlink_us * 1000), cfg.lat_nic_ns = (uint64_t)(c->alpha_net_us * 1000);
-    cfg.lat_switch_ns = (uint64_t)(c->alpha_hop_us * 1000);
-    if (!(S->net = sim_net_new(&cfg, S->err, S->errlen)))
-        return -1;
-    sim_heap_node_init(&S->net_ev.node);
-    S->net_ev.type = EV_NET;
-    S->fj_free = -1;
-    return 0;
-}
-
 static int setup(sim_t *S)
 {
     const job_t *j = S->job;
@@ -896,7 +573,7 @@ static int setup(sim_t *S)
             estimate_chunk_times(j, S->hw, s, c, &S->ct[s * S->v + c]);
     group_layout_t pp = cost_group_layout(j, S->hw, GROUP_PP);
     S->p2p_ns = ns(cost_p2p_s(S->hw, layer_p2p_bytes(j), &pp));
-    if (S->opts->network == SIM_NET_FLOWS && setup_net(S))
+    if (S->opts->network == SIM_NET_FLOWS && eng_net_setup(S))
         return -2;
     for (int s = 0; s < S->p; s++)
         for (int t = 0; t < S->E_tp; t++) { /* a ring runs at its slowest NIC */
@@ -963,7 +640,7 @@ static int run_loop(sim_t *S)
     for (int i = 0; i < S->ne; i++)
         if (try_start(S, i))
             return -1;
-    if (S->net && net_resched(S))
+    if (S->net && eng_net_resched(S))
         return -1;
     sim_heap_node *n;
     while ((n = sim_heap_pop(&S->heap))) {
@@ -972,11 +649,11 @@ static int run_loop(sim_t *S)
         S->events++;
         int rc = ev->type == EV_OP_DONE     ? part_done(S, ev->ent, ev->stream, ev->slot)
                  : ev->type == EV_MEET_DONE ? meeting_done(S, ev)
-                 : ev->type == EV_NET       ? net_event(S)
+                 : ev->type == EV_NET       ? eng_net_event(S)
                                             : xfer_done(S, ev);
         if (ev != &S->net_ev)
             ev->next_free = S->free_ev, S->free_ev = ev;
-        if (rc || (S->net && S->net_dirty && net_resched(S)))
+        if (rc || (S->net && S->net_dirty && eng_net_resched(S)))
             return -1;
     }
     return check_finished(S);
@@ -996,10 +673,11 @@ static void teardown(sim_t *S)
         S->free_ev = n;
     }
     sim_heap_free(&S->heap);
+    sim_meet_free(&S->meets);
     if (S->net)
         sim_net_free(S->net);
     free(S->fj);
-    free(S->e), free(S->ct), free(S->dp_link), free(S->mem), free(S->tab), free(S->cls_rep), free(S->cls_count);
+    free(S->e), free(S->ct), free(S->dp_link), free(S->mem), free(S->cls_rep), free(S->cls_count);
     if (S->tl_failed_handover)
         free(S->tl);
 }
@@ -1024,22 +702,8 @@ static int collect(const sim_t *S, sim_result_t *r, char *err, int len)
     }
     r->critical = r->per_entity[r->critical_entity];
     r->timeline = S->tl, r->ntimeline = S->ntl; /* handed over */
-    for (int l = 0; S->net && l < sim_net_link_count(S->net); l++) { /* the most contended links */
-        sim_net_link_stats st;
-        if (sim_net_link_stats_get(S->net, l, &st) || st.full_ns == 0)
-            continue;
-        int k = r->ncontended < 5 ? r->ncontended++ : 4;
-        if (k == 4 && r->contended[4].full_s * 1e9 >= st.full_ns)
-            continue;
-        r->contended[k].full_s = st.full_ns * 1e-9, r->contended[k].busy_s = st.busy_ns * 1e-9;
-        r->contended[k].bytes = st.bytes, r->contended[k].max_flows = st.max_flows;
-        sim_net_link_name(S->net, l, r->contended[k].name, sizeof r->contended[k].name);
-        for (; k > 0 && r->contended[k].full_s > r->contended[k - 1].full_s; k--) { /* keep sorted */
-            __typeof__(r->contended[0]) t = r->contended[k];
-            r->contended[k] = r->contended[k - 1], r->contended[k - 1] = t;
-        }
-    }
-    r->critical_rank = r->entity_rank[r->critical_entity];
+    if (S->net)
+        eng_net_contention(S, r);
     return 0;
 }
 
