@@ -95,7 +95,14 @@ static int q_push(queue_t *q, int stream, const sched_op_t *op)
             memset(s + q->cap, 0, sizeof *s * (q->cap ? q->cap : 8));
             q->s = s, q->cap = q->cap ? q->cap * 2 : 8;
         }
-        q->n++, q->queued++, q->hint = (i + 1) % q->cap;
+        if (q->queued == q->waiting_cap) {
+            int cap = q->waiting_cap ? q->waiting_cap * 2 : 8, *w = realloc(q->waiting, sizeof(int) * cap);
+            if (!w)
+                return -1;
+            q->waiting = w, q->waiting_cap = cap;
+        }
+        q->waiting[q->queued++] = i;
+        q->n++, q->hint = (i + 1) % q->cap;
     } else {
         if (q->n == q->cap && q_grow(q))
             return -1;
@@ -316,15 +323,22 @@ static int try_start(sim_t *S, int ent)
             if (start(S, ent, st, q->head))
                 return -1;
         } else {
-            for (int k = 0, left = q->queued; k < q->cap && left > 0; k++) /* slot order: deterministic */
-                if (q->s[k].state == SLOT_QUEUED) {
-                    left--;
-                    if (waits_met(e, &q->s[k].op, 0)) {
-                        q->queued--;
-                        if (start(S, ent, st, k))
-                            return -1;
-                    }
-                }
+            /* Waiting ops in issue order (deterministic): take the first
+             * whose waits are met, then look again from the top, since
+             * starting it may re-enter try_start and change the list. The
+             * list holds the few ops issued ahead (receives, sends). */
+            for (;;) {
+                int w = 0;
+                while (w < q->queued && !waits_met(e, &q->s[q->waiting[w]].op, 0))
+                    w++;
+                if (w == q->queued)
+                    break;
+                int k = q->waiting[w];
+                memmove(&q->waiting[w], &q->waiting[w + 1], sizeof(int) * (q->queued - w - 1));
+                q->queued--;
+                if (start(S, ent, st, k))
+                    return -1;
+            }
         }
     }
     return 0;
@@ -663,7 +677,7 @@ static void teardown(sim_t *S)
 {
     for (int i = 0; S->e && i < S->ne; i++) {
         for (int st = 0; st < STREAM_COUNT; st++)
-            free(S->e[i].q[st].s);
+            free(S->e[i].q[st].s), free(S->e[i].q[st].waiting);
         for (int d = 0; d < 4; d++)
             free(S->e[i].pend[d / 2][d % 2].slot), free(S->e[i].pend[d / 2][d % 2].stream);
     }

@@ -33,6 +33,8 @@ typedef struct {
                          indices stable and use any free slot */
     int busy;
     int queued;         /* pools: slots queued, not yet started */
+    int *waiting;       /* pools: those slots' indices, in issue order */
+    int waiting_cap;
     int hint;           /* pools: where to look for a free slot first */
     int64_t busy_until; /* DP stream: end of the running collective, if known */
 } queue_t;
