@@ -15,7 +15,7 @@
 #include <string.h>
 
 typedef struct {
-    int json, fold, help, network, ecmp;
+    int json, fold, help, network, ecmp, slow_forward_only;
     char slow_rank[1024], slow_link[1024];
     char out[1024], trace[1024], trace_ranks[1024];
     double slow_hosts, slow_factor;
@@ -38,6 +38,8 @@ static const opt_def simulate_defs[] = {
      "slow NICs: NODE:FACTOR[,...], that node's transfers FACTOR times slower"},
     {"slow-hosts", OPT_REAL, SO(slow_hosts), 0, 1, "0", 0, "simulate",
      "fraction of nodes drawn (by --seed) as slow hosts (MegaScale saw ~0.005)"},
+    {"slow-forward-only", OPT_BOOL, SO(slow_forward_only), 0, 1, "false", 0, "simulate",
+     "stragglers slow forward passes only (MegaScale: ~10% longer forward passes)"},
     {"slow-factor", OPT_REAL, SO(slow_factor), 1, 1000, "1.1", 0, "simulate",
      "compute slowdown of a drawn slow host (MegaScale: ~10% longer forward)"},
     {"seed", OPT_INT, SO(seed), 0, 2147483647, "1", 0, "simulate", "seed for the slow-host draw"},
@@ -163,7 +165,7 @@ int cmd_simulate(int argc, char **argv)
     static sim_opts_t o;
     memset(&o, 0, sizeof o);
     o.fold = so.fold;
-    o.network = so.network, o.ecmp_ideal = so.ecmp;
+    o.network = so.network, o.ecmp_ideal = so.ecmp, o.slow_forward_only = so.slow_forward_only;
     int nodes = (job.num_gpus + hw.cluster.gpus_per_node - 1) / hw.cluster.gpus_per_node;
     if (sim_parse_slow(so.slow_rank, "slow-rank", job.num_gpus, o.slow_ranks, &o.nslow_ranks, err, sizeof err) ||
         sim_parse_slow(so.slow_link, "slow-link", nodes, o.slow_links, &o.nslow_links, err, sizeof err) ||

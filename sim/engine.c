@@ -258,7 +258,8 @@ static int start(sim_t *S, int ent, int stream, int slot)
     case SOP_FWD:
     case SOP_BWD: {
         const chunk_times_t *c = &S->ct[e->stage * S->v + op->chunk];
-        double comp = (op->kind == SOP_FWD ? c->fwd_s : c->bwd_s) * e->factor / op->parts;
+        double slow = op->kind == SOP_FWD || !S->opts->slow_forward_only ? e->factor : 1;
+        double comp = (op->kind == SOP_FWD ? c->fwd_s : c->bwd_s) * slow / op->parts;
         double tp = (op->kind == SOP_FWD ? c->fwd_tp_s : c->bwd_tp_s) / op->parts;
         /* Compute shares the GPU with a DP collective still running. */
         const queue_t *dq = &e->q[STREAM_DP];

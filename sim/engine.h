@@ -45,6 +45,8 @@ typedef struct {
     int ecmp_ideal;              /* flows: split evenly over equal-cost paths
                                     instead of hashing each flow to one */
     int fold;                    /* fold identical ranks (default on) */
+    int slow_forward_only;       /* stragglers slow forward passes only (the
+                                    paper's observation), not the whole step */
     int ntrace;                  /* ranks whose every op is recorded */
     int trace_ranks[SIM_MAX_TRACE];
     int nslow_ranks, nslow_links;

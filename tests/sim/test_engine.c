@@ -154,6 +154,21 @@ static void stragglers(void)
                clean_end - clean_base > 0.9 * (slow.iteration_ns - base.iteration_ns), got);
     check_rel("folded with a straggler = unfolded", (double)slow.iteration_ns, (double)slow_folded.iteration_ns, 0,
               "the dirty replica is its own class");
+    /* Slowing forward passes only (MegaScale's observation) costs less
+     * than slowing the whole step, and still something. */
+    static sim_opts_t o;
+    char err[OPT_ERR_LEN];
+    memset(&o, 0, sizeof o);
+    o.fold = 1, o.slow_forward_only = 1;
+    sim_parse_slow("5:1.5", "slow-rank", j.num_gpus, o.slow_ranks, &o.nslow_ranks, err, sizeof err);
+    sim_result_t fwd;
+    if (!sim_run(&j, &hw, &o, &fwd, err, sizeof err)) {
+        snprintf(got, sizeof got, "none %.4f < forward only %.4f < whole step %.4f s", base.iteration_ns * 1e-9,
+                 fwd.iteration_ns * 1e-9, slow.iteration_ns * 1e-9);
+        check_true("--slow-forward-only: between no straggler and a whole-step one",
+                   fwd.iteration_ns > base.iteration_ns && fwd.iteration_ns < slow.iteration_ns, got);
+        sim_result_free(&fwd);
+    }
     sim_result_free(&base), sim_result_free(&slow), sim_result_free(&slow_folded);
 }
 
