@@ -4,6 +4,8 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include "sim/h5attr.h"
+
 #include <hdf5.h>
 #include <math.h>
 #include <stdio.h>
@@ -418,20 +420,6 @@ int calib_write_profile(const char *path, const hw_t *hw, const cJSON *prov, cha
 }
 
 /* HDF5: one group per table, one float64 dataset per column. */
-static int h5_str_attr(hid_t loc, const char *name, const char *v)
-{
-    hid_t t = H5Tcopy(H5T_C_S1), s = H5Screate(H5S_SCALAR), a = -1;
-    int ok = t >= 0 && s >= 0 && H5Tset_size(t, H5T_VARIABLE) >= 0 && H5Tset_cset(t, H5T_CSET_UTF8) >= 0 &&
-             (a = H5Acreate2(loc, name, t, s, H5P_DEFAULT, H5P_DEFAULT)) >= 0 && H5Awrite(a, t, &v) >= 0;
-    if (a >= 0)
-        H5Aclose(a);
-    if (s >= 0)
-        H5Sclose(s);
-    if (t >= 0)
-        H5Tclose(t);
-    return ok ? 0 : -1;
-}
-
 static int h5_f64_attr(hid_t loc, const char *name, double v)
 {
     hid_t s = H5Screate(H5S_SCALAR), a = -1;
@@ -484,7 +472,7 @@ static int h5_fit(hid_t parent, hid_t gcpl, hid_t dcpl, const calib_fitrec_t *f)
     const cJSON *m;
     cJSON_ArrayForEach(m, j)
     {
-        rc |= cJSON_IsNumber(m) ? h5_f64_attr(g, m->string, m->valuedouble) : h5_str_attr(g, m->string, m->valuestring);
+        rc |= cJSON_IsNumber(m) ? h5_f64_attr(g, m->string, m->valuedouble) : h5_attr_str(g, m->string, m->valuestring);
     }
     cJSON_Delete(j);
     rc |= h5_column(g, dcpl, "x", f->x, (hsize_t)f->n) | h5_column(g, dcpl, "y", f->y, (hsize_t)f->n) |
@@ -507,11 +495,11 @@ int calib_write_h5(const char *path, const calib_result_t *r, const cJSON *confi
     hid_t file = H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT), fg = -1;
     int rc = file < 0;
     char *cs = cJSON_PrintUnformatted(config), *ps = cJSON_PrintUnformatted(prov);
-    rc = rc || h5_str_attr(file, "config", cs) || h5_str_attr(file, "provenance", ps) ||
+    rc = rc || h5_attr_str(file, "config", cs) || h5_attr_str(file, "provenance", ps) ||
          h5_f64_attr(file, "mpi_ranks", r->nranks) ||
-         h5_str_attr(file, "collectives_coll", "0 all_reduce, 1 all_gather, 2 reduce_scatter, 3 alltoall, "
+         h5_attr_str(file, "collectives_coll", "0 all_reduce, 1 all_gather, 2 reduce_scatter, 3 alltoall, "
                                                "4 broadcast, 5 sendrecv (MPI_Allreduce ... MPI_Sendrecv)") ||
-         h5_str_attr(file, "memory_kernel", "0 copy (memcpy), 1 kern_layernorm_fwd_ref, 2 kern_bias_gelu_fwd_ref, "
+         h5_attr_str(file, "memory_kernel", "0 copy (memcpy), 1 kern_layernorm_fwd_ref, 2 kern_bias_gelu_fwd_ref, "
                                             "3 kern_adamw_ref") || h5_table(file, gcpl, dcpl, &r->gemm) ||
          h5_table(file, gcpl, dcpl, &r->attn) || h5_table(file, gcpl, dcpl, &r->mem) ||
          (r->have_coll && h5_table(file, gcpl, dcpl, &r->coll)) ||

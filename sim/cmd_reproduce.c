@@ -7,6 +7,7 @@
 #include "model/cli.h"
 #include "model/report.h"
 #include "sim/engine.h"
+#include "sim/h5attr.h"
 #include "sim/output.h"
 
 #include <cjson/cJSON.h>
@@ -211,19 +212,6 @@ static const struct {
     int n;
 } set_cols[NSETS] = {{cols2, 9}, {cols3, 4}, {cols9, 5}};
 
-/* A variable-length string: no 64 KiB limit (the rows' configuration is
- * larger than a fixed-size attribute may be). */
-static int put_str_attr(hid_t obj, const char *name, const char *value)
-{
-    hid_t st = H5Tcopy(H5T_C_S1), as = H5Screate(H5S_SCALAR);
-    H5Tset_size(st, H5T_VARIABLE);
-    H5Tset_cset(st, H5T_CSET_UTF8);
-    hid_t a = H5Acreate2(obj, name, st, as, H5P_DEFAULT, H5P_DEFAULT);
-    int rc = a < 0 || H5Awrite(a, st, &value) < 0 ? -1 : 0;
-    H5Aclose(a), H5Sclose(as), H5Tclose(st);
-    return rc;
-}
-
 /* Packs the set's rows into a little-endian compound dataset, one 4- or
  * 8-byte field per column. */
 static int write_table(hid_t file, const row_t *rows, int n, int set)
@@ -267,7 +255,7 @@ static int write_table(hid_t file, const row_t *rows, int n, int set)
         for (int i = 0; i < n; i++)
             if (rows[i].set == SET_TABLE3)
                 snprintf(adds + strlen(adds), sizeof adds - strlen(adds), "%s%s", adds[0] ? "|" : "", rows[i].adds);
-        rc |= put_str_attr(ds, "adds", adds);
+        rc |= h5_attr_str(ds, "adds", adds);
     }
     if (ds >= 0)
         H5Dclose(ds);
@@ -304,8 +292,8 @@ static int write_h5(const char *path, const row_t *rows, int n, const reproduce_
         return -1;
     }
     char *cfg = config_json(rows, n, ro);
-    int rc = !cfg || put_str_attr(f, "megasim_version", MEGASIM_VERSION) || put_str_attr(f, "kind", "reproduce") ||
-             put_str_attr(f, "system_names", "megatron-lm,megascale") || put_str_attr(f, "config_json", cfg);
+    int rc = !cfg || h5_attr_str(f, "megasim_version", MEGASIM_VERSION) || h5_attr_str(f, "kind", "reproduce") ||
+             h5_attr_str(f, "system_names", "megatron-lm,megascale") || h5_attr_str(f, "config_json", cfg);
     free(cfg);
     for (int s = 0; s < NSETS && !rc; s++)
         rc = write_table(f, rows, n, s);

@@ -10,6 +10,7 @@
 #include "model/report.h"
 #include "model/search.h"
 #include "sim/engine.h"
+#include "sim/h5attr.h"
 #include "sim/output.h"
 
 #include <cjson/cJSON.h>
@@ -394,20 +395,6 @@ static int write_csv(const char *path, const file_row_t *rows, long long n, char
         return -1;
     }
     return 0;
-}
-
-static int h5_attr_str(hid_t loc, const char *name, const char *v)
-{
-    hid_t t = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR), a = -1;
-    int ok = t >= 0 && sp >= 0 && H5Tset_size(t, H5T_VARIABLE) >= 0 && H5Tset_cset(t, H5T_CSET_UTF8) >= 0 &&
-             (a = H5Acreate2(loc, name, t, sp, H5P_DEFAULT, H5P_DEFAULT)) >= 0 && H5Awrite(a, t, &v) >= 0;
-    if (a >= 0)
-        ok &= H5Aclose(a) >= 0;
-    if (sp >= 0)
-        H5Sclose(sp);
-    if (t >= 0)
-        H5Tclose(t);
-    return ok ? 0 : -1;
 }
 
 /* The compound type of file_row_t; packed in the file. */

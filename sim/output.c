@@ -6,6 +6,7 @@
  * off), rows are written in the engine's order and trace events sorted by
  * (rank, stream, ready time), so identical results give identical bytes. */
 #include "sim/output.h"
+#include "sim/h5attr.h"
 
 #include "model/report.h"
 
@@ -229,16 +230,10 @@ static int put_attr_f64(h5w_t *w, hid_t loc, const char *name, double v)
     return put_attr(w, loc, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v);
 }
 
-/* UTF-8 variable-length string: no size limit, read as str by h5py. */
+/* UTF-8 variable-length string (sim/h5attr.h), failures named. */
 static int put_attr_str(h5w_t *w, hid_t loc, const char *name, const char *v)
 {
-    hid_t t = H5Tcopy(H5T_C_S1);
-    int rc = t >= 0 && H5Tset_size(t, H5T_VARIABLE) >= 0 && H5Tset_cset(t, H5T_CSET_UTF8) >= 0
-                 ? put_attr(w, loc, name, t, t, &v)
-                 : h5_fail(w, "make the string type for", name);
-    if (t >= 0)
-        H5Tclose(t);
-    return rc;
+    return h5_attr_str(loc, name, v) ? h5_fail(w, "write attribute", name) : 0;
 }
 
 static int h5_open(h5w_t *w, const char *tmp)
