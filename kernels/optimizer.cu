@@ -96,9 +96,19 @@ extern "C" int kern_adamw_cuda(const kern_opt_tensor *ts, int count, kern_opt_hp
   return opt_run<OPT_ADAMW>(ts, count, hp, NULL, stream);
 }
 
+extern "C" int kern_lamb_norms_cuda(const kern_opt_tensor *ts, int count, kern_opt_hparams hp,
+                                    float *norms, cudaStream_t stream) {
+  KERN_CUDA_TRY(cudaMemsetAsync(norms, 0, sizeof(float) * 2 * count, stream));
+  return opt_run<OPT_LAMB_NORMS>(ts, count, hp, norms, stream);
+}
+
+extern "C" int kern_lamb_apply_cuda(const kern_opt_tensor *ts, int count, kern_opt_hparams hp,
+                                    const float *norms, cudaStream_t stream) {
+  return opt_run<OPT_LAMB_APPLY>(ts, count, hp, (float *)norms, stream);
+}
+
 extern "C" int kern_lamb_cuda(const kern_opt_tensor *ts, int count, kern_opt_hparams hp,
                               float *norms, cudaStream_t stream) {
-  KERN_CUDA_TRY(cudaMemsetAsync(norms, 0, sizeof(float) * 2 * count, stream));
-  KERN_TRY(opt_run<OPT_LAMB_NORMS>(ts, count, hp, norms, stream));
-  return opt_run<OPT_LAMB_APPLY>(ts, count, hp, norms, stream);
+  KERN_TRY(kern_lamb_norms_cuda(ts, count, hp, norms, stream));
+  return kern_lamb_apply_cuda(ts, count, hp, norms, stream);
 }

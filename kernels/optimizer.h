@@ -13,6 +13,7 @@
  * forward pass reads). */
 #ifndef KERN_OPTIMIZER_H
 #define KERN_OPTIMIZER_H
+#include <math.h>
 #include "kernels/kern_common.h"
 #ifdef __cplusplus
 extern "C" {
@@ -33,6 +34,13 @@ typedef struct kern_opt_hparams {
 
 void kern_adamw_ref(const kern_opt_tensor *ts, int count, kern_opt_hparams hp);
 void kern_lamb_ref(const kern_opt_tensor *ts, int count, kern_opt_hparams hp);
+/* LAMB in its two passes, for tensors split across ranks: the caller sums
+ * each tensor's norms[2k] (sum of w^2) and norms[2k + 1] (sum of u^2) over
+ * the ranks holding its pieces between the two calls. lamb_norms updates
+ * m and v and overwrites norms; lamb_apply updates the weights with the
+ * trust ratio from norms. kern_lamb_ref = norms then apply. */
+void kern_lamb_norms_ref(const kern_opt_tensor *ts, int count, kern_opt_hparams hp, float *norms);
+void kern_lamb_apply_ref(const kern_opt_tensor *ts, int count, kern_opt_hparams hp, const float *norms);
 
 #ifdef KERN_HAVE_CUDA
 /* ts is a host array whose pointers are device pointers. Up to
@@ -46,6 +54,11 @@ int kern_adamw_cuda(const kern_opt_tensor *ts, int count, kern_opt_hparams hp,
  * recomputed from the new m, v rather than stored). */
 int kern_lamb_cuda(const kern_opt_tensor *ts, int count, kern_opt_hparams hp, float *norms,
                    cudaStream_t stream);
+/* The two launches of kern_lamb_cuda on their own (see kern_lamb_norms_ref). */
+int kern_lamb_norms_cuda(const kern_opt_tensor *ts, int count, kern_opt_hparams hp, float *norms,
+                         cudaStream_t stream);
+int kern_lamb_apply_cuda(const kern_opt_tensor *ts, int count, kern_opt_hparams hp,
+                         const float *norms, cudaStream_t stream);
 #endif
 
 /* The per-element moment update and direction u, shared by the references
