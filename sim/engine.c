@@ -428,7 +428,7 @@ static int record(sim_t *S, int ent, int stream, const slot_t *s)
             S->tl = t, S->tl_cap = cap;
         }
         S->tl[S->ntl++] = (sim_rec_t){S->opts->trace_ranks[k], stream, s->op.kind, s->op.mb, s->op.chunk,
-                                      s->t_head < 0 ? start : s->t_head, start, S->now};
+                                      s->t_head < 0 ? start : s->t_head, start, S->now, 0};
     }
     return 0;
 }

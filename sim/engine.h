@@ -34,7 +34,14 @@ typedef struct {
     int64_t t_ready_ns;      /* reached the head of its stream */
     int64_t t_start_ns;      /* work began (waits and meetings over) */
     int64_t t_end_ns;
+    int iter;                /* iteration (measured runs record several; 0 here) */
 } sim_rec_t;
+
+/* One measured iteration of a real run (sim results have none). */
+typedef struct {
+    int step;
+    double loss, step_time_s, tokens_per_s, mfu;
+} sim_iter_t;
 
 typedef enum { SIM_NET_ALPHA_BETA, SIM_NET_FLOWS } sim_network_t;
 
@@ -83,6 +90,10 @@ typedef struct {
         int max_flows;
     } contended[5];
     double wall_s;
+    /* Measured runs (real/) fill these; the simulator leaves them 0. */
+    const char *kind;           /* root attribute `kind`; NULL: "simulation" */
+    sim_iter_t *iters;          /* /iterations rows */
+    int niters;
 } sim_result_t;
 
 /* Parses "R:F,R:F" (rank or node : factor > 1) into list; -1 with a message. */

@@ -262,13 +262,13 @@ static int h5_close(h5w_t *w, int rc)
     return rc;
 }
 
-static int write_root(h5w_t *w, const job_t *job, const hw_t *hw, const cJSON *sim_config)
+static int write_root(h5w_t *w, const job_t *job, const hw_t *hw, const cJSON *sim_config, const char *kind)
 {
     cJSON *c = config_json(job, hw, sim_config);
     char *s = c ? cJSON_PrintUnformatted(c) : NULL;
     int rc = !s ? h5_fail(w, "format", "the configuration as JSON")
                 : put_attr_str(w, w->file, "megasim_version", MEGASIM_VERSION) ||
-                      put_attr_str(w, w->file, "kind", "simulation") || put_attr_str(w, w->file, "config_json", s);
+                      put_attr_str(w, w->file, "kind", kind ? kind : "simulation") || put_attr_str(w, w->file, "config_json", s);
     free(s);
     cJSON_Delete(c);
     return rc ? -1 : 0;
@@ -392,11 +392,13 @@ static int write_ranks(h5w_t *w, const sim_result_t *r)
 typedef struct {
     int32_t rank, stream, kind, mb, chunk;
     double t_ready_s, t_start_s, t_end_s;
+    int32_t iteration;
 } op_row_t;
 
 #define OC(f, i) {#f, offsetof(op_row_t, f), i}
-static const h5_col_t op_cols[] = {OC(rank, 1),      OC(stream, 1),    OC(kind, 1),    OC(mb, 1),
-                                   OC(chunk, 1),     OC(t_ready_s, 0), OC(t_start_s, 0), OC(t_end_s, 0)};
+static const h5_col_t op_cols[] = {OC(rank, 1),      OC(stream, 1),      OC(kind, 1),    OC(mb, 1),
+                                   OC(chunk, 1),     OC(t_ready_s, 0),   OC(t_start_s, 0), OC(t_end_s, 0),
+                                   OC(iteration, 1)};
 static const h5_table_t op_table = {op_cols, sizeof op_cols / sizeof op_cols[0], sizeof(op_row_t)};
 
 /* sop_kind_t order (model/sched.h). */
@@ -422,7 +424,7 @@ static int write_timeline(h5w_t *w, const sim_result_t *r)
         "one row per op of the traced ranks, in completion order; stream and kind index stream_names and "
         "kind_names; mb and chunk: micro-batch and model chunk of fwd/bwd, piece of DP ops, -1 if none; "
         "t_ready_s: reached the head of its stream, t_start_s: work began, t_end_s: done (seconds from the "
-        "iteration start)",
+        "start of its iteration); iteration: 0 in a simulation, the measured step in a real run",
         NULL};
     op_row_t *rows = calloc(r->ntimeline > 0 ? r->ntimeline : 1, sizeof *rows);
     if (!rows) {
@@ -432,9 +434,42 @@ static int write_timeline(h5w_t *w, const sim_result_t *r)
     for (long i = 0; i < r->ntimeline; i++) {
         const sim_rec_t *o = &r->timeline[i];
         rows[i] = (op_row_t){o->rank, o->stream, o->kind, o->mb, o->chunk,
-                             o->t_ready_ns * 1e-9, o->t_start_ns * 1e-9, o->t_end_ns * 1e-9};
+                             o->t_ready_ns * 1e-9, o->t_start_ns * 1e-9, o->t_end_ns * 1e-9, o->iter};
     }
     int rc = write_table(w, "/timeline", &op_table, rows, (hsize_t)r->ntimeline, attrs);
+    free(rows);
+    return rc;
+}
+
+typedef struct {
+    int32_t step;
+    double loss, step_time_s, tokens_per_s, mfu;
+} iter_row_t;
+
+#define IC(f, i) {#f, offsetof(iter_row_t, f), i}
+static const h5_col_t iter_cols[] = {IC(step, 1), IC(loss, 0), IC(step_time_s, 0), IC(tokens_per_s, 0), IC(mfu, 0)};
+static const h5_table_t iter_table = {iter_cols, sizeof iter_cols / sizeof iter_cols[0], sizeof(iter_row_t)};
+
+/* Measured runs only: one row per training step. */
+static int write_iterations(h5w_t *w, const sim_result_t *r)
+{
+    static const char *const attrs[] = {
+        "description",
+        "one row per measured training step: its number, mean loss over the global batch (nats per token), "
+        "wall time (the slowest rank), tokens per second and MFU",
+        NULL};
+    if (r->niters == 0)
+        return 0;
+    iter_row_t *rows = calloc((size_t)r->niters, sizeof *rows);
+    if (!rows) {
+        snprintf(w->err, w->errlen, "%s: out of memory for /iterations", w->path);
+        return -1;
+    }
+    for (int i = 0; i < r->niters; i++) {
+        const sim_iter_t *it = &r->iters[i];
+        rows[i] = (iter_row_t){it->step, it->loss, it->step_time_s, it->tokens_per_s, it->mfu};
+    }
+    int rc = write_table(w, "/iterations", &iter_table, rows, (hsize_t)r->niters, attrs);
     free(rows);
     return rc;
 }
@@ -451,8 +486,9 @@ int sim_write_h5(const char *path, const job_t *job, const hw_t *hw, const cJSON
     H5Eget_auto2(H5E_DEFAULT, &old_fn, &old_data);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our message replaces HDF5's error stack */
     h5w_t w = {path, err, errlen, -1, -1, -1};
-    int rc = h5_open(&w, tmp) || write_root(&w, job, hw, sim_config) || write_summary(&w, job, closed_form, r) ||
-             write_ranks(&w, r) || write_timeline(&w, r);
+    int rc = h5_open(&w, tmp) || write_root(&w, job, hw, sim_config, r->kind) ||
+             write_summary(&w, job, closed_form, r) || write_ranks(&w, r) || write_timeline(&w, r) ||
+             write_iterations(&w, r);
     rc = h5_close(&w, rc ? -1 : 0);
     H5Eset_auto2(H5E_DEFAULT, old_fn, old_data);
     return tmp_commit(tmp, path, rc, err, errlen);
