@@ -18,6 +18,8 @@ int cmd_search(int argc, char **argv);
 extern const opt_table search_opts;
 int cmd_calibrate(int argc, char **argv);
 extern const opt_table calibrate_opts;
+int cmd_run(int argc, char **argv);
+extern const opt_table run_opts;
 
 const cli_cmd_t cli_cmds[] = {
     {"predict", "Closed-form estimate of one job: iteration time, MFU/HFU, tokens/s, memory per GPU.",
@@ -42,6 +44,11 @@ const cli_cmd_t cli_cmds[] = {
     {"calibrate", "Measure this machine (kernels, MPI collectives), fit the curves, write a hardware profile.",
      "--device cpu [--quick] --out FILE.json [--raw FILE.h5]",
      "mpirun -np 2 megasim calibrate --device cpu --quick --out cpu.json", cmd_calibrate, 0, &calibrate_opts},
+    {"run", "Train a GPT with real maths, playing every rank's op program (CPU+MPI or GPU+NCCL); time every op.",
+     "[JOB.json ...] [flags] [--train-iters N] [--seed S] [--device cpu|gpu] [--json] [--out F.h5] [--trace F.json] "
+     "[--save DIR [--save-interval N]] [--resume]",
+     "mpirun -np 8 megasim run --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --sequence-parallel",
+     cmd_run, 1, &run_opts},
     {"plot", "Redraw the figures of a result file (simulate --out, reproduce) with gnuplot, as PNG and SVG.",
      "FILE.h5 [--outdir DIR] [--plots-dir DIR]", "megasim plot results/megascale.h5", cmd_plot, 0, &plot_opts},
 };

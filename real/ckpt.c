@@ -1,0 +1,165 @@
+/* real/ckpt.c: two-stage checkpoints (ckpt.h). */
+#include "real/ckpt.h"
+
+#include "real/rt.h"
+
+#include <errno.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAGIC "MEGASIM-CKPT-1\n"
+
+typedef struct {
+    char magic[16];
+    int32_t step, world, rank, pad;
+    int64_t nshard, config_len;
+} header_t;
+
+int ckpt_init(ckpt_t *c, const char *dir, int rank, int world, const char *config, char *err, int errlen)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->dir, sizeof c->dir, "%s", dir);
+    c->rank = rank, c->world = world, c->config = config;
+    if (mkdir(dir, 0777) && errno != EEXIST) {
+        snprintf(err, errlen, "--save %s: cannot create the directory: %s", dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+float *ckpt_buffer(ckpt_t *c, long nshard)
+{
+    if (!c->state || c->nshard != nshard) {
+        free(c->state);
+        c->state = malloc(sizeof(float) * 3 * (size_t)(nshard ? nshard : 1));
+        c->nshard = nshard;
+    }
+    return c->state;
+}
+
+static void paths(const ckpt_t *c, int step, char *stepdir, size_t n1, char *file, size_t n2)
+{
+    snprintf(stepdir, n1, "%s/step-%06d", c->dir, step);
+    snprintf(file, n2, "%s/rank-%05d.bin", stepdir, c->rank);
+}
+
+/* Stage 2, on its own thread: header, configuration, state; then rename. */
+static void *writer(void *arg)
+{
+    ckpt_t *c = arg;
+    int64_t t0 = rt_now_ns();
+    char stepdir[1100], file[1200], tmp[1300];
+    paths(c, c->step, stepdir, sizeof stepdir, file, sizeof file);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", file, (int)getpid());
+    header_t h = {MAGIC, c->step, c->world, c->rank, 0, c->nshard, (int64_t)strlen(c->config)};
+    FILE *f = (mkdir(stepdir, 0777) == 0 || errno == EEXIST) ? fopen(tmp, "wb") : NULL;
+    int ok = f && fwrite(&h, sizeof h, 1, f) == 1 && fwrite(c->config, 1, (size_t)h.config_len, f) == (size_t)h.config_len &&
+             fwrite(c->state, sizeof(float), 3 * (size_t)c->nshard, f) == 3 * (size_t)c->nshard;
+    if (f && fclose(f))
+        ok = 0;
+    if (ok && rename(tmp, file))
+        ok = 0;
+    if (!ok)
+        unlink(tmp);
+    c->write_rc = ok ? 0 : -1;
+    c->stage2_s = (rt_now_ns() - t0) * 1e-9;
+    return NULL;
+}
+
+int ckpt_finish(ckpt_t *c, char *err, int errlen)
+{
+    int mine = 0, all = 0;
+    if (c->busy) {
+        pthread_join(c->thread, NULL);
+        c->busy = 0;
+        mine = c->write_rc ? 1 : 0;
+        MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        if (all) {
+            snprintf(err, errlen, "checkpoint of step %d: %d rank(s) could not write under %s%s", c->step, all,
+                     c->dir, mine ? " (this one included)" : "");
+            return -1;
+        }
+        if (c->rank == 0) {
+            char latest[1100], tmp[1200];
+            snprintf(latest, sizeof latest, "%s/latest", c->dir);
+            snprintf(tmp, sizeof tmp, "%s.tmp.%d", latest, (int)getpid());
+            FILE *f = fopen(tmp, "w");
+            int ok = f && fprintf(f, "%d\n", c->step) > 0;
+            if (f && fclose(f))
+                ok = 0;
+            if (!ok || rename(tmp, latest)) {
+                unlink(tmp);
+                snprintf(err, errlen, "%s: cannot write", latest);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+int ckpt_start(ckpt_t *c, int step, char *err, int errlen)
+{
+    c->step = step;
+    if (pthread_create(&c->thread, NULL, writer, c)) {
+        snprintf(err, errlen, "cannot start the checkpoint writer thread");
+        return -1;
+    }
+    c->busy = 1;
+    return 0;
+}
+
+void ckpt_free(ckpt_t *c)
+{
+    if (c->busy)
+        pthread_join(c->thread, NULL);
+    free(c->state);
+    memset(c, 0, sizeof *c);
+}
+
+int ckpt_load(const char *dir, int rank, int world, const char *config, long nshard, float **state, int *step,
+              char *err, int errlen)
+{
+    char latest[1100], file[1300];
+    snprintf(latest, sizeof latest, "%s/latest", dir);
+    FILE *f = fopen(latest, "r");
+    int s = -1;
+    if (!f || fscanf(f, "%d", &s) != 1 || s < 0) {
+        if (f)
+            fclose(f);
+        snprintf(err, errlen, "--resume: %s holds no complete checkpoint (no readable %s)", dir, latest);
+        return -1;
+    }
+    fclose(f);
+    snprintf(file, sizeof file, "%s/step-%06d/rank-%05d.bin", dir, s, rank);
+    header_t h;
+    char *cfg = NULL;
+    f = fopen(file, "rb");
+    int rc = -1;
+    if (!f || fread(&h, sizeof h, 1, f) != 1 || memcmp(h.magic, MAGIC, sizeof h.magic))
+        snprintf(err, errlen, "--resume: %s is missing or not a megasim checkpoint", file);
+    else if (h.world != world)
+        snprintf(err, errlen, "--resume: %s was written by %d ranks; this run has %d (allowed: the same plan)", file,
+                 h.world, world);
+    else if (h.nshard != nshard || h.config_len < 0 || h.config_len > (1 << 24))
+        snprintf(err, errlen, "--resume: %s holds %lld parameters for this rank; the job needs %ld", file,
+                 (long long)h.nshard, nshard);
+    else if (!(cfg = calloc(1, (size_t)h.config_len + 1)) || fread(cfg, 1, (size_t)h.config_len, f) != (size_t)h.config_len)
+        snprintf(err, errlen, "--resume: %s is truncated", file);
+    else if (strcmp(cfg, config))
+        snprintf(err, errlen, "--resume: %s was written for another job (its configuration differs from this "
+                 "run's flags; allowed: the same job)", file);
+    else if (!(*state = malloc(sizeof(float) * 3 * (size_t)(nshard ? nshard : 1))) ||
+             fread(*state, sizeof(float), 3 * (size_t)nshard, f) != 3 * (size_t)nshard)
+        snprintf(err, errlen, "--resume: %s is truncated", file);
+    else
+        rc = 0, *step = s;
+    if (f)
+        fclose(f);
+    free(cfg);
+    return rc;
+}

@@ -1,0 +1,48 @@
+/* real/ckpt.h: two-stage checkpoints, as MegaScale takes them: the rank's
+ * training state is copied to host memory (stage 1, the only part training
+ * waits for), then a background thread writes it to DIR/step-N/rank-R.bin
+ * (stage 2, written to a temporary name and renamed). A checkpoint is
+ * complete when every rank's file is: the next save (or the end of the
+ * run) checks that over MPI and rank 0 then points DIR/latest at it, so a
+ * crash mid-write never leaves a half checkpoint that --resume would read.
+ *
+ * The file holds a header (magic, step, world size, rank, shard length and
+ * the job's configuration as JSON, which a resume must match) and the
+ * shard's master weights and Adam moments (exec_state_get). */
+#ifndef REAL_CKPT_H
+#define REAL_CKPT_H
+
+#include <pthread.h>
+
+typedef struct {
+    char dir[1024];
+    int rank, world;
+    const char *config;         /* the job's options as JSON (not owned) */
+    /* the write in flight */
+    pthread_t thread;
+    int busy, step, write_rc;
+    float *state;               /* host copy (3 x nshard) */
+    long nshard;
+    double stage1_s, stage2_s;  /* last save: copy to host, write to file */
+} ckpt_t;
+
+int ckpt_init(ckpt_t *c, const char *dir, int rank, int world, const char *config, char *err, int errlen);
+
+/* Stage 1 has been done by the caller into c->state (ckpt_buffer gives
+ * it); starts stage 2 for `step`. Finishes the previous save first. */
+float *ckpt_buffer(ckpt_t *c, long nshard);
+int ckpt_start(ckpt_t *c, int step, char *err, int errlen);
+
+/* Waits for the write in flight, checks every rank's went through, and
+ * (rank 0) points DIR/latest at it. Collective over MPI_COMM_WORLD. */
+int ckpt_finish(ckpt_t *c, char *err, int errlen);
+
+/* Reads DIR/latest and this rank's file into *state (malloc'd, 3 x
+ * nshard). Every mismatch (missing, other world size, other job, other
+ * shard length, short file) is one message. */
+int ckpt_load(const char *dir, int rank, int world, const char *config, long nshard, float **state, int *step,
+              char *err, int errlen);
+
+void ckpt_free(ckpt_t *c);
+
+#endif

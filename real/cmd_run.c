@@ -1,0 +1,453 @@
+/* cmd_run: `megasim run`, started under mpirun: trains a GPT with real
+ * maths on every rank (CPU: reference kernels + MPI; GPU: CUDA kernels +
+ * NCCL), playing the very op program the simulator plays, and times every
+ * op. The MPI world size is the number of GPUs. Rank 0 reports each step
+ * (loss, ms, tokens/s, MFU); --out and --trace write the result file and
+ * a Chrome trace in the simulator's schema; --save checkpoints in two
+ * stages and --resume continues from the latest complete checkpoint.
+ *
+ * Bad input is found before any work, identically on every rank: rank 0
+ * prints the one message and every rank exits with status 2. */
+#include "model/cli.h"
+#include "model/cost.h"
+#include "model/estimate.h"
+#include "model/layer.h"
+#include "model/report.h"
+#include "model/workload.h"
+#include "real/ckpt.h"
+#include "real/comm.h"
+#include "real/data.h"
+#include "real/exec.h"
+#include "real/gpt.h"
+#include "real/run_output.h"
+#include "sim/output.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <mpi.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int train_iters, seed, device, json, save_interval, resume, help;
+    double lr, beta1, beta2, eps, weight_decay;
+    int warmup;
+    char data[1024], out[1024], trace[1024], save[1024], load[1024];
+} run_opts_t;
+
+enum { DEV_CPU, DEV_GPU };
+
+#define RO(f) offsetof(run_opts_t, f)
+static const opt_def run_defs[] = {
+    {"train-iters", OPT_INT, RO(train_iters), 1, 1000000, "10", 0, "run", "training iterations to run"},
+    {"seed", OPT_INT, RO(seed), 0, 2147483647, "1234", 0, "run",
+     "seed of the initial weights and of the batches (the same for every parallel plan)"},
+    {"device", OPT_ENUM, RO(device), 0, 0, "cpu", "cpu|gpu", "run",
+     "cpu: reference kernels (fp32) and MPI; gpu: CUDA kernels (bf16) and NCCL, one GPU per rank"},
+    {"json", OPT_BOOL, RO(json), 0, 1, "false", 0, "run",
+     "rank 0 prints one JSON object per step (step, loss, step_time_s, tokens_per_s, mfu) instead of text"},
+    {"data", OPT_STR, RO(data), 0, 1024, MEGASIM_EXPERIMENTS_DIR "/data/corpus.txt", 0, "run",
+     "training text, one token per byte (vocabulary 256)"},
+    {"lr", OPT_REAL, RO(lr), 0, 10, "0.002", 0, "run", "learning rate (Megatron's --lr)"},
+    {"lr-warmup-iters", OPT_INT, RO(warmup), 0, 1000000, "0", 0, "run", "linear warm-up of the learning rate"},
+    {"adam-beta1", OPT_REAL, RO(beta1), 0, 0.999999, "0.9", 0, "run", "Adam/LAMB beta1"},
+    {"adam-beta2", OPT_REAL, RO(beta2), 0, 0.999999, "0.95", 0, "run", "Adam/LAMB beta2"},
+    {"adam-eps", OPT_REAL, RO(eps), 1e-30, 1, "1e-8", 0, "run", "Adam/LAMB epsilon"},
+    {"weight-decay", OPT_REAL, RO(weight_decay), 0, 10, "0.01", 0, "run", "decoupled weight decay"},
+    {"out", OPT_STR, RO(out), 0, 1024, "", 0, "run",
+     "write the measured result file FILE.h5 (sim/SCHEMA.md, kind measurement): per-rank accounts, every op "
+     "of every iteration, /iterations"},
+    {"trace", OPT_STR, RO(trace), 0, 1024, "", 0, "run", "write a Chrome trace FILE.json of every rank's ops"},
+    {"save", OPT_STR, RO(save), 0, 1024, "", 0, "run", "checkpoint directory (two-stage: host copy, then a "
+     "background write)"},
+    {"save-interval", OPT_INT, RO(save_interval), 0, 1000000, "0", 0, "run",
+     "checkpoint every N iterations (0: at the end only, when --save is given)"},
+    {"load", OPT_STR, RO(load), 0, 1024, "", 0, "run", "checkpoint directory --resume reads (default: --save)"},
+    {"resume", OPT_BOOL, RO(resume), 0, 1, "false", 0, "run",
+     "continue from the latest complete checkpoint; its losses equal the uninterrupted run's"},
+    {"help", OPT_BOOL, RO(help), 0, 1, "false", 0, "run", "show this help"},
+};
+const opt_table run_opts = {run_defs, sizeof run_defs / sizeof run_defs[0], "run option"};
+
+typedef struct {
+    int rank, world;
+    job_t job;
+    hw_t hw;
+    run_opts_t o;
+    rt_t *rt;
+    comm_t *comm;
+    gpt_t m;
+    data_t data;
+    exec_t x;
+    ckpt_t ck;
+    char *config;           /* the job's options as JSON: checkpoints must match it */
+    double overhead_ns;     /* timing cost per op */
+    long ops_per_iter;
+    double peak_flops, model_flops;
+    sim_iter_t *iters;
+    int niters;
+    double ckpt_stage1_s;
+} run_t;
+
+/* One message, on rank 0 only; every rank returns 2. */
+static int bad(run_t *R, const char *msg)
+{
+    if (R->rank == 0)
+        fprintf(stderr, "megasim run: error: %s\n", msg);
+    return 2;
+}
+
+static int parse(run_t *R, int argc, char **argv)
+{
+    /* The tiny default job and the world size come first: files and flags
+     * the user gives override both. */
+    char **av = calloc((size_t)argc + 3, sizeof *av), ngpus[64], err[OPT_ERR_LEN];
+    if (!av)
+        return bad(R, "out of host memory");
+    snprintf(ngpus, sizeof ngpus, "--num-gpus=%d", R->world);
+    int n = 0;
+    av[n++] = MEGASIM_EXPERIMENTS_DIR "/real/tiny-gpt.json";
+    av[n++] = ngpus;
+    for (int i = 1; i < argc; i++)
+        av[n++] = argv[i];
+    int rc = job_parse(&R->job, n, av, &run_opts, &R->o, err);
+    free(av);
+    if (rc)
+        return bad(R, err);
+    if (R->job.num_gpus != R->world) {
+        snprintf(err, sizeof err, "--num-gpus %d does not match the MPI world size %d (start with mpirun -np %d, "
+                 "or leave --num-gpus out: the world size is the number of GPUs)",
+                 R->job.num_gpus, R->world, R->job.num_gpus);
+        return bad(R, err);
+    }
+    /* A CPU run's MFU is against the checked-in CPU profile, unless given. */
+    if (R->o.device == DEV_CPU && !R->job.hardware[0])
+        snprintf(R->job.hardware, sizeof R->job.hardware, "%s", MEGASIM_EXPERIMENTS_DIR "/profiles/cpu-ci-2core.json");
+    if (job_hardware(&R->job, &R->hw, err) || job_finalize(&R->job, R->hw.cluster.gpus_per_node, err))
+        return bad(R, err);
+    if (R->o.resume && !R->o.load[0] && !R->o.save[0])
+        return bad(R, "--resume needs --save DIR (or --load DIR): the checkpoint directory to continue from");
+    if (R->o.save_interval && !R->o.save[0])
+        return bad(R, "--save-interval needs --save DIR");
+    return 0;
+}
+
+/* The device memory the model plans for one GPU: everything but the
+ * runtime's own reservation (CUDA context, NCCL, cuBLAS), which lives
+ * outside the arena. Pipeline transfers get their own pool. */
+static void plan(const run_t *R, size_t p[RT_NPOOLS])
+{
+    memory_t mem;
+    workload_memory(&R->job, &R->hw, &mem);
+    double main = mem.weights_bytes + mem.grads_bytes + mem.optimizer_bytes + mem.activations_bytes +
+                  mem.comm_buffers_bytes;
+    p[RT_POOL_MAIN] = (size_t)main;
+    p[RT_POOL_XFER] = 0;
+    if (R->job.pp > 1) { /* every transfer of an iteration, freed at its end */
+        sched_iter_t it;
+        sched_op_t o;
+        long n = 0;
+        sched_iter_init(&it, &R->job, R->comm ? R->comm->stage : 0);
+        while (sched_next(&it, &o))
+            n += o.kind == SOP_XFER ? o.nx : 0;
+        p[RT_POOL_XFER] = (size_t)(n * layer_p2p_bytes(&R->job) * (R->o.device == DEV_CPU ? 2 : 1) + 65536);
+    }
+}
+
+static int local_rank(void)
+{
+    MPI_Comm node;
+    int r = 0;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &r);
+    MPI_Comm_free(&node);
+    return r;
+}
+
+/* Every rank agrees on failure: 0 when all succeeded. */
+static int all_ok(int rc)
+{
+    int bad = rc != 0, any = 0;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return any;
+}
+
+static int setup(run_t *R)
+{
+    char err[OPT_ERR_LEN] = "";
+    size_t p[RT_NPOOLS];
+    int rc;
+    if (R->o.device == DEV_GPU) {
+        int n = rt_gpu_count();
+        if (all_ok(n > 0 ? 0 : -1))
+            return bad(R, "--device gpu: no usable GPU on every rank (this build or machine has none; allowed: "
+                          "--device cpu)");
+        R->comm = NULL;
+        plan(R, p);
+        rc = rt_gpu_create(&R->rt, local_rank() % n, p, err, sizeof err);
+    } else {
+        plan(R, p);
+        rc = rt_cpu_create(&R->rt, p, err, sizeof err);
+    }
+    if (all_ok(rc))
+        return bad(R, err[0] ? err : "a rank could not create its runtime");
+    rc = R->o.device == DEV_GPU
+             ? comm_nccl_create(&R->comm, R->rt, R->job.tp, R->job.dp, R->job.pp, err, sizeof err)
+             : comm_mpi_create(&R->comm, R->rt, R->job.tp, R->job.dp, R->job.pp, err, sizeof err);
+    if (all_ok(rc))
+        return bad(R, err[0] ? err : "a rank could not create its communicators");
+    rc = gpt_init(&R->m, &R->job, R->rt, R->comm, err, sizeof err);
+    if (all_ok(rc))
+        return bad(R, err[0] ? err : "a rank could not lay out its model");
+    rc = data_open(&R->data, R->o.data, (unsigned long long)R->o.seed, R->job.micro_batch_size, R->job.seq_length,
+                   R->job.num_microbatches, R->comm->dp_i, R->job.async_data_loader, err, sizeof err);
+    if (all_ok(rc))
+        return bad(R, err[0] ? err : "a rank could not open the data");
+    exec_hparams_t hp = {(float)R->o.lr, (float)R->o.beta1, (float)R->o.beta2, (float)R->o.eps,
+                         (float)R->o.weight_decay, R->o.warmup};
+    rc = exec_init(&R->x, &R->job, R->rt, R->comm, &R->m, &R->data, &hp, (unsigned long long)R->o.seed, err, sizeof err);
+    if (all_ok(rc))
+        return bad(R, err[0] ? err : "a rank could not set up its executor");
+    cJSON *cj = opts_to_json(&job_opts, &R->job);
+    R->config = cJSON_PrintUnformatted(cj);
+    cJSON_Delete(cj);
+    return 0;
+}
+
+static int resume(run_t *R)
+{
+    char err[OPT_ERR_LEN] = "";
+    float *state = NULL;
+    int step = 0;
+    const char *dir = R->o.load[0] ? R->o.load : R->o.save;
+    int rc = ckpt_load(dir, R->rank, R->world, R->config, R->x.nshard, &state, &step, err, sizeof err);
+    if (!rc)
+        rc = exec_state_set(&R->x, state, step);
+    free(state);
+    if (all_ok(rc))
+        return bad(R, err[0] ? err : "a rank could not restore its checkpoint");
+    if (R->rank == 0 && !R->o.json)
+        printf("resumed from %s at step %d\n", dir, step);
+    return 0;
+}
+
+/* The cost of timing: the marks of one op, repeated, on the compute stream. */
+static void measure_overhead(run_t *R)
+{
+    enum { REPS = 2000 };
+    rt_times_t *t = calloc(REPS, sizeof *t);
+    if (!t)
+        return;
+    R->rt->op->iter_begin(R->rt);
+    int64_t t0 = rt_now_ns();
+    for (int i = 0; i < REPS; i++) {
+        R->rt->op->mark_ready(R->rt, STREAM_COMPUTE, &t[i]);
+        R->rt->op->mark_start(R->rt, STREAM_COMPUTE, &t[i]);
+        R->rt->op->mark_end(R->rt, STREAM_COMPUTE, &t[i]);
+    }
+    R->rt->op->iter_end(R->rt);
+    R->overhead_ns = (double)(rt_now_ns() - t0) / REPS;
+    free(t);
+    sched_iter_t it;
+    sched_op_t o;
+    sched_iter_init(&it, &R->job, R->comm->stage);
+    R->ops_per_iter = 0;
+    while (sched_next(&it, &o))
+        R->ops_per_iter++;
+}
+
+static void report_step(run_t *R, const sim_iter_t *s)
+{
+    if (R->rank != 0)
+        return;
+    if (R->o.json) {
+        printf("{\"step\": %d, \"loss\": %.6f, \"step_time_s\": %.6f, \"tokens_per_s\": %.1f, \"mfu\": %.6f}\n",
+               s->step, s->loss, s->step_time_s, s->tokens_per_s, s->mfu);
+    } else {
+        printf("step %5d | loss %.4f | %9.2f ms | %10.0f tokens/s | MFU %6.2f%%\n", s->step, s->loss,
+               s->step_time_s * 1e3, s->tokens_per_s, 100 * s->mfu);
+    }
+    fflush(stdout);
+}
+
+static int checkpoint(run_t *R, int step)
+{
+    char err[OPT_ERR_LEN] = "";
+    int rc = ckpt_finish(&R->ck, err, sizeof err); /* the previous one is complete */
+    if (all_ok(rc))
+        return bad(R, err[0] ? err : "a checkpoint write failed");
+    int64_t t0 = rt_now_ns();
+    float *buf = ckpt_buffer(&R->ck, R->x.nshard);
+    rc = !buf || exec_state_get(&R->x, buf);
+    R->ckpt_stage1_s = (rt_now_ns() - t0) * 1e-9;
+    if (!rc)
+        rc = ckpt_start(&R->ck, step, err, sizeof err);
+    if (all_ok(rc))
+        return bad(R, err[0] ? err : "a rank could not start its checkpoint");
+    return 0;
+}
+
+static int train(run_t *R)
+{
+    int first = R->x.iter, last = first + R->o.train_iters;
+    R->iters = calloc((size_t)R->o.train_iters, sizeof *R->iters);
+    if (!R->iters)
+        return bad(R, "out of host memory");
+    double tokens = (double)R->job.global_batch_size * R->job.seq_length;
+    for (int it = first; it < last; it++) {
+        double loss = 0, t = 0, tmax = 0;
+        int rc = exec_iteration(&R->x, &loss, &t);
+        if (all_ok(rc))
+            return bad(R, "a training iteration failed (the message above names the rank's reason)");
+        MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        sim_iter_t *s = &R->iters[R->niters++];
+        *s = (sim_iter_t){it + 1, loss, tmax, tokens / tmax, R->model_flops / (tmax * R->job.num_gpus * R->peak_flops)};
+        report_step(R, s);
+        if (!isfinite(loss))
+            return bad(R, "the loss is not finite; lower --lr");
+        if (R->o.save[0] && R->o.save_interval && (it + 1) % R->o.save_interval == 0 && checkpoint(R, it + 1))
+            return 2;
+    }
+    if (R->o.save[0] && (!R->o.save_interval || last % R->o.save_interval) && checkpoint(R, last))
+        return 2;
+    char err[OPT_ERR_LEN] = "";
+    if (all_ok(ckpt_finish(&R->ck, err, sizeof err)))
+        return bad(R, err[0] ? err : "a checkpoint write failed");
+    return 0;
+}
+
+static cJSON *run_config(const run_t *R)
+{
+    cJSON *c = opts_to_json(&run_opts, &R->o);
+    cJSON_AddNumberToObject(c, "world_size", R->world);
+    cJSON_AddStringToObject(c, "device_name", R->rt->device_name);
+    return c;
+}
+
+/* Mean step time over the measured steps, the first left out (warm-up)
+ * when there are more. */
+static double mean_step(const run_t *R)
+{
+    int a = R->niters > 1 ? 1 : 0;
+    double s = 0;
+    for (int i = a; i < R->niters; i++)
+        s += R->iters[i].step_time_s;
+    return s / (R->niters - a);
+}
+
+static int write_outputs(run_t *R, sim_result_t *r)
+{
+    char err[OPT_ERR_LEN] = "";
+    int rc = 0;
+    if (R->rank == 0 && R->o.out[0]) {
+        estimate_t e;
+        estimate_job(&R->job, &R->hw, &e);
+        cJSON *c = run_config(R);
+        rc = sim_write_h5(R->o.out, &R->job, &R->hw, c, &e, r, err, sizeof err);
+        cJSON_Delete(c);
+    }
+    if (!rc && R->rank == 0 && R->o.trace[0])
+        rc = run_write_trace(R->o.trace, r, R->x.iter_t0_ns, err, sizeof err);
+    if (all_ok(rc))
+        return bad(R, err[0] ? err : "writing the outputs failed");
+    return 0;
+}
+
+static void report_end(run_t *R, const sim_result_t *r)
+{
+    size_t used = R->rt->pool[RT_POOL_MAIN].peak + R->rt->pool[RT_POOL_XFER].peak;
+    size_t planned = R->rt->pool[RT_POOL_MAIN].size + R->rt->pool[RT_POOL_XFER].size;
+    double used_max = (double)used, t = mean_step(R);
+    MPI_Allreduce(MPI_IN_PLACE, &used_max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (R->rank != 0 || R->o.json)
+        return;
+    printf("\n%s, %d rank(s): TP %d x PP %d (%d chunk(s)) x DP %d, %d micro-batches of %d x %d tokens\n",
+           R->rt->device_name, R->world, R->job.tp, R->job.pp, R->job.vpp, R->job.dp, R->job.num_microbatches,
+           R->job.micro_batch_size, R->job.seq_length);
+    printf("mean step %.2f ms (steps after the first) | %.0f tokens/s | MFU %.2f%% of %.3g TFLOP/s per GPU\n", t * 1e3,
+           (double)R->job.global_batch_size * R->job.seq_length / t,
+           100 * R->model_flops / (t * R->job.num_gpus * R->peak_flops), R->peak_flops * 1e-12);
+    printf("memory per rank: planned %.1f MiB (memory model), used at peak %.1f MiB (the fullest rank)\n",
+           planned / 1048576.0, used_max / 1048576.0);
+    printf("timing: %.0f ns per op, %ld ops per step on rank 0: %.3f%% of the step\n", R->overhead_ns,
+           R->ops_per_iter, 100 * R->overhead_ns * R->ops_per_iter / (t * 1e9));
+    if (R->o.save[0])
+        printf("checkpoint: %.3f s to host memory (training waits), %.3f s written in the background\n",
+               R->ckpt_stage1_s, R->ck.stage2_s);
+    if (r->ntimeline)
+        printf("%ld op records gathered%s%s%s%s\n", r->ntimeline, R->o.out[0] ? "; wrote " : "", R->o.out,
+               R->o.trace[0] ? " and " : "", R->o.trace);
+}
+
+static int run(run_t *R, int argc, char **argv)
+{
+    int rc = parse(R, argc, argv);
+    if (rc)
+        return rc;
+    if ((rc = setup(R)))
+        return rc;
+    char err[OPT_ERR_LEN] = "";
+    if (R->o.save[0] && all_ok(ckpt_init(&R->ck, R->o.save, R->rank, R->world, R->config, err, sizeof err)))
+        return bad(R, err);
+    if (R->o.resume && (rc = resume(R)))
+        return rc;
+    workload_t w;
+    workload_compute(&R->job, &w);
+    R->model_flops = w.model_flops_per_iter;
+    R->peak_flops = cost_peak_flops(&R->hw, &R->job);
+    measure_overhead(R);
+    if ((rc = train(R)))
+        return rc;
+    sim_result_t r;
+    if (all_ok(run_gather(&R->x, R->x.iter - 1, &r, err, sizeof err)))
+        return bad(R, err);
+    r.kind = "measurement", r.iters = R->iters, r.niters = R->niters;
+    r.iteration_ns = (int64_t)(mean_step(R) * 1e9);
+    r.events = R->x.nrecs;
+    rc = write_outputs(R, &r);
+    if (!rc)
+        report_end(R, &r);
+    r.iters = NULL;
+    sim_result_free(&r);
+    return rc;
+}
+
+static void teardown(run_t *R)
+{
+    ckpt_free(&R->ck);
+    exec_free(&R->x);
+    data_close(&R->data);
+    gpt_free(&R->m);
+    if (R->comm)
+        R->comm->op->destroy(R->comm);
+    if (R->rt)
+        R->rt->op->destroy(R->rt);
+    free(R->iters);
+    free(R->config);
+}
+
+int cmd_run(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv))
+        return 0;
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited && MPI_Init(&argc, &argv) != MPI_SUCCESS) {
+        fprintf(stderr, "megasim run: error: MPI_Init failed\n");
+        return 2;
+    }
+    run_t *R = calloc(1, sizeof *R);
+    if (!R) {
+        MPI_Finalize();
+        return 2;
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &R->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &R->world);
+    int rc = run(R, argc, argv);
+    teardown(R);
+    free(R);
+    MPI_Finalize();
+    return rc;
+}

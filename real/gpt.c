@@ -1,0 +1,623 @@
+/* real/gpt.c: forward and backward of one model chunk on one micro-batch
+ * (gpt.h), layer by layer as model/layer.c lists the ops: LayerNorm (fused
+ * with the residual add or not), column-parallel GEMM fed by an all-gather
+ * (SP), attention (flash or unfused), row-parallel GEMM reduced by an
+ * all-reduce or a reduce-scatter (SP); bias+GeLU fused or not. In the
+ * backward, the SP re-gather of a GEMM's input runs beside its dgrad and
+ * the reduce-scatter (all-reduce) of the input gradient beside its wgrad,
+ * on the TP stream, as Megatron-LM overlaps them; --tp-comm-overlap turns
+ * the forward's gathers and reductions and the backward's gradient gather
+ * into rings of per-slice transfers pipelined against per-slice GEMMs
+ * (MegaScale's TP/SP overlap).
+ *
+ * Shapes: N = B*T token rows of a micro-batch, Nl = N/t rows outside TP
+ * regions with SP (N without); C hidden, Ft = F/t, nh = NH/t heads and
+ * g = G/t key/value groups per TP rank. Buffer discipline for the TP
+ * stream: it joins the compute stream before touching a buffer, and the
+ * compute stream joins it back before that buffer is freed or read. */
+#include "real/gpt.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const void *x_in;            /* layer input (Nl, C), not owned */
+    float *mean1, *rstd1, *mean2, *rstd2;
+    void *h1, *h2;               /* LayerNorm outputs (Nl, C) */
+    void *q, *k, *v, *ao, *att;  /* (N, nh*HS), (N, g*HS) x 2, (N, nh*HS), saved attention */
+    void *x2;                    /* residual after attention (Nl, C) (standard block) */
+    void *pre, *gl;              /* GeLU input (bias added) and output (N, Ft) */
+    void *cat;                   /* parallel block: [ao | gl] (N, nh*HS + Ft) */
+    void *x3;                    /* layer output (Nl, C) */
+    int x3_owned;
+} layer_saved_t;
+
+struct gpt_saved {
+    int chunk;
+    const void *x_in;
+    void *x_out;
+    const int *tokens, *targets;
+    float *losses;
+    void *emb;                   /* embedding output (N, C) when the chunk embeds */
+    layer_saved_t *ls;           /* [layers_per_chunk]; layers dropped under full recompute */
+    int have_layers;
+    void *xf, *logits;           /* head: final LayerNorm output (Nl, C), logits (Nl, V) */
+    float *meanf, *rstdf, *lse;
+};
+
+#define TRY(x)                                                                                         \
+    do {                                                                                               \
+        int rc_ = (x);                                                                                 \
+        if (rc_)                                                                                       \
+            return rc_;                                                                                \
+    } while (0)
+
+#define RT (m->rt)
+#define OP (m->rt->op)
+#define CM (m->comm)
+
+static void *A(const gpt_t *m, const void *p, long elems) { return (char *)p + elems * m->rt->act_bytes; }
+
+static int alloc_act(gpt_t *m, void **p, long elems) { return OP->alloc(RT, p, (size_t)elems * RT->act_bytes, RT_POOL_MAIN); }
+static int alloc_f32(gpt_t *m, float **p, long n) { return OP->alloc(RT, (void **)p, (size_t)n * 4, RT_POOL_MAIN); }
+static void drop(gpt_t *m, void *p) { OP->free(RT, p); }
+
+static int P(const gpt_t *m, int chunk, int l, int k) { return m->layer_tensor[((long)chunk * m->layers_per_chunk + l) * T_PER_LAYER + k]; }
+
+/* Column block [col, col + width) of a (rows, ld) act matrix to or from a
+ * contiguous (rows, width) one. */
+static int cols_out(gpt_t *m, void *dst, const void *src, int rows, int ld, int col, int width)
+{
+    size_t ab = RT->act_bytes;
+    return OP->copy2d(RT, dst, width * ab, A(m, src, col), ld * ab, width * ab, rows, STREAM_COMPUTE);
+}
+
+static int cols_in(gpt_t *m, void *dst, int ld, int col, const void *src, int rows, int width)
+{
+    size_t ab = RT->act_bytes;
+    return OP->copy2d(RT, A(m, dst, col), ld * ab, src, width * ab, width * ab, rows, STREAM_COMPUTE);
+}
+
+static int copy_act(gpt_t *m, void *dst, const void *src, long elems)
+{
+    size_t b = (size_t)elems * RT->act_bytes;
+    return OP->copy2d(RT, dst, b, src, b, b, 1, STREAM_COMPUTE);
+}
+
+/* ---- LayerNorm with the residual add, fused or not ------------------------------- */
+
+static int ln_fwd(gpt_t *m, void *residual, void *out, float *mean, float *rstd, const void *inp, const void *skip,
+                  int tw, int tb)
+{
+    const void *w = gpt_param(m, tw), *b = gpt_param(m, tb);
+    if (skip && !m->fused) { /* Megatron's unfused path: the add, then LayerNorm */
+        TRY(OP->add(RT, residual, inp, skip, (long)m->Nl * m->C));
+        return OP->layernorm_fwd(RT, NULL, out, mean, rstd, residual, NULL, w, b, m->Nl, m->C);
+    }
+    return OP->layernorm_fwd(RT, residual, out, mean, rstd, inp, skip, w, b, m->Nl, m->C);
+}
+
+static int ln_bwd(gpt_t *m, void *dres, const void *dout, const void *xln, const float *mean, const float *rstd,
+                  int tw, int tb)
+{
+    return OP->layernorm_bwd(RT, dres, gpt_grad(m, tw), gpt_grad(m, tb), dout, xln, gpt_param(m, tw), mean, rstd,
+                             m->Nl, m->C);
+}
+
+/* ---- column-parallel forward: out (N, OC) = gather(inp) (N, C) @ W^T + b ---------- */
+
+/* Ring all-gather pipelined with the GEMM: step s multiplies slice
+ * (tp_i - s) mod t while the next slice travels. full (N, C) ends whole. */
+static int ring_gather_gemm(gpt_t *m, void *full, const void *inp_l, int rows_fn_dgrad, void *out, const void *W,
+                            const void *bias, int C, int OC)
+{
+    int t = m->t, r = m->tp_i, Nl = m->Nl;
+    long slice = (long)Nl * C;
+    TRY(copy_act(m, A(m, full, r * slice), inp_l, slice));
+    TRY(OP->join(RT, RT_STREAM_TP, STREAM_COMPUTE));
+    for (int s = 0; s < t; s++) {
+        int cur = (r - s + t) % t, nxt = (r - s - 1 + 2 * t) % t;
+        if (s < t - 1) { /* pass the slice just held on, receive the next */
+            TRY(CM->op->group_begin(CM));
+            TRY(CM->op->send(CM, GRP_TP, (r + 1) % t, TAG_RING, A(m, full, cur * slice), slice, DT_ACT, RT_STREAM_TP));
+            TRY(CM->op->recv(CM, GRP_TP, (r - 1 + t) % t, TAG_RING, A(m, full, nxt * slice), slice, DT_ACT,
+                             RT_STREAM_TP));
+            TRY(CM->op->group_end(CM));
+        }
+        if (rows_fn_dgrad) /* out (N, OC) = dout (N, C) @ W (C, OC): the row-parallel dgrad */
+            TRY(OP->linear_dgrad(RT, A(m, out, (long)cur * Nl * OC), A(m, full, cur * slice), W, Nl, OC, C));
+        else
+            TRY(OP->linear_fwd(RT, A(m, out, (long)cur * Nl * OC), A(m, full, cur * slice), W, bias, Nl, C, OC));
+        TRY(OP->join(RT, STREAM_COMPUTE, RT_STREAM_TP));
+    }
+    return 0;
+}
+
+/* Gathers inp_l (Nl, C) of every TP rank into full (N, C) on `stream`. */
+static int gather(gpt_t *m, void *full, const void *inp_l, int C, int stream)
+{
+    long slice = (long)m->Nl * C;
+    TRY(copy_act(m, A(m, full, m->tp_i * slice), inp_l, slice));
+    if (stream != STREAM_COMPUTE)
+        TRY(OP->join(RT, stream, STREAM_COMPUTE));
+    return CM->op->allgather(CM, GRP_TP, full, slice, DT_ACT, stream);
+}
+
+static int col_fwd(gpt_t *m, void *out, const void *inp, int tw, int tb, int C, int OC)
+{
+    const void *W = gpt_param(m, tw), *b = tb >= 0 ? gpt_param(m, tb) : NULL;
+    if (!m->sp)
+        return OP->linear_fwd(RT, out, inp, W, b, m->N, C, OC);
+    void *full;
+    TRY(alloc_act(m, &full, (long)m->N * C));
+    if (m->overlap)
+        TRY(ring_gather_gemm(m, full, inp, 0, out, W, b, C, OC));
+    else {
+        TRY(gather(m, full, inp, C, STREAM_COMPUTE));
+        TRY(OP->linear_fwd(RT, out, full, W, b, m->N, C, OC));
+    }
+    drop(m, full);
+    return 0;
+}
+
+/* ---- row-parallel forward: y = reduce(inp (N, K) @ W^T) + b, y (Nl, C) ------------ */
+
+/* Ring reduce-scatter pipelined with the GEMM: step s computes the partial
+ * sum of slice (tp_i - s - 1) mod t, adds what the previous rank summed
+ * so far and passes it on; the last step leaves this rank's slice. */
+static int ring_gemm_scatter(gpt_t *m, void *y, const void *inp, const void *W, const void *b, int K)
+{
+    int t = m->t, r = m->tp_i, Nl = m->Nl, C = m->C;
+    long slice = (long)Nl * C;
+    void *buf[2], *in;
+    TRY(alloc_act(m, &buf[0], slice));
+    TRY(alloc_act(m, &buf[1], slice));
+    TRY(alloc_act(m, &in, slice));
+    TRY(OP->join(RT, RT_STREAM_TP, STREAM_COMPUTE));
+    for (int s = 0; s < t; s++) {
+        int sl = (r - s - 1 + 2 * t) % t;
+        void *cur = s == t - 1 ? y : buf[s % 2];
+        TRY(OP->linear_fwd(RT, cur, A(m, inp, (long)sl * Nl * K), W, b, Nl, K, C));
+        if (s > 0) {
+            TRY(OP->join(RT, STREAM_COMPUTE, RT_STREAM_TP));
+            TRY(OP->add(RT, cur, cur, in, slice));
+        }
+        if (s < t - 1) {
+            TRY(OP->join(RT, RT_STREAM_TP, STREAM_COMPUTE));
+            TRY(CM->op->group_begin(CM));
+            TRY(CM->op->send(CM, GRP_TP, (r + 1) % t, TAG_RING, cur, slice, DT_ACT, RT_STREAM_TP));
+            TRY(CM->op->recv(CM, GRP_TP, (r - 1 + t) % t, TAG_RING, in, slice, DT_ACT, RT_STREAM_TP));
+            TRY(CM->op->group_end(CM));
+        }
+    }
+    TRY(OP->join(RT, STREAM_COMPUTE, RT_STREAM_TP));
+    drop(m, buf[0]), drop(m, buf[1]), drop(m, in);
+    return 0;
+}
+
+/* Without SP under --tp-comm-overlap: the GEMM in row chunks, each
+ * chunk's all-reduce on the TP stream beside the next chunk's GEMM. */
+static int chunked_gemm_allreduce(gpt_t *m, void *y, const void *inp, const void *W, const void *b, int K)
+{
+    int k = m->job->tp_overlap_chunks < m->N ? m->job->tp_overlap_chunks : m->N, C = m->C;
+    for (int i = 0; i < k; i++) {
+        int lo = (int)((long)m->N * i / k), hi = (int)((long)m->N * (i + 1) / k);
+        TRY(OP->linear_fwd(RT, A(m, y, (long)lo * C), A(m, inp, (long)lo * K), W, b, hi - lo, K, C));
+        TRY(OP->join(RT, RT_STREAM_TP, STREAM_COMPUTE));
+        TRY(CM->op->allreduce(CM, GRP_TP, A(m, y, (long)lo * C), (long)(hi - lo) * C, DT_ACT, RT_STREAM_TP));
+    }
+    return OP->join(RT, STREAM_COMPUTE, RT_STREAM_TP);
+}
+
+static int row_fwd(gpt_t *m, void *y, const void *inp, int tw, int tb, int K)
+{
+    const void *W = gpt_param(m, tw), *b = m->tp_i == 0 ? gpt_param(m, tb) : NULL; /* the bias once */
+    if (m->t == 1)
+        return OP->linear_fwd(RT, y, inp, W, b, m->N, K, m->C);
+    if (!m->sp) {
+        if (m->overlap)
+            return chunked_gemm_allreduce(m, y, inp, W, b, K);
+        TRY(OP->linear_fwd(RT, y, inp, W, b, m->N, K, m->C));
+        return CM->op->allreduce(CM, GRP_TP, y, (long)m->N * m->C, DT_ACT, STREAM_COMPUTE);
+    }
+    if (m->overlap)
+        return ring_gemm_scatter(m, y, inp, W, b, K);
+    void *part;
+    TRY(alloc_act(m, &part, (long)m->N * m->C));
+    TRY(OP->linear_fwd(RT, part, inp, W, b, m->N, K, m->C));
+    TRY(CM->op->reduce_scatter(CM, GRP_TP, y, part, (long)m->Nl * m->C, DT_ACT, STREAM_COMPUTE));
+    drop(m, part);
+    return 0;
+}
+
+/* ---- backward of the two GEMM kinds -------------------------------------------------- */
+
+/* Row-parallel y = inp (N, K) @ W (C, K)^T: dinp (N, K) and dW, db from
+ * dy (Nl, C) (gathered first with SP: chunked with the dgrad under
+ * --tp-comm-overlap, exposed otherwise, as Megatron). */
+static int row_bwd(gpt_t *m, void *dinp, const void *dy, const void *inp, int tw, int tb, int K)
+{
+    const void *W = gpt_param(m, tw);
+    const void *dyf = dy;
+    void *full = NULL;
+    if (m->sp) {
+        TRY(alloc_act(m, &full, (long)m->N * m->C));
+        if (m->overlap)
+            TRY(ring_gather_gemm(m, full, dy, 1, dinp, W, NULL, m->C, K));
+        else
+            TRY(gather(m, full, dy, m->C, STREAM_COMPUTE));
+        dyf = full;
+    }
+    if (!(m->sp && m->overlap))
+        TRY(OP->linear_dgrad(RT, dinp, dyf, W, m->N, K, m->C));
+    TRY(OP->linear_wgrad(RT, gpt_grad(m, tw), gpt_grad(m, tb), dyf, inp, m->N, K, m->C));
+    drop(m, full);
+    return 0;
+}
+
+/* Column-parallel y = inp (N, C) @ W (OC, C)^T: dx and dW (db unless
+ * tb < 0) from dout (N, OC). inp is the saved input: (Nl, C), re-gathered
+ * beside the dgrad, with SP. dx (Nl, C) with SP, else (N, C), reduced over
+ * TP beside the wgrad. */
+static int col_bwd(gpt_t *m, void *dx, const void *dout, const void *inp, int tw, int tb, int OC)
+{
+    int C = m->C;
+    const void *W = gpt_param(m, tw), *inpf = inp;
+    void *full = NULL, *dxf = dx;
+    float *db = tb >= 0 ? gpt_grad(m, tb) : NULL;
+    if (m->sp) { /* re-gather the input beside the dgrad */
+        TRY(alloc_act(m, &full, (long)m->N * C));
+        TRY(alloc_act(m, &dxf, (long)m->N * C));
+        TRY(gather(m, full, inp, C, RT_STREAM_TP));
+        inpf = full;
+    }
+    TRY(OP->linear_dgrad(RT, dxf, dout, W, m->N, C, OC));
+    if (m->t > 1) { /* reduce the input gradient beside the wgrad */
+        TRY(OP->join(RT, STREAM_COMPUTE, RT_STREAM_TP));
+        TRY(OP->join(RT, RT_STREAM_TP, STREAM_COMPUTE));
+        if (m->sp)
+            TRY(CM->op->reduce_scatter(CM, GRP_TP, dx, dxf, (long)m->Nl * C, DT_ACT, RT_STREAM_TP));
+        else
+            TRY(CM->op->allreduce(CM, GRP_TP, dx, (long)m->N * C, DT_ACT, RT_STREAM_TP));
+    }
+    TRY(OP->linear_wgrad(RT, gpt_grad(m, tw), db, dout, inpf, m->N, C, OC));
+    TRY(OP->join(RT, STREAM_COMPUTE, RT_STREAM_TP));
+    if (m->sp)
+        drop(m, full), drop(m, dxf);
+    return 0;
+}
+
+/* ---- attention core ------------------------------------------------------------------- */
+
+static kern_attn_shape attn_shape(const gpt_t *m)
+{
+    return (kern_attn_shape){m->B, m->T, m->nh, m->g, m->HS, m->window};
+}
+
+/* q, k, v out of the fused projection (N, ld), columns from col0. */
+static int split_qkv(gpt_t *m, layer_saved_t *s, const void *y, int ld)
+{
+    int q = m->nh * m->HS, kv = m->g * m->HS;
+    TRY(alloc_act(m, &s->q, (long)m->N * q));
+    TRY(alloc_act(m, &s->k, (long)m->N * kv));
+    TRY(alloc_act(m, &s->v, (long)m->N * kv));
+    TRY(cols_out(m, s->q, y, m->N, ld, 0, q));
+    TRY(cols_out(m, s->k, y, m->N, ld, q, kv));
+    return cols_out(m, s->v, y, m->N, ld, q + kv, kv);
+}
+
+static int attn_fwd(gpt_t *m, layer_saved_t *s)
+{
+    kern_attn_shape sh = attn_shape(m);
+    TRY(alloc_act(m, &s->ao, (long)m->N * m->nh * m->HS));
+    TRY(OP->alloc(RT, &s->att, rt_attn_saved_bytes(RT, m->flash, sh), RT_POOL_MAIN));
+    return OP->attn_fwd(RT, m->flash, s->ao, s->att, s->q, s->k, s->v, sh);
+}
+
+/* dy (N, ld) receives [dq | dk | dv] from column 0. */
+static int attn_bwd(gpt_t *m, layer_saved_t *s, const void *dao, void *dy, int ld)
+{
+    int q = m->nh * m->HS, kv = m->g * m->HS;
+    void *dq, *dk, *dv;
+    TRY(alloc_act(m, &dq, (long)m->N * q));
+    TRY(alloc_act(m, &dk, (long)m->N * kv));
+    TRY(alloc_act(m, &dv, (long)m->N * kv));
+    TRY(OP->attn_bwd(RT, m->flash, dq, dk, dv, dao, s->q, s->k, s->v, s->ao, s->att, attn_shape(m)));
+    TRY(cols_in(m, dy, ld, 0, dq, m->N, q));
+    TRY(cols_in(m, dy, ld, q, dk, m->N, kv));
+    TRY(cols_in(m, dy, ld, q + kv, dv, m->N, kv));
+    drop(m, dq), drop(m, dk), drop(m, dv);
+    return 0;
+}
+
+/* ---- layers ---------------------------------------------------------------------------- */
+
+static int alloc_ln(gpt_t *m, float **mean, float **rstd, void **h)
+{
+    TRY(alloc_f32(m, mean, m->Nl));
+    TRY(alloc_f32(m, rstd, m->Nl));
+    return alloc_act(m, h, (long)m->Nl * m->C);
+}
+
+/* x3 = x2 + z, or into out when given (the chunk's output). */
+static int layer_out(gpt_t *m, layer_saved_t *s, const void *x2, const void *z, void *out)
+{
+    s->x3_owned = out == NULL;
+    s->x3 = out;
+    if (!out)
+        TRY(alloc_act(m, &s->x3, (long)m->Nl * m->C));
+    return OP->add(RT, s->x3, x2, z, (long)m->Nl * m->C);
+}
+
+static int standard_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *out)
+{
+    int C = m->C, Ft = m->Ft, q = m->nh * m->HS;
+    long rows = (long)m->Nl * C;
+    void *y, *z;
+    TRY(alloc_ln(m, &s->mean1, &s->rstd1, &s->h1));
+    TRY(ln_fwd(m, NULL, s->h1, s->mean1, s->rstd1, s->x_in, NULL, P(m, c, l, T_LN1_W), P(m, c, l, T_LN1_B)));
+    TRY(alloc_act(m, &y, (long)m->N * m->qkvn));
+    TRY(col_fwd(m, y, s->h1, P(m, c, l, T_QKV_W), P(m, c, l, T_QKV_B), C, m->qkvn));
+    TRY(split_qkv(m, s, y, m->qkvn));
+    drop(m, y);
+    TRY(attn_fwd(m, s));
+    TRY(alloc_act(m, &z, rows));
+    TRY(row_fwd(m, z, s->ao, P(m, c, l, T_PROJ_W), P(m, c, l, T_PROJ_B), q));
+    TRY(alloc_act(m, &s->x2, rows));
+    TRY(alloc_ln(m, &s->mean2, &s->rstd2, &s->h2));
+    TRY(ln_fwd(m, s->x2, s->h2, s->mean2, s->rstd2, s->x_in, z, P(m, c, l, T_LN2_W), P(m, c, l, T_LN2_B)));
+    drop(m, z);
+    TRY(alloc_act(m, &s->pre, (long)m->N * Ft));
+    TRY(alloc_act(m, &s->gl, (long)m->N * Ft));
+    TRY(col_fwd(m, s->pre, s->h2, P(m, c, l, T_FC1_W), -1, C, Ft));
+    const void *b1 = gpt_param(m, P(m, c, l, T_FC1_B));
+    if (m->fused) {
+        TRY(OP->bias_gelu_fwd(RT, s->gl, s->pre, b1, m->N, Ft));
+    } else { /* the bias add, then GeLU: pre keeps the biased input */
+        TRY(OP->bias_add(RT, s->pre, s->pre, b1, m->N, Ft));
+        TRY(OP->gelu_fwd(RT, s->gl, s->pre, (long)m->N * Ft));
+    }
+    TRY(alloc_act(m, &z, rows));
+    TRY(row_fwd(m, z, s->gl, P(m, c, l, T_FC2_W), P(m, c, l, T_FC2_B), Ft));
+    TRY(layer_out(m, s, s->x2, z, out));
+    drop(m, z);
+    return 0;
+}
+
+static int standard_bwd(gpt_t *m, int c, int l, layer_saved_t *s, void *dres)
+{
+    int C = m->C, Ft = m->Ft, q = m->nh * m->HS;
+    void *dg, *dh, *dao, *dy;
+    TRY(alloc_act(m, &dg, (long)m->N * Ft));
+    TRY(row_bwd(m, dg, dres, s->gl, P(m, c, l, T_FC2_W), P(m, c, l, T_FC2_B), Ft));
+    float *db1 = gpt_grad(m, P(m, c, l, T_FC1_B));
+    if (m->fused) {
+        TRY(OP->bias_gelu_bwd(RT, dg, db1, dg, s->pre, gpt_param(m, P(m, c, l, T_FC1_B)), m->N, Ft));
+    } else {
+        TRY(OP->gelu_bwd(RT, dg, dg, s->pre, (long)m->N * Ft));
+        TRY(OP->bias_grad(RT, db1, dg, m->N, Ft));
+    }
+    TRY(alloc_act(m, &dh, (long)m->Nl * C));
+    TRY(col_bwd(m, dh, dg, s->h2, P(m, c, l, T_FC1_W), -1, Ft));
+    drop(m, dg);
+    TRY(ln_bwd(m, dres, dh, s->x2, s->mean2, s->rstd2, P(m, c, l, T_LN2_W), P(m, c, l, T_LN2_B)));
+    TRY(alloc_act(m, &dao, (long)m->N * q));
+    TRY(row_bwd(m, dao, dres, s->ao, P(m, c, l, T_PROJ_W), P(m, c, l, T_PROJ_B), q));
+    TRY(alloc_act(m, &dy, (long)m->N * m->qkvn));
+    TRY(attn_bwd(m, s, dao, dy, m->qkvn));
+    drop(m, dao);
+    TRY(col_bwd(m, dh, dy, s->h1, P(m, c, l, T_QKV_W), P(m, c, l, T_QKV_B), m->qkvn));
+    drop(m, dy);
+    TRY(ln_bwd(m, dres, dh, s->x_in, s->mean1, s->rstd1, P(m, c, l, T_LN1_W), P(m, c, l, T_LN1_B)));
+    drop(m, dh);
+    return 0;
+}
+
+/* PaLM's parallel block: x + attn(ln(x)) + mlp(ln(x)), one fused input
+ * GEMM [QKV | FC1] and one fused output GEMM [proj | FC2]. */
+static int parallel_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *out)
+{
+    int C = m->C, Ft = m->Ft, q = m->nh * m->HS, ny = m->qkvn + Ft, nc = q + Ft;
+    void *y, *z;
+    TRY(alloc_ln(m, &s->mean1, &s->rstd1, &s->h1));
+    TRY(ln_fwd(m, NULL, s->h1, s->mean1, s->rstd1, s->x_in, NULL, P(m, c, l, T_LN1_W), P(m, c, l, T_LN1_B)));
+    TRY(alloc_act(m, &y, (long)m->N * ny));
+    TRY(col_fwd(m, y, s->h1, P(m, c, l, T_QKV_W), P(m, c, l, T_QKV_B), C, ny));
+    TRY(split_qkv(m, s, y, ny));
+    TRY(alloc_act(m, &s->pre, (long)m->N * Ft)); /* FC1 output, bias added by the GEMM */
+    TRY(cols_out(m, s->pre, y, m->N, ny, m->qkvn, Ft));
+    drop(m, y);
+    TRY(attn_fwd(m, s));
+    TRY(alloc_act(m, &s->gl, (long)m->N * Ft));
+    TRY(OP->gelu_fwd(RT, s->gl, s->pre, (long)m->N * Ft));
+    TRY(alloc_act(m, &s->cat, (long)m->N * nc));
+    TRY(cols_in(m, s->cat, nc, 0, s->ao, m->N, q));
+    TRY(cols_in(m, s->cat, nc, q, s->gl, m->N, Ft));
+    TRY(alloc_act(m, &z, (long)m->Nl * C));
+    TRY(row_fwd(m, z, s->cat, P(m, c, l, T_PROJ_W), P(m, c, l, T_PROJ_B), nc));
+    TRY(layer_out(m, s, s->x_in, z, out));
+    drop(m, z);
+    return 0;
+}
+
+static int parallel_bwd(gpt_t *m, int c, int l, layer_saved_t *s, void *dres)
+{
+    int Ft = m->Ft, q = m->nh * m->HS, ny = m->qkvn + Ft, nc = q + Ft;
+    void *dcat, *dao, *dg, *dy, *dh;
+    TRY(alloc_act(m, &dcat, (long)m->N * nc));
+    TRY(row_bwd(m, dcat, dres, s->cat, P(m, c, l, T_PROJ_W), P(m, c, l, T_PROJ_B), nc));
+    TRY(alloc_act(m, &dao, (long)m->N * q));
+    TRY(alloc_act(m, &dg, (long)m->N * Ft));
+    TRY(cols_out(m, dao, dcat, m->N, nc, 0, q));
+    TRY(cols_out(m, dg, dcat, m->N, nc, q, Ft));
+    drop(m, dcat);
+    TRY(OP->gelu_bwd(RT, dg, dg, s->pre, (long)m->N * Ft));
+    TRY(alloc_act(m, &dy, (long)m->N * ny));
+    TRY(attn_bwd(m, s, dao, dy, ny));
+    TRY(cols_in(m, dy, ny, m->qkvn, dg, m->N, Ft));
+    drop(m, dao), drop(m, dg);
+    TRY(alloc_act(m, &dh, (long)m->Nl * m->C));
+    TRY(col_bwd(m, dh, dy, s->h1, P(m, c, l, T_QKV_W), P(m, c, l, T_QKV_B), ny));
+    drop(m, dy);
+    TRY(ln_bwd(m, dres, dh, s->x_in, s->mean1, s->rstd1, P(m, c, l, T_LN1_W), P(m, c, l, T_LN1_B)));
+    drop(m, dh);
+    return 0;
+}
+
+static void free_layer(gpt_t *m, layer_saved_t *s)
+{
+    void *ps[] = {s->mean1, s->rstd1, s->mean2, s->rstd2, s->h1, s->h2, s->q, s->k, s->v, s->ao, s->att,
+                  s->x2, s->pre, s->gl, s->cat};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
+        drop(m, ps[i]);
+    if (s->x3_owned)
+        drop(m, s->x3);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---- the chunk --------------------------------------------------------------------------- */
+
+static int layers_fwd(gpt_t *m, gpt_saved_t *sv, const void *x, void *out)
+{
+    for (int l = 0; l < m->layers_per_chunk; l++) {
+        layer_saved_t *s = &sv->ls[l];
+        s->x_in = x;
+        int last = l == m->layers_per_chunk - 1;
+        TRY(m->parallel ? parallel_fwd(m, sv->chunk, l, s, last ? out : NULL)
+                        : standard_fwd(m, sv->chunk, l, s, last ? out : NULL));
+        x = s->x3;
+    }
+    sv->have_layers = 1;
+    return 0;
+}
+
+/* The chunk's input: the received activation, or this rank's rows of the
+ * embedded tokens. */
+static const void *chunk_input(gpt_t *m, gpt_saved_t *sv)
+{
+    return sv->emb ? A(m, sv->emb, m->sp ? (long)m->tp_i * m->Nl * m->C : 0) : sv->x_in;
+}
+
+static int head_fwd(gpt_t *m, gpt_saved_t *sv, const void *x)
+{
+    int Nl = m->Nl, C = m->C, V = m->V;
+    TRY(alloc_ln(m, &sv->meanf, &sv->rstdf, &sv->xf));
+    TRY(ln_fwd(m, NULL, sv->xf, sv->meanf, sv->rstdf, x, NULL, m->t_lnf_w, m->t_lnf_b));
+    TRY(alloc_act(m, &sv->logits, (long)Nl * V));
+    TRY(alloc_f32(m, &sv->lse, Nl));
+    TRY(OP->linear_fwd(RT, sv->logits, sv->xf, gpt_param(m, m->t_wte), NULL, Nl, C, V));
+    const int *tg = sv->targets + (m->sp ? m->tp_i * Nl : 0);
+    return OP->xent_fwd(RT, sv->losses, sv->lse, sv->logits, tg, Nl, V);
+}
+
+int gpt_chunk_fwd(gpt_t *m, int chunk, const void *x_in, void *x_out, const int *tokens, const int *targets,
+                  float *losses, gpt_saved_t **saved)
+{
+    gpt_saved_t *sv = calloc(1, sizeof *sv);
+    if (!sv || !(sv->ls = calloc((size_t)m->layers_per_chunk + 1, sizeof *sv->ls))) {
+        free(sv);
+        fprintf(stderr, "%s:%d: out of host memory\n", __FILE__, __LINE__);
+        return -1;
+    }
+    *saved = sv;
+    sv->chunk = chunk, sv->x_in = x_in, sv->x_out = x_out, sv->tokens = tokens, sv->targets = targets;
+    sv->losses = losses;
+    if (gpt_has_embedding(m, chunk)) {
+        TRY(alloc_act(m, &sv->emb, (long)m->N * m->C));
+        TRY(OP->embedding_fwd(RT, sv->emb, tokens, gpt_param(m, m->t_wte), gpt_param(m, m->t_wpe), m->B, m->T,
+                              m->C));
+    }
+    TRY(layers_fwd(m, sv, chunk_input(m, sv), x_out));
+    if (gpt_has_head(m, chunk))
+        TRY(head_fwd(m, sv, sv->ls[m->layers_per_chunk - 1].x3));
+    if (m->recompute) { /* keep the inputs only: the backward runs the layers again */
+        if (gpt_has_head(m, chunk)) /* the head's input stays: it is the last layer's output */
+            sv->ls[m->layers_per_chunk].x3 = sv->ls[m->layers_per_chunk - 1].x3,
+            sv->ls[m->layers_per_chunk - 1].x3_owned = 0;
+        for (int l = 0; l < m->layers_per_chunk; l++)
+            free_layer(m, &sv->ls[l]);
+        sv->have_layers = 0;
+    }
+    return 0;
+}
+
+static int head_bwd(gpt_t *m, gpt_saved_t *sv, void *dres, float dloss)
+{
+    int Nl = m->Nl, C = m->C, V = m->V;
+    const int *tg = sv->targets + (m->sp ? m->tp_i * Nl : 0);
+    const void *x = sv->ls[m->layers_per_chunk - 1].x3;
+    void *dxf;
+    TRY(OP->xent_bwd(RT, sv->logits, sv->logits, sv->lse, tg, dloss, Nl, V));
+    TRY(alloc_act(m, &dxf, (long)Nl * C));
+    TRY(OP->linear_dgrad(RT, dxf, sv->logits, gpt_param(m, m->t_wte), Nl, C, V));
+    TRY(OP->linear_wgrad(RT, gpt_grad(m, m->t_wte), NULL, sv->logits, sv->xf, Nl, C, V));
+    TRY(OP->memset0(RT, dres, (size_t)Nl * C * RT->act_bytes, STREAM_COMPUTE));
+    TRY(ln_bwd(m, dres, dxf, x, sv->meanf, sv->rstdf, m->t_lnf_w, m->t_lnf_b));
+    drop(m, dxf);
+    return 0;
+}
+
+static int embedding_bwd(gpt_t *m, gpt_saved_t *sv, const void *dres)
+{
+    float *dwte = gpt_grad(m, m->t_wte), *dwpe = gpt_grad(m, m->t_wpe);
+    if (!m->sp)
+        return OP->embedding_bwd(RT, dwte, dwpe, dres, sv->tokens, m->B, m->T, m->C);
+    /* this rank's rows only: the others' gradients come with the TP sum */
+    long slice = (long)m->Nl * m->C;
+    TRY(OP->memset0(RT, sv->emb, (size_t)m->N * m->C * RT->act_bytes, STREAM_COMPUTE));
+    TRY(copy_act(m, A(m, sv->emb, m->tp_i * slice), dres, slice));
+    return OP->embedding_bwd(RT, dwte, dwpe, sv->emb, sv->tokens, m->B, m->T, m->C);
+}
+
+int gpt_chunk_bwd(gpt_t *m, gpt_saved_t *sv, void *dres, float dloss)
+{
+    int head = gpt_has_head(m, sv->chunk), L = m->layers_per_chunk;
+    void *keep = NULL, *tmp_out = NULL;
+    if (!sv->have_layers) { /* full recomputation: the layers again, the output aside */
+        keep = sv->ls[L].x3;
+        if (!head)
+            TRY(alloc_act(m, &tmp_out, (long)m->Nl * m->C));
+        TRY(layers_fwd(m, sv, chunk_input(m, sv), head ? NULL : tmp_out));
+        drop(m, keep);
+    }
+    if (head)
+        TRY(head_bwd(m, sv, dres, dloss));
+    for (int l = L - 1; l >= 0; l--) {
+        layer_saved_t *s = &sv->ls[l];
+        TRY(m->parallel ? parallel_bwd(m, sv->chunk, l, s, dres) : standard_bwd(m, sv->chunk, l, s, dres));
+        free_layer(m, s);
+    }
+    drop(m, tmp_out);
+    if (sv->emb)
+        TRY(embedding_bwd(m, sv, dres));
+    if (head) {
+        drop(m, sv->xf), drop(m, sv->logits);
+        drop(m, sv->meanf), drop(m, sv->rstdf), drop(m, sv->lse);
+    }
+    drop(m, sv->emb);
+    free(sv->ls);
+    free(sv);
+    return 0;
+}
+
+/* Tensors whose gradients chunk c produces: its pieces, and the tied
+ * embedding when c embeds or ends the model. */
+static int in_chunk(const gpt_t *m, int i, int c)
+{
+    const gpt_tensor_t *t = &m->tensors[i];
+    if (i == m->t_wte && (gpt_has_embedding(m, c) || gpt_has_head(m, c)))
+        return 1;
+    const gpt_piece_t *a = &m->pieces[m->chunk_piece0[c]], *b = &m->pieces[m->chunk_piece0[c + 1] - 1];
+    return t->off >= a->off && t->off < b->off + b->n;
+}
+
+int gpt_sync_sp_grads(gpt_t *m, int c)
+{
+    if (!m->sp)
+        return 0;
+    for (int i = 0; i < m->ntensors; i++)
+        if (m->tensors[i].sp_partial && in_chunk(m, i, c))
+            TRY(CM->op->allreduce(CM, GRP_TP, gpt_grad(m, i), m->tensors[i].n, DT_F32, STREAM_COMPUTE));
+    return 0;
+}

@@ -1,0 +1,131 @@
+/* real/gpt.h: the GPT that a real run trains, as one rank holds it: its
+ * pipeline stage's model chunks (Megatron's interleaved assignment), each
+ * tensor cut by tensor parallelism the way Megatron-LM cuts it, and the
+ * forward and backward of one chunk on one micro-batch with the TP/SP
+ * collectives of model/layer.c (all-reduce, or all-gather and
+ * reduce-scatter with sequence parallelism; chunked rings under
+ * --tp-comm-overlap).
+ *
+ * The model is GPT-2 shaped, as model/workload.c counts it: learned
+ * position embeddings, pre-LN blocks (standard, or PaLM's parallel block),
+ * biases everywhere, tanh GeLU, causal attention with an optional sliding
+ * window and grouped queries, the output layer tied to the word embedding.
+ * Dropout is 0. Two departures from Megatron, both exact in the maths:
+ * the word embedding is replicated across TP ranks instead of split by
+ * vocabulary (the corpus is byte-level, V = 256), and with sequence
+ * parallelism each TP rank runs the output layer and the loss on its own
+ * slice of the tokens.
+ *
+ * Parameters live in one flat space per rank, cut into DP pieces (one per
+ * model chunk when interleaved, Megatron's buckets otherwise, and the tied
+ * embedding on its own when it sits on two stages). Initial values depend
+ * only on the seed and each element's place in the whole model, never on
+ * the parallel plan, so every plan starts from the same weights. */
+#ifndef REAL_GPT_H
+#define REAL_GPT_H
+
+#include "model/job.h"
+#include "real/comm.h"
+#include "real/rt.h"
+
+#define GPT_MAX_SEGS 4
+
+/* Per-layer tensors, in their order within a layer. With the parallel
+ * block, QKV_W is the fused QKV+FC1 weight and PROJ_W the fused proj+FC2
+ * weight; LN2 and FC1/FC2 are absent. */
+enum { T_LN1_W, T_LN1_B, T_QKV_W, T_QKV_B, T_PROJ_W, T_PROJ_B, T_LN2_W, T_LN2_B,
+       T_FC1_W, T_FC1_B, T_FC2_W, T_FC2_B, T_PER_LAYER };
+
+/* A run of local indices mapped onto the whole tensor's indices. */
+typedef struct {
+    int local, global, len;
+} gpt_seg_t;
+
+typedef struct {
+    char name[40];
+    int id;                  /* identity in the whole model (init, LAMB) */
+    long off, n;             /* place in the rank's flat space */
+    int rows, cols;          /* local shape */
+    int grows, gcols;        /* the whole tensor's shape */
+    gpt_seg_t rseg[GPT_MAX_SEGS], cseg[GPT_MAX_SEGS];
+    int nrseg, ncseg;
+    float init_std;          /* normal(0, std); std 0 with init_one: 1 */
+    int init_one;
+    int tp_split;            /* cut by TP (else every TP rank holds all of it) */
+    int sp_partial;          /* with SP each TP rank's gradient is partial: summed over TP */
+} gpt_tensor_t;
+
+/* A DP piece: a contiguous range of the flat space, padded to a multiple
+ * of DP; each DP rank owns (updates) 1/DP of it under ZeRO. */
+typedef struct {
+    long off, n;
+} gpt_piece_t;
+
+typedef struct gpt_saved gpt_saved_t;
+
+typedef struct {
+    const job_t *job;
+    rt_t *rt;
+    comm_t *comm;
+    int t, tp_i, stage, pp, vpp, dp, dp_i;
+    int layers_per_chunk;
+    int B, T, C, F, Ft, V, NH, nh, G, g, HS, qkvn;
+    int N, Nl;               /* tokens of a micro-batch; rows held outside TP regions */
+    int window;              /* attention window for the kernels (0 = causal) */
+    int flash, fused, sp, overlap, parallel, recompute;
+
+    gpt_tensor_t *tensors;
+    int ntensors;
+    int *layer_tensor;       /* [chunk][layer][T_PER_LAYER] -> tensor index, -1 absent */
+    int t_wte, t_wpe, t_lnf_w, t_lnf_b; /* -1 where absent */
+    gpt_piece_t pieces[66];  /* DP pieces; the embedding piece last when separate */
+    int npieces, emb_piece;  /* emb_piece: index, or -1 */
+    int chunk_piece0[65];    /* [chunk]: its first piece; [vpp]: npieces w/o emb */
+    long nparams;            /* flat space, padding included */
+
+    void *params;            /* act (nparams): the weights the kernels read */
+    float *grads;            /* fp32 (nparams) */
+} gpt_t;
+
+/* Lays out the rank's tensors and pieces and allocates params and grads.
+ * Checks the plan against what this model supports. */
+int gpt_init(gpt_t *m, const job_t *job, rt_t *rt, comm_t *comm, char *err, int errlen);
+void gpt_free(gpt_t *m);
+
+/* The seed's initial value of the rank's tensors, into host fp32 master
+ * (nparams); padding is 0. */
+void gpt_init_values(const gpt_t *m, unsigned long long seed, float *host);
+
+/* First and last virtual stage of the model (embedding, loss). */
+int gpt_has_embedding(const gpt_t *m, int chunk);
+int gpt_has_head(const gpt_t *m, int chunk);
+
+/* Local token rows that carry the loss on this rank (Nl with SP, N
+ * without: then every TP rank computes the whole loss, and only TP rank 0's
+ * is counted). */
+int gpt_loss_rows(const gpt_t *m);
+
+/* Forward of model chunk `chunk` on one micro-batch. x_in (Nl, C) is the
+ * received activation (NULL on the first virtual stage: tokens are
+ * embedded); x_out (Nl, C) receives the output (NULL on the last virtual
+ * stage: the loss of each of the gpt_loss_rows rows goes to losses).
+ * tokens, targets (B, T) are device ints. *saved keeps what the backward
+ * needs (with full recomputation, only the inputs). */
+int gpt_chunk_fwd(gpt_t *m, int chunk, const void *x_in, void *x_out, const int *tokens, const int *targets,
+                  float *losses, gpt_saved_t **saved);
+
+/* Backward of the same. dres (Nl, C): in, the gradient of the chunk's
+ * output (ignored on the last virtual stage, which starts from the loss,
+ * scaled by dloss); out, the gradient of its input (unless the chunk
+ * embeds). Frees saved. */
+int gpt_chunk_bwd(gpt_t *m, gpt_saved_t *saved, void *dres, float dloss);
+
+/* With SP, sums the TP-partial gradients of chunk c (LayerNorms,
+ * embeddings) over the TP group; nothing otherwise. */
+int gpt_sync_sp_grads(gpt_t *m, int chunk);
+
+/* Pointers into params (act) and grads of tensor i. */
+void *gpt_param(const gpt_t *m, int i);
+float *gpt_grad(const gpt_t *m, int i);
+
+#endif

@@ -1,0 +1,305 @@
+/* real/gpt_params.c: where each of the rank's tensors sits (gpt.h): the
+ * TP cut of every tensor, its place in the rank's flat parameter space,
+ * the DP pieces, and the seed's initial values. */
+#include "real/gpt.h"
+
+#include "model/workload.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ALIGN_ELEMS 64 /* tensor and shard offsets: 128 B in bf16, 256 B in fp32 */
+
+static long round_up(long x, long to) { return (x + to - 1) / to * to; }
+
+typedef struct {
+    gpt_t *m;
+    int cap;
+} layout_t;
+
+static gpt_tensor_t *add(layout_t *L, const char *name, int id, int rows, int cols, int grows, int gcols)
+{
+    gpt_t *m = L->m;
+    if (m->ntensors == L->cap) {
+        L->cap = L->cap ? 2 * L->cap : 256;
+        gpt_tensor_t *p = realloc(m->tensors, (size_t)L->cap * sizeof *p);
+        if (!p)
+            return NULL;
+        m->tensors = p;
+    }
+    gpt_tensor_t *t = &m->tensors[m->ntensors++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->id = id, t->rows = rows, t->cols = cols, t->grows = grows, t->gcols = gcols;
+    t->n = (long)rows * cols;
+    t->off = round_up(m->nparams, ALIGN_ELEMS);
+    m->nparams = t->off + t->n;
+    t->rseg[0] = (gpt_seg_t){0, 0, rows}, t->cseg[0] = (gpt_seg_t){0, 0, cols};
+    t->nrseg = t->ncseg = 1;
+    t->init_std = 0.02f;
+    return t;
+}
+
+/* A replicated vector of n (LayerNorm, row-parallel bias). */
+static gpt_tensor_t *vec(layout_t *L, const char *name, int id, int n, int one, int sp_partial)
+{
+    gpt_tensor_t *t = add(L, name, id, n, 1, n, 1);
+    if (t)
+        t->init_std = 0, t->init_one = one, t->sp_partial = sp_partial;
+    return t;
+}
+
+/* Rows of the fused QKV(+FC1) output held by this TP rank: its query
+ * heads, its key and value groups, its slice of FC1. */
+static void qkv_rows(const gpt_t *m, gpt_tensor_t *t, int with_fc1)
+{
+    int q = m->nh * m->HS, kv = m->g * m->HS, NQ = m->NH * m->HS, NKV = m->G * m->HS;
+    t->rseg[0] = (gpt_seg_t){0, m->tp_i * q, q};
+    t->rseg[1] = (gpt_seg_t){q, NQ + m->tp_i * kv, kv};
+    t->rseg[2] = (gpt_seg_t){q + kv, NQ + NKV + m->tp_i * kv, kv};
+    t->nrseg = 3;
+    if (with_fc1)
+        t->rseg[3] = (gpt_seg_t){q + 2 * kv, NQ + 2 * NKV + m->tp_i * m->Ft, m->Ft}, t->nrseg = 4;
+    t->tp_split = m->t > 1;
+}
+
+/* Columns of the fused proj(+FC2) input held by this TP rank. */
+static void proj_cols(const gpt_t *m, gpt_tensor_t *t, int with_fc2)
+{
+    int q = m->nh * m->HS;
+    t->cseg[0] = (gpt_seg_t){0, m->tp_i * q, q};
+    t->ncseg = 1;
+    if (with_fc2)
+        t->cseg[1] = (gpt_seg_t){q, m->NH * m->HS + m->tp_i * m->Ft, m->Ft}, t->ncseg = 2;
+    t->tp_split = m->t > 1;
+}
+
+static int layer(layout_t *L, int chunk, int l, int gl)
+{
+    gpt_t *m = L->m;
+    int *idx = m->layer_tensor + ((long)chunk * m->layers_per_chunk + l) * T_PER_LAYER;
+    int base = 16 + gl * 16, par = m->parallel, C = m->C;
+    int NQKV = (m->NH + 2 * m->G) * m->HS + (par ? m->F : 0);
+    int nqkv = m->qkvn + (par ? m->Ft : 0), nproj = m->nh * m->HS + (par ? m->Ft : 0);
+    float resid_std = 0.02f / sqrtf(2.0f * m->job->num_layers);
+    char nm[40];
+    gpt_tensor_t *t;
+#define NAME(s) (snprintf(nm, sizeof nm, "layer%d.%s", gl, s), nm)
+#define KEEP(k, expr)                                                                                  \
+    do {                                                                                               \
+        if (!(t = (expr)))                                                                             \
+            return -1;                                                                                 \
+        idx[k] = m->ntensors - 1;                                                                      \
+    } while (0)
+    KEEP(T_LN1_W, vec(L, NAME("ln1_w"), base + T_LN1_W, C, 1, m->sp));
+    KEEP(T_LN1_B, vec(L, NAME("ln1_b"), base + T_LN1_B, C, 0, m->sp));
+    KEEP(T_QKV_W, add(L, NAME(par ? "qkv_fc1_w" : "qkv_w"), base + T_QKV_W, nqkv, C, NQKV, C));
+    qkv_rows(m, t, par);
+    KEEP(T_QKV_B, add(L, NAME(par ? "qkv_fc1_b" : "qkv_b"), base + T_QKV_B, nqkv, 1, NQKV, 1));
+    qkv_rows(m, t, par), t->init_std = 0;
+    KEEP(T_PROJ_W, add(L, NAME(par ? "proj_fc2_w" : "proj_w"), base + T_PROJ_W, C, nproj, C,
+                       m->NH * m->HS + (par ? m->F : 0)));
+    proj_cols(m, t, par), t->init_std = resid_std;
+    KEEP(T_PROJ_B, vec(L, NAME(par ? "proj_fc2_b" : "proj_b"), base + T_PROJ_B, C, 0, 0));
+    if (par)
+        return 0;
+    KEEP(T_LN2_W, vec(L, NAME("ln2_w"), base + T_LN2_W, C, 1, m->sp));
+    KEEP(T_LN2_B, vec(L, NAME("ln2_b"), base + T_LN2_B, C, 0, m->sp));
+    KEEP(T_FC1_W, add(L, NAME("fc1_w"), base + T_FC1_W, m->Ft, C, m->F, C));
+    t->rseg[0] = (gpt_seg_t){0, m->tp_i * m->Ft, m->Ft}, t->tp_split = m->t > 1;
+    KEEP(T_FC1_B, add(L, NAME("fc1_b"), base + T_FC1_B, m->Ft, 1, m->F, 1));
+    t->rseg[0] = (gpt_seg_t){0, m->tp_i * m->Ft, m->Ft}, t->tp_split = m->t > 1, t->init_std = 0;
+    KEEP(T_FC2_W, add(L, NAME("fc2_w"), base + T_FC2_W, C, m->Ft, C, m->F));
+    t->cseg[0] = (gpt_seg_t){0, m->tp_i * m->Ft, m->Ft}, t->tp_split = m->t > 1, t->init_std = resid_std;
+    KEEP(T_FC2_B, vec(L, NAME("fc2_b"), base + T_FC2_B, C, 0, 0));
+#undef NAME
+#undef KEEP
+    return 0;
+}
+
+/* Cuts [start, end of the flat space) into k equal pieces, padding the
+ * end so every piece splits evenly (and aligned) over DP. */
+static void pieces(gpt_t *m, long start, int k)
+{
+    long len = round_up(m->nparams - start, (long)k * m->dp * ALIGN_ELEMS);
+    if (len == 0)
+        len = (long)k * m->dp * ALIGN_ELEMS;
+    for (int i = 0; i < k; i++)
+        m->pieces[m->npieces++] = (gpt_piece_t){start + len / k * i, len / k};
+    m->nparams = start + len;
+}
+
+int gpt_has_embedding(const gpt_t *m, int chunk) { return m->stage == 0 && chunk == 0; }
+int gpt_has_head(const gpt_t *m, int chunk) { return m->stage == m->pp - 1 && chunk == m->vpp - 1; }
+
+static int layout(gpt_t *m)
+{
+    layout_t L = {m, 0};
+    int separate = m->pp > 1 && (m->stage == 0 || m->stage == m->pp - 1);
+    int k = m->vpp > 1 ? 1 : workload_dp_pieces(m->job, workload_stage_params_local(m->job, 0));
+    gpt_tensor_t *t;
+    m->t_wte = m->t_wpe = m->t_lnf_w = m->t_lnf_b = -1;
+    m->layer_tensor = malloc(sizeof(int) * (size_t)m->vpp * m->layers_per_chunk * T_PER_LAYER);
+    if (!m->layer_tensor)
+        return -1;
+    for (long i = 0; i < (long)m->vpp * m->layers_per_chunk * T_PER_LAYER; i++)
+        m->layer_tensor[i] = -1;
+    for (int c = 0; c < m->vpp; c++) {
+        long start = m->nparams = round_up(m->nparams, ALIGN_ELEMS);
+        m->chunk_piece0[c] = m->npieces;
+        if ((gpt_has_embedding(m, c) || gpt_has_head(m, c)) && !separate && m->t_wte < 0) {
+            if (!add(&L, "wte", 0, m->V, m->C, m->V, m->C))
+                return -1;
+            m->t_wte = m->ntensors - 1;
+        }
+        if (gpt_has_embedding(m, c)) {
+            if (!(t = add(&L, "wpe", 1, m->T, m->C, m->job->seq_length, m->C)))
+                return -1;
+            t->sp_partial = m->sp, m->t_wpe = m->ntensors - 1;
+        }
+        for (int l = 0; l < m->layers_per_chunk; l++)
+            if (layer(&L, c, l, (c * m->pp + m->stage) * m->layers_per_chunk + l))
+                return -1;
+        if (gpt_has_head(m, c)) {
+            if (!vec(&L, "lnf_w", 2, m->C, 1, m->sp) || !vec(&L, "lnf_b", 3, m->C, 0, m->sp))
+                return -1;
+            m->t_lnf_w = m->ntensors - 2, m->t_lnf_b = m->ntensors - 1;
+        }
+        pieces(m, start, k);
+    }
+    m->chunk_piece0[m->vpp] = m->npieces;
+    m->emb_piece = -1;
+    if (separate) {
+        long start = m->nparams = round_up(m->nparams, ALIGN_ELEMS);
+        if (!add(&L, "wte", 0, m->V, m->C, m->V, m->C))
+            return -1;
+        m->t_wte = m->ntensors - 1;
+        m->emb_piece = m->npieces;
+        pieces(m, start, 1);
+    }
+    if (m->t_wte >= 0)
+        m->tensors[m->t_wte].sp_partial = m->sp;
+    return 0;
+}
+
+static int check_plan(const job_t *j, char *err, int errlen)
+{
+    if (j->num_query_groups % j->tp) {
+        snprintf(err, errlen, "--num-query-groups %d is not divisible by --tensor-model-parallel-size %d: the "
+                 "real backend splits key/value groups by TP (allowed: groups a multiple of TP)",
+                 j->num_query_groups, j->tp);
+        return -1;
+    }
+    if (j->ffn_hidden_size % j->tp) {
+        snprintf(err, errlen, "--ffn-hidden-size %d is not divisible by --tensor-model-parallel-size %d",
+                 j->ffn_hidden_size, j->tp);
+        return -1;
+    }
+    long N = (long)j->micro_batch_size * j->seq_length;
+    if (j->sequence_parallel && N % j->tp) {
+        snprintf(err, errlen, "micro-batch tokens %ld are not divisible by TP %d: sequence parallelism "
+                 "splits them evenly", N, j->tp);
+        return -1;
+    }
+    if (j->zero_stage >= 3) {
+        snprintf(err, errlen, "--zero-stage 3 is not run by the real backend (allowed: 0, 1, 2); the "
+                 "model and simulator price it");
+        return -1;
+    }
+    return 0;
+}
+
+int gpt_init(gpt_t *m, const job_t *j, rt_t *rt, comm_t *comm, char *err, int errlen)
+{
+    memset(m, 0, sizeof *m);
+    if (check_plan(j, err, errlen))
+        return -1;
+    m->job = j, m->rt = rt, m->comm = comm;
+    m->t = j->tp, m->tp_i = comm->tp_i, m->stage = comm->stage, m->pp = j->pp, m->vpp = j->vpp;
+    m->dp = j->dp, m->dp_i = comm->dp_i;
+    m->layers_per_chunk = j->num_layers / (j->pp * j->vpp);
+    m->B = j->micro_batch_size, m->T = j->seq_length, m->C = j->hidden_size;
+    m->F = j->ffn_hidden_size, m->Ft = m->F / m->t, m->V = j->padded_vocab_size;
+    m->NH = j->num_attention_heads, m->nh = m->NH / m->t, m->G = j->num_query_groups, m->g = m->G / m->t;
+    m->HS = j->head_dim, m->qkvn = (m->nh + 2 * m->g) * m->HS;
+    m->N = m->B * m->T;
+    m->sp = j->sequence_parallel && m->t > 1;
+    m->Nl = m->sp ? m->N / m->t : m->N;
+    m->window = j->window >= m->T ? 0 : j->window;
+    m->flash = j->attention == ATTN_FLASH, m->fused = j->fused_elementwise;
+    m->overlap = j->tp_comm_overlap && m->t > 1, m->parallel = j->parallel_block;
+    m->recompute = j->recompute == RECOMPUTE_FULL;
+    if (layout(m)) {
+        snprintf(err, errlen, "out of host memory laying out the model");
+        return -1;
+    }
+    size_t ab = (size_t)rt->act_bytes;
+    if (rt->op->alloc(rt, &m->params, (size_t)m->nparams * ab, RT_POOL_MAIN) ||
+        rt->op->alloc(rt, (void **)&m->grads, (size_t)m->nparams * sizeof(float), RT_POOL_MAIN) ||
+        rt->op->memset0(rt, m->params, (size_t)m->nparams * ab, STREAM_COMPUTE) ||
+        rt->op->memset0(rt, m->grads, (size_t)m->nparams * sizeof(float), STREAM_COMPUTE)) {
+        snprintf(err, errlen, "cannot allocate %ld parameters and their gradients on the device", m->nparams);
+        return -1;
+    }
+    return 0;
+}
+
+void gpt_free(gpt_t *m)
+{
+    if (m->rt) {
+        m->rt->op->free(m->rt, m->params);
+        m->rt->op->free(m->rt, m->grads);
+    }
+    free(m->tensors), free(m->layer_tensor);
+    memset(m, 0, sizeof *m);
+}
+
+void *gpt_param(const gpt_t *m, int i) { return (char *)m->params + m->tensors[i].off * m->rt->act_bytes; }
+float *gpt_grad(const gpt_t *m, int i) { return m->grads + m->tensors[i].off; }
+
+int gpt_loss_rows(const gpt_t *m) { return m->Nl; }
+
+/* ---- initial values: a counter-based normal per (seed, tensor, element) -------- */
+
+static uint64_t mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* Box-Muller over two 53-bit uniforms drawn from the element's counter. */
+static float normal(uint64_t seed, int id, uint64_t idx)
+{
+    uint64_t base = mix(seed * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL) ^ ((uint64_t)id << 44) ^ idx;
+    double u1 = ((mix(base) >> 11) + 0.5) * 0x1.0p-53, u2 = ((mix(base ^ 0xd1b54a32d192ed03ULL) >> 11) + 0.5) * 0x1.0p-53;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+static int map(const gpt_seg_t *s, int n, int local)
+{
+    for (int i = 0; i < n; i++)
+        if (local >= s[i].local && local < s[i].local + s[i].len)
+            return s[i].global + local - s[i].local;
+    return -1;
+}
+
+void gpt_init_values(const gpt_t *m, unsigned long long seed, float *host)
+{
+    memset(host, 0, sizeof(float) * (size_t)m->nparams);
+    for (int i = 0; i < m->ntensors; i++) {
+        const gpt_tensor_t *t = &m->tensors[i];
+        float *p = host + t->off;
+        for (int r = 0; r < t->rows; r++) {
+            int gr = map(t->rseg, t->nrseg, r);
+            for (int c = 0; c < t->cols; c++) {
+                uint64_t gidx = (uint64_t)gr * t->gcols + (uint64_t)map(t->cseg, t->ncseg, c);
+                p[(long)r * t->cols + c] = t->init_one ? 1.0f : t->init_std == 0 ? 0.0f
+                                                                : t->init_std * normal(seed, t->id, gidx);
+            }
+        }
+    }
+}

@@ -1,0 +1,158 @@
+/* real/rt.h: the device runtime that the real backend's executor drives:
+ * memory, streams, cross-stream ordering, per-op timers and the kernels of
+ * one GPT training step. Two implementations behind one table of function
+ * pointers:
+ *   rt_cpu.c  reference kernels (kernels/ *_ref.c) in fp32, run synchronously
+ *             on the calling thread; a "stream" is the list of MPI requests
+ *             issued on it and not yet complete (comm_mpi.c adds to it);
+ *   rt_gpu.c  CUDA kernels (kernels/ *.cu) in bf16 with fp32 accumulation, on
+ *             CUDA streams, ordered by CUDA events, timed by CUDA events.
+ *
+ * Element types: activations and the working copy of the weights ("act")
+ * are fp32 on the CPU and bf16 on the GPU (rt->act_bytes says which);
+ * parameter gradients, master weights, optimizer moments, LayerNorm
+ * statistics, losses and norms are fp32 on both. Every pointer passed to a
+ * kernel entry is device memory from rt_alloc. Entries return 0, or a
+ * non-zero code after printing file:line and the reason. */
+#ifndef REAL_RT_H
+#define REAL_RT_H
+
+#include "kernels/attention.h"
+#include "kernels/optimizer.h"
+#include "model/sched.h"
+#include "real/arena.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Streams: the op program's four (model/sched.h), one more for the TP
+ * transfers that GEMMs overlap with, and the backward direction's own
+ * pipeline send and receive streams: the program's STREAM_PP_SEND and
+ * STREAM_PP_RECV are pools where both directions progress independently
+ * (a forward receive must not queue behind a backward one), so each
+ * direction gets a FIFO stream of its own. */
+enum { RT_STREAM_TP = STREAM_COUNT, RT_STREAM_PP_SEND_BWD, RT_STREAM_PP_RECV_BWD, RT_NSTREAMS };
+
+typedef enum { RT_CPU, RT_GPU } rt_kind_t;
+typedef enum { RT_POOL_MAIN, RT_POOL_XFER, RT_NPOOLS } rt_pool_t;
+
+/* One timed op; times in ns from the iteration's start, filled by
+ * rt->iter_end (the GPU resolves its events only then). */
+typedef struct {
+    int64_t ready_ns, start_ns, end_ns;
+} rt_times_t;
+
+typedef struct rt rt_t;
+
+typedef struct {
+    /* memory (device), from the rank's arena (real/arena.h): RT_POOL_MAIN
+     * for weights, gradients, optimizer state and compute temporaries
+     * (freed in stream order on the compute stream); RT_POOL_XFER for
+     * buffers that cross streams (pipeline transfers, TP ring chunks),
+     * all released at once by iter_begin. */
+    int (*alloc)(rt_t *rt, void **p, size_t bytes, int pool);
+    void (*free)(rt_t *rt, void *p);
+    int (*memset0)(rt_t *rt, void *p, size_t bytes, int stream);
+    int (*h2d)(rt_t *rt, void *dst, const void *src, size_t bytes);  /* synchronous */
+    int (*d2h)(rt_t *rt, void *dst, const void *src, size_t bytes);  /* synchronous */
+    /* rows of width bytes, from src (pitch spitch) to dst (pitch dpitch) */
+    int (*copy2d)(rt_t *rt, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                  size_t rows, int stream);
+    /* host fp32 -> device act (bf16 rounding on the GPU); synchronous */
+    int (*act_from_f32)(rt_t *rt, void *dst, const float *host, long n);
+    /* device act -> host fp32; synchronous */
+    int (*act_to_f32)(rt_t *rt, float *host, const void *src, long n);
+
+    /* ordering between streams */
+    int (*join)(rt_t *rt, int waiter, int on);            /* waiter waits for all issued on `on` */
+    int (*record)(rt_t *rt, int stream, int counter, long value); /* counter reaches value when
+                                                                      `stream`'s work so far is done */
+    int (*wait)(rt_t *rt, int stream, int counter, long value);   /* stream waits for counter >= value */
+    int (*sync)(rt_t *rt);                                /* host waits for everything */
+
+    /* timers: t is filled at iter_end; ready before the op's waits, start
+     * after them, end after the op's work is issued (its completion). */
+    int (*mark_ready)(rt_t *rt, int stream, rt_times_t *t);
+    int (*mark_start)(rt_t *rt, int stream, rt_times_t *t);
+    int (*mark_end)(rt_t *rt, int stream, rt_times_t *t);
+    int (*iter_begin)(rt_t *rt);
+    int (*iter_end)(rt_t *rt);                            /* syncs, resolves every mark */
+
+    /* kernels, all on the compute stream. N rows, C in, OC out. */
+    int (*embedding_fwd)(rt_t *rt, void *out, const int *tokens, const void *wte, const void *wpe, int B,
+                         int T, int C);
+    int (*embedding_bwd)(rt_t *rt, float *dwte, float *dwpe, const void *dout, const int *tokens, int B,
+                         int T, int C);
+    int (*layernorm_fwd)(rt_t *rt, void *residual, void *out, float *mean, float *rstd, const void *inp,
+                         const void *skip, const void *w, const void *b, int N, int C);
+    int (*layernorm_bwd)(rt_t *rt, void *dres, float *dw, float *db, const void *dout, const void *xln,
+                         const void *w, const float *mean, const float *rstd, int N, int C);
+    /* out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias; bias may be NULL */
+    int (*linear_fwd)(rt_t *rt, void *out, const void *inp, const void *weight, const void *bias, int N,
+                      int C, int OC);
+    /* dinp (N, C) = dout (N, OC) @ weight (OC, C) */
+    int (*linear_dgrad)(rt_t *rt, void *dinp, const void *dout, const void *weight, int N, int C, int OC);
+    /* dweight (OC, C) += dout^T @ inp; dbias (OC) += column sums (may be NULL) */
+    int (*linear_wgrad)(rt_t *rt, float *dweight, float *dbias, const void *dout, const void *inp, int N,
+                        int C, int OC);
+    int (*bias_gelu_fwd)(rt_t *rt, void *out, const void *inp, const void *bias, int N, int C);
+    int (*bias_gelu_bwd)(rt_t *rt, void *dinp, float *dbias, const void *dout, const void *inp,
+                         const void *bias, int N, int C);
+    int (*bias_add)(rt_t *rt, void *out, const void *inp, const void *bias, int N, int C);
+    int (*gelu_fwd)(rt_t *rt, void *out, const void *inp, long n);
+    int (*gelu_bwd)(rt_t *rt, void *dinp, const void *dout, const void *inp, long n);
+    int (*bias_grad)(rt_t *rt, float *dbias, const void *dout, int N, int C);
+    int (*add)(rt_t *rt, void *out, const void *a, const void *b, long n); /* out may alias a */
+    /* attention: flash saves lse (B, NH, T) fp32 in `saved`; unfused saves
+     * the probabilities (B, NH, T, T) act. rt_attn_saved_bytes sizes it. */
+    int (*attn_fwd)(rt_t *rt, int flash, void *out, void *saved, const void *q, const void *k,
+                    const void *v, kern_attn_shape s);
+    int (*attn_bwd)(rt_t *rt, int flash, void *dq, void *dk, void *dv, const void *dout, const void *q,
+                    const void *k, const void *v, const void *out, const void *saved, kern_attn_shape s);
+    int (*xent_fwd)(rt_t *rt, float *losses, float *lse, const void *logits, const int *targets, int N,
+                    int V);
+    int (*xent_bwd)(rt_t *rt, void *dlogits, const void *logits, const float *lse, const int *targets,
+                    float dloss, int N, int V);
+    /* optimizer over segments of fp32 master weights; param_bf16 of each
+     * segment points at the act copy to refresh (either type). LAMB in two
+     * halves so the per-tensor norms can be summed across ranks between
+     * them: norms (device, 2 x count: sums of w^2 and u^2) are overwritten
+     * by lamb_norms and read by lamb_apply. */
+    int (*adamw)(rt_t *rt, const kern_opt_tensor *ts, int count, kern_opt_hparams hp);
+    int (*lamb_norms)(rt_t *rt, const kern_opt_tensor *ts, int count, kern_opt_hparams hp, float *norms);
+    int (*lamb_apply)(rt_t *rt, const kern_opt_tensor *ts, int count, kern_opt_hparams hp,
+                      const float *norms);
+
+    /* the native stream handle (cudaStream_t on the GPU, NULL on the CPU) */
+    void *(*native_stream)(rt_t *rt, int stream);
+    void (*destroy)(rt_t *rt);
+} rt_ops_t;
+
+struct rt {
+    const rt_ops_t *op;
+    int kind;            /* rt_kind_t */
+    int act_bytes;       /* 4 (fp32) on the CPU, 2 (bf16) on the GPU */
+    char device_name[128];
+    arena_t pool[RT_NPOOLS];  /* the rank's memory: planned size, peak used */
+    void *impl;
+};
+
+/* The CPU runtime: always available. plan[pool] is the arena size the
+ * memory model plans; allocations beyond it are still served (and the
+ * excess reported), so a plan that is too small shows, not crashes. */
+int rt_cpu_create(rt_t **rt, const size_t plan[RT_NPOOLS], char *err, int errlen);
+
+/* The GPU runtime on device `device`: -1 with a message when this build
+ * has no CUDA or the machine has no usable GPU. */
+int rt_gpu_create(rt_t **rt, int device, const size_t plan[RT_NPOOLS], char *err, int errlen);
+
+/* Number of GPUs visible (0 without CUDA or without a device). */
+int rt_gpu_count(void);
+
+/* Bytes the attention forward saves for its backward (see attn_fwd). */
+size_t rt_attn_saved_bytes(const rt_t *rt, int flash, kern_attn_shape s);
+
+/* Wall clock (CLOCK_MONOTONIC) in ns. */
+int64_t rt_now_ns(void);
+
+#endif
