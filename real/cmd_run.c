@@ -263,7 +263,7 @@ static void report_step(run_t *R, const sim_iter_t *s)
     if (R->rank != 0)
         return;
     if (R->o.json) {
-        printf("{\"step\": %d, \"loss\": %.6f, \"step_time_s\": %.6f, \"tokens_per_s\": %.1f, \"mfu\": %.6f}\n",
+        printf("{\"step\": %d, \"loss\": %.9g, \"step_time_s\": %.6f, \"tokens_per_s\": %.1f, \"mfu\": %.6f}\n",
                s->step, s->loss, s->step_time_s, s->tokens_per_s, s->mfu);
     } else {
         printf("step %5d | loss %.4f | %9.2f ms | %10.0f tokens/s | MFU %6.2f%%\n", s->step, s->loss,
