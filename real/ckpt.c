@@ -138,6 +138,7 @@ int ckpt_load(const char *dir, int rank, int world, const char *config, long nsh
     snprintf(file, sizeof file, "%s/step-%06d/rank-%05d.bin", dir, s, rank);
     header_t h;
     char *cfg = NULL;
+    *state = NULL;
     f = fopen(file, "rb");
     int rc = -1;
     if (!f || fread(&h, sizeof h, 1, f) != 1 || memcmp(h.magic, MAGIC, sizeof h.magic))
@@ -158,6 +159,10 @@ int ckpt_load(const char *dir, int rank, int world, const char *config, long nsh
         snprintf(err, errlen, "--resume: %s is truncated", file);
     else
         rc = 0, *step = s;
+    if (rc) {
+        free(*state);
+        *state = NULL;
+    }
     if (f)
         fclose(f);
     free(cfg);

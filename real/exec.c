@@ -427,6 +427,8 @@ static int begin_iteration(exec_t *x)
     int64_t *t0 = realloc(x->iter_t0_ns, sizeof(int64_t) * (size_t)(x->iter + 1));
     if (!t0)
         return fail("out of host memory", __LINE__);
+    if (!x->iter_t0_ns) /* a resumed run starts at a later step */
+        memset(t0, 0, sizeof(int64_t) * (size_t)(x->iter + 1));
     x->iter_t0_ns = t0;
     MPI_Barrier(MPI_COMM_WORLD); /* every rank's clock starts the iteration together */
     t0[x->iter] = rt_now_ns() - x->run_t0_ns;

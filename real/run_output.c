@@ -97,7 +97,7 @@ int run_write_trace(const char *path, const sim_result_t *r, const int64_t *t0_n
         snprintf(err, errlen, "out of host memory for the trace");
         return -1;
     }
-    int64_t base = t0_ns[0];
+    int64_t base = r->ntimeline ? t0_ns[r->timeline[0].iter] : 0; /* the first measured iteration */
     for (long i = 0; i < r->ntimeline; i++) {
         sim_rec_t o = r->timeline[i];
         int64_t off = t0_ns[o.iter] - base;
