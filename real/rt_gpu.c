@@ -1,0 +1,794 @@
+/* real/rt_gpu.c: the GPU runtime (rt.h): the CUDA launchers of kernels/
+ * in bf16 with fp32 accumulation, on RT_NSTREAMS non-blocking CUDA
+ * streams, ordered by CUDA events and timed by CUDA events. Semantics
+ * mirror the CPU reference runtime (rt_cpu.c); only the mechanisms differ:
+ *   - every kernel runs on the compute stream, asynchronously; memset0 and
+ *     copy2d are asynchronous on the stream given; h2d, d2h and the act
+ *     conversions return when the data is in place;
+ *   - record snapshots a stream with an event per (counter, value), kept
+ *     and re-recorded from one iteration to the next; wait makes a stream
+ *     wait on that event; join records one event per stream and waits;
+ *   - every mark records a timing event; iter_end synchronizes the device
+ *     and turns each into ns since the iteration's start event;
+ *   - each pool is one cudaMalloc of the planned size; what the arena
+ *     needs beyond it comes from cudaMalloc once and is then cached.
+ * h2d runs on the compute stream (after the kernels that used a freed
+ * arena block, before those that use the new data) and waits for it.
+ * One kern_ctx (cuBLASLt handle + workspace) serves every GEMM: they all
+ * run on the compute stream, so the workspace is never shared by two
+ * GEMMs in flight. Attention scratch is runtime-owned and grow-only, used
+ * on the compute stream only. */
+#include "real/rt.h"
+
+#include "kernels/crossentropy.h"
+#include "kernels/embedding.h"
+#include "kernels/gelu.h"
+#include "kernels/layernorm.h"
+#include "kernels/matmul.h"
+
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* real/rt_gpu_kern.cu */
+int rt_gpu_add_cuda(kern_bf16 *out, const kern_bf16 *a, const kern_bf16 *b, long n, cudaStream_t stream);
+
+#define RT_GPU_WORKSPACE_BYTES ((size_t)32 << 20) /* cuBLASLt workspace: 32 MiB */
+#define RT_GPU_ALIGN 256                          /* scratch sub-buffer alignment */
+
+/* Events created on first use and kept: index i is reused by the i-th
+ * mark (or counter value) of every iteration. */
+typedef struct {
+    cudaEvent_t *ev;
+    long created, cap;
+    unsigned flags; /* cudaEventDefault (timing) or cudaEventDisableTiming */
+} evlist_t;
+
+typedef enum { MARK_READY, MARK_START, MARK_END } mark_kind_t;
+
+typedef struct {
+    rt_times_t *t;
+    int kind; /* mark_kind_t: which fields the event fills */
+} mark_t;
+
+/* Blocks the arena asked for beyond the plan, kept once it frees them.
+ * cudaFree would wait for the whole device (every stream, NCCL transfers
+ * included) in the middle of an iteration, and cudaMalloc costs a
+ * millisecond: an arena that outgrows its plan would then cost every
+ * micro-batch both. A freed block is reused on the terms of the arena's
+ * own blocks: in compute-stream order (RT_POOL_MAIN), after iter_begin's
+ * synchronization (RT_POOL_XFER, freed only by arena_reset). One cache
+ * per pool, so the two terms never mix. */
+typedef struct {
+    void *p;
+    size_t bytes;
+    int live;
+} xblock_t;
+
+typedef struct {
+    xblock_t *b;
+    long n, cap;
+} xcache_t;
+
+typedef struct {
+    kern_ctx kc;
+    int have_kc;
+    cudaStream_t s[RT_NSTREAMS];
+    cudaEvent_t join_ev[RT_NSTREAMS]; /* per `on` stream; waits capture it at once */
+    evlist_t cnt_ev[CNT_COUNT];       /* [value - 1] */
+    long ncnt[CNT_COUNT];             /* values recorded this iteration */
+    evlist_t mark_ev;                 /* [mark index] */
+    mark_t *marks;                    /* marks of this iteration, unresolved */
+    long nmarks, capmarks;
+    cudaEvent_t t0;                   /* iteration start, on the compute stream */
+    void *base[RT_NPOOLS];            /* one cudaMalloc per pool */
+    xcache_t extra[RT_NPOOLS];        /* fallback blocks of each pool */
+    void *scratch;                    /* attention scratch, compute stream only */
+    size_t scratch_bytes;
+    int async_alloc;                  /* the device has stream-ordered allocation */
+    void *host;                       /* staging for act <-> fp32 conversions */
+    size_t host_bytes;
+} gpu_t;
+
+static gpu_t *G(rt_t *rt) { return rt->impl; }
+static cudaStream_t CS(rt_t *rt) { return G(rt)->s[STREAM_COMPUTE]; }
+
+/* Doubles a host array's capacity to hold at least `need` items. */
+static int grow(void **arr, long *cap, long need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    long n = *cap ? *cap : 64;
+    while (n < need)
+        n *= 2;
+    void *p = realloc(*arr, (size_t)n * elem);
+    if (!p) {
+        fprintf(stderr, "%s:%d: out of host memory (%ld x %zu bytes)\n", __FILE__, __LINE__, n, elem);
+        return -1;
+    }
+    *arr = p, *cap = n;
+    return 0;
+}
+
+/* Event i of the list, creating the events up to it on first use. */
+static int evlist_get(evlist_t *l, long i, cudaEvent_t *out)
+{
+    if (grow((void **)&l->ev, &l->cap, i + 1, sizeof *l->ev))
+        return -1;
+    for (; l->created <= i; l->created++)
+        KERN_CUDA_TRY(cudaEventCreateWithFlags(&l->ev[l->created], l->flags));
+    *out = l->ev[i];
+    return 0;
+}
+
+static void evlist_free(evlist_t *l)
+{
+    for (long i = 0; i < l->created; i++)
+        cudaEventDestroy(l->ev[i]);
+    free(l->ev);
+    l->ev = NULL, l->created = 0, l->cap = 0;
+}
+
+/* Streams and counters come from the op program: checked, as an index
+ * out of range would read past the arrays. */
+static int bad_index(const char *what, int i, int n, int line)
+{
+    if (i >= 0 && i < n)
+        return 0;
+    fprintf(stderr, "%s:%d: %s %d out of range [0, %d)\n", __FILE__, line, what, i, n);
+    return -1;
+}
+#define BAD_STREAM(s) bad_index("stream", (s), RT_NSTREAMS, __LINE__)
+#define BAD_COUNTER(k) bad_index("counter", (k), CNT_COUNT, __LINE__)
+
+/* ---- memory -------------------------------------------------------------- */
+
+/* Gives the idle cached blocks back to CUDA (a device-wide wait). */
+static void xcache_trim(xcache_t *c)
+{
+    long k = 0;
+    for (long i = 0; i < c->n; i++) {
+        if (c->b[i].live) {
+            c->b[k++] = c->b[i];
+            continue;
+        }
+        cudaError_t e = cudaFree(c->b[i].p);
+        if (e != cudaSuccess)
+            kern_report_cuda((int)e, "cudaFree (cached block)", __FILE__, __LINE__);
+    }
+    c->n = k;
+}
+
+/* Smallest idle block of at least n bytes and at most 2n, or -1. O(blocks). */
+static long xcache_find(const xcache_t *c, size_t n)
+{
+    long best = -1;
+    for (long i = 0; i < c->n; i++)
+        if (!c->b[i].live && c->b[i].bytes >= n && c->b[i].bytes / 2 <= n &&
+            (best < 0 || c->b[i].bytes < c->b[best].bytes))
+            best = i;
+    return best;
+}
+
+/* The arena's fallback for requests beyond the plan (real/arena.h). When
+ * the device is full, the idle cached blocks go back first. */
+static void *sys_alloc(void *ctx, size_t n)
+{
+    xcache_t *c = ctx;
+    long i = xcache_find(c, n);
+    if (i >= 0) {
+        c->b[i].live = 1;
+        return c->b[i].p;
+    }
+    void *p = NULL;
+    if (grow((void **)&c->b, &c->cap, c->n + 1, sizeof *c->b))
+        return NULL;
+    cudaError_t e = cudaMalloc(&p, n);
+    if (e == cudaErrorMemoryAllocation) {
+        cudaGetLastError();
+        xcache_trim(c);
+        e = cudaMalloc(&p, n);
+    }
+    if (e != cudaSuccess) {
+        kern_report_cuda((int)e, "cudaMalloc (beyond the planned arena)", __FILE__, __LINE__);
+        return NULL;
+    }
+    c->b[c->n++] = (xblock_t){p, n, 1};
+    return p;
+}
+
+static void sys_free(void *ctx, void *p)
+{
+    xcache_t *c = ctx;
+    for (long i = 0; i < c->n; i++)
+        if (c->b[i].p == p) {
+            c->b[i].live = 0;
+            return;
+        }
+    fprintf(stderr, "%s:%d: the arena freed %p, which it never had from the fallback\n", __FILE__, __LINE__, p);
+}
+
+static int g_alloc(rt_t *rt, void **p, size_t bytes, int pool)
+{
+    *p = arena_alloc(&rt->pool[pool], bytes);
+    if (!*p) {
+        fprintf(stderr, "%s:%d: out of device memory allocating %zu bytes (pool %d)\n", __FILE__, __LINE__,
+                bytes, pool);
+        return -1;
+    }
+    return 0;
+}
+
+static void g_free(rt_t *rt, void *p) { arena_free(&rt->pool[RT_POOL_MAIN], p); }
+
+static int g_memset0(rt_t *rt, void *p, size_t bytes, int stream)
+{
+    if (BAD_STREAM(stream))
+        return -1;
+    if (bytes)
+        KERN_CUDA_TRY(cudaMemsetAsync(p, 0, bytes, G(rt)->s[stream]));
+    return 0;
+}
+
+/* Ordered after the compute stream's work (whose freed arena blocks may be
+ * the destination), and complete on return; a pageable source is staged by
+ * the driver, so it may be reused at once. */
+static int g_h2d(rt_t *rt, void *dst, const void *src, size_t bytes)
+{
+    if (!bytes)
+        return 0;
+    KERN_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, CS(rt)));
+    KERN_CUDA_TRY(cudaStreamSynchronize(CS(rt)));
+    return 0;
+}
+
+/* After everything issued on every stream. */
+static int g_d2h(rt_t *rt, void *dst, const void *src, size_t bytes)
+{
+    KERN_CUDA_TRY(cudaDeviceSynchronize());
+    if (bytes)
+        KERN_CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    return 0;
+}
+
+/* A contiguous block (one row, or rows without gaps) is one plain copy:
+ * no pitch limit (cudaMemcpy2D refuses pitches beyond the device's). */
+static int g_copy2d(rt_t *rt, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                    size_t rows, int stream)
+{
+    if (BAD_STREAM(stream))
+        return -1;
+    cudaStream_t st = G(rt)->s[stream];
+    if (!width || !rows)
+        return 0;
+    if (rows == 1 || (dpitch == width && spitch == width))
+        KERN_CUDA_TRY(cudaMemcpyAsync(dst, src, width * rows, cudaMemcpyDeviceToDevice, st));
+    else
+        KERN_CUDA_TRY(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, cudaMemcpyDeviceToDevice, st));
+    return 0;
+}
+
+/* Host staging of at least `bytes`, grow-only. */
+static void *host_staging(rt_t *rt, size_t bytes)
+{
+    gpu_t *g = G(rt);
+    if (bytes > g->host_bytes) {
+        void *p = realloc(g->host, bytes);
+        if (!p) {
+            fprintf(stderr, "%s:%d: out of host memory (%zu bytes of staging)\n", __FILE__, __LINE__, bytes);
+            return NULL;
+        }
+        g->host = p, g->host_bytes = bytes;
+    }
+    return g->host;
+}
+
+static int g_act_from_f32(rt_t *rt, void *dst, const float *host, long n)
+{
+    kern_bf16 *h = host_staging(rt, (size_t)n * sizeof *h);
+    if (n > 0 && !h)
+        return -1;
+    for (long i = 0; i < n; i++)
+        h[i] = kern_float_to_bf16(host[i]);
+    return g_h2d(rt, dst, h, (size_t)n * sizeof *h);
+}
+
+static int g_act_to_f32(rt_t *rt, float *host, const void *src, long n)
+{
+    kern_bf16 *h = host_staging(rt, (size_t)n * sizeof *h);
+    if (n > 0 && !h)
+        return -1;
+    if (g_d2h(rt, h, src, (size_t)n * sizeof *h))
+        return -1;
+    for (long i = 0; i < n; i++)
+        host[i] = kern_bf16_to_float(h[i]);
+    return 0;
+}
+
+/* ---- ordering -------------------------------------------------------------- */
+
+static int g_join(rt_t *rt, int waiter, int on)
+{
+    gpu_t *g = G(rt);
+    if (BAD_STREAM(waiter) || BAD_STREAM(on))
+        return -1;
+    if (waiter == on)
+        return 0;
+    KERN_CUDA_TRY(cudaEventRecord(g->join_ev[on], g->s[on]));
+    KERN_CUDA_TRY(cudaStreamWaitEvent(g->s[waiter], g->join_ev[on], 0));
+    return 0;
+}
+
+static int g_record(rt_t *rt, int stream, int counter, long value)
+{
+    gpu_t *g = G(rt);
+    if (BAD_STREAM(stream) || BAD_COUNTER(counter))
+        return -1;
+    if (value != g->ncnt[counter] + 1) {
+        fprintf(stderr, "%s:%d: counter %d recorded at %ld after %ld\n", __FILE__, __LINE__, counter, value,
+                g->ncnt[counter]);
+        return -1;
+    }
+    cudaEvent_t ev = NULL;
+    if (evlist_get(&g->cnt_ev[counter], value - 1, &ev))
+        return -1;
+    KERN_CUDA_TRY(cudaEventRecord(ev, g->s[stream]));
+    g->ncnt[counter] = value;
+    return 0;
+}
+
+static int g_wait(rt_t *rt, int stream, int counter, long value)
+{
+    gpu_t *g = G(rt);
+    if (value <= 0)
+        return 0;
+    if (BAD_STREAM(stream) || BAD_COUNTER(counter))
+        return -1;
+    if (value > g->ncnt[counter]) {
+        fprintf(stderr, "%s:%d: wait for counter %d >= %ld, but it was recorded only %ld times: the op "
+                        "program waits on an op not yet issued\n",
+                __FILE__, __LINE__, counter, value, g->ncnt[counter]);
+        return -1;
+    }
+    KERN_CUDA_TRY(cudaStreamWaitEvent(g->s[stream], g->cnt_ev[counter].ev[value - 1], 0));
+    return 0;
+}
+
+static int g_sync(rt_t *rt)
+{
+    KERN_CUDA_TRY(cudaDeviceSynchronize());
+    return 0;
+}
+
+/* ---- timers ----------------------------------------------------------------- */
+
+static int mark(rt_t *rt, int stream, rt_times_t *t, int kind)
+{
+    gpu_t *g = G(rt);
+    cudaEvent_t ev = NULL;
+    if (BAD_STREAM(stream))
+        return -1;
+    if (grow((void **)&g->marks, &g->capmarks, g->nmarks + 1, sizeof *g->marks) ||
+        evlist_get(&g->mark_ev, g->nmarks, &ev))
+        return -1;
+    KERN_CUDA_TRY(cudaEventRecord(ev, g->s[stream]));
+    g->marks[g->nmarks++] = (mark_t){t, kind};
+    return 0;
+}
+
+static int g_mark_ready(rt_t *rt, int stream, rt_times_t *t) { return mark(rt, stream, t, MARK_READY); }
+static int g_mark_start(rt_t *rt, int stream, rt_times_t *t) { return mark(rt, stream, t, MARK_START); }
+static int g_mark_end(rt_t *rt, int stream, rt_times_t *t) { return mark(rt, stream, t, MARK_END); }
+
+/* Fills the fields of every pending mark, in issue order, as the CPU
+ * runtime does at each mark: ready sets all three, start sets start and
+ * end, end sets end. The device must be synchronized. O(marks). */
+static int resolve_marks(rt_t *rt)
+{
+    gpu_t *g = G(rt);
+    for (long i = 0; i < g->nmarks; i++) {
+        float ms = 0.0f;
+        KERN_CUDA_TRY(cudaEventElapsedTime(&ms, g->t0, g->mark_ev.ev[i]));
+        int64_t ns = (int64_t)((double)ms * 1e6);
+        rt_times_t *t = g->marks[i].t;
+        if (g->marks[i].kind == MARK_READY)
+            t->ready_ns = ns;
+        if (g->marks[i].kind != MARK_END)
+            t->start_ns = ns;
+        t->end_ns = ns;
+    }
+    g->nmarks = 0;
+    return 0;
+}
+
+/* The device is idle on return (marks issued since the last iter_end are
+ * resolved against the previous start), so the transfer pool is free. */
+static int g_iter_begin(rt_t *rt)
+{
+    gpu_t *g = G(rt);
+    KERN_CUDA_TRY(cudaDeviceSynchronize());
+    if (resolve_marks(rt))
+        return -1;
+    arena_reset(&rt->pool[RT_POOL_XFER]);
+    for (int k = 0; k < CNT_COUNT; k++)
+        g->ncnt[k] = 0;
+    KERN_CUDA_TRY(cudaEventRecord(g->t0, CS(rt)));
+    return 0;
+}
+
+static int g_iter_end(rt_t *rt)
+{
+    KERN_CUDA_TRY(cudaDeviceSynchronize());
+    return resolve_marks(rt);
+}
+
+/* ---- scratch ------------------------------------------------------------------ */
+
+static size_t align_up(size_t n) { return (n + RT_GPU_ALIGN - 1) / RT_GPU_ALIGN * RT_GPU_ALIGN; }
+
+/* Attention scratch of at least `bytes`, for the compute stream only.
+ * Grows in stream order (cudaMallocAsync) where the device allows, so no
+ * other stream is waited for; else after the compute stream drains. */
+static void *scratch(rt_t *rt, size_t bytes)
+{
+    gpu_t *g = G(rt);
+    if (bytes <= g->scratch_bytes)
+        return g->scratch;
+    cudaError_t e = cudaSuccess;
+    void *p = NULL;
+    if (g->async_alloc) {
+        if (g->scratch)
+            e = cudaFreeAsync(g->scratch, CS(rt));
+        if (e == cudaSuccess)
+            e = cudaMallocAsync(&p, bytes, CS(rt));
+    } else {
+        e = cudaStreamSynchronize(CS(rt));
+        if (e == cudaSuccess && g->scratch)
+            e = cudaFree(g->scratch);
+        if (e == cudaSuccess)
+            e = cudaMalloc(&p, bytes);
+    }
+    g->scratch = NULL, g->scratch_bytes = 0;
+    if (e != cudaSuccess) {
+        kern_report_cuda((int)e, "growing the attention scratch", __FILE__, __LINE__);
+        fprintf(stderr, "%s:%d: attention scratch of %zu bytes not available\n", __FILE__, __LINE__, bytes);
+        return NULL;
+    }
+    g->scratch = p, g->scratch_bytes = bytes;
+    return p;
+}
+
+static void scratch_free(rt_t *rt)
+{
+    gpu_t *g = G(rt);
+    if (g->scratch && g->async_alloc)
+        cudaFreeAsync(g->scratch, CS(rt));
+    else if (g->scratch)
+        cudaFree(g->scratch);
+    g->scratch = NULL, g->scratch_bytes = 0;
+}
+
+/* ---- kernels: kernels/ launchers on the compute stream -------------------------------- */
+
+static int g_embedding_fwd(rt_t *rt, void *out, const int *tokens, const void *wte, const void *wpe, int B, int T,
+                           int C)
+{
+    return kern_embedding_fwd_cuda(out, tokens, wte, wpe, B, T, C, CS(rt));
+}
+
+static int g_embedding_bwd(rt_t *rt, float *dwte, float *dwpe, const void *dout, const int *tokens, int B, int T,
+                           int C)
+{
+    return kern_embedding_bwd_cuda(dwte, dwpe, dout, tokens, B, T, C, CS(rt));
+}
+
+static int g_layernorm_fwd(rt_t *rt, void *residual, void *out, float *mean, float *rstd, const void *inp,
+                           const void *skip, const void *w, const void *b, int N, int C)
+{
+    return kern_layernorm_fwd_cuda(residual, out, mean, rstd, inp, skip, w, b, N, C, CS(rt));
+}
+
+static int g_layernorm_bwd(rt_t *rt, void *dres, float *dw, float *db, const void *dout, const void *xln,
+                           const void *w, const float *mean, const float *rstd, int N, int C)
+{
+    return kern_layernorm_bwd_cuda(dres, dw, db, dout, xln, w, mean, rstd, N, C, CS(rt));
+}
+
+static int g_linear_fwd(rt_t *rt, void *out, const void *inp, const void *weight, const void *bias, int N, int C,
+                        int OC)
+{
+    return kern_matmul_fwd_cuda(&G(rt)->kc, out, NULL, inp, weight, bias, N, C, OC, CS(rt));
+}
+
+/* dinp (N, C) = dout (N, OC) @ weight (OC, C), bf16 out; as kern_gemm_ref
+ * (dinp, dout, weight, N, C, OC, 0, 0, OC, C, C, 0) in rt_cpu.c. */
+static int g_linear_dgrad(rt_t *rt, void *dinp, const void *dout, const void *weight, int N, int C, int OC)
+{
+    kern_gemm_desc g = {.M = N, .N = C, .K = OC, .ta = 0, .tb = 0, .batch = 1, .c_fp32 = 0,
+                        .lda = OC, .ldb = C, .ldc = C, .alpha = 1.0f, .beta = 0.0f};
+    return kern_gemm_cuda(&G(rt)->kc, dinp, dout, weight, &g, CS(rt));
+}
+
+/* dweight (OC, C) += dout^T (OC, N) @ inp (N, C), fp32; as kern_gemm_ref
+ * (dweight, dout, inp, OC, C, N, 1, 0, OC, C, C, 1) in rt_cpu.c. */
+static int g_linear_wgrad(rt_t *rt, float *dweight, float *dbias, const void *dout, const void *inp, int N, int C,
+                          int OC)
+{
+    kern_gemm_desc g = {.M = OC, .N = C, .K = N, .ta = 1, .tb = 0, .batch = 1, .c_fp32 = 1,
+                        .lda = OC, .ldb = C, .ldc = C, .alpha = 1.0f, .beta = 1.0f};
+    KERN_TRY(kern_gemm_cuda(&G(rt)->kc, dweight, dout, inp, &g, CS(rt)));
+    return dbias ? kern_bias_grad_cuda(dbias, dout, N, OC, CS(rt)) : 0;
+}
+
+static int g_bias_gelu_fwd(rt_t *rt, void *out, const void *inp, const void *bias, int N, int C)
+{
+    return kern_bias_gelu_fwd_cuda(out, inp, bias, N, C, CS(rt));
+}
+
+static int g_bias_gelu_bwd(rt_t *rt, void *dinp, float *dbias, const void *dout, const void *inp, const void *bias,
+                           int N, int C)
+{
+    return kern_bias_gelu_bwd_cuda(dinp, dbias, dout, inp, bias, N, C, CS(rt));
+}
+
+static int g_bias_add(rt_t *rt, void *out, const void *inp, const void *bias, int N, int C)
+{
+    return kern_bias_add_cuda(out, inp, bias, N, C, CS(rt));
+}
+
+static int g_gelu_fwd(rt_t *rt, void *out, const void *inp, long n)
+{
+    return kern_gelu_fwd_cuda(out, inp, n, CS(rt));
+}
+
+static int g_gelu_bwd(rt_t *rt, void *dinp, const void *dout, const void *inp, long n)
+{
+    return kern_gelu_bwd_cuda(dinp, dout, inp, n, CS(rt));
+}
+
+static int g_bias_grad(rt_t *rt, float *dbias, const void *dout, int N, int C)
+{
+    return kern_bias_grad_cuda(dbias, dout, N, C, CS(rt));
+}
+
+static int g_add(rt_t *rt, void *out, const void *a, const void *b, long n)
+{
+    return rt_gpu_add_cuda(out, a, b, n, CS(rt));
+}
+
+/* Unfused scratch: fp32 scores (B, NH, T, T), then (backward) bf16 datt. */
+static size_t scores_bytes(kern_attn_shape s) { return align_up((size_t)s.B * s.NH * s.T * s.T * sizeof(float)); }
+static size_t datt_bytes(kern_attn_shape s) { return (size_t)s.B * s.NH * s.T * s.T * sizeof(kern_bf16); }
+
+static int g_attn_fwd(rt_t *rt, int flash, void *out, void *saved, const void *q, const void *k, const void *v,
+                      kern_attn_shape s)
+{
+    if (flash)
+        return kern_attention_fwd_cuda(out, saved, q, k, v, s, CS(rt));
+    float *scores = scratch(rt, scores_bytes(s));
+    if (!scores)
+        return -1;
+    return kern_attention_unfused_fwd_cuda(&G(rt)->kc, out, saved, scores, q, k, v, s, CS(rt));
+}
+
+static int g_attn_bwd(rt_t *rt, int flash, void *dq, void *dk, void *dv, const void *dout, const void *q,
+                      const void *k, const void *v, const void *out, const void *saved, kern_attn_shape s)
+{
+    if (flash) {
+        float *sc = scratch(rt, kern_attention_bwd_scratch_bytes(s));
+        if (!sc)
+            return -1;
+        return kern_attention_bwd_cuda(dq, dk, dv, sc, dout, q, k, v, out, saved, s, CS(rt));
+    }
+    char *sc = scratch(rt, scores_bytes(s) + datt_bytes(s));
+    if (!sc)
+        return -1;
+    kern_bf16 *datt = (kern_bf16 *)(sc + scores_bytes(s));
+    return kern_attention_unfused_bwd_cuda(&G(rt)->kc, dq, dk, dv, datt, (float *)sc, dout, q, k, v, saved, s,
+                                           CS(rt));
+}
+
+static int g_xent_fwd(rt_t *rt, float *losses, float *lse, const void *logits, const int *targets, int N, int V)
+{
+    return kern_crossentropy_fwd_cuda(losses, lse, logits, targets, N, V, CS(rt));
+}
+
+static int g_xent_bwd(rt_t *rt, void *dlogits, const void *logits, const float *lse, const int *targets,
+                      float dloss, int N, int V)
+{
+    return kern_crossentropy_bwd_cuda(dlogits, logits, lse, targets, dloss, N, V, CS(rt));
+}
+
+/* param_bf16 of each segment is the bf16 act copy: the kernels refresh it. */
+static int g_adamw(rt_t *rt, const kern_opt_tensor *ts, int count, kern_opt_hparams hp)
+{
+    return kern_adamw_cuda(ts, count, hp, CS(rt));
+}
+
+static int g_lamb_norms(rt_t *rt, const kern_opt_tensor *ts, int count, kern_opt_hparams hp, float *norms)
+{
+    return kern_lamb_norms_cuda(ts, count, hp, norms, CS(rt));
+}
+
+static int g_lamb_apply(rt_t *rt, const kern_opt_tensor *ts, int count, kern_opt_hparams hp, const float *norms)
+{
+    return kern_lamb_apply_cuda(ts, count, hp, norms, CS(rt));
+}
+
+/* NULL (never one of ours) for a stream out of range. */
+static void *g_native(rt_t *rt, int stream)
+{
+    return BAD_STREAM(stream) ? NULL : (void *)G(rt)->s[stream];
+}
+
+/* Safe on a partly built runtime (rt_gpu_create's failure path): every
+ * handle is NULL until created. */
+static void g_destroy(rt_t *rt)
+{
+    if (!rt)
+        return;
+    gpu_t *g = G(rt);
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e != cudaSuccess)
+        kern_report_cuda((int)e, "cudaDeviceSynchronize (destroy)", __FILE__, __LINE__);
+    scratch_free(rt);
+    for (int p = 0; p < RT_NPOOLS; p++) {
+        arena_destroy(&rt->pool[p]); /* its fallback blocks become idle */
+        xcache_trim(&g->extra[p]);
+        free(g->extra[p].b);
+        if (g->base[p])
+            cudaFree(g->base[p]);
+    }
+    evlist_free(&g->mark_ev);
+    for (int k = 0; k < CNT_COUNT; k++)
+        evlist_free(&g->cnt_ev[k]);
+    for (int s = 0; s < RT_NSTREAMS; s++) {
+        if (g->join_ev[s])
+            cudaEventDestroy(g->join_ev[s]);
+        if (g->s[s])
+            cudaStreamDestroy(g->s[s]);
+    }
+    if (g->t0)
+        cudaEventDestroy(g->t0);
+    if (g->have_kc)
+        kern_ctx_free(&g->kc);
+    free(g->marks);
+    free(g->host);
+    free(g);
+    free(rt);
+}
+
+static const rt_ops_t gpu_ops = {
+    g_alloc, g_free, g_memset0, g_h2d, g_d2h, g_copy2d, g_act_from_f32, g_act_to_f32,
+    g_join, g_record, g_wait, g_sync,
+    g_mark_ready, g_mark_start, g_mark_end, g_iter_begin, g_iter_end,
+    g_embedding_fwd, g_embedding_bwd, g_layernorm_fwd, g_layernorm_bwd,
+    g_linear_fwd, g_linear_dgrad, g_linear_wgrad,
+    g_bias_gelu_fwd, g_bias_gelu_bwd, g_bias_add, g_gelu_fwd, g_gelu_bwd, g_bias_grad, g_add,
+    g_attn_fwd, g_attn_bwd, g_xent_fwd, g_xent_bwd,
+    g_adamw, g_lamb_norms, g_lamb_apply,
+    g_native, g_destroy,
+};
+
+/* ---- creation ------------------------------------------------------------------- */
+
+/* 0 on success; else the message "file:line: what: CUDA error" in err. */
+static int cuda_ok(cudaError_t e, const char *what, int line, char *err, int errlen)
+{
+    if (e == cudaSuccess)
+        return 0;
+    snprintf(err, errlen, "%s:%d: %s: CUDA error %d: %s", __FILE__, line, what, (int)e, cudaGetErrorString(e));
+    return -1;
+}
+#define CUDA_OK(call) cuda_ok((call), #call, __LINE__, err, errlen)
+
+static int pick_device(int device, char *err, int errlen)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        snprintf(err, errlen, "no usable CUDA device (%s)",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount found none");
+        cudaGetLastError(); /* clear it: later calls must not report it again */
+        return -1;
+    }
+    if (device < 0 || device >= n) {
+        snprintf(err, errlen, "CUDA device %d requested, but this machine has %d (0 to %d)", device, n, n - 1);
+        return -1;
+    }
+    return CUDA_OK(cudaSetDevice(device));
+}
+
+static int make_streams(gpu_t *g, char *err, int errlen)
+{
+    for (int s = 0; s < RT_NSTREAMS; s++) {
+        if (CUDA_OK(cudaStreamCreateWithFlags(&g->s[s], cudaStreamNonBlocking)) ||
+            CUDA_OK(cudaEventCreateWithFlags(&g->join_ev[s], cudaEventDisableTiming)))
+            return -1;
+    }
+    g->mark_ev.flags = cudaEventDefault;
+    for (int k = 0; k < CNT_COUNT; k++)
+        g->cnt_ev[k].flags = cudaEventDisableTiming;
+    /* marks issued before the first iter_begin are timed from creation */
+    if (CUDA_OK(cudaEventCreateWithFlags(&g->t0, cudaEventDefault)) ||
+        CUDA_OK(cudaEventRecord(g->t0, g->s[STREAM_COMPUTE])))
+        return -1;
+    return 0;
+}
+
+/* One cudaMalloc per pool of the planned size; the arena serves the rest
+ * from sys_alloc and reports it as excess. */
+static int make_pools(rt_t *rt, const size_t plan[RT_NPOOLS], char *err, int errlen)
+{
+    gpu_t *g = G(rt);
+    for (int p = 0; p < RT_NPOOLS; p++) {
+        if (plan[p]) {
+            cudaError_t e = cudaMalloc(&g->base[p], plan[p]);
+            if (e != cudaSuccess) {
+                g->base[p] = NULL;
+                snprintf(err, errlen, "%s:%d: cudaMalloc of the planned pool %d (%.2f GiB): %s", __FILE__,
+                         __LINE__, p, plan[p] / (double)(1 << 30), cudaGetErrorString(e));
+                return -1;
+            }
+        }
+        arena_init(&rt->pool[p], g->base[p], g->base[p] ? plan[p] : 0, sys_alloc, sys_free, &g->extra[p]);
+    }
+    return 0;
+}
+
+static int describe(rt_t *rt, int device, char *err, int errlen)
+{
+    struct cudaDeviceProp prop;
+    int pools = 0;
+    if (CUDA_OK(cudaGetDeviceProperties(&prop, device)) ||
+        CUDA_OK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device)))
+        return -1;
+    G(rt)->async_alloc = pools != 0;
+    snprintf(rt->device_name, sizeof rt->device_name, "%.100s (CUDA, bf16)", prop.name);
+    return 0;
+}
+
+int rt_gpu_create(rt_t **out, int device, const size_t plan[RT_NPOOLS], char *err, int errlen)
+{
+    *out = NULL;
+    if (pick_device(device, err, errlen))
+        return -1;
+    rt_t *rt = calloc(1, sizeof *rt);
+    gpu_t *g = calloc(1, sizeof *g);
+    if (!rt || !g) {
+        free(rt), free(g);
+        snprintf(err, errlen, "out of host memory creating the GPU runtime");
+        return -1;
+    }
+    rt->op = &gpu_ops, rt->kind = RT_GPU, rt->act_bytes = 2, rt->impl = g;
+    for (int p = 0; p < RT_NPOOLS; p++) /* empty arenas: destroy is safe from here on */
+        arena_init(&rt->pool[p], NULL, 0, sys_alloc, sys_free, &g->extra[p]);
+    int rc = describe(rt, device, err, errlen);
+    if (!rc && kern_ctx_init(&g->kc, RT_GPU_WORKSPACE_BYTES)) {
+        snprintf(err, errlen, "cuBLASLt context (32 MiB workspace) on %s failed (see above)", rt->device_name);
+        kern_ctx_free(&g->kc);
+        rc = -1;
+    }
+    g->have_kc = rc == 0;
+    if (!rc)
+        rc = make_streams(g, err, errlen);
+    if (!rc)
+        rc = make_pools(rt, plan, err, errlen);
+    if (rc) {
+        g_destroy(rt);
+        return -1;
+    }
+    *out = rt;
+    return 0;
+}
+
+int rt_gpu_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+}

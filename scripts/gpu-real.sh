@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# scripts/gpu-real.sh: on a GPU machine, train the same ~1.2B-parameter GPT
+# with `megasim run --device gpu` (our CUDA kernels, bf16) and with PyTorch
+# eager (real/bench/torch_gpt.py), then print the two side by side: step
+# time, tokens/s, model TFLOP/s and MFU from one FLOPs formula.
+#
+#   usage: scripts/gpu-real.sh [build-dir]      (default: build-gpu-real)
+#   env:   ARCH=90 (sm_90; 80 for A100)  MB=4  GB=16  ITERS=20  WARMUP=3
+#          NCCL_ROOT=DIR (a tree with include/nccl.h and lib/libnccl.so*)
+#          OUT_DIR=DIR (default: <build-dir>/gpu-real)
+#
+# The model (both sides): 24 layers, hidden 2048, 16 heads (MHA), MLP 8192,
+# sequence 2048, GPT-2 style (learned positions, pre-LN, biases, tanh GeLU,
+# tied output layer), 1,213,321,216 parameters. The corpus is byte-level
+# (experiments/data/corpus.txt, one token per byte), so the vocabulary is
+# 256, not GPT-2's 50304: the output layer is then 0.04% of the FLOPs
+# instead of ~4%, which both sides count the same way. A global batch of
+# 16 sequences in micro-batches of 4 (4 accumulation steps), one GPU, no
+# TP/PP/DP; flash attention and the fused elementwise kernels on our side,
+# SDPA (flash) and AMP bf16 with fused AdamW on PyTorch's. ~38 GB per GPU.
+#
+# MFU = F / (step time x 989.4 TFLOP/s), F = Megatron's model FLOPs per
+# iteration without recomputation (Narayanan et al., SC'21):
+#   F = 72 B s l h^2 (1 + s/(6h) + V/(12 l h)) = 2.772e14 here (B = 16),
+# the same number megasim's workload model gives (model_flops_per_iteration).
+# Steps after the first WARMUP are summarised by their median.
+#
+# Dependencies. megasim links MPI, HDF5, GSL and cJSON (Debian packages on
+# the development machines: scripts/install-deps.sh). A bare GPU image
+# (nvcc, CMake, PyTorch) has none of them and nothing can be downloaded
+# there, so this script does not try: it checks for everything the build
+# and the two runs need, lists exactly what is missing, and exits with
+# status 3 before building. Carry them in (or a prebuilt tree) and rerun.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build-gpu-real}
+arch=${ARCH:-90}
+mb=${MB:-4}
+gb=${GB:-16}
+iters=${ITERS:-20}
+warmup=${WARMUP:-3}
+out=${OUT_DIR:-$build/gpu-real}
+corpus=$root/experiments/data/corpus.txt
+nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+cuda_home=$(dirname "$(dirname "$nvcc")")
+
+# ---- dependency check --------------------------------------------------------
+missing=()
+need() { missing+=("$1"); }
+
+# First directory among the arguments that holds file $1 (relative path).
+find_in() {
+  local f=$1 d
+  shift
+  for d in "$@"; do
+    [ -n "$d" ] && [ -e "$d/$f" ] && { echo "$d"; return 0; }
+  done
+  return 1
+}
+
+inc_dirs=(/usr/include /usr/local/include ${CONDA_PREFIX:+$CONDA_PREFIX/include})
+IFS=: read -r -a extra_inc <<< "${CPATH:-}:${C_INCLUDE_PATH:-}"
+inc_dirs+=("${extra_inc[@]}")
+
+check_tools() {
+  command -v cmake >/dev/null || { need "CMake >= 3.25 (cmake not on PATH)"; return; }
+  local v
+  v=$(cmake --version | awk 'NR == 1 {print $3}')
+  [ "$(printf '3.25\n%s\n' "$v" | sort -V | head -n 1)" = 3.25 ] || need "CMake >= 3.25 (found $v)"
+  command -v cc >/dev/null || command -v gcc >/dev/null || need "a C compiler (cc or gcc)"
+  [ -x "$nvcc" ] || need "nvcc (CUDA Toolkit; not on PATH, not at $nvcc; set CUDACXX)"
+  command -v pkg-config >/dev/null || need "pkg-config (CMake's find_package(PkgConfig REQUIRED); finds cJSON)"
+}
+
+check_libs() {
+  if ! command -v mpicc >/dev/null && ! find_in include/mpi.h "${MPI_HOME:-}" >/dev/null; then
+    need "MPI (OpenMPI or MPICH: mpicc on PATH, or MPI_HOME with include/mpi.h; Debian: libopenmpi-dev openmpi-bin)"
+  fi
+  if ! command -v h5cc >/dev/null && ! pkg-config --exists hdf5 2>/dev/null &&
+     ! find_in hdf5.h "${inc_dirs[@]}" /usr/include/hdf5/serial "${HDF5_ROOT:+$HDF5_ROOT/include}" >/dev/null; then
+    need "HDF5 C library (h5cc, or HDF5_ROOT with include/hdf5.h; Debian: libhdf5-dev)"
+  fi
+  if ! command -v gsl-config >/dev/null && ! pkg-config --exists gsl 2>/dev/null &&
+     ! find_in gsl/gsl_version.h "${inc_dirs[@]}" "${GSL_ROOT_DIR:+$GSL_ROOT_DIR/include}" >/dev/null; then
+    need "GSL (gsl-config, or GSL_ROOT_DIR with include/gsl; Debian: libgsl-dev)"
+  fi
+  if ! pkg-config --exists libcjson 2>/dev/null; then
+    need "cJSON (pkg-config module libcjson, as CMake requires; Debian: libcjson-dev)"
+  fi
+}
+
+# True when tree $1 holds a libnccl.so* where gpu.cmake looks.
+has_nccl_lib() {
+  local f
+  for f in "$1"/lib/libnccl.so* "$1"/lib64/libnccl.so* "$1"/lib/x86_64-linux-gnu/libnccl.so*; do
+    [ -e "$f" ] && return 0
+  done
+  return 1
+}
+
+# NCCL beside CUDA, in NCCL_ROOT/NCCL_HOME, in the system, or in the
+# nvidia-nccl wheel PyTorch brings (then NCCL_ROOT points CMake at it).
+check_nccl() {
+  local wheel="" d
+  wheel=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null ||
+          python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null || true)
+  for d in "${NCCL_ROOT:-}" "${NCCL_HOME:-}" "$cuda_home" /usr "$wheel"; do
+    if [ -n "$d" ] && [ -e "$d/include/nccl.h" ] && has_nccl_lib "$d"; then
+      nccl_root=$d
+      return 0
+    fi
+  done
+  need "NCCL (include/nccl.h + lib/libnccl.so* under NCCL_ROOT, the CUDA Toolkit, /usr, or the nvidia-nccl wheel)"
+}
+
+check_run() {
+  command -v python3 >/dev/null || { need "python3"; return 0; }
+  if ! python3 -c 'import torch' 2>/dev/null; then
+    need "PyTorch (python3 -c 'import torch' fails)"
+  elif ! python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    need "a GPU visible to PyTorch (torch.cuda.is_available() is False)"
+  fi
+  if command -v nvidia-smi >/dev/null && ! nvidia-smi -L >/dev/null 2>&1; then
+    need "a working GPU driver (nvidia-smi -L fails)"
+  fi
+  [ -r "$corpus" ] || need "the corpus $corpus"
+  return 0
+}
+
+nccl_root=""
+check_tools
+check_libs
+check_nccl
+check_run
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "gpu-real: cannot build and run here; missing:" >&2
+  for m in "${missing[@]}"; do echo "  - $m" >&2; done
+  echo "gpu-real: nothing was built (exit 3)." >&2
+  exit 3
+fi
+
+# ---- build -------------------------------------------------------------------
+echo "== configure + build megasim (sm_$arch, NCCL in $nccl_root) in $build"
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" \
+  -DCMAKE_CUDA_ARCHITECTURES="$arch" -DNCCL_ROOT="$nccl_root"
+cmake --build "$build" -j"$(nproc)" --target megasim
+mkdir -p "$out"
+
+# ---- the two runs ------------------------------------------------------------
+model=(--num-layers 24 --hidden-size 2048 --ffn-hidden-size 8192 --num-attention-heads 16 --seq-length 2048
+       --padded-vocab-size 256 --micro-batch-size "$mb" --global-batch-size "$gb" --train-iters "$iters")
+ours=(--preset none --num-query-groups 16 --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1
+      --num-layers-per-virtual-pipeline-stage 0 --attention flash --fused-elementwise --gpu h100-sxm-80gb
+      --device gpu --json --data "$corpus")
+launch=()
+if command -v mpirun >/dev/null; then
+  launch=(mpirun -np 1)
+  [ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+
+status=0
+echo "== megasim run --device gpu: ${model[*]} ${ours[*]}"
+${launch[@]+"${launch[@]}"} "$build/megasim" run "${model[@]}" "${ours[@]}" | tee "$out/megasim.jsonl" || status=$?
+echo "== PyTorch eager: real/bench/torch_gpt.py"
+python3 "$root/real/bench/torch_gpt.py" "${model[@]}" --warmup-steps "$warmup" --data "$corpus" |
+  tee "$out/torch.jsonl" || status=$?
+
+# ---- side by side --------------------------------------------------------------
+python3 - "$out/megasim.jsonl" "$out/torch.jsonl" "$gb" "$warmup" <<'EOF' | tee "$out/side-by-side.txt"
+import json, statistics, sys
+PEAK = 989.4e12                       # H100 SXM dense bf16, FLOP/s
+B, s, l, h, V = int(sys.argv[3]), 2048, 24, 2048, 256
+F = 72.0 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))
+warm = int(sys.argv[4])
+
+def steps(path):
+    out = []
+    for line in open(path):
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(r, dict) and "step" in r and "step_time_s" in r:
+            out.append(r)
+    return out
+
+def row(recs):
+    if not recs:
+        return None
+    kept = recs[warm:] or recs
+    t = statistics.median(r["step_time_s"] for r in kept)
+    return {"ms": 1e3 * t, "tok": B * s / t, "tflops": F / t * 1e-12, "mfu": F / (t * PEAK),
+            "mfu_own": statistics.median(r.get("mfu", float("nan")) for r in kept),
+            "loss": f'{recs[0]["loss"]:.3f} -> {recs[-1]["loss"]:.3f}', "n": len(kept)}
+
+a, b = row(steps(sys.argv[1])), row(steps(sys.argv[2]))
+print(f"\n== side by side: GPT 1.21B (l={l} h={h} a=16 s={s} V={V}), global batch {B} x {s} tokens, "
+      f"median of the steps after the first {warm}")
+print(f"F = 72 B s l h^2 (1 + s/6h + V/12lh) = {F:.4e} FLOPs per step; peak {PEAK * 1e-12:.1f} TFLOP/s")
+fmt = {"ms": "{:.1f}", "tok": "{:,.0f}", "tflops": "{:.1f}", "mfu": "{:.1%}", "mfu_own": "{:.1%}", "loss": "{}",
+       "n": "{}"}
+names = [("ms", "step time (ms)"), ("tok", "tokens/s"), ("tflops", "model TFLOP/s"), ("mfu", "MFU (formula above)"),
+         ("mfu_own", "MFU as the program reports"), ("loss", "loss, first -> last step"), ("n", "steps summarised")]
+print(f"{'':30} {'megasim run (CUDA)':>22} {'PyTorch eager':>22}")
+for k, name in names:
+    cell = lambda r: fmt[k].format(r[k]) if r else "failed"
+    print(f"{name:30} {cell(a):>22} {cell(b):>22}")
+if a and b:
+    print(f"speed ratio (PyTorch step time / megasim step time): {b['ms'] / a['ms']:.2f}")
+EOF
+exit $status
