@@ -20,6 +20,8 @@ int cmd_calibrate(int argc, char **argv);
 extern const opt_table calibrate_opts;
 int cmd_run(int argc, char **argv);
 extern const opt_table run_opts;
+int cmd_compare(int argc, char **argv);
+extern const opt_table compare_opts;
 
 const cli_cmd_t cli_cmds[] = {
     {"predict", "Closed-form estimate of one job: iteration time, MFU/HFU, tokens/s, memory per GPU.",
@@ -49,6 +51,9 @@ const cli_cmd_t cli_cmds[] = {
      "[--save DIR [--save-interval N]] [--resume]",
      "mpirun -np 8 megasim run --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --sequence-parallel",
      cmd_run, 1, &run_opts},
+    {"compare", "A measured run (run --out) vs the simulator and the closed form: per step, op class, stream, rank.",
+     "RUN.h5 [SIM.h5] [--json] [--plot PREFIX] [--plots-dir DIR] [--ranks-shown N]",
+     "megasim compare run.h5 --plot run-vs-sim", cmd_compare, 0, &compare_opts},
     {"plot", "Redraw the figures of a result file (simulate --out, reproduce) with gnuplot, as PNG and SVG.",
      "FILE.h5 [--outdir DIR] [--plots-dir DIR]", "megasim plot results/megascale.h5", cmd_plot, 0, &plot_opts},
 };

@@ -107,8 +107,8 @@ static int make_dir(const char *path, char *err)
     return 0;
 }
 
-/* gnuplot's full path from PATH, or 0 if it is not there. */
-static int find_gnuplot(char *out, size_t size)
+/* gnuplot's full path from PATH (shared with megasim compare: plot_data.h). */
+int plot_find_gnuplot(char *out, size_t size)
 {
     const char *path = getenv("PATH");
     char buf[8192];
@@ -121,8 +121,8 @@ static int find_gnuplot(char *out, size_t size)
     return 0;
 }
 
-/* Runs gnuplot on one figure for one terminal; returns its exit status. */
-static int run_gnuplot(const char *gnuplot, const char *script, const plot_fig_t *f, const char *outfile)
+/* One figure for one terminal; gnuplot's exit status (plot_data.h). */
+int plot_run_gnuplot(const char *gnuplot, const char *script, const plot_fig_t *f, const char *outfile)
 {
     static char expr[PLOT_VARS_LEN + 9000];
     snprintf(expr, sizeof expr, "datafile=");
@@ -159,7 +159,7 @@ static int draw(const char *gnuplot, const plot_opts_t *o, const char *outdir, c
         }
         for (int e = 0; e < 2; e++) {
             snprintf(out, sizeof out, "%s/%s.%s", outdir, f->name, exts[e]);
-            int rc = run_gnuplot(gnuplot, script, f, out);
+            int rc = plot_run_gnuplot(gnuplot, script, f, out);
             if (rc != 0) {
                 fprintf(stderr, "megasim plot: error: gnuplot %s failed (exit %d) drawing %s\n", script, rc, out);
                 failures++;
@@ -202,7 +202,7 @@ int cmd_plot(int argc, char **argv)
     }
     for (int i = 0; i < set.nfigs; i++)
         fprintf(stderr, "wrote %s (%ld rows)\n", set.figs[i].dat, set.figs[i].rows);
-    if (!find_gnuplot(gnuplot, sizeof gnuplot)) {
+    if (!plot_find_gnuplot(gnuplot, sizeof gnuplot)) {
         fprintf(stderr, "megasim plot: gnuplot not found: data written to %s; install gnuplot-nox to draw\n", outdir);
         return 0;
     }

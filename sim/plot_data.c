@@ -31,14 +31,32 @@ typedef struct {
     cJSON *config;     /* root attribute config_json, or NULL */
 } ctx_t;
 
+/* "PATH: message" into err; returns rc. */
+static int vfail(char *err, int errlen, const char *path, int rc, const char *fmt, va_list ap)
+{
+    int k = snprintf(err, errlen, "%s: ", path);
+    if (k > 0 && k < errlen)
+        vsnprintf(err + k, errlen - k, fmt, ap);
+    return rc;
+}
+
+static int pfail(char *err, int errlen, const char *path, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int pfail(char *err, int errlen, const char *path, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(err, errlen, path, rc, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
 static int fail(ctx_t *c, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(ctx_t *c, int rc, const char *fmt, ...)
 {
     va_list ap;
-    int k = snprintf(c->err, c->errlen, "%s: ", c->path);
     va_start(ap, fmt);
-    if (k > 0 && k < c->errlen)
-        vsnprintf(c->err + k, c->errlen - k, fmt, ap);
+    vfail(c->err, c->errlen, c->path, rc, fmt, ap);
     va_end(ap);
     return rc;
 }
@@ -119,9 +137,7 @@ static void put_val(FILE *fp, int have, double v)
 
 /* ---- HDF5 reading ---------------------------------------------------- */
 
-/* String attribute `name` of object `obj` (fixed or variable length), as a
- * malloc'ed string; NULL if absent or not a string. */
-static char *attr_str(hid_t file, const char *obj, const char *name)
+char *plot_attr_str(hid_t file, const char *obj, const char *name)
 {
     if (H5Aexists_by_name(file, obj, name, H5P_DEFAULT) <= 0)
         return NULL;
@@ -153,7 +169,7 @@ static char *attr_str(hid_t file, const char *obj, const char *name)
     return out;
 }
 
-static int attr_f64(hid_t file, const char *obj, const char *name, double *v)
+int plot_attr_f64(hid_t file, const char *obj, const char *name, double *v)
 {
     if (H5Aexists_by_name(file, obj, name, H5P_DEFAULT) <= 0)
         return -1;
@@ -178,28 +194,20 @@ static int split(char *s, char sep, char **names, int max)
     return n;
 }
 
-typedef struct {
-    const char *name;
-    size_t off;
-    int is_int;  /* int32, else float64 */
-} col_t;
-
-/* Dataset `name` read into an array of rows (row_size bytes each) through
- * the listed columns. Absent dataset: *rows NULL, *n -1, PLOT_OK. */
-static int read_table(ctx_t *c, const char *name, const col_t *cols, int ncols, size_t row_size, void **rows,
-                      long *n)
+int plot_read_table(hid_t file, const char *path, const char *name, const plot_col_t *cols, int ncols,
+                    size_t row_size, void **rows, long *n, char *err, int errlen)
 {
     *rows = NULL, *n = -1;
-    if (H5Lexists(c->file, name, H5P_DEFAULT) <= 0)
+    if (H5Lexists(file, name, H5P_DEFAULT) <= 0)
         return PLOT_OK;
-    hid_t d = H5Dopen2(c->file, name, H5P_DEFAULT), ft = d >= 0 ? H5Dget_type(d) : -1;
+    hid_t d = H5Dopen2(file, name, H5P_DEFAULT), ft = d >= 0 ? H5Dget_type(d) : -1;
     hid_t s = d >= 0 ? H5Dget_space(d) : -1, mt = H5Tcreate(H5T_COMPOUND, row_size);
     int rc = PLOT_OK;
     if (ft < 0 || s < 0 || H5Tget_class(ft) != H5T_COMPOUND || H5Sget_simple_extent_ndims(s) != 1)
-        rc = fail(c, PLOT_BAD_INPUT, "%s is not a one-dimensional table of compound rows", name);
+        rc = pfail(err, errlen, path, PLOT_BAD_INPUT, "%s is not a one-dimensional table of compound rows", name);
     for (int i = 0; rc == PLOT_OK && i < ncols; i++) {
         if (H5Tget_member_index(ft, cols[i].name) < 0)
-            rc = fail(c, PLOT_BAD_INPUT, "%s has no column '%s'", name, cols[i].name);
+            rc = pfail(err, errlen, path, PLOT_BAD_INPUT, "%s has no column '%s'", name, cols[i].name);
         else
             H5Tinsert(mt, cols[i].name, cols[i].off, cols[i].is_int ? H5T_NATIVE_INT32 : H5T_NATIVE_DOUBLE);
     }
@@ -207,9 +215,10 @@ static int read_table(ctx_t *c, const char *name, const col_t *cols, int ncols, 
     if (rc == PLOT_OK)
         H5Sget_simple_extent_dims(s, &len, NULL);
     if (rc == PLOT_OK && !(*rows = calloc(len ? len : 1, row_size)))
-        rc = fail(c, PLOT_IO_ERROR, "out of memory for %llu rows of %s", (unsigned long long)len, name);
+        rc = pfail(err, errlen, path, PLOT_IO_ERROR, "out of memory for %llu rows of %s", (unsigned long long)len,
+                   name);
     if (rc == PLOT_OK && len && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, *rows) < 0)
-        rc = fail(c, PLOT_BAD_INPUT, "cannot read %s (a column of the wrong type?)", name);
+        rc = pfail(err, errlen, path, PLOT_BAD_INPUT, "cannot read %s (a column of the wrong type?)", name);
     if (rc == PLOT_OK)
         *n = (long)len;
     else
@@ -224,6 +233,25 @@ static int read_table(ctx_t *c, const char *name, const col_t *cols, int ncols, 
     return rc;
 }
 
+int plot_has_column(hid_t file, const char *name, const char *column)
+{
+    if (H5Lexists(file, name, H5P_DEFAULT) <= 0)
+        return 0;
+    hid_t d = H5Dopen2(file, name, H5P_DEFAULT), ft = d >= 0 ? H5Dget_type(d) : -1;
+    int has = ft >= 0 && H5Tget_class(ft) == H5T_COMPOUND && H5Tget_member_index(ft, column) >= 0;
+    if (ft >= 0)
+        H5Tclose(ft);
+    if (d >= 0)
+        H5Dclose(d);
+    return has;
+}
+
+static int read_table(ctx_t *c, const char *name, const plot_col_t *cols, int ncols, size_t row_size, void **rows,
+                      long *n)
+{
+    return plot_read_table(c->file, c->path, name, cols, ncols, row_size, rows, n, c->err, c->errlen);
+}
+
 /* ---- reproduce: /table2, /fig9 (wide, one line per GPU count) ------- */
 
 typedef struct {
@@ -232,11 +260,11 @@ typedef struct {
 } rep_row_t;
 
 #define RC(f, i) {#f, offsetof(rep_row_t, f), i}
-static const col_t table2_cols[] = {RC(system, 1),       RC(gpus, 1),          RC(batch, 1),
+static const plot_col_t table2_cols[] = {RC(system, 1),       RC(gpus, 1),          RC(batch, 1),
                                     RC(paper_mfu, 0),    RC(closed_mfu, 0),    RC(sim_mfu, 0),
                                     RC(paper_iter_s, 0), RC(closed_iter_s, 0), RC(sim_iter_s, 0)};
-static const col_t fig9_cols[] = {RC(system, 1), RC(gpus, 1), RC(paper_mfu, 0), RC(closed_mfu, 0), RC(sim_mfu, 0)};
-static const col_t table3_cols[] = {RC(row, 1), RC(paper_mfu, 0), RC(closed_mfu, 0), RC(sim_mfu, 0)};
+static const plot_col_t fig9_cols[] = {RC(system, 1), RC(gpus, 1), RC(paper_mfu, 0), RC(closed_mfu, 0), RC(sim_mfu, 0)};
+static const plot_col_t table3_cols[] = {RC(row, 1), RC(paper_mfu, 0), RC(closed_mfu, 0), RC(sim_mfu, 0)};
 
 typedef struct {
     int n;
@@ -248,7 +276,7 @@ typedef struct {
  * systems are numbered. */
 static void systems_read(ctx_t *c, systems_t *s)
 {
-    s->buf = attr_str(c->file, "/", "system_names");
+    s->buf = plot_attr_str(c->file, "/", "system_names");
     s->n = s->buf ? split(s->buf, ',', s->names, MAX_SYS) : 0;
 }
 
@@ -436,7 +464,7 @@ static int fig_table3(ctx_t *c)
         return rc;
     }
     const rep_row_t *r = v;
-    char *adds = attr_str(c->file, "/table3", "adds"), *labels[64];
+    char *adds = plot_attr_str(c->file, "/table3", "adds"), *labels[64];
     int nl = adds ? split(adds, '|', labels, 64) : 0;
     plot_fig_t *f;
     FILE *fp = fig_open(c, "table3-ablation", "Table 3: 175B ablation on 256 GPUs, cumulative", &f);
@@ -485,7 +513,13 @@ static const char *job_str(const ctx_t *c, const char *sec, const char *key)
     return cJSON_IsString(v) ? v->valuestring : "";
 }
 
-/* "32 GPUs = TP 2 x PP 4 x DP 4, megascale preset, iteration 0.253 s" */
+static int is_measurement(const ctx_t *c)
+{
+    return !strcmp(c->set->kind, "measurement");
+}
+
+/* "32 GPUs = TP 2 x PP 4 x DP 4, megascale preset, iteration 0.253 s";
+ * a measurement says "measured, mean step 0.675 s". */
 static void job_line(const ctx_t *c, char *buf, size_t size)
 {
     int gpus = (int)job_num(c, "job", "num_gpus", 0), tp = (int)job_num(c, "job", "tensor_model_parallel_size", 1);
@@ -493,8 +527,8 @@ static void job_line(const ctx_t *c, char *buf, size_t size)
     double it_s = 0;
     int k = snprintf(buf, size, "%d GPUs = TP %d x PP %d x DP %d, %s preset", gpus, tp, pp,
                      tp > 0 && pp > 0 ? gpus / (tp * pp) : 0, job_str(c, "job", "preset"));
-    if (k > 0 && (size_t)k < size && attr_f64(c->file, "/summary", "iteration_time_s", &it_s) == 0)
-        snprintf(buf + k, size - k, ", iteration %.4g s", it_s);
+    if (k > 0 && (size_t)k < size && plot_attr_f64(c->file, "/summary", "iteration_time_s", &it_s) == 0)
+        snprintf(buf + k, size - k, is_measurement(c) ? ", measured, mean step %.4g s" : ", iteration %.4g s", it_s);
 }
 
 /* ---- simulation: /timeline (Gantt) ---------------------------------- */
@@ -502,11 +536,13 @@ static void job_line(const ctx_t *c, char *buf, size_t size)
 typedef struct {
     int32_t rank, stream, kind, mb, chunk;
     double t_ready_s, t_start_s, t_end_s;
+    int32_t iteration; /* measurements record several; read only for them */
 } op_row_t;
 
 #define OC(f, i) {#f, offsetof(op_row_t, f), i}
-static const col_t op_cols[] = {OC(rank, 1),  OC(stream, 1),    OC(kind, 1),      OC(mb, 1),
-                                OC(chunk, 1), OC(t_ready_s, 0), OC(t_start_s, 0), OC(t_end_s, 0)};
+static const plot_col_t op_cols[] = {OC(rank, 1),      OC(stream, 1),      OC(kind, 1),
+                                     OC(mb, 1),        OC(chunk, 1),       OC(t_ready_s, 0),
+                                     OC(t_start_s, 0), OC(t_end_s, 0),     OC(iteration, 1)};
 
 typedef struct {
     char *stream_buf, *kind_buf, *streams[MAX_NAMES], *kinds[MAX_NAMES];
@@ -515,8 +551,8 @@ typedef struct {
 
 static void names_read(ctx_t *c, names_t *nm)
 {
-    nm->stream_buf = attr_str(c->file, "/timeline", "stream_names");
-    nm->kind_buf = attr_str(c->file, "/timeline", "kind_names");
+    nm->stream_buf = plot_attr_str(c->file, "/timeline", "stream_names");
+    nm->kind_buf = plot_attr_str(c->file, "/timeline", "kind_names");
     nm->nstreams = nm->stream_buf ? split(nm->stream_buf, ',', nm->streams, MAX_NAMES) : 0;
     nm->nkinds = nm->kind_buf ? split(nm->kind_buf, ',', nm->kinds, MAX_NAMES) : 0;
 }
@@ -573,8 +609,9 @@ static int rank_index(const int *ranks, int n, int rank)
     return -1;
 }
 
-/* Columns: y rank stream kind mb chunk t_ready_s t_start_s t_end_s. */
-static int write_timeline(ctx_t *c, const op_row_t *r, long n)
+/* Columns: y rank stream kind mb chunk t_ready_s t_start_s t_end_s.
+ * step > 0: a measurement's step (its last), named in the subtitle. */
+static int write_timeline(ctx_t *c, const op_row_t *r, long n, int step)
 {
     names_t nm;
     names_read(c, &nm);
@@ -606,6 +643,10 @@ static int write_timeline(ctx_t *c, const op_row_t *r, long n)
                     r[i].kind, r[i].mb, r[i].chunk, r[i].t_ready_s, r[i].t_start_s, r[i].t_end_s);
         char line[512];
         job_line(c, line, sizeof line);
+        if (step > 0) {
+            size_t k = strlen(line);
+            snprintf(line + k, sizeof line - k, "; timeline of step %d", step);
+        }
         var_str(f, "subtitle", line);
         timeline_vars(f, &nm, nstreams, ranks, nranks, kind_seen, r, n);
         rc = fig_close(c, f, fp, n);
@@ -616,11 +657,29 @@ static int write_timeline(ctx_t *c, const op_row_t *r, long n)
     return rc;
 }
 
+/* A measurement's timeline holds every iteration (times from each one's
+ * start): keep the last one's rows, in place; its number in *iter. */
+static long last_iteration(op_row_t *r, long n, int *iter)
+{
+    *iter = 0;
+    for (long i = 0; i < n; i++)
+        if (r[i].iteration > *iter)
+            *iter = r[i].iteration;
+    long m = 0;
+    for (long i = 0; i < n; i++)
+        if (r[i].iteration == *iter)
+            r[m++] = r[i];
+    return m;
+}
+
 static int fig_timeline(ctx_t *c)
 {
     void *rows;
     long n;
-    int rc = read_table(c, "/timeline", op_cols, 8, sizeof(op_row_t), &rows, &n);
+    int per_iter = is_measurement(c) && plot_has_column(c->file, "/timeline", "iteration"), iter = 0;
+    int rc = read_table(c, "/timeline", op_cols, per_iter ? 9 : 8, sizeof(op_row_t), &rows, &n);
+    if (rc == PLOT_OK && per_iter)
+        n = last_iteration(rows, n, &iter);
     for (long i = 0; rc == PLOT_OK && i < n; i++) {
         const op_row_t *o = (const op_row_t *)rows + i;
         if (o->stream < 0 || o->stream >= MAX_NAMES || o->rank < 0)
@@ -628,7 +687,7 @@ static int fig_timeline(ctx_t *c)
                       o->stream);
     }
     if (rc == PLOT_OK && n > 0)
-        rc = write_timeline(c, rows, n);
+        rc = write_timeline(c, rows, n, per_iter ? iter + 1 : 0);
     free(rows);
     return rc;
 }
@@ -641,7 +700,7 @@ typedef struct {
 } rank_row_t;
 
 #define KC(f, i) {#f, offsetof(rank_row_t, f), i}
-static const col_t rank_cols[] = {KC(rank, 1), KC(stands_for, 1), KC(compute_s, 0), KC(end_s, 0)};
+static const plot_col_t rank_cols[] = {KC(rank, 1), KC(stands_for, 1), KC(compute_s, 0), KC(end_s, 0)};
 
 /* The injected --slow-rank factor of `rank` (recorded in config_json's
  * "simulate" section), 1 if none. */
@@ -725,24 +784,36 @@ static int fig_heatmap(ctx_t *c)
 
 /* ---- the file -------------------------------------------------------- */
 
-static int open_result(ctx_t *c)
+int plot_open_result(const char *path, hid_t *file, char *kind, size_t kind_size, char *err, int errlen)
 {
     struct stat st;
-    if (stat(c->path, &st) != 0)
-        return fail(c, PLOT_BAD_INPUT, "cannot open the result file (%s)", strerror(errno));
+    *file = -1;
+    if (stat(path, &st) != 0)
+        return pfail(err, errlen, path, PLOT_BAD_INPUT, "cannot open the result file (%s)", strerror(errno));
     if (!S_ISREG(st.st_mode))
-        return fail(c, PLOT_BAD_INPUT, "not a regular file");
-    if (H5Fis_hdf5(c->path) <= 0)
-        return fail(c, PLOT_BAD_INPUT, "not an HDF5 file, so not a megasim result file");
-    c->file = H5Fopen(c->path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (c->file < 0)
-        return fail(c, PLOT_BAD_INPUT, "HDF5 cannot open it");
-    char *kind = attr_str(c->file, "/", "kind");
-    if (!kind)
-        return fail(c, PLOT_BAD_INPUT, "not a megasim result file (no root attribute 'kind')");
-    snprintf(c->set->kind, sizeof c->set->kind, "%s", kind);
-    free(kind);
-    char *cfg = attr_str(c->file, "/", "config_json");
+        return pfail(err, errlen, path, PLOT_BAD_INPUT, "not a regular file");
+    if (H5Fis_hdf5(path) <= 0)
+        return pfail(err, errlen, path, PLOT_BAD_INPUT, "not an HDF5 file, so not a megasim result file");
+    *file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (*file < 0)
+        return pfail(err, errlen, path, PLOT_BAD_INPUT, "HDF5 cannot open it");
+    char *k = plot_attr_str(*file, "/", "kind");
+    if (!k) {
+        H5Fclose(*file);
+        *file = -1;
+        return pfail(err, errlen, path, PLOT_BAD_INPUT, "not a megasim result file (no root attribute 'kind')");
+    }
+    snprintf(kind, kind_size, "%s", k);
+    free(k);
+    return PLOT_OK;
+}
+
+static int open_result(ctx_t *c)
+{
+    int rc = plot_open_result(c->path, &c->file, c->set->kind, sizeof c->set->kind, c->err, c->errlen);
+    if (rc != PLOT_OK)
+        return rc;
+    char *cfg = plot_attr_str(c->file, "/", "config_json");
     c->config = cfg ? cJSON_Parse(cfg) : NULL;
     free(cfg);
     return PLOT_OK;

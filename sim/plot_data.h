@@ -1,7 +1,8 @@
 /* plot_data: reads a megasim result file and writes the plain data that
  * the gnuplot scripts in plots/ draw. Which figures a file yields depends
  * on what it holds:
- *   kind "simulation" (sim/SCHEMA.md): timeline (if /timeline has rows),
+ *   kind "simulation" or "measurement" (sim/SCHEMA.md): timeline (if
+ *     /timeline has rows; of a measurement, its last iteration only),
  *     heatmap (if /ranks has more than one row);
  *   kind "reproduce" (`megasim reproduce`): table2-mfu (/table2),
  *     table3-ablation (/table3), fig9-weak-scaling (/fig9), each if present.
@@ -11,6 +12,7 @@
 #ifndef SIM_PLOT_DATA_H
 #define SIM_PLOT_DATA_H
 
+#include <hdf5.h>
 #include <stddef.h>
 
 #define PLOT_MAX_FIGS 8
@@ -40,5 +42,47 @@ int plot_prepare(const char *path, const char *outdir, plot_set_t *set, char *er
 
 /* Appends s to buf as a gnuplot single-quoted string ('' for a quote). */
 void plot_gp_quote(char *buf, size_t size, const char *s);
+
+/* ---- drawing (sim/cmd_plot.c; also used by megasim compare) ---------- */
+
+/* gnuplot's full path from PATH into out; 0 if it is not there. */
+int plot_find_gnuplot(char *out, size_t size);
+
+/* Runs `gnuplot -e "datafile='F->dat'; outfile='OUTFILE'; F->vars" SCRIPT`
+ * (the script picks SVG or PNG by outfile's extension); returns gnuplot's
+ * exit status, -1 if it could not be run. */
+int plot_run_gnuplot(const char *gnuplot, const char *script, const plot_fig_t *f, const char *outfile);
+
+/* ---- reading result files (also used by megasim compare) ------------ */
+
+/* One column of a compound table, read by name into a C struct field. */
+typedef struct {
+    const char *name;
+    size_t off;
+    int is_int;  /* int32, else float64 */
+} plot_col_t;
+
+/* Opens path read-only after checking it is a regular HDF5 file with a
+ * root attribute `kind` (copied into kind). PLOT_OK, or PLOT_BAD_INPUT with
+ * one message ("PATH: ...") in err and *file = -1. The caller closes
+ * *file (H5Fclose) and may silence HDF5's own error stack around it. */
+int plot_open_result(const char *path, hid_t *file, char *kind, size_t kind_size, char *err, int errlen);
+
+/* Dataset `name` (a 1-D compound table) read into a malloc'ed array of
+ * rows of row_size bytes through the listed columns (other columns are
+ * ignored). Absent dataset: *rows NULL, *n -1, PLOT_OK. A missing column
+ * is PLOT_BAD_INPUT naming it. */
+int plot_read_table(hid_t file, const char *path, const char *name, const plot_col_t *cols, int ncols,
+                    size_t row_size, void **rows, long *n, char *err, int errlen);
+
+/* 1 if dataset `name` exists and has the column. */
+int plot_has_column(hid_t file, const char *name, const char *column);
+
+/* String attribute `name` of object `obj` (fixed or variable length), as a
+ * malloc'ed string; NULL if absent or not a string. */
+char *plot_attr_str(hid_t file, const char *obj, const char *name);
+
+/* Float attribute into *v: 0, or -1 if absent or unreadable. */
+int plot_attr_f64(hid_t file, const char *obj, const char *name, double *v);
 
 #endif
