@@ -8,6 +8,7 @@
 #define _POSIX_C_SOURCE 200809L /* sysconf */
 #include "calib/profile.h"
 #include "model/cli.h"
+#include "real/data.h"
 #include "sim/output.h"
 
 #include <cjson/cJSON.h>
@@ -89,6 +90,38 @@ static int check_opts(calib_opts_t *o, char *err)
     return 0;
 }
 
+typedef struct {
+    data_t d;
+    int it;
+} load_ctx_t;
+
+static void load_call(void *p)
+{
+    load_ctx_t *c = p;
+    const int *tok, *tgt;
+    data_get(&c->d, c->it++, &tok, &tgt);
+}
+
+/* The host stall of a synchronous data pipeline, as the real backend has
+ * it (SOP_HOST: real/data.c draws one iteration's samples from the corpus):
+ * the default `megasim run` job's batch on one rank. -1 if the job or the
+ * corpus cannot be read. */
+static double host_stall(const calib_plan_t *p)
+{
+    char *argv[] = {MEGASIM_EXPERIMENTS_DIR "/real/tiny-gpt.json", "--num-gpus", "1"}, err[OPT_ERR_LEN];
+    job_t j;
+    hw_t hw;
+    load_ctx_t c = {0};
+    if (job_parse(&j, 3, argv, NULL, NULL, err) || job_hardware(&j, &hw, err) ||
+        job_finalize(&j, hw.cluster.gpus_per_node, err) ||
+        data_open(&c.d, MEGASIM_EXPERIMENTS_DIR "/data/corpus.txt", 1, j.micro_batch_size, j.seq_length,
+                  j.num_microbatches, 0, 0, err, sizeof err))
+        return -1;
+    calib_stat_t st = calib_time(load_call, &c, p->warmup, p->reps, p->min_sample_s);
+    data_close(&c.d);
+    return st.med_s;
+}
+
 static void run_compute(const calib_plan_t *p, calib_result_t *r)
 {
     progress("GEMM (kern_gemm_ref)");
@@ -97,6 +130,8 @@ static void run_compute(const calib_plan_t *p, calib_result_t *r)
     calib_bench_attention(p, &r->attn);
     progress("memory-bound kernels (copy, LayerNorm, bias+GeLU, AdamW)");
     calib_bench_memory(p, &r->mem);
+    progress("host stall of the synchronous data loader (real/data.c)");
+    r->host_stall_s = host_stall(p);
 }
 
 static int finish(const calib_opts_t *o, calib_result_t *r, const calib_plan_t *p, int argc, char **argv)
@@ -123,6 +158,7 @@ static int calibrate_main(calib_opts_t *o, int argc, char **argv)
     calib_plan_t p = calib_plan(o->tiny ? CALIB_TINY : o->quick ? CALIB_QUICK : CALIB_FULL);
     static calib_result_t r;
     memset(&r, 0, sizeof r);
+    r.host_stall_s = -1;
     r.nranks = mpi_size, r.ncores = (int)sysconf(_SC_NPROCESSORS_ONLN);
     double t0 = t_start_s = calib_now_s();
     if (mpi_rank == 0)

@@ -214,6 +214,8 @@ int calib_make_profile(const calib_result_t *r, const char *base_gpu, const char
     sample_curve(&g->flash_fwd_eff, &find_fit(r, "flash_fwd_eff")->sat, 1e4, 1e12);
     sample_curve(&g->flash_bwd_eff, &find_fit(r, "flash_bwd_eff")->sat, 1e4, 1e12);
     sample_curve(&g->mem_eff, &find_fit(r, "mem_eff")->sat, 1e3, 1e10);
+    if (r->host_stall_s >= 0)
+        hw->cluster.host_stall_s = r->host_stall_s;
     if (r->have_coll && r->ar_bw_gbps > 0) {
         hw_cluster_t *c = &hw->cluster;
         snprintf(c->name, sizeof c->name, "cpu-mpi-%.28s", host);
@@ -301,9 +303,13 @@ cJSON *calib_provenance(const calib_result_t *r, const char *base_gpu, const cha
     cJSON_AddStringToObject(p, "measured",
         r->have_coll ? "gpu: peak_bf16_tflops, peak_tf32_tflops, hbm_gbps, sm_count (cores), hbm_gib (MemTotal), "
                        "kernel_gap_us, gemm_eff, flash_fwd_eff, flash_bwd_eff, mem_eff, nvlink_gbps (all-reduce busbw); "
-                       "cluster: alpha_nvlink_us, coll_launch_us, nvlink_eff (MPI within this node)"
+                       "cluster: alpha_nvlink_us, coll_launch_us, nvlink_eff (MPI within this node), host_stall_s "
+                       "(the real backend's synchronous loader preparing one iteration of `megasim run`'s default "
+                       "job, experiments/real/tiny-gpt.json)"
                      : "gpu: peak_bf16_tflops, peak_tf32_tflops, hbm_gbps, sm_count (cores), hbm_gib (MemTotal), "
-                       "kernel_gap_us, gemm_eff, flash_fwd_eff, flash_bwd_eff, mem_eff");
+                       "kernel_gap_us, gemm_eff, flash_fwd_eff, flash_bwd_eff, mem_eff; cluster: host_stall_s (the "
+                       "real backend's synchronous loader preparing one iteration of `megasim run`'s default job, "
+                       "experiments/real/tiny-gpt.json)");
     snprintf(buf, sizeof buf, "%s%s; gemm_tile_m/n = 4 (kern_gemm_ref's register block); "
              "cluster topology and network fields (no second node to measure)%s",
              r->comm_slowdown >= 0 ? "" : "gpu comm_slowdown (needs >= 3 ranks on as many cores: rank 0 computes while "
@@ -360,6 +366,9 @@ void calib_print_report(const calib_result_t *r, const hw_t *hw)
            hw->gpu.peak_bf16_tflops);
     printf("  largest copy       %8.2f GB/s     -> hbm_gbps %.4g\n", r->copy_gbps, hw->gpu.hbm_gbps);
     printf("  kernel gap         %8.3f us\n", r->gap_us);
+    if (r->host_stall_s >= 0)
+        printf("  host stall         %8.3f us  (synchronous loading of one iteration of run's default job)\n",
+               r->host_stall_s * 1e6);
     if (r->have_coll)
         printf("  all-reduce         %8.3f us alpha, %.3f GB/s busbw -> nvlink_gbps; alpha_nvlink_us %.3f, "
                "coll_launch_us %.3f\n", r->ar_alpha_us, r->ar_bw_gbps, hw->cluster.alpha_nvlink_us,
