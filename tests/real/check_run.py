@@ -110,6 +110,39 @@ def outputs():
         shutil.rmtree(d, ignore_errors=True)
 
 
+def gpu():
+    """GPU path (label gpu): the tiny GPT in bf16 on one GPU follows the fp32
+    CPU run's losses within bf16's precision (8 bits of mantissa: relative
+    4e-3 per rounding; 2% over 5 steps allows the drift of a few hundred
+    roundings per layer), and with two GPUs TP 2 + SP equals one GPU within
+    the same bound. Exit 77 (skipped) without a GPU."""
+    global failures
+    probe, p = run(1, ["--device", "gpu"], iters=1, check=False)
+    if p.returncode != 0 and "no usable GPU" in p.stderr:
+        print("skipped: no GPU (megasim run --device gpu: no usable GPU)")
+        sys.exit(77)
+    cpu, _ = run(1, [], iters=5)
+    one, _ = run(1, ["--device", "gpu", "--attention", "flash", "--fused-elementwise"], iters=5)
+    pairs = [("1 GPU (bf16) vs 1 CPU rank (fp32)", cpu, one)]
+    try:
+        ngpu = len(subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.splitlines())
+    except OSError:
+        ngpu = 1
+    if ngpu >= 2:  # NCCL needs a GPU per rank
+        two, _ = run(2, ["--device", "gpu", "--attention", "flash", "--fused-elementwise",
+                         "--tensor-model-parallel-size", "2", "--sequence-parallel"], iters=5)
+        pairs.append(("2 GPUs TP 2 + SP vs 1 GPU", one, two))
+    else:
+        print("note: one GPU: the 2-GPU TP case needs two")
+    for label, want, got in pairs:
+        for w, g in zip(want, got):
+            rel = abs(g["loss"] - w["loss"]) / w["loss"]
+            ok = rel <= 0.02
+            failures += not ok
+            print(f"{'ok  ' if ok else 'FAIL'} {label} step {g['step']}: expected {w['loss']:.5f} +- 2%, "
+                  f"got {g['loss']:.5f} ({100 * rel:.3f}%)")
+
+
 def bad_world():
     """A world size the plan cannot use: rank 0 says why, every rank exits 2."""
     global failures
@@ -121,5 +154,5 @@ def bad_world():
           f"rule (from rank 0 only), got exit {p.returncode} and {len(errs)} message(s): {errs}")
 
 
-{"bad_world": bad_world, "equivalence": equivalence, "learns": learns, "resume": resume, "outputs": outputs}[CASE]()
+{"gpu": gpu, "bad_world": bad_world, "equivalence": equivalence, "learns": learns, "resume": resume, "outputs": outputs}[CASE]()
 sys.exit(1 if failures else 0)
