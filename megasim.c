@@ -54,7 +54,7 @@ const cli_cmd_t cli_cmds[] = {
     {"compare", "A measured run (run --out) vs the simulator and the closed form: per step, op class, stream, rank.",
      "RUN.h5 [SIM.h5] [--json] [--plot PREFIX] [--plots-dir DIR] [--ranks-shown N]",
      "megasim compare run.h5 --plot run-vs-sim", cmd_compare, 0, &compare_opts},
-    {"plot", "Redraw the figures of a result file (simulate --out, reproduce) with gnuplot, as PNG and SVG.",
+    {"plot", "Redraw the figures of a result file (simulate --out, run --out, reproduce) with gnuplot, as PNG and SVG.",
      "FILE.h5 [--outdir DIR] [--plots-dir DIR]", "megasim plot results/megascale.h5", cmd_plot, 0, &plot_opts},
 };
 const int cli_ncmds = sizeof cli_cmds / sizeof cli_cmds[0];

@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct {
     int train_iters, seed, device, json, save_interval, resume, help;
@@ -373,6 +374,10 @@ static void report_end(run_t *R, const sim_result_t *r)
            planned / 1048576.0, used_max / 1048576.0);
     printf("timing: %.0f ns per op, %ld ops per step on rank 0: %.3f%% of the step\n", R->overhead_ns,
            R->ops_per_iter, 100 * R->overhead_ns * R->ops_per_iter / (t * 1e9));
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (R->rt->kind == RT_CPU && R->world > cores)
+        printf("note: %d ranks share %ld cores here, so each rank ran on a fraction of a core; a CPU profile prices "
+               "one core per rank (compare against it with at most %ld ranks)\n", R->world, cores, cores);
     if (R->o.save[0])
         printf("checkpoint: %.3f s to host memory (training waits), %.3f s written in the background\n",
                R->ckpt_stage1_s, R->ck.stage2_s);
