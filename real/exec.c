@@ -6,13 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TRY(x)                                                                                         \
-    do {                                                                                               \
-        int rc_ = (x);                                                                                 \
-        if (rc_)                                                                                       \
-            return rc_;                                                                                \
-    } while (0)
-
 #define OP (x->rt->op)
 
 static int fail(const char *what, int line)
@@ -151,7 +144,7 @@ static long new_rec(exec_t *x, const sched_op_t *o)
 static int bump(exec_t *x, int stream, int counter, int times)
 {
     for (int k = 0; k < times && counter != CNT_NONE; k++)
-        TRY(OP->record(x->rt, stream, counter, ++x->cnt[counter]));
+        RT_TRY(OP->record(x->rt, stream, counter, ++x->cnt[counter]));
     return 0;
 }
 
@@ -167,9 +160,9 @@ static int phys(const sched_op_t *o)
 static int waits(exec_t *x, const sched_op_t *o, int parts_ahead)
 {
     if (o->wait[0] != CNT_NONE)
-        TRY(OP->wait(x->rt, phys(o), o->wait[0], o->wait_for[0] + parts_ahead));
+        RT_TRY(OP->wait(x->rt, phys(o), o->wait[0], o->wait_for[0] + parts_ahead));
     if (o->wait[1] != CNT_NONE)
-        TRY(OP->wait(x->rt, phys(o), o->wait[1], o->wait_for[1]));
+        RT_TRY(OP->wait(x->rt, phys(o), o->wait[1], o->wait_for[1]));
     return 0;
 }
 
@@ -203,12 +196,12 @@ static int run_fwd(exec_t *x, const sched_op_t *o)
     if (!gpt_has_embedding(m, c) && !(in = pop(&x->recvq[DIR_FWD])))
         return fail("a forward needs an activation that no receive delivered", __LINE__);
     if (!gpt_has_head(m, c)) {
-        TRY(xfer_buf(x, &out));
-        TRY(push(&x->sendq[DIR_FWD], out));
+        RT_TRY(xfer_buf(x, &out));
+        RT_TRY(push(&x->sendq[DIR_FWD], out));
     }
     long tok = (long)mb * m->N;
     gpt_saved_t *sv;
-    TRY(gpt_chunk_fwd(m, c, in, out, x->tok_dev + tok, x->tgt_dev + tok, x->losses_dev + (long)mb * m->Nl, &sv));
+    RT_TRY(gpt_chunk_fwd(m, c, in, out, x->tok_dev + tok, x->tgt_dev + tok, x->losses_dev + (long)mb * m->Nl, &sv));
     x->saved[(long)c * x->job->num_microbatches + mb] = sv;
     return 0;
 }
@@ -221,15 +214,15 @@ static int run_bwd(exec_t *x, const sched_op_t *o)
     if (!gpt_has_head(m, c) && !(dres = pop(&x->recvq[DIR_BWD])))
         return fail("a backward needs a gradient that no receive delivered", __LINE__);
     if (!dres)
-        TRY(xfer_buf(x, &dres));
+        RT_TRY(xfer_buf(x, &dres));
     void **sv = &x->saved[(long)c * x->job->num_microbatches + mb];
     float dloss = 1.0f / ((float)x->job->global_batch_size * x->job->seq_length);
-    TRY(gpt_chunk_bwd(m, *sv, dres, dloss));
+    RT_TRY(gpt_chunk_bwd(m, *sv, dres, dloss));
     *sv = NULL;
     if (!gpt_has_embedding(m, c))
-        TRY(push(&x->sendq[DIR_BWD], dres));
+        RT_TRY(push(&x->sendq[DIR_BWD], dres));
     if (mb == x->job->num_microbatches - 1) /* chunk c's gradients are complete */
-        TRY(gpt_sync_sp_grads(m, c));
+        RT_TRY(gpt_sync_sp_grads(m, c));
     return 0;
 }
 
@@ -239,22 +232,22 @@ static int run_xfer(exec_t *x, const sched_op_t *o)
 {
     comm_t *cm = x->comm;
     if (o->nx > 1 || o->stream == STREAM_COMPUTE)
-        TRY(cm->op->group_begin(cm));
+        RT_TRY(cm->op->group_begin(cm));
     for (int i = 0; i < o->nx; i++) {
         const sched_xfer_t *t = &o->x[i];
         void *buf;
         if (t->send) {
             if (!(buf = pop(&x->sendq[t->dir])))
                 return fail("a send has nothing to send", __LINE__);
-            TRY(cm->op->send(cm, GRP_PP, t->peer, t->dir, buf, act_elems(x), DT_ACT, phys(o)));
+            RT_TRY(cm->op->send(cm, GRP_PP, t->peer, t->dir, buf, act_elems(x), DT_ACT, phys(o)));
         } else {
-            TRY(xfer_buf(x, &buf));
-            TRY(cm->op->recv(cm, GRP_PP, t->peer, t->dir, buf, act_elems(x), DT_ACT, phys(o)));
-            TRY(push(&x->recvq[t->dir], buf));
+            RT_TRY(xfer_buf(x, &buf));
+            RT_TRY(cm->op->recv(cm, GRP_PP, t->peer, t->dir, buf, act_elems(x), DT_ACT, phys(o)));
+            RT_TRY(push(&x->recvq[t->dir], buf));
         }
     }
     if (o->nx > 1 || o->stream == STREAM_COMPUTE)
-        TRY(cm->op->group_end(cm));
+        RT_TRY(cm->op->group_end(cm));
     return 0;
 }
 
@@ -303,18 +296,18 @@ static int run_dp(exec_t *x, const sched_op_t *o, long rec)
 {
     int gatherop = o->kind == SOP_DP_GATHER;
     if (o->stream != STREAM_COMPUTE)
-        TRY(OP->join(x->rt, o->stream, STREAM_COMPUTE)); /* stream order: after what compute issued */
+        RT_TRY(OP->join(x->rt, o->stream, STREAM_COMPUTE)); /* stream order: after what compute issued */
     for (int part = 0; part < o->parts; part++) {
-        TRY(waits(x, o, part));
+        RT_TRY(waits(x, o, part));
         if (part == 0)
-            TRY(OP->mark_start(x->rt, o->stream, T(rec)));
+            RT_TRY(OP->mark_start(x->rt, o->stream, T(rec)));
         if (gatherop && part == 0 && x->m->emb_piece >= 0) /* the tied embedding's shard too */
-            TRY(gather_piece(x, x->m->emb_piece, o->stream));
+            RT_TRY(gather_piece(x, x->m->emb_piece, o->stream));
         int p0, p1;
         dp_range(x, o, part, &p0, &p1);
         for (int p = p0; p < p1; p++)
-            TRY(gatherop ? gather_piece(x, p, o->stream) : reduce_piece(x, p, o->stream));
-        TRY(bump(x, o->stream, o->bump_part, 1));
+            RT_TRY(gatherop ? gather_piece(x, p, o->stream) : reduce_piece(x, p, o->stream));
+        RT_TRY(bump(x, o->stream, o->bump_part, 1));
     }
     return 0;
 }
@@ -326,7 +319,7 @@ static int run_emb_sync(exec_t *x)
     gpt_t *m = x->m;
     if (m->t_wte < 0 || m->emb_piece < 0)
         return 0;
-    TRY(x->comm->op->allreduce(x->comm, GRP_EMB, gpt_grad(m, m->t_wte), m->tensors[m->t_wte].n, DT_F32,
+    RT_TRY(x->comm->op->allreduce(x->comm, GRP_EMB, gpt_grad(m, m->t_wte), m->tensors[m->t_wte].n, DT_F32,
                                STREAM_COMPUTE));
     return reduce_piece(x, m->emb_piece, STREAM_COMPUTE);
 }
@@ -348,7 +341,7 @@ static int lamb_sum_norms(exec_t *x)
 {
     gpt_t *m = x->m;
     int nt = m->ntensors;
-    TRY(OP->d2h(x->rt, x->norms_host, x->norms_dev, (size_t)2 * x->nsegs * sizeof(float)));
+    RT_TRY(OP->d2h(x->rt, x->norms_host, x->norms_dev, (size_t)2 * x->nsegs * sizeof(float)));
     memset(x->tensor_norms, 0, sizeof(double) * 2 * nt);
     for (int k = 0; k < x->nsegs; k++) {
         int i = x->seg_tensor[k];
@@ -356,9 +349,9 @@ static int lamb_sum_norms(exec_t *x)
             continue;
         x->tensor_norms[2 * i] += x->norms_host[2 * k], x->tensor_norms[2 * i + 1] += x->norms_host[2 * k + 1];
     }
-    TRY(comm_host_sum_f64(x->comm, GRP_TP, x->tensor_norms, 2 * nt));
+    RT_TRY(comm_host_sum_f64(x->comm, GRP_TP, x->tensor_norms, 2 * nt));
     if (x->zero)
-        TRY(comm_host_sum_f64(x->comm, GRP_DP, x->tensor_norms, 2 * nt));
+        RT_TRY(comm_host_sum_f64(x->comm, GRP_DP, x->tensor_norms, 2 * nt));
     for (int k = 0; k < x->nsegs; k++) {
         int i = x->seg_tensor[k];
         x->norms_host[2 * k] = (float)x->tensor_norms[2 * i], x->norms_host[2 * k + 1] = (float)x->tensor_norms[2 * i + 1];
@@ -370,11 +363,11 @@ static int run_optim(exec_t *x)
 {
     kern_opt_hparams hp = hparams(x);
     if (x->job->optimizer == OPTIM_LAMB) {
-        TRY(OP->lamb_norms(x->rt, x->segs, x->nsegs, hp, x->norms_dev));
-        TRY(lamb_sum_norms(x));
-        TRY(OP->lamb_apply(x->rt, x->segs, x->nsegs, hp, x->norms_dev));
+        RT_TRY(OP->lamb_norms(x->rt, x->segs, x->nsegs, hp, x->norms_dev));
+        RT_TRY(lamb_sum_norms(x));
+        RT_TRY(OP->lamb_apply(x->rt, x->segs, x->nsegs, hp, x->norms_dev));
     } else {
-        TRY(OP->adamw(x->rt, x->segs, x->nsegs, hp));
+        RT_TRY(OP->adamw(x->rt, x->segs, x->nsegs, hp));
     }
     x->step++;
     return 0;
@@ -385,9 +378,9 @@ static int run_optim(exec_t *x)
 static int load_batch(exec_t *x)
 {
     const int *tok, *tgt;
-    TRY(data_get(x->data, x->iter, &tok, &tgt));
+    RT_TRY(data_get(x->data, x->iter, &tok, &tgt));
     size_t bytes = (size_t)x->job->num_microbatches * x->m->N * sizeof(int);
-    TRY(OP->h2d(x->rt, x->tok_dev, tok, bytes));
+    RT_TRY(OP->h2d(x->rt, x->tok_dev, tok, bytes));
     return OP->h2d(x->rt, x->tgt_dev, tgt, bytes);
 }
 
@@ -397,25 +390,25 @@ static int run_op(exec_t *x, const sched_op_t *o)
     int s = phys(o);
     if (rec < 0)
         return fail("out of host memory for op records", __LINE__);
-    TRY(OP->mark_ready(x->rt, s, T(rec)));
+    RT_TRY(OP->mark_ready(x->rt, s, T(rec)));
     int dp = o->kind == SOP_DP_GATHER || o->kind == SOP_DP_REDUCE;
     if (dp) {
-        TRY(run_dp(x, o, rec));
+        RT_TRY(run_dp(x, o, rec));
     } else {
-        TRY(waits(x, o, o->parts - 1));
-        TRY(OP->mark_start(x->rt, s, T(rec)));
+        RT_TRY(waits(x, o, o->parts - 1));
+        RT_TRY(OP->mark_start(x->rt, s, T(rec)));
         switch (o->kind) {
-        case SOP_FWD: TRY(run_fwd(x, o)); break;
-        case SOP_BWD: TRY(run_bwd(x, o)); break;
-        case SOP_XFER: TRY(run_xfer(x, o)); break;
-        case SOP_EMB_SYNC: TRY(run_emb_sync(x)); break;
-        case SOP_OPTIM: TRY(run_optim(x)); break;
-        case SOP_HOST: TRY(load_batch(x)); break;
+        case SOP_FWD: RT_TRY(run_fwd(x, o)); break;
+        case SOP_BWD: RT_TRY(run_bwd(x, o)); break;
+        case SOP_XFER: RT_TRY(run_xfer(x, o)); break;
+        case SOP_EMB_SYNC: RT_TRY(run_emb_sync(x)); break;
+        case SOP_OPTIM: RT_TRY(run_optim(x)); break;
+        case SOP_HOST: RT_TRY(load_batch(x)); break;
         default: break; /* SOP_JOIN: its waits were all */
         }
-        TRY(bump(x, s, o->bump_part, o->parts));
+        RT_TRY(bump(x, s, o->bump_part, o->parts));
     }
-    TRY(bump(x, s, o->bump, 1));
+    RT_TRY(bump(x, s, o->bump, 1));
     return OP->mark_end(x->rt, s, T(rec));
 }
 
@@ -432,12 +425,12 @@ static int begin_iteration(exec_t *x)
     x->iter_t0_ns = t0;
     MPI_Barrier(MPI_COMM_WORLD); /* every rank's clock starts the iteration together */
     t0[x->iter] = rt_now_ns() - x->run_t0_ns;
-    TRY(OP->iter_begin(x->rt));
-    TRY(OP->memset0(x->rt, m->grads, (size_t)m->nparams * sizeof(float), STREAM_COMPUTE));
+    RT_TRY(OP->iter_begin(x->rt));
+    RT_TRY(OP->memset0(x->rt, m->grads, (size_t)m->nparams * sizeof(float), STREAM_COMPUTE));
     if (x->gshard)
-        TRY(OP->memset0(x->rt, x->gshard, (size_t)x->nshard * sizeof(float), STREAM_COMPUTE));
+        RT_TRY(OP->memset0(x->rt, x->gshard, (size_t)x->nshard * sizeof(float), STREAM_COMPUTE));
     if (x->job->async_data_loader) /* prepared in the background during the last iteration */
-        TRY(load_batch(x));
+        RT_TRY(load_batch(x));
     return 0;
 }
 
@@ -458,7 +451,7 @@ static int iteration_loss(exec_t *x, double *loss)
             sum += h[i];
         free(h);
     }
-    TRY(comm_host_sum_f64(x->comm, GRP_WORLD, &sum, 1));
+    RT_TRY(comm_host_sum_f64(x->comm, GRP_WORLD, &sum, 1));
     *loss = sum / ((double)x->job->global_batch_size * x->job->seq_length);
     return 0;
 }
@@ -489,15 +482,15 @@ static int reserve(exec_t *x)
 int exec_iteration(exec_t *x, double *loss, double *time_s)
 {
     long first = x->nrecs;
-    TRY(reserve(x));
-    TRY(begin_iteration(x));
+    RT_TRY(reserve(x));
+    RT_TRY(begin_iteration(x));
     int64_t t0 = rt_now_ns();
     sched_iter_t it;
     sched_op_t o;
     sched_iter_init(&it, x->job, x->m->stage);
     while (sched_next(&it, &o))
-        TRY(run_op(x, &o));
-    TRY(OP->iter_end(x->rt));
+        RT_TRY(run_op(x, &o));
+    RT_TRY(OP->iter_end(x->rt));
     *time_s = (rt_now_ns() - t0) * 1e-9;
     for (long i = first; i < x->nrecs; i++) {
         x->recs[i].t_ready_ns = x->times[i].ready_ns, x->recs[i].t_start_ns = x->times[i].start_ns;
@@ -506,7 +499,7 @@ int exec_iteration(exec_t *x, double *loss, double *time_s)
     for (long i = 0; i < (long)x->job->vpp * x->job->num_microbatches; i++)
         if (x->saved[i])
             return fail("a forward's activations were never consumed by its backward", __LINE__);
-    TRY(iteration_loss(x, loss));
+    RT_TRY(iteration_loss(x, loss));
     x->iter++;
     return 0;
 }
@@ -516,7 +509,7 @@ int exec_iteration(exec_t *x, double *loss, double *time_s)
 int exec_state_get(exec_t *x, float *host3)
 {
     size_t b = (size_t)x->nshard * sizeof(float);
-    TRY(OP->sync(x->rt));
+    RT_TRY(OP->sync(x->rt));
     return OP->d2h(x->rt, host3, x->master, b) || OP->d2h(x->rt, host3 + x->nshard, x->mom1, b) ||
            OP->d2h(x->rt, host3 + 2 * x->nshard, x->mom2, b);
 }
@@ -524,14 +517,14 @@ int exec_state_get(exec_t *x, float *host3)
 int exec_state_set(exec_t *x, const float *host3, int step)
 {
     size_t b = (size_t)x->nshard * sizeof(float);
-    TRY(OP->h2d(x->rt, x->master, host3, b));
-    TRY(OP->h2d(x->rt, x->mom1, host3 + x->nshard, b));
-    TRY(OP->h2d(x->rt, x->mom2, host3 + 2 * x->nshard, b));
+    RT_TRY(OP->h2d(x->rt, x->master, host3, b));
+    RT_TRY(OP->h2d(x->rt, x->mom1, host3 + x->nshard, b));
+    RT_TRY(OP->h2d(x->rt, x->mom2, host3 + 2 * x->nshard, b));
     /* the act copy of the owned parts; the others arrive with the DP gather */
     for (int p = 0; p < x->m->npieces; p++) {
         long lo, hi;
         owned(x, p, &lo, &hi);
-        TRY(OP->act_from_f32(x->rt, (char *)x->m->params + lo * x->rt->act_bytes, host3 + x->shard_base[p], hi - lo));
+        RT_TRY(OP->act_from_f32(x->rt, (char *)x->m->params + lo * x->rt->act_bytes, host3 + x->shard_base[p], hi - lo));
     }
     x->step = step, x->iter = step;
     return 0;

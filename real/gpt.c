@@ -46,13 +46,6 @@ struct gpt_saved {
     float *meanf, *rstdf, *lse;
 };
 
-#define TRY(x)                                                                                         \
-    do {                                                                                               \
-        int rc_ = (x);                                                                                 \
-        if (rc_)                                                                                       \
-            return rc_;                                                                                \
-    } while (0)
-
 #define RT (m->rt)
 #define OP (m->rt->op)
 #define CM (m->comm)
@@ -92,7 +85,7 @@ static int ln_fwd(gpt_t *m, void *residual, void *out, float *mean, float *rstd,
 {
     const void *w = gpt_param(m, tw), *b = gpt_param(m, tb);
     if (skip && !m->fused) { /* Megatron's unfused path: the add, then LayerNorm */
-        TRY(OP->add(RT, residual, inp, skip, (long)m->Nl * m->C));
+        RT_TRY(OP->add(RT, residual, inp, skip, (long)m->Nl * m->C));
         return OP->layernorm_fwd(RT, NULL, out, mean, rstd, residual, NULL, w, b, m->Nl, m->C);
     }
     return OP->layernorm_fwd(RT, residual, out, mean, rstd, inp, skip, w, b, m->Nl, m->C);
@@ -114,22 +107,22 @@ static int ring_gather_gemm(gpt_t *m, void *full, const void *inp_l, int rows_fn
 {
     int t = m->t, r = m->tp_i, Nl = m->Nl;
     long slice = (long)Nl * C;
-    TRY(copy_act(m, A(m, full, r * slice), inp_l, slice));
-    TRY(OP->join(RT, RT_STREAM_TP, STREAM_COMPUTE));
+    RT_TRY(copy_act(m, A(m, full, r * slice), inp_l, slice));
+    RT_TRY(OP->join(RT, RT_STREAM_TP, STREAM_COMPUTE));
     for (int s = 0; s < t; s++) {
         int cur = (r - s + t) % t, nxt = (r - s - 1 + 2 * t) % t;
         if (s < t - 1) { /* pass the slice just held on, receive the next */
-            TRY(CM->op->group_begin(CM));
-            TRY(CM->op->send(CM, GRP_TP, (r + 1) % t, TAG_RING, A(m, full, cur * slice), slice, DT_ACT, RT_STREAM_TP));
-            TRY(CM->op->recv(CM, GRP_TP, (r - 1 + t) % t, TAG_RING, A(m, full, nxt * slice), slice, DT_ACT,
+            RT_TRY(CM->op->group_begin(CM));
+            RT_TRY(CM->op->send(CM, GRP_TP, (r + 1) % t, TAG_RING, A(m, full, cur * slice), slice, DT_ACT, RT_STREAM_TP));
+            RT_TRY(CM->op->recv(CM, GRP_TP, (r - 1 + t) % t, TAG_RING, A(m, full, nxt * slice), slice, DT_ACT,
                              RT_STREAM_TP));
-            TRY(CM->op->group_end(CM));
+            RT_TRY(CM->op->group_end(CM));
         }
         if (rows_fn_dgrad) /* out (N, OC) = dout (N, C) @ W (C, OC): the row-parallel dgrad */
-            TRY(OP->linear_dgrad(RT, A(m, out, (long)cur * Nl * OC), A(m, full, cur * slice), W, Nl, OC, C));
+            RT_TRY(OP->linear_dgrad(RT, A(m, out, (long)cur * Nl * OC), A(m, full, cur * slice), W, Nl, OC, C));
         else
-            TRY(OP->linear_fwd(RT, A(m, out, (long)cur * Nl * OC), A(m, full, cur * slice), W, bias, Nl, C, OC));
-        TRY(OP->join(RT, STREAM_COMPUTE, RT_STREAM_TP));
+            RT_TRY(OP->linear_fwd(RT, A(m, out, (long)cur * Nl * OC), A(m, full, cur * slice), W, bias, Nl, C, OC));
+        RT_TRY(OP->join(RT, STREAM_COMPUTE, RT_STREAM_TP));
     }
     return 0;
 }
@@ -138,9 +131,9 @@ static int ring_gather_gemm(gpt_t *m, void *full, const void *inp_l, int rows_fn
 static int gather(gpt_t *m, void *full, const void *inp_l, int C, int stream)
 {
     long slice = (long)m->Nl * C;
-    TRY(copy_act(m, A(m, full, m->tp_i * slice), inp_l, slice));
+    RT_TRY(copy_act(m, A(m, full, m->tp_i * slice), inp_l, slice));
     if (stream != STREAM_COMPUTE)
-        TRY(OP->join(RT, stream, STREAM_COMPUTE));
+        RT_TRY(OP->join(RT, stream, STREAM_COMPUTE));
     return CM->op->allgather(CM, GRP_TP, full, slice, DT_ACT, stream);
 }
 
@@ -150,12 +143,12 @@ static int col_fwd(gpt_t *m, void *out, const void *inp, int tw, int tb, int C, 
     if (!m->sp)
         return OP->linear_fwd(RT, out, inp, W, b, m->N, C, OC);
     void *full;
-    TRY(alloc_act(m, &full, (long)m->N * C));
+    RT_TRY(alloc_act(m, &full, (long)m->N * C));
     if (m->overlap)
-        TRY(ring_gather_gemm(m, full, inp, 0, out, W, b, C, OC));
+        RT_TRY(ring_gather_gemm(m, full, inp, 0, out, W, b, C, OC));
     else {
-        TRY(gather(m, full, inp, C, STREAM_COMPUTE));
-        TRY(OP->linear_fwd(RT, out, full, W, b, m->N, C, OC));
+        RT_TRY(gather(m, full, inp, C, STREAM_COMPUTE));
+        RT_TRY(OP->linear_fwd(RT, out, full, W, b, m->N, C, OC));
     }
     drop(m, full);
     return 0;
@@ -171,27 +164,27 @@ static int ring_gemm_scatter(gpt_t *m, void *y, const void *inp, const void *W, 
     int t = m->t, r = m->tp_i, Nl = m->Nl, C = m->C;
     long slice = (long)Nl * C;
     void *buf[2], *in;
-    TRY(alloc_act(m, &buf[0], slice));
-    TRY(alloc_act(m, &buf[1], slice));
-    TRY(alloc_act(m, &in, slice));
-    TRY(OP->join(RT, RT_STREAM_TP, STREAM_COMPUTE));
+    RT_TRY(alloc_act(m, &buf[0], slice));
+    RT_TRY(alloc_act(m, &buf[1], slice));
+    RT_TRY(alloc_act(m, &in, slice));
+    RT_TRY(OP->join(RT, RT_STREAM_TP, STREAM_COMPUTE));
     for (int s = 0; s < t; s++) {
         int sl = (r - s - 1 + 2 * t) % t;
         void *cur = s == t - 1 ? y : buf[s % 2];
-        TRY(OP->linear_fwd(RT, cur, A(m, inp, (long)sl * Nl * K), W, b, Nl, K, C));
+        RT_TRY(OP->linear_fwd(RT, cur, A(m, inp, (long)sl * Nl * K), W, b, Nl, K, C));
         if (s > 0) {
-            TRY(OP->join(RT, STREAM_COMPUTE, RT_STREAM_TP));
-            TRY(OP->add(RT, cur, cur, in, slice));
+            RT_TRY(OP->join(RT, STREAM_COMPUTE, RT_STREAM_TP));
+            RT_TRY(OP->add(RT, cur, cur, in, slice));
         }
         if (s < t - 1) {
-            TRY(OP->join(RT, RT_STREAM_TP, STREAM_COMPUTE));
-            TRY(CM->op->group_begin(CM));
-            TRY(CM->op->send(CM, GRP_TP, (r + 1) % t, TAG_RING, cur, slice, DT_ACT, RT_STREAM_TP));
-            TRY(CM->op->recv(CM, GRP_TP, (r - 1 + t) % t, TAG_RING, in, slice, DT_ACT, RT_STREAM_TP));
-            TRY(CM->op->group_end(CM));
+            RT_TRY(OP->join(RT, RT_STREAM_TP, STREAM_COMPUTE));
+            RT_TRY(CM->op->group_begin(CM));
+            RT_TRY(CM->op->send(CM, GRP_TP, (r + 1) % t, TAG_RING, cur, slice, DT_ACT, RT_STREAM_TP));
+            RT_TRY(CM->op->recv(CM, GRP_TP, (r - 1 + t) % t, TAG_RING, in, slice, DT_ACT, RT_STREAM_TP));
+            RT_TRY(CM->op->group_end(CM));
         }
     }
-    TRY(OP->join(RT, STREAM_COMPUTE, RT_STREAM_TP));
+    RT_TRY(OP->join(RT, STREAM_COMPUTE, RT_STREAM_TP));
     drop(m, buf[0]), drop(m, buf[1]), drop(m, in);
     return 0;
 }
@@ -203,9 +196,9 @@ static int chunked_gemm_allreduce(gpt_t *m, void *y, const void *inp, const void
     int k = m->job->tp_overlap_chunks < m->N ? m->job->tp_overlap_chunks : m->N, C = m->C;
     for (int i = 0; i < k; i++) {
         int lo = (int)((long)m->N * i / k), hi = (int)((long)m->N * (i + 1) / k);
-        TRY(OP->linear_fwd(RT, A(m, y, (long)lo * C), A(m, inp, (long)lo * K), W, b, hi - lo, K, C));
-        TRY(OP->join(RT, RT_STREAM_TP, STREAM_COMPUTE));
-        TRY(CM->op->allreduce(CM, GRP_TP, A(m, y, (long)lo * C), (long)(hi - lo) * C, DT_ACT, RT_STREAM_TP));
+        RT_TRY(OP->linear_fwd(RT, A(m, y, (long)lo * C), A(m, inp, (long)lo * K), W, b, hi - lo, K, C));
+        RT_TRY(OP->join(RT, RT_STREAM_TP, STREAM_COMPUTE));
+        RT_TRY(CM->op->allreduce(CM, GRP_TP, A(m, y, (long)lo * C), (long)(hi - lo) * C, DT_ACT, RT_STREAM_TP));
     }
     return OP->join(RT, STREAM_COMPUTE, RT_STREAM_TP);
 }
@@ -218,15 +211,15 @@ static int row_fwd(gpt_t *m, void *y, const void *inp, int tw, int tb, int K)
     if (!m->sp) {
         if (m->overlap)
             return chunked_gemm_allreduce(m, y, inp, W, b, K);
-        TRY(OP->linear_fwd(RT, y, inp, W, b, m->N, K, m->C));
+        RT_TRY(OP->linear_fwd(RT, y, inp, W, b, m->N, K, m->C));
         return CM->op->allreduce(CM, GRP_TP, y, (long)m->N * m->C, DT_ACT, STREAM_COMPUTE);
     }
     if (m->overlap)
         return ring_gemm_scatter(m, y, inp, W, b, K);
     void *part;
-    TRY(alloc_act(m, &part, (long)m->N * m->C));
-    TRY(OP->linear_fwd(RT, part, inp, W, b, m->N, K, m->C));
-    TRY(CM->op->reduce_scatter(CM, GRP_TP, y, part, (long)m->Nl * m->C, DT_ACT, STREAM_COMPUTE));
+    RT_TRY(alloc_act(m, &part, (long)m->N * m->C));
+    RT_TRY(OP->linear_fwd(RT, part, inp, W, b, m->N, K, m->C));
+    RT_TRY(CM->op->reduce_scatter(CM, GRP_TP, y, part, (long)m->Nl * m->C, DT_ACT, STREAM_COMPUTE));
     drop(m, part);
     return 0;
 }
@@ -242,16 +235,16 @@ static int row_bwd(gpt_t *m, void *dinp, const void *dy, const void *inp, int tw
     const void *dyf = dy;
     void *full = NULL;
     if (m->sp) {
-        TRY(alloc_act(m, &full, (long)m->N * m->C));
+        RT_TRY(alloc_act(m, &full, (long)m->N * m->C));
         if (m->overlap)
-            TRY(ring_gather_gemm(m, full, dy, 1, dinp, W, NULL, m->C, K));
+            RT_TRY(ring_gather_gemm(m, full, dy, 1, dinp, W, NULL, m->C, K));
         else
-            TRY(gather(m, full, dy, m->C, STREAM_COMPUTE));
+            RT_TRY(gather(m, full, dy, m->C, STREAM_COMPUTE));
         dyf = full;
     }
     if (!(m->sp && m->overlap))
-        TRY(OP->linear_dgrad(RT, dinp, dyf, W, m->N, K, m->C));
-    TRY(OP->linear_wgrad(RT, gpt_grad(m, tw), gpt_grad(m, tb), dyf, inp, m->N, K, m->C));
+        RT_TRY(OP->linear_dgrad(RT, dinp, dyf, W, m->N, K, m->C));
+    RT_TRY(OP->linear_wgrad(RT, gpt_grad(m, tw), gpt_grad(m, tb), dyf, inp, m->N, K, m->C));
     drop(m, full);
     return 0;
 }
@@ -267,22 +260,22 @@ static int col_bwd(gpt_t *m, void *dx, const void *dout, const void *inp, int tw
     void *full = NULL, *dxf = dx;
     float *db = tb >= 0 ? gpt_grad(m, tb) : NULL;
     if (m->sp) { /* re-gather the input beside the dgrad */
-        TRY(alloc_act(m, &full, (long)m->N * C));
-        TRY(alloc_act(m, &dxf, (long)m->N * C));
-        TRY(gather(m, full, inp, C, RT_STREAM_TP));
+        RT_TRY(alloc_act(m, &full, (long)m->N * C));
+        RT_TRY(alloc_act(m, &dxf, (long)m->N * C));
+        RT_TRY(gather(m, full, inp, C, RT_STREAM_TP));
         inpf = full;
     }
-    TRY(OP->linear_dgrad(RT, dxf, dout, W, m->N, C, OC));
+    RT_TRY(OP->linear_dgrad(RT, dxf, dout, W, m->N, C, OC));
     if (m->t > 1) { /* reduce the input gradient beside the wgrad */
-        TRY(OP->join(RT, STREAM_COMPUTE, RT_STREAM_TP));
-        TRY(OP->join(RT, RT_STREAM_TP, STREAM_COMPUTE));
+        RT_TRY(OP->join(RT, STREAM_COMPUTE, RT_STREAM_TP));
+        RT_TRY(OP->join(RT, RT_STREAM_TP, STREAM_COMPUTE));
         if (m->sp)
-            TRY(CM->op->reduce_scatter(CM, GRP_TP, dx, dxf, (long)m->Nl * C, DT_ACT, RT_STREAM_TP));
+            RT_TRY(CM->op->reduce_scatter(CM, GRP_TP, dx, dxf, (long)m->Nl * C, DT_ACT, RT_STREAM_TP));
         else
-            TRY(CM->op->allreduce(CM, GRP_TP, dx, (long)m->N * C, DT_ACT, RT_STREAM_TP));
+            RT_TRY(CM->op->allreduce(CM, GRP_TP, dx, (long)m->N * C, DT_ACT, RT_STREAM_TP));
     }
-    TRY(OP->linear_wgrad(RT, gpt_grad(m, tw), db, dout, inpf, m->N, C, OC));
-    TRY(OP->join(RT, STREAM_COMPUTE, RT_STREAM_TP));
+    RT_TRY(OP->linear_wgrad(RT, gpt_grad(m, tw), db, dout, inpf, m->N, C, OC));
+    RT_TRY(OP->join(RT, STREAM_COMPUTE, RT_STREAM_TP));
     if (m->sp)
         drop(m, full), drop(m, dxf);
     return 0;
@@ -299,19 +292,19 @@ static kern_attn_shape attn_shape(const gpt_t *m)
 static int split_qkv(gpt_t *m, layer_saved_t *s, const void *y, int ld)
 {
     int q = m->nh * m->HS, kv = m->g * m->HS;
-    TRY(alloc_act(m, &s->q, (long)m->N * q));
-    TRY(alloc_act(m, &s->k, (long)m->N * kv));
-    TRY(alloc_act(m, &s->v, (long)m->N * kv));
-    TRY(cols_out(m, s->q, y, m->N, ld, 0, q));
-    TRY(cols_out(m, s->k, y, m->N, ld, q, kv));
+    RT_TRY(alloc_act(m, &s->q, (long)m->N * q));
+    RT_TRY(alloc_act(m, &s->k, (long)m->N * kv));
+    RT_TRY(alloc_act(m, &s->v, (long)m->N * kv));
+    RT_TRY(cols_out(m, s->q, y, m->N, ld, 0, q));
+    RT_TRY(cols_out(m, s->k, y, m->N, ld, q, kv));
     return cols_out(m, s->v, y, m->N, ld, q + kv, kv);
 }
 
 static int attn_fwd(gpt_t *m, layer_saved_t *s)
 {
     kern_attn_shape sh = attn_shape(m);
-    TRY(alloc_act(m, &s->ao, (long)m->N * m->nh * m->HS));
-    TRY(OP->alloc(RT, &s->att, rt_attn_saved_bytes(RT, m->flash, sh), RT_POOL_MAIN));
+    RT_TRY(alloc_act(m, &s->ao, (long)m->N * m->nh * m->HS));
+    RT_TRY(OP->alloc(RT, &s->att, rt_attn_saved_bytes(RT, m->flash, sh), RT_POOL_MAIN));
     return OP->attn_fwd(RT, m->flash, s->ao, s->att, s->q, s->k, s->v, sh);
 }
 
@@ -320,13 +313,13 @@ static int attn_bwd(gpt_t *m, layer_saved_t *s, const void *dao, void *dy, int l
 {
     int q = m->nh * m->HS, kv = m->g * m->HS;
     void *dq, *dk, *dv;
-    TRY(alloc_act(m, &dq, (long)m->N * q));
-    TRY(alloc_act(m, &dk, (long)m->N * kv));
-    TRY(alloc_act(m, &dv, (long)m->N * kv));
-    TRY(OP->attn_bwd(RT, m->flash, dq, dk, dv, dao, s->q, s->k, s->v, s->ao, s->att, attn_shape(m)));
-    TRY(cols_in(m, dy, ld, 0, dq, m->N, q));
-    TRY(cols_in(m, dy, ld, q, dk, m->N, kv));
-    TRY(cols_in(m, dy, ld, q + kv, dv, m->N, kv));
+    RT_TRY(alloc_act(m, &dq, (long)m->N * q));
+    RT_TRY(alloc_act(m, &dk, (long)m->N * kv));
+    RT_TRY(alloc_act(m, &dv, (long)m->N * kv));
+    RT_TRY(OP->attn_bwd(RT, m->flash, dq, dk, dv, dao, s->q, s->k, s->v, s->ao, s->att, attn_shape(m)));
+    RT_TRY(cols_in(m, dy, ld, 0, dq, m->N, q));
+    RT_TRY(cols_in(m, dy, ld, q, dk, m->N, kv));
+    RT_TRY(cols_in(m, dy, ld, q + kv, dv, m->N, kv));
     drop(m, dq), drop(m, dk), drop(m, dv);
     return 0;
 }
@@ -335,8 +328,8 @@ static int attn_bwd(gpt_t *m, layer_saved_t *s, const void *dao, void *dy, int l
 
 static int alloc_ln(gpt_t *m, float **mean, float **rstd, void **h)
 {
-    TRY(alloc_f32(m, mean, m->Nl));
-    TRY(alloc_f32(m, rstd, m->Nl));
+    RT_TRY(alloc_f32(m, mean, m->Nl));
+    RT_TRY(alloc_f32(m, rstd, m->Nl));
     return alloc_act(m, h, (long)m->Nl * m->C);
 }
 
@@ -346,7 +339,7 @@ static int layer_out(gpt_t *m, layer_saved_t *s, const void *x2, const void *z, 
     s->x3_owned = out == NULL;
     s->x3 = out;
     if (!out)
-        TRY(alloc_act(m, &s->x3, (long)m->Nl * m->C));
+        RT_TRY(alloc_act(m, &s->x3, (long)m->Nl * m->C));
     return OP->add(RT, s->x3, x2, z, (long)m->Nl * m->C);
 }
 
@@ -355,32 +348,32 @@ static int standard_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *out)
     int C = m->C, Ft = m->Ft, q = m->nh * m->HS;
     long rows = (long)m->Nl * C;
     void *y, *z;
-    TRY(alloc_ln(m, &s->mean1, &s->rstd1, &s->h1));
-    TRY(ln_fwd(m, NULL, s->h1, s->mean1, s->rstd1, s->x_in, NULL, P(m, c, l, T_LN1_W), P(m, c, l, T_LN1_B)));
-    TRY(alloc_act(m, &y, (long)m->N * m->qkvn));
-    TRY(col_fwd(m, y, s->h1, P(m, c, l, T_QKV_W), P(m, c, l, T_QKV_B), C, m->qkvn));
-    TRY(split_qkv(m, s, y, m->qkvn));
+    RT_TRY(alloc_ln(m, &s->mean1, &s->rstd1, &s->h1));
+    RT_TRY(ln_fwd(m, NULL, s->h1, s->mean1, s->rstd1, s->x_in, NULL, P(m, c, l, T_LN1_W), P(m, c, l, T_LN1_B)));
+    RT_TRY(alloc_act(m, &y, (long)m->N * m->qkvn));
+    RT_TRY(col_fwd(m, y, s->h1, P(m, c, l, T_QKV_W), P(m, c, l, T_QKV_B), C, m->qkvn));
+    RT_TRY(split_qkv(m, s, y, m->qkvn));
     drop(m, y);
-    TRY(attn_fwd(m, s));
-    TRY(alloc_act(m, &z, rows));
-    TRY(row_fwd(m, z, s->ao, P(m, c, l, T_PROJ_W), P(m, c, l, T_PROJ_B), q));
-    TRY(alloc_act(m, &s->x2, rows));
-    TRY(alloc_ln(m, &s->mean2, &s->rstd2, &s->h2));
-    TRY(ln_fwd(m, s->x2, s->h2, s->mean2, s->rstd2, s->x_in, z, P(m, c, l, T_LN2_W), P(m, c, l, T_LN2_B)));
+    RT_TRY(attn_fwd(m, s));
+    RT_TRY(alloc_act(m, &z, rows));
+    RT_TRY(row_fwd(m, z, s->ao, P(m, c, l, T_PROJ_W), P(m, c, l, T_PROJ_B), q));
+    RT_TRY(alloc_act(m, &s->x2, rows));
+    RT_TRY(alloc_ln(m, &s->mean2, &s->rstd2, &s->h2));
+    RT_TRY(ln_fwd(m, s->x2, s->h2, s->mean2, s->rstd2, s->x_in, z, P(m, c, l, T_LN2_W), P(m, c, l, T_LN2_B)));
     drop(m, z);
-    TRY(alloc_act(m, &s->pre, (long)m->N * Ft));
-    TRY(alloc_act(m, &s->gl, (long)m->N * Ft));
-    TRY(col_fwd(m, s->pre, s->h2, P(m, c, l, T_FC1_W), -1, C, Ft));
+    RT_TRY(alloc_act(m, &s->pre, (long)m->N * Ft));
+    RT_TRY(alloc_act(m, &s->gl, (long)m->N * Ft));
+    RT_TRY(col_fwd(m, s->pre, s->h2, P(m, c, l, T_FC1_W), -1, C, Ft));
     const void *b1 = gpt_param(m, P(m, c, l, T_FC1_B));
     if (m->fused) {
-        TRY(OP->bias_gelu_fwd(RT, s->gl, s->pre, b1, m->N, Ft));
+        RT_TRY(OP->bias_gelu_fwd(RT, s->gl, s->pre, b1, m->N, Ft));
     } else { /* the bias add, then GeLU: pre keeps the biased input */
-        TRY(OP->bias_add(RT, s->pre, s->pre, b1, m->N, Ft));
-        TRY(OP->gelu_fwd(RT, s->gl, s->pre, (long)m->N * Ft));
+        RT_TRY(OP->bias_add(RT, s->pre, s->pre, b1, m->N, Ft));
+        RT_TRY(OP->gelu_fwd(RT, s->gl, s->pre, (long)m->N * Ft));
     }
-    TRY(alloc_act(m, &z, rows));
-    TRY(row_fwd(m, z, s->gl, P(m, c, l, T_FC2_W), P(m, c, l, T_FC2_B), Ft));
-    TRY(layer_out(m, s, s->x2, z, out));
+    RT_TRY(alloc_act(m, &z, rows));
+    RT_TRY(row_fwd(m, z, s->gl, P(m, c, l, T_FC2_W), P(m, c, l, T_FC2_B), Ft));
+    RT_TRY(layer_out(m, s, s->x2, z, out));
     drop(m, z);
     return 0;
 }
@@ -389,27 +382,27 @@ static int standard_bwd(gpt_t *m, int c, int l, layer_saved_t *s, void *dres)
 {
     int C = m->C, Ft = m->Ft, q = m->nh * m->HS;
     void *dg, *dh, *dao, *dy;
-    TRY(alloc_act(m, &dg, (long)m->N * Ft));
-    TRY(row_bwd(m, dg, dres, s->gl, P(m, c, l, T_FC2_W), P(m, c, l, T_FC2_B), Ft));
+    RT_TRY(alloc_act(m, &dg, (long)m->N * Ft));
+    RT_TRY(row_bwd(m, dg, dres, s->gl, P(m, c, l, T_FC2_W), P(m, c, l, T_FC2_B), Ft));
     float *db1 = gpt_grad(m, P(m, c, l, T_FC1_B));
     if (m->fused) {
-        TRY(OP->bias_gelu_bwd(RT, dg, db1, dg, s->pre, gpt_param(m, P(m, c, l, T_FC1_B)), m->N, Ft));
+        RT_TRY(OP->bias_gelu_bwd(RT, dg, db1, dg, s->pre, gpt_param(m, P(m, c, l, T_FC1_B)), m->N, Ft));
     } else {
-        TRY(OP->gelu_bwd(RT, dg, dg, s->pre, (long)m->N * Ft));
-        TRY(OP->bias_grad(RT, db1, dg, m->N, Ft));
+        RT_TRY(OP->gelu_bwd(RT, dg, dg, s->pre, (long)m->N * Ft));
+        RT_TRY(OP->bias_grad(RT, db1, dg, m->N, Ft));
     }
-    TRY(alloc_act(m, &dh, (long)m->Nl * C));
-    TRY(col_bwd(m, dh, dg, s->h2, P(m, c, l, T_FC1_W), -1, Ft));
+    RT_TRY(alloc_act(m, &dh, (long)m->Nl * C));
+    RT_TRY(col_bwd(m, dh, dg, s->h2, P(m, c, l, T_FC1_W), -1, Ft));
     drop(m, dg);
-    TRY(ln_bwd(m, dres, dh, s->x2, s->mean2, s->rstd2, P(m, c, l, T_LN2_W), P(m, c, l, T_LN2_B)));
-    TRY(alloc_act(m, &dao, (long)m->N * q));
-    TRY(row_bwd(m, dao, dres, s->ao, P(m, c, l, T_PROJ_W), P(m, c, l, T_PROJ_B), q));
-    TRY(alloc_act(m, &dy, (long)m->N * m->qkvn));
-    TRY(attn_bwd(m, s, dao, dy, m->qkvn));
+    RT_TRY(ln_bwd(m, dres, dh, s->x2, s->mean2, s->rstd2, P(m, c, l, T_LN2_W), P(m, c, l, T_LN2_B)));
+    RT_TRY(alloc_act(m, &dao, (long)m->N * q));
+    RT_TRY(row_bwd(m, dao, dres, s->ao, P(m, c, l, T_PROJ_W), P(m, c, l, T_PROJ_B), q));
+    RT_TRY(alloc_act(m, &dy, (long)m->N * m->qkvn));
+    RT_TRY(attn_bwd(m, s, dao, dy, m->qkvn));
     drop(m, dao);
-    TRY(col_bwd(m, dh, dy, s->h1, P(m, c, l, T_QKV_W), P(m, c, l, T_QKV_B), m->qkvn));
+    RT_TRY(col_bwd(m, dh, dy, s->h1, P(m, c, l, T_QKV_W), P(m, c, l, T_QKV_B), m->qkvn));
     drop(m, dy);
-    TRY(ln_bwd(m, dres, dh, s->x_in, s->mean1, s->rstd1, P(m, c, l, T_LN1_W), P(m, c, l, T_LN1_B)));
+    RT_TRY(ln_bwd(m, dres, dh, s->x_in, s->mean1, s->rstd1, P(m, c, l, T_LN1_W), P(m, c, l, T_LN1_B)));
     drop(m, dh);
     return 0;
 }
@@ -420,23 +413,23 @@ static int parallel_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *out)
 {
     int C = m->C, Ft = m->Ft, q = m->nh * m->HS, ny = m->qkvn + Ft, nc = q + Ft;
     void *y, *z;
-    TRY(alloc_ln(m, &s->mean1, &s->rstd1, &s->h1));
-    TRY(ln_fwd(m, NULL, s->h1, s->mean1, s->rstd1, s->x_in, NULL, P(m, c, l, T_LN1_W), P(m, c, l, T_LN1_B)));
-    TRY(alloc_act(m, &y, (long)m->N * ny));
-    TRY(col_fwd(m, y, s->h1, P(m, c, l, T_QKV_W), P(m, c, l, T_QKV_B), C, ny));
-    TRY(split_qkv(m, s, y, ny));
-    TRY(alloc_act(m, &s->pre, (long)m->N * Ft)); /* FC1 output, bias added by the GEMM */
-    TRY(cols_out(m, s->pre, y, m->N, ny, m->qkvn, Ft));
+    RT_TRY(alloc_ln(m, &s->mean1, &s->rstd1, &s->h1));
+    RT_TRY(ln_fwd(m, NULL, s->h1, s->mean1, s->rstd1, s->x_in, NULL, P(m, c, l, T_LN1_W), P(m, c, l, T_LN1_B)));
+    RT_TRY(alloc_act(m, &y, (long)m->N * ny));
+    RT_TRY(col_fwd(m, y, s->h1, P(m, c, l, T_QKV_W), P(m, c, l, T_QKV_B), C, ny));
+    RT_TRY(split_qkv(m, s, y, ny));
+    RT_TRY(alloc_act(m, &s->pre, (long)m->N * Ft)); /* FC1 output, bias added by the GEMM */
+    RT_TRY(cols_out(m, s->pre, y, m->N, ny, m->qkvn, Ft));
     drop(m, y);
-    TRY(attn_fwd(m, s));
-    TRY(alloc_act(m, &s->gl, (long)m->N * Ft));
-    TRY(OP->gelu_fwd(RT, s->gl, s->pre, (long)m->N * Ft));
-    TRY(alloc_act(m, &s->cat, (long)m->N * nc));
-    TRY(cols_in(m, s->cat, nc, 0, s->ao, m->N, q));
-    TRY(cols_in(m, s->cat, nc, q, s->gl, m->N, Ft));
-    TRY(alloc_act(m, &z, (long)m->Nl * C));
-    TRY(row_fwd(m, z, s->cat, P(m, c, l, T_PROJ_W), P(m, c, l, T_PROJ_B), nc));
-    TRY(layer_out(m, s, s->x_in, z, out));
+    RT_TRY(attn_fwd(m, s));
+    RT_TRY(alloc_act(m, &s->gl, (long)m->N * Ft));
+    RT_TRY(OP->gelu_fwd(RT, s->gl, s->pre, (long)m->N * Ft));
+    RT_TRY(alloc_act(m, &s->cat, (long)m->N * nc));
+    RT_TRY(cols_in(m, s->cat, nc, 0, s->ao, m->N, q));
+    RT_TRY(cols_in(m, s->cat, nc, q, s->gl, m->N, Ft));
+    RT_TRY(alloc_act(m, &z, (long)m->Nl * C));
+    RT_TRY(row_fwd(m, z, s->cat, P(m, c, l, T_PROJ_W), P(m, c, l, T_PROJ_B), nc));
+    RT_TRY(layer_out(m, s, s->x_in, z, out));
     drop(m, z);
     return 0;
 }
@@ -445,22 +438,22 @@ static int parallel_bwd(gpt_t *m, int c, int l, layer_saved_t *s, void *dres)
 {
     int Ft = m->Ft, q = m->nh * m->HS, ny = m->qkvn + Ft, nc = q + Ft;
     void *dcat, *dao, *dg, *dy, *dh;
-    TRY(alloc_act(m, &dcat, (long)m->N * nc));
-    TRY(row_bwd(m, dcat, dres, s->cat, P(m, c, l, T_PROJ_W), P(m, c, l, T_PROJ_B), nc));
-    TRY(alloc_act(m, &dao, (long)m->N * q));
-    TRY(alloc_act(m, &dg, (long)m->N * Ft));
-    TRY(cols_out(m, dao, dcat, m->N, nc, 0, q));
-    TRY(cols_out(m, dg, dcat, m->N, nc, q, Ft));
+    RT_TRY(alloc_act(m, &dcat, (long)m->N * nc));
+    RT_TRY(row_bwd(m, dcat, dres, s->cat, P(m, c, l, T_PROJ_W), P(m, c, l, T_PROJ_B), nc));
+    RT_TRY(alloc_act(m, &dao, (long)m->N * q));
+    RT_TRY(alloc_act(m, &dg, (long)m->N * Ft));
+    RT_TRY(cols_out(m, dao, dcat, m->N, nc, 0, q));
+    RT_TRY(cols_out(m, dg, dcat, m->N, nc, q, Ft));
     drop(m, dcat);
-    TRY(OP->gelu_bwd(RT, dg, dg, s->pre, (long)m->N * Ft));
-    TRY(alloc_act(m, &dy, (long)m->N * ny));
-    TRY(attn_bwd(m, s, dao, dy, ny));
-    TRY(cols_in(m, dy, ny, m->qkvn, dg, m->N, Ft));
+    RT_TRY(OP->gelu_bwd(RT, dg, dg, s->pre, (long)m->N * Ft));
+    RT_TRY(alloc_act(m, &dy, (long)m->N * ny));
+    RT_TRY(attn_bwd(m, s, dao, dy, ny));
+    RT_TRY(cols_in(m, dy, ny, m->qkvn, dg, m->N, Ft));
     drop(m, dao), drop(m, dg);
-    TRY(alloc_act(m, &dh, (long)m->Nl * m->C));
-    TRY(col_bwd(m, dh, dy, s->h1, P(m, c, l, T_QKV_W), P(m, c, l, T_QKV_B), ny));
+    RT_TRY(alloc_act(m, &dh, (long)m->Nl * m->C));
+    RT_TRY(col_bwd(m, dh, dy, s->h1, P(m, c, l, T_QKV_W), P(m, c, l, T_QKV_B), ny));
     drop(m, dy);
-    TRY(ln_bwd(m, dres, dh, s->x_in, s->mean1, s->rstd1, P(m, c, l, T_LN1_W), P(m, c, l, T_LN1_B)));
+    RT_TRY(ln_bwd(m, dres, dh, s->x_in, s->mean1, s->rstd1, P(m, c, l, T_LN1_W), P(m, c, l, T_LN1_B)));
     drop(m, dh);
     return 0;
 }
@@ -484,7 +477,7 @@ static int layers_fwd(gpt_t *m, gpt_saved_t *sv, const void *x, void *out)
         layer_saved_t *s = &sv->ls[l];
         s->x_in = x;
         int last = l == m->layers_per_chunk - 1;
-        TRY(m->parallel ? parallel_fwd(m, sv->chunk, l, s, last ? out : NULL)
+        RT_TRY(m->parallel ? parallel_fwd(m, sv->chunk, l, s, last ? out : NULL)
                         : standard_fwd(m, sv->chunk, l, s, last ? out : NULL));
         x = s->x3;
     }
@@ -502,11 +495,11 @@ static const void *chunk_input(gpt_t *m, gpt_saved_t *sv)
 static int head_fwd(gpt_t *m, gpt_saved_t *sv, const void *x)
 {
     int Nl = m->Nl, C = m->C, V = m->V;
-    TRY(alloc_ln(m, &sv->meanf, &sv->rstdf, &sv->xf));
-    TRY(ln_fwd(m, NULL, sv->xf, sv->meanf, sv->rstdf, x, NULL, m->t_lnf_w, m->t_lnf_b));
-    TRY(alloc_act(m, &sv->logits, (long)Nl * V));
-    TRY(alloc_f32(m, &sv->lse, Nl));
-    TRY(OP->linear_fwd(RT, sv->logits, sv->xf, gpt_param(m, m->t_wte), NULL, Nl, C, V));
+    RT_TRY(alloc_ln(m, &sv->meanf, &sv->rstdf, &sv->xf));
+    RT_TRY(ln_fwd(m, NULL, sv->xf, sv->meanf, sv->rstdf, x, NULL, m->t_lnf_w, m->t_lnf_b));
+    RT_TRY(alloc_act(m, &sv->logits, (long)Nl * V));
+    RT_TRY(alloc_f32(m, &sv->lse, Nl));
+    RT_TRY(OP->linear_fwd(RT, sv->logits, sv->xf, gpt_param(m, m->t_wte), NULL, Nl, C, V));
     const int *tg = sv->targets + (m->sp ? m->tp_i * Nl : 0);
     return OP->xent_fwd(RT, sv->losses, sv->lse, sv->logits, tg, Nl, V);
 }
@@ -524,13 +517,13 @@ int gpt_chunk_fwd(gpt_t *m, int chunk, const void *x_in, void *x_out, const int 
     sv->chunk = chunk, sv->x_in = x_in, sv->x_out = x_out, sv->tokens = tokens, sv->targets = targets;
     sv->losses = losses;
     if (gpt_has_embedding(m, chunk)) {
-        TRY(alloc_act(m, &sv->emb, (long)m->N * m->C));
-        TRY(OP->embedding_fwd(RT, sv->emb, tokens, gpt_param(m, m->t_wte), gpt_param(m, m->t_wpe), m->B, m->T,
+        RT_TRY(alloc_act(m, &sv->emb, (long)m->N * m->C));
+        RT_TRY(OP->embedding_fwd(RT, sv->emb, tokens, gpt_param(m, m->t_wte), gpt_param(m, m->t_wpe), m->B, m->T,
                               m->C));
     }
-    TRY(layers_fwd(m, sv, chunk_input(m, sv), x_out));
+    RT_TRY(layers_fwd(m, sv, chunk_input(m, sv), x_out));
     if (gpt_has_head(m, chunk))
-        TRY(head_fwd(m, sv, sv->ls[m->layers_per_chunk - 1].x3));
+        RT_TRY(head_fwd(m, sv, sv->ls[m->layers_per_chunk - 1].x3));
     if (m->recompute) { /* keep the inputs only: the backward runs the layers again */
         if (gpt_has_head(m, chunk)) /* the head's input stays: it is the last layer's output */
             sv->ls[m->layers_per_chunk].x3 = sv->ls[m->layers_per_chunk - 1].x3,
@@ -548,12 +541,12 @@ static int head_bwd(gpt_t *m, gpt_saved_t *sv, void *dres, float dloss)
     const int *tg = sv->targets + (m->sp ? m->tp_i * Nl : 0);
     const void *x = sv->ls[m->layers_per_chunk - 1].x3;
     void *dxf;
-    TRY(OP->xent_bwd(RT, sv->logits, sv->logits, sv->lse, tg, dloss, Nl, V));
-    TRY(alloc_act(m, &dxf, (long)Nl * C));
-    TRY(OP->linear_dgrad(RT, dxf, sv->logits, gpt_param(m, m->t_wte), Nl, C, V));
-    TRY(OP->linear_wgrad(RT, gpt_grad(m, m->t_wte), NULL, sv->logits, sv->xf, Nl, C, V));
-    TRY(OP->memset0(RT, dres, (size_t)Nl * C * RT->act_bytes, STREAM_COMPUTE));
-    TRY(ln_bwd(m, dres, dxf, x, sv->meanf, sv->rstdf, m->t_lnf_w, m->t_lnf_b));
+    RT_TRY(OP->xent_bwd(RT, sv->logits, sv->logits, sv->lse, tg, dloss, Nl, V));
+    RT_TRY(alloc_act(m, &dxf, (long)Nl * C));
+    RT_TRY(OP->linear_dgrad(RT, dxf, sv->logits, gpt_param(m, m->t_wte), Nl, C, V));
+    RT_TRY(OP->linear_wgrad(RT, gpt_grad(m, m->t_wte), NULL, sv->logits, sv->xf, Nl, C, V));
+    RT_TRY(OP->memset0(RT, dres, (size_t)Nl * C * RT->act_bytes, STREAM_COMPUTE));
+    RT_TRY(ln_bwd(m, dres, dxf, x, sv->meanf, sv->rstdf, m->t_lnf_w, m->t_lnf_b));
     drop(m, dxf);
     return 0;
 }
@@ -565,8 +558,8 @@ static int embedding_bwd(gpt_t *m, gpt_saved_t *sv, const void *dres)
         return OP->embedding_bwd(RT, dwte, dwpe, dres, sv->tokens, m->B, m->T, m->C);
     /* this rank's rows only: the others' gradients come with the TP sum */
     long slice = (long)m->Nl * m->C;
-    TRY(OP->memset0(RT, sv->emb, (size_t)m->N * m->C * RT->act_bytes, STREAM_COMPUTE));
-    TRY(copy_act(m, A(m, sv->emb, m->tp_i * slice), dres, slice));
+    RT_TRY(OP->memset0(RT, sv->emb, (size_t)m->N * m->C * RT->act_bytes, STREAM_COMPUTE));
+    RT_TRY(copy_act(m, A(m, sv->emb, m->tp_i * slice), dres, slice));
     return OP->embedding_bwd(RT, dwte, dwpe, sv->emb, sv->tokens, m->B, m->T, m->C);
 }
 
@@ -577,20 +570,20 @@ int gpt_chunk_bwd(gpt_t *m, gpt_saved_t *sv, void *dres, float dloss)
     if (!sv->have_layers) { /* full recomputation: the layers again, the output aside */
         keep = sv->ls[L].x3;
         if (!head)
-            TRY(alloc_act(m, &tmp_out, (long)m->Nl * m->C));
-        TRY(layers_fwd(m, sv, chunk_input(m, sv), head ? NULL : tmp_out));
+            RT_TRY(alloc_act(m, &tmp_out, (long)m->Nl * m->C));
+        RT_TRY(layers_fwd(m, sv, chunk_input(m, sv), head ? NULL : tmp_out));
         drop(m, keep);
     }
     if (head)
-        TRY(head_bwd(m, sv, dres, dloss));
+        RT_TRY(head_bwd(m, sv, dres, dloss));
     for (int l = L - 1; l >= 0; l--) {
         layer_saved_t *s = &sv->ls[l];
-        TRY(m->parallel ? parallel_bwd(m, sv->chunk, l, s, dres) : standard_bwd(m, sv->chunk, l, s, dres));
+        RT_TRY(m->parallel ? parallel_bwd(m, sv->chunk, l, s, dres) : standard_bwd(m, sv->chunk, l, s, dres));
         free_layer(m, s);
     }
     drop(m, tmp_out);
     if (sv->emb)
-        TRY(embedding_bwd(m, sv, dres));
+        RT_TRY(embedding_bwd(m, sv, dres));
     if (head) {
         drop(m, sv->xf), drop(m, sv->logits);
         drop(m, sv->meanf), drop(m, sv->rstdf), drop(m, sv->lse);
@@ -618,6 +611,6 @@ int gpt_sync_sp_grads(gpt_t *m, int c)
         return 0;
     for (int i = 0; i < m->ntensors; i++)
         if (m->tensors[i].sp_partial && in_chunk(m, i, c))
-            TRY(CM->op->allreduce(CM, GRP_TP, gpt_grad(m, i), m->tensors[i].n, DT_F32, STREAM_COMPUTE));
+            RT_TRY(CM->op->allreduce(CM, GRP_TP, gpt_grad(m, i), m->tensors[i].n, DT_F32, STREAM_COMPUTE));
     return 0;
 }

@@ -152,6 +152,15 @@ int rt_gpu_count(void);
 /* Bytes the attention forward saves for its backward (see attn_fwd). */
 size_t rt_attn_saved_bytes(const rt_t *rt, int flash, kern_attn_shape s);
 
+/* Returns a non-zero code from the enclosing function (the callee has
+ * already printed file:line and the reason). */
+#define RT_TRY(x)                                                                                      \
+    do {                                                                                               \
+        int rt_rc_ = (x);                                                                              \
+        if (rt_rc_)                                                                                    \
+            return rt_rc_;                                                                             \
+    } while (0)
+
 /* Wall clock (CLOCK_MONOTONIC) in ns. */
 int64_t rt_now_ns(void);
 
