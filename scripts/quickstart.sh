@@ -2,7 +2,9 @@
 # The README's first command: installs missing Debian packages, builds
 # megasim, runs the main job on its built-in default (MegaScale's 175B
 # model on 12,288 GPUs with the paper's plan, both systems side by side),
-# then rebuilds the paper's tables (megasim reproduce, results/).
+# rebuilds the paper's tables (megasim reproduce, results/), then trains
+# the tiny GPT for a few steps on 2 CPU ranks with the real backend and
+# compares the measured run with its simulation.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -17,3 +19,10 @@ build/megasim predict --preset megatron-lm | sed -n '/^iteration time/,/^HFU/p'
 echo
 echo "== MegaScale's Tables 2 and 3 and Figure 9 rebuilt: paper vs closed form vs simulator"
 build/megasim reproduce
+echo
+echo "== the real backend: the tiny GPT on 2 CPU ranks (PP 2), measured, then compared with its simulation"
+mpi=(mpirun --oversubscribe -np 2)
+[ "$(id -u)" -eq 0 ] && mpi=(mpirun --allow-run-as-root --oversubscribe -np 2)
+mkdir -p results
+"${mpi[@]}" build/megasim run --pipeline-model-parallel-size 2 --train-iters 8 --out results/run-tiny.h5
+build/megasim compare results/run-tiny.h5 | sed -n '1,12p'
