@@ -48,7 +48,8 @@ const cli_cmd_t cli_cmds[] = {
      "mpirun -np 2 megasim calibrate --device cpu --quick --out cpu.json", cmd_calibrate, 0, &calibrate_opts},
     {"run", "Train a GPT with real maths, playing every rank's op program (CPU+MPI or GPU+NCCL); time every op.",
      "[JOB.json ...] [flags] [--train-iters N] [--seed S] [--device cpu|gpu] [--json] [--out F.h5] [--trace F.json] "
-     "[--save DIR [--save-interval N]] [--resume]",
+     "[--save DIR [--save-interval N]] [--resume]   (the job's defaults: experiments/real/tiny-gpt.json; "
+     "GPUs: the MPI world size)",
      "mpirun -np 8 megasim run --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --sequence-parallel",
      cmd_run, 1, &run_opts},
     {"compare", "A measured run (run --out) vs the simulator and the closed form: per step, op class, stream, rank.",
