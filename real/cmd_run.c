@@ -190,6 +190,20 @@ static int setup(run_t *R)
         rc = rt_gpu_create(&R->rt, local_rank() % n, p, err, sizeof err);
     } else {
         plan(R, p);
+        /* A job this machine cannot hold is bad input, not an allocation failure mid-way. */
+        double need = (double)p[RT_POOL_MAIN] + p[RT_POOL_XFER], have = (double)sysconf(_SC_PHYS_PAGES) *
+                                                                         sysconf(_SC_PAGESIZE);
+        int local = 0;
+        MPI_Comm node;
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+        MPI_Comm_size(node, &local);
+        MPI_Comm_free(&node);
+        if (need * local > have) {
+            snprintf(err, sizeof err, "the job needs at least %.1f GiB per rank by the memory model, %d rank(s) on "
+                     "this machine have %.1f GiB in all (allowed: a job whose ranks fit in host memory; shrink the "
+                     "model or batch, or add ranks on other machines)", need / 1073741824.0, local, have / 1073741824.0);
+            return bad(R, err);
+        }
         rc = rt_cpu_create(&R->rt, p, err, sizeof err);
     }
     if (all_ok(rc))

@@ -31,7 +31,7 @@ static int build_segments(exec_t *x)
     int cap = m->ntensors + 2 * m->npieces + 8;
     x->segs = calloc((size_t)cap, sizeof *x->segs);
     x->seg_tensor = calloc((size_t)cap, sizeof *x->seg_tensor);
-    if (!x->segs || !x->seg_tensor)
+    if (!x->segs || !x->seg_tensor || !x->shard_base)
         return -1;
     long base = 0;
     for (int p = 0; p < m->npieces; p++) {
@@ -63,6 +63,7 @@ int exec_init(exec_t *x, const job_t *job, rt_t *rt, comm_t *comm, gpt_t *m, dat
     memset(x, 0, sizeof *x);
     x->job = job, x->rt = rt, x->comm = comm, x->m = m, x->data = data, x->hp = *hp;
     x->zero = job->zero_stage >= 1 && job->dp > 1;
+    x->shard_base = calloc((size_t)m->npieces + 1, sizeof *x->shard_base);
     long nshard = 0;
     for (int p = 0; p < m->npieces; p++) {
         long lo, hi;
@@ -120,7 +121,7 @@ void exec_free(exec_t *x)
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
         OP->free(x->rt, ps[i]);
     free(x->segs), free(x->seg_tensor), free(x->norms_host), free(x->tensor_norms), free(x->saved);
-    free(x->recs), free(x->times), free(x->iter_t0_ns);
+    free(x->recs), free(x->times), free(x->iter_t0_ns), free(x->shard_base);
     memset(x, 0, sizeof *x);
 }
 

@@ -40,7 +40,7 @@ typedef struct {
 
     /* optimizer state: this rank's shard (ZeRO) or all of its parameters */
     long nshard;
-    long shard_base[66];      /* [piece]: where its owned part starts in the shard */
+    long *shard_base;         /* [piece]: where its owned part starts in the shard */
     float *master, *mom1, *mom2, *gshard; /* fp32 (nshard); gshard: ZeRO's reduced gradients */
     kern_opt_tensor *segs;    /* owned parts of tensors */
     int *seg_tensor, nsegs;

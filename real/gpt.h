@@ -78,9 +78,9 @@ typedef struct {
     int ntensors;
     int *layer_tensor;       /* [chunk][layer][T_PER_LAYER] -> tensor index, -1 absent */
     int t_wte, t_wpe, t_lnf_w, t_lnf_b; /* -1 where absent */
-    gpt_piece_t pieces[66];  /* DP pieces; the embedding piece last when separate */
-    int npieces, emb_piece;  /* emb_piece: index, or -1 */
-    int chunk_piece0[65];    /* [chunk]: its first piece; [vpp]: npieces w/o emb */
+    gpt_piece_t *pieces;     /* DP pieces; the embedding piece last when separate */
+    int npieces, cap_pieces, emb_piece; /* emb_piece: index, or -1 */
+    int *chunk_piece0;       /* [vpp + 1]: chunk c's first piece; [vpp]: npieces w/o emb */
     long nparams;            /* flat space, padding included */
 
     void *params;            /* act (nparams): the weights the kernels read */

@@ -122,14 +122,22 @@ static int layer(layout_t *L, int chunk, int l, int gl)
 
 /* Cuts [start, end of the flat space) into k equal pieces, padding the
  * end so every piece splits evenly (and aligned) over DP. */
-static void pieces(gpt_t *m, long start, int k)
+static int pieces(gpt_t *m, long start, int k)
 {
     long len = round_up(m->nparams - start, (long)k * m->dp * ALIGN_ELEMS);
     if (len == 0)
         len = (long)k * m->dp * ALIGN_ELEMS;
+    if (m->npieces + k > m->cap_pieces) {
+        int cap = 2 * (m->npieces + k);
+        gpt_piece_t *p = realloc(m->pieces, (size_t)cap * sizeof *p);
+        if (!p)
+            return -1;
+        m->pieces = p, m->cap_pieces = cap;
+    }
     for (int i = 0; i < k; i++)
         m->pieces[m->npieces++] = (gpt_piece_t){start + len / k * i, len / k};
     m->nparams = start + len;
+    return 0;
 }
 
 int gpt_has_embedding(const gpt_t *m, int chunk) { return m->stage == 0 && chunk == 0; }
@@ -143,7 +151,8 @@ static int layout(gpt_t *m)
     gpt_tensor_t *t;
     m->t_wte = m->t_wpe = m->t_lnf_w = m->t_lnf_b = -1;
     m->layer_tensor = malloc(sizeof(int) * (size_t)m->vpp * m->layers_per_chunk * T_PER_LAYER);
-    if (!m->layer_tensor)
+    m->chunk_piece0 = malloc(sizeof(int) * (size_t)(m->vpp + 1));
+    if (!m->layer_tensor || !m->chunk_piece0)
         return -1;
     for (long i = 0; i < (long)m->vpp * m->layers_per_chunk * T_PER_LAYER; i++)
         m->layer_tensor[i] = -1;
@@ -168,7 +177,8 @@ static int layout(gpt_t *m)
                 return -1;
             m->t_lnf_w = m->ntensors - 2, m->t_lnf_b = m->ntensors - 1;
         }
-        pieces(m, start, k);
+        if (pieces(m, start, k))
+            return -1;
     }
     m->chunk_piece0[m->vpp] = m->npieces;
     m->emb_piece = -1;
@@ -178,7 +188,8 @@ static int layout(gpt_t *m)
             return -1;
         m->t_wte = m->ntensors - 1;
         m->emb_piece = m->npieces;
-        pieces(m, start, 1);
+        if (pieces(m, start, 1))
+            return -1;
     }
     if (m->t_wte >= 0)
         m->tensors[m->t_wte].sp_partial = m->sp;
@@ -253,7 +264,7 @@ void gpt_free(gpt_t *m)
         m->rt->op->free(m->rt, m->params);
         m->rt->op->free(m->rt, m->grads);
     }
-    free(m->tensors), free(m->layer_tensor);
+    free(m->tensors), free(m->layer_tensor), free(m->pieces), free(m->chunk_piece0);
     memset(m, 0, sizeof *m);
 }
 
