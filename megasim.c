@@ -43,8 +43,8 @@ const cli_cmd_t cli_cmds[] = {
     {"hardware", "List the built-in hardware profiles, or print one (or check a file) as JSON.",
      "[--gpu NAME] [--cluster NAME] [--hardware FILE]", "megasim hardware --gpu h100-sxm-80gb --cluster fattree",
      cmd_hardware, 0, &hardware_opts},
-    {"calibrate", "Measure this machine (kernels, MPI collectives), fit the curves, write a hardware profile.",
-     "--device cpu [--quick] --out FILE.json [--raw FILE.h5]",
+    {"calibrate", "Measure this machine (kernels, MPI or NCCL collectives), fit the curves, write a hardware profile.",
+     "--device cpu|gpu [--quick] --out FILE.json [--raw FILE.h5]",
      "mpirun -np 2 megasim calibrate --device cpu --quick --out cpu.json", cmd_calibrate, 0, &calibrate_opts},
     {"run", "Train a GPT with real maths, playing every rank's op program (CPU+MPI or GPU+NCCL); time every op.",
      "[JOB.json ...] [flags] [--train-iters N] [--seed S] [--device cpu|gpu] [--json] [--out F.h5] [--trace F.json] "

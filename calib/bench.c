@@ -1,6 +1,7 @@
 /* calib/bench: timing harness, sample tables and the compute benchmarks of
  * the CPU backend: GEMM, flash attention and memory-bound kernels of the
- * reference library (kernels/, fp32, one thread), plus a plain copy. */
+ * reference library (kernels/, fp32, one thread), plus a plain copy. The
+ * table layouts, FLOP and byte counts here are the GPU's too (bench_gpu.c). */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "calib/calib.h"
 
@@ -9,6 +10,7 @@
 #include "kernels/layernorm.h"
 #include "kernels/matmul.h"
 #include "kernels/optimizer.h"
+#include "model/workload.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -70,6 +72,13 @@ static double quantile(const double *v, int n, double q)
     return i + 1 < n ? v[i] + (pos - i) * (v[i + 1] - v[i]) : v[n - 1];
 }
 
+calib_stat_t calib_stats(double *v, int reps, int inner)
+{
+    qsort(v, reps, sizeof v[0], cmp_double);
+    return (calib_stat_t){quantile(v, reps, 0.5), v[0], v[reps - 1], quantile(v, reps, 0.25),
+                          quantile(v, reps, 0.75), reps, inner};
+}
+
 calib_stat_t calib_time(void (*fn)(void *), void *ctx, int warmup, int reps, double min_sample_s)
 {
     double t0 = calib_now_s();
@@ -86,9 +95,7 @@ calib_stat_t calib_time(void (*fn)(void *), void *ctx, int warmup, int reps, dou
             fn(ctx);
         v[r] = (calib_now_s() - s) / inner;
     }
-    qsort(v, reps, sizeof v[0], cmp_double);
-    return (calib_stat_t){quantile(v, reps, 0.5), v[0], v[reps - 1], quantile(v, reps, 0.25),
-                          quantile(v, reps, 0.75), reps, inner};
+    return calib_stats(v, reps, inner);
 }
 
 calib_plan_t calib_plan(calib_level_t level)
@@ -103,7 +110,7 @@ calib_plan_t calib_plan(calib_level_t level)
     }
 }
 
-static float *rand_floats(size_t n, unsigned seed)
+float *calib_rand_floats(size_t n, unsigned seed)
 {
     float *p = malloc(sizeof(float) * (n ? n : 1));
     if (!p) {
@@ -113,6 +120,60 @@ static float *rand_floats(size_t n, unsigned seed)
     for (size_t i = 0; i < n; i++) /* small LCG: values in [-1, 1) */
         p[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) * 0x1.0p-23f - 1.0f;
     return p;
+}
+
+/* ---- tables: one layout for both devices (calib.h) ------------------------ */
+
+void calib_gemm_table(calib_table_t *t)
+{
+    static const char *const cols[] = {"m", "n", "k", "flops", "time_med_s", "time_min_s",
+                                       "time_max_s", "gflops", "tp", "pass", "hidden"};
+    calib_table_init(t, "gemm", cols, 11);
+}
+
+void calib_attn_table(calib_table_t *t)
+{
+    static const char *const cols[] = {"bwd", "T", "NH", "HS", "flops", "time_med_s", "time_min_s",
+                                       "time_max_s", "gflops", "NKV", "window", "B"};
+    calib_table_init(t, "attention", cols, 12);
+}
+
+void calib_mem_table(calib_table_t *t)
+{
+    static const char *const cols[] = {"kernel", "bytes", "time_med_s", "time_min_s", "time_max_s", "gbps"};
+    calib_table_init(t, "memory", cols, 6);
+}
+
+void calib_gemm_row(calib_table_t *t, int m, int n, int k, const calib_stat_t *s, int tp, int pass, int hidden)
+{
+    double flops = 2.0 * m * n * k;
+    calib_table_add(t, (double[]){m, n, k, flops, s->med_s, s->min_s, s->max_s, flops / s->med_s * 1e-9, tp, pass,
+                                  hidden});
+}
+
+void calib_attn_row(calib_table_t *t, int bwd, int B, int T, int NH, int NKV, int HS, int window,
+                    const calib_stat_t *s)
+{
+    double flops = calib_attn_flops(B, T, NH, HS, window, bwd);
+    calib_table_add(t, (double[]){bwd, T, NH, HS, flops, s->med_s, s->min_s, s->max_s, flops / s->med_s * 1e-9,
+                                  NKV, window, B});
+}
+
+void calib_mem_row(calib_table_t *t, int kind, double bytes, const calib_stat_t *s)
+{
+    calib_table_add(t, (double[]){kind, bytes, s->med_s, s->min_s, s->max_s, bytes / s->med_s * 1e-9});
+}
+
+double calib_attn_flops(int B, int T, int NH, int HS, int window, int bwd)
+{
+    double keys = workload_causal_keys(T, window > 0 ? window : T);
+    return 4.0 * B * NH * HS * keys * (bwd ? 2.5 : 1);
+}
+
+double calib_mem_bytes(int kind, long n, int act_bytes, int row)
+{
+    const double per_elem[4] = {2.0 * act_bytes, 4.0 * act_bytes, 2.0 * act_bytes, 28};
+    return per_elem[kind] * n + (kind == 1 ? 8.0 * (n / row) : 0);
 }
 
 /* ---- GEMM -------------------------------------------------------------- */
@@ -129,13 +190,12 @@ static void gemm_call(void *p)
     kern_gemm_ref(g->c, g->a, g->b, g->m, g->n, g->k, 0, 1, g->k, g->k, g->n, 0.0f);
 }
 
-static void gemm_point(const calib_plan_t *p, calib_table_t *t, int m, int n, int k, int tp)
+static void gemm_point(const calib_plan_t *p, calib_table_t *t, int m, int n, int k, int tp, int h)
 {
-    gemm_ctx_t g = {rand_floats((size_t)m * n, 1), rand_floats((size_t)m * k, 2), rand_floats((size_t)n * k, 3),
-                    m, n, k};
+    gemm_ctx_t g = {calib_rand_floats((size_t)m * n, 1), calib_rand_floats((size_t)m * k, 2),
+                    calib_rand_floats((size_t)n * k, 3), m, n, k};
     calib_stat_t s = calib_time(gemm_call, &g, p->warmup, p->reps, p->min_sample_s);
-    double flops = 2.0 * m * n * k;
-    calib_table_add(t, (double[]){m, n, k, flops, s.med_s, s.min_s, s.max_s, flops / s.med_s * 1e-9, tp});
+    calib_gemm_row(t, m, n, k, &s, tp, 0, h);
     free(g.c), free(g.a), free(g.b);
 }
 
@@ -145,20 +205,18 @@ static void gemm_point(const calib_plan_t *p, calib_table_t *t, int m, int n, in
  * rows; then square sizes on a log grid (tp = 0 in the table). */
 void calib_bench_gemm(const calib_plan_t *p, calib_table_t *t)
 {
-    static const char *const cols[] = {"m", "n", "k", "flops", "time_med_s", "time_min_s",
-                                       "time_max_s", "gflops", "tp"};
-    calib_table_init(t, "gemm", cols, 9);
+    calib_gemm_table(t);
     int h = p->level == CALIB_TINY ? 256 : 768; /* GPT-2 small: h 768 */
     int tokens = p->level == CALIB_FULL ? 1024 : p->level == CALIB_QUICK ? 256 : 64;
     int top = p->level == CALIB_FULL ? 1024 : p->level == CALIB_QUICK ? 512 : 128;
     for (int tp = 1; tp <= 2; tp++) {
-        gemm_point(p, t, tokens, 3 * h / tp, h, tp);
-        gemm_point(p, t, tokens, h, h / tp, tp);
-        gemm_point(p, t, tokens, 4 * h / tp, h, tp);
-        gemm_point(p, t, tokens, h, 4 * h / tp, tp);
+        gemm_point(p, t, tokens, 3 * h / tp, h, tp, h);
+        gemm_point(p, t, tokens, h, h / tp, tp, h);
+        gemm_point(p, t, tokens, 4 * h / tp, h, tp, h);
+        gemm_point(p, t, tokens, h, 4 * h / tp, tp, h);
     }
     for (int s = 8; s <= top; s *= 2)
-        gemm_point(p, t, s, s, s, 0);
+        gemm_point(p, t, s, s, s, 0, 0);
 }
 
 /* ---- attention --------------------------------------------------------- */
@@ -180,20 +238,16 @@ static void attn_bwd_call(void *p)
     kern_attention_bwd_ref(a->dq, a->dk, a->dv, a->dout, a->q, a->k, a->v, a->out, a->lse, a->s);
 }
 
-/* FLOPs as the cost model counts them (model/cost.c op_flops): 4 HS per
- * visible key per query and head, causal: T (T + 1) / 2 keys; x 2.5 for
- * the backward (FlashAttention-2's five matmuls). */
 static void attn_point(const calib_plan_t *p, calib_table_t *t, int T, int NH, int HS)
 {
     kern_attn_shape s = {1, T, NH, NH, HS, 0};
     size_t n = (size_t)T * NH * HS;
-    attn_ctx_t a = {rand_floats(n, 1), rand_floats((size_t)NH * T, 2), rand_floats(n, 3), rand_floats(n, 4),
-                    rand_floats(n, 5), rand_floats(n, 6), rand_floats(n, 7), rand_floats(n, 8), rand_floats(n, 9), s};
-    double fwd_flops = 4.0 * NH * HS * (T * (T + 1.0) / 2);
+    attn_ctx_t a = {calib_rand_floats(n, 1), calib_rand_floats((size_t)NH * T, 2), calib_rand_floats(n, 3),
+                    calib_rand_floats(n, 4), calib_rand_floats(n, 5), calib_rand_floats(n, 6),
+                    calib_rand_floats(n, 7), calib_rand_floats(n, 8), calib_rand_floats(n, 9), s};
     for (int bwd = 0; bwd <= 1; bwd++) {
         calib_stat_t st = calib_time(bwd ? attn_bwd_call : attn_fwd_call, &a, p->warmup, p->reps, p->min_sample_s);
-        double flops = fwd_flops * (bwd ? 2.5 : 1);
-        calib_table_add(t, (double[]){bwd, T, NH, HS, flops, st.med_s, st.min_s, st.max_s, flops / st.med_s * 1e-9});
+        calib_attn_row(t, bwd, s.B, T, NH, s.NKV, HS, s.window, &st);
     }
     free(a.out), free(a.lse), free(a.q), free(a.k), free(a.v);
     free(a.dq), free(a.dk), free(a.dv), free(a.dout);
@@ -201,9 +255,7 @@ static void attn_point(const calib_plan_t *p, calib_table_t *t, int T, int NH, i
 
 void calib_bench_attention(const calib_plan_t *p, calib_table_t *t)
 {
-    static const char *const cols[] = {"bwd", "T", "NH", "HS", "flops", "time_med_s", "time_min_s",
-                                       "time_max_s", "gflops"};
-    calib_table_init(t, "attention", cols, 9);
+    calib_attn_table(t);
     int top = p->level == CALIB_FULL ? 2048 : p->level == CALIB_QUICK ? 512 : 128;
     int nh = p->level == CALIB_FULL ? 12 : 4;
     for (int T = 16; T <= top; T *= 2)
@@ -248,31 +300,19 @@ static void mem_call(void *p)
     }
 }
 
-/* Bytes one call moves (fp32): copy reads and writes n; LayerNorm reads
- * inp and skip, writes residual and out, plus mean and rstd per row;
- * bias+GeLU reads and writes n; AdamW reads param, grad, m, v and writes
- * param, m, v: 28 bytes per parameter. */
-static double mem_bytes(int kind, long n)
-{
-    static const double per_elem[4] = {8, 16, 8, 28};
-    return per_elem[kind] * n + (kind == 1 ? 8.0 * (n / LN_C) : 0);
-}
-
 static void mem_point(const calib_plan_t *p, calib_table_t *t, int kind, double target_bytes)
 {
-    static const double per_elem[4] = {8, 16, 8, 28};
-    long n = (long)(target_bytes / per_elem[kind]);
+    long n = (long)(target_bytes / calib_mem_bytes(kind, 1, 4, LN_C));
     if (kind == 1 || kind == 2)
         n = (n / LN_C > 0 ? n / LN_C : 1) * LN_C;
     mem_ctx_t m = {kind, n, {0}};
     for (int i = 0; i < 8; i++)
-        m.x[i] = rand_floats(i < 6 ? n : LN_C, 11 + i);
+        m.x[i] = calib_rand_floats(i < 6 ? n : LN_C, 11 + i);
     if (kind == 3) /* v must be >= 0 */
         for (long i = 0; i < n; i++)
             m.x[3][i] = fabsf(m.x[3][i]);
     calib_stat_t s = calib_time(mem_call, &m, p->warmup, p->reps, p->min_sample_s);
-    double bytes = mem_bytes(kind, n);
-    calib_table_add(t, (double[]){kind, bytes, s.med_s, s.min_s, s.max_s, bytes / s.med_s * 1e-9});
+    calib_mem_row(t, kind, calib_mem_bytes(kind, n, 4, LN_C), &s);
     for (int i = 0; i < 8; i++)
         free(m.x[i]);
 }
@@ -280,11 +320,23 @@ static void mem_point(const calib_plan_t *p, calib_table_t *t, int kind, double 
 /* Sizes from 16 KiB (LayerNorm: a few rows) by x4 up to the level's top. */
 void calib_bench_memory(const calib_plan_t *p, calib_table_t *t)
 {
-    static const char *const cols[] = {"kernel", "bytes", "time_med_s", "time_min_s", "time_max_s", "gbps"};
-    calib_table_init(t, "memory", cols, 6);
+    calib_mem_table(t);
     double top = p->level == CALIB_FULL ? 1 << 30 : p->level == CALIB_QUICK ? 1 << 27 : 1 << 23;
     for (int kind = 0; kind < 4; kind++)
         for (double b = 1 << 12; b <= top; b *= 4)
-            if (b >= mem_bytes(kind, kind == 1 || kind == 2 ? LN_C : 1))
+            if (b >= calib_mem_bytes(kind, kind == 1 || kind == 2 ? LN_C : 1, 4, LN_C))
                 mem_point(p, t, kind, b);
 }
+
+const calib_device_t calib_cpu_device = {
+    .name = "cpu",
+    .gemm_what = "GEMM (kern_gemm_ref)",
+    .attn_what = "attention forward and backward (kern_attention_*_ref)",
+    .mem_what = "memory-bound kernels (copy, LayerNorm, bias+GeLU, AdamW)",
+    .coll_what = "collectives over MPI",
+    .gemm = calib_bench_gemm,
+    .attention = calib_bench_attention,
+    .memory = calib_bench_memory,
+    .collectives = calib_bench_collectives,
+    .comm_slowdown = calib_bench_comm_slowdown,
+};

@@ -1,12 +1,18 @@
-/* calib: microbenchmarks of this machine's "device" (the CPU backend: the
- * reference C kernels, fp32) and of MPI collectives, whose samples the fits
- * (calib/fit.h) turn into a hardware profile in the format --hardware
- * reads (model/hw.h). Samples are kept as tables of named double columns,
- * one row per measured point, written raw to HDF5 beside the profile. */
+/* calib: microbenchmarks of this machine's device and of its collectives,
+ * whose samples the fits (calib/fit.h) turn into a hardware profile in the
+ * format --hardware reads (model/hw.h). Two devices share every table,
+ * fit and writer: cpu (the reference C kernels, fp32, one thread per rank;
+ * MPI collectives) and gpu (calib/bench_gpu.c: the CUDA kernels, bf16;
+ * NCCL collectives, one GPU per rank). Samples are kept as tables of named
+ * double columns, one row per measured point, written raw to HDF5 beside
+ * the profile. */
 #ifndef CALIB_CALIB_H
 #define CALIB_CALIB_H
 
 #include "calib/fit.h"
+
+#include <stddef.h>
+#include <stdio.h>
 
 #define CALIB_MAX_COLS 12
 
@@ -24,15 +30,20 @@ double calib_table_get(const calib_table_t *t, int row, int col);
 void calib_table_free(calib_table_t *t);
 
 /* Timing of one kernel call: each sample runs the call `inner` times (so a
- * sample lasts at least min_sample_s) on the monotonic clock; the figures
- * are per call over `reps` samples after `warmup` untimed calls. */
+ * sample lasts at least min_sample_s); the figures are per call over
+ * `reps` samples after `warmup` untimed calls. */
 typedef struct {
     double med_s, min_s, max_s, q1_s, q3_s;
     int reps, inner;
 } calib_stat_t;
 
+/* On the host's monotonic clock (the CPU device). */
 calib_stat_t calib_time(void (*fn)(void *), void *ctx, int warmup, int reps, double min_sample_s);
+/* Quantiles of v[0..reps) (per-call seconds; sorted in place). */
+calib_stat_t calib_stats(double *v, int reps, int inner);
 double calib_now_s(void);
+/* n floats in [-1, 1) from a fixed LCG (exits on out of memory). */
+float *calib_rand_floats(size_t n, unsigned seed);
 
 /* How much to measure: full (default), quick (--quick: < 2 min on 2
  * cores), tiny (--tiny: the tests' reduced grid, same code path). */
@@ -46,28 +57,118 @@ typedef struct {
 
 calib_plan_t calib_plan(calib_level_t level);
 
-/* Compute benchmarks (one process). Tables:
- *   gemm: m, n, k, flops, time_med_s, time_min_s, time_max_s, gflops, tp
- *   attn: bwd, T, NH, HS, flops, time_med_s, time_min_s, time_max_s, gflops
+/* The compute tables, one layout for both devices (the fits read columns
+ * by these indices: calib/profile.c):
+ *   gemm: m, n, k, flops, time_med_s, time_min_s, time_max_s, gflops, tp,
+ *         pass (0 forward, 1 backward dinp, 2 backward dweight), hidden
+ *         (tp = hidden = 0: the square log grid)
+ *   attn: bwd, T, NH, HS, flops, time_med_s, time_min_s, time_max_s,
+ *         gflops, NKV, window (0 full causal), B
  *   mem:  kernel (0 copy, 1 layernorm, 2 bias_gelu, 3 adamw), bytes,
  *         time_med_s, time_min_s, time_max_s, gbps */
-void calib_bench_gemm(const calib_plan_t *p, calib_table_t *t);
-void calib_bench_attention(const calib_plan_t *p, calib_table_t *t);
-void calib_bench_memory(const calib_plan_t *p, calib_table_t *t);
+void calib_gemm_table(calib_table_t *t);
+void calib_attn_table(calib_table_t *t);
+void calib_mem_table(calib_table_t *t);
+void calib_gemm_row(calib_table_t *t, int m, int n, int k, const calib_stat_t *s, int tp, int pass, int hidden);
+void calib_attn_row(calib_table_t *t, int bwd, int B, int T, int NH, int NKV, int HS, int window,
+                    const calib_stat_t *s);
+void calib_mem_row(calib_table_t *t, int kind, double bytes, const calib_stat_t *s);
 extern const char *const calib_mem_kernels[4];
 
-/* Collectives over MPI_COMM_WORLD (every rank calls; needs >= 2 ranks),
- * nccl-tests style. Table coll: coll (index into calib_colls), size_bytes,
- * count, time_us (median, max over ranks), time_min_us, time_max_us,
- * algbw_gbps, busbw_gbps, wrong. Rows are complete on rank 0 only. */
+/* FLOPs of one flash attention call as the cost model counts them
+ * (model/cost.c op_flops): 4 HS per visible key per query and head over
+ * B NH heads, keys from workload_causal_keys (T (T + 1) / 2 when causal
+ * without a window); x 2.5 for the backward (FlashAttention-2's five
+ * matmuls). GQA does not change it: every query head does the same work. */
+double calib_attn_flops(int B, int T, int NH, int HS, int window, int bwd);
+
+/* Bytes one memory-bound call over n elements moves, activations of
+ * act_bytes each (4 on the CPU, bf16 2 on the GPU), rows of `row`
+ * elements: copy reads and writes n; LayerNorm reads inp and skip, writes
+ * residual and out, plus fp32 mean and rstd per row; bias+GeLU reads and
+ * writes n; AdamW (fp32 master weights) reads param, grad, m, v and writes
+ * param, m, v: 28 bytes per parameter. */
+double calib_mem_bytes(int kind, long n, int act_bytes, int row);
+
+/* Collectives, nccl-tests style (calib/coll.c): one harness over a table
+ * of function pointers per library. Table coll: coll (index into
+ * calib_colls), size_bytes, count, time_us (median, max over ranks),
+ * time_min_us, time_max_us, algbw_gbps, busbw_gbps, wrong. Rows are
+ * complete on rank 0 only. Data are fp32 ("float", sum). */
 typedef struct {
-    const char *name;     /* nccl-tests' name: all_reduce, ... */
-    const char *mpi_call; /* MPI_Allreduce, ... */
+    const char *name;      /* nccl-tests' name: all_reduce, ... */
+    const char *mpi_call;  /* MPI_Allreduce, ... */
+    const char *nccl_call; /* ncclAllReduce, ... */
 } calib_coll_info_t;
 
 #define CALIB_NCOLL 6
 extern const calib_coll_info_t calib_colls[CALIB_NCOLL];
 double calib_bus_factor(int coll, int nranks);
+
+/* One rank's buffers as the harness sees them: host arrays it fills and
+ * checks; count elements of nccl-tests' size (calib/coll.c). */
+typedef struct {
+    float *send, *recv;
+    long count;
+    int rank, n;
+} calib_coll_buf_t;
+
+/* A collective library. run enqueues (or runs) one call of collective
+ * `coll` on the library's buffers; sync waits for what was enqueued; put
+ * and get copy the host buffers (count elements each) to the library's and
+ * back. NULL sync/put/get: nothing to do (MPI works on the host arrays). */
+typedef struct {
+    int nccl;           /* the calls are calib_colls[].nccl_call, else .mpi_call */
+    int bcast_in_place; /* broadcast's root keeps its data in send, not recv */
+    void (*run)(void *impl, int coll, const calib_coll_buf_t *b);
+    void (*sync)(void *impl);
+    void (*put)(void *impl, const calib_coll_buf_t *b);
+    void (*get)(void *impl, calib_coll_buf_t *b);
+} calib_coll_lib_t;
+
+/* Every rank of MPI_COMM_WORLD calls: sizes 8 B to the level's top
+ * (calib_coll_top_bytes: 1 GiB, 16 MiB with --quick, 1 MiB with --tiny;
+ * a library sizes its own buffers from it), one checked call then timed
+ * samples per size. verbose: rows to stderr as they are measured. */
+long calib_coll_top_bytes(const calib_plan_t *p);
+void calib_coll_sweep(const calib_plan_t *p, const calib_coll_lib_t *lib, void *impl, calib_table_t *t,
+                      int verbose);
+/* The nccl-tests header of collective c, then its rows of t. */
+void calib_coll_print_header(FILE *f, int coll, int nranks, const char *call);
+void calib_coll_print_row(FILE *f, const calib_table_t *t, int row);
+
+/* The GPU, described for the provenance (rank 0's; zeros on the CPU). */
+typedef struct {
+    char name[256];            /* cudaDeviceProp.name */
+    int cc_major, cc_minor;    /* compute capability */
+    int sm_count, devices;     /* SMs; CUDA devices visible to rank 0 */
+    int driver_version, runtime_version, nccl_version; /* 13000, 22809 style */
+    long cublaslt_version;
+    double mem_gib, l2_mib, clock_mhz, mem_clock_mhz;
+    int mem_bus_bits;
+} calib_gpu_info_t;
+
+/* One device: what calibrate runs, in this order (cmd_calibrate.c). The
+ * compute entries run on rank 0; collectives and comm_slowdown on every
+ * rank, and only with >= 2 ranks. comm_slowdown: the fractional slowdown
+ * of a GEMM beside an all-reduce, < 0 when it cannot be measured. */
+typedef struct {
+    const char *name;                     /* "cpu", "gpu" */
+    const char *gemm_what, *attn_what, *mem_what, *coll_what;
+    void (*gemm)(const calib_plan_t *p, calib_table_t *t);
+    void (*attention)(const calib_plan_t *p, calib_table_t *t);
+    void (*memory)(const calib_plan_t *p, calib_table_t *t);
+    void (*collectives)(const calib_plan_t *p, calib_table_t *t, int verbose);
+    double (*comm_slowdown)(const calib_plan_t *p, int ncores);
+} calib_device_t;
+
+extern const calib_device_t calib_cpu_device; /* bench.c, bench_mpi.c */
+
+/* CPU benchmarks (the reference kernels, one process; collectives over
+ * MPI_COMM_WORLD). */
+void calib_bench_gemm(const calib_plan_t *p, calib_table_t *t);
+void calib_bench_attention(const calib_plan_t *p, calib_table_t *t);
+void calib_bench_memory(const calib_plan_t *p, calib_table_t *t);
 void calib_bench_collectives(const calib_plan_t *p, calib_table_t *t, int verbose);
 
 /* Slowdown of a GEMM on rank 0 while the other ranks all-reduce among

@@ -2,12 +2,17 @@
  * hardware profile that `megasim predict --hardware FILE` reads, plus the
  * raw samples and fits as HDF5. --device cpu times the reference C kernels
  * (fp32, one thread per rank) and, under mpirun with >= 2 ranks, MPI
- * collectives; --device gpu is not built yet. Rank 0 computes, every rank
- * joins the collectives, rank 0 fits and writes. Progress goes to stderr,
- * the report (figures, fits, residuals, nccl-tests tables) to stdout. */
+ * collectives; --device gpu (built with CUDA) the CUDA kernels (bf16) on
+ * one GPU per rank and, with >= 2 ranks, NCCL collectives. Rank 0
+ * computes, every rank joins the collectives, rank 0 fits and writes.
+ * Progress goes to stderr, the report (figures, fits, residuals,
+ * nccl-tests tables) to stdout. */
 #define _POSIX_C_SOURCE 200809L /* sysconf */
 #include "calib/profile.h"
 #include "model/cli.h"
+#ifdef CALIB_HAVE_CUDA
+#include "calib/bench_gpu.h"
+#endif
 #include "real/data.h"
 #include "sim/output.h"
 
@@ -28,7 +33,7 @@ typedef struct {
 static const opt_def calib_defs[] = {
     {"device", OPT_ENUM, CO(device), 0, 0, "cpu", "cpu|gpu", "calibrate",
      "what to measure: cpu (the reference kernels; MPI collectives under mpirun -np >= 2); "
-     "gpu is not built yet (a later issue)"},
+     "gpu (the CUDA kernels, bf16, one GPU per rank; NCCL collectives under mpirun -np >= 2)"},
     {"quick", OPT_BOOL, CO(quick), 0, 1, "false", 0, "calibrate",
      "smaller grids and fewer repetitions (under 2 minutes on 2 cores; collectives to 16 MiB, not 1 GiB)"},
     {"tiny", OPT_BOOL, CO(tiny), 0, 1, "false", 0, "calibrate",
@@ -37,7 +42,8 @@ static const opt_def calib_defs[] = {
     {"raw", OPT_STR, CO(raw), 0, 1024, "", 0, "calibrate",
      "raw samples and fits, HDF5 (default: --out with .h5 for .json)"},
     {"base-gpu", OPT_STR, CO(base_gpu), 0, 40, "a100-sxm-80gb", 0, "calibrate",
-     "built-in GPU profile giving the fields not measured (comm_slowdown with < 3 ranks)"},
+     "built-in GPU profile giving the fields not measured (comm_slowdown with < 3 CPU or < 2 GPU ranks; "
+     "on a GPU the GEMM tile and the tf32/bf16 peak ratio: use the GPU's own, e.g. h100-sxm-80gb)"},
     {"base-cluster", OPT_STR, CO(base_cluster), 0, 40, "megascale", 0, "calibrate",
      "built-in cluster profile giving the fields not measured (topology, network; collectives with 1 rank)"},
     {"help", OPT_BOOL, CO(help), 0, 1, "false", 0, "calibrate", "show this help"},
@@ -65,15 +71,27 @@ static int fail(const char *msg)
     return env_rank() == 0 ? cli_fail("calibrate", msg) : 2;
 }
 
+/* --device gpu needs CUDA in the build and a device at run time (asked of
+ * the runtime, not of /dev: a container may show one it cannot use). */
+static int gpu_unusable(char *err)
+{
+#ifdef CALIB_HAVE_CUDA
+    char why[256];
+    if (calib_gpu_count(why, sizeof why) > 0)
+        return 0;
+    snprintf(err, OPT_ERR_LEN, "--device gpu: no usable GPU (%s); use --device cpu", why);
+#else
+    snprintf(err, OPT_ERR_LEN, "--device gpu: no usable GPU: this megasim was built without CUDA "
+             "(-DMEGASIM_CUDA=OFF, or no nvcc when configured); use --device cpu");
+#endif
+    return -1;
+}
+
 static int check_opts(calib_opts_t *o, char *err)
 {
     hw_t probe;
-    if (o->device == 1) {
-        int gpu = access("/dev/nvidia0", F_OK) == 0;
-        snprintf(err, OPT_ERR_LEN, "--device gpu: %s; the GPU calibration is not built yet: use --device cpu",
-                 gpu ? "a GPU is present, but" : "no GPU found (no /dev/nvidia0)");
+    if (o->device == 1 && gpu_unusable(err))
         return -1;
-    }
     if (!o->out[0]) {
         snprintf(err, OPT_ERR_LEN, "--out FILE.json is required (the profile to write)");
         return -1;
@@ -122,16 +140,54 @@ static double host_stall(const calib_plan_t *p)
     return st.med_s;
 }
 
-static void run_compute(const calib_plan_t *p, calib_result_t *r)
+static void run_compute(const calib_device_t *d, const calib_plan_t *p, calib_result_t *r)
 {
-    progress("GEMM (kern_gemm_ref)");
-    calib_bench_gemm(p, &r->gemm);
-    progress("attention forward and backward (kern_attention_*_ref)");
-    calib_bench_attention(p, &r->attn);
-    progress("memory-bound kernels (copy, LayerNorm, bias+GeLU, AdamW)");
-    calib_bench_memory(p, &r->mem);
+    progress(d->gemm_what);
+    d->gemm(p, &r->gemm);
+    progress(d->attn_what);
+    d->attention(p, &r->attn);
+    progress(d->mem_what);
+    d->memory(p, &r->mem);
     progress("host stall of the synchronous data loader (real/data.c)");
     r->host_stall_s = host_stall(p);
+}
+
+/* The device table; for the GPU every rank takes its GPU first (all or
+ * none: rank 0 reports; another rank that fails says why itself when rank
+ * 0 did not). NULL with err. */
+static const calib_device_t *open_device(int gpu, calib_result_t *r, char *err)
+{
+    r->device = gpu;
+    if (!gpu)
+        return &calib_cpu_device;
+#ifdef CALIB_HAVE_CUDA
+    int bad = calib_gpu_init(err, OPT_ERR_LEN) != 0, any = bad, bad0 = bad;
+    if (mpi_size > 1) {
+        MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        MPI_Bcast(&bad0, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    }
+    if (bad && !bad0)
+        fprintf(stderr, "megasim calibrate: rank %d: error: %s\n", mpi_rank, err);
+    if (any && !bad)
+        snprintf(err, OPT_ERR_LEN, "--device gpu: another rank could not take its GPU (its message is above)");
+    if (any)
+        return NULL;
+    if (mpi_rank == 0)
+        calib_gpu_describe(&r->gpu);
+    return &calib_gpu_device;
+#else
+    gpu_unusable(err);
+    return NULL;
+#endif
+}
+
+static void close_device(int gpu)
+{
+#ifdef CALIB_HAVE_CUDA
+    if (gpu)
+        calib_gpu_free();
+#endif
+    (void)gpu;
 }
 
 static int finish(const calib_opts_t *o, calib_result_t *r, const calib_plan_t *p, int argc, char **argv)
@@ -157,23 +213,31 @@ static int calibrate_main(calib_opts_t *o, int argc, char **argv)
 {
     calib_plan_t p = calib_plan(o->tiny ? CALIB_TINY : o->quick ? CALIB_QUICK : CALIB_FULL);
     static calib_result_t r;
+    char err[OPT_ERR_LEN];
     memset(&r, 0, sizeof r);
     r.host_stall_s = -1;
     r.nranks = mpi_size, r.ncores = (int)sysconf(_SC_NPROCESSORS_ONLN);
     double t0 = t_start_s = calib_now_s();
+    const calib_device_t *d = open_device(o->device, &r, err);
+    if (!d) {
+        close_device(o->device);
+        return mpi_rank == 0 ? cli_fail("calibrate", err) : 2;
+    }
     if (mpi_rank == 0)
-        run_compute(&p, &r);
+        run_compute(d, &p, &r);
     if (mpi_size > 1) { /* the other ranks wait here while rank 0 computes */
         MPI_Barrier(MPI_COMM_WORLD);
-        progress("collectives over MPI");
-        calib_bench_collectives(&p, &r.coll, 0);
+        progress(d->coll_what);
+        d->collectives(&p, &r.coll, 0);
         r.have_coll = 1;
         progress("compute beside a collective");
     } else {
-        fprintf(stderr, "megasim calibrate: collectives need >= 2 MPI ranks (mpirun -np 2 megasim calibrate ...); "
-                        "skipped, the base profile's collective fields are kept\n");
+        fprintf(stderr, "megasim calibrate: collectives need >= 2 MPI ranks (mpirun -np 2%s megasim calibrate ...); "
+                        "skipped, the base profile's collective fields are kept\n",
+                o->device ? ", one GPU each," : "");
     }
-    r.comm_slowdown = mpi_size > 1 ? calib_bench_comm_slowdown(&p, r.ncores) : -1;
+    r.comm_slowdown = mpi_size > 1 ? d->comm_slowdown(&p, r.ncores) : -1;
+    close_device(o->device); /* before MPI_Finalize: the NCCL communicator */
     int rc = mpi_rank == 0 ? finish(o, &r, &p, argc, argv) : 0;
     if (mpi_rank == 0)
         fprintf(stderr, "megasim calibrate: done in %.1f s\n", calib_now_s() - t0);

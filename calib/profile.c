@@ -103,13 +103,16 @@ void calib_fit_all(calib_result_t *r, const calib_plan_t *p)
     /* The model applies mem_eff to LayerNorm, GeLU, the optimizer and the
      * like, not to copies: those kernels' rates over the best copy's. */
     fit_eff(r, "mem_eff", &r->mem, 0, -1, 1, 5, r->copy_gbps, "bytes");
-    /* Fixed cost of the smallest kernels: the intercept of copy time
-     * against bytes up to 256 KiB (time in us). */
+    /* Fixed cost of the smallest kernels: the intercept of time against
+     * bytes up to 256 KiB (time in us) of back-to-back calls of one small
+     * kernel: memcpy on the CPU; on the GPU bias+GeLU, one launch per call
+     * (a cudaMemcpy is a driver operation, not a kernel of ours). */
+    int gap_kernel = r->device ? 2 : 0;
     calib_fitrec_t *g = new_fit(r, "kernel_gap", "bytes", "time_us", r->mem.n);
     g->linear = 1;
     int m = 0;
     for (int i = 0; i < r->mem.n; i++)
-        if (calib_table_get(&r->mem, i, 0) == 0)
+        if (calib_table_get(&r->mem, i, 0) == gap_kernel)
             g->x[m] = calib_table_get(&r->mem, i, 1), g->y[m++] = calib_table_get(&r->mem, i, 2) * 1e6;
     g->n = m;
     g->lin = calib_fit_linear(g->x, g->y, m, 0, 256 << 10, g->resid);
@@ -166,6 +169,25 @@ static double mem_total_gib(void)
     return kib > 0 ? kib / (1 << 20) : 1;
 }
 
+/* "NVIDIA H100 80GB HBM3" -> "nvidia-h100-80gb-hbm3": lower case, runs of
+ * other characters as one '-', at most max characters. */
+static void name_slug(const char *in, char *out, int max)
+{
+    int n = 0;
+    for (const char *p = in; *p && n < max; p++) {
+        char c = *p;
+        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))
+            out[n++] = (char)(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+        else if (n > 0 && out[n - 1] != '-')
+            out[n++] = '-';
+    }
+    while (n > 0 && out[n - 1] == '-')
+        n--;
+    out[n] = 0;
+    if (!n)
+        snprintf(out, max + 1, "gpu");
+}
+
 /* Ring steps: send/recv is launch + 1 step, all-reduce launch + 2(n-1)
  * steps (model/cost.c), so the two small-message latencies give both. */
 static void split_latency(const calib_result_t *r, double *launch_us, double *step_us)
@@ -192,6 +214,34 @@ static void coll_curve(const calib_result_t *r, curve_t *c, double bw_gbps)
     }
 }
 
+/* The collective fields come from the all-reduce fits when they worked. */
+static int coll_applied(const calib_result_t *r) { return r->have_coll && r->ar_bw_gbps > 0; }
+
+/* The device's own fields. CPU: one core running the fp32 reference
+ * kernels stands in for a GPU (its "bf16" peak is the fp32 rate, its SMs
+ * the cores, its memory MemTotal). GPU: the bf16 peak is the best GEMM
+ * measured; tf32 is not measured (kern_gemm_cuda is bf16 only), so it
+ * keeps the base profile's tf32/bf16 ratio (1/2 on A100 and H100). */
+static void device_fields(const calib_result_t *r, hw_gpu_t *g, const char *host)
+{
+    if (!r->device) {
+        snprintf(g->name, sizeof g->name, "cpu-%.30s", host);
+        g->peak_bf16_tflops = g->peak_tf32_tflops = r->peak_gflops * 1e-3;
+        g->hbm_gib = mem_total_gib();
+        g->sm_count = r->ncores;
+        g->gemm_tile_m = g->gemm_tile_n = 4; /* kern_gemm_ref's 4 x 4 register block */
+        return;
+    }
+    char slug[40];
+    name_slug(r->gpu.name, slug, 30);
+    snprintf(g->name, sizeof g->name, "%.30s-measured", slug);
+    double tf32_per_bf16 = g->peak_tf32_tflops / g->peak_bf16_tflops;
+    g->peak_bf16_tflops = r->peak_gflops * 1e-3;
+    g->peak_tf32_tflops = g->peak_bf16_tflops * tf32_per_bf16;
+    g->hbm_gib = r->gpu.mem_gib;
+    g->sm_count = r->gpu.sm_count; /* gemm_tile_m/n: the base's (cuBLASLt does not say) */
+}
+
 int calib_make_profile(const calib_result_t *r, const char *base_gpu, const char *base_cluster, hw_t *hw,
                        char *err)
 {
@@ -200,25 +250,21 @@ int calib_make_profile(const calib_result_t *r, const char *base_gpu, const char
     hw_gpu_t *g = &hw->gpu;
     char host[64] = "host";
     gethostname(host, sizeof host - 1);
-    snprintf(g->name, sizeof g->name, "cpu-%.30s", host);
-    /* fp32 reference kernels: the "bf16" peak is the fp32 rate measured */
-    g->peak_bf16_tflops = g->peak_tf32_tflops = r->peak_gflops * 1e-3;
-    g->hbm_gib = mem_total_gib();
+    device_fields(r, g, host);
     g->hbm_gbps = r->copy_gbps;
-    g->sm_count = r->ncores;
-    g->gemm_tile_m = g->gemm_tile_n = 4; /* kern_gemm_ref's 4 x 4 register block */
     g->kernel_gap_us = r->gap_us;
     if (r->comm_slowdown >= 0)
         g->comm_slowdown = clamp(r->comm_slowdown, 0, 1);
-    sample_curve(&g->gemm_eff, &find_fit(r, "gemm_eff")->sat, 1e4, 1e12);
-    sample_curve(&g->flash_fwd_eff, &find_fit(r, "flash_fwd_eff")->sat, 1e4, 1e12);
-    sample_curve(&g->flash_bwd_eff, &find_fit(r, "flash_bwd_eff")->sat, 1e4, 1e12);
+    double top_flops = r->device ? 1e13 : 1e12; /* the GPU's grid reaches 16384^3 GEMMs: 8.8e12 FLOPs */
+    sample_curve(&g->gemm_eff, &find_fit(r, "gemm_eff")->sat, 1e4, top_flops);
+    sample_curve(&g->flash_fwd_eff, &find_fit(r, "flash_fwd_eff")->sat, 1e4, top_flops);
+    sample_curve(&g->flash_bwd_eff, &find_fit(r, "flash_bwd_eff")->sat, 1e4, top_flops);
     sample_curve(&g->mem_eff, &find_fit(r, "mem_eff")->sat, 1e3, 1e10);
     if (r->host_stall_s >= 0)
         hw->cluster.host_stall_s = r->host_stall_s;
-    if (r->have_coll && r->ar_bw_gbps > 0) {
+    if (coll_applied(r)) {
         hw_cluster_t *c = &hw->cluster;
-        snprintf(c->name, sizeof c->name, "cpu-mpi-%.28s", host);
+        snprintf(c->name, sizeof c->name, "%s-%.28s", r->device ? "nccl" : "cpu-mpi", host);
         g->nvlink_gbps = r->ar_bw_gbps;
         split_latency(r, &c->coll_launch_us, &c->alpha_nvlink_us);
         coll_curve(r, &c->nvlink_eff, r->ar_bw_gbps);
@@ -271,6 +317,81 @@ static cJSON *fit_json(const calib_fitrec_t *f)
     return o;
 }
 
+/* "13.0" from 13000, "2.28.9" from NCCL's 22809. */
+static void add_version(cJSON *p, const char *key, int v, int nccl)
+{
+    char buf[32];
+    if (nccl)
+        snprintf(buf, sizeof buf, "%d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+    else
+        snprintf(buf, sizeof buf, "%d.%d", v / 1000, v % 1000 / 10);
+    cJSON_AddStringToObject(p, key, buf);
+}
+
+/* The GPU: what cudaGetDeviceProperties, the driver, the runtime, NCCL and
+ * cuBLASLt say about rank 0's device. */
+static void gpu_description(cJSON *p, const calib_gpu_info_t *g)
+{
+    char cc[16];
+    cJSON_AddStringToObject(p, "gpu_name", g->name);
+    snprintf(cc, sizeof cc, "%d.%d", g->cc_major, g->cc_minor);
+    cJSON_AddStringToObject(p, "compute_capability", cc);
+    cJSON_AddNumberToObject(p, "sm_count", g->sm_count);
+    cJSON_AddNumberToObject(p, "gpu_memory_gib", g->mem_gib);
+    cJSON_AddNumberToObject(p, "l2_mib", g->l2_mib);
+    cJSON_AddNumberToObject(p, "sm_clock_mhz", g->clock_mhz);
+    cJSON_AddNumberToObject(p, "mem_clock_mhz", g->mem_clock_mhz);
+    cJSON_AddNumberToObject(p, "mem_bus_bits", g->mem_bus_bits);
+    cJSON_AddNumberToObject(p, "gpus_visible", g->devices);
+    add_version(p, "cuda_driver_version", g->driver_version, 0);
+    add_version(p, "cuda_runtime_version", g->runtime_version, 0);
+    add_version(p, "nccl_version", g->nccl_version, 1);
+    cJSON_AddNumberToObject(p, "cublaslt_version", (double)g->cublaslt_version);
+}
+
+static const char host_stall_what[] = "host_stall_s (the real backend's synchronous loader preparing one iteration "
+                                      "of `megasim run`'s default job, experiments/real/tiny-gpt.json)";
+
+/* Which fields were measured and which kept from the base, per device. */
+static void field_sources(cJSON *p, const calib_result_t *r)
+{
+    char buf[2048], no_coll[300] = "";
+    int coll = coll_applied(r);
+    if (!coll)
+        snprintf(no_coll, sizeof no_coll, "; collective fields (nvlink_gbps, alpha_nvlink_us, coll_launch_us, "
+                 "nvlink_eff): %s", !r->have_coll ? "the collective benchmarks need >= 2 MPI ranks, this run had 1"
+                                                  : "the all-reduce's large-message fit gave no bandwidth (see fits)");
+    if (!r->device) {
+        snprintf(buf, sizeof buf, "gpu: peak_bf16_tflops, peak_tf32_tflops, hbm_gbps, sm_count (cores), hbm_gib "
+                 "(MemTotal), kernel_gap_us, gemm_eff, flash_fwd_eff, flash_bwd_eff, mem_eff%s; cluster: %s%s",
+                 coll ? ", nvlink_gbps (all-reduce busbw)" : "",
+                 coll ? "alpha_nvlink_us, coll_launch_us, nvlink_eff (MPI within this node), " : "",
+                 host_stall_what);
+        cJSON_AddStringToObject(p, "measured", buf);
+        snprintf(buf, sizeof buf, "%s%s; gemm_tile_m/n = 4 (kern_gemm_ref's register block); "
+                 "cluster topology and network fields (no second node to measure)%s",
+                 r->comm_slowdown >= 0 ? "" : "gpu comm_slowdown (needs >= 3 ranks on as many cores: rank 0 "
+                                             "computes while the others all-reduce)",
+                 r->comm_slowdown >= 0 ? "" : " kept from the base", no_coll);
+        cJSON_AddStringToObject(p, "kept_from_base", buf);
+        return;
+    }
+    snprintf(buf, sizeof buf, "gpu: peak_bf16_tflops (best bf16 GEMM: kern_matmul_fwd_cuda, kern_gemm_cuda), "
+             "hbm_gbps (cudaMemcpyAsync device to device at the largest size, read + write bytes), sm_count, hbm_gib "
+             "(cudaGetDeviceProperties), kernel_gap_us (back-to-back kern_bias_gelu_fwd_cuda launches up to 256 KiB, host ahead of the GPU), "
+             "gemm_eff, flash_fwd_eff, flash_bwd_eff (kern_attention_*_cuda), mem_eff (LayerNorm, bias+GeLU, AdamW "
+             "kernels)%s%s; cluster: %s%s",
+             coll ? ", nvlink_gbps (ncclAllReduce busbw)" : "",
+             r->comm_slowdown >= 0 ? ", comm_slowdown (a GEMM beside an ncclAllReduce on another stream)" : "",
+             coll ? "alpha_nvlink_us, coll_launch_us, nvlink_eff (NCCL within this node), " : "", host_stall_what);
+    cJSON_AddStringToObject(p, "measured", buf);
+    snprintf(buf, sizeof buf, "gpu gemm_tile_m/n (cuBLASLt does not report its tile); peak_tf32_tflops = the "
+             "measured bf16 peak x the base's tf32/bf16 ratio (kern_gemm_cuda is bf16 only)%s; cluster topology "
+             "and network fields (no second node to measure), runtime_reserved_gib%s",
+             r->comm_slowdown >= 0 ? "" : "; gpu comm_slowdown (needs >= 2 ranks, one GPU each)", no_coll);
+    cJSON_AddStringToObject(p, "kept_from_base", buf);
+}
+
 cJSON *calib_provenance(const calib_result_t *r, const char *base_gpu, const char *base_cluster, int argc,
                         char **argv, const char *level)
 {
@@ -283,9 +404,14 @@ cJSON *calib_provenance(const calib_result_t *r, const char *base_gpu, const cha
     cJSON_AddStringToObject(p, "host", host);
     cpu_model(buf, sizeof buf);
     cJSON_AddStringToObject(p, "cpu_model", buf);
-    cJSON_AddStringToObject(p, "device", "cpu");
-    cJSON_AddStringToObject(p, "precision", "fp32 reference kernels (kernels/*_ref.c), one thread per rank: "
-                                            "peak_bf16_tflops and peak_tf32_tflops both hold the fp32 GEMM rate");
+    cJSON_AddStringToObject(p, "device", r->device ? "gpu" : "cpu");
+    if (r->device)
+        gpu_description(p, &r->gpu);
+    cJSON_AddStringToObject(p, "precision",
+                            r->device ? "bf16 CUDA kernels (kernels/*.cu; GEMMs through cuBLASLt, fp32 accumulation), "
+                                        "one GPU per rank: peak_bf16_tflops holds the best bf16 GEMM rate measured"
+                                      : "fp32 reference kernels (kernels/*_ref.c), one thread per rank: "
+                                        "peak_bf16_tflops and peak_tf32_tflops both hold the fp32 GEMM rate");
     buf[0] = 0;
     for (int i = 0; i < argc; i++)
         snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s", i ? " " : "", argv[i]);
@@ -300,24 +426,7 @@ cJSON *calib_provenance(const calib_result_t *r, const char *base_gpu, const cha
     cJSON_AddNumberToObject(p, "cores", r->ncores);
     cJSON_AddStringToObject(p, "base_gpu", base_gpu);
     cJSON_AddStringToObject(p, "base_cluster", base_cluster);
-    cJSON_AddStringToObject(p, "measured",
-        r->have_coll ? "gpu: peak_bf16_tflops, peak_tf32_tflops, hbm_gbps, sm_count (cores), hbm_gib (MemTotal), "
-                       "kernel_gap_us, gemm_eff, flash_fwd_eff, flash_bwd_eff, mem_eff, nvlink_gbps (all-reduce busbw); "
-                       "cluster: alpha_nvlink_us, coll_launch_us, nvlink_eff (MPI within this node), host_stall_s "
-                       "(the real backend's synchronous loader preparing one iteration of `megasim run`'s default "
-                       "job, experiments/real/tiny-gpt.json)"
-                     : "gpu: peak_bf16_tflops, peak_tf32_tflops, hbm_gbps, sm_count (cores), hbm_gib (MemTotal), "
-                       "kernel_gap_us, gemm_eff, flash_fwd_eff, flash_bwd_eff, mem_eff; cluster: host_stall_s (the "
-                       "real backend's synchronous loader preparing one iteration of `megasim run`'s default job, "
-                       "experiments/real/tiny-gpt.json)");
-    snprintf(buf, sizeof buf, "%s%s; gemm_tile_m/n = 4 (kern_gemm_ref's register block); "
-             "cluster topology and network fields (no second node to measure)%s",
-             r->comm_slowdown >= 0 ? "" : "gpu comm_slowdown (needs >= 3 ranks on as many cores: rank 0 computes while "
-                                         "the others all-reduce)",
-             r->comm_slowdown >= 0 ? "" : " kept from the base",
-             r->have_coll ? "" : "; collective fields (nvlink_gbps, alpha_nvlink_us, coll_launch_us, nvlink_eff): "
-                                 "the collective benchmarks need >= 2 MPI ranks, this run had 1");
-    cJSON_AddStringToObject(p, "kept_from_base", buf);
+    field_sources(p, r);
     cJSON *fits = cJSON_AddObjectToObject(p, "fits");
     for (int i = 0; i < r->nfits; i++)
         cJSON_AddItemToObject(fits, r->fits[i].name, fit_json(&r->fits[i]));
@@ -346,22 +455,22 @@ static void print_fit(const calib_fitrec_t *f)
 static void print_colls(const calib_result_t *r)
 {
     for (int c = 0; c < CALIB_NCOLL; c++) {
-        printf("\n# %s (%s), %d ranks, busbw = algbw x %.3f\n#%13s %12s %10s %12s %12s %7s\n", calib_colls[c].name,
-               calib_colls[c].mpi_call, r->nranks, calib_bus_factor(c, r->nranks), "size(B)", "count", "time(us)",
-               "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+        calib_coll_print_header(stdout, c, r->nranks, r->device ? calib_colls[c].nccl_call : calib_colls[c].mpi_call);
         for (int i = 0; i < r->coll.n; i++)
             if (calib_table_get(&r->coll, i, 0) == c)
-                printf(" %13.0f %12.0f %10.2f %12.3f %12.3f %7.0f\n", calib_table_get(&r->coll, i, 1),
-                       calib_table_get(&r->coll, i, 2), calib_table_get(&r->coll, i, 3),
-                       calib_table_get(&r->coll, i, 6), calib_table_get(&r->coll, i, 7),
-                       calib_table_get(&r->coll, i, 8));
+                calib_coll_print_row(stdout, &r->coll, i);
     }
 }
 
 void calib_print_report(const calib_result_t *r, const hw_t *hw)
 {
-    printf("megasim calibrate: device cpu (fp32 reference kernels, one thread), %d cores, %d MPI rank(s)\n",
-           r->ncores, r->nranks);
+    if (r->device)
+        printf("megasim calibrate: device gpu (%s, compute capability %d.%d, %d SMs; bf16 CUDA kernels), "
+               "%d MPI rank(s), one GPU each\n", r->gpu.name, r->gpu.cc_major, r->gpu.cc_minor, r->gpu.sm_count,
+               r->nranks);
+    else
+        printf("megasim calibrate: device cpu (fp32 reference kernels, one thread), %d cores, %d MPI rank(s)\n",
+               r->ncores, r->nranks);
     printf("  best GEMM          %8.2f GFLOP/s  -> peak_bf16_tflops %.4g\n", r->peak_gflops,
            hw->gpu.peak_bf16_tflops);
     printf("  largest copy       %8.2f GB/s     -> hbm_gbps %.4g\n", r->copy_gbps, hw->gpu.hbm_gbps);
@@ -374,12 +483,15 @@ void calib_print_report(const calib_result_t *r, const hw_t *hw)
                "coll_launch_us %.3f\n", r->ar_alpha_us, r->ar_bw_gbps, hw->cluster.alpha_nvlink_us,
                hw->cluster.coll_launch_us);
     else
-        printf("  collectives: need >= 2 MPI ranks (mpirun -np 2); skipped, the base profile's collective fields kept\n");
+        printf("  collectives: need >= 2 MPI ranks (mpirun -np 2%s); skipped, the base profile's collective fields "
+               "kept\n", r->device ? ", one GPU each" : "");
     if (r->comm_slowdown >= 0)
-        printf("  comm slowdown      %8.3f (GEMM on rank 0 while the others all-reduce)\n", r->comm_slowdown);
+        printf("  comm slowdown      %8.3f (%s)\n", r->comm_slowdown,
+               r->device ? "GEMM on rank 0 beside an all-reduce on another stream of its GPU"
+                         : "GEMM on rank 0 while the others all-reduce");
     else
-        printf("  comm slowdown: not measured (needs >= 3 ranks on as many cores); base value %.3f kept\n",
-               hw->gpu.comm_slowdown);
+        printf("  comm slowdown: not measured (needs %s); base value %.3f kept\n",
+               r->device ? ">= 2 ranks, one GPU each" : ">= 3 ranks on as many cores", hw->gpu.comm_slowdown);
     printf("\nfits:\n");
     for (int i = 0; i < r->nfits; i++)
         print_fit(&r->fits[i]);
@@ -506,10 +618,17 @@ int calib_write_h5(const char *path, const calib_result_t *r, const cJSON *confi
     char *cs = cJSON_PrintUnformatted(config), *ps = cJSON_PrintUnformatted(prov);
     rc = rc || h5_attr_str(file, "config", cs) || h5_attr_str(file, "provenance", ps) ||
          h5_f64_attr(file, "mpi_ranks", r->nranks) ||
-         h5_attr_str(file, "collectives_coll", "0 all_reduce, 1 all_gather, 2 reduce_scatter, 3 alltoall, "
-                                               "4 broadcast, 5 sendrecv (MPI_Allreduce ... MPI_Sendrecv)") ||
-         h5_attr_str(file, "memory_kernel", "0 copy (memcpy), 1 kern_layernorm_fwd_ref, 2 kern_bias_gelu_fwd_ref, "
-                                            "3 kern_adamw_ref") || h5_table(file, gcpl, dcpl, &r->gemm) ||
+         h5_attr_str(file, "device", r->device ? "gpu" : "cpu") ||
+         h5_attr_str(file, "collectives_coll", r->device ? "0 all_reduce, 1 all_gather, 2 reduce_scatter, 3 alltoall, "
+                                                           "4 broadcast, 5 sendrecv (ncclAllReduce ... ncclSend/ncclRecv)"
+                                                         : "0 all_reduce, 1 all_gather, 2 reduce_scatter, 3 alltoall, "
+                                                           "4 broadcast, 5 sendrecv (MPI_Allreduce ... MPI_Sendrecv)") ||
+         h5_attr_str(file, "memory_kernel", r->device ? "0 copy (cudaMemcpyAsync), 1 kern_layernorm_fwd_cuda, "
+                                                        "2 kern_bias_gelu_fwd_cuda, 3 kern_adamw_cuda"
+                                                      : "0 copy (memcpy), 1 kern_layernorm_fwd_ref, "
+                                                        "2 kern_bias_gelu_fwd_ref, 3 kern_adamw_ref") ||
+         h5_attr_str(file, "gemm_pass", "0 forward, 1 backward dinp, 2 backward dweight (fp32, beta 1)") ||
+         h5_table(file, gcpl, dcpl, &r->gemm) ||
          h5_table(file, gcpl, dcpl, &r->attn) || h5_table(file, gcpl, dcpl, &r->mem) ||
          (r->have_coll && h5_table(file, gcpl, dcpl, &r->coll)) ||
          (fg = H5Gcreate2(file, "/fits", H5P_DEFAULT, gcpl, H5P_DEFAULT)) < 0;

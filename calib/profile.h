@@ -1,7 +1,9 @@
 /* calib/profile: from benchmark tables to a hardware profile. Runs the
  * fits, fills every field of a hw_t (measured ones from the fits, the
  * others from the named base profiles, listed as such in the provenance),
- * prints the report and writes the profile JSON and the raw HDF5. */
+ * prints the report and writes the profile JSON and the raw HDF5. The
+ * same for both devices; where they differ (which fields a CPU stands in
+ * for, the GPU's description) it says so. */
 #ifndef CALIB_PROFILE_H
 #define CALIB_PROFILE_H
 
@@ -24,6 +26,8 @@ typedef struct {
 #define CALIB_MAX_FITS 20
 
 typedef struct {
+    int device;            /* 0 cpu, 1 gpu (calib_device_t order) */
+    calib_gpu_info_t gpu;  /* device 1: rank 0's GPU */
     calib_table_t gemm, attn, mem, coll;
     int have_coll, nranks, ncores;
     double comm_slowdown;  /* measured, or < 0 */
@@ -41,8 +45,10 @@ void calib_fit_all(calib_result_t *r, const calib_plan_t *p);
 int calib_make_profile(const calib_result_t *r, const char *base_gpu, const char *base_cluster, hw_t *hw,
                        char *err);
 
-/* provenance: date, host, cpu model, command, version, device, fit quality,
- * which fields are measured and which kept from the base. */
+/* provenance: date, host, cpu model, command, version, device (and the
+ * GPU's name, compute capability, SMs, memory, driver, runtime, NCCL and
+ * cuBLASLt versions), fit quality, which fields are measured and which
+ * kept from the base. */
 struct cJSON *calib_provenance(const calib_result_t *r, const char *base_gpu, const char *base_cluster,
                                int argc, char **argv, const char *level);
 

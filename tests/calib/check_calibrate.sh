@@ -1,34 +1,82 @@
 #!/usr/bin/env bash
-# check_calibrate.sh MPIEXEC MEGASIM: a --tiny CPU calibration (the real
-# code path on the tests' grid; under `MPIEXEC -np 2` when MPIEXEC is
-# given, so the collectives run too) must give a profile that `megasim
-# predict --hardware` accepts (exit 0, JSON that parses) and HDF5 raw
-# samples; copies with a field removed or made negative must be refused
-# with a message naming the field (hw_resolve's checks).
+# check_calibrate.sh MPIEXEC MEGASIM [DEVICE]: a --tiny calibration (the
+# real code path on the tests' grid) of DEVICE (cpu, the default, or gpu)
+# must give a profile that `megasim predict --hardware` accepts (exit 0,
+# JSON that parses) and HDF5 raw samples; copies with a field removed or
+# made negative must be refused with a message naming the field
+# (hw_resolve's checks). Collectives run under `MPIEXEC -np 2` when MPIEXEC
+# is given (cpu), or when it is given and two GPUs are visible (gpu: NCCL
+# needs one GPU per rank); then every checked element must be right
+# (#wrong 0 in every nccl-tests row). gpu without a usable GPU: exit 77
+# (ctest's "skipped").
 set -u
-mpiexec=$1 bin=$2
+mpiexec=$1 bin=$2 device=${3:-cpu}
 dir=$(mktemp -d /tmp/megasim_calib.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
-if [ -n "$mpiexec" ] && [ -x "$mpiexec" ]; then
-  run=("$mpiexec" --allow-run-as-root --oversubscribe -np 2 "$bin")
+mpi=()
+[ -n "$mpiexec" ] && [ -x "$mpiexec" ] && mpi=("$mpiexec" --allow-run-as-root --oversubscribe -np 2)
+
+# GPUs this process may use: CUDA_VISIBLE_DEVICES when set, else nvidia-smi's list.
+gpus() {
+  if [ -n "${CUDA_VISIBLE_DEVICES+x}" ]; then
+    awk -F, '{n = 0; for (i = 1; i <= NF; i++) { if ($i == "" || $i == "-1") break; n++ } print n}' \
+      <<< "$CUDA_VISIBLE_DEVICES"
+  elif command -v nvidia-smi >/dev/null; then
+    nvidia-smi -L 2>/dev/null | grep -c '^GPU'
+  else
+    echo 1
+  fi
+}
+
+run=("$bin")
+rerun=1
+if [ "$device" = cpu ]; then
+  [ ${#mpi[@]} -gt 0 ] && run=("${mpi[@]}" "$bin")
 else
-  run=("$bin")
+  # One process first: it says whether there is a GPU at all.
+  "$bin" calibrate --device gpu --tiny --out "$dir/p.json" >"$dir/report.txt" 2>"$dir/err.txt"; rc=$?
+  if [ "$rc" -eq 2 ] && grep -q "no usable GPU" "$dir/err.txt"; then
+    echo "skipped: $(cat "$dir/err.txt")"
+    exit 77
+  fi
+  [ "$rc" -eq 0 ] || { cat "$dir/err.txt"; fail "calibrate --device gpu (one process) exited $rc"; }
+  echo "ok   one process: $bin calibrate --device gpu --tiny wrote a profile"
+  n=$(gpus)
+  if [ ${#mpi[@]} -gt 0 ] && [ "${n:-0}" -ge 2 ]; then
+    run=("${mpi[@]}" "$bin")
+  else
+    echo "     NCCL collectives not run: they need mpirun and 2 GPUs (found ${n:-0} GPU(s), mpiexec '${mpiexec}')"
+    rerun=0
+  fi
 fi
-echo "command: ${run[*]} calibrate --device cpu --tiny --out $dir/p.json"
-"${run[@]}" calibrate --device cpu --tiny --out "$dir/p.json" >"$dir/report.txt" 2>"$dir/err.txt" ||
-  { cat "$dir/err.txt"; fail "calibrate exited $?"; }
+
+if [ "$rerun" -eq 1 ]; then
+  echo "command: ${run[*]} calibrate --device $device --tiny --out $dir/p.json"
+  "${run[@]}" calibrate --device "$device" --tiny --out "$dir/p.json" >"$dir/report.txt" 2>"$dir/err.txt" ||
+    { rc=$?; cat "$dir/err.txt"; fail "calibrate exited $rc"; }
+fi
 [ -s "$dir/p.json" ] && [ -s "$dir/p.h5" ] || fail "expected $dir/p.json and $dir/p.h5"
-grep -E "best GEMM|best copy|all-reduce|collectives" "$dir/report.txt"
+grep -E "best GEMM|largest copy|kernel gap|all-reduce|collectives|comm slowdown" "$dir/report.txt"
 echo "ok   calibrate wrote the profile and the raw HDF5"
+
+# nccl-tests rows: size count type time algbw busbw #wrong.
+if grep -q '^# all_reduce' "$dir/report.txt"; then
+  read -r rows wrong < <(awk '$3 == "float" && NF == 7 {n++; w += $7} END {print n + 0, w + 0}' "$dir/report.txt")
+  echo "     collectives: expected #wrong 0 in every row; got $rows rows, $wrong wrong elements in all"
+  [ "$rows" -gt 0 ] && [ "$wrong" -eq 0 ] || fail "collective results are wrong (or no rows printed)"
+  echo "ok   every collective's result checked element by element"
+fi
 
 job=(--preset megatron-lm --num-gpus 16 --tensor-model-parallel-size 2 --global-batch-size 16 --json)
 "$bin" predict --hardware "$dir/p.json" "${job[@]}" >"$dir/pred.json" || fail "predict --hardware refused the profile"
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['iteration_time_s'] > 0; print('     predict: iteration_time_s', d['iteration_time_s'], 'mfu', d['mfu'])" "$dir/pred.json" ||
   fail "predict's JSON does not parse or has no positive iteration_time_s"
-python3 -c "import json,sys; p=json.load(open(sys.argv[1]))['provenance']; [p[k] for k in ('date','host','cpu_model','command','megasim_version','device','fits')]; print('     provenance:', p['device'], p['command'])" "$dir/p.json" ||
-  fail "provenance lacks date/host/cpu_model/command/megasim_version/device/fits"
+keys="'date','host','cpu_model','command','megasim_version','device','fits','measured','kept_from_base'"
+[ "$device" = gpu ] && keys="$keys,'gpu_name','compute_capability','sm_count','cuda_driver_version','cuda_runtime_version','nccl_version'"
+python3 -c "import json,sys; p=json.load(open(sys.argv[1]))['provenance']; [p[k] for k in ($keys)]; assert p['device'] == sys.argv[2]; print('     provenance:', p['device'], p.get('gpu_name', ''), p['command'])" "$dir/p.json" "$device" ||
+  fail "provenance lacks one of $keys, or its device is not $device"
 echo "ok   predict --hardware accepts it (exit 0, JSON parses); provenance complete"
 
 # Corrupted copies: expected exit 2 and the field named on stderr.

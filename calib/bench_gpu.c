@@ -1,0 +1,714 @@
+/* calib/bench_gpu: the GPU device of `megasim calibrate --device gpu`: the
+ * CUDA kernels of kernels/ (bf16 activations; cuBLASLt GEMMs, flash
+ * attention, fused LayerNorm and bias+GeLU, AdamW) timed with CUDA events,
+ * and NCCL collectives through the harness of calib/coll.c, one GPU per
+ * rank. Tables, FLOP and byte counts and fits are the CPU's (calib.h), so
+ * the profile reads the same.
+ *
+ * Timing (gpu_time): warm-up calls, one timed call to size the samples,
+ * then `reps` samples. Before each sample the L2 is flushed by a 256 MiB
+ * cudaMemsetAsync of a scratch buffer (not timed; llm.c's and nvbench's
+ * cold-cache practice: 5x an H100's 50 MiB L2); then two events bracket
+ * `inner` back-to-back calls on one stream, inner sized so that a sample
+ * lasts >= min_sample_s (one call when a call is that long, so large
+ * kernels always start cold; at most HOLD_MAX_CALLS). The stream is held
+ * by a host function until the whole sample is enqueued (nvbench's
+ * blocking-kernel practice), so the calls run with the host ahead of the
+ * GPU, as in a training step: the host's cost per call (cuBLASLt's
+ * heuristic query, the launch) is not in the time, and a call shorter than
+ * its launch shows the GPU's back-to-back launch gap, which is what
+ * kernel_gap_us is (calib/profile.c fits it).
+ *
+ * Every CUDA, NCCL and launcher error stops the run with file:line (all
+ * ranks: MPI_Abort under mpirun). */
+#include "calib/bench_gpu.h"
+
+#include "kernels/attention.h"
+#include "kernels/gelu.h"
+#include "kernels/layernorm.h"
+#include "kernels/matmul.h"
+#include "kernels/optimizer.h"
+
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <mpi.h>
+#include <nccl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FLUSH_BYTES ((size_t)256 << 20)    /* L2 flush: > 5x the 50 MiB L2 of an H100 */
+#define WORKSPACE_BYTES ((size_t)32 << 20) /* cuBLASLt workspace, as the real backend's */
+#define ROW 2048                           /* LayerNorm / bias+GeLU row: the 1.3B model's hidden size */
+#define PATTERN_BYTES (1 << 16)            /* random fill: one host pattern, repeated on the device */
+#define HOLD_MAX_S 1.0     /* a held stream runs on after this: a slow host never hangs the run */
+#define HOLD_MAX_CALLS 128 /* per sample: their launches (<= 4 a call) stay far inside CUDA's launch
+                              queue (~1024 entries), which must not fill while the stream is held */
+
+typedef struct {
+    int ready, device, rank, nranks;
+    kern_ctx kc;
+    cudaStream_t s, s_comm;   /* compute; collectives (both non-blocking) */
+    cudaEvent_t e0, e1;       /* sample start and end */
+    void *flush;              /* FLUSH_BYTES of scratch */
+    unsigned flushes;
+    ncclComm_t comm;          /* from the first collective on; NULL with one rank */
+    float *dsend, *drecv;     /* NCCL buffers, calib_coll_top_bytes each */
+} gpu_t;
+
+static gpu_t G; /* this process's GPU */
+
+/* ---- errors ---------------------------------------------------------------- */
+
+static void die(const char *file, int line, const char *what, const char *msg)
+{
+    int mpi = 0, done = 0;
+    fprintf(stderr, "%s:%d: %s: %s\n", file, line, what, msg);
+    MPI_Initialized(&mpi);
+    MPI_Finalized(&done);
+    if (mpi && !done)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
+#define CUDA_CK(call)                                                                                              \
+    do {                                                                                                           \
+        cudaError_t e_ = (call);                                                                                   \
+        if (e_ != cudaSuccess)                                                                                     \
+            die(__FILE__, __LINE__, #call, cudaGetErrorString(e_));                                                \
+    } while (0)
+#define NCCL_CK(call)                                                                                              \
+    do {                                                                                                           \
+        ncclResult_t r_ = (call);                                                                                  \
+        if (r_ != ncclSuccess)                                                                                     \
+            die(__FILE__, __LINE__, #call, ncclGetErrorString(r_));                                                \
+    } while (0)
+/* The launchers print their own file:line and error before returning != 0. */
+#define KERN_CK(call)                                                                                              \
+    do {                                                                                                           \
+        if ((call) != 0)                                                                                           \
+            die(__FILE__, __LINE__, #call, "the launcher failed (its message is above)");                          \
+    } while (0)
+
+/* ---- device memory ------------------------------------------------------------ */
+
+static void *dalloc(size_t bytes)
+{
+    void *p = NULL;
+    CUDA_CK(cudaMalloc(&p, bytes ? bytes : 16));
+    return p;
+}
+
+/* Fills `bytes` of device memory with values in [-1, 1) (|x| when nonneg),
+ * bf16 or fp32: a 64 KiB host pattern copied once, then doubled on the
+ * device; ordered before later work on the compute stream. Random, not
+ * constant: a GEMM's power draw, and so its clock, depends on the data. */
+static void dfill(void *d, size_t bytes, int bf16, int nonneg, unsigned seed)
+{
+    static unsigned char pat[PATTERN_BYTES];
+    size_t n = bf16 ? PATTERN_BYTES / 2 : PATTERN_BYTES / 4;
+    float *f = calib_rand_floats(n, seed);
+    for (size_t i = 0; i < n; i++) {
+        float v = nonneg ? fabsf(f[i]) : f[i];
+        kern_bf16 h = kern_float_to_bf16(v);
+        if (bf16)
+            memcpy(pat + 2 * i, &h, 2);
+        else
+            memcpy(pat + 4 * i, &v, 4);
+    }
+    free(f);
+    size_t done = bytes < PATTERN_BYTES ? bytes : PATTERN_BYTES;
+    CUDA_CK(cudaMemcpy(d, pat, done, cudaMemcpyHostToDevice));
+    CUDA_CK(cudaDeviceSynchronize()); /* the legacy stream's copy, before the compute stream reads it */
+    while (done < bytes) {
+        size_t m = done < bytes - done ? done : bytes - done;
+        CUDA_CK(cudaMemcpyAsync((char *)d + done, d, m, cudaMemcpyDeviceToDevice, G.s));
+        done += m;
+    }
+}
+
+static kern_bf16 *dbf16(size_t n, unsigned seed)
+{
+    kern_bf16 *p = dalloc(2 * n);
+    dfill(p, 2 * n, 1, 0, seed);
+    return p;
+}
+
+/* ---- setup --------------------------------------------------------------------- */
+
+int calib_gpu_count(char *why, size_t len)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n <= 0) {
+        snprintf(why, len, "%s", e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount found none");
+        cudaGetLastError(); /* clear it: later calls must not report it again */
+        return 0;
+    }
+    return n;
+}
+
+/* 0, or -1 with "file:line: what: error" in err. */
+static int init_ok(cudaError_t e, const char *what, int line, char *err, size_t len)
+{
+    if (e == cudaSuccess)
+        return 0;
+    snprintf(err, len, "%s:%d: %s: %s", __FILE__, line, what, cudaGetErrorString(e));
+    return -1;
+}
+#define INIT_OK(call) init_ok((call), #call, __LINE__, err, len)
+
+/* This rank's local rank and the ranks on its node (0 and 1 without MPI). */
+static void node_rank(int *local, int *nlocal)
+{
+    int mpi = 0;
+    *local = 0, *nlocal = 1;
+    MPI_Initialized(&mpi);
+    if (!mpi)
+        return;
+    MPI_Comm node;
+    MPI_Comm_rank(MPI_COMM_WORLD, &G.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &G.nranks);
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, G.rank, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, local);
+    MPI_Comm_size(node, nlocal);
+    MPI_Comm_free(&node);
+}
+
+int calib_gpu_init(char *err, size_t len)
+{
+    char why[256];
+    int local, nlocal;
+    memset(&G, 0, sizeof G);
+    G.nranks = 1;
+    int ndev = calib_gpu_count(why, sizeof why);
+    if (!ndev) {
+        snprintf(err, len, "--device gpu: no usable GPU (%s)", why);
+        return -1;
+    }
+    node_rank(&local, &nlocal);
+    if (nlocal > ndev) {
+        snprintf(err, len, "--device gpu: %d ranks on this node share %d GPU(s); NCCL needs one GPU per rank: "
+                 "mpirun -np %d (at most) per node", nlocal, ndev, ndev);
+        return -1;
+    }
+    G.device = local % ndev;
+    if (INIT_OK(cudaSetDevice(G.device)) || INIT_OK(cudaStreamCreateWithFlags(&G.s, cudaStreamNonBlocking)) ||
+        INIT_OK(cudaStreamCreateWithFlags(&G.s_comm, cudaStreamNonBlocking)) || INIT_OK(cudaEventCreate(&G.e0)) ||
+        INIT_OK(cudaEventCreate(&G.e1)) || INIT_OK(cudaMalloc(&G.flush, FLUSH_BYTES)))
+        return -1;
+    if (kern_ctx_init(&G.kc, WORKSPACE_BYTES)) {
+        snprintf(err, len, "cuBLASLt context (32 MiB workspace) on GPU %d failed (see above)", G.device);
+        return -1;
+    }
+    G.ready = 1;
+    return 0;
+}
+
+void calib_gpu_describe(calib_gpu_info_t *info)
+{
+    struct cudaDeviceProp prop;
+    int khz = 0, mem_khz = 0;
+    memset(info, 0, sizeof *info);
+    CUDA_CK(cudaGetDeviceProperties(&prop, G.device));
+    snprintf(info->name, sizeof info->name, "%s", prop.name);
+    info->cc_major = prop.major, info->cc_minor = prop.minor;
+    info->sm_count = prop.multiProcessorCount;
+    info->mem_gib = prop.totalGlobalMem / (double)(1 << 30);
+    info->l2_mib = prop.l2CacheSize / (double)(1 << 20);
+    info->mem_bus_bits = prop.memoryBusWidth;
+    CUDA_CK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, G.device));
+    CUDA_CK(cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, G.device));
+    info->clock_mhz = khz * 1e-3, info->mem_clock_mhz = mem_khz * 1e-3;
+    CUDA_CK(cudaGetDeviceCount(&info->devices));
+    CUDA_CK(cudaDriverGetVersion(&info->driver_version));
+    CUDA_CK(cudaRuntimeGetVersion(&info->runtime_version));
+    NCCL_CK(ncclGetVersion(&info->nccl_version));
+    info->cublaslt_version = (long)cublasLtGetVersion();
+}
+
+void calib_gpu_free(void)
+{
+    if (G.comm)
+        ncclCommDestroy(G.comm);
+    if (G.dsend)
+        cudaFree(G.dsend);
+    if (G.drecv)
+        cudaFree(G.drecv);
+    if (G.flush)
+        cudaFree(G.flush);
+    if (G.e0)
+        cudaEventDestroy(G.e0);
+    if (G.e1)
+        cudaEventDestroy(G.e1);
+    if (G.s)
+        cudaStreamDestroy(G.s);
+    if (G.s_comm)
+        cudaStreamDestroy(G.s_comm);
+    if (G.kc.lt)
+        kern_ctx_free(&G.kc);
+    memset(&G, 0, sizeof G);
+}
+
+/* ---- timing -------------------------------------------------------------------- */
+
+/* One call on G.s; 0 or the launcher's non-zero code. */
+typedef int (*gpu_call_fn)(void *ctx);
+
+typedef struct {
+    atomic_int open, timed_out;
+} gate_t;
+
+static gate_t gate;
+
+/* Host function on the stream: holds it until the gate opens (the sample
+ * is enqueued) or HOLD_MAX_S passes. Runs on a CUDA runtime thread: no
+ * CUDA calls here. */
+static void hold(void *p)
+{
+    gate_t *g = p;
+    double t0 = calib_now_s();
+    while (!atomic_load(&g->open))
+        if (calib_now_s() - t0 > HOLD_MAX_S) {
+            atomic_store(&g->timed_out, 1);
+            return;
+        }
+}
+
+static void flush_l2(void) { CUDA_CK(cudaMemsetAsync(G.flush, (int)(++G.flushes & 0xff), FLUSH_BYTES, G.s)); }
+
+/* Seconds from e0 to e1 on the compute stream, once e1 is reached. */
+static double elapsed_s(void)
+{
+    float ms = 0;
+    CUDA_CK(cudaEventSynchronize(G.e1));
+    CUDA_CK(cudaEventElapsedTime(&ms, G.e0, G.e1));
+    return ms * 1e-3;
+}
+
+/* `inner` calls after an L2 flush, enqueued behind the gate and timed by
+ * events: seconds per call. The previous sample's hold has returned (e1
+ * came after it), so the gate can be closed again. */
+static double sample_s(gpu_call_fn fn, void *ctx, int inner)
+{
+    flush_l2();
+    atomic_store(&gate.open, 0);
+    CUDA_CK(cudaLaunchHostFunc(G.s, hold, &gate));
+    CUDA_CK(cudaEventRecord(G.e0, G.s));
+    for (int i = 0; i < inner; i++)
+        KERN_CK(fn(ctx));
+    CUDA_CK(cudaEventRecord(G.e1, G.s));
+    atomic_store(&gate.open, 1);
+    return elapsed_s() / inner;
+}
+
+static calib_stat_t gpu_time(gpu_call_fn fn, void *ctx, const calib_plan_t *p)
+{
+    for (int i = 0; i < (p->warmup > 1 ? p->warmup : 1); i++) /* lazy module loading, cuBLASLt's first call */
+        KERN_CK(fn(ctx));
+    double one = sample_s(fn, ctx, 1);
+    int inner = one >= p->min_sample_s ? 1 : (int)fmin(HOLD_MAX_CALLS, ceil(p->min_sample_s / fmax(one, 1e-7)));
+    int reps = p->reps > 64 ? 64 : p->reps;
+    double v[64];
+    for (int r = 0; r < reps; r++)
+        v[r] = sample_s(fn, ctx, inner);
+    if (atomic_exchange(&gate.timed_out, 0))
+        fprintf(stderr, "megasim calibrate: warning: the host took over %.0f s to enqueue %d calls; those samples "
+                        "ran with the GPU waiting on the host\n", HOLD_MAX_S, inner);
+    return calib_stats(v, reps, inner);
+}
+
+/* ---- GEMM ------------------------------------------------------------------------ */
+
+/* One linear layer out (N, OC) = inp (N, C) @ weight (OC, C)^T and its
+ * backward, as the real backend issues them (kernels/matmul.h). */
+typedef struct {
+    kern_bf16 *x, *w, *y, *dx; /* inp (N, C), weight (OC, C), out = dout (N, OC), dinp (N, C) */
+    float *dw;                 /* dweight (OC, C), fp32 */
+    int N, C, OC, pass;        /* pass: 0 forward, 1 dinp, 2 dweight */
+    kern_gemm_desc g;          /* passes 1 and 2 */
+} gemm_ctx_t;
+
+/* Pass 0 is kern_matmul_fwd_cuda without bias; passes 1 and 2 the two
+ * GEMMs of kern_matmul_bwd_cuda, timed apart with its descriptors:
+ * dinp = dout (N, OC) @ weight (OC, C); dweight += dout^T @ inp (fp32). */
+static int gemm_call(void *p)
+{
+    gemm_ctx_t *c = p;
+    if (c->pass == 0)
+        return kern_matmul_fwd_cuda(&G.kc, c->y, NULL, c->x, c->w, NULL, c->N, c->C, c->OC, G.s);
+    if (c->pass == 1)
+        return kern_gemm_cuda(&G.kc, c->dx, c->y, c->w, &c->g, G.s);
+    return kern_gemm_cuda(&G.kc, c->dw, c->y, c->x, &c->g, G.s);
+}
+
+static void gemm_alloc(gemm_ctx_t *c, int N, int C, int OC, int backward)
+{
+    memset(c, 0, sizeof *c);
+    c->N = N, c->C = C, c->OC = OC;
+    c->x = dbf16((size_t)N * C, 1), c->w = dbf16((size_t)OC * C, 2), c->y = dbf16((size_t)N * OC, 3);
+    if (backward) {
+        c->dx = dalloc((size_t)N * C * 2);
+        c->dw = dalloc((size_t)OC * C * 4);
+        CUDA_CK(cudaMemsetAsync(c->dw, 0, (size_t)OC * C * 4, G.s));
+    }
+}
+
+static void gemm_release(gemm_ctx_t *c)
+{
+    void *bufs[] = {c->x, c->w, c->y, c->dx, c->dw};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i])
+            CUDA_CK(cudaFree(bufs[i]));
+}
+
+/* The three GEMMs of one linear layer (rows: pass 0, 1, 2). */
+static void linear_point(const calib_plan_t *p, calib_table_t *t, int N, int C, int OC, int tp, int h)
+{
+    gemm_ctx_t c;
+    gemm_alloc(&c, N, C, OC, 1);
+    for (c.pass = 0; c.pass < 3; c.pass++) {
+        if (c.pass == 1)
+            c.g = (kern_gemm_desc){.M = N, .N = C, .K = OC, .batch = 1, .lda = OC, .ldb = C, .ldc = C, .alpha = 1};
+        if (c.pass == 2)
+            c.g = (kern_gemm_desc){.M = OC, .N = C, .K = N, .ta = 1, .batch = 1, .c_fp32 = 1, .lda = OC, .ldb = C,
+                                   .ldc = C, .alpha = 1, .beta = 1};
+        calib_stat_t s = gpu_time(gemm_call, &c, p);
+        int m = c.pass == 2 ? OC : N, n = c.pass == 0 ? OC : C, k = c.pass == 0 ? C : c.pass == 1 ? OC : N;
+        calib_gemm_row(t, m, n, k, &s, tp, c.pass, h);
+    }
+    gemm_release(&c);
+}
+
+/* s^3, c = a @ b^T (the forward's layout, the CPU grid's too). */
+static void square_point(const calib_plan_t *p, calib_table_t *t, int s)
+{
+    gemm_ctx_t c;
+    gemm_alloc(&c, s, s, s, 0);
+    calib_stat_t st = gpu_time(gemm_call, &c, p);
+    calib_gemm_row(t, s, s, s, &st, 0, 0, 0);
+    gemm_release(&c);
+}
+
+/* A GPT block's GEMMs under tensor parallelism tp (Megatron-LM's column /
+ * row split): QKV (h -> 3h/tp), attention projection (h/tp -> h), MLP up
+ * (h -> 4h/tp), MLP down (4h/tp -> h), each forward and both backward
+ * GEMMs, over tokens = sequence 2048 x micro-batch 1. Models: 1.3B (h 2048)
+ * at TP 1, 2, 4, 8 and 175B (h 12288) at TP 8; --quick: 1.3B at TP 1, 2 and
+ * 175B at TP 8; --tiny: h 512 at TP 1, 2 over 256 tokens. Then squares on a
+ * log grid, 128 to 16384 (8192 --quick, 1024 --tiny). */
+static void gpu_gemm(const calib_plan_t *p, calib_table_t *t)
+{
+    static const int full[][2] = {{2048, 1}, {2048, 2}, {2048, 4}, {2048, 8}, {12288, 8}};
+    static const int quick[][2] = {{2048, 1}, {2048, 2}, {12288, 8}};
+    static const int tiny[][2] = {{512, 1}, {512, 2}};
+    const int(*cfg)[2] = p->level == CALIB_FULL ? full : p->level == CALIB_QUICK ? quick : tiny;
+    int ncfg = p->level == CALIB_FULL ? 5 : p->level == CALIB_QUICK ? 3 : 2;
+    int tokens = p->level == CALIB_TINY ? 256 : 2048;
+    int top = p->level == CALIB_FULL ? 16384 : p->level == CALIB_QUICK ? 8192 : 1024;
+    calib_gemm_table(t);
+    for (int i = 0; i < ncfg; i++) {
+        int h = cfg[i][0], tp = cfg[i][1];
+        linear_point(p, t, tokens, h, 3 * h / tp, tp, h);
+        linear_point(p, t, tokens, h / tp, h, tp, h);
+        linear_point(p, t, tokens, h, 4 * h / tp, tp, h);
+        linear_point(p, t, tokens, 4 * h / tp, h, tp, h);
+    }
+    for (int s = 128; s <= top; s *= 2)
+        square_point(p, t, s);
+}
+
+/* ---- attention ------------------------------------------------------------------- */
+
+typedef struct {
+    kern_bf16 *q, *k, *v, *out, *dout, *dq, *dk, *dv; /* (B, T, NH|NKV, HS) */
+    float *lse, *scratch;                             /* (B, NH, T); the backward's */
+    kern_attn_shape s;
+} attn_ctx_t;
+
+static int attn_fwd_call(void *p)
+{
+    attn_ctx_t *a = p;
+    return kern_attention_fwd_cuda(a->out, a->lse, a->q, a->k, a->v, a->s, G.s);
+}
+
+static int attn_bwd_call(void *p)
+{
+    attn_ctx_t *a = p;
+    return kern_attention_bwd_cuda(a->dq, a->dk, a->dv, a->scratch, a->dout, a->q, a->k, a->v, a->out, a->lse, a->s,
+                                   G.s);
+}
+
+/* Forward then backward (which reads the forward's out and lse). */
+static void attn_point(const calib_plan_t *p, calib_table_t *t, int T, int NH, int NKV, int HS, int window)
+{
+    kern_attn_shape s = {1, T, NH, NKV, HS, window};
+    size_t nq = (size_t)T * NH * HS, nkv = (size_t)T * NKV * HS;
+    attn_ctx_t a = {.q = dbf16(nq, 1), .k = dbf16(nkv, 2), .v = dbf16(nkv, 3), .out = dalloc(2 * nq),
+                    .dout = dbf16(nq, 4), .dq = dalloc(2 * nq), .dk = dalloc(2 * nkv), .dv = dalloc(2 * nkv),
+                    .lse = dalloc(sizeof(float) * NH * T), .scratch = dalloc(kern_attention_bwd_scratch_bytes(s)),
+                    .s = s};
+    for (int bwd = 0; bwd <= 1; bwd++) {
+        calib_stat_t st = gpu_time(bwd ? attn_bwd_call : attn_fwd_call, &a, p);
+        calib_attn_row(t, bwd, s.B, T, NH, NKV, HS, window, &st);
+    }
+    void *bufs[] = {a.q, a.k, a.v, a.out, a.dout, a.dq, a.dk, a.dv, a.lse, a.scratch};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        CUDA_CK(cudaFree(bufs[i]));
+}
+
+/* Flash attention, micro-batch 1: sequence lengths 256 to 16384 (4096
+ * --quick) at the 1.3B model's 16 heads of 128; then at its sequence (2048):
+ * the 175B model's 12 heads per rank at TP 8, heads of 64 (32 of them, the
+ * same width), GQA (4 query heads per KV head); and a sliding window of a
+ * quarter of a 4096 sequence. --tiny: 4 heads of 64, sequences 128 to 512,
+ * the same special cases at 256. */
+static void gpu_attention(const calib_plan_t *p, calib_table_t *t)
+{
+    int tiny = p->level == CALIB_TINY;
+    int nh = tiny ? 4 : 16, hs = tiny ? 64 : 128, seq = tiny ? 256 : 2048;
+    int top = p->level == CALIB_FULL ? 16384 : p->level == CALIB_QUICK ? 4096 : 512;
+    calib_attn_table(t);
+    for (int T = tiny ? 128 : 256; T <= top; T *= 2)
+        attn_point(p, t, T, nh, nh, hs, 0);
+    if (!tiny)
+        attn_point(p, t, seq, 12, 12, 128, 0);
+    attn_point(p, t, seq, 2 * nh, 2 * nh, hs / 2, 0);
+    attn_point(p, t, seq, nh, nh / 4, hs, 0);
+    attn_point(p, t, 2 * seq, nh, nh, hs, seq / 2);
+}
+
+/* ---- memory-bound kernels ------------------------------------------------------- */
+
+/* Buffer i of a kernel's call over n elements: count of (0) n elements,
+ * (1) rows, (2) one row's; bytes per element; fill (0 none, 1 bf16, 2
+ * fp32, 3 |fp32|). Zero entries: no buffer. */
+typedef struct {
+    int of, elem_bytes, fill;
+} mem_buf_t;
+
+static const mem_buf_t mem_bufs[4][8] = {
+    {{0, 2, 0}, {0, 2, 1}},                     /* copy: dst, src */
+    {{0, 2, 0}, {0, 2, 0}, {1, 4, 0}, {1, 4, 0}, /* LayerNorm: residual, out, mean, rstd, */
+     {0, 2, 1}, {0, 2, 1}, {2, 2, 1}, {2, 2, 1}}, /* inp, skip, w, b */
+    {{0, 2, 0}, {0, 2, 1}, {2, 2, 1}},          /* bias+GeLU: out, inp, bias */
+    {{0, 4, 2}, {0, 4, 2}, {0, 4, 2}, {0, 4, 3}}, /* AdamW: param, grad, m, v >= 0 */
+};
+
+typedef struct {
+    int kind;
+    long n; /* elements; rows x ROW for LayerNorm and bias+GeLU */
+    void *x[8];
+} mem_ctx_t;
+
+static int mem_call(void *p)
+{
+    mem_ctx_t *m = p;
+    void **x = m->x;
+    int rows = (int)(m->n / ROW);
+    switch (m->kind) {
+    case 0: {
+        cudaError_t e = cudaMemcpyAsync(x[0], x[1], 2 * (size_t)m->n, cudaMemcpyDeviceToDevice, G.s);
+        return e == cudaSuccess ? 0 : kern_report_cuda((int)e, "cudaMemcpyAsync", __FILE__, __LINE__);
+    }
+    case 1:
+        return kern_layernorm_fwd_cuda(x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], rows, ROW, G.s);
+    case 2:
+        return kern_bias_gelu_fwd_cuda(x[0], x[1], x[2], rows, ROW, G.s);
+    default: {
+        kern_opt_tensor ts = {x[0], x[1], x[2], x[3], NULL, m->n};
+        return kern_adamw_cuda(&ts, 1, (kern_opt_hparams){1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1}, G.s);
+    }
+    }
+}
+
+static void mem_point(const calib_plan_t *p, calib_table_t *t, int kind, double target_bytes)
+{
+    long n = (long)(target_bytes / calib_mem_bytes(kind, 1, 2, ROW));
+    if (kind == 1 || kind == 2)
+        n = (n / ROW > 0 ? n / ROW : 1) * ROW;
+    mem_ctx_t m = {kind, n, {0}};
+    for (int i = 0; i < 8; i++) {
+        const mem_buf_t *b = &mem_bufs[kind][i];
+        size_t count = b->of == 0 ? (size_t)n : b->of == 1 ? (size_t)(n / ROW) : ROW, bytes = count * b->elem_bytes;
+        if (!b->elem_bytes)
+            continue;
+        m.x[i] = dalloc(bytes);
+        if (b->fill)
+            dfill(m.x[i], bytes, b->fill == 1, b->fill == 3, 11 + i);
+    }
+    calib_stat_t s = gpu_time(mem_call, &m, p);
+    calib_mem_row(t, kind, calib_mem_bytes(kind, n, 2, ROW), &s);
+    for (int i = 0; i < 8; i++)
+        if (m.x[i])
+            CUDA_CK(cudaFree(m.x[i]));
+}
+
+/* Bytes moved from 4 KiB by x2 to 1 GiB (256 MiB --quick, 64 MiB --tiny),
+ * bf16 activations, fp32 optimizer state; rows of ROW. */
+static void gpu_memory(const calib_plan_t *p, calib_table_t *t)
+{
+    double top = p->level == CALIB_FULL ? 1 << 30 : p->level == CALIB_QUICK ? 1 << 28 : 1 << 26;
+    calib_mem_table(t);
+    for (int kind = 0; kind < 4; kind++)
+        for (double b = 1 << 12; b <= top; b *= 2)
+            if (b >= calib_mem_bytes(kind, kind == 1 || kind == 2 ? ROW : 1, 2, ROW))
+                mem_point(p, t, kind, b);
+}
+
+/* ---- collectives over NCCL ------------------------------------------------------ */
+
+/* One call of collective `coll` on G.dsend / G.drecv (fp32, sum) on the
+ * collective stream, as nccl-tests issues it; all-to-all and send/recv
+ * are grouped ncclSend/ncclRecv (to every rank, self included; to the next
+ * rank in a ring). */
+static void nccl_run(void *impl, int coll, const calib_coll_buf_t *b)
+{
+    size_t count = (size_t)b->count, per = count / b->n;
+    float *s = G.dsend, *r = G.drecv;
+    switch (coll) {
+    case 0:
+        NCCL_CK(ncclAllReduce(s, r, count, ncclFloat, ncclSum, G.comm, G.s_comm));
+        break;
+    case 1:
+        NCCL_CK(ncclAllGather(s, r, per, ncclFloat, G.comm, G.s_comm));
+        break;
+    case 2:
+        NCCL_CK(ncclReduceScatter(s, r, per, ncclFloat, ncclSum, G.comm, G.s_comm));
+        break;
+    case 3:
+        NCCL_CK(ncclGroupStart());
+        for (int j = 0; j < b->n; j++) {
+            NCCL_CK(ncclSend(s + j * per, per, ncclFloat, j, G.comm, G.s_comm));
+            NCCL_CK(ncclRecv(r + j * per, per, ncclFloat, j, G.comm, G.s_comm));
+        }
+        NCCL_CK(ncclGroupEnd());
+        break;
+    case 4:
+        NCCL_CK(ncclBroadcast(s, r, count, ncclFloat, 0, G.comm, G.s_comm));
+        break;
+    default:
+        NCCL_CK(ncclGroupStart());
+        NCCL_CK(ncclSend(s, count, ncclFloat, (b->rank + 1) % b->n, G.comm, G.s_comm));
+        NCCL_CK(ncclRecv(r, count, ncclFloat, (b->rank + b->n - 1) % b->n, G.comm, G.s_comm));
+        NCCL_CK(ncclGroupEnd());
+    }
+}
+
+static void nccl_sync(void *impl) { CUDA_CK(cudaStreamSynchronize(G.s_comm)); }
+
+static void nccl_put(void *impl, const calib_coll_buf_t *b)
+{
+    CUDA_CK(cudaMemcpy(G.dsend, b->send, sizeof(float) * b->count, cudaMemcpyHostToDevice));
+    CUDA_CK(cudaMemcpy(G.drecv, b->recv, sizeof(float) * b->count, cudaMemcpyHostToDevice));
+    CUDA_CK(cudaDeviceSynchronize()); /* before the collective stream reads them */
+}
+
+static void nccl_get(void *impl, calib_coll_buf_t *b)
+{
+    CUDA_CK(cudaMemcpy(b->send, G.dsend, sizeof(float) * b->count, cudaMemcpyDeviceToHost));
+    CUDA_CK(cudaMemcpy(b->recv, G.drecv, sizeof(float) * b->count, cudaMemcpyDeviceToHost));
+}
+
+static const calib_coll_lib_t nccl_lib = {.nccl = 1, .bcast_in_place = 0, .run = nccl_run, .sync = nccl_sync,
+                                          .put = nccl_put, .get = nccl_get};
+
+/* The communicator over MPI_COMM_WORLD (rank 0's unique id, broadcast over
+ * MPI) and the two buffers, made once. */
+static void nccl_open(const calib_plan_t *p)
+{
+    if (G.comm)
+        return;
+    ncclUniqueId id;
+    if (G.rank == 0)
+        NCCL_CK(ncclGetUniqueId(&id));
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    NCCL_CK(ncclCommInitRank(&G.comm, G.nranks, id, G.rank));
+    G.dsend = dalloc(calib_coll_top_bytes(p));
+    G.drecv = dalloc(calib_coll_top_bytes(p));
+}
+
+static void gpu_collectives(const calib_plan_t *p, calib_table_t *t, int verbose)
+{
+    nccl_open(p);
+    calib_coll_sweep(p, &nccl_lib, NULL, t, verbose);
+}
+
+/* ---- compute beside a collective ------------------------------------------------- */
+
+/* Seconds of one all-reduce of count floats, the slowest rank's. */
+static double allreduce_s(const calib_coll_buf_t *b)
+{
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    nccl_run(NULL, 0, b);
+    nccl_sync(NULL);
+    double t = MPI_Wtime() - t0, worst = t;
+    MPI_Allreduce(&t, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return worst;
+}
+
+/* Rank 0 times a 4096^3 GEMM (1024^3 --tiny) alone, then while every rank
+ * runs back-to-back all-reduces of the sweep's largest size on the
+ * collective stream of the same GPU, enough of them to outlast twice the
+ * wall time of the GEMM's timing; slowdown = busy / alone - 1. Needs >= 2
+ * ranks (NCCL only runs a collective with its peers). */
+static double gpu_comm_slowdown(const calib_plan_t *p, int ncores)
+{
+    if (G.nranks < 2)
+        return -1;
+    nccl_open(p);
+    int s = p->level == CALIB_TINY ? 1024 : 4096, nar = 0, covered = 1;
+    calib_coll_buf_t b = {NULL, NULL, calib_coll_top_bytes(p) / 4, G.rank, G.nranks};
+    gemm_ctx_t c = {0};
+    double alone = 0, busy = 0, window = 0, slow = -1;
+    if (G.rank == 0) {
+        gemm_alloc(&c, s, s, s, 0);
+        double t0 = calib_now_s();
+        alone = gpu_time(gemm_call, &c, p).med_s;
+        window = calib_now_s() - t0;
+    }
+    double ar = allreduce_s(&b);
+    if (G.rank == 0)
+        nar = (int)fmin(1e5, ceil(2 * window / fmax(ar, 1e-6))) + 2;
+    MPI_Bcast(&nar, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    cudaEvent_t done;
+    CUDA_CK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int i = 0; i < nar; i++)
+        nccl_run(NULL, 0, &b);
+    CUDA_CK(cudaEventRecord(done, G.s_comm));
+    if (G.rank == 0) {
+        busy = gpu_time(gemm_call, &c, p).med_s;
+        cudaError_t q = cudaEventQuery(done); /* still all-reducing: the GEMMs ran beside it throughout */
+        if (q != cudaSuccess && q != cudaErrorNotReady)
+            die(__FILE__, __LINE__, "cudaEventQuery", cudaGetErrorString(q));
+        covered = q == cudaErrorNotReady;
+        cudaGetLastError(); /* cudaErrorNotReady is a state, not an error */
+    }
+    CUDA_CK(cudaStreamSynchronize(G.s_comm));
+    CUDA_CK(cudaEventDestroy(done));
+    if (G.rank == 0) {
+        gemm_release(&c);
+        slow = busy / alone - 1;
+        if (!covered)
+            fprintf(stderr, "megasim calibrate: warning: the %d all-reduces ended before the GEMM samples did; "
+                            "comm_slowdown may be understated\n", nar);
+    }
+    MPI_Bcast(&slow, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    return slow;
+}
+
+const calib_device_t calib_gpu_device = {
+    .name = "gpu",
+    .gemm_what = "GEMM (kern_matmul_fwd_cuda, kern_gemm_cuda: cuBLASLt, bf16)",
+    .attn_what = "attention forward and backward (kern_attention_*_cuda, flash)",
+    .mem_what = "memory-bound kernels (cudaMemcpyAsync, LayerNorm, bias+GeLU, AdamW)",
+    .coll_what = "collectives over NCCL",
+    .gemm = gpu_gemm,
+    .attention = gpu_attention,
+    .memory = gpu_memory,
+    .collectives = gpu_collectives,
+    .comm_slowdown = gpu_comm_slowdown,
+};
