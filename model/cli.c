@@ -40,6 +40,40 @@ int cli_wants_help(int argc, char **argv)
     return 0;
 }
 
+int cli_parse_flags(const opt_table *t, void *obj, int argc, char **argv, const char **pos, int maxpos, int *npos,
+                    const char *too_many, char *err)
+{
+    opts_set_defaults(t, obj);
+    *npos = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0) {
+            if (*npos == maxpos) {
+                snprintf(err, OPT_ERR_LEN, too_many, a);
+                return -1;
+            }
+            pos[(*npos)++] = a;
+            continue;
+        }
+        char name[64];
+        const char *eq = strchr(a, '=');
+        snprintf(name, sizeof name, "%.*s", (int)((eq ? (size_t)(eq - a) : strlen(a)) - 2), a + 2);
+        const opt_def *d = opts_find(t, name);
+        if (!d) {
+            snprintf(err, OPT_ERR_LEN, "unknown flag --%s (megasim %s --help lists the flags)", name, argv[0]);
+            return -1;
+        }
+        const char *val = eq ? eq + 1 : d->type == OPT_BOOL ? "true" : i + 1 < argc ? argv[++i] : NULL;
+        if (!val) {
+            snprintf(err, OPT_ERR_LEN, "--%s needs a value (%s)", name, d->help);
+            return -1;
+        }
+        if (opts_set_text(d, obj, val, a, err))
+            return -1;
+    }
+    return 0;
+}
+
 int cli_job_setup(const char *cmd, int argc, char **argv, const opt_table *extra,
                   void *extra_obj, job_t *job, hw_t *hw)
 {

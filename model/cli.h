@@ -30,6 +30,14 @@ void cli_print_help(FILE *f, const cli_cmd_t *c);
  * subcommand and returns 1 (so help works even beside bad flags). */
 int cli_wants_help(int argc, char **argv);
 
+/* Parses the flags of a subcommand that takes no job: --name VALUE,
+ * --name=VALUE and --flag (booleans) against t into obj, and positional
+ * arguments into pos[0 .. maxpos) (*npos of them). argv[0] is the
+ * subcommand. A positional beyond maxpos is an error, worded by
+ * too_many (a format with one %s: that argument). 0, or -1 with err. */
+int cli_parse_flags(const opt_table *t, void *obj, int argc, char **argv, const char **pos, int maxpos, int *npos,
+                    const char *too_many, char *err);
+
 /* Prints a JSON object on stdout (indented) and frees it. */
 struct cJSON;
 void cli_print_json(struct cJSON *o);

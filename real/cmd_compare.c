@@ -188,36 +188,15 @@ static const char *device_name(const cmp_t *c)
 
 /* ---- command line ------------------------------------------------------ */
 
-/* --name VALUE, --name=VALUE, and one or two positional files. */
+/* The flags and one or two positional files. */
 static int parse(int argc, char **argv, cmp_t *c, char *err)
 {
-    opts_set_defaults(&compare_opts, &c->o);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strncmp(a, "--", 2) != 0) {
-            if (c->sim_path) {
-                snprintf(err, OPT_ERR_LEN, "at most two result files (RUN.h5 [SIM.h5]), got a third: '%s'", a);
-                return -1;
-            }
-            *(c->run_path ? &c->sim_path : &c->run_path) = a;
-            continue;
-        }
-        char name[64];
-        const char *eq = strchr(a, '=');
-        snprintf(name, sizeof name, "%.*s", (int)((eq ? (size_t)(eq - a) : strlen(a)) - 2), a + 2);
-        const opt_def *d = opts_find(&compare_opts, name);
-        if (!d) {
-            snprintf(err, OPT_ERR_LEN, "unknown flag --%s (megasim compare --help lists the flags)", name);
-            return -1;
-        }
-        const char *val = eq ? eq + 1 : d->type == OPT_BOOL ? "true" : i + 1 < argc ? argv[++i] : NULL;
-        if (!val) {
-            snprintf(err, OPT_ERR_LEN, "--%s needs a value (%s)", name, d->help);
-            return -1;
-        }
-        if (opts_set_text(d, &c->o, val, a, err))
-            return -1;
-    }
+    const char *files[2] = {NULL, NULL};
+    int n = 0;
+    if (cli_parse_flags(&compare_opts, &c->o, argc, argv, files, 2, &n,
+                        "at most two result files (RUN.h5 [SIM.h5]), got a third: '%s'", err))
+        return -1;
+    c->run_path = files[0], c->sim_path = files[1];
     if (!c->run_path) {
         snprintf(err, OPT_ERR_LEN, "no measured result file given (usage: megasim compare RUN.h5 [SIM.h5])");
         return -1;

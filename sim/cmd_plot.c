@@ -35,37 +35,13 @@ static const opt_def plot_defs[] = {
 };
 const opt_table plot_opts = {plot_defs, sizeof plot_defs / sizeof plot_defs[0], "plot option"};
 
-/* --name VALUE, --name=VALUE, and one positional FILE. */
+/* The flags and one positional FILE. */
 static int parse(int argc, char **argv, plot_opts_t *o, const char **file, char *err)
 {
-    opts_set_defaults(&plot_opts, o);
+    int n = 0;
     *file = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strncmp(a, "--", 2) != 0) {
-            if (*file) {
-                snprintf(err, OPT_ERR_LEN, "one result file expected, got '%s' and '%s'", *file, a);
-                return -1;
-            }
-            *file = a;
-            continue;
-        }
-        char name[64];
-        const char *eq = strchr(a, '=');
-        snprintf(name, sizeof name, "%.*s", (int)((eq ? (size_t)(eq - a) : strlen(a)) - 2), a + 2);
-        const opt_def *d = opts_find(&plot_opts, name);
-        if (!d) {
-            snprintf(err, OPT_ERR_LEN, "unknown flag --%s (megasim plot --help lists the flags)", name);
-            return -1;
-        }
-        const char *val = eq ? eq + 1 : d->type == OPT_BOOL ? "true" : i + 1 < argc ? argv[++i] : NULL;
-        if (!val) {
-            snprintf(err, OPT_ERR_LEN, "--%s needs a value", name);
-            return -1;
-        }
-        if (opts_set_text(d, o, val, a, err))
-            return -1;
-    }
+    if (cli_parse_flags(&plot_opts, o, argc, argv, file, 1, &n, "one result file expected, got another: '%s'", err))
+        return -1;
     if (!*file) {
         snprintf(err, OPT_ERR_LEN, "no result file given (usage: megasim plot FILE.h5 [--outdir DIR])");
         return -1;
