@@ -157,14 +157,14 @@ static void plan(const run_t *R, size_t p[RT_NPOOLS])
     }
 }
 
-static int local_rank(void)
+/* This rank's place among the ranks sharing its machine, and their number. */
+static void node_ranks(int *rank, int *size)
 {
     MPI_Comm node;
-    int r = 0;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    MPI_Comm_rank(node, &r);
+    MPI_Comm_rank(node, rank);
+    MPI_Comm_size(node, size);
     MPI_Comm_free(&node);
-    return r;
 }
 
 /* Every rank agrees on failure: 0 when all succeeded. */
@@ -179,7 +179,8 @@ static int setup(run_t *R)
 {
     char err[OPT_ERR_LEN] = "";
     size_t p[RT_NPOOLS];
-    int rc;
+    int rc, local, nlocal;
+    node_ranks(&local, &nlocal);
     if (R->o.device == DEV_GPU) {
         int n = rt_gpu_count();
         if (all_ok(n > 0 ? 0 : -1))
@@ -187,21 +188,16 @@ static int setup(run_t *R)
                           "--device cpu)");
         R->comm = NULL;
         plan(R, p);
-        rc = rt_gpu_create(&R->rt, local_rank() % n, p, err, sizeof err);
+        rc = rt_gpu_create(&R->rt, local % n, p, err, sizeof err);
     } else {
         plan(R, p);
         /* A job this machine cannot hold is bad input, not an allocation failure mid-way. */
         double need = (double)p[RT_POOL_MAIN] + p[RT_POOL_XFER], have = (double)sysconf(_SC_PHYS_PAGES) *
                                                                          sysconf(_SC_PAGESIZE);
-        int local = 0;
-        MPI_Comm node;
-        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-        MPI_Comm_size(node, &local);
-        MPI_Comm_free(&node);
-        if (need * local > have) {
+        if (need * nlocal > have) {
             snprintf(err, sizeof err, "the job needs at least %.1f GiB per rank by the memory model, %d rank(s) on "
                      "this machine have %.1f GiB in all (allowed: a job whose ranks fit in host memory; shrink the "
-                     "model or batch, or add ranks on other machines)", need / 1073741824.0, local, have / 1073741824.0);
+                     "model or batch, or add ranks on other machines)", need / 1073741824.0, nlocal, have / 1073741824.0);
             return bad(R, err);
         }
         rc = rt_cpu_create(&R->rt, p, err, sizeof err);
@@ -265,12 +261,7 @@ static void measure_overhead(run_t *R)
     R->rt->op->iter_end(R->rt);
     R->overhead_ns = (double)(rt_now_ns() - t0) / REPS;
     free(t);
-    sched_iter_t it;
-    sched_op_t o;
-    sched_iter_init(&it, &R->job, R->comm->stage);
-    R->ops_per_iter = 0;
-    while (sched_next(&it, &o))
-        R->ops_per_iter++;
+    R->ops_per_iter = exec_program_ops(&R->job, R->comm->stage);
 }
 
 static void report_step(run_t *R, const sim_iter_t *s)
