@@ -100,15 +100,11 @@ void gpt_init_values(const gpt_t *m, unsigned long long seed, float *host);
 int gpt_has_embedding(const gpt_t *m, int chunk);
 int gpt_has_head(const gpt_t *m, int chunk);
 
-/* Local token rows that carry the loss on this rank (Nl with SP, N
- * without: then every TP rank computes the whole loss, and only TP rank 0's
- * is counted). */
-int gpt_loss_rows(const gpt_t *m);
-
 /* Forward of model chunk `chunk` on one micro-batch. x_in (Nl, C) is the
  * received activation (NULL on the first virtual stage: tokens are
  * embedded); x_out (Nl, C) receives the output (NULL on the last virtual
- * stage: the loss of each of the gpt_loss_rows rows goes to losses).
+ * stage: the loss of each of its Nl rows goes to losses; without SP every TP
+ * rank computes the whole loss and only TP rank 0's is counted).
  * tokens, targets (B, T) are device ints. *saved keeps what the backward
  * needs (with full recomputation, only the inputs). */
 int gpt_chunk_fwd(gpt_t *m, int chunk, const void *x_in, void *x_out, const int *tokens, const int *targets,

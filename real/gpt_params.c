@@ -271,8 +271,6 @@ void gpt_free(gpt_t *m)
 void *gpt_param(const gpt_t *m, int i) { return (char *)m->params + m->tensors[i].off * m->rt->act_bytes; }
 float *gpt_grad(const gpt_t *m, int i) { return m->grads + m->tensors[i].off; }
 
-int gpt_loss_rows(const gpt_t *m) { return m->Nl; }
-
 /* ---- initial values: a counter-based normal per (seed, tensor, element) -------- */
 
 static uint64_t mix(uint64_t z)

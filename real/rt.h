@@ -60,8 +60,6 @@ typedef struct {
                   size_t rows, int stream);
     /* host fp32 -> device act (bf16 rounding on the GPU); synchronous */
     int (*act_from_f32)(rt_t *rt, void *dst, const float *host, long n);
-    /* device act -> host fp32; synchronous */
-    int (*act_to_f32)(rt_t *rt, float *host, const void *src, long n);
 
     /* ordering between streams */
     int (*join)(rt_t *rt, int waiter, int on);            /* waiter waits for all issued on `on` */

@@ -170,12 +170,6 @@ static int c_act_from_f32(rt_t *rt, void *dst, const float *host, long n)
     return 0;
 }
 
-static int c_act_to_f32(rt_t *rt, float *host, const void *src, long n)
-{
-    memcpy(host, src, (size_t)n * sizeof(float));
-    return 0;
-}
-
 /* ---- ordering -------------------------------------------------------------- */
 
 static int c_join(rt_t *rt, int waiter, int on) { return complete(rt, on, C(rt)->s[on].next_seq); }
@@ -461,7 +455,7 @@ static void c_destroy(rt_t *rt)
 }
 
 static const rt_ops_t cpu_ops = {
-    c_alloc, c_free, c_memset0, c_copy, c_copy, c_copy2d, c_act_from_f32, c_act_to_f32,
+    c_alloc, c_free, c_memset0, c_copy, c_copy, c_copy2d, c_act_from_f32,
     c_join, c_record, c_wait, c_sync,
     c_mark_ready, c_mark_start, c_mark_end, c_iter_begin, c_iter_end,
     c_embedding_fwd, c_embedding_bwd, c_layernorm_fwd, c_layernorm_bwd,

@@ -294,18 +294,6 @@ static int g_act_from_f32(rt_t *rt, void *dst, const float *host, long n)
     return g_h2d(rt, dst, h, (size_t)n * sizeof *h);
 }
 
-static int g_act_to_f32(rt_t *rt, float *host, const void *src, long n)
-{
-    kern_bf16 *h = host_staging(rt, (size_t)n * sizeof *h);
-    if (n > 0 && !h)
-        return -1;
-    if (g_d2h(rt, h, src, (size_t)n * sizeof *h))
-        return -1;
-    for (long i = 0; i < n; i++)
-        host[i] = kern_bf16_to_float(h[i]);
-    return 0;
-}
-
 /* ---- ordering -------------------------------------------------------------- */
 
 static int g_join(rt_t *rt, int waiter, int on)
@@ -660,7 +648,7 @@ static void g_destroy(rt_t *rt)
 }
 
 static const rt_ops_t gpu_ops = {
-    g_alloc, g_free, g_memset0, g_h2d, g_d2h, g_copy2d, g_act_from_f32, g_act_to_f32,
+    g_alloc, g_free, g_memset0, g_h2d, g_d2h, g_copy2d, g_act_from_f32,
     g_join, g_record, g_wait, g_sync,
     g_mark_ready, g_mark_start, g_mark_end, g_iter_begin, g_iter_end,
     g_embedding_fwd, g_embedding_bwd, g_layernorm_fwd, g_layernorm_bwd,
