@@ -3,7 +3,9 @@
 # both presets, folded and unfolded, at 12,288 and 256 GPUs. Prints wall
 # time, peak memory, events and events per second, against the targets of
 # issue 3 (12,288 unfolded < 10 s and < 2 GB; folded < 0.2 s; 256
-# unfolded < 1 s). Needs build/megasim (scripts/quickstart.sh builds it).
+# unfolded < 1 s); then the event heap alone (build/sim_heap_bench: 10 M
+# pop + push with 100k pending; no target). Needs build/megasim and
+# build/sim_heap_bench (scripts/quickstart.sh builds them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=build/megasim
@@ -25,3 +27,5 @@ for sys in megascale megatron-lm; do
   done
 done
 rm -f /tmp/bench_sim.$$ /tmp/bench_sim_out.$$
+echo
+build/sim_heap_bench
