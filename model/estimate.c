@@ -112,6 +112,8 @@ static void stage_times(const hw_t *hw, const job_t *j, stage_times_t *st)
         double ef, eb;
         chunk_extra(hw, j, stages[k], -1, &ef, &eb);
         double fw = layers * st->layer_fwd_s + ef, bw = layers * st->layer_bwd_s + eb;
+        if (k == 0)
+            st->first_fwd_s = fw, st->first_bwd_s = bw;
         if (fw + bw > best) {
             best = fw + bw;
             st->fwd_s = fw, st->bwd_s = bw, st->slowest_stage = stages[k];
@@ -142,13 +144,33 @@ void estimate_chunk_times(const job_t *j, const hw_t *hw, int stage, int chunk, 
     ct->bwd_tp_s = layers * (b.exposed_s + rc.exposed_s);
 }
 
-/* Exposed part of `pieces` DP collectives of piece_s each, issued one
- * after another as their data is ready, window_s of compute apart: the
- * last is always exposed, the others where they outlast the compute
- * between them. */
-static double dp_exposed(double piece_s, int pieces, double window_s)
+/* One phase in which `pieces` DP collectives of piece_s each run one after
+ * another on the DP stream beside compute windows of window_s each (the
+ * weights' all-gathers at the start, chunk by chunk or bucket by bucket;
+ * the gradients' reductions at the end), and in which each step from one
+ * window to the next may also wait stall_s (the decoupled interleaved
+ * pipeline's wrap, see estimate_job). Uniform pieces and windows make the
+ * two-stream flow shop exact window by window: a step takes the slower of
+ * its collective and its window, the window slowed by comm_slowdown while
+ * the collective shares the GPU and lengthened by the stall; one piece,
+ * the first gather or the last reduction, is never hidden. The phase's time
+ * beyond its unslowed windows is split into the stall (PP), the slowdown
+ * (compute) and what remains (exposed DP). A comm-bound step hides the
+ * stall and the slowdown behind the collective, so they are not counted
+ * twice. */
+typedef struct {
+    double dp_s, slowdown_s, stall_s;
+} phase_delay_t;
+
+static void phase_delay(double piece_s, int pieces, double window_s, double stall_s, double slow,
+                        phase_delay_t *d)
 {
-    return piece_s + (pieces - 1) * fmax(0, piece_s - window_s);
+    double slowed = slow * fmin(window_s, piece_s);
+    double extra = fmax(piece_s, window_s + slowed + stall_s) - window_s; /* per step, >= 0 */
+    double to_stall = fmin(stall_s, extra), to_slow = fmin(slowed, extra - to_stall);
+    d->stall_s = (pieces - 1) * to_stall;
+    d->slowdown_s = (pieces - 1) * to_slow;
+    d->dp_s = piece_s + (pieces - 1) * (extra - to_stall - to_slow);
 }
 
 /* DP collectives of one stage, per piece: gradient reduction (all-reduce,
@@ -167,26 +189,44 @@ static void dp_times(const hw_t *hw, const job_t *j, stage_times_t *st)
     st->dp_gather_s = j->zero_stage == 0 ? 0 : cost_coll_s(hw, COLL_ALLGATHER, gat * wb, &dp);
 }
 
-static void dp_exposure(const hw_t *hw, const job_t *j, const stage_times_t *st,
-                        double *exposed_s, double *slowdown_s)
+/* The DP phases (weights gathered at the start, gradients reduced at the
+ * end) and, for decoupled interleaved pipelines, the wrap stalls of the
+ * warm-up and cool-down; see phase_delay. */
+static void dp_exposure(const hw_t *hw, const job_t *j, const stage_times_t *st, double *exposed_s,
+                        double *slowdown_s, double *wrap_s)
 {
-    /* A chunk's gradients are final once the cool-down has run its
-     * backward for the last p micro-batches, p x (chunk backward) before
-     * the next chunk's; its weights are needed p x (chunk forward) later.
-     * Without chunks, buckets follow each other through the last backward
-     * (first forward). */
-    int n = st->dp_pieces;
-    double win_b = j->vpp > 1 ? j->pp * st->bwd_s / j->vpp : st->bwd_s / n;
-    double win_f = j->vpp > 1 ? j->pp * st->fwd_s / j->vpp : st->fwd_s / n;
-    double red_all = j->overlap_grad_reduce ? n * st->dp_reduce_s : st->dp_reduce_s;
-    double gat_all = j->overlap_param_gather ? n * st->dp_gather_s : st->dp_gather_s;
-    double red = j->overlap_grad_reduce ? dp_exposed(st->dp_reduce_s, n, win_b) : red_all;
-    double gat = j->overlap_param_gather ? dp_exposed(st->dp_gather_s, n, win_f) : gat_all;
-    if (j->zero_stage >= 3) /* weights gathered again for backward, per layer */
-        gat += j->overlap_param_gather ? 0 : gat_all;
-    *exposed_s = red + gat;
-    double hidden = (red_all - red) + (gat_all - fmin(gat, gat_all));
-    *slowdown_s = hw->gpu.comm_slowdown * hidden;
+    /* A chunk's weights are first needed by the warm-up's first group of
+     * p micro-batches, p x (chunk forward) after the previous chunk's; its
+     * gradients are final once the cool-down's last group has run its
+     * backward, p x (chunk backward) before the next chunk's. Without
+     * chunks, buckets follow each other through the first forward (last
+     * backward). The windows are the first stage's: it starts first and
+     * finishes last, so its phases are the ones on the critical path. */
+    int n = st->dp_pieces, v = j->vpp;
+    double fwd = st->first_fwd_s + st->tp_exposed_fwd_s, bwd = st->first_bwd_s + st->tp_exposed_bwd_s;
+    double win_f = v > 1 ? j->pp * fwd / v : fwd / n;
+    double win_b = v > 1 ? j->pp * bwd / v : bwd / n;
+    /* Decoupled interleaved 1F1B has zero slack at each chunk step of the
+     * warm-up and cool-down: the first micro-batch of a group needs the
+     * previous chunk's output from the last stage, which took p chunk times
+     * plus p transfers to come round, against p chunk times of work here. */
+    double wrap = j->pp_comm_overlap && j->pp > 1 && v > 1 ? j->pp * st->p2p_s : 0;
+    double s = hw->gpu.comm_slowdown;
+    phase_delay_t red, gat;
+    int steps = v > 1 ? v : n; /* window steps in each phase */
+    if (j->overlap_grad_reduce)
+        phase_delay(st->dp_reduce_s, n, win_b, wrap, s, &red);
+    else /* one collective after the last backward; the wraps still happen */
+        phase_delay(0, steps, win_b, wrap, s, &red), red.dp_s = st->dp_reduce_s;
+    if (j->overlap_param_gather)
+        phase_delay(st->dp_gather_s, n, win_f, wrap, s, &gat);
+    else
+        phase_delay(0, steps, win_f, wrap, s, &gat), gat.dp_s = st->dp_gather_s;
+    if (j->zero_stage >= 3 && !j->overlap_param_gather) /* weights gathered again for backward */
+        gat.dp_s += st->dp_gather_s;
+    *exposed_s = red.dp_s + gat.dp_s;
+    *slowdown_s = red.slowdown_s + gat.slowdown_s;
+    *wrap_s = red.stall_s + gat.stall_s;
 }
 
 void estimate_job(const job_t *j, const hw_t *hw, estimate_t *e)
@@ -205,18 +245,19 @@ void estimate_job(const job_t *j, const hw_t *hw, estimate_t *e)
      * interleaved: (p - 1)/v micro-batch times for equal stages (1F1B,
      * interleaved and GPipe alike; Narayanan et al. 2021), less when the
      * slowest stage is slower than the rest. */
-    double dp_exp, dp_slow;
-    dp_exposure(hw, j, st, &dp_exp, &dp_slow);
+    double dp_exp, dp_slow, wrap_s;
+    dp_exposure(hw, j, st, &dp_exp, &dp_slow, &wrap_s);
     br->compute_s = m * per_mb_compute + dp_slow;
     br->exposed_tp_comm_s = m * per_mb_tp;
     br->bubble_s = (st->all_stages_s - (per_mb_compute + per_mb_tp)) / v;
     /* Megatron's blocking exchanges sit on the compute stream, one transfer
      * time each (the sends and receives inside one run concurrently): as
      * many as the first or last stage's program issues. Decoupled
-     * asynchronous transfers expose only the fill and drain path. */
+     * asynchronous transfers expose the fill and drain path, and the wrap
+     * stalls of an interleaved warm-up and cool-down (dp_exposure). */
     double xch = j->pp_comm_overlap ? 2 * (p - 1)
                                     : fmax(sched_blocking_exchanges(j, 0), sched_blocking_exchanges(j, j->pp - 1));
-    br->exposed_pp_comm_s = p > 1 ? xch * st->p2p_s : 0;
+    br->exposed_pp_comm_s = p > 1 ? xch * st->p2p_s + wrap_s : 0;
     br->exposed_dp_comm_s = dp_exp;
     double shard = workload_stage_params_local(j, 0) / (j->zero_stage >= 1 ? j->dp : 1);
     br->optimizer_s = cost_optimizer_s(hw, j, shard);

@@ -19,6 +19,7 @@ typedef struct {
 typedef struct {
     /* per micro-batch on the slowest stage */
     double fwd_s, bwd_s;           /* compute, recomputation and slowdown included */
+    double first_fwd_s, first_bwd_s; /* the same on the first stage (DP phases, see dp_exposure) */
     double tp_exposed_fwd_s, tp_exposed_bwd_s;
     double layer_fwd_s, layer_bwd_s; /* one layer, compute only */
     double p2p_s;                  /* one stage-to-stage transfer */
