@@ -28,6 +28,7 @@
 #include "kernels/layernorm.h"
 #include "kernels/matmul.h"
 #include "kernels/optimizer.h"
+#include "real/rt.h"
 
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -137,18 +138,6 @@ static kern_bf16 *dbf16(size_t n, unsigned seed)
 
 /* ---- setup --------------------------------------------------------------------- */
 
-int calib_gpu_count(char *why, size_t len)
-{
-    int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess || n <= 0) {
-        snprintf(why, len, "%s", e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount found none");
-        cudaGetLastError(); /* clear it: later calls must not report it again */
-        return 0;
-    }
-    return n;
-}
-
 /* 0, or -1 with "file:line: what: error" in err. */
 static int init_ok(cudaError_t e, const char *what, int line, char *err, size_t len)
 {
@@ -182,7 +171,7 @@ int calib_gpu_init(char *err, size_t len)
     int local, nlocal;
     memset(&G, 0, sizeof G);
     G.nranks = 1;
-    int ndev = calib_gpu_count(why, sizeof why);
+    int ndev = rt_gpu_count(why, sizeof why);
     if (!ndev) {
         snprintf(err, len, "--device gpu: no usable GPU (%s)", why);
         return -1;

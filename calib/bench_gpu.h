@@ -1,17 +1,15 @@
 /* calib/bench_gpu: the GPU device of `megasim calibrate --device gpu`
- * (calib/bench_gpu.c). Compiled only with CUDA (CALIB_HAVE_CUDA, set by
- * calib/CMakeLists.txt when MEGASIM_HAVE_CUDA); one GPU per process, held
- * between calib_gpu_init and calib_gpu_free. */
+ * (calib/bench_gpu.c), one GPU per process, held between calib_gpu_init
+ * and calib_gpu_free. bench_gpu.c is built into the GPU module
+ * (real/gpu_module.h) when CUDA is there; the program calls these through
+ * real/gpu_module.c, which reports no GPU, with the reason, when the
+ * module cannot be opened. */
 #ifndef CALIB_BENCH_GPU_H
 #define CALIB_BENCH_GPU_H
 
 #include "calib/calib.h"
 
 #include <stddef.h>
-
-/* CUDA devices visible to this process; 0 with the reason in why (no
- * device, no driver) when there is none. Creates no context. */
-int calib_gpu_count(char *why, size_t len);
 
 /* Takes this rank's GPU: its local rank among the ranks on its node
  * (MPI_COMM_TYPE_SHARED, when MPI is initialized) modulo the devices;
@@ -30,7 +28,10 @@ void calib_gpu_describe(calib_gpu_info_t *info);
 void calib_gpu_free(void);
 
 /* gemm, attention, memory (rank 0), collectives and comm_slowdown (every
- * rank, >= 2 ranks): calib.h's device table. */
+ * rank, >= 2 ranks): calib.h's device table. calib_gpu_device is the
+ * module's own; the program asks for it with calib_gpu_table (NULL without
+ * the module). */
 extern const calib_device_t calib_gpu_device;
+const calib_device_t *calib_gpu_table(void);
 
 #endif

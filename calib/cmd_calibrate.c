@@ -10,10 +10,9 @@
 #define _POSIX_C_SOURCE 200809L /* sysconf */
 #include "calib/profile.h"
 #include "model/cli.h"
-#ifdef CALIB_HAVE_CUDA
 #include "calib/bench_gpu.h"
-#endif
 #include "real/data.h"
+#include "real/rt.h"
 #include "sim/output.h"
 
 #include <cjson/cJSON.h>
@@ -71,19 +70,15 @@ static int fail(const char *msg)
     return env_rank() == 0 ? cli_fail("calibrate", msg) : 2;
 }
 
-/* --device gpu needs CUDA in the build and a device at run time (asked of
- * the runtime, not of /dev: a container may show one it cannot use). */
+/* --device gpu needs the GPU module (a build with CUDA) and a device at run
+ * time (asked of the runtime, not of /dev: a container may show one it
+ * cannot use). */
 static int gpu_unusable(char *err)
 {
-#ifdef CALIB_HAVE_CUDA
     char why[256];
-    if (calib_gpu_count(why, sizeof why) > 0)
+    if (rt_gpu_count(why, sizeof why) > 0)
         return 0;
     snprintf(err, OPT_ERR_LEN, "--device gpu: no usable GPU (%s); use --device cpu", why);
-#else
-    snprintf(err, OPT_ERR_LEN, "--device gpu: no usable GPU: this megasim was built without CUDA "
-             "(-DMEGASIM_CUDA=OFF, or no nvcc when configured); use --device cpu");
-#endif
     return -1;
 }
 
@@ -160,7 +155,6 @@ static const calib_device_t *open_device(int gpu, calib_result_t *r, char *err)
     r->device = gpu;
     if (!gpu)
         return &calib_cpu_device;
-#ifdef CALIB_HAVE_CUDA
     int bad = calib_gpu_init(err, OPT_ERR_LEN) != 0, any = bad, bad0 = bad;
     if (mpi_size > 1) {
         MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
@@ -174,20 +168,13 @@ static const calib_device_t *open_device(int gpu, calib_result_t *r, char *err)
         return NULL;
     if (mpi_rank == 0)
         calib_gpu_describe(&r->gpu);
-    return &calib_gpu_device;
-#else
-    gpu_unusable(err);
-    return NULL;
-#endif
+    return calib_gpu_table();
 }
 
 static void close_device(int gpu)
 {
-#ifdef CALIB_HAVE_CUDA
     if (gpu)
         calib_gpu_free();
-#endif
-    (void)gpu;
 }
 
 static int finish(const calib_opts_t *o, calib_result_t *r, const calib_plan_t *p, int argc, char **argv)

@@ -1,5 +1,5 @@
-# cmake/nccl.cmake: finds NCCL for the GPU code (real/gpu.cmake: the real
-# backend's communicators; calib/CMakeLists.txt: the NCCL calibration).
+# cmake/nccl.cmake: finds NCCL for the GPU module (real/CMakeLists.txt: the
+# real backend's communicators and the NCCL calibration).
 # Include it after find_package(CUDAToolkit). Sets the cache variables
 # NCCL_INCLUDE_DIR (holds nccl.h) and NCCL_LIBRARY (libnccl), or stops the
 # configure: CUDA without NCCL is no GPU run.

@@ -182,10 +182,13 @@ static int setup(run_t *R)
     int rc, local, nlocal;
     node_ranks(&local, &nlocal);
     if (R->o.device == DEV_GPU) {
-        int n = rt_gpu_count();
-        if (all_ok(n > 0 ? 0 : -1))
-            return bad(R, "--device gpu: no usable GPU on every rank (this build or machine has none; allowed: "
-                          "--device cpu)");
+        char why[256] = "";
+        int n = rt_gpu_count(why, sizeof why);
+        if (all_ok(n > 0 ? 0 : -1)) {
+            snprintf(err, sizeof err, "--device gpu: no usable GPU on every rank (%s; allowed: --device cpu)",
+                     n > 0 ? "another rank has none" : why);
+            return bad(R, err);
+        }
         R->comm = NULL;
         plan(R, p);
         rc = rt_gpu_create(&R->rt, local % n, p, err, sizeof err);

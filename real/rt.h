@@ -144,8 +144,10 @@ int rt_cpu_create(rt_t **rt, const size_t plan[RT_NPOOLS], char *err, int errlen
  * has no CUDA or the machine has no usable GPU. */
 int rt_gpu_create(rt_t **rt, int device, const size_t plan[RT_NPOOLS], char *err, int errlen);
 
-/* Number of GPUs visible (0 without CUDA or without a device). */
-int rt_gpu_count(void);
+/* Number of GPUs this process can use, asked of the CUDA runtime (not of
+ * /dev: a container may show one it cannot use); 0 with the reason in why
+ * (no GPU module, no driver, no device). Creates no context. */
+int rt_gpu_count(char *why, size_t len);
 
 /* Bytes the attention forward saves for its backward (see attn_fwd). */
 size_t rt_attn_saved_bytes(const rt_t *rt, int flash, kern_attn_shape s);

@@ -771,11 +771,13 @@ int rt_gpu_create(rt_t **out, int device, const size_t plan[RT_NPOOLS], char *er
     return 0;
 }
 
-int rt_gpu_count(void)
+int rt_gpu_count(char *why, size_t len)
 {
     int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        cudaGetLastError();
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n <= 0) {
+        snprintf(why, len, "%s", e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount found none");
+        cudaGetLastError(); /* clear it: later calls must not report it again */
         return 0;
     }
     return n;

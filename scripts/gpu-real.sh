@@ -89,7 +89,7 @@ check_libs() {
   fi
 }
 
-# True when tree $1 holds a libnccl.so* where gpu.cmake looks.
+# True when tree $1 holds a libnccl.so* where cmake/nccl.cmake looks.
 has_nccl_lib() {
   local f
   for f in "$1"/lib/libnccl.so* "$1"/lib64/libnccl.so* "$1"/lib/x86_64-linux-gnu/libnccl.so*; do

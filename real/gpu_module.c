@@ -1,0 +1,122 @@
+/* real/gpu_module.c: the program side of the GPU module (see gpu_module.h):
+ * opens libmegasim_gpu.so on first use and defines the public GPU entry
+ * points of real/rt.h, real/comm.h and calib/bench_gpu.h on top of it. */
+#define _GNU_SOURCE /* readlink, RTLD_* */
+
+#include "real/gpu_module.h"
+
+#include "calib/bench_gpu.h"
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static const gpu_module_api_t *api;
+static char load_error[PATH_MAX + 512];
+
+#ifdef MEGASIM_GPU_MODULE_BUILT
+static void module_path(char *path, size_t len)
+{
+    const char *env = getenv("MEGASIM_GPU_MODULE");
+    if (env && *env) {
+        snprintf(path, len, "%s", env);
+        return;
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = 0;
+    snprintf(path, len, "%s/%s", slash ? exe : ".", GPU_MODULE_FILE);
+}
+#endif
+
+static void load(void)
+{
+#ifndef MEGASIM_GPU_MODULE_BUILT
+    snprintf(load_error, sizeof load_error,
+             "this megasim was built without CUDA (-DMEGASIM_CUDA=OFF, or no nvcc when configured)");
+#else
+    char path[PATH_MAX + 64];
+    module_path(path, sizeof path);
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(load_error, sizeof load_error, "cannot open the GPU module: %s", dlerror());
+        return;
+    }
+    const gpu_module_api_t *(*entry)(void);
+    *(void **)&entry = dlsym(h, GPU_MODULE_ENTRY);
+    const gpu_module_api_t *a = entry ? entry() : NULL;
+    if (!a || a->abi != GPU_MODULE_ABI) {
+        snprintf(load_error, sizeof load_error, "%s is not a megasim GPU module of this build (%s)", path,
+                 a ? "interface version differs: rebuild" : "no entry point");
+        dlclose(h);
+        return;
+    }
+    api = a; /* kept open for the process's life */
+#endif
+}
+
+const gpu_module_api_t *gpu_module_load(char *why, size_t len)
+{
+    pthread_once(&once, load);
+    if (!api && why && len)
+        snprintf(why, len, "%s", load_error);
+    return api;
+}
+
+/* ---- real/rt.h, real/comm.h ------------------------------------------- */
+
+int rt_gpu_count(char *why, size_t len)
+{
+    const gpu_module_api_t *a = gpu_module_load(why, len);
+    return a ? a->rt_gpu_count(why, len) : 0;
+}
+
+int rt_gpu_create(rt_t **rt, int device, const size_t plan[RT_NPOOLS], char *err, int errlen)
+{
+    const gpu_module_api_t *a = gpu_module_load(err, (size_t)errlen);
+    *rt = NULL;
+    return a ? a->rt_gpu_create(rt, device, plan, err, errlen) : -1;
+}
+
+int comm_nccl_create(comm_t **c, rt_t *rt, int tp, int dp, int pp, char *err, int errlen)
+{
+    const gpu_module_api_t *a = gpu_module_load(err, (size_t)errlen);
+    *c = NULL;
+    return a ? a->comm_nccl_create(c, rt, tp, dp, pp, err, errlen) : -1;
+}
+
+/* ---- calib/bench_gpu.h ------------------------------------------------- */
+
+int calib_gpu_init(char *err, size_t len)
+{
+    const gpu_module_api_t *a = gpu_module_load(err, len);
+    return a ? a->calib_gpu_init(err, len) : -1;
+}
+
+void calib_gpu_describe(calib_gpu_info_t *info)
+{
+    const gpu_module_api_t *a = gpu_module_load(NULL, 0);
+    if (a)
+        a->calib_gpu_describe(info);
+}
+
+void calib_gpu_free(void)
+{
+    /* nothing to free when the module was never opened */
+    if (api)
+        api->calib_gpu_free();
+}
+
+const calib_device_t *calib_gpu_table(void)
+{
+    const gpu_module_api_t *a = gpu_module_load(NULL, 0);
+    return a ? a->calib_gpu_table : NULL;
+}
