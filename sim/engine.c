@@ -83,18 +83,23 @@ static int is_pool(int stream) { return stream == STREAM_PP_SEND || stream == ST
 static int q_push(queue_t *q, int stream, const sched_op_t *op)
 {
     int i;
-    if (is_pool(stream)) { /* a free slot, from the hint on; indices never move */
-        for (i = 0; i < q->cap && q->s[(q->hint + i) % q->cap].state != SLOT_FREE; i++)
-            ;
-        if (i < q->cap)
-            i = (q->hint + i) % q->cap;
-        if (i == q->cap) {
-            slot_t *s = realloc(q->s, sizeof *s * (q->cap ? q->cap * 2 : 8));
-            if (!s)
+    if (is_pool(stream)) { /* any free slot; indices never move */
+        if (q->nfree == 0) {
+            int cap = q->cap ? q->cap * 2 : 8;
+            slot_t *s = realloc(q->s, sizeof *s * cap);
+            int *f = realloc(q->free_idx, sizeof(int) * cap);
+            if (s)
+                q->s = s;
+            if (f)
+                q->free_idx = f;
+            if (!s || !f)
                 return -1;
-            memset(s + q->cap, 0, sizeof *s * (q->cap ? q->cap : 8));
-            q->s = s, q->cap = q->cap ? q->cap * 2 : 8;
+            memset(s + q->cap, 0, sizeof *s * (cap - q->cap));
+            for (int k = cap - 1; k >= q->cap; k--) /* lowest index on top */
+                q->free_idx[q->nfree++] = k;
+            q->cap = cap;
         }
+        i = q->free_idx[--q->nfree];
         if (q->queued == q->waiting_cap) {
             int cap = q->waiting_cap ? q->waiting_cap * 2 : 8, *w = realloc(q->waiting, sizeof(int) * cap);
             if (!w)
@@ -102,7 +107,7 @@ static int q_push(queue_t *q, int stream, const sched_op_t *op)
             q->waiting = w, q->waiting_cap = cap;
         }
         q->waiting[q->queued++] = i;
-        q->n++, q->hint = (i + 1) % q->cap;
+        q->n++;
     } else {
         if (q->n == q->cap && q_grow(q))
             return -1;
@@ -453,7 +458,7 @@ static int complete(sim_t *S, int ent, int stream, int slot)
     if (stream == STREAM_COMPUTE || stream == STREAM_DP) {
         q->head = (q->head + 1) % q->cap, q->n--, q->busy = 0;
     } else {
-        q->n--;
+        q->n--, q->free_idx[q->nfree++] = slot;
     }
     if (S->now > e->acc.end)
         e->acc.end = S->now;
@@ -678,7 +683,7 @@ static void teardown(sim_t *S)
 {
     for (int i = 0; S->e && i < S->ne; i++) {
         for (int st = 0; st < STREAM_COUNT; st++)
-            free(S->e[i].q[st].s), free(S->e[i].q[st].waiting);
+            free(S->e[i].q[st].s), free(S->e[i].q[st].waiting), free(S->e[i].q[st].free_idx);
         for (int d = 0; d < 4; d++)
             free(S->e[i].pend[d / 2][d % 2].slot), free(S->e[i].pend[d / 2][d % 2].stream);
     }

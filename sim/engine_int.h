@@ -35,7 +35,8 @@ typedef struct {
     int queued;         /* pools: slots queued, not yet started */
     int *waiting;       /* pools: those slots' indices, in issue order */
     int waiting_cap;
-    int hint;           /* pools: where to look for a free slot first */
+    int *free_idx;      /* pools: free slot indices, a stack (the last freed, still in cache, is reused first) */
+    int nfree;
     int64_t busy_until; /* DP stream: end of the running collective, if known */
 } queue_t;
 
