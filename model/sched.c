@@ -302,16 +302,23 @@ int sched_next(sched_iter_t *it, sched_op_t *op)
     return 1;
 }
 
-long sched_blocking_exchanges(const job_t *j, int stage)
+/* Ops of stage's program for which keep() holds (every op when NULL). */
+static long count_ops(const job_t *j, int stage, int (*keep)(const sched_op_t *o))
 {
     sched_iter_t it;
     sched_op_t o;
     long n = 0;
     sched_iter_init(&it, j, stage);
     while (sched_next(&it, &o))
-        n += o.kind == SOP_XFER && o.stream == STREAM_COMPUTE;
+        n += !keep || keep(&o);
     return n;
 }
+
+static int is_blocking_exchange(const sched_op_t *o) { return o->kind == SOP_XFER && o->stream == STREAM_COMPUTE; }
+
+long sched_blocking_exchanges(const job_t *j, int stage) { return count_ops(j, stage, is_blocking_exchange); }
+
+long sched_program_ops(const job_t *j, int stage) { return count_ops(j, stage, NULL); }
 
 const char *const sched_kind_names[] = {"fwd", "bwd", "xfer", "dp_gather", "dp_reduce", "emb_sync", "optim",
                                         "host", "join"};

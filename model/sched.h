@@ -99,6 +99,9 @@ long sched_warmup(const job_t *job, int stage);
  * is on time. O(micro-batches x chunks). */
 long sched_blocking_exchanges(const job_t *job, int stage);
 
+/* Ops in one iteration of a stage's program. O(ops). */
+long sched_program_ops(const job_t *job, int stage);
+
 /* One op as text: "stream op key=value ..." (the rank is printed by the
  * caller). Returns the number of characters written. */
 int sched_format(const sched_op_t *op, char *buf, int len);

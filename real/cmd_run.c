@@ -264,7 +264,7 @@ static void measure_overhead(run_t *R)
     R->rt->op->iter_end(R->rt);
     R->overhead_ns = (double)(rt_now_ns() - t0) / REPS;
     free(t);
-    R->ops_per_iter = exec_program_ops(&R->job, R->comm->stage);
+    R->ops_per_iter = sched_program_ops(&R->job, R->comm->stage);
 }
 
 static void report_step(run_t *R, const sim_iter_t *s)

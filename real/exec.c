@@ -459,20 +459,9 @@ static int iteration_loss(exec_t *x, double *loss)
 
 /* Room for every record of the coming iteration: the runtimes keep
  * pointers to the times until the iteration ends, so they must not move. */
-long exec_program_ops(const job_t *job, int stage)
-{
-    sched_iter_t it;
-    sched_op_t o;
-    long n = 0;
-    sched_iter_init(&it, job, stage);
-    while (sched_next(&it, &o))
-        n++;
-    return n;
-}
-
 static int reserve(exec_t *x)
 {
-    long n = exec_program_ops(x->job, x->m->stage);
+    long n = sched_program_ops(x->job, x->m->stage);
     if (x->nrecs + n <= x->caprecs)
         return 0;
     long cap = (x->nrecs + n) * 2;

@@ -73,8 +73,6 @@ void exec_free(exec_t *x);
  * wall time of the iteration. */
 int exec_iteration(exec_t *x, double *loss, double *time_s);
 
-/* Ops in one iteration of stage `stage`'s program. O(ops). */
-long exec_program_ops(const job_t *job, int stage);
 
 /* Checkpoint state: the shard's master weights and moments (3 x nshard
  * floats, host) and the step. Restoring refreshes the act weights. */
