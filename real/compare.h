@@ -1,0 +1,113 @@
+/* compare: the shared state of `megasim compare` (real/cmd_compare.c):
+ * the two sides read or simulated (compare_load.c), the text and JSON
+ * report (compare_report.c) and the figure (compare_plot.c). */
+#ifndef MEGASIM_REAL_COMPARE_H
+#define MEGASIM_REAL_COMPARE_H
+
+#include "model/hw.h"
+#include "model/job.h"
+#include "model/sched.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    int json, ranks_shown, help;
+    char plot[1000], plots_dir[1024];
+} compare_opts_t;
+
+/* ---- what is compared -------------------------------------------------- */
+
+typedef struct {
+    int32_t rank, stream, kind;
+    double t_ready_s, t_start_s, t_end_s;
+    int32_t iteration;
+} op_row_t;
+
+typedef struct {
+    int32_t rank, stands_for;
+    double end_s;
+} rank_row_t;
+
+typedef struct {
+    int32_t step;
+    double step_time_s;
+} step_row_t;
+
+/* One side of the comparison, as read from a file or simulated. */
+typedef struct {
+    op_row_t *ops;        /* /timeline */
+    long nops;
+    rank_row_t *ranks;    /* /ranks */
+    long nranks;
+    double iteration_s;   /* measured: the mean step; simulated: the iteration */
+    double closed_form_s; /* simulated side: the closed form of the job */
+} side_t;
+
+#define NKINDS 16
+
+/* Sums over the timeline rows a side's means cover. */
+typedef struct {
+    double n[NKINDS], sum_s[NKINDS], compute_s[NKINDS]; /* ops, their time, on the compute stream */
+    double busy_s[STREAM_COUNT], wait_s[STREAM_COUNT];
+    int niters, nranks;  /* iterations and ranks covered */
+    int first_iter, last_iter;
+} stats_t;
+
+typedef struct {
+    compare_opts_t o;
+    const char *run_path, *sim_path;
+    cJSON *config;        /* RUN.h5's config_json */
+    job_t job;
+    hw_t hw;
+    step_row_t *steps;    /* /iterations */
+    long nsteps;
+    side_t meas, sim;
+    unsigned char *rank_on; /* [num_gpus]: ranks the per-op means cover */
+    int sim_folded, sim_ntraced;
+    stats_t sm, ss;       /* measured, simulated */
+    char prefix[1024];
+    int drawn;            /* PNG and SVG written */
+} cmp_t;
+
+/* A sum over the covered rows as a time per rank per iteration. */
+static inline double cmp_per_rank_iter(const stats_t *st, double sum)
+{
+    return st->niters && st->nranks ? sum / ((double)st->niters * st->nranks) : NAN;
+}
+
+static inline double cmp_per_iter(const stats_t *st, double n)
+{
+    return st->niters ? n / st->niters : NAN;
+}
+
+static inline double cmp_mean_of(double sum, double n)
+{
+    return n > 0 ? sum / n : NAN;
+}
+
+static inline int cmp_kind_present(const cmp_t *c, int k)
+{
+    return c->sm.n[k] > 0 || c->ss.n[k] > 0;
+}
+
+/* compare_load.c: reads RUN.h5 (and SIM.h5, or simulates the job) and
+ * sums both sides; one message in err and -1 on bad input. */
+int cmp_load(cmp_t *c, char *err);
+void cmp_free(cmp_t *c);
+
+/* compare_report.c */
+double cmp_err_pct(double measured, double predicted); /* NAN when there is no error to give */
+const char *cmp_fmt_pct(char *buf, size_t size, int w, double pct);
+const char *cmp_kind_name(int k);
+const char *cmp_device_name(const cmp_t *c);
+void cmp_print_text(const cmp_t *c);
+cJSON *cmp_json_report(const cmp_t *c);
+
+/* compare_plot.c: PREFIX.dat, PREFIX.png and PREFIX.svg; -1 with err on a
+ * bad --plot, else the number of images that failed to draw. */
+int cmp_plot(cmp_t *c, char *err);
+
+#endif

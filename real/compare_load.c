@@ -1,0 +1,357 @@
+/* compare_load: the two sides of `megasim compare`: RUN.h5's timeline,
+ * ranks and steps; SIM.h5's, or an in-process simulation of the job and
+ * hardware RUN.h5 records (with the closed form); then the per-kind and
+ * per-stream sums over the ranks and iterations both sides cover. */
+#include "real/compare.h"
+
+#include "model/cli.h"
+#include "model/estimate.h"
+#include "sim/engine.h"
+#include "sim/plot_data.h"
+
+#include <hdf5.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OC(f, i) {#f, offsetof(op_row_t, f), i}
+static const plot_col_t op_cols[] = {OC(rank, 1),      OC(stream, 1),  OC(kind, 1),     OC(t_ready_s, 0),
+                                     OC(t_start_s, 0), OC(t_end_s, 0), OC(iteration, 1)};
+#define KC(f, i) {#f, offsetof(rank_row_t, f), i}
+static const plot_col_t rank_cols[] = {KC(rank, 1), KC(stands_for, 1), KC(end_s, 0)};
+#define SC(f, i) {#f, offsetof(step_row_t, f), i}
+static const plot_col_t step_cols[] = {SC(step, 1), SC(step_time_s, 0)};
+
+/* ---- reading result files -------------------------------------------- */
+
+/* Opens path, checks its kind and parses config_json into *config. */
+static int open_kind(const char *path, const char *want, hid_t *file, cJSON **config, char *err)
+{
+    char kind[64];
+    if (plot_open_result(path, file, kind, sizeof kind, err, OPT_ERR_LEN) != PLOT_OK)
+        return -1;
+    int rc = 0;
+    if (strcmp(kind, want)) {
+        snprintf(err, OPT_ERR_LEN, "%s: kind '%s', expected a %s (%s)", path, kind, want,
+                 !strcmp(want, "measurement") ? "megasim run --out RUN.h5" : "megasim simulate --out SIM.h5");
+        rc = -1;
+    }
+    char *s = !rc ? plot_attr_str(*file, "/", "config_json") : NULL;
+    if (!rc && !(*config = s ? cJSON_Parse(s) : NULL)) {
+        snprintf(err, OPT_ERR_LEN, "%s: the root attribute config_json is %s", path, s ? "not JSON" : "missing");
+        rc = -1;
+    }
+    free(s);
+    if (rc) {
+        H5Fclose(*file);
+        *file = -1;
+    }
+    return rc;
+}
+
+/* A table that must be present. */
+static int need_table(hid_t f, const char *path, const char *name, const plot_col_t *cols, int ncols,
+                      size_t row_size, void **rows, long *n, char *err)
+{
+    if (plot_read_table(f, path, name, cols, ncols, row_size, rows, n, err, OPT_ERR_LEN) != PLOT_OK)
+        return -1;
+    if (*n < 0) {
+        snprintf(err, OPT_ERR_LEN, "%s: no dataset %s; not a complete megasim result file", path, name);
+        return -1;
+    }
+    return 0;
+}
+
+/* /timeline and /ranks; a simulation's timeline may lack `iteration`. */
+static int read_side(hid_t f, const char *path, side_t *s, char *err)
+{
+    int ncols = plot_has_column(f, "/timeline", "iteration") ? 7 : 6;
+    void *ops, *ranks;
+    if (need_table(f, path, "/timeline", op_cols, ncols, sizeof(op_row_t), &ops, &s->nops, err))
+        return -1;
+    s->ops = ops;
+    if (need_table(f, path, "/ranks", rank_cols, 3, sizeof(rank_row_t), &ranks, &s->nranks, err))
+        return -1;
+    s->ranks = ranks;
+    return 0;
+}
+
+static double mean_step(const cmp_t *c)
+{
+    long a = c->nsteps > 1 ? 1 : 0;
+    double sum = 0;
+    for (long i = a; i < c->nsteps; i++)
+        sum += c->steps[i].step_time_s;
+    return sum / (double)(c->nsteps - a);
+}
+
+static int read_run(cmp_t *c, char *err)
+{
+    hid_t f;
+    void *steps;
+    if (open_kind(c->run_path, "measurement", &f, &c->config, err))
+        return -1;
+    int rc = read_side(f, c->run_path, &c->meas, err) ||
+             need_table(f, c->run_path, "/iterations", step_cols, 2, sizeof(step_row_t), &steps, &c->nsteps, err);
+    if (!rc)
+        c->steps = steps;
+    if (!rc && c->nsteps < 1) {
+        snprintf(err, OPT_ERR_LEN, "%s: /iterations has no rows: the run measured no step", c->run_path);
+        rc = -1;
+    }
+    if (!rc)
+        c->meas.iteration_s = mean_step(c);
+    H5Fclose(f);
+    return rc ? -1 : 0;
+}
+
+/* The first job key whose value differs (or is absent on one side). */
+static const char *job_differs(const cJSON *a, const cJSON *b)
+{
+    const cJSON *m;
+    cJSON_ArrayForEach(m, a)
+    {
+        const cJSON *o = cJSON_GetObjectItemCaseSensitive(b, m->string);
+        if (!o || !cJSON_Compare(m, o, 1))
+            return m->string;
+    }
+    cJSON_ArrayForEach(m, b)
+    {
+        if (!cJSON_GetObjectItemCaseSensitive(a, m->string))
+            return m->string;
+    }
+    return NULL;
+}
+
+/* A JSON value as text, "absent" for none. */
+static void json_value(const cJSON *v, char *buf, size_t size)
+{
+    char *p = v ? cJSON_PrintUnformatted(v) : NULL;
+    snprintf(buf, size, "%s", p ? p : "absent");
+    free(p);
+}
+
+static int same_job(const cmp_t *c, const cJSON *sim_config, char *err)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(c->config, "job");
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(sim_config, "job");
+    const char *key = job_differs(a, b);
+    if (!key)
+        return 0;
+    char va[256], vb[256];
+    json_value(cJSON_GetObjectItemCaseSensitive(a, key), va, sizeof va);
+    json_value(cJSON_GetObjectItemCaseSensitive(b, key), vb, sizeof vb);
+    snprintf(err, OPT_ERR_LEN, "%s simulates another job than %s: job key '%s' is %s there and %s in the run",
+             c->sim_path, c->run_path, key, vb, va);
+    return -1;
+}
+
+static int read_sim(cmp_t *c, char *err)
+{
+    hid_t f;
+    cJSON *cfg = NULL;
+    if (open_kind(c->sim_path, "simulation", &f, &cfg, err))
+        return -1;
+    int rc = same_job(c, cfg, err) || read_side(f, c->sim_path, &c->sim, err);
+    if (!rc && plot_attr_f64(f, "/summary", "iteration_time_s", &c->sim.iteration_s)) {
+        snprintf(err, OPT_ERR_LEN, "%s: no /summary attribute iteration_time_s", c->sim_path);
+        rc = -1;
+    }
+    c->sim.closed_form_s = NAN;
+    if (!rc)
+        plot_attr_f64(f, "/summary", "closed_form_iteration_time_s", &c->sim.closed_form_s);
+    for (long i = 0; !rc && i < c->sim.nranks; i++)
+        c->sim_folded |= c->sim.ranks[i].stands_for > 1;
+    cJSON_Delete(cfg);
+    H5Fclose(f);
+    return rc ? -1 : 0;
+}
+
+/* ---- the job and hardware recorded in RUN.h5 --------------------------- */
+
+/* One profile section: every field must be there (hw_to_json wrote them). */
+static int hw_section(const opt_table *t, const cJSON *hw, const char *sec, void *obj, const char *path, char *err)
+{
+    char where[1200], seen[64] = {0};
+    snprintf(where, sizeof where, "%s: config_json hardware.%s", path, sec);
+    if (opts_apply_json(t, obj, cJSON_GetObjectItemCaseSensitive(hw, sec), where, NULL, seen, err))
+        return -1;
+    for (int i = 0; i < t->n; i++)
+        if (!seen[i]) {
+            snprintf(err, OPT_ERR_LEN, "%s: field '%s' is missing", where, t->defs[i].name);
+            return -1;
+        }
+    return 0;
+}
+
+/* The job over the defaults, the hardware as recorded (overrides applied),
+ * then the rules and derived fields. */
+static int rebuild_job(cmp_t *c, char *err)
+{
+    char where[1100];
+    const cJSON *hw = cJSON_GetObjectItemCaseSensitive(c->config, "hardware");
+    snprintf(where, sizeof where, "%s: config_json job", c->run_path);
+    memset(&c->job, 0, sizeof c->job);
+    memset(&c->hw, 0, sizeof c->hw);
+    opts_set_defaults(&job_opts, &c->job);
+    if (opts_apply_json(&job_opts, &c->job, cJSON_GetObjectItemCaseSensitive(c->config, "job"), where, NULL, NULL,
+                        err) ||
+        hw_section(&hw_gpu_opts, hw, "gpu", &c->hw.gpu, c->run_path, err) ||
+        hw_section(&hw_cluster_opts, hw, "cluster", &c->hw.cluster, c->run_path, err) || hw_check(&c->hw, err) ||
+        job_finalize(&c->job, c->hw.cluster.gpus_per_node, err))
+        return -1;
+    return 0;
+}
+
+/* ---- the in-process simulation ----------------------------------------- */
+
+static int side_from_result(const sim_result_t *r, side_t *s, char *err)
+{
+    s->nops = r->ntimeline, s->nranks = r->entities;
+    s->ops = calloc(s->nops ? (size_t)s->nops : 1, sizeof *s->ops);
+    s->ranks = calloc(s->nranks ? (size_t)s->nranks : 1, sizeof *s->ranks);
+    if (!s->ops || !s->ranks) {
+        snprintf(err, OPT_ERR_LEN, "out of memory for %ld simulated ops", r->ntimeline);
+        return -1;
+    }
+    for (long i = 0; i < r->ntimeline; i++) {
+        const sim_rec_t *o = &r->timeline[i];
+        s->ops[i] = (op_row_t){o->rank, o->stream, o->kind, o->t_ready_ns * 1e-9, o->t_start_ns * 1e-9,
+                               o->t_end_ns * 1e-9, 0};
+    }
+    for (int i = 0; i < r->entities; i++)
+        s->ranks[i] = (rank_row_t){r->entity_rank[i], r->entity_count[i], r->per_entity[i].end * 1e-9};
+    s->iteration_s = r->iteration_ns * 1e-9;
+    return 0;
+}
+
+/* Unfolded, every rank traced, alpha-beta network; and the closed form. */
+static int simulate(cmp_t *c, char *err)
+{
+    if (c->job.num_gpus > SIM_MAX_TRACE) {
+        snprintf(err, OPT_ERR_LEN, "%s: %d ranks; the in-process simulation traces at most %d (SIM_MAX_TRACE). "
+                 "Simulate the job with megasim simulate --no-fold --trace-ranks R,... --out SIM.h5 and give SIM.h5",
+                 c->run_path, c->job.num_gpus, SIM_MAX_TRACE);
+        return -1;
+    }
+    sim_opts_t o;
+    memset(&o, 0, sizeof o);
+    o.network = SIM_NET_ALPHA_BETA, o.fold = 0, o.ntrace = c->job.num_gpus;
+    for (int i = 0; i < o.ntrace; i++)
+        o.trace_ranks[i] = i;
+    if (sched_verify(&c->job, err, OPT_ERR_LEN))
+        return -1;
+    estimate_t e;
+    estimate_job(&c->job, &c->hw, &e);
+    sim_result_t r;
+    if (sim_run(&c->job, &c->hw, &o, &r, err, OPT_ERR_LEN))
+        return -1;
+    int rc = side_from_result(&r, &c->sim, err);
+    c->sim.closed_form_s = e.iteration_s;
+    sim_result_free(&r);
+    return rc;
+}
+
+/* ---- statistics ---------------------------------------------------------- */
+
+/* Every row names a rank of the job, a stream and an op kind. */
+static int check_rows(const cmp_t *c, const side_t *s, const char *path, char *err)
+{
+    for (long i = 0; i < s->nops; i++) {
+        const op_row_t *o = &s->ops[i];
+        if (o->rank < 0 || o->rank >= c->job.num_gpus || o->stream < 0 || o->stream >= STREAM_COUNT ||
+            o->kind < 0 || o->kind >= NKINDS || o->iteration < 0) {
+            snprintf(err, OPT_ERR_LEN, "%s: /timeline row %ld: rank %d, stream %d, kind %d, iteration %d is not "
+                     "an op of this %d-rank job", path, i, o->rank, o->stream, o->kind, o->iteration,
+                     c->job.num_gpus);
+            return -1;
+        }
+    }
+    for (long i = 0; i < s->nranks; i++)
+        if (s->ranks[i].rank < 0 || s->ranks[i].rank >= c->job.num_gpus) {
+            snprintf(err, OPT_ERR_LEN, "%s: /ranks row %ld: rank %d is not a rank of this %d-rank job", path, i,
+                     s->ranks[i].rank, c->job.num_gpus);
+            return -1;
+        }
+    return 0;
+}
+
+/* The ranks the per-op means cover: those the simulation traced (all of
+ * them in-process), or every rank when it traced none. */
+static int pick_ranks(cmp_t *c, char *err)
+{
+    c->rank_on = calloc((size_t)c->job.num_gpus, 1);
+    if (!c->rank_on) {
+        snprintf(err, OPT_ERR_LEN, "out of memory");
+        return -1;
+    }
+    for (long i = 0; i < c->sim.nops; i++)
+        c->rank_on[c->sim.ops[i].rank] = 1;
+    for (int r = 0; r < c->job.num_gpus; r++)
+        c->sim_ntraced += c->rank_on[r];
+    if (!c->sim_ntraced)
+        memset(c->rank_on, 1, (size_t)c->job.num_gpus);
+    return 0;
+}
+
+/* Sums over the rows of the covered ranks, the first iteration left out
+ * when there are more (warm-up). */
+static void stats_of(const cmp_t *c, const side_t *s, stats_t *st)
+{
+    memset(st, 0, sizeof *st);
+    st->first_iter = INT32_MAX, st->last_iter = -1;
+    for (long i = 0; i < s->nops; i++) {
+        st->first_iter = s->ops[i].iteration < st->first_iter ? s->ops[i].iteration : st->first_iter;
+        st->last_iter = s->ops[i].iteration > st->last_iter ? s->ops[i].iteration : st->last_iter;
+    }
+    int skip = st->last_iter > st->first_iter ? st->first_iter : -1;
+    unsigned char *seen_iter = calloc((size_t)(st->last_iter >= 0 ? st->last_iter + 1 : 1), 1);
+    unsigned char *seen_rank = calloc((size_t)c->job.num_gpus, 1);
+    for (long i = 0; seen_iter && seen_rank && i < s->nops; i++) {
+        const op_row_t *o = &s->ops[i];
+        if (o->iteration == skip || !c->rank_on[o->rank])
+            continue;
+        double dur = o->t_end_s - o->t_start_s, wait = o->t_start_s - o->t_ready_s;
+        st->n[o->kind]++, st->sum_s[o->kind] += dur;
+        if (o->stream == STREAM_COMPUTE)
+            st->compute_s[o->kind] += dur;
+        st->busy_s[o->stream] += dur, st->wait_s[o->stream] += wait;
+        st->niters += !seen_iter[o->iteration], seen_iter[o->iteration] = 1;
+        st->nranks += !seen_rank[o->rank], seen_rank[o->rank] = 1;
+    }
+    free(seen_iter);
+    free(seen_rank);
+}
+
+static int load(cmp_t *c, char *err)
+{
+    if (read_run(c, err) || rebuild_job(c, err) || check_rows(c, &c->meas, c->run_path, err))
+        return -1;
+    if (c->sim_path ? read_sim(c, err) || check_rows(c, &c->sim, c->sim_path, err) : simulate(c, err))
+        return -1;
+    if (pick_ranks(c, err))
+        return -1;
+    stats_of(c, &c->meas, &c->sm);
+    stats_of(c, &c->sim, &c->ss);
+    return 0;
+}
+
+void cmp_free(cmp_t *c)
+{
+    free(c->meas.ops), free(c->meas.ranks), free(c->sim.ops), free(c->sim.ranks);
+    free(c->steps), free(c->rank_on);
+    cJSON_Delete(c->config);
+}
+
+/* Reads with HDF5's own error printing off: our message replaces it. */
+int cmp_load(cmp_t *c, char *err)
+{
+    H5E_auto2_t old_fn = NULL;
+    void *old_data = NULL;
+    H5Eget_auto2(H5E_DEFAULT, &old_fn, &old_data);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    int rc = load(c, err);
+    H5Eset_auto2(H5E_DEFAULT, old_fn, old_data);
+    return rc;
+}
