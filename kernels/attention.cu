@@ -153,7 +153,9 @@ __global__ void __launch_bounds__(256)
   }
   load_tile<FB_BC, HD>(ks, k, s, b, j0, s.NKV, g);
   int jlast = min(j0 + FB_BC, s.T) - 1; /* the last query that sees key jlast: */
-  int ihi = s.window > 0 ? min(s.T - 1, jlast + s.window - 1) : s.T - 1;
+  /* (a window of T or more is full causal; this also keeps jlast + window
+   * from overflowing int for a huge window) */
+  int ihi = s.window > 0 && s.window < s.T ? min(s.T - 1, jlast + s.window - 1) : s.T - 1;
   for (int r = 0; r < grp; r++) {
     int h = g * grp + r;
     for (int it = j0 / FB_BR * FB_BR; it <= ihi; it += FB_BR) {

@@ -15,6 +15,7 @@ __global__ void __launch_bounds__(CE_THREADS)
   float m = -INFINITY, s = 0.0f;
   for (int j = threadIdx.x; j < V; j += blockDim.x) {
     float xj = ld(x + j);
+    if (xj == -INFINITY) continue; /* a masked logit adds 0; (-inf) - (-inf) would be NaN */
     if (xj > m) { /* invariant: s = sum of exp(x - m) over this thread's slice */
       s *= __expf(m - xj);
       m = xj;

@@ -40,6 +40,9 @@ static int lt_set_epilogue(cublasLtMatmulDesc_t op, const lt_epi *e) {
   if (e->bias)
     KERN_LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &e->bias,
                                                sizeof e->bias));
+  if (e->aux && align_of(e->aux) < 16) /* no alignment hint exists for it either */
+    return kern_report_lt(CUBLAS_STATUS_INVALID_VALUE, "GeLU aux buffer not 16-byte aligned", __FILE__,
+                          __LINE__);
   if (e->aux) {
     int64_t ld = e->aux_ld;
     KERN_LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
@@ -81,10 +84,33 @@ static int lt_check(cublasStatus_t st, const char *what, int line) {
 }
 #define LT_CALL(x) lt_check((x), #x, __LINE__)
 
+/* cuBLASLt takes no alignment hint for the epilogue's bias, and its
+ * kernels may read it 16 bytes at a time (Marian and PyTorch both met
+ * "misaligned address" on A100 with a sliced bias). A bias that is not
+ * 16-byte aligned (a column chunk's slice, say) is copied to the start of
+ * the workspace, and cuBLASLt gets the rest of it. */
+static int lt_align_bias(const kern_ctx *ctx, long n, lt_epi *e, kern_ctx *sub, cudaStream_t stream) {
+  *sub = *ctx;
+  if (!e->bias || align_of(e->bias) >= 16) return 0;
+  size_t bytes = (size_t)n * sizeof(kern_bf16), used = (bytes + 255) & ~(size_t)255;
+  if (used >= ctx->workspace_bytes)
+    return kern_report_lt(CUBLAS_STATUS_NOT_SUPPORTED, "misaligned bias longer than the workspace",
+                          __FILE__, __LINE__);
+  KERN_CUDA_TRY(cudaMemcpyAsync(ctx->workspace, e->bias, bytes, cudaMemcpyDeviceToDevice, stream));
+  e->bias = ctx->workspace;
+  sub->workspace = (char *)ctx->workspace + used;
+  sub->workspace_bytes = ctx->workspace_bytes - used;
+  return 0;
+}
+
 /* The descriptors are created and destroyed per call: they are host-side
  * structs, cheap next to a GEMM of the sizes this code runs. */
-static int lt_matmul(const kern_ctx *ctx, void *c, const kern_bf16 *a, const kern_bf16 *b,
-                     const kern_gemm_desc *g, const lt_epi *e, cudaStream_t stream) {
+static int lt_matmul(const kern_ctx *ctx_in, void *c, const kern_bf16 *a, const kern_bf16 *b,
+                     const kern_gemm_desc *g, const lt_epi *e_in, cudaStream_t stream) {
+  kern_ctx sub;
+  lt_epi epi = *e_in, *e = &epi;
+  KERN_TRY(lt_align_bias(ctx_in, g->N, e, &sub, stream));
+  const kern_ctx *ctx = &sub;
   cublasLtMatmulDesc_t op = NULL;
   cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
   cublasOperation_t tA = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N, tB = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
