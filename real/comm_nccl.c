@@ -177,6 +177,44 @@ static int link_free(comm_t *c, int g, int tag, int x, int dir, const void *arg)
     return 0;
 }
 
+/* NCCL connects a pair on its first send/receive, and in blocking mode
+ * the host waits there until the peer issues its side. A decoupled
+ * program posts its receives before the matching sends exist (stage s
+ * waits for s + 1's first backward while s + 1 waits for s's first
+ * forward), so every link is connected here, one float each way, in the
+ * walk order all members share: the first unconnected link always has
+ * both its members at it. arg: a device buffer of one float. */
+static int link_connect(comm_t *c, int g, int tag, int x, int dir, const void *arg)
+{
+    ncclComm_t nc = *link_slot(c, g, tag, x, link_peer(c->size[g], x, dir));
+    void *buf = *(void *const *)arg;
+    cudaStream_t st = cstream(c, STREAM_COMPUTE);
+    if (!st)
+        return -1;
+    if (c->rank[g] == x)
+        NCCL_TRY(ncclSend(buf, 1, ncclFloat, 1, nc, st));
+    else
+        NCCL_TRY(ncclRecv(buf, 1, ncclFloat, 0, nc, st));
+    return 0;
+}
+
+static int connect_links(comm_t *c, int g)
+{
+    void *buf = NULL;
+    cudaError_t e = cudaMalloc(&buf, sizeof(float));
+    if (e != cudaSuccess) {
+        fprintf(stderr, "%s:%d: cudaMalloc (link warm-up): %s\n", __FILE__, __LINE__, cudaGetErrorString(e));
+        return -1;
+    }
+    int rc = walk_links(c, g, link_connect, &buf);
+    if (!rc && (e = cudaStreamSynchronize(cstream(c, STREAM_COMPUTE))) != cudaSuccess) {
+        fprintf(stderr, "%s:%d: link warm-up: %s\n", __FILE__, __LINE__, cudaGetErrorString(e));
+        rc = -1;
+    }
+    cudaFree(buf);
+    return rc;
+}
+
 /* The ids of the links each rank sends on, gathered with a flag, so that
  * a sender without ids fails every member at once (rather than leaving
  * its receivers waiting in ncclCommInitRank). all: [rank][tag][dir]. */
@@ -209,7 +247,7 @@ static int init_links(comm_t *c, int g)
     if (!any)
         return 0;
     ncclUniqueId *all = calloc((size_t)P * COMM_NTAGS * 2, sizeof *all);
-    int rc = !all || link_ids(c, g, all) || walk_links(c, g, link_init, all);
+    int rc = !all || link_ids(c, g, all) || walk_links(c, g, link_init, all) || connect_links(c, g);
     free(all);
     return rc ? -1 : 0;
 }

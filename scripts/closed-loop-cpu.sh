@@ -3,40 +3,70 @@
 # this machine, calibrate a profile (megasim calibrate --quick, 2 MPI
 # ranks), train the tiny GPT under several 2-rank plans with that profile
 # (megasim run --hardware), and compare each measured run with its
-# simulation (megasim compare). Prints one row per plan: measured and
-# simulated iteration time, their error, and the op class that differs
-# most. A benchmark, not a test: the target is |error| <= 15%.
+# simulation (megasim compare). A benchmark, not a test: the target is
+# |error| <= 15%.
+#
+# A shared VM's speed drifts (here: the same run took 190 to 390 ms per
+# step within minutes, with no steal time reported). So the loop runs
+# ROUNDS times, each round a fresh calibration followed by every plan, and
+# judges the medians: median measured step against median simulated step,
+# both sampling the same drifting machine. It also prints each plan's
+# spread (max/min of its measured rounds): the machine's noise floor,
+# against which a 15% target is to be read.
 #
 #   usage: scripts/closed-loop-cpu.sh [build-dir]   (default: build)
 #   env:   ITERS=8 (steps per run; the first is left out as warm-up)
+#          ROUNDS=5 (calibrations; every plan runs once after each)
 # Run it on an otherwise idle machine: 2 ranks on 2 cores, one core each,
 # as the profile prices them.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
 iters=${ITERS:-8}
+rounds=${ROUNDS:-5}
 mpi=(mpirun --oversubscribe -np 2)
 [ "$(id -u)" -eq 0 ] && mpi=(mpirun --allow-run-as-root --oversubscribe -np 2)
 work=$(mktemp -d /tmp/megasim-closed-loop.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 megasim=$build/megasim
-echo "calibrating (megasim calibrate --device cpu --quick) ..." >&2
-"${mpi[@]}" "$megasim" calibrate --device cpu --quick --out "$work/cpu.json" >/dev/null
 plans=("--pipeline-model-parallel-size 2"
        "--pipeline-model-parallel-size 2 --attention flash --fused-elementwise"
        "--use-distributed-optimizer --zero-stage 1"
        "--attention flash --fused-elementwise --async-data-loader"
        "--tensor-model-parallel-size 2 --sequence-parallel")
-printf '%-72s %10s %10s %8s  %s\n' "plan (2 ranks, tiny GPT)" "measured_s" "simulated" "error" "largest difference"
-for p in "${plans[@]}"; do
-  # shellcheck disable=SC2086
-  "${mpi[@]}" "$megasim" run --hardware "$work/cpu.json" --train-iters "$iters" $p --out "$work/run.h5" >/dev/null
-  "$megasim" compare "$work/run.h5" --json --plot "$work/cmp" 2>/dev/null | python3 -c '
+for r in $(seq 1 "$rounds"); do
+  echo "round $r of $rounds: calibrating (megasim calibrate --device cpu --quick) ..." >&2
+  "${mpi[@]}" "$megasim" calibrate --device cpu --quick --out "$work/cpu.json" >/dev/null 2>&1
+  for i in "${!plans[@]}"; do
+    # shellcheck disable=SC2086
+    "${mpi[@]}" "$megasim" run --hardware "$work/cpu.json" --train-iters "$iters" ${plans[$i]} \
+      --out "$work/run.h5" >/dev/null
+    "$megasim" compare "$work/run.h5" --json --plot "$work/cmp" 2>/dev/null | python3 -c '
 import json, sys
 c = json.load(sys.stdin)
 it = c["iteration"]
 top = c["largest_differences"][0] if c["largest_differences"] else {}
-name = "%s %+.1f ms" % (top["name"], 1e3 * top["difference_s"]) if top else "-"
-print("%-72s %10.4f %10.4f %+7.1f%%  %s" % (sys.argv[1], it["measured_s"], it["simulated_s"], it["error_pct"], name))
-' "$p"
+name = ("%s %+.1f ms" % (top["name"], 1e3 * top["difference_s"])).replace(" ", "_") if top else "-"
+print(sys.argv[1], sys.argv[2], it["measured_s"], it["simulated_s"], name)
+' "$r" "$i" >> "$work/rows.txt"
+  done
 done
+python3 - "$work/rows.txt" "${plans[@]}" <<'EOF'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+plans = sys.argv[2:]
+print("%-72s %10s %10s %8s %8s  %s" % ("plan (2 ranks, tiny GPT; medians over rounds)", "measured_s",
+                                      "simulated", "error", "spread", "errors per round"))
+hit = 0
+for i, p in enumerate(plans):
+    mine = [r for r in rows if int(r[1]) == i]
+    meas = [float(r[2]) for r in mine]
+    sim = [float(r[3]) for r in mine]
+    mm, ms = statistics.median(meas), statistics.median(sim)
+    err = 100 * (ms - mm) / mm
+    hit += abs(err) <= 15
+    per = " ".join("%+.0f%%" % (100 * (s - m) / m) for m, s in zip(meas, sim))
+    print("%-72s %10.4f %10.4f %+7.1f%% %7.2fx  %s" % (p, mm, ms, err, max(meas) / min(meas), per))
+print("within 15%%: %d of %d plans (medians over %d rounds); spread = slowest / fastest measured round"
+      % (hit, len(plans), len({r[0] for r in rows})))
+EOF
