@@ -189,9 +189,15 @@ static int setup(run_t *R)
                      n > 0 ? "another rank has none" : why);
             return bad(R, err);
         }
+        /* NCCL refuses two ranks of one communicator on one GPU, and only at init. */
+        if (all_ok(nlocal > n ? -1 : 0)) {
+            snprintf(err, sizeof err, "--device gpu: a node has more ranks than GPUs (rank 0's node: %d ranks, %d "
+                     "GPU(s); allowed: one rank per GPU, at most %d ranks per node)", nlocal, n, n);
+            return bad(R, err);
+        }
         R->comm = NULL;
         plan(R, p);
-        rc = rt_gpu_create(&R->rt, local % n, p, err, sizeof err);
+        rc = rt_gpu_create(&R->rt, local, p, err, sizeof err);
     } else {
         plan(R, p);
         /* A job this machine cannot hold is bad input, not an allocation failure mid-way. */
