@@ -4,7 +4,6 @@
 #include "real/compare.h"
 
 #include "model/cli.h"
-#include "sim/engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>
