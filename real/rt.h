@@ -26,12 +26,13 @@
 #include <stdint.h>
 
 /* Streams: the op program's four (model/sched.h), one more for the TP
- * transfers that GEMMs overlap with, and the backward direction's own
- * pipeline send and receive streams: the program's STREAM_PP_SEND and
- * STREAM_PP_RECV are pools where both directions progress independently
- * (a forward receive must not queue behind a backward one), so each
- * direction gets a FIFO stream of its own. */
-enum { RT_STREAM_TP = STREAM_COUNT, RT_STREAM_PP_SEND_BWD, RT_STREAM_PP_RECV_BWD, RT_NSTREAMS };
+ * transfers that GEMMs overlap with, the backward direction's own
+ * pipeline send and receive streams (the program's STREAM_PP_SEND and
+ * STREAM_PP_RECV are pools where both directions progress independently:
+ * a forward receive must not queue behind a backward one, so each
+ * direction gets a FIFO stream of its own), and a second compute stream
+ * for the chunked GEMMs of --tp-comm-overlap (see compute_on). */
+enum { RT_STREAM_TP = STREAM_COUNT, RT_STREAM_PP_SEND_BWD, RT_STREAM_PP_RECV_BWD, RT_STREAM_COMPUTE_ALT, RT_NSTREAMS };
 
 typedef enum { RT_CPU, RT_GPU } rt_kind_t;
 typedef enum { RT_POOL_MAIN, RT_POOL_XFER, RT_NPOOLS } rt_pool_t;
@@ -67,6 +68,13 @@ typedef struct {
                                                                       `stream`'s work so far is done */
     int (*wait)(rt_t *rt, int stream, int counter, long value);   /* stream waits for counter >= value */
     int (*sync)(rt_t *rt);                                /* host waits for everything */
+    /* the kernels below issue on `stream` (STREAM_COMPUTE, the default, or
+     * RT_STREAM_COMPUTE_ALT) until the next call. The chunks of an
+     * overlapped GEMM alternate between the two, so one chunk's last wave
+     * shares the SMs with the next chunk's first, as TransformerEngine's
+     * split overlap does; each has its own GEMM workspace. The caller
+     * orders the two with join and returns to STREAM_COMPUTE. */
+    int (*compute_on)(rt_t *rt, int stream);
 
     /* timers: t is filled at iter_end; ready before the op's waits, start
      * after them, end after the op's work is issued (its completion). */
@@ -76,7 +84,7 @@ typedef struct {
     int (*iter_begin)(rt_t *rt);
     int (*iter_end)(rt_t *rt);                            /* syncs, resolves every mark */
 
-    /* kernels, all on the compute stream. N rows, C in, OC out. */
+    /* kernels, on the compute stream (see compute_on). N rows, C in, OC out. */
     int (*embedding_fwd)(rt_t *rt, void *out, const int *tokens, const void *wte, const void *wpe, int B,
                          int T, int C);
     int (*embedding_bwd)(rt_t *rt, float *dwte, float *dwpe, const void *dout, const int *tokens, int B,

@@ -174,6 +174,18 @@ static int c_act_from_f32(rt_t *rt, void *dst, const float *host, long n)
 
 static int c_join(rt_t *rt, int waiter, int on) { return complete(rt, on, C(rt)->s[on].next_seq); }
 
+/* Kernels run synchronously on the calling thread: which compute stream
+ * they belong to changes nothing but is checked as on the GPU. */
+static int c_compute_on(rt_t *rt, int stream)
+{
+    (void)rt;
+    if (stream == STREAM_COMPUTE || stream == RT_STREAM_COMPUTE_ALT)
+        return 0;
+    fprintf(stderr, "%s:%d: compute_on: stream %d is not a compute stream (%d or %d)\n", __FILE__, __LINE__, stream,
+            STREAM_COMPUTE, RT_STREAM_COMPUTE_ALT);
+    return -1;
+}
+
 static int c_record(rt_t *rt, int stream, int counter, long value)
 {
     cpu_t *c = C(rt);
@@ -456,7 +468,7 @@ static void c_destroy(rt_t *rt)
 
 static const rt_ops_t cpu_ops = {
     c_alloc, c_free, c_memset0, c_copy, c_copy, c_copy2d, c_act_from_f32,
-    c_join, c_record, c_wait, c_sync,
+    c_join, c_record, c_wait, c_sync, c_compute_on,
     c_mark_ready, c_mark_start, c_mark_end, c_iter_begin, c_iter_end,
     c_embedding_fwd, c_embedding_bwd, c_layernorm_fwd, c_layernorm_bwd,
     c_linear_fwd, c_linear_dgrad, c_linear_wgrad,

@@ -2,9 +2,10 @@
  * in bf16 with fp32 accumulation, on RT_NSTREAMS non-blocking CUDA
  * streams, ordered by CUDA events and timed by CUDA events. Semantics
  * mirror the CPU reference runtime (rt_cpu.c); only the mechanisms differ:
- *   - every kernel runs on the compute stream, asynchronously; memset0 and
- *     copy2d are asynchronous on the stream given; h2d, d2h and the act
- *     conversions return when the data is in place;
+ *   - every kernel runs on a compute stream (see compute_on),
+ *     asynchronously; memset0 and copy2d are asynchronous on the stream
+ *     given; h2d, d2h and the act conversions return when the data is in
+ *     place;
  *   - record snapshots a stream with an event per (counter, value), kept
  *     and re-recorded from one iteration to the next; wait makes a stream
  *     wait on that event; join records one event per stream and waits;
@@ -14,10 +15,11 @@
  *     needs beyond it comes from cudaMalloc once and is then cached.
  * h2d runs on the compute stream (after the kernels that used a freed
  * arena block, before those that use the new data) and waits for it.
- * One kern_ctx (cuBLASLt handle + workspace) serves every GEMM: they all
- * run on the compute stream, so the workspace is never shared by two
- * GEMMs in flight. Attention scratch is runtime-owned and grow-only, used
- * on the compute stream only. */
+ * Kernels run on the compute stream, or on the second compute stream
+ * while compute_on says so (the chunked GEMMs of TP overlap). Each of the
+ * two has its own kern_ctx (cuBLASLt handle + workspace), so a workspace
+ * is never shared by two GEMMs in flight. Attention scratch is
+ * runtime-owned and grow-only, used on the compute stream only. */
 #include "real/rt.h"
 
 #include "kernels/crossentropy.h"
@@ -72,8 +74,9 @@ typedef struct {
 } xcache_t;
 
 typedef struct {
-    kern_ctx kc;
-    int have_kc;
+    kern_ctx kc[2];                   /* per compute stream: STREAM_COMPUTE, RT_STREAM_COMPUTE_ALT */
+    int have_kc;                      /* how many of kc are initialized */
+    int cur;                          /* kernels issue on compute stream cur (index into kc) */
     cudaStream_t s[RT_NSTREAMS];
     cudaEvent_t join_ev[RT_NSTREAMS]; /* per `on` stream; waits capture it at once */
     evlist_t cnt_ev[CNT_COUNT];       /* [value - 1] */
@@ -92,7 +95,10 @@ typedef struct {
 } gpu_t;
 
 static gpu_t *G(rt_t *rt) { return rt->impl; }
-static cudaStream_t CS(rt_t *rt) { return G(rt)->s[STREAM_COMPUTE]; }
+static cudaStream_t MAIN(rt_t *rt) { return G(rt)->s[STREAM_COMPUTE]; } /* h2d, timing, scratch */
+static const int compute_stream[2] = {STREAM_COMPUTE, RT_STREAM_COMPUTE_ALT};
+static cudaStream_t CS(rt_t *rt) { return G(rt)->s[compute_stream[G(rt)->cur]]; }
+static kern_ctx *KC(rt_t *rt) { return &G(rt)->kc[G(rt)->cur]; }
 
 /* Doubles a host array's capacity to hold at least `need` items. */
 static int grow(void **arr, long *cap, long need, size_t elem)
@@ -238,8 +244,8 @@ static int g_h2d(rt_t *rt, void *dst, const void *src, size_t bytes)
 {
     if (!bytes)
         return 0;
-    KERN_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, CS(rt)));
-    KERN_CUDA_TRY(cudaStreamSynchronize(CS(rt)));
+    KERN_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, MAIN(rt)));
+    KERN_CUDA_TRY(cudaStreamSynchronize(MAIN(rt)));
     return 0;
 }
 
@@ -305,6 +311,17 @@ static int g_join(rt_t *rt, int waiter, int on)
         return 0;
     KERN_CUDA_TRY(cudaEventRecord(g->join_ev[on], g->s[on]));
     KERN_CUDA_TRY(cudaStreamWaitEvent(g->s[waiter], g->join_ev[on], 0));
+    return 0;
+}
+
+static int g_compute_on(rt_t *rt, int stream)
+{
+    if (stream != STREAM_COMPUTE && stream != RT_STREAM_COMPUTE_ALT) {
+        fprintf(stderr, "%s:%d: compute_on: stream %d is not a compute stream (%d or %d)\n", __FILE__, __LINE__,
+                stream, STREAM_COMPUTE, RT_STREAM_COMPUTE_ALT);
+        return -1;
+    }
+    G(rt)->cur = stream == RT_STREAM_COMPUTE_ALT;
     return 0;
 }
 
@@ -401,7 +418,7 @@ static int g_iter_begin(rt_t *rt)
     arena_reset(&rt->pool[RT_POOL_XFER]);
     for (int k = 0; k < CNT_COUNT; k++)
         g->ncnt[k] = 0;
-    KERN_CUDA_TRY(cudaEventRecord(g->t0, CS(rt)));
+    KERN_CUDA_TRY(cudaEventRecord(g->t0, MAIN(rt)));
     return 0;
 }
 
@@ -427,11 +444,11 @@ static void *scratch(rt_t *rt, size_t bytes)
     void *p = NULL;
     if (g->async_alloc) {
         if (g->scratch)
-            e = cudaFreeAsync(g->scratch, CS(rt));
+            e = cudaFreeAsync(g->scratch, MAIN(rt));
         if (e == cudaSuccess)
-            e = cudaMallocAsync(&p, bytes, CS(rt));
+            e = cudaMallocAsync(&p, bytes, MAIN(rt));
     } else {
-        e = cudaStreamSynchronize(CS(rt));
+        e = cudaStreamSynchronize(MAIN(rt));
         if (e == cudaSuccess && g->scratch)
             e = cudaFree(g->scratch);
         if (e == cudaSuccess)
@@ -451,7 +468,7 @@ static void scratch_free(rt_t *rt)
 {
     gpu_t *g = G(rt);
     if (g->scratch && g->async_alloc)
-        cudaFreeAsync(g->scratch, CS(rt));
+        cudaFreeAsync(g->scratch, MAIN(rt));
     else if (g->scratch)
         cudaFree(g->scratch);
     g->scratch = NULL, g->scratch_bytes = 0;
@@ -486,7 +503,7 @@ static int g_layernorm_bwd(rt_t *rt, void *dres, float *dw, float *db, const voi
 static int g_linear_fwd(rt_t *rt, void *out, const void *inp, const void *weight, const void *bias, int N, int C,
                         int OC)
 {
-    return kern_matmul_fwd_cuda(&G(rt)->kc, out, NULL, inp, weight, bias, N, C, OC, CS(rt));
+    return kern_matmul_fwd_cuda(KC(rt), out, NULL, inp, weight, bias, N, C, OC, CS(rt));
 }
 
 /* dinp (N, C) = dout (N, OC) @ weight (OC, C), bf16 out; as kern_gemm_ref
@@ -495,7 +512,7 @@ static int g_linear_dgrad(rt_t *rt, void *dinp, const void *dout, const void *we
 {
     kern_gemm_desc g = {.M = N, .N = C, .K = OC, .ta = 0, .tb = 0, .batch = 1, .c_fp32 = 0,
                         .lda = OC, .ldb = C, .ldc = C, .alpha = 1.0f, .beta = 0.0f};
-    return kern_gemm_cuda(&G(rt)->kc, dinp, dout, weight, &g, CS(rt));
+    return kern_gemm_cuda(KC(rt), dinp, dout, weight, &g, CS(rt));
 }
 
 /* dweight (OC, C) += dout^T (OC, N) @ inp (N, C), fp32; as kern_gemm_ref
@@ -505,7 +522,7 @@ static int g_linear_wgrad(rt_t *rt, float *dweight, float *dbias, const void *do
 {
     kern_gemm_desc g = {.M = OC, .N = C, .K = N, .ta = 1, .tb = 0, .batch = 1, .c_fp32 = 1,
                         .lda = OC, .ldb = C, .ldc = C, .alpha = 1.0f, .beta = 1.0f};
-    KERN_TRY(kern_gemm_cuda(&G(rt)->kc, dweight, dout, inp, &g, CS(rt)));
+    KERN_TRY(kern_gemm_cuda(KC(rt), dweight, dout, inp, &g, CS(rt)));
     return dbias ? kern_bias_grad_cuda(dbias, dout, N, OC, CS(rt)) : 0;
 }
 
@@ -557,7 +574,7 @@ static int g_attn_fwd(rt_t *rt, int flash, void *out, void *saved, const void *q
     float *scores = scratch(rt, scores_bytes(s));
     if (!scores)
         return -1;
-    return kern_attention_unfused_fwd_cuda(&G(rt)->kc, out, saved, scores, q, k, v, s, CS(rt));
+    return kern_attention_unfused_fwd_cuda(KC(rt), out, saved, scores, q, k, v, s, CS(rt));
 }
 
 static int g_attn_bwd(rt_t *rt, int flash, void *dq, void *dk, void *dv, const void *dout, const void *q,
@@ -573,7 +590,7 @@ static int g_attn_bwd(rt_t *rt, int flash, void *dq, void *dk, void *dv, const v
     if (!sc)
         return -1;
     kern_bf16 *datt = (kern_bf16 *)(sc + scores_bytes(s));
-    return kern_attention_unfused_bwd_cuda(&G(rt)->kc, dq, dk, dv, datt, (float *)sc, dout, q, k, v, saved, s,
+    return kern_attention_unfused_bwd_cuda(KC(rt), dq, dk, dv, datt, (float *)sc, dout, q, k, v, saved, s,
                                            CS(rt));
 }
 
@@ -639,8 +656,8 @@ static void g_destroy(rt_t *rt)
     }
     if (g->t0)
         cudaEventDestroy(g->t0);
-    if (g->have_kc)
-        kern_ctx_free(&g->kc);
+    for (int i = 0; i < g->have_kc; i++)
+        kern_ctx_free(&g->kc[i]);
     free(g->marks);
     free(g->host);
     free(g);
@@ -649,7 +666,7 @@ static void g_destroy(rt_t *rt)
 
 static const rt_ops_t gpu_ops = {
     g_alloc, g_free, g_memset0, g_h2d, g_d2h, g_copy2d, g_act_from_f32,
-    g_join, g_record, g_wait, g_sync,
+    g_join, g_record, g_wait, g_sync, g_compute_on,
     g_mark_ready, g_mark_start, g_mark_end, g_iter_begin, g_iter_end,
     g_embedding_fwd, g_embedding_bwd, g_layernorm_fwd, g_layernorm_bwd,
     g_linear_fwd, g_linear_dgrad, g_linear_wgrad,
@@ -753,12 +770,16 @@ int rt_gpu_create(rt_t **out, int device, const size_t plan[RT_NPOOLS], char *er
     for (int p = 0; p < RT_NPOOLS; p++) /* empty arenas: destroy is safe from here on */
         arena_init(&rt->pool[p], NULL, 0, sys_alloc, sys_free, &g->extra[p]);
     int rc = describe(rt, device, err, errlen);
-    if (!rc && kern_ctx_init(&g->kc, RT_GPU_WORKSPACE_BYTES)) {
-        snprintf(err, errlen, "cuBLASLt context (32 MiB workspace) on %s failed (see above)", rt->device_name);
-        kern_ctx_free(&g->kc);
-        rc = -1;
+    for (int i = 0; !rc && i < 2; i++) {
+        if (kern_ctx_init(&g->kc[i], RT_GPU_WORKSPACE_BYTES)) {
+            snprintf(err, errlen, "cuBLASLt context %d (32 MiB workspace) on %s failed (see above)", i,
+                     rt->device_name);
+            kern_ctx_free(&g->kc[i]);
+            rc = -1;
+        } else {
+            g->have_kc = i + 1;
+        }
     }
-    g->have_kc = rc == 0;
     if (!rc)
         rc = make_streams(g, err, errlen);
     if (!rc)
