@@ -12,21 +12,30 @@ typedef struct {
     double exposed_s;  /* TP communication on the critical path */
 } pass_time_t;
 
-/* Time of a GEMM chunked into c pieces and pipelined with its collective:
- * the first (or last) collective piece and the last (or first) GEMM piece
- * are alone; between them each step takes the slower of the two, the GEMM
- * slowed by sharing the GPU with the communication kernel. */
+/* Time of a GEMM pipelined with its SP collective under --tp-comm-overlap
+ * (which needs SP), as the real backend runs it (real/gpt.c): a ring of t
+ * steps, each multiplying one (T/t)-row slice while the next slice travels
+ * to the neighbour (all-gather) or the partial sum just made is passed on
+ * (reduce-scatter). The first slice is local, so no GEMM waits for a
+ * transfer first; each later step takes the slower of its transfer and its
+ * GEMM, the GEMM slowed by comm_slowdown while the transfer runs beside it.
+ * The steps alternate between two compute streams (as TransformerEngine's
+ * split overlap), so while each slice is there before the previous step's
+ * GEMM ends, the steps fill each other's last waves and together cost the
+ * whole GEMM's time; when the transfer is the slower, each step waits for
+ * its slice and pays its own wave quantisation. */
 static void chunked_pair(const hw_t *hw, const job_t *j, const op_t *coll, const op_t *g,
                          double *compute_s, double *exposed_s)
 {
-    int c = j->tp_overlap_chunks;
     group_layout_t lay = cost_group_layout(j, hw, coll->group);
-    double comm_c = cost_coll_s(hw, coll->coll, coll->bytes / c, &lay);
-    double gemm_c = cost_gemm_s(hw, j, g->m / c, g->n, g->k, g->batch);
+    int t = j->tp;
+    double comm_c = cost_p2p_s(hw, coll->bytes / t, &lay);
+    double gemm_c = cost_gemm_s(hw, j, g->m, g->n, g->k, g->batch) / t;
+    if (comm_c > gemm_c * (1 + hw->gpu.comm_slowdown))
+        gemm_c = cost_gemm_s(hw, j, g->m / t, g->n, g->k, g->batch);
     double slow = gemm_c * (1 + hw->gpu.comm_slowdown);
-    double total = comm_c + (c - 1) * fmax(comm_c, slow) + gemm_c;
-    *compute_s = (c - 1) * slow + gemm_c;
-    *exposed_s = total - *compute_s;
+    *compute_s = (t - 1) * slow + gemm_c;
+    *exposed_s = (t - 1) * fmax(0, comm_c - slow);
 }
 
 static pass_time_t pass_time(const hw_t *hw, const job_t *j, pass_t pass)

@@ -28,7 +28,6 @@ typedef struct {
     /* MegaScale techniques */
     int parallel_block, sliding_window, optimizer, pp_comm_overlap;
     int attention, fused_elementwise, async_data_loader, preset;
-    int tp_overlap_chunks;
     /* hardware */
     char gpu[40], cluster[40], hardware[256];
     int nics_per_node;         /* 0 = the cluster profile's */
