@@ -24,6 +24,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* Streams: the op program's four (model/sched.h), one more for the TP
  * transfers that GEMMs overlap with, the backward direction's own
@@ -33,6 +34,17 @@
  * direction gets a FIFO stream of its own), and a second compute stream
  * for the chunked GEMMs of --tp-comm-overlap (see compute_on). */
 enum { RT_STREAM_TP = STREAM_COUNT, RT_STREAM_PP_SEND_BWD, RT_STREAM_PP_RECV_BWD, RT_STREAM_COMPUTE_ALT, RT_NSTREAMS };
+
+/* 0 for a stream kernels may issue on (compute_on); else prints file:line
+ * and the two allowed and returns -1. Inline: the GPU module uses it too. */
+static inline int rt_check_compute_stream(int stream, const char *file, int line)
+{
+    if (stream == STREAM_COMPUTE || stream == RT_STREAM_COMPUTE_ALT)
+        return 0;
+    fprintf(stderr, "%s:%d: compute_on: stream %d is not a compute stream (%d or %d)\n", file, line, stream,
+            STREAM_COMPUTE, RT_STREAM_COMPUTE_ALT);
+    return -1;
+}
 
 typedef enum { RT_CPU, RT_GPU } rt_kind_t;
 typedef enum { RT_POOL_MAIN, RT_POOL_XFER, RT_NPOOLS } rt_pool_t;
@@ -74,7 +86,7 @@ typedef struct {
      * shares the SMs with the next chunk's first, as TransformerEngine's
      * split overlap does; each has its own GEMM workspace. The caller
      * orders the two with join and returns to STREAM_COMPUTE. */
-    int (*compute_on)(rt_t *rt, int stream);
+    int (*compute_on)(rt_t *rt, int stream);  /* checks with rt_check_compute_stream */
 
     /* timers: t is filled at iter_end; ready before the op's waits, start
      * after them, end after the op's work is issued (its completion). */

@@ -179,11 +179,7 @@ static int c_join(rt_t *rt, int waiter, int on) { return complete(rt, on, C(rt)-
 static int c_compute_on(rt_t *rt, int stream)
 {
     (void)rt;
-    if (stream == STREAM_COMPUTE || stream == RT_STREAM_COMPUTE_ALT)
-        return 0;
-    fprintf(stderr, "%s:%d: compute_on: stream %d is not a compute stream (%d or %d)\n", __FILE__, __LINE__, stream,
-            STREAM_COMPUTE, RT_STREAM_COMPUTE_ALT);
-    return -1;
+    return rt_check_compute_stream(stream, __FILE__, __LINE__);
 }
 
 static int c_record(rt_t *rt, int stream, int counter, long value)

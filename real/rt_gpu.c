@@ -316,11 +316,8 @@ static int g_join(rt_t *rt, int waiter, int on)
 
 static int g_compute_on(rt_t *rt, int stream)
 {
-    if (stream != STREAM_COMPUTE && stream != RT_STREAM_COMPUTE_ALT) {
-        fprintf(stderr, "%s:%d: compute_on: stream %d is not a compute stream (%d or %d)\n", __FILE__, __LINE__,
-                stream, STREAM_COMPUTE, RT_STREAM_COMPUTE_ALT);
+    if (rt_check_compute_stream(stream, __FILE__, __LINE__))
         return -1;
-    }
     G(rt)->cur = stream == RT_STREAM_COMPUTE_ALT;
     return 0;
 }
