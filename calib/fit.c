@@ -1,4 +1,4 @@
-/* calib/fit: saturating and alpha-beta fits (see fit.h). */
+/* calib/fit: saturating, alpha-beta and one-parameter fits (see fit.h). */
 #include "calib/fit.h"
 
 #include <gsl/gsl_blas.h>
@@ -134,5 +134,75 @@ calib_linfit_t calib_fit_linear(const double *x, const double *y, int n, double 
     for (int i = 0; resid && i < n; i++)
         resid[i] = x[i] >= x_lo && x[i] <= x_hi ? y[i] - (r.a + r.b * x[i]) : 0;
     free(xs), free(ys), free(rs);
+    return r;
+}
+
+/* ---- one parameter, any model ----------------------------------------- */
+
+typedef struct {
+    calib_model1_fn model;
+    void *ctx;
+    const double *target;
+    int n;
+    double lo, hi;
+} one_data_t;
+
+/* The parameter is k = lo + (hi - lo) (1 + tanh u) / 2, so the solver's
+ * free u never leaves [lo, hi] (models are often undefined outside). */
+static double one_k(const one_data_t *d, double u) { return d->lo + (d->hi - d->lo) * 0.5 * (1 + tanh(u)); }
+
+static int one_f(const gsl_vector *p, void *data, gsl_vector *f)
+{
+    const one_data_t *d = data;
+    double k = one_k(d, gsl_vector_get(p, 0));
+    for (int i = 0; i < d->n; i++) {
+        double y = d->model(k, i, d->ctx);
+        if (!isfinite(y))
+            return GSL_EDOM;
+        gsl_vector_set(f, i, y - d->target[i]);
+    }
+    return GSL_SUCCESS;
+}
+
+calib_fit1_t calib_fit_one(calib_model1_fn model, void *ctx, const double *target, int n, double k0, double k_lo,
+                           double k_hi, double *resid)
+{
+    calib_fit1_t r = {0};
+    r.n = n;
+    if (n < 2 || !(k_lo < k0 && k0 < k_hi))
+        return r;
+    one_data_t d = {model, ctx, target, n, k_lo, k_hi};
+    gsl_multifit_nlinear_fdf fdf = {one_f, NULL, NULL, (size_t)n, 1, &d, 0, 0, 0};
+    gsl_multifit_nlinear_parameters par = gsl_multifit_nlinear_default_parameters();
+    gsl_multifit_nlinear_workspace *w = gsl_multifit_nlinear_alloc(gsl_multifit_nlinear_trust, &par, (size_t)n, 1);
+    gsl_vector *p0 = gsl_vector_alloc(1);
+    gsl_vector_set(p0, 0, atanh(2 * (k0 - k_lo) / (k_hi - k_lo) - 1));
+    gsl_error_handler_t *old = gsl_set_error_handler_off();
+    int info, st = gsl_multifit_nlinear_init(p0, &fdf, w);
+    if (st == GSL_SUCCESS)
+        st = gsl_multifit_nlinear_driver(100, 1e-8, 1e-8, 1e-8, NULL, NULL, &info, w);
+    double u = gsl_vector_get(gsl_multifit_nlinear_position(w), 0);
+    gsl_vector *f = gsl_multifit_nlinear_residual(w);
+    r.k = one_k(&d, u);
+    double chi2 = 0;
+    for (int i = 0; i < n; i++) {
+        double e = gsl_vector_get(f, i);
+        chi2 += e * e, r.mean_abs += fabs(e) / n;
+        if (resid)
+            resid[i] = e;
+    }
+    r.rms = sqrt(chi2 / n);
+    /* Standard error of k: sqrt(s^2 / sum J_k^2), J_k by a central
+     * difference in k itself (not u), s^2 = chi2 / (n - 1). */
+    double h = 1e-4 * (k_hi - k_lo), jj = 0;
+    for (int i = 0; i < n; i++) {
+        double j = (model(r.k + h, i, ctx) - model(r.k - h, i, ctx)) / (2 * h);
+        jj += j * j;
+    }
+    r.se_k = jj > 0 ? sqrt(chi2 / (n - 1) / jj) : NAN;
+    r.ok = st == GSL_SUCCESS && isfinite(r.k) && r.k > k_lo && r.k < k_hi;
+    gsl_set_error_handler(old);
+    gsl_vector_free(p0);
+    gsl_multifit_nlinear_free(w);
     return r;
 }

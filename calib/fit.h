@@ -5,7 +5,11 @@
  *               memory-bound efficiency against FLOPs or bytes;
  *   linear:     t = a + b * x (gsl_fit_linear), the alpha-beta model of a
  *               collective with x = bytes * bus factor: a is the latency,
- *               1 / b the bus bandwidth. */
+ *               1 / b the bus bandwidth;
+ *   one scale:  any model y_i(k) of one parameter, nonlinear least squares
+ *               (GSL multifit_nlinear, finite-difference Jacobian): the
+ *               compute-efficiency scale that `megasim reproduce` fits on
+ *               MegaScale's Table 3. */
 #ifndef CALIB_FIT_H
 #define CALIB_FIT_H
 
@@ -32,5 +36,20 @@ double calib_saturating_eval(const calib_satfit_t *f, double x);
  * be NULL, n long) receives y - fit for those and 0 for the others. */
 calib_linfit_t calib_fit_linear(const double *x, const double *y, int n, double x_lo, double x_hi,
                                 double *resid);
+
+typedef struct {
+    double k, se_k;             /* fitted parameter and its standard error */
+    double rms, mean_abs;       /* of the residuals y_i(k) - target_i at the fit */
+    int n, ok;                  /* ok = converged to a finite k inside the bounds */
+} calib_fit1_t;
+
+/* Model of sample i at parameter k. Returns NAN when k cannot be evaluated. */
+typedef double (*calib_model1_fn)(double k, int i, void *ctx);
+
+/* Fits k so that model(k, i) matches target[i] over the n samples in the
+ * least-squares sense, starting at k0 and kept within [k_lo, k_hi]; resid
+ * (may be NULL, n long) receives model - target at the fit. */
+calib_fit1_t calib_fit_one(calib_model1_fn model, void *ctx, const double *target, int n, double k0, double k_lo,
+                           double k_hi, double *resid);
 
 #endif

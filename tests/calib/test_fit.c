@@ -1,6 +1,6 @@
 /* test_fit: the calibration fits recover known parameters from synthetic
  * samples with noise (gsl_rng, fixed seed, so every run sees the same
- * noise). Usage: test_fit saturating | linear. */
+ * noise). Usage: test_fit saturating | linear | one. */
 #include "calib/fit.h"
 #include "tests/check.h"
 
@@ -69,12 +69,58 @@ static int linear(void)
     return check_done("calib_fit_linear");
 }
 
+/* One parameter through a model like the closed form's MFU: row i does
+ * W_i of work in fixed_i + compute_i / k seconds, MFU_i = W_i / that. Nine
+ * rows (Table 3's count) with the compute share 80-97% of the time, true
+ * k = 0.9, 1% relative noise on each MFU. */
+typedef struct {
+    double w[9], fixed[9], compute[9];
+} one_ctx_t;
+
+static double one_model(double k, int i, void *ctx)
+{
+    const one_ctx_t *c = ctx;
+    return c->w[i] / (c->fixed[i] + c->compute[i] / k);
+}
+
+static int one(void)
+{
+    const double k_true = 0.9;
+    one_ctx_t c;
+    double y[9], res[9];
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(rng, SEED);
+    for (int i = 0; i < 9; i++) {
+        c.compute[i] = 10.0 + i, c.fixed[i] = 0.3 + 0.25 * i, c.w[i] = 60.0 * (c.compute[i] + c.fixed[i]);
+        y[i] = one_model(k_true, i, &c) * (1 + gsl_ran_gaussian(rng, 0.01));
+    }
+    gsl_rng_free(rng);
+    const char *src = "synthetic MFU_i = W_i / (fixed_i + compute_i / k), k = 0.9, 1% noise, seed 20240424";
+    calib_fit1_t f = calib_fit_one(one_model, &c, y, 9, 1.0, 0.3, 1.5, res);
+    check_true("fit converged", f.ok, "gsl_multifit_nlinear trust region, finite-difference Jacobian");
+    check_rel("k", k_true, f.k, 0.02, src);
+    printf("     fit: k %.4f +- %.4f, rms %.4f, mean |residual| %.4f\n", f.k, f.se_k, f.rms, f.mean_abs);
+    check_true("k within 3 standard errors", fabs(f.k - k_true) < 3 * f.se_k, "the standard error is honest");
+    check_true("rms residual ~ the 1% noise (0.2..1.2 points of ~55)", f.rms > 0.1 && f.rms < 1.2,
+               "1% of MFU values near 50-60");
+    double exact[9];
+    for (int i = 0; i < 9; i++)
+        exact[i] = one_model(0.7, i, &c);
+    calib_fit1_t g = calib_fit_one(one_model, &c, exact, 9, 1.0, 0.3, 1.5, NULL);
+    check_rel("noise-free k = 0.7 recovered", 0.7, g.k, 1e-6, "same model, no noise");
+    calib_fit1_t h = calib_fit_one(one_model, &c, exact, 1, 1.0, 0.3, 1.5, NULL);
+    check_true("one sample is refused (ok = 0)", !h.ok, "a fit needs at least 2 samples");
+    return check_done("calib_fit_one");
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "saturating"))
         return saturating();
     if (argc > 1 && !strcmp(argv[1], "linear"))
         return linear();
-    fprintf(stderr, "usage: test_fit saturating|linear\n");
+    if (argc > 1 && !strcmp(argv[1], "one"))
+        return one();
+    fprintf(stderr, "usage: test_fit saturating|linear|one\n");
     return 2;
 }
