@@ -2,6 +2,7 @@
 #include "model/hw.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -152,6 +153,14 @@ int hw_check(const hw_t *hw, char *err)
         if (curve_check(curves[i].c, 1e-4, 1, curves[i].name, err, OPT_ERR_LEN))
             return -1;
     return 0;
+}
+
+void hw_scale_compute(hw_gpu_t *g, double k)
+{
+    curve_t *cs[] = {&g->gemm_eff, &g->flash_fwd_eff, &g->flash_bwd_eff};
+    for (int c = 0; c < 3; c++)
+        for (int i = 0; i < cs[c]->n; i++)
+            cs[c]->y[i] = fmin(1.0, cs[c]->y[i] * k);
 }
 
 cJSON *hw_to_json(const hw_t *hw)

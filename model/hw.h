@@ -74,6 +74,12 @@ int hw_resolve(const char *gpu, const char *cluster, const char *file, hw_t *hw,
 /* Range checks of every field (missing fields are caught by hw_resolve). */
 int hw_check(const hw_t *hw, char *err);
 
+/* Multiplies the compute-bound efficiency curves (GEMM, attention forward
+ * and backward) by k, each point capped at 1: a device that sustains a
+ * fraction k of the rates the curves give (clocks under the power cap,
+ * production noise). What `megasim reproduce` fits on Table 3. */
+void hw_scale_compute(hw_gpu_t *g, double k);
+
 /* The profile as JSON, in the format hw_resolve reads. */
 struct cJSON *hw_to_json(const hw_t *hw);
 

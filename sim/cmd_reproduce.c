@@ -3,7 +3,15 @@
  * (experiments/megascale/ *.json, each with the paper's value beside it),
  * prints paper vs predicted with the error in MFU points per executor and
  * per set, and writes results/megascale.h5 (kind "reproduce": /table2,
- * /table3, /fig9 and every row's configuration) with CSV beside it. */
+ * /table3, /fig9 and every row's configuration) with CSV beside it.
+ *
+ * Calibration protocol (experiments/megascale/ASSUMPTIONS.md): by default
+ * one number, the compute-efficiency scale k (hw_scale_compute), is fitted
+ * by least squares to Table 3's nine rows with the closed form; every row
+ * of every set is then predicted with it, and the fitted profile is written
+ * beside the results. Table 3's errors are fit errors; Table 2's and
+ * Figure 9's are prediction errors. --fit none runs the data-sheet profile. */
+#include "calib/fit.h"
 #include "model/cli.h"
 #include "model/report.h"
 #include "sim/engine.h"
@@ -28,10 +36,16 @@
 
 enum { SET_TABLE2, SET_TABLE3, SET_FIG9, NSETS };
 static const char *const set_names[NSETS] = {"table2", "table3", "fig9"};
+enum { FIT_TABLE3, FIT_NONE };
+
+/* Bounds of the fitted scale: a device between 3x slower and 1.5x faster
+ * than its curves say. */
+#define FIT_K_LO 0.3
+#define FIT_K_HI 1.5
 
 typedef struct {
     char set[16], experiments[512], out[512];
-    int sim, plot, help;
+    int fit, sim, plot, help;
 } reproduce_opts_t;
 
 #define RO(f) offsetof(reproduce_opts_t, f)
@@ -40,6 +54,9 @@ static const opt_def reproduce_defs[] = {
      "rows to run: all, table2, table3, fig9, or quick (three rows; also the first argument)"},
     {"experiments", OPT_STR, RO(experiments), 0, 512, MEGASIM_EXPERIMENTS_DIR "/megascale", 0, "reproduce",
      "folder of the row files"},
+    {"fit", OPT_ENUM, RO(fit), 0, 0, "table3", "table3|none", "reproduce",
+     "table3: fit the compute-efficiency scale to Table 3 (closed form, least squares), predict every row with it; "
+     "none: the data-sheet profile as is"},
     {"out", OPT_STR, RO(out), 0, 512, "results/megascale.h5", 0, "reproduce", "HDF5 result file (CSV beside it)"},
     {"sim", OPT_BOOL, RO(sim), 0, 1, "true", 0, "reproduce", "run the simulator too (--no-sim: closed form only)"},
     {"plot", OPT_BOOL, RO(plot), 0, 1, "true", 0, "reproduce",
@@ -48,13 +65,22 @@ static const opt_def reproduce_defs[] = {
 };
 const opt_table reproduce_opts = {reproduce_defs, sizeof reproduce_defs / sizeof reproduce_defs[0], "reproduce option"};
 
-/* One row: what the paper says and what both executors predict. */
+/* One row: what the paper says and what both executors predict; datasheet
+ * is the closed form with the unfitted profile (k = 1). */
 typedef struct {
     char name[64], adds[96];
     int set, system, gpus, batch, row;
-    double paper_mfu, paper_iter_s, closed_mfu, closed_iter_s, sim_mfu, sim_iter_s;
+    double paper_mfu, paper_iter_s, closed_mfu, closed_iter_s, sim_mfu, sim_iter_s, datasheet_mfu;
+    job_t job;
+    hw_t hw;      /* the row's profile as its file gives it (unfitted) */
     char *config; /* the row's effective configuration, JSON */
 } row_t;
+
+/* The fit's outcome, reported and recorded. */
+typedef struct {
+    int on;
+    calib_fit1_t f;
+} fit_t;
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
@@ -95,6 +121,13 @@ static int list_rows(const char *dir, const char *set, char ***names, int *n, ch
     return 0;
 }
 
+static void free_names(char **names, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
 /* Reads the "paper" object of a row file. */
 static int read_paper(const char *path, row_t *row, char *err)
 {
@@ -123,34 +156,85 @@ static int read_paper(const char *path, row_t *row, char *err)
     return rc;
 }
 
-static int run_row(const char *dir, const char *file, int sim, row_t *row, char *err)
+/* Reads a row file: the paper's values, the job and its profile. */
+static int load_row(const char *dir, const char *file, row_t *row, char *err)
 {
     char path[1100];
     snprintf(path, sizeof path, "%s/%s", dir, file);
     snprintf(row->name, sizeof row->name, "%.*s", (int)(strlen(file) - 5), file);
     if (read_paper(path, row, err))
         return -1;
-    job_t job;
-    hw_t hw;
     char *argv[] = {path};
-    if (job_parse(&job, 1, argv, NULL, NULL, err) || job_hardware(&job, &hw, err) ||
-        job_finalize(&job, hw.cluster.gpus_per_node, err))
+    if (job_parse(&row->job, 1, argv, NULL, NULL, err) || job_hardware(&row->job, &row->hw, err) ||
+        job_finalize(&row->job, row->hw.cluster.gpus_per_node, err))
         return -1;
+    row->system = row->job.preset == PRESET_MEGASCALE, row->gpus = row->job.num_gpus;
+    row->batch = row->job.global_batch_size;
+    return 0;
+}
+
+/* The closed form's MFU of a row with its compute efficiency scaled by k. */
+static double closed_mfu_at(const row_t *row, double k, double *iter_s)
+{
+    hw_t hw = row->hw;
+    hw_scale_compute(&hw.gpu, k);
     estimate_t e;
-    estimate_job(&job, &hw, &e);
-    row->system = job.preset == PRESET_MEGASCALE, row->gpus = job.num_gpus, row->batch = job.global_batch_size;
+    estimate_job(&row->job, &hw, &e);
+    if (iter_s)
+        *iter_s = e.iteration_s;
+    return e.mfu;
+}
+
+/* calib_fit_one's model: Table 3 row i's MFU in points. */
+static double fit_model(double k, int i, void *ctx) { return 100 * closed_mfu_at(&((const row_t *)ctx)[i], k, NULL); }
+
+/* Fits k to every Table 3 row in dir (whatever set is being run). */
+static int fit_table3(const char *dir, fit_t *fit, char *err)
+{
+    char **files;
+    int n;
+    if (list_rows(dir, "table3", &files, &n, err))
+        return -1;
+    row_t *rows = calloc(n ? n : 1, sizeof *rows);
+    double *target = calloc(n ? n : 1, sizeof *target);
+    int rc = rows && target ? 0 : -1;
+    for (int i = 0; i < n && !rc; i++) {
+        rc = load_row(dir, files[i], &rows[i], err);
+        target[i] = 100 * rows[i].paper_mfu;
+    }
+    if (!rc) {
+        fit->f = calib_fit_one(fit_model, rows, target, n, 1.0, FIT_K_LO, FIT_K_HI, NULL);
+        if (!fit->f.ok) {
+            snprintf(err, OPT_ERR_LEN,
+                     "--fit table3: the least-squares fit on the %d Table 3 rows in %s did not converge "
+                     "(needs at least 2 rows; --fit none runs without it)", n, dir);
+            rc = -1;
+        }
+    }
+    free_names(files, n), free(rows), free(target);
+    return rc;
+}
+
+/* Runs one loaded row: closed form unfitted and at k, simulator at k. */
+static int run_row(row_t *row, double k, int sim, char *err)
+{
+    row->datasheet_mfu = closed_mfu_at(row, 1.0, NULL);
+    hw_t hw = row->hw;
+    hw_scale_compute(&hw.gpu, k);
+    estimate_t e;
+    estimate_job(&row->job, &hw, &e);
     row->closed_mfu = e.mfu, row->closed_iter_s = e.iteration_s;
     row->sim_mfu = row->sim_iter_s = NAN;
     if (sim) {
         static sim_opts_t o = {.fold = 1};
         sim_result_t r;
-        if (sim_run(&job, &hw, &o, &r, err, OPT_ERR_LEN))
+        if (sim_run(&row->job, &hw, &o, &r, err, OPT_ERR_LEN))
             return -1;
         row->sim_iter_s = r.iteration_ns * 1e-9;
-        row->sim_mfu = e.work.model_flops_per_iter / (row->sim_iter_s * job.num_gpus * e.peak_flops);
+        row->sim_mfu = e.work.model_flops_per_iter / (row->sim_iter_s * row->job.num_gpus * e.peak_flops);
         sim_result_free(&r);
     }
-    cJSON *c = report_config_json(&job, &hw);
+    cJSON *c = report_config_json(&row->job, &hw);
     row->config = cJSON_PrintUnformatted(c);
     cJSON_Delete(c);
     return 0;
@@ -158,11 +242,11 @@ static int run_row(const char *dir, const char *file, int sim, row_t *row, char 
 
 /* ---- report --------------------------------------------------------- */
 
-static void print_set(const row_t *rows, int n, int set, int sim)
+static void print_set(const row_t *rows, int n, int set, int sim, const fit_t *fit)
 {
     static const char *titles[NSETS] = {"Table 2: 175B strong scaling", "Table 3: ablation, 175B on 256 GPUs",
                                         "Figure 9: 530B weak scaling"};
-    double sum[2] = {0, 0}, worst[2] = {0, 0};
+    double sum[2] = {0, 0}, worst[2] = {0, 0}, ds_sum = 0, ds_worst = 0;
     int k = 0, signs = 0, signs_ok = 0;
     const row_t *prev = NULL;
     for (int i = 0; i < n; i++)
@@ -170,7 +254,8 @@ static void print_set(const row_t *rows, int n, int set, int sim)
     if (!k)
         return;
     k = 0;
-    printf("\n%s (MFU %%; error = predicted - paper, in points)\n", titles[set]);
+    printf("\n%s (MFU %%; error = predicted - paper, in points%s)\n", titles[set],
+           !fit->on ? "; data-sheet profile" : set == SET_TABLE3 ? "; FIT: k was fitted to these rows" : "; prediction");
     printf("  %-26s %6s %6s  %8s %6s  %8s %6s\n", "row", "gpus", "paper", "closed", "error", "sim", "error");
     for (int i = 0; i < n; i++) {
         const row_t *r = &rows[i];
@@ -180,6 +265,8 @@ static void print_set(const row_t *rows, int n, int set, int sim)
         printf("  %-26s %6d %6.1f  %8.1f %+6.1f  %8.1f %+6.1f\n", r->name, r->gpus, 100 * r->paper_mfu,
                100 * r->closed_mfu, ec, 100 * r->sim_mfu, es);
         sum[0] += fabs(ec), sum[1] += fabs(es), k++;
+        ds_sum += fabs(100 * (r->datasheet_mfu - r->paper_mfu));
+        ds_worst = fmax(ds_worst, fabs(100 * (r->datasheet_mfu - r->paper_mfu)));
         worst[0] = fmax(worst[0], fabs(ec)), worst[1] = fmax(worst[1], fabs(es));
         if (set == SET_TABLE3 && prev) { /* each technique's increment, with the paper's sign? */
             double dp = r->paper_mfu - prev->paper_mfu, dm = (sim ? r->sim_mfu - prev->sim_mfu : r->closed_mfu - prev->closed_mfu);
@@ -189,8 +276,28 @@ static void print_set(const row_t *rows, int n, int set, int sim)
     }
     printf("  mean |error| %.2f points (closed form), %.2f (simulator); max %.2f and %.2f\n", sum[0] / k,
            sim ? sum[1] / k : NAN, worst[0], sim ? worst[1] : NAN);
+    if (fit->on)
+        printf("  with the data-sheet profile (k = 1), closed form: mean |error| %.2f, max %.2f\n", ds_sum / k, ds_worst);
     if (set == SET_TABLE3 && signs)
         printf("  increments with the paper's sign: %d of %d (%s)\n", signs_ok, signs, sim ? "simulator" : "closed form");
+}
+
+/* Issue 4's target over Table 2's 16 and Figure 9's 6 values, simulator
+ * (closed form with --no-sim): mean |error| <= 1.0, max <= 2.5 points. */
+static void print_target(const row_t *rows, int n, int sim)
+{
+    double sum = 0, worst = 0;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (rows[i].set == SET_TABLE3)
+            continue;
+        double e = fabs(100 * ((sim ? rows[i].sim_mfu : rows[i].closed_mfu) - rows[i].paper_mfu));
+        sum += e, worst = fmax(worst, e), k++;
+    }
+    if (k)
+        printf("\nTable 2 + Figure 9 (%d values, %s): mean |error| %.2f points (target <= 1.0), max %.2f (target <= 2.5): "
+               "%s\n", k, sim ? "simulator" : "closed form", sum / k, worst,
+               sum / k <= 1.0 && worst <= 2.5 ? "met" : "NOT met");
 }
 
 /* ---- outputs: HDF5 and CSV ------------------------------------------ */
@@ -204,13 +311,13 @@ typedef struct {
 #define C_I(f) {#f, offsetof(row_t, f), 1}
 #define C_D(f) {#f, offsetof(row_t, f), 0}
 static const col_t cols2[] = {C_I(system), C_I(gpus), C_I(batch), C_D(paper_mfu), C_D(closed_mfu), C_D(sim_mfu),
-                              C_D(paper_iter_s), C_D(closed_iter_s), C_D(sim_iter_s)};
-static const col_t cols3[] = {C_I(row), C_D(paper_mfu), C_D(closed_mfu), C_D(sim_mfu)};
-static const col_t cols9[] = {C_I(system), C_I(gpus), C_D(paper_mfu), C_D(closed_mfu), C_D(sim_mfu)};
+                              C_D(paper_iter_s), C_D(closed_iter_s), C_D(sim_iter_s), C_D(datasheet_mfu)};
+static const col_t cols3[] = {C_I(row), C_D(paper_mfu), C_D(closed_mfu), C_D(sim_mfu), C_D(datasheet_mfu)};
+static const col_t cols9[] = {C_I(system), C_I(gpus), C_D(paper_mfu), C_D(closed_mfu), C_D(sim_mfu), C_D(datasheet_mfu)};
 static const struct {
     const col_t *cols;
     int n;
-} set_cols[NSETS] = {{cols2, 9}, {cols3, 4}, {cols9, 5}};
+} set_cols[NSETS] = {{cols2, 10}, {cols3, 5}, {cols9, 6}};
 
 /* Packs the set's rows into a little-endian compound dataset, one 4- or
  * 8-byte field per column. */
@@ -263,11 +370,22 @@ static int write_table(hid_t file, const row_t *rows, int n, int set)
 }
 
 /* Every row's configuration, and how the run was asked for. */
-static char *config_json(const row_t *rows, int n, const reproduce_opts_t *ro)
+static char *config_json(const row_t *rows, int n, const reproduce_opts_t *ro, const fit_t *fit)
 {
-    cJSON *c = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(c, "rows");
+    cJSON *c = cJSON_CreateObject();
     cJSON_AddStringToObject(c, "version", MEGASIM_VERSION);
     cJSON_AddItemToObject(c, "reproduce", opts_to_json(&reproduce_opts, ro));
+    cJSON *f = cJSON_AddObjectToObject(c, "fit");
+    cJSON_AddStringToObject(f, "method", fit->on ? "least squares on Table 3's MFU, closed form (GSL multifit_nlinear)"
+                                                 : "none (data-sheet profile)");
+    cJSON_AddStringToObject(f, "parameter", "compute_eff_scale: GEMM and attention efficiency curves times k");
+    cJSON_AddNumberToObject(f, "compute_eff_scale", fit->on ? fit->f.k : 1.0);
+    if (fit->on) {
+        cJSON_AddNumberToObject(f, "standard_error", fit->f.se_k);
+        cJSON_AddNumberToObject(f, "rows", fit->f.n);
+        cJSON_AddNumberToObject(f, "rms_error_points", fit->f.rms);
+    }
+    cJSON *arr = cJSON_AddArrayToObject(c, "rows");
     for (int i = 0; i < n; i++) {
         cJSON *r = cJSON_CreateObject();
         cJSON_AddStringToObject(r, "name", rows[i].name);
@@ -279,7 +397,7 @@ static char *config_json(const row_t *rows, int n, const reproduce_opts_t *ro)
     return s;
 }
 
-static int write_h5(const char *path, const row_t *rows, int n, const reproduce_opts_t *ro, char *err)
+static int write_h5(const char *path, const row_t *rows, int n, const reproduce_opts_t *ro, const fit_t *fit, char *err)
 {
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
@@ -291,7 +409,7 @@ static int write_h5(const char *path, const row_t *rows, int n, const reproduce_
         snprintf(err, OPT_ERR_LEN, "--out %s: cannot create the file (does its folder exist and is it writable?)", path);
         return -1;
     }
-    char *cfg = config_json(rows, n, ro);
+    char *cfg = config_json(rows, n, ro, fit);
     int rc = !cfg || h5_attr_str(f, "megasim_version", MEGASIM_VERSION) || h5_attr_str(f, "kind", "reproduce") ||
              h5_attr_str(f, "system_names", "megatron-lm,megascale") || h5_attr_str(f, "config_json", cfg);
     free(cfg);
@@ -441,6 +559,43 @@ static void make_parent(const char *path)
     }
 }
 
+/* The fitted profile beside the results (NAME-profile.json), in the format
+ * --hardware reads: the rows' profile with k applied. */
+static int write_profile(const char *h5, const row_t *row, const fit_t *fit, char *err)
+{
+    char base[1024], path[1100], tmp[1200];
+    snprintf(base, sizeof base, "%s", h5);
+    char *dot = strrchr(base, '.');
+    if (dot && !strchr(dot, '/'))
+        *dot = 0;
+    snprintf(path, sizeof path, "%s-profile.json", base);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    hw_t hw = row->hw;
+    hw_scale_compute(&hw.gpu, fit->f.k);
+    snprintf(hw.gpu.name + strnlen(hw.gpu.name, sizeof hw.gpu.name - 5), 5, "-fit");
+    cJSON *j = hw_to_json(&hw), *pv = cJSON_AddObjectToObject(j, "provenance");
+    char what[256];
+    snprintf(what, sizeof what, "%s's efficiency curves for GEMM and attention times k = %.4f (standard error %.4f)",
+             row->hw.gpu.name, fit->f.k, fit->f.se_k);
+    cJSON_AddStringToObject(pv, "what", what);
+    cJSON_AddStringToObject(pv, "fitted_on", "MegaScale (arXiv 2402.15627) Table 3, closed form, least squares on MFU");
+    cJSON_AddStringToObject(pv, "command", "megasim reproduce");
+    cJSON_AddStringToObject(pv, "version", MEGASIM_VERSION);
+    char *txt = cJSON_Print(j);
+    cJSON_Delete(j);
+    FILE *f = txt ? fopen(tmp, "w") : NULL;
+    int rc = !f || fputs(txt, f) < 0 || fputc('\n', f) < 0;
+    rc |= f && fclose(f);
+    free(txt);
+    if (rc || rename(tmp, path)) {
+        unlink(tmp);
+        snprintf(err, OPT_ERR_LEN, "%s: cannot write", path);
+        return -1;
+    }
+    fprintf(stderr, "wrote %s\n", path);
+    return 0;
+}
+
 int cmd_reproduce(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv))
@@ -464,6 +619,7 @@ int cmd_reproduce(int argc, char **argv)
         return cli_fail("reproduce", err);
     if (!n) {
         snprintf(err, sizeof err, "no row files for set '%s' in %s", ro.set, ro.experiments);
+        free_names(files, n);
         return cli_fail("reproduce", err);
     }
     /* A bad --out fails now, before any work or progress output. */
@@ -473,30 +629,41 @@ int cmd_reproduce(int argc, char **argv)
     FILE *pf = fopen(probe, "w");
     if (!pf) {
         snprintf(err, sizeof err, "--out %s: cannot create the file (does its folder exist and is it writable?)", ro.out);
-        for (int i = 0; i < n; i++)
-            free(files[i]);
-        free(files);
+        free_names(files, n);
         return cli_fail("reproduce", err);
     }
     fclose(pf);
     unlink(probe);
+    fit_t fit = {.on = ro.fit == FIT_TABLE3, .f = {.k = 1.0}};
+    int rc = 0;
+    if (fit.on) {
+        fprintf(stderr, "fitting the compute-efficiency scale to Table 3 (closed form)...\n");
+        rc = fit_table3(ro.experiments, &fit, err);
+    }
     row_t *rows = calloc(n, sizeof *rows);
-    int rc = rows ? 0 : -1;
+    rc |= rows ? 0 : -1;
     for (int i = 0; i < n && !rc; i++) {
         fprintf(stderr, "[%d/%d] %s\n", i + 1, n, files[i]);
-        rc = run_row(ro.experiments, files[i], ro.sim, &rows[i], err);
+        rc = load_row(ro.experiments, files[i], &rows[i], err) || run_row(&rows[i], fit.f.k, ro.sim, err);
     }
     if (!rc) {
+        if (fit.on)
+            printf("\nCalibration (ASSUMPTIONS.md): compute-efficiency scale k = %.3f +- %.3f, fitted by least squares "
+                   "to Table 3's %d rows\n(closed form; rms error %.2f points). Table 3 below is a fit; Table 2 and "
+                   "Figure 9 are predictions.\n",
+                   fit.f.k, fit.f.se_k, fit.f.n, fit.f.rms);
         for (int s = 0; s < NSETS; s++)
-            print_set(rows, n, s, ro.sim);
-        rc = write_h5(ro.out, rows, n, &ro, err) || write_csv(ro.out, rows, n, err);
+            print_set(rows, n, s, ro.sim, &fit);
+        print_target(rows, n, ro.sim);
+        rc = write_h5(ro.out, rows, n, &ro, &fit, err) || write_csv(ro.out, rows, n, err) ||
+             (fit.on && write_profile(ro.out, &rows[0], &fit, err));
         if (!rc)
             fprintf(stderr, "wrote %s\n", ro.out);
         if (!rc && ro.plot)
             rc = figures(ro.out, err);
     }
     for (int i = 0; i < n; i++)
-        free(files[i]), free(rows ? rows[i].config : NULL);
-    free(files), free(rows);
+        free(rows ? rows[i].config : NULL);
+    free_names(files, n), free(rows);
     return rc ? cli_fail("reproduce", err) : 0;
 }

@@ -2,12 +2,15 @@
 # check_reproduce.sh MEGASIM: `megasim reproduce quick` (three rows) writes
 # an HDF5 file that standard tools read back, with kind "reproduce", the
 # rows' configuration, /table2 (2 rows) and /table3 (1 row), and the CSV
-# beside it; its errors are the predicted minus the paper's MFU.
+# beside it; its errors are the predicted minus the paper's MFU. The
+# compute-efficiency scale fitted on Table 3 is recorded, and the fitted
+# profile written beside the results gives `predict` the same MFU as
+# reproduce's closed form; --fit none gives predict's data-sheet MFU.
 set -u
 bin=$1
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
-fail=0
-check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fail=1; fi; }
+fail=0 passed=0
+check() { if eval "$2"; then echo "ok   $1"; passed=$((passed + 1)); else echo "FAIL $1"; fail=1; fi; }
 "$bin" reproduce quick --out "$dir/r.h5" > "$dir/out.txt" 2> "$dir/err.txt"; rc=$?
 check "reproduce quick exits 0 (got $rc)" '[ $rc -eq 0 ]'
 check "HDF5 file written" '[ -s "$dir/r.h5" ]'
@@ -21,4 +24,20 @@ line=$(grep "table3-row1" "$dir/out.txt")
 paper=$(echo "$line" | awk '{print $3}') closed=$(echo "$line" | awk '{print $4}') err=$(echo "$line" | awk '{print $5}')
 check "error = closed - paper: $closed - $paper = $err" 'awk -v p="$paper" -v c="$closed" -v e="$err" "BEGIN{d=c-p-e; exit !(d < 0.051 && d > -0.051)}"'
 check "paper value 47.7 (Table 3 row 1) is read from the row file" '[ "$paper" = "47.7" ]'
-[ $fail -eq 0 ] && echo "check_reproduce: 9 passed, 0 failed" || { echo "check_reproduce: failures above"; exit 1; }
+# The fit: recorded, and its profile reproduces the fitted closed form.
+rows="$(dirname "$0")/../../experiments/megascale"
+check "config_json records the fitted compute_eff_scale" 'h5dump -a /config_json "$dir/r.h5" | grep -q compute_eff_scale'
+check "fitted profile written beside the results" '[ -s "$dir/r-profile.json" ]'
+k=$(sed -n 's/.*compute-efficiency scale k = \([0-9.]*\).*/\1/p' "$dir/out.txt")
+check "fitted k printed and within the fit's bounds 0.3..1.5 (got '$k')" 'awk -v k="$k" "BEGIN{exit !(k > 0.3 && k < 1.5)}"'
+viaprofile=$("$bin" predict "$rows/table3-row1.json" --hardware "$dir/r-profile.json" --json |
+  sed -n 's/.*"mfu":[[:space:]]*\([0-9.e+-]*\).*/\1/p' | head -1)
+check "predict --hardware FITTED gives Table 3 row 1 the reproduce closed form: $closed vs 100 x $viaprofile" \
+  'awk -v a="$closed" -v b="$viaprofile" "BEGIN{d=a-100*b; exit !(d < 0.051 && d > -0.051)}"'
+"$bin" reproduce table3 --fit none --no-sim --no-plot --out "$dir/n.h5" > "$dir/none.txt" 2>/dev/null
+plain=$("$bin" predict "$rows/table3-row1.json" --json | sed -n 's/.*"mfu":[[:space:]]*\([0-9.e+-]*\).*/\1/p' | head -1)
+unfit=$(grep "table3-row1" "$dir/none.txt" | awk '{print $4}')
+check "--fit none: Table 3 row 1 = plain predict (data-sheet profile): $unfit vs 100 x $plain" \
+  'awk -v a="$unfit" -v b="$plain" "BEGIN{d=a-100*b; exit !(d < 0.051 && d > -0.051)}"'
+check "--fit none writes no fitted profile" '[ ! -e "$dir/n-profile.json" ]'
+[ $fail -eq 0 ] && echo "check_reproduce: $passed passed, 0 failed" || { echo "check_reproduce: failures above"; exit 1; }
