@@ -174,19 +174,17 @@ static int load_row(const char *dir, const char *file, row_t *row, char *err)
 }
 
 /* The closed form's MFU of a row with its compute efficiency scaled by k. */
-static double closed_mfu_at(const row_t *row, double k, double *iter_s)
+static double closed_mfu_at(const row_t *row, double k)
 {
     hw_t hw = row->hw;
     hw_scale_compute(&hw.gpu, k);
     estimate_t e;
     estimate_job(&row->job, &hw, &e);
-    if (iter_s)
-        *iter_s = e.iteration_s;
     return e.mfu;
 }
 
 /* calib_fit_one's model: Table 3 row i's MFU in points. */
-static double fit_model(double k, int i, void *ctx) { return 100 * closed_mfu_at(&((const row_t *)ctx)[i], k, NULL); }
+static double fit_model(double k, int i, void *ctx) { return 100 * closed_mfu_at(&((const row_t *)ctx)[i], k); }
 
 /* Fits k to every Table 3 row in dir (whatever set is being run). */
 static int fit_table3(const char *dir, fit_t *fit, char *err)
@@ -202,12 +200,17 @@ static int fit_table3(const char *dir, fit_t *fit, char *err)
         rc = load_row(dir, files[i], &rows[i], err);
         target[i] = 100 * rows[i].paper_mfu;
     }
-    if (!rc) {
+    if (!rc && n < 2) {
+        snprintf(err, OPT_ERR_LEN,
+                 "--fit table3 needs Table 3's rows (table3-*.json, at least 2) in %s: found %d; "
+                 "--fit none runs without them", dir, n);
+        rc = -1;
+    } else if (!rc) {
         fit->f = calib_fit_one(fit_model, rows, target, n, 1.0, FIT_K_LO, FIT_K_HI, NULL);
         if (!fit->f.ok) {
             snprintf(err, OPT_ERR_LEN,
                      "--fit table3: the least-squares fit on the %d Table 3 rows in %s did not converge "
-                     "(needs at least 2 rows; --fit none runs without it)", n, dir);
+                     "(k must lie in %g..%g; --fit none runs without it)", n, dir, FIT_K_LO, FIT_K_HI);
             rc = -1;
         }
     }
@@ -218,7 +221,7 @@ static int fit_table3(const char *dir, fit_t *fit, char *err)
 /* Runs one loaded row: closed form unfitted and at k, simulator at k. */
 static int run_row(row_t *row, double k, int sim, char *err)
 {
-    row->datasheet_mfu = closed_mfu_at(row, 1.0, NULL);
+    row->datasheet_mfu = closed_mfu_at(row, 1.0);
     hw_t hw = row->hw;
     hw_scale_compute(&hw.gpu, k);
     estimate_t e;
@@ -560,7 +563,8 @@ static void make_parent(const char *path)
 }
 
 /* The fitted profile beside the results (NAME-profile.json), in the format
- * --hardware reads: the rows' profile with k applied. */
+ * --hardware reads: the given row's profile with k applied (the MegaScale
+ * rows all name the same GPU and cluster). */
 static int write_profile(const char *h5, const row_t *row, const fit_t *fit, char *err)
 {
     char base[1024], path[1100], tmp[1200];
@@ -636,10 +640,8 @@ int cmd_reproduce(int argc, char **argv)
     unlink(probe);
     fit_t fit = {.on = ro.fit == FIT_TABLE3, .f = {.k = 1.0}};
     int rc = 0;
-    if (fit.on) {
-        fprintf(stderr, "fitting the compute-efficiency scale to Table 3 (closed form)...\n");
+    if (fit.on) /* closed form only: a fraction of a second, no progress lines */
         rc = fit_table3(ro.experiments, &fit, err);
-    }
     row_t *rows = calloc(n, sizeof *rows);
     rc |= rows ? 0 : -1;
     for (int i = 0; i < n && !rc; i++) {
