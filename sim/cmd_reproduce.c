@@ -427,17 +427,25 @@ static int write_h5(const char *path, const row_t *rows, int n, const reproduce_
     return 0;
 }
 
-/* CSV beside the HDF5 file: NAME-SET.csv, the same columns plus the row name. */
-static int write_csv(const char *h5, const row_t *rows, int n, char *err)
+/* The path of a file beside the HDF5 result: its name without the
+ * extension, then suffix (results/megascale.h5 -> results/megascale-SUFFIX). */
+static void beside(const char *h5, const char *suffix, char *path, size_t size)
 {
     char base[1024];
     snprintf(base, sizeof base, "%s", h5);
     char *dot = strrchr(base, '.');
     if (dot && !strchr(dot, '/'))
         *dot = 0;
+    snprintf(path, size, "%s-%s", base, suffix);
+}
+
+/* CSV beside the HDF5 file: NAME-SET.csv, the same columns plus the row name. */
+static int write_csv(const char *h5, const row_t *rows, int n, char *err)
+{
     for (int s = 0; s < NSETS; s++) {
-        char path[1100], tmp[1200];
-        snprintf(path, sizeof path, "%s-%s.csv", base, set_names[s]);
+        char path[1100], tmp[1200], name[32];
+        snprintf(name, sizeof name, "%s.csv", set_names[s]);
+        beside(h5, name, path, sizeof path);
         snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
         int any = 0;
         for (int i = 0; i < n; i++)
@@ -567,12 +575,8 @@ static void make_parent(const char *path)
  * rows all name the same GPU and cluster). */
 static int write_profile(const char *h5, const row_t *row, const fit_t *fit, char *err)
 {
-    char base[1024], path[1100], tmp[1200];
-    snprintf(base, sizeof base, "%s", h5);
-    char *dot = strrchr(base, '.');
-    if (dot && !strchr(dot, '/'))
-        *dot = 0;
-    snprintf(path, sizeof path, "%s-profile.json", base);
+    char path[1100], tmp[1200];
+    beside(h5, "profile.json", path, sizeof path);
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     hw_t hw = row->hw;
     hw_scale_compute(&hw.gpu, fit->f.k);
