@@ -203,6 +203,7 @@ static int calibrate_main(calib_opts_t *o, int argc, char **argv)
     char err[OPT_ERR_LEN];
     memset(&r, 0, sizeof r);
     r.host_stall_s = -1;
+    r.flash1_rel = o->device ? -1 : 1; /* the CPU runs one flash reference for both flash kinds */
     r.nranks = mpi_size, r.ncores = (int)sysconf(_SC_NPROCESSORS_ONLN);
     double t0 = t_start_s = calib_now_s();
     const calib_device_t *d = open_device(o->device, &r, err);

@@ -1,4 +1,4 @@
-/* calib/fit: saturating, alpha-beta and one-parameter fits (see fit.h). */
+/* calib/fit: saturating, alpha-beta and bounded few-parameter fits (see fit.h). */
 #include "calib/fit.h"
 
 #include <gsl/gsl_blas.h>
@@ -7,6 +7,7 @@
 #include <gsl/gsl_multifit_nlinear.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct {
     const double *x, *y;
@@ -137,26 +138,30 @@ calib_linfit_t calib_fit_linear(const double *x, const double *y, int n, double 
     return r;
 }
 
-/* ---- one parameter, any model ----------------------------------------- */
+/* ---- a few bounded parameters, any model ------------------------------- */
 
 typedef struct {
-    calib_model1_fn model;
+    calib_model_fn model;
     void *ctx;
-    const double *target;
-    int n;
-    double lo, hi;
-} one_data_t;
+    const double *target, *lo, *hi;
+    int n, np;
+} many_data_t;
 
-/* The parameter is k = lo + (hi - lo) (1 + tanh u) / 2, so the solver's
- * free u never leaves [lo, hi] (models are often undefined outside). */
-static double one_k(const one_data_t *d, double u) { return d->lo + (d->hi - d->lo) * 0.5 * (1 + tanh(u)); }
-
-static int one_f(const gsl_vector *p, void *data, gsl_vector *f)
+/* Parameter j is lo + (hi - lo) (1 + tanh u_j) / 2, so the solver's free
+ * u never leaves [lo, hi] (models are often undefined outside). */
+static void many_params(const many_data_t *d, const gsl_vector *u, double *p)
 {
-    const one_data_t *d = data;
-    double k = one_k(d, gsl_vector_get(p, 0));
+    for (int j = 0; j < d->np; j++)
+        p[j] = d->lo[j] + (d->hi[j] - d->lo[j]) * 0.5 * (1 + tanh(gsl_vector_get(u, j)));
+}
+
+static int many_f(const gsl_vector *u, void *data, gsl_vector *f)
+{
+    const many_data_t *d = data;
+    double p[CALIB_FIT_MAX_PARAMS];
+    many_params(d, u, p);
     for (int i = 0; i < d->n; i++) {
-        double y = d->model(k, i, d->ctx);
+        double y = d->model(p, i, d->ctx);
         if (!isfinite(y))
             return GSL_EDOM;
         gsl_vector_set(f, i, y - d->target[i]);
@@ -164,45 +169,71 @@ static int one_f(const gsl_vector *p, void *data, gsl_vector *f)
     return GSL_SUCCESS;
 }
 
-calib_fit1_t calib_fit_one(calib_model1_fn model, void *ctx, const double *target, int n, double k0, double k_lo,
-                           double k_hi, double *resid)
+/* Standard errors from the Jacobian in the parameters themselves (central
+ * differences, not in u): cov = s^2 (J^T J)^-1, s^2 = chi2 / (n - np). */
+static void many_se(const many_data_t *d, calib_fit_t *r, double chi2)
 {
-    calib_fit1_t r = {0};
-    r.n = n;
-    if (n < 2 || !(k_lo < k0 && k0 < k_hi))
+    gsl_matrix *J = gsl_matrix_alloc((size_t)d->n, (size_t)d->np);
+    gsl_matrix *cov = gsl_matrix_alloc((size_t)d->np, (size_t)d->np);
+    for (int j = 0; j < d->np; j++) {
+        double q[CALIB_FIT_MAX_PARAMS], h = 1e-4 * (d->hi[j] - d->lo[j]);
+        memcpy(q, r->p, sizeof q);
+        for (int i = 0; i < d->n; i++) {
+            q[j] = r->p[j] + h;
+            double up = d->model(q, i, d->ctx);
+            q[j] = r->p[j] - h;
+            gsl_matrix_set(J, (size_t)i, (size_t)j, (up - d->model(q, i, d->ctx)) / (2 * h));
+        }
+    }
+    int dof = d->n - d->np;
+    int st = gsl_multifit_nlinear_covar(J, 0.0, cov);
+    for (int j = 0; j < d->np; j++) {
+        double v = gsl_matrix_get(cov, (size_t)j, (size_t)j);
+        r->se[j] = st == GSL_SUCCESS && dof > 0 && v > 0 ? sqrt(chi2 / dof * v) : NAN;
+    }
+    gsl_matrix_free(J);
+    gsl_matrix_free(cov);
+}
+
+calib_fit_t calib_fit_params(calib_model_fn model, void *ctx, const double *target, int n, int np, const double *p0,
+                             const double *lo, const double *hi, double *resid)
+{
+    calib_fit_t r = {0};
+    r.n = n, r.np = np;
+    if (np < 1 || np > CALIB_FIT_MAX_PARAMS || n <= np)
         return r;
-    one_data_t d = {model, ctx, target, n, k_lo, k_hi};
-    gsl_multifit_nlinear_fdf fdf = {one_f, NULL, NULL, (size_t)n, 1, &d, 0, 0, 0};
+    for (int j = 0; j < np; j++)
+        if (!(lo[j] < p0[j] && p0[j] < hi[j]))
+            return r;
+    many_data_t d = {model, ctx, target, lo, hi, n, np};
+    gsl_multifit_nlinear_fdf fdf = {many_f, NULL, NULL, (size_t)n, (size_t)np, &d, 0, 0, 0};
     gsl_multifit_nlinear_parameters par = gsl_multifit_nlinear_default_parameters();
-    gsl_multifit_nlinear_workspace *w = gsl_multifit_nlinear_alloc(gsl_multifit_nlinear_trust, &par, (size_t)n, 1);
-    gsl_vector *p0 = gsl_vector_alloc(1);
-    gsl_vector_set(p0, 0, atanh(2 * (k0 - k_lo) / (k_hi - k_lo) - 1));
+    gsl_multifit_nlinear_workspace *w = gsl_multifit_nlinear_alloc(gsl_multifit_nlinear_trust, &par, (size_t)n,
+                                                                   (size_t)np);
+    gsl_vector *u0 = gsl_vector_alloc((size_t)np);
+    for (int j = 0; j < np; j++)
+        gsl_vector_set(u0, (size_t)j, atanh(2 * (p0[j] - lo[j]) / (hi[j] - lo[j]) - 1));
     gsl_error_handler_t *old = gsl_set_error_handler_off();
-    int info, st = gsl_multifit_nlinear_init(p0, &fdf, w);
+    int info, st = gsl_multifit_nlinear_init(u0, &fdf, w);
     if (st == GSL_SUCCESS)
-        st = gsl_multifit_nlinear_driver(100, 1e-8, 1e-8, 1e-8, NULL, NULL, &info, w);
-    double u = gsl_vector_get(gsl_multifit_nlinear_position(w), 0);
+        st = gsl_multifit_nlinear_driver(200, 1e-8, 1e-8, 1e-8, NULL, NULL, &info, w);
+    many_params(&d, gsl_multifit_nlinear_position(w), r.p);
     gsl_vector *f = gsl_multifit_nlinear_residual(w);
-    r.k = one_k(&d, u);
     double chi2 = 0;
     for (int i = 0; i < n; i++) {
-        double e = gsl_vector_get(f, i);
+        double e = gsl_vector_get(f, (size_t)i);
         chi2 += e * e, r.mean_abs += fabs(e) / n;
         if (resid)
             resid[i] = e;
     }
     r.rms = sqrt(chi2 / n);
-    /* Standard error of k: sqrt(s^2 / sum J_k^2), J_k by a central
-     * difference in k itself (not u), s^2 = chi2 / (n - 1). */
-    double h = 1e-4 * (k_hi - k_lo), jj = 0;
-    for (int i = 0; i < n; i++) {
-        double j = (model(r.k + h, i, ctx) - model(r.k - h, i, ctx)) / (2 * h);
-        jj += j * j;
-    }
-    r.se_k = jj > 0 ? sqrt(chi2 / (n - 1) / jj) : NAN;
-    r.ok = st == GSL_SUCCESS && isfinite(r.k) && r.k > k_lo && r.k < k_hi;
+    r.ok = st == GSL_SUCCESS;
+    for (int j = 0; j < np; j++)
+        r.ok = r.ok && isfinite(r.p[j]) && r.p[j] > lo[j] && r.p[j] < hi[j];
+    if (r.ok)
+        many_se(&d, &r, chi2);
     gsl_set_error_handler(old);
-    gsl_vector_free(p0);
+    gsl_vector_free(u0);
     gsl_multifit_nlinear_free(w);
     return r;
 }

@@ -6,10 +6,10 @@
  *   linear:     t = a + b * x (gsl_fit_linear), the alpha-beta model of a
  *               collective with x = bytes * bus factor: a is the latency,
  *               1 / b the bus bandwidth;
- *   one scale:  any model y_i(k) of one parameter, nonlinear least squares
- *               (GSL multifit_nlinear, finite-difference Jacobian): the
- *               compute-efficiency scale that `megasim reproduce` fits on
- *               MegaScale's Table 3. */
+ *   few params: any model y_i(p) of a few bounded parameters, nonlinear
+ *               least squares (GSL multifit_nlinear, finite-difference
+ *               Jacobian): the compute-efficiency scale and the host terms
+ *               that `megasim reproduce` fits on MegaScale's Table 3. */
 #ifndef CALIB_FIT_H
 #define CALIB_FIT_H
 
@@ -37,19 +37,25 @@ double calib_saturating_eval(const calib_satfit_t *f, double x);
 calib_linfit_t calib_fit_linear(const double *x, const double *y, int n, double x_lo, double x_hi,
                                 double *resid);
 
+#define CALIB_FIT_MAX_PARAMS 8
+
 typedef struct {
-    double k, se_k;             /* fitted parameter and its standard error */
-    double rms, mean_abs;       /* of the residuals y_i(k) - target_i at the fit */
-    int n, ok;                  /* ok = converged to a finite k inside the bounds */
-} calib_fit1_t;
+    double p[CALIB_FIT_MAX_PARAMS];  /* fitted parameters */
+    double se[CALIB_FIT_MAX_PARAMS]; /* their standard errors (NAN if singular) */
+    double rms, mean_abs;           /* of the residuals model - target at the fit */
+    int n, np, ok;                  /* ok = converged, every parameter finite and
+                                       strictly inside its bounds */
+} calib_fit_t;
 
-/* Model of sample i at parameter k. Returns NAN when k cannot be evaluated. */
-typedef double (*calib_model1_fn)(double k, int i, void *ctx);
+/* Model of sample i at parameters p. Returns NAN when p cannot be evaluated. */
+typedef double (*calib_model_fn)(const double *p, int i, void *ctx);
 
-/* Fits k so that model(k, i) matches target[i] over the n samples in the
- * least-squares sense, starting at k0 and kept within [k_lo, k_hi]; resid
- * (may be NULL, n long) receives model - target at the fit. */
-calib_fit1_t calib_fit_one(calib_model1_fn model, void *ctx, const double *target, int n, double k0, double k_lo,
-                           double k_hi, double *resid);
+/* Fits np parameters (1..CALIB_FIT_MAX_PARAMS) so that model(p, i) matches
+ * target[i] over n > np samples in the least-squares sense, starting at p0
+ * and keeping each p[j] within (lo[j], hi[j]); resid (may be NULL, n long)
+ * receives model - target at the fit. Standard errors come from the
+ * Jacobian at the fit: cov = s^2 (J^T J)^-1, s^2 = chi2 / (n - np). */
+calib_fit_t calib_fit_params(calib_model_fn model, void *ctx, const double *target, int n, int np, const double *p0,
+                             const double *lo, const double *hi, double *resid);
 
 #endif

@@ -262,6 +262,15 @@ int calib_make_profile(const calib_result_t *r, const char *base_gpu, const char
     sample_curve(&g->mem_eff, &find_fit(r, "mem_eff")->sat, 1e3, 1e10);
     if (r->host_stall_s >= 0)
         hw->cluster.host_stall_s = r->host_stall_s;
+    if (r->flash1_rel > 0)
+        g->flash1_rel = clamp(r->flash1_rel, 1e-3, 1);
+    /* megasim's own executor (real/exec.c): its blocking exchanges are
+     * ordered on the stream, with no host synchronisation, and an
+     * iteration's time is its op program's; the base's values describe
+     * Megatron-LM's host (hw_builtin.c). */
+    hw->cluster.host_sync_gap_us = 0;
+    hw->cluster.iteration_overhead_s = 0;
+    hw->cluster.compute_scale = 1; /* the curves above are measured as they are */
     if (coll_applied(r)) {
         hw_cluster_t *c = &hw->cluster;
         snprintf(c->name, sizeof c->name, "%s-%.28s", r->device ? "nccl" : "cpu-mpi", host);
@@ -350,7 +359,11 @@ static void gpu_description(cJSON *p, const calib_gpu_info_t *g)
 }
 
 static const char host_stall_what[] = "host_stall_s (the real backend's synchronous loader preparing one iteration "
-                                      "of `megasim run`'s default job, experiments/real/tiny-gpt.json)";
+                                      "of `megasim run`'s default job, experiments/real/tiny-gpt.json); "
+                                      "host_sync_gap_us = 0 and iteration_overhead_s = 0 by construction (megasim's "
+                                      "executor does not synchronise the host at pipeline exchanges, and times an "
+                                      "iteration as its op program); compute_scale = 1 (the efficiency curves are "
+                                      "measured as they are)";
 
 /* Which fields were measured and which kept from the base, per device. */
 static void field_sources(cJSON *p, const calib_result_t *r)
@@ -363,7 +376,8 @@ static void field_sources(cJSON *p, const calib_result_t *r)
                                                   : "the all-reduce's large-message fit gave no bandwidth (see fits)");
     if (!r->device) {
         snprintf(buf, sizeof buf, "gpu: peak_bf16_tflops, peak_tf32_tflops, hbm_gbps, sm_count (cores), hbm_gib "
-                 "(MemTotal), kernel_gap_us, gemm_eff, flash_fwd_eff, flash_bwd_eff, mem_eff%s; cluster: %s%s",
+                 "(MemTotal), kernel_gap_us, gemm_eff, flash_fwd_eff, flash_bwd_eff, mem_eff, flash1_rel = 1 (one flash "
+                 "reference serves both flash kinds on the CPU)%s; cluster: %s%s",
                  coll ? ", nvlink_gbps (all-reduce busbw)" : "",
                  coll ? "alpha_nvlink_us, coll_launch_us, nvlink_eff (MPI within this node), " : "",
                  host_stall_what);
@@ -386,9 +400,10 @@ static void field_sources(cJSON *p, const calib_result_t *r)
              coll ? "alpha_nvlink_us, coll_launch_us, nvlink_eff (NCCL within this node), " : "", host_stall_what);
     cJSON_AddStringToObject(p, "measured", buf);
     snprintf(buf, sizeof buf, "gpu gemm_tile_m/n (cuBLASLt does not report its tile); peak_tf32_tflops = the "
-             "measured bf16 peak x the base's tf32/bf16 ratio (kern_gemm_cuda is bf16 only)%s; cluster topology "
+             "measured bf16 peak x the base's tf32/bf16 ratio (kern_gemm_cuda is bf16 only)%s%s; cluster topology "
              "and network fields (no second node to measure), runtime_reserved_gib%s",
-             r->comm_slowdown >= 0 ? "" : "; gpu comm_slowdown (needs >= 2 ranks, one GPU each)", no_coll);
+             r->comm_slowdown >= 0 ? "" : "; gpu comm_slowdown (needs >= 2 ranks, one GPU each)",
+             r->flash1_rel > 0 ? "" : "; gpu flash1_rel", no_coll);
     cJSON_AddStringToObject(p, "kept_from_base", buf);
 }
 

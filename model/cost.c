@@ -50,16 +50,18 @@ double cost_gemm_s(const hw_t *hw, const job_t *job, double m, double n, double 
     const hw_gpu_t *g = &hw->gpu;
     double flops = 2 * m * n * k * batch;
     double we = best_wave_eff(g, m, n, batch);
-    double t_math = flops / (cost_peak_flops(hw, job) * curve_eval(&g->gemm_eff, flops) * we);
+    double eff = fmin(1, curve_eval(&g->gemm_eff, flops) * hw->cluster.compute_scale);
+    double t_math = flops / (cost_peak_flops(hw, job) * eff * we);
     double bytes = batch * (m * k + k * n + m * n) * (job->bf16 ? 2 : 4);
     double t_mem = bytes / (g->hbm_gbps * 1e9 * curve_eval(&g->mem_eff, bytes));
     return fmax(t_math, t_mem) + g->kernel_gap_us * US;
 }
 
-double cost_attn_s(const hw_t *hw, double flops, int bwd)
+double cost_attn_s(const hw_t *hw, double flops, int bwd, int v1)
 {
     const hw_gpu_t *g = &hw->gpu;
-    double eff = curve_eval(bwd ? &g->flash_bwd_eff : &g->flash_fwd_eff, flops);
+    double eff = fmin(1, curve_eval(bwd ? &g->flash_bwd_eff : &g->flash_fwd_eff, flops) * hw->cluster.compute_scale) *
+                 (v1 ? g->flash1_rel : 1);
     return flops / (g->peak_bf16_tflops * 1e12 * eff) + g->kernel_gap_us * US;
 }
 
@@ -184,7 +186,7 @@ double cost_op_s(const hw_t *hw, const job_t *job, const op_t *op)
     case OP_GEMM:
         return cost_gemm_s(hw, job, op->m, op->n, op->k, op->batch);
     case OP_ATTN:
-        return cost_attn_s(hw, op_flops(op), op->attn_bwd);
+        return cost_attn_s(hw, op_flops(op), op->attn_bwd, op->attn_v1);
     case OP_ELEM:
         return cost_elem_s(hw, op->bytes);
     case OP_COLL: {

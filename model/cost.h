@@ -24,7 +24,9 @@ typedef struct {
 group_layout_t cost_group_layout(const job_t *job, const hw_t *hw, group_t g);
 
 double cost_gemm_s(const hw_t *hw, const job_t *job, double m, double n, double k, double batch);
-double cost_attn_s(const hw_t *hw, double flops, int bwd);
+/* Flash attention kernel of `flops`, forward or backward; v1: FlashAttention-1
+ * (the flash curves times the profile's flash1_rel). */
+double cost_attn_s(const hw_t *hw, double flops, int bwd, int v1);
 double cost_elem_s(const hw_t *hw, double bytes);
 double cost_coll_s(const hw_t *hw, coll_t c, double bytes, const group_layout_t *g);
 double cost_p2p_s(const hw_t *hw, double bytes, const group_layout_t *g);

@@ -260,13 +260,16 @@ void estimate_job(const job_t *j, const hw_t *hw, estimate_t *e)
     br->exposed_tp_comm_s = m * per_mb_tp;
     br->bubble_s = (st->all_stages_s - (per_mb_compute + per_mb_tp)) / v;
     /* Megatron's blocking exchanges sit on the compute stream, one transfer
-     * time each (the sends and receives inside one run concurrently): as
-     * many as the first or last stage's program issues. Decoupled
-     * asynchronous transfers expose the fill and drain path, and the wrap
-     * stalls of an interleaved warm-up and cool-down (dp_exposure). */
-    double xch = j->pp_comm_overlap ? 2 * (p - 1)
-                                    : fmax(sched_blocking_exchanges(j, 0), sched_blocking_exchanges(j, j->pp - 1));
-    br->exposed_pp_comm_s = p > 1 ? xch * st->p2p_s + wrap_s : 0;
+     * time each (the sends and receives inside one run concurrently), and
+     * then the host synchronises the device and relaunches: as many as the
+     * first or last stage's program issues. Decoupled asynchronous
+     * transfers expose the fill and drain path, and the wrap stalls of an
+     * interleaved warm-up and cool-down (dp_exposure). */
+    double xch_s = j->pp_comm_overlap
+                       ? 2 * (p - 1) * st->p2p_s
+                       : fmax(sched_blocking_exchanges(j, 0), sched_blocking_exchanges(j, j->pp - 1)) *
+                             (st->p2p_s + hw->cluster.host_sync_gap_us * 1e-6);
+    br->exposed_pp_comm_s = p > 1 ? xch_s + wrap_s : 0;
     br->exposed_dp_comm_s = dp_exp;
     double shard = workload_stage_params_local(j, 0) / (j->zero_stage >= 1 ? j->dp : 1);
     br->optimizer_s = cost_optimizer_s(hw, j, shard);
@@ -275,7 +278,7 @@ void estimate_job(const job_t *j, const hw_t *hw, estimate_t *e)
     double emb_s = p > 1 ? cost_coll_s(hw, COLL_ALLREDUCE, (double)j->padded_vocab_size * j->hidden_size /
                                                                 j->tp * (j->grads_fp32 ? 4 : 2), &emb)
                          : 0;
-    br->other_s = emb_s + (j->async_data_loader ? 0 : hw->cluster.host_stall_s);
+    br->other_s = emb_s + (j->async_data_loader ? 0 : hw->cluster.host_stall_s) + hw->cluster.iteration_overhead_s;
     e->iteration_s = br->compute_s + br->bubble_s + br->exposed_tp_comm_s + br->exposed_pp_comm_s +
                      br->exposed_dp_comm_s + br->optimizer_s + br->other_s;
     double tokens = (double)j->global_batch_size * j->seq_length;

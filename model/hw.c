@@ -23,6 +23,8 @@ static const opt_def gpu_defs[] = {
     {"gemm-tile-n", OPT_INT, G(gemm_tile_n), 1, 4096, 0, 0, "gpu", "GEMM output tile columns"},
     {"kernel-gap-us", OPT_REAL, G(kernel_gap_us), 0, 1e5, 0, 0, "gpu", "fixed cost per kernel, us"},
     {"comm-slowdown", OPT_REAL, G(comm_slowdown), 0, 1, 0, 0, "gpu", "compute slowdown beside a collective"},
+    {"flash1-rel", OPT_REAL, G(flash1_rel), 1e-3, 1, 0, 0, "gpu",
+     "FlashAttention-1 speed as a fraction of the flash curves (--attention flash1)"},
     {"gemm-eff", OPT_CURVE, G(gemm_eff), 1e-4, 1, 0, 0, "gpu", "GEMM fraction of peak vs FLOPs"},
     {"flash-fwd-eff", OPT_CURVE, G(flash_fwd_eff), 1e-4, 1, 0, 0, "gpu", "attention fwd fraction of peak vs FLOPs"},
     {"flash-bwd-eff", OPT_CURVE, G(flash_bwd_eff), 1e-4, 1, 0, 0, "gpu", "attention bwd fraction of peak vs FLOPs"},
@@ -47,6 +49,12 @@ static const opt_def cluster_defs[] = {
     {"tier-eff-pod", OPT_REAL, C(tier_eff[1]), 1e-3, 1, 0, 0, "cluster", "bandwidth kept across aggregation"},
     {"tier-eff-spine", OPT_REAL, C(tier_eff[2]), 1e-3, 1, 0, 0, "cluster", "bandwidth kept across spine"},
     {"host-stall-s", OPT_REAL, C(host_stall_s), 0, 1e4, 0, 0, "cluster", "host stall per iteration, synchronous loader, s"},
+    {"compute-scale", OPT_REAL, C(compute_scale), 1e-3, 2, 0, 0, "cluster",
+     "fraction of the GPU's GEMM and attention efficiency this cluster sustains (1 = data sheet)"},
+    {"host-sync-gap-us", OPT_REAL, C(host_sync_gap_us), 0, 1e6, 0, 0, "cluster",
+     "GPU idle after each blocking pipeline exchange (host synchronises, then relaunches), us"},
+    {"iteration-overhead-s", OPT_REAL, C(iteration_overhead_s), 0, 1e4, 0, 0, "cluster",
+     "per-iteration host time not broken down into ops (fitted), s"},
     {"runtime-reserved-gib", OPT_REAL, C(runtime_reserved_gib), 0, 1e4, 0, 0, "cluster", "runtime memory per GPU, GiB"},
     {"nvlink-eff", OPT_CURVE, C(nvlink_eff), 1e-4, 1, 0, 0, "cluster", "NVLink fraction reached vs bytes"},
     {"net-eff", OPT_CURVE, C(net_eff), 1e-4, 1, 0, 0, "cluster", "NIC fraction reached vs bytes"},
@@ -153,14 +161,6 @@ int hw_check(const hw_t *hw, char *err)
         if (curve_check(curves[i].c, 1e-4, 1, curves[i].name, err, OPT_ERR_LEN))
             return -1;
     return 0;
-}
-
-void hw_scale_compute(hw_gpu_t *g, double k)
-{
-    curve_t *cs[] = {&g->gemm_eff, &g->flash_fwd_eff, &g->flash_bwd_eff};
-    for (int c = 0; c < 3; c++)
-        for (int i = 0; i < cs[c]->n; i++)
-            cs[c]->y[i] = fmin(1.0, cs[c]->y[i] * k);
 }
 
 cJSON *hw_to_json(const hw_t *hw)

@@ -24,6 +24,8 @@ typedef struct {
     double kernel_gap_us;     /* fixed cost per kernel launch on the stream */
     double comm_slowdown;     /* fractional compute slowdown while a collective
                                  kernel shares the GPU */
+    double flash1_rel;        /* FlashAttention-1's speed as a fraction of the
+                                 flash curves (FlashAttention-2 style kernels) */
     curve_t gemm_eff;         /* fraction of peak vs FLOPs of one GEMM call */
     curve_t flash_fwd_eff;    /* fraction of peak vs FLOPs of one attention call */
     curve_t flash_bwd_eff;
@@ -49,6 +51,16 @@ typedef struct {
     double host_stall_s;      /* per-iteration host stall with the synchronous
                                  data pipeline (data loading, host-side
                                  bookkeeping); 0 with --async-data-loader */
+    double compute_scale;     /* fraction of the GPU's GEMM and attention
+                                 efficiency curves this cluster sustains
+                                 (clocks under its power and cooling; fitted
+                                 for the paper's cluster, 1 = data sheet) */
+    double host_sync_gap_us;  /* GPU idle after each blocking pipeline exchange:
+                                 the host synchronises the device, then
+                                 relaunches (Megatron-LM's batch_isend_irecv
+                                 is followed by torch.cuda.synchronize) */
+    double iteration_overhead_s; /* per-iteration host time the op model does
+                                 not break down (fitted, not attributed) */
     double runtime_reserved_gib; /* CUDA context, NCCL and cuBLAS buffers */
     curve_t nvlink_eff;       /* fraction of nvlink_gbps reached vs message bytes */
     curve_t net_eff;          /* fraction of nic_gbit reached vs message bytes */
@@ -73,12 +85,6 @@ int hw_resolve(const char *gpu, const char *cluster, const char *file, hw_t *hw,
 
 /* Range checks of every field (missing fields are caught by hw_resolve). */
 int hw_check(const hw_t *hw, char *err);
-
-/* Multiplies the compute-bound efficiency curves (GEMM, attention forward
- * and backward) by k, each point capped at 1: a device that sustains a
- * fraction k of the rates the curves give (clocks under the power cap,
- * production noise). What `megasim reproduce` fits on Table 3. */
-void hw_scale_compute(hw_gpu_t *g, double k);
 
 /* The profile as JSON, in the format hw_resolve reads. */
 struct cJSON *hw_to_json(const hw_t *hw);

@@ -11,7 +11,11 @@
 
 typedef enum { RECOMPUTE_NONE, RECOMPUTE_FULL, RECOMPUTE_SELECTIVE } recompute_t;
 typedef enum { OPTIM_ADAM, OPTIM_LAMB } optim_t;
-typedef enum { ATTN_FLASH, ATTN_UNFUSED } attn_t;
+/* FLASH: FlashAttention-2 style; FLASH1: FlashAttention-1's work partition
+ * (one thread block per head, keys and values in the outer loop), the
+ * kernel of Megatron-LM's --use-flash-attn in 2023; UNFUSED: GEMM, masked
+ * softmax, GEMM. */
+typedef enum { ATTN_FLASH, ATTN_UNFUSED, ATTN_FLASH1 } attn_t;
 typedef enum { PRESET_NONE, PRESET_MEGATRON, PRESET_MEGASCALE } preset_t;
 typedef enum { PIPE_1F1B, PIPE_GPIPE } pipe_sched_t;
 

@@ -79,10 +79,10 @@ static void attention_core(builder_t *b, int bwd)
     const job_t *j = b->j;
     double s = j->seq_length, d = j->head_dim;
     double bh = (double)j->micro_batch_size * j->num_attention_heads / j->tp;
-    if (j->attention == ATTN_FLASH) {
+    if (j->attention != ATTN_UNFUSED) {
         push(b, (op_t){.kind = OP_ATTN, .name = bwd ? "attn_bwd" : "attn", .batch = bh,
                        .attn_keys = workload_causal_keys(s, j->window), .attn_d = d,
-                       .attn_bwd = bwd, .pair = -1});
+                       .attn_bwd = bwd, .attn_v1 = j->attention == ATTN_FLASH1, .pair = -1});
         return;
     }
     /* Unfused: scores over all s x s pairs (the mask does not save work). */

@@ -22,6 +22,7 @@ typedef struct {
     double attn_keys;     /* ATTN: keys attended, summed over the queries of one head */
     double attn_d;        /* ATTN: head size */
     int attn_bwd;         /* ATTN: 1 for the backward kernel */
+    int attn_v1;          /* ATTN: FlashAttention-1's work partition (--attention flash1) */
     double bytes;         /* ELEM: bytes read + written; COLL/P2P: tensor bytes
                              (all-gather output, reduce-scatter input) */
     coll_t coll;

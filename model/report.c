@@ -31,6 +31,8 @@ void report_text(FILE *f, const job_t *j, const hw_t *hw, const estimate_t *e)
 {
     const breakdown_t *b = &e->br;
     const memory_t *m = &e->mem;
+    char attn[16];
+    opts_format(opts_find(&job_opts, "attention"), j, attn, sizeof attn);
     fprintf(f, "megasim predict (closed form), version %s\n\n", MEGASIM_VERSION);
     fprintf(f, "job: %.1fB parameters (l=%d h=%d heads=%d groups=%d ffn=%d s=%d V=%d), batch %d x %d tokens\n",
             e->work.params_total / 1e9, j->num_layers, j->hidden_size, j->num_attention_heads,
@@ -42,7 +44,7 @@ void report_text(FILE *f, const job_t *j, const hw_t *hw, const estimate_t *e)
                "  window %d, optimizer %s, overlap TP %s / PP %s / DP grad %s param %s, fused %s, async data %s\n",
             preset_name(j->preset), j->sequence_parallel ? "on" : "off", j->zero_stage,
             j->recompute == RECOMPUTE_FULL ? "full" : j->recompute == RECOMPUTE_SELECTIVE ? "selective" : "none",
-            j->attention == ATTN_FLASH ? "flash" : "unfused", j->parallel_block ? "on" : "off", j->window,
+            attn, j->parallel_block ? "on" : "off", j->window,
             j->optimizer == OPTIM_LAMB ? "lamb" : "adam", j->tp_comm_overlap ? "on" : "off",
             j->pp_comm_overlap ? "on" : "off", j->overlap_grad_reduce ? "on" : "off",
             j->overlap_param_gather ? "on" : "off", j->fused_elementwise ? "on" : "off",

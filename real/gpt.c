@@ -1,7 +1,7 @@
 /* real/gpt.c: forward and backward of one model chunk on one micro-batch
  * (gpt.h), layer by layer as model/layer.c lists the ops: LayerNorm (fused
  * with the residual add or not), column-parallel GEMM fed by an all-gather
- * (SP), attention (flash or unfused), row-parallel GEMM reduced by an
+ * (SP), attention (flash, flash1 or unfused), row-parallel GEMM reduced by an
  * all-reduce or a reduce-scatter (SP); bias+GeLU fused or not. In the
  * backward, the SP re-gather of a GEMM's input runs beside its dgrad and
  * the reduce-scatter (all-reduce) of the input gradient beside its wgrad,
@@ -319,8 +319,8 @@ static int attn_fwd(gpt_t *m, layer_saved_t *s)
 {
     kern_attn_shape sh = attn_shape(m);
     RT_TRY(alloc_act(m, &s->ao, (long)m->N * m->nh * m->HS));
-    RT_TRY(OP->alloc(RT, &s->att, rt_attn_saved_bytes(RT, m->flash, sh), RT_POOL_MAIN));
-    return OP->attn_fwd(RT, m->flash, s->ao, s->att, s->q, s->k, s->v, sh);
+    RT_TRY(OP->alloc(RT, &s->att, rt_attn_saved_bytes(RT, m->attn, sh), RT_POOL_MAIN));
+    return OP->attn_fwd(RT, m->attn, s->ao, s->att, s->q, s->k, s->v, sh);
 }
 
 /* dy (N, ld) receives [dq | dk | dv] from column 0. */
@@ -331,7 +331,7 @@ static int attn_bwd(gpt_t *m, layer_saved_t *s, const void *dao, void *dy, int l
     RT_TRY(alloc_act(m, &dq, (long)m->N * q));
     RT_TRY(alloc_act(m, &dk, (long)m->N * kv));
     RT_TRY(alloc_act(m, &dv, (long)m->N * kv));
-    RT_TRY(OP->attn_bwd(RT, m->flash, dq, dk, dv, dao, s->q, s->k, s->v, s->ao, s->att, attn_shape(m)));
+    RT_TRY(OP->attn_bwd(RT, m->attn, dq, dk, dv, dao, s->q, s->k, s->v, s->ao, s->att, attn_shape(m)));
     RT_TRY(cols_in(m, dy, ld, 0, dq, m->N, q));
     RT_TRY(cols_in(m, dy, ld, q, dk, m->N, kv));
     RT_TRY(cols_in(m, dy, ld, q + kv, dv, m->N, kv));

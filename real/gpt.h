@@ -72,7 +72,8 @@ typedef struct {
     int B, T, C, F, Ft, V, NH, nh, G, g, HS, qkvn;
     int N, Nl;               /* tokens of a micro-batch; rows held outside TP regions */
     int window;              /* attention window for the kernels (0 = causal) */
-    int flash, fused, sp, overlap, parallel, recompute;
+    int attn;                /* attn_t: flash, flash1 or unfused */
+    int fused, sp, overlap, parallel, recompute;
 
     gpt_tensor_t *tensors;
     int ntensors;

@@ -240,7 +240,7 @@ int gpt_init(gpt_t *m, const job_t *j, rt_t *rt, comm_t *comm, char *err, int er
     m->sp = j->sequence_parallel && m->t > 1;
     m->Nl = m->sp ? m->N / m->t : m->N;
     m->window = j->window >= m->T ? 0 : j->window;
-    m->flash = j->attention == ATTN_FLASH, m->fused = j->fused_elementwise;
+    m->attn = j->attention, m->fused = j->fused_elementwise;
     m->overlap = j->tp_comm_overlap && m->t > 1, m->parallel = j->parallel_block;
     m->recompute = j->recompute == RECOMPUTE_FULL;
     if (layout(m)) {

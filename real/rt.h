@@ -121,11 +121,15 @@ typedef struct {
     int (*gelu_bwd)(rt_t *rt, void *dinp, const void *dout, const void *inp, long n);
     int (*bias_grad)(rt_t *rt, float *dbias, const void *dout, int N, int C);
     int (*add)(rt_t *rt, void *out, const void *a, const void *b, long n); /* out may alias a */
-    /* attention: flash saves lse (B, NH, T) fp32 in `saved`; unfused saves
-     * the probabilities (B, NH, T, T) act. rt_attn_saved_bytes sizes it. */
-    int (*attn_fwd)(rt_t *rt, int flash, void *out, void *saved, const void *q, const void *k,
+    /* attention of kind `attn` (attn_t: ATTN_FLASH FlashAttention-2 style,
+     * ATTN_FLASH1 FlashAttention-1 style, ATTN_UNFUSED): the flash kinds
+     * save lse (B, NH, T) fp32 in `saved`; unfused saves the probabilities
+     * (B, NH, T, T) act. rt_attn_saved_bytes sizes it. The CPU runs the one
+     * flash reference for both flash kinds (same math; the kinds differ in
+     * GPU work partition only). */
+    int (*attn_fwd)(rt_t *rt, int attn, void *out, void *saved, const void *q, const void *k,
                     const void *v, kern_attn_shape s);
-    int (*attn_bwd)(rt_t *rt, int flash, void *dq, void *dk, void *dv, const void *dout, const void *q,
+    int (*attn_bwd)(rt_t *rt, int attn, void *dq, void *dk, void *dv, const void *dout, const void *q,
                     const void *k, const void *v, const void *out, const void *saved, kern_attn_shape s);
     int (*xent_fwd)(rt_t *rt, float *losses, float *lse, const void *logits, const int *targets, int N,
                     int V);
@@ -170,7 +174,7 @@ int rt_gpu_create(rt_t **rt, int device, const size_t plan[RT_NPOOLS], char *err
 int rt_gpu_count(char *why, size_t len);
 
 /* Bytes the attention forward saves for its backward (see attn_fwd). */
-size_t rt_attn_saved_bytes(const rt_t *rt, int flash, kern_attn_shape s);
+size_t rt_attn_saved_bytes(const rt_t *rt, int attn, kern_attn_shape s);
 
 /* Returns a non-zero code from the enclosing function (the callee has
  * already printed file:line and the reason). */

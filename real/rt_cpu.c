@@ -363,20 +363,20 @@ static int c_add(rt_t *rt, void *out, const void *a, const void *b, long n)
     return 0;
 }
 
-static int c_attn_fwd(rt_t *rt, int flash, void *out, void *saved, const void *q, const void *k, const void *v,
+static int c_attn_fwd(rt_t *rt, int attn, void *out, void *saved, const void *q, const void *k, const void *v,
                       kern_attn_shape s)
 {
-    if (flash)
+    if (attn != ATTN_UNFUSED)
         kern_attention_fwd_ref(out, saved, q, k, v, s);
     else
         kern_attention_unfused_fwd_ref(out, saved, q, k, v, s);
     return 0;
 }
 
-static int c_attn_bwd(rt_t *rt, int flash, void *dq, void *dk, void *dv, const void *dout, const void *q,
+static int c_attn_bwd(rt_t *rt, int attn, void *dq, void *dk, void *dv, const void *dout, const void *q,
                       const void *k, const void *v, const void *out, const void *saved, kern_attn_shape s)
 {
-    if (flash)
+    if (attn != ATTN_UNFUSED)
         kern_attention_bwd_ref(dq, dk, dv, dout, q, k, v, out, saved, s);
     else
         kern_attention_unfused_bwd_ref(dq, dk, dv, dout, q, k, v, saved, s);
@@ -495,9 +495,9 @@ int rt_cpu_create(rt_t **out, const size_t plan[RT_NPOOLS], char *err, int errle
     return 0;
 }
 
-size_t rt_attn_saved_bytes(const rt_t *rt, int flash, kern_attn_shape s)
+size_t rt_attn_saved_bytes(const rt_t *rt, int attn, kern_attn_shape s)
 {
-    if (flash)
+    if (attn != ATTN_UNFUSED)
         return (size_t)s.B * s.NH * s.T * sizeof(float);
     return (size_t)s.B * s.NH * s.T * s.T * rt->act_bytes;
 }

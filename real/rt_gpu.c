@@ -563,10 +563,10 @@ static int g_add(rt_t *rt, void *out, const void *a, const void *b, long n)
 static size_t scores_bytes(kern_attn_shape s) { return align_up((size_t)s.B * s.NH * s.T * s.T * sizeof(float)); }
 static size_t datt_bytes(kern_attn_shape s) { return (size_t)s.B * s.NH * s.T * s.T * sizeof(kern_bf16); }
 
-static int g_attn_fwd(rt_t *rt, int flash, void *out, void *saved, const void *q, const void *k, const void *v,
+static int g_attn_fwd(rt_t *rt, int attn, void *out, void *saved, const void *q, const void *k, const void *v,
                       kern_attn_shape s)
 {
-    if (flash)
+    if (attn != ATTN_UNFUSED)
         return kern_attention_fwd_cuda(out, saved, q, k, v, s, CS(rt));
     float *scores = scratch(rt, scores_bytes(s));
     if (!scores)
@@ -574,10 +574,10 @@ static int g_attn_fwd(rt_t *rt, int flash, void *out, void *saved, const void *q
     return kern_attention_unfused_fwd_cuda(KC(rt), out, saved, scores, q, k, v, s, CS(rt));
 }
 
-static int g_attn_bwd(rt_t *rt, int flash, void *dq, void *dk, void *dv, const void *dout, const void *q,
+static int g_attn_bwd(rt_t *rt, int attn, void *dq, void *dk, void *dv, const void *dout, const void *q,
                       const void *k, const void *v, const void *out, const void *saved, kern_attn_shape s)
 {
-    if (flash) {
+    if (attn != ATTN_UNFUSED) {
         float *sc = scratch(rt, kern_attention_bwd_scratch_bytes(s));
         if (!sc)
             return -1;

@@ -6,11 +6,12 @@
  * /table3, /fig9 and every row's configuration) with CSV beside it.
  *
  * Calibration protocol (experiments/megascale/ASSUMPTIONS.md): by default
- * one number, the compute-efficiency scale k (hw_scale_compute), is fitted
- * by least squares to Table 3's nine rows with the closed form; every row
- * of every set is then predicted with it, and the fitted profile is written
- * beside the results. Table 3's errors are fit errors; Table 2's and
- * Figure 9's are prediction errors. --fit none runs the data-sheet profile. */
+ * three numbers of the cluster profile (fit_params: the compute scale and
+ * the two Megatron-LM host terms) are fitted by least squares to Table 3's
+ * nine rows with the closed form; every row of every set is then predicted
+ * with them, and the fitted profile is written beside the results. Table
+ * 3's errors are fit errors; Table 2's and Figure 9's are prediction
+ * errors. --fit none runs the built-in profile as it is. */
 #include "calib/fit.h"
 #include "model/cli.h"
 #include "model/report.h"
@@ -38,10 +39,20 @@ enum { SET_TABLE2, SET_TABLE3, SET_FIG9, NSETS };
 static const char *const set_names[NSETS] = {"table2", "table3", "fig9"};
 enum { FIT_TABLE3, FIT_NONE };
 
-/* Bounds of the fitted scale: a device between 3x slower and 1.5x faster
- * than its curves say. */
-#define FIT_K_LO 0.3
-#define FIT_K_HI 1.5
+/* The parameters fitted on Table 3, with their bounds and starting
+ * points: the compute-efficiency scale k (a device between 3x slower and
+ * 1.5x faster than its curves say), and the two host terms of the
+ * Megatron-LM software stack (hw_builtin.c): the GPU idle after each
+ * blocking pipeline exchange, and the per-iteration overhead. */
+enum { FP_K, FP_GAP, FP_OVERHEAD, NFP };
+static const struct {
+    const char *name, *unit, *what;
+    double lo, hi, start;
+} fit_params[NFP] = {
+    {"compute_scale", "", "fraction of the GEMM and attention efficiency curves sustained", 0.3, 1.5, 1.0},
+    {"host_sync_gap_us", "us", "GPU idle after each blocking pipeline exchange", 0, 2e4, 500},
+    {"iteration_overhead_s", "s", "per-iteration host time not broken down into ops", 0, 20, 0.5},
+};
 
 typedef struct {
     char set[16], experiments[512], out[512];
@@ -55,8 +66,8 @@ static const opt_def reproduce_defs[] = {
     {"experiments", OPT_STR, RO(experiments), 0, 512, MEGASIM_EXPERIMENTS_DIR "/megascale", 0, "reproduce",
      "folder of the row files"},
     {"fit", OPT_ENUM, RO(fit), 0, 0, "table3", "table3|none", "reproduce",
-     "table3: fit the compute-efficiency scale to Table 3 (closed form, least squares), predict every row with it; "
-     "none: the data-sheet profile as is"},
+     "table3: fit the compute-efficiency scale and the two Megatron-LM host terms to Table 3 (closed form, least "
+     "squares), predict every row with them; none: the built-in profile as is"},
     {"out", OPT_STR, RO(out), 0, 512, "results/megascale.h5", 0, "reproduce", "HDF5 result file (CSV beside it)"},
     {"sim", OPT_BOOL, RO(sim), 0, 1, "true", 0, "reproduce", "run the simulator too (--no-sim: closed form only)"},
     {"plot", OPT_BOOL, RO(plot), 0, 1, "true", 0, "reproduce",
@@ -66,7 +77,8 @@ static const opt_def reproduce_defs[] = {
 const opt_table reproduce_opts = {reproduce_defs, sizeof reproduce_defs / sizeof reproduce_defs[0], "reproduce option"};
 
 /* One row: what the paper says and what both executors predict; datasheet
- * is the closed form with the unfitted profile (k = 1). */
+ * is the closed form with the built-in profile, nothing fitted by this run
+ * (k = 1, the built-in host terms). */
 typedef struct {
     char name[64], adds[96];
     int set, system, gpus, batch, row;
@@ -79,7 +91,7 @@ typedef struct {
 /* The fit's outcome, reported and recorded. */
 typedef struct {
     int on;
-    calib_fit1_t f;
+    calib_fit_t f;
 } fit_t;
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -173,20 +185,30 @@ static int load_row(const char *dir, const char *file, row_t *row, char *err)
     return 0;
 }
 
-/* The closed form's MFU of a row with its compute efficiency scaled by k. */
-static double closed_mfu_at(const row_t *row, double k)
+/* The row's profile with the fitted parameters applied (p NULL: as is). */
+static hw_t fitted_hw(const row_t *row, const double *p)
 {
     hw_t hw = row->hw;
-    hw_scale_compute(&hw.gpu, k);
+    if (p) {
+        hw.cluster.compute_scale = p[FP_K];
+        hw.cluster.host_sync_gap_us = p[FP_GAP];
+        hw.cluster.iteration_overhead_s = p[FP_OVERHEAD];
+    }
+    return hw;
+}
+
+static double closed_mfu_at(const row_t *row, const double *p)
+{
+    hw_t hw = fitted_hw(row, p);
     estimate_t e;
     estimate_job(&row->job, &hw, &e);
     return e.mfu;
 }
 
-/* calib_fit_one's model: Table 3 row i's MFU in points. */
-static double fit_model(double k, int i, void *ctx) { return 100 * closed_mfu_at(&((const row_t *)ctx)[i], k); }
+/* calib_fit_params's model: Table 3 row i's MFU in points. */
+static double fit_model(const double *p, int i, void *ctx) { return 100 * closed_mfu_at(&((const row_t *)ctx)[i], p); }
 
-/* Fits k to every Table 3 row in dir (whatever set is being run). */
+/* Fits the parameters to every Table 3 row in dir (whatever set is run). */
 static int fit_table3(const char *dir, fit_t *fit, char *err)
 {
     char **files;
@@ -200,17 +222,22 @@ static int fit_table3(const char *dir, fit_t *fit, char *err)
         rc = load_row(dir, files[i], &rows[i], err);
         target[i] = 100 * rows[i].paper_mfu;
     }
-    if (!rc && n < 2) {
+    if (!rc && n <= NFP) {
         snprintf(err, OPT_ERR_LEN,
-                 "--fit table3 needs Table 3's rows (table3-*.json, at least 2) in %s: found %d; "
-                 "--fit none runs without them", dir, n);
+                 "--fit table3 needs Table 3's rows (table3-*.json, at least %d for %d parameters) in %s: found %d; "
+                 "--fit none runs without them", NFP + 1, NFP, dir, n);
         rc = -1;
     } else if (!rc) {
-        fit->f = calib_fit_one(fit_model, rows, target, n, 1.0, FIT_K_LO, FIT_K_HI, NULL);
+        double p0[NFP], lo[NFP], hi[NFP];
+        for (int j = 0; j < NFP; j++)
+            p0[j] = fit_params[j].start, lo[j] = fit_params[j].lo, hi[j] = fit_params[j].hi;
+        fit->f = calib_fit_params(fit_model, rows, target, n, NFP, p0, lo, hi, NULL);
         if (!fit->f.ok) {
             snprintf(err, OPT_ERR_LEN,
-                     "--fit table3: the least-squares fit on the %d Table 3 rows in %s did not converge "
-                     "(k must lie in %g..%g; --fit none runs without it)", n, dir, FIT_K_LO, FIT_K_HI);
+                     "--fit table3: the least-squares fit on the %d Table 3 rows in %s did not converge inside the "
+                     "bounds (k %g..%g, %s %g..%g, %s %g..%g); --fit none runs without it", n, dir,
+                     lo[FP_K], hi[FP_K], fit_params[FP_GAP].name, lo[FP_GAP], hi[FP_GAP],
+                     fit_params[FP_OVERHEAD].name, lo[FP_OVERHEAD], hi[FP_OVERHEAD]);
             rc = -1;
         }
     }
@@ -218,12 +245,12 @@ static int fit_table3(const char *dir, fit_t *fit, char *err)
     return rc;
 }
 
-/* Runs one loaded row: closed form unfitted and at k, simulator at k. */
-static int run_row(row_t *row, double k, int sim, char *err)
+/* Runs one loaded row: closed form unfitted and with the fitted parameters
+ * p (NULL: none), simulator with them. */
+static int run_row(row_t *row, const double *p, int sim, char *err)
 {
-    row->datasheet_mfu = closed_mfu_at(row, 1.0);
-    hw_t hw = row->hw;
-    hw_scale_compute(&hw.gpu, k);
+    row->datasheet_mfu = closed_mfu_at(row, NULL);
+    hw_t hw = fitted_hw(row, p);
     estimate_t e;
     estimate_job(&row->job, &hw, &e);
     row->closed_mfu = e.mfu, row->closed_iter_s = e.iteration_s;
@@ -258,7 +285,7 @@ static void print_set(const row_t *rows, int n, int set, int sim, const fit_t *f
         return;
     k = 0;
     printf("\n%s (MFU %%; error = predicted - paper, in points%s)\n", titles[set],
-           !fit->on ? "; data-sheet profile" : set == SET_TABLE3 ? "; FIT: k was fitted to these rows" : "; prediction");
+           !fit->on ? "; built-in profile" : set == SET_TABLE3 ? "; FIT: the parameters were fitted to these rows" : "; prediction");
     printf("  %-26s %6s %6s  %8s %6s  %8s %6s\n", "row", "gpus", "paper", "closed", "error", "sim", "error");
     for (int i = 0; i < n; i++) {
         const row_t *r = &rows[i];
@@ -280,9 +307,20 @@ static void print_set(const row_t *rows, int n, int set, int sim, const fit_t *f
     printf("  mean |error| %.2f points (closed form), %.2f (simulator); max %.2f and %.2f\n", sum[0] / k,
            sim ? sum[1] / k : NAN, worst[0], sim ? worst[1] : NAN);
     if (fit->on)
-        printf("  with the data-sheet profile (k = 1), closed form: mean |error| %.2f, max %.2f\n", ds_sum / k, ds_worst);
+        printf("  with the built-in profile (nothing fitted by this run), closed form: mean |error| %.2f, max %.2f\n",
+               ds_sum / k, ds_worst);
     if (set == SET_TABLE3 && signs)
         printf("  increments with the paper's sign: %d of %d (%s)\n", signs_ok, signs, sim ? "simulator" : "closed form");
+}
+
+static void print_fit(const fit_t *fit)
+{
+    printf("\nCalibration (ASSUMPTIONS.md): %d parameters fitted by least squares to Table 3's %d rows (closed form; "
+           "rms error %.2f points):\n", fit->f.np, fit->f.n, fit->f.rms);
+    for (int j = 0; j < NFP; j++)
+        printf("  %-22s %10.4g +- %-9.2g %-3s %s\n", fit_params[j].name, fit->f.p[j], fit->f.se[j], fit_params[j].unit,
+               fit_params[j].what);
+    printf("Table 3 below is a fit; Table 2 and Figure 9 are predictions.\n");
 }
 
 /* Issue 4's target over Table 2's 16 and Figure 9's 6 values, simulator
@@ -380,11 +418,15 @@ static char *config_json(const row_t *rows, int n, const reproduce_opts_t *ro, c
     cJSON_AddItemToObject(c, "reproduce", opts_to_json(&reproduce_opts, ro));
     cJSON *f = cJSON_AddObjectToObject(c, "fit");
     cJSON_AddStringToObject(f, "method", fit->on ? "least squares on Table 3's MFU, closed form (GSL multifit_nlinear)"
-                                                 : "none (data-sheet profile)");
-    cJSON_AddStringToObject(f, "parameter", "compute_eff_scale: GEMM and attention efficiency curves times k");
-    cJSON_AddNumberToObject(f, "compute_eff_scale", fit->on ? fit->f.k : 1.0);
+                                                 : "none (built-in profile)");
     if (fit->on) {
-        cJSON_AddNumberToObject(f, "standard_error", fit->f.se_k);
+        cJSON *ps = cJSON_AddObjectToObject(f, "parameters");
+        for (int j = 0; j < NFP; j++) {
+            cJSON *q = cJSON_AddObjectToObject(ps, fit_params[j].name);
+            cJSON_AddStringToObject(q, "what", fit_params[j].what);
+            cJSON_AddNumberToObject(q, "value", fit->f.p[j]);
+            cJSON_AddNumberToObject(q, "standard_error", fit->f.se[j]);
+        }
         cJSON_AddNumberToObject(f, "rows", fit->f.n);
         cJSON_AddNumberToObject(f, "rms_error_points", fit->f.rms);
     }
@@ -571,20 +613,21 @@ static void make_parent(const char *path)
 }
 
 /* The fitted profile beside the results (NAME-profile.json), in the format
- * --hardware reads: the given row's profile with k applied (the MegaScale
- * rows all name the same GPU and cluster). */
+ * --hardware reads: the given row's profile with the fit applied (the
+ * MegaScale rows all name the same GPU and cluster). */
 static int write_profile(const char *h5, const row_t *row, const fit_t *fit, char *err)
 {
     char path[1100], tmp[1200];
     beside(h5, "profile.json", path, sizeof path);
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    hw_t hw = row->hw;
-    hw_scale_compute(&hw.gpu, fit->f.k);
-    snprintf(hw.gpu.name + strnlen(hw.gpu.name, sizeof hw.gpu.name - 5), 5, "-fit");
+    hw_t hw = fitted_hw(row, fit->f.p);
+    snprintf(hw.cluster.name + strnlen(hw.cluster.name, sizeof hw.cluster.name - 5), 5, "-fit");
     cJSON *j = hw_to_json(&hw), *pv = cJSON_AddObjectToObject(j, "provenance");
-    char what[256];
-    snprintf(what, sizeof what, "%s's efficiency curves for GEMM and attention times k = %.4f (standard error %.4f)",
-             row->hw.gpu.name, fit->f.k, fit->f.se_k);
+    char what[512];
+    snprintf(what, sizeof what, "cluster %s with compute_scale = %.4f, host_sync_gap_us = %.0f and "
+             "iteration_overhead_s = %.3f (standard errors %.4f, %.0f, %.3f); gpu %s as built in",
+             row->hw.cluster.name, fit->f.p[FP_K], fit->f.p[FP_GAP], fit->f.p[FP_OVERHEAD], fit->f.se[FP_K],
+             fit->f.se[FP_GAP], fit->f.se[FP_OVERHEAD], row->hw.gpu.name);
     cJSON_AddStringToObject(pv, "what", what);
     cJSON_AddStringToObject(pv, "fitted_on", "MegaScale (arXiv 2402.15627) Table 3, closed form, least squares on MFU");
     cJSON_AddStringToObject(pv, "command", "megasim reproduce");
@@ -642,7 +685,7 @@ int cmd_reproduce(int argc, char **argv)
     }
     fclose(pf);
     unlink(probe);
-    fit_t fit = {.on = ro.fit == FIT_TABLE3, .f = {.k = 1.0}};
+    fit_t fit = {.on = ro.fit == FIT_TABLE3};
     int rc = 0;
     if (fit.on) /* closed form only: a fraction of a second, no progress lines */
         rc = fit_table3(ro.experiments, &fit, err);
@@ -650,14 +693,11 @@ int cmd_reproduce(int argc, char **argv)
     rc |= rows ? 0 : -1;
     for (int i = 0; i < n && !rc; i++) {
         fprintf(stderr, "[%d/%d] %s\n", i + 1, n, files[i]);
-        rc = load_row(ro.experiments, files[i], &rows[i], err) || run_row(&rows[i], fit.f.k, ro.sim, err);
+        rc = load_row(ro.experiments, files[i], &rows[i], err) || run_row(&rows[i], fit.on ? fit.f.p : NULL, ro.sim, err);
     }
     if (!rc) {
         if (fit.on)
-            printf("\nCalibration (ASSUMPTIONS.md): compute-efficiency scale k = %.3f +- %.3f, fitted by least squares "
-                   "to Table 3's %d rows\n(closed form; rms error %.2f points). Table 3 below is a fit; Table 2 and "
-                   "Figure 9 are predictions.\n",
-                   fit.f.k, fit.f.se_k, fit.f.n, fit.f.rms);
+            print_fit(&fit);
         for (int s = 0; s < NSETS; s++)
             print_set(rows, n, s, ro.sim, &fit);
         print_target(rows, n, ro.sim);

@@ -292,9 +292,9 @@ static int start(sim_t *S, int ent, int stream, int slot)
     case SOP_EMB_SYNC:
         return meet(S, ent, stream, GK_EMB, (long)e->cls * S->E_tp + e->tp_i, j->pp > 1 ? 2 : 1,
                     coll_ns(S, e, op, GROUP_EMB));
-    case SOP_OPTIM:
-        return eng_ev_at(S, S->now + ns(cost_optimizer_s(S->hw, j, op->bytes) * e->factor), EV_OP_DONE, ent, stream,
-                     slot, 0);
+    case SOP_OPTIM: /* the per-iteration host overhead goes with it (account) */
+        return eng_ev_at(S, S->now + ns(cost_optimizer_s(S->hw, j, op->bytes) * e->factor) + S->overhead_ns,
+                         EV_OP_DONE, ent, stream, slot, 0);
     case SOP_HOST:
         return eng_ev_at(S, S->now + ns(S->hw->cluster.host_stall_s), EV_OP_DONE, ent, stream, slot, 0);
     case SOP_JOIN:
@@ -372,6 +372,8 @@ static int part_done(sim_t *S, int ent, int stream, int slot)
 {
     entity_t *e = &S->e[ent];
     slot_t *s = &e->q[stream].s[slot];
+    if (s->op.kind == SOP_XFER) /* a blocking exchange after its sync gap (xfer_done) */
+        return complete(S, ent, stream, slot);
     s->work_ns += S->now - s->t_work;
     bump(e, &s->op, s->op.bump_part);
     if (++s->part < s->op.parts) {
@@ -411,7 +413,8 @@ static void account(sim_t *S, entity_t *e, const slot_t *s)
         a->dp += work;
         break;
     case SOP_OPTIM:
-        a->optimizer += work;
+        a->optimizer += work - S->overhead_ns;
+        a->other += S->overhead_ns;
         break;
     default:
         a->other += work;
@@ -488,7 +491,14 @@ static int xfer_done(sim_t *S, const event_t *ev)
     int ent[2] = {ev->ent, ev->ent2}, st[2] = {ev->stream, ev->stream2}, sl[2] = {ev->slot, ev->slot2};
     for (int side = 0; side < 2; side++) {
         slot_t *s = &S->e[ent[side]].q[st[side]].s[sl[side]];
-        if (--s->pending == 0 && complete(S, ent[side], st[side], sl[side]))
+        if (--s->pending)
+            continue;
+        /* A blocking exchange ends when the host has synchronised the
+         * device and launched again (Megatron's torch.cuda.synchronize). */
+        int rc = st[side] == STREAM_COMPUTE && S->sync_gap_ns > 0
+                     ? eng_ev_at(S, S->now + S->sync_gap_ns, EV_OP_DONE, ent[side], st[side], sl[side], 0)
+                     : complete(S, ent[side], st[side], sl[side]);
+        if (rc)
             return -1;
     }
     return 0;
@@ -593,6 +603,8 @@ static int setup(sim_t *S)
             estimate_chunk_times(j, S->hw, s, c, &S->ct[s * S->v + c]);
     group_layout_t pp = cost_group_layout(j, S->hw, GROUP_PP);
     S->p2p_ns = ns(cost_p2p_s(S->hw, layer_p2p_bytes(j), &pp));
+    S->sync_gap_ns = ns(S->hw->cluster.host_sync_gap_us * 1e-6);
+    S->overhead_ns = ns(S->hw->cluster.iteration_overhead_s);
     if (S->opts->network == SIM_NET_FLOWS && eng_net_setup(S))
         return -2;
     for (int s = 0; s < S->p; s++)

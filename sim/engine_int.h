@@ -105,6 +105,8 @@ typedef struct {
     double *dp_link;     /* [p * E_tp]: slowest NIC factor in the DP group */
     int *mem;            /* scratch: members of one meeting */
     int64_t p2p_ns;      /* one pipeline transfer on idle links (all are the same size) */
+    int64_t sync_gap_ns; /* compute stream idle after a blocking exchange (host_sync_gap_us) */
+    int64_t overhead_ns; /* per-iteration host overhead, charged with the optimizer step */
     sim_rec_t *tl;       /* timeline of traced ranks */
     long ntl, tl_cap;
     int tl_failed_handover; /* the run failed: the timeline is freed here */

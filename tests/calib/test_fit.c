@@ -69,48 +69,68 @@ static int linear(void)
     return check_done("calib_fit_linear");
 }
 
-/* One parameter through a model like the closed form's MFU: row i does
- * W_i of work in fixed_i + compute_i / k seconds, MFU_i = W_i / that. Nine
- * rows (Table 3's count) with the compute share 80-97% of the time, true
- * k = 0.9, 1% relative noise on each MFU. */
+/* Parameters through a model like the closed form's MFU: row i does W_i of
+ * work in fixed_i + xch_i g + o + compute_i / k seconds (compute at a
+ * scale k, xch_i blocking exchanges costing g each, a per-iteration
+ * overhead o), MFU_i = W_i / that. Nine rows (Table 3's count) with the
+ * compute share 80-97% of the time; the rows differ in xch_i (only the
+ * first four exchange, as Table 3's blocking rows) and in compute_i (the
+ * last has three times the work of the others, as row 9's batch). */
 typedef struct {
-    double w[9], fixed[9], compute[9];
-} one_ctx_t;
+    double w[9], fixed[9], compute[9], xch[9];
+    int np; /* parameters fitted: 1 (k), 3 (k, g, o) */
+} fit_ctx_t;
 
-static double one_model(double k, int i, void *ctx)
+static double mfu_model(const double *p, int i, void *ctx)
 {
-    const one_ctx_t *c = ctx;
-    return c->w[i] / (c->fixed[i] + c->compute[i] / k);
+    const fit_ctx_t *c = ctx;
+    double g = c->np > 1 ? p[1] : 0, o = c->np > 2 ? p[2] : 0;
+    return c->w[i] / (c->fixed[i] + c->xch[i] * g + o + c->compute[i] / p[0]);
 }
 
-static int one(void)
+static void fit_rows(fit_ctx_t *c)
 {
-    const double k_true = 0.9;
-    one_ctx_t c;
+    for (int i = 0; i < 9; i++) {
+        c->compute[i] = (10.0 + i) * (i == 8 ? 3 : 1), c->fixed[i] = 0.3 + 0.25 * i;
+        c->xch[i] = i < 4 ? 400 : 0, c->w[i] = 60.0 * (c->compute[i] + c->fixed[i]);
+    }
+}
+
+static int params(void)
+{
+    const double truth[3] = {0.9, 1.5e-3, 0.6}, p0[3] = {1.0, 1e-3, 0.3};
+    const double lo[3] = {0.3, 0, 0}, hi[3] = {1.5, 0.01, 5};
+    fit_ctx_t c = {.np = 3};
     double y[9], res[9];
+    fit_rows(&c);
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(rng, SEED);
-    for (int i = 0; i < 9; i++) {
-        c.compute[i] = 10.0 + i, c.fixed[i] = 0.3 + 0.25 * i, c.w[i] = 60.0 * (c.compute[i] + c.fixed[i]);
-        y[i] = one_model(k_true, i, &c) * (1 + gsl_ran_gaussian(rng, 0.01));
-    }
-    gsl_rng_free(rng);
-    const char *src = "synthetic MFU_i = W_i / (fixed_i + compute_i / k), k = 0.9, 1% noise, seed 20240424";
-    calib_fit1_t f = calib_fit_one(one_model, &c, y, 9, 1.0, 0.3, 1.5, res);
-    check_true("fit converged", f.ok, "gsl_multifit_nlinear trust region, finite-difference Jacobian");
-    check_rel("k", k_true, f.k, 0.02, src);
-    printf("     fit: k %.4f +- %.4f, rms %.4f, mean |residual| %.4f\n", f.k, f.se_k, f.rms, f.mean_abs);
-    check_true("k within 3 standard errors", fabs(f.k - k_true) < 3 * f.se_k, "the standard error is honest");
-    check_true("rms residual ~ the 1% noise (0.2..1.2 points of ~55)", f.rms > 0.1 && f.rms < 1.2,
-               "1% of MFU values near 50-60");
-    double exact[9];
     for (int i = 0; i < 9; i++)
-        exact[i] = one_model(0.7, i, &c);
-    calib_fit1_t g = calib_fit_one(one_model, &c, exact, 9, 1.0, 0.3, 1.5, NULL);
-    check_rel("noise-free k = 0.7 recovered", 0.7, g.k, 1e-6, "same model, no noise");
-    calib_fit1_t h = calib_fit_one(one_model, &c, exact, 1, 1.0, 0.3, 1.5, NULL);
-    check_true("one sample is refused (ok = 0)", !h.ok, "a fit needs at least 2 samples");
-    return check_done("calib_fit_one");
+        y[i] = mfu_model(truth, i, &c) * (1 + gsl_ran_gaussian(rng, 0.002));
+    gsl_rng_free(rng);
+    const char *src = "synthetic MFU_i = W_i / (fixed_i + xch_i g + o + compute_i / k), k = 0.9, g = 1.5 ms, "
+                      "o = 0.6 s, 0.2% noise, seed 20240424";
+    calib_fit_t f = calib_fit_params(mfu_model, &c, y, 9, 3, p0, lo, hi, res);
+    check_true("3-parameter fit converged", f.ok, "gsl_multifit_nlinear trust region, finite-difference Jacobian");
+    check_rel("k", truth[0], f.p[0], 0.02, src);
+    check_rel("g (s per exchange)", truth[1], f.p[1], 0.1, src);
+    check_rel("o (s per iteration)", truth[2], f.p[2], 0.25, src);
+    printf("     fit: k %.4f +- %.4f, g %.3g +- %.2g s, o %.3f +- %.3f s, rms %.4f\n", f.p[0], f.se[0], f.p[1],
+           f.se[1], f.p[2], f.se[2], f.rms);
+    for (int j = 0; j < 3; j++)
+        check_true("parameter within 3 standard errors", fabs(f.p[j] - truth[j]) < 3 * f.se[j],
+                   "the standard errors are honest");
+    fit_ctx_t one = {.np = 1};
+    double exact[9];
+    fit_rows(&one);
+    const double k07[1] = {0.7};
+    for (int i = 0; i < 9; i++)
+        exact[i] = mfu_model(k07, i, &one);
+    calib_fit_t g = calib_fit_params(mfu_model, &one, exact, 9, 1, p0, lo, hi, NULL);
+    check_rel("noise-free k = 0.7 recovered (1 parameter)", 0.7, g.p[0], 1e-6, "same model, no noise");
+    calib_fit_t h = calib_fit_params(mfu_model, &c, exact, 3, 3, p0, lo, hi, NULL);
+    check_true("3 samples for 3 parameters are refused (ok = 0)", !h.ok, "a fit needs more samples than parameters");
+    return check_done("calib_fit_params");
 }
 
 int main(int argc, char **argv)
@@ -119,8 +139,8 @@ int main(int argc, char **argv)
         return saturating();
     if (argc > 1 && !strcmp(argv[1], "linear"))
         return linear();
-    if (argc > 1 && !strcmp(argv[1], "one"))
-        return one();
-    fprintf(stderr, "usage: test_fit saturating|linear|one\n");
+    if (argc > 1 && !strcmp(argv[1], "params"))
+        return params();
+    fprintf(stderr, "usage: test_fit saturating|linear|params\n");
     return 2;
 }

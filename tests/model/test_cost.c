@@ -49,12 +49,14 @@ int main(void)
               0, "n = 1");
 
     /* GEMM roofline: 8192^3 bf16 on A800: 12,288 tiles of 256x128 over
-     * 108 SMs -> 114 waves, 99.8% full; efficiency from the curve at 1.1e12. */
+     * 108 SMs -> 114 waves, 99.8% full; efficiency from the curve at 1.1e12,
+     * times the cluster's sustained fraction (compute_scale). */
     double m = 8192, flops = 2 * m * m * m;
     double tiles = (m / 256) * (m / 128), we = tiles / (ceil(tiles / 108) * 108);
-    double t = flops / (312e12 * curve_eval(&hw.gpu.gemm_eff, flops) * we) + hw.gpu.kernel_gap_us * 1e-6;
+    double eff = curve_eval(&hw.gpu.gemm_eff, flops) * hw.cluster.compute_scale;
+    double t = flops / (312e12 * eff * we) + hw.gpu.kernel_gap_us * 1e-6;
     check_rel("GEMM 8192^3 time (roofline, wave model)", t, cost_gemm_s(&hw, &j, m, m, m, 1), 1e-12,
-              "flops / (peak x eff x wave)");
+              "flops / (peak x eff x compute_scale x wave)");
     /* A skinny GEMM is memory bound: 1 x 8192 x 8192 reads the 128 MiB weight. */
     double bytes = (8192.0 + 8192.0 * 8192 + 8192.0) * 2;
     check_true("GEMV is memory bound", cost_gemm_s(&hw, &j, 1, 8192, 8192, 1) >= bytes / (hw.gpu.hbm_gbps * 1e9),

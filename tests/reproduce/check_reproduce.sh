@@ -2,10 +2,11 @@
 # check_reproduce.sh MEGASIM: `megasim reproduce quick` (three rows) writes
 # an HDF5 file that standard tools read back, with kind "reproduce", the
 # rows' configuration, /table2 (2 rows) and /table3 (1 row), and the CSV
-# beside it; its errors are the predicted minus the paper's MFU. The
-# compute-efficiency scale fitted on Table 3 is recorded, and the fitted
-# profile written beside the results gives `predict` the same MFU as
-# reproduce's closed form; --fit none gives predict's data-sheet MFU.
+# beside it; its errors are the predicted minus the paper's MFU. The three
+# cluster parameters fitted on Table 3 are recorded and match the built-in
+# megascale profile's, and the fitted profile written beside the results
+# gives `predict` the same MFU as reproduce's closed form; --fit none gives
+# predict's built-in-profile MFU.
 set -u
 bin=$1
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
@@ -26,10 +27,20 @@ check "error = closed - paper: $closed - $paper = $err" 'awk -v p="$paper" -v c=
 check "paper value 47.7 (Table 3 row 1) is read from the row file" '[ "$paper" = "47.7" ]'
 # The fit: recorded, and its profile reproduces the fitted closed form.
 rows="$(dirname "$0")/../../experiments/megascale"
-check "config_json records the fitted compute_eff_scale" 'h5dump -a /config_json "$dir/r.h5" | grep -q compute_eff_scale'
+for f in compute_scale host_sync_gap_us iteration_overhead_s; do
+  check "config_json records the fitted $f" 'h5dump -a /config_json "$dir/r.h5" | grep -q "$f"'
+done
 check "fitted profile written beside the results" '[ -s "$dir/r-profile.json" ]'
-k=$(sed -n 's/.*compute-efficiency scale k = \([0-9.]*\).*/\1/p' "$dir/out.txt")
-check "fitted k printed and within the fit's bounds 0.3..1.5 (got '$k')" 'awk -v k="$k" "BEGIN{exit !(k > 0.3 && k < 1.5)}"'
+# The fitted values, within their bounds, and the built-in megascale profile
+# carries them rounded (model/hw_builtin.c): 0.94, 1500 us, 0.45 s.
+fitted() { awk -v n="$1" '$1 == n {print $2}' "$dir/out.txt"; }
+k=$(fitted compute_scale) gap=$(fitted host_sync_gap_us) ovh=$(fitted iteration_overhead_s)
+check "fitted compute_scale within 0.3..1.5 and within 0.01 of the built-in 0.94 (got '$k')" \
+  'awk -v k="$k" "BEGIN{exit !(k > 0.3 && k < 1.5 && k > 0.93 && k < 0.95)}"'
+check "fitted host_sync_gap_us within 100 us of the built-in 1500 (got '$gap')" \
+  'awk -v g="$gap" "BEGIN{exit !(g > 1400 && g < 1600)}"'
+check "fitted iteration_overhead_s within 0.05 s of the built-in 0.45 (got '$ovh')" \
+  'awk -v o="$ovh" "BEGIN{exit !(o > 0.40 && o < 0.50)}"'
 viaprofile=$("$bin" predict "$rows/table3-row1.json" --hardware "$dir/r-profile.json" --json |
   sed -n 's/.*"mfu":[[:space:]]*\([0-9.e+-]*\).*/\1/p' | head -1)
 check "predict --hardware FITTED gives Table 3 row 1 the reproduce closed form: $closed vs 100 x $viaprofile" \
@@ -37,7 +48,7 @@ check "predict --hardware FITTED gives Table 3 row 1 the reproduce closed form: 
 "$bin" reproduce table3 --fit none --no-sim --no-plot --out "$dir/n.h5" > "$dir/none.txt" 2>/dev/null
 plain=$("$bin" predict "$rows/table3-row1.json" --json | sed -n 's/.*"mfu":[[:space:]]*\([0-9.e+-]*\).*/\1/p' | head -1)
 unfit=$(grep "table3-row1" "$dir/none.txt" | awk '{print $4}')
-check "--fit none: Table 3 row 1 = plain predict (data-sheet profile): $unfit vs 100 x $plain" \
+check "--fit none: Table 3 row 1 = plain predict (built-in profile): $unfit vs 100 x $plain" \
   'awk -v a="$unfit" -v b="$plain" "BEGIN{d=a-100*b; exit !(d < 0.051 && d > -0.051)}"'
 check "--fit none writes no fitted profile" '[ ! -e "$dir/n-profile.json" ]'
 [ $fail -eq 0 ] && echo "check_reproduce: $passed passed, 0 failed" || { echo "check_reproduce: failures above"; exit 1; }
