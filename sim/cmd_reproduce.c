@@ -341,6 +341,49 @@ static void print_target(const row_t *rows, int n, int sim)
                sum / k <= 1.0 && worst <= 2.5 ? "met" : "NOT met");
 }
 
+/* Table 2 against itself: for each system, T = m C + O (m micro-batches
+ * per pipeline, a time C per micro-batch, a fixed O per iteration) fitted
+ * by least squares on MFU directly to that system's Table 2 rows. Any model
+ * whose iteration time is linear in m at a fixed plan is of this form, so
+ * its residuals bound what such a model can reach on Table 2; a diagnostic,
+ * not a prediction (the protocol forbids fitting Table 2). */
+typedef struct {
+    const row_t *r[NSETS * 16];
+    int n;
+} linear_ctx_t;
+
+static double linear_model(const double *p, int i, void *ctx)
+{
+    const row_t *r = ((const linear_ctx_t *)ctx)->r[i];
+    return 100 * r->paper_mfu * r->paper_iter_s / (r->job.num_microbatches * p[0] + p[1]);
+}
+
+static void print_table2_bound(const row_t *rows, int n)
+{
+    static const char *sys[2] = {"Megatron-LM", "MegaScale"};
+    int header = 0;
+    for (int s = 0; s < 2; s++) {
+        linear_ctx_t c = {.n = 0};
+        double target[NSETS * 16];
+        for (int i = 0; i < n && c.n < NSETS * 16; i++)
+            if (rows[i].set == SET_TABLE2 && rows[i].system == s && isfinite(rows[i].paper_iter_s))
+                target[c.n] = 100 * rows[i].paper_mfu, c.r[c.n++] = &rows[i];
+        const double p0[2] = {0.2, 1}, lo[2] = {1e-4, -100}, hi[2] = {100, 100};
+        double res[NSETS * 16];
+        calib_fit_t f = calib_fit_params(linear_model, &c, target, c.n, 2, p0, lo, hi, res);
+        if (c.n < 4 || !f.ok)
+            continue;
+        double worst = 0;
+        for (int i = 0; i < c.n; i++)
+            worst = fmax(worst, fabs(res[i]));
+        if (!header++)
+            printf("\nTable 2 against itself (a bound, not a prediction): T = m C + O fitted per system to its own "
+                   "rows,\nthe best any model linear in the micro-batches m can do there:\n");
+        printf("  %-11s C = %.4f s per micro-batch, O = %.2f s per iteration: mean |error| %.2f, max %.2f points "
+               "(%d rows)\n", sys[s], f.p[0], f.p[1], f.mean_abs, worst, c.n);
+    }
+}
+
 /* ---- outputs: HDF5 and CSV ------------------------------------------ */
 
 typedef struct {
@@ -701,6 +744,7 @@ int cmd_reproduce(int argc, char **argv)
         for (int s = 0; s < NSETS; s++)
             print_set(rows, n, s, ro.sim, &fit);
         print_target(rows, n, ro.sim);
+        print_table2_bound(rows, n);
         rc = write_h5(ro.out, rows, n, &ro, &fit, err) || write_csv(ro.out, rows, n, err) ||
              (fit.on && write_profile(ro.out, &rows[0], &fit, err));
         if (!rc)
