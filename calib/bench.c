@@ -328,6 +328,14 @@ void calib_bench_memory(const calib_plan_t *p, calib_table_t *t)
                 mem_point(p, t, kind, b);
 }
 
+/* The CPU backend runs its one flash reference for both flash kinds (they
+ * differ in GPU work partition only), so FlashAttention-1 is as fast. */
+static double cpu_flash1_rel(const calib_plan_t *p)
+{
+    (void)p;
+    return 1.0;
+}
+
 const calib_device_t calib_cpu_device = {
     .name = "cpu",
     .gemm_what = "GEMM (kern_gemm_ref)",
@@ -339,4 +347,5 @@ const calib_device_t calib_cpu_device = {
     .memory = calib_bench_memory,
     .collectives = calib_bench_collectives,
     .comm_slowdown = calib_bench_comm_slowdown,
+    .flash1_rel = cpu_flash1_rel,
 };

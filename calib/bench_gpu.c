@@ -429,6 +429,23 @@ static int attn_bwd_call(void *p)
                                    G.s);
 }
 
+/* FlashAttention-1's forward then backward, same buffers (scratch sized for
+ * both kinds). */
+static int attn_v1_call(void *p)
+{
+    attn_ctx_t *a = p;
+    int rc = kern_attention_fwd_v1_cuda(a->out, a->lse, a->scratch, a->q, a->k, a->v, a->s, G.s);
+    return rc ? rc
+              : kern_attention_bwd_v1_cuda(a->dq, a->dk, a->dv, a->scratch, a->dout, a->q, a->k, a->v, a->out,
+                                           a->lse, a->s, G.s);
+}
+
+static int attn_v2_call(void *p)
+{
+    int rc = attn_fwd_call(p);
+    return rc ? rc : attn_bwd_call(p);
+}
+
 /* Forward then backward (which reads the forward's out and lse). */
 static void attn_point(const calib_plan_t *p, calib_table_t *t, int T, int NH, int NKV, int HS, int window)
 {
@@ -689,6 +706,28 @@ static double gpu_comm_slowdown(const calib_plan_t *p, int ncores)
     return slow;
 }
 
+/* FA-2 style over FA-1 time, forward + backward, at the 1.3B model's shape
+ * (16 heads of 128, micro-batch 1, 2048 tokens; 4 heads of 64 over 256
+ * with --tiny): the profile's flash1_rel. */
+static double gpu_flash1_rel(const calib_plan_t *p)
+{
+    int tiny = p->level == CALIB_TINY, T = tiny ? 256 : 2048, NH = tiny ? 4 : 16, HS = tiny ? 64 : 128;
+    kern_attn_shape s = {1, T, NH, NH, HS, 0};
+    size_t nq = (size_t)T * NH * HS, sc = kern_attention_fwd_v1_scratch_bytes(s);
+    if (kern_attention_bwd_v1_scratch_bytes(s) > sc)
+        sc = kern_attention_bwd_v1_scratch_bytes(s);
+    if (kern_attention_bwd_scratch_bytes(s) > sc)
+        sc = kern_attention_bwd_scratch_bytes(s);
+    attn_ctx_t a = {.q = dbf16(nq, 1), .k = dbf16(nq, 2), .v = dbf16(nq, 3), .out = dalloc(2 * nq),
+                    .dout = dbf16(nq, 4), .dq = dalloc(2 * nq), .dk = dalloc(2 * nq), .dv = dalloc(2 * nq),
+                    .lse = dalloc(sizeof(float) * NH * T), .scratch = dalloc(sc), .s = s};
+    calib_stat_t v2 = gpu_time(attn_v2_call, &a, p), v1 = gpu_time(attn_v1_call, &a, p);
+    void *bufs[] = {a.q, a.k, a.v, a.out, a.dout, a.dq, a.dk, a.dv, a.lse, a.scratch};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        CUDA_CK(cudaFree(bufs[i]));
+    return v1.med_s > 0 ? v2.med_s / v1.med_s : -1;
+}
+
 const calib_device_t calib_gpu_device = {
     .name = "gpu",
     .gemm_what = "GEMM (kern_matmul_fwd_cuda, kern_gemm_cuda: cuBLASLt, bf16)",
@@ -700,4 +739,5 @@ const calib_device_t calib_gpu_device = {
     .memory = gpu_memory,
     .collectives = gpu_collectives,
     .comm_slowdown = gpu_comm_slowdown,
+    .flash1_rel = gpu_flash1_rel,
 };

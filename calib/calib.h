@@ -151,7 +151,9 @@ typedef struct {
 /* One device: what calibrate runs, in this order (cmd_calibrate.c). The
  * compute entries run on rank 0; collectives and comm_slowdown on every
  * rank, and only with >= 2 ranks. comm_slowdown: the fractional slowdown
- * of a GEMM beside an all-reduce, < 0 when it cannot be measured. */
+ * of a GEMM beside an all-reduce, < 0 when it cannot be measured.
+ * flash1_rel: FlashAttention-1's speed over the flash kernel's (forward +
+ * backward at one shape), < 0 when it cannot be measured. */
 typedef struct {
     const char *name;                     /* "cpu", "gpu" */
     const char *gemm_what, *attn_what, *mem_what, *coll_what;
@@ -160,6 +162,7 @@ typedef struct {
     void (*memory)(const calib_plan_t *p, calib_table_t *t);
     void (*collectives)(const calib_plan_t *p, calib_table_t *t, int verbose);
     double (*comm_slowdown)(const calib_plan_t *p, int ncores);
+    double (*flash1_rel)(const calib_plan_t *p);
 } calib_device_t;
 
 extern const calib_device_t calib_cpu_device; /* bench.c, bench_mpi.c */

@@ -145,6 +145,8 @@ static void run_compute(const calib_device_t *d, const calib_plan_t *p, calib_re
     d->memory(p, &r->mem);
     progress("host stall of the synchronous data loader (real/data.c)");
     r->host_stall_s = host_stall(p);
+    progress("FlashAttention-1 against the flash kernel");
+    r->flash1_rel = d->flash1_rel(p);
 }
 
 /* The device table; for the GPU every rank takes its GPU first (all or
@@ -203,7 +205,7 @@ static int calibrate_main(calib_opts_t *o, int argc, char **argv)
     char err[OPT_ERR_LEN];
     memset(&r, 0, sizeof r);
     r.host_stall_s = -1;
-    r.flash1_rel = o->device ? -1 : 1; /* the CPU runs one flash reference for both flash kinds */
+    r.flash1_rel = -1;
     r.nranks = mpi_size, r.ncores = (int)sysconf(_SC_NPROCESSORS_ONLN);
     double t0 = t_start_s = calib_now_s();
     const calib_device_t *d = open_device(o->device, &r, err);

@@ -394,7 +394,8 @@ static void field_sources(cJSON *p, const calib_result_t *r)
              "hbm_gbps (cudaMemcpyAsync device to device at the largest size, read + write bytes), sm_count, hbm_gib "
              "(cudaGetDeviceProperties), kernel_gap_us (back-to-back kern_bias_gelu_fwd_cuda launches up to 256 KiB, host ahead of the GPU), "
              "gemm_eff, flash_fwd_eff, flash_bwd_eff (kern_attention_*_cuda), mem_eff (LayerNorm, bias+GeLU, AdamW "
-             "kernels)%s%s; cluster: %s%s",
+             "kernels), flash1_rel (kern_attention_*_v1_cuda over kern_attention_*_cuda, forward + backward)%s%s; "
+             "cluster: %s%s",
              coll ? ", nvlink_gbps (ncclAllReduce busbw)" : "",
              r->comm_slowdown >= 0 ? ", comm_slowdown (a GEMM beside an ncclAllReduce on another stream)" : "",
              coll ? "alpha_nvlink_us, coll_launch_us, nvlink_eff (NCCL within this node), " : "", host_stall_what);
@@ -403,7 +404,7 @@ static void field_sources(cJSON *p, const calib_result_t *r)
              "measured bf16 peak x the base's tf32/bf16 ratio (kern_gemm_cuda is bf16 only)%s%s; cluster topology "
              "and network fields (no second node to measure), runtime_reserved_gib%s",
              r->comm_slowdown >= 0 ? "" : "; gpu comm_slowdown (needs >= 2 ranks, one GPU each)",
-             r->flash1_rel > 0 ? "" : "; gpu flash1_rel", no_coll);
+             r->flash1_rel > 0 ? "" : "; gpu flash1_rel (its measurement failed)", no_coll);
     cJSON_AddStringToObject(p, "kept_from_base", buf);
 }
 
@@ -493,6 +494,9 @@ void calib_print_report(const calib_result_t *r, const hw_t *hw)
     if (r->host_stall_s >= 0)
         printf("  host stall         %8.3f us  (synchronous loading of one iteration of run's default job)\n",
                r->host_stall_s * 1e6);
+    if (r->flash1_rel > 0)
+        printf("  flash1_rel         %8.3f    (FlashAttention-1 speed / flash kernel speed, forward + backward%s)\n",
+               r->flash1_rel, r->device ? "" : ": one reference serves both on the CPU");
     if (r->have_coll)
         printf("  all-reduce         %8.3f us alpha, %.3f GB/s busbw -> nvlink_gbps; alpha_nvlink_us %.3f, "
                "coll_launch_us %.3f\n", r->ar_alpha_us, r->ar_bw_gbps, hw->cluster.alpha_nvlink_us,

@@ -18,21 +18,46 @@
  * (ds @ k) are added to an fp32 accumulator with atomics and converted to
  * bf16 at the end.
  *
+ * FlashAttention-1 variants (Dao et al. 2022, Algorithms 1 and 4; `_v1`),
+ * the same math on FA-1's work partition and loop order, to measure FA-1
+ * against FA-2: the forward has one block per (batch, head); its outer loop
+ * walks the key tiles (32) and its inner loop the query tiles (64 rows)
+ * that can see them, and the running O (unnormalised), m and l live in fp32
+ * HBM scratch, read, rescaled and written back for every (key tile, query
+ * tile) pair; a last pass writes out = O / l and lse. The backward has one
+ * block per (batch, kv head), walking the key tiles in order with the
+ * FA-2 backward's per-tile step, and as the only writer of its group's dq
+ * rows it adds to dq by plain read-modify-write. Both run the same tile
+ * code as the FA-2 kernels; only the grid and the loops differ.
+ *
  * Unfused baseline: cuBLASLt batched GEMMs (batch = the query heads of one
  * kv head, the kv operand with stride 0), a masked softmax kernel, GEMMs. */
+#include <type_traits>
 #include "kernels/attention.h"
 #include "kernels/kern_cuda.cuh"
 #include "kernels/matmul.h"
 
 #define LOG2E 1.4426950408889634f
-#define FA_BR 64 /* forward: query rows per block */
+#define FA_BR 64 /* forward: query rows per block (FA-1: per query tile) */
 #define FA_BC 32 /* forward: keys per tile */
-#define FB_BC 64 /* backward: keys per block */
+#define FB_BC 64 /* backward: keys per tile (FA-2: per block) */
 #define FB_BR 32 /* backward: query rows per tile */
 
 /* Offset of (b, t, head) in a (B, T, H, HS) tensor. */
 __device__ __forceinline__ long row_off(kern_attn_shape s, int b, int t, int H, int head) {
   return (((long)b * s.T + t) * H + head) * s.HS;
+}
+
+/* Offset of (b, head, t) in a (B, NH, T) row-statistics array (lse, D, m, l). */
+__device__ __forceinline__ long stat_off(kern_attn_shape s, int b, int head, int t) {
+  return ((long)b * s.NH + head) * s.T + t;
+}
+
+/* The last query that sees key j. A window of T or more is full causal;
+ * testing that first also keeps j + window - 1 from overflowing int for a
+ * huge window. */
+__device__ __forceinline__ int last_query(kern_attn_shape s, int j) {
+  return s.window > 0 && s.window < s.T ? min(s.T - 1, j + s.window - 1) : s.T - 1;
 }
 
 /* Rows t0 .. t0 + R - 1 of one head into shared memory, zero outside T
@@ -52,6 +77,97 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
+/* ---- flash forward: the pieces both loop orders share ----------------------
+ * Thread layout: row = threadIdx.x / 4 of the 64-row query tile, sub =
+ * threadIdx.x % 4 holds dims d = 4 e + sub of q and of the accumulator.
+ * Scores are base-2 exponents (q pre-scaled by log2(e) / sqrt(HS)). */
+
+/* q row i of head h, scaled; 0 for i >= T and for dims >= HS. */
+template <int DPT>
+__device__ __forceinline__ void fa_load_q(float (&qr)[DPT], const bf16 *q, kern_attn_shape s,
+                                          int b, int h, int i) {
+  int sub = threadIdx.x % 4;
+  bool valid = i < s.T;
+  float scale = rsqrtf((float)s.HS) * LOG2E;
+  const bf16 *qrow = q + row_off(s, b, valid ? i : 0, s.NH, h);
+#pragma unroll
+  for (int e = 0; e < DPT; e++) {
+    int d = 4 * e + sub;
+    qr[e] = (valid && d < s.HS) ? ld(qrow + d) * scale : 0.0f;
+  }
+}
+
+/* Key and value tile j0 of kv head g into shared memory. Barriers on both
+ * sides (the previous tile's readers are done; the tile is complete), so
+ * call it from block-uniform control flow only. */
+template <int HD>
+__device__ __forceinline__ void fa_load_kv(bf16 (*ks)[HD], bf16 (*vs)[HD], const bf16 *k,
+                                           const bf16 *v, kern_attn_shape s, int b, int g,
+                                           int j0) {
+  __syncthreads();
+  load_tile<FA_BC, HD>(ks, k, s, b, j0, s.NKV, g);
+  load_tile<FA_BC, HD>(vs, v, s, b, j0, s.NKV, g);
+  __syncthreads();
+}
+
+/* Online-softmax step of query row i over keys j0 .. j0 + FA_BC - 1 (in ks,
+ * vs). Invariant, before and after: acc and l are sums of 2^(x - m) terms
+ * over the visible keys seen so far (x their scores, m their max); while
+ * none was visible m = -INF and acc = l = 0. Masked keys (j > i, j < lo(i),
+ * j >= T) and rows i >= T score -INF and add nothing. All 32 lanes of the
+ * warp call it together (quad shuffles, __syncwarp); no block barrier.
+ * ss[row] is the row's score scratch, touched by its 4 threads only. */
+template <int DPT>
+__device__ __forceinline__ void fa_tile(float (&acc)[DPT], float &m, float &l,
+                                        const float (&qr)[DPT], const bf16 (*ks)[4 * DPT],
+                                        const bf16 (*vs)[4 * DPT], float (*ss)[FA_BC + 1],
+                                        kern_attn_shape s, int i, int j0) {
+  int row = threadIdx.x / 4, sub = threadIdx.x % 4, lo = kern_attn_lo(i, s.window);
+  bool valid = i < s.T;
+  __syncwarp(); /* the row's threads may still be reading ss[row] from the last call */
+  float tmax = -INFINITY;
+  for (int jj = 0; jj < FA_BC; jj++) {
+    float x = 0.0f;
+#pragma unroll
+    for (int e = 0; e < DPT; e++) x += qr[e] * __bfloat162float(ks[jj][4 * e + sub]);
+    x = quad_sum(x);
+    int j = j0 + jj;
+    if (!valid || j > i || j < lo) x = -INFINITY;
+    if (sub == 0) ss[row][jj] = x;
+    tmax = fmaxf(tmax, x);
+  }
+  __syncwarp();
+  float mnew = fmaxf(m, tmax); /* the same in the row's 4 threads: quad_sum is symmetric */
+  if (mnew == -INFINITY) return; /* nothing visible yet for this row */
+  float corr = exp2f(m - mnew);  /* 0 when m = -INF (acc, l are 0 then) */
+  l *= corr;
+#pragma unroll
+  for (int e = 0; e < DPT; e++) acc[e] *= corr;
+  for (int jj = 0; jj < FA_BC; jj++) {
+    float p = exp2f(ss[row][jj] - mnew);
+    l += p;
+#pragma unroll
+    for (int e = 0; e < DPT; e++) acc[e] += p * __bfloat162float(vs[jj][4 * e + sub]);
+  }
+  m = mnew;
+}
+
+/* out row i = acc / l in bf16, lse = ln sum_j e^{score} = (m + log2 l) / log2(e).
+ * For i < T, l >= 1: key i is visible, so m is finite and its argmax adds 2^0. */
+template <int DPT>
+__device__ __forceinline__ void fa_store(bf16 *out, float *lse, const float (&acc)[DPT], float m,
+                                         float l, kern_attn_shape s, int b, int h, int i) {
+  int sub = threadIdx.x % 4;
+  float inv = 1.0f / l;
+  bf16 *orow = out + row_off(s, b, i, s.NH, h);
+#pragma unroll
+  for (int e = 0; e < DPT; e++)
+    if (4 * e + sub < s.HS) orow[4 * e + sub] = __float2bfloat16_rn(acc[e] * inv);
+  if (sub == 0) lse[stat_off(s, b, h, i)] = (m + log2f(l)) / LOG2E;
+}
+
+/* FA-2 loop order: grid (T / 64, NH, B); the block's query tile stays in
+ * registers while the key tiles of its band stream past. */
 template <int DPT>
 __global__ void __launch_bounds__(256)
     flash_fwd_kernel(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
@@ -59,57 +175,89 @@ __global__ void __launch_bounds__(256)
   constexpr int HD = 4 * DPT;
   __shared__ bf16 ks[FA_BC][HD], vs[FA_BC][HD];
   __shared__ float ss[FA_BR][FA_BC + 1];
-  int row = threadIdx.x / 4, sub = threadIdx.x % 4;
   int b = blockIdx.z, h = blockIdx.y, g = h / (s.NH / s.NKV);
-  int i0 = blockIdx.x * FA_BR, i = i0 + row, lo = kern_attn_lo(i, s.window);
-  bool valid = i < s.T;
-  float qs = rsqrtf((float)s.HS) * LOG2E, qr[DPT], acc[DPT], m = -INFINITY, l = 0.0f;
-  const bf16 *qrow = q + row_off(s, b, valid ? i : 0, s.NH, h);
-#pragma unroll
-  for (int e = 0; e < DPT; e++) {
-    int d = 4 * e + sub;
-    qr[e] = (valid && d < s.HS) ? ld(qrow + d) * qs : 0.0f;
-    acc[e] = 0.0f;
-  }
+  int i0 = blockIdx.x * FA_BR, i = i0 + threadIdx.x / 4;
+  float qr[DPT], acc[DPT] = {}, m = -INFINITY, l = 0.0f;
+  fa_load_q<DPT>(qr, q, s, b, h, i);
   int ilast = min(i0 + FA_BR, s.T) - 1;
   for (int j0 = kern_attn_lo(i0, s.window) / FA_BC * FA_BC; j0 <= ilast; j0 += FA_BC) {
-    __syncthreads();
-    load_tile<FA_BC, HD>(ks, k, s, b, j0, s.NKV, g);
-    load_tile<FA_BC, HD>(vs, v, s, b, j0, s.NKV, g);
-    __syncthreads();
-    float tmax = -INFINITY;
-    for (int jj = 0; jj < FA_BC; jj++) {
-      float x = 0.0f;
-#pragma unroll
-      for (int e = 0; e < DPT; e++) x += qr[e] * __bfloat162float(ks[jj][4 * e + sub]);
-      x = quad_sum(x);
-      int j = j0 + jj;
-      if (!valid || j > i || j < lo) x = -INFINITY;
-      if (sub == 0) ss[row][jj] = x;
-      tmax = fmaxf(tmax, x);
-    }
-    __syncwarp();
-    float mnew = fmaxf(m, tmax);
-    if (mnew == -INFINITY) continue; /* nothing visible yet for this row */
-    float corr = exp2f(m - mnew);     /* invariant: acc, l are sums of 2^(x - m) terms */
-    l *= corr;
-#pragma unroll
-    for (int e = 0; e < DPT; e++) acc[e] *= corr;
-    for (int jj = 0; jj < FA_BC; jj++) {
-      float p = exp2f(ss[row][jj] - mnew);
-      l += p;
-#pragma unroll
-      for (int e = 0; e < DPT; e++) acc[e] += p * __bfloat162float(vs[jj][4 * e + sub]);
-    }
-    m = mnew;
+    fa_load_kv<HD>(ks, vs, k, v, s, b, g, j0);
+    fa_tile<DPT>(acc, m, l, qr, ks, vs, ss, s, i, j0);
   }
-  if (!valid) return;
-  float inv = 1.0f / l; /* l >= 1: key i itself is always visible */
-  bf16 *orow = out + row_off(s, b, i, s.NH, h);
+  if (i < s.T) fa_store<DPT>(out, lse, acc, m, l, s, b, h, i);
+}
+
+/* FA-1's running state in HBM, fp32: o (B, T, NH, HS) the unnormalised
+ * output, m and l (B, NH, T), set to 0, -INF, 0 before the kernel (the
+ * invariant of fa_tile with nothing seen). Ownership: in every query tile,
+ * thread (row, sub) alone reads and writes dims 4 e + sub of o row
+ * i0 + row, and the row's sub 0 alone its m and l (the other 3 get them by
+ * shuffle); so a block's accesses to the state need no barrier, and blocks
+ * (one per (b, h)) share none of it. */
+typedef struct fa1_state {
+  float *o, *m, *l;
+} fa1_state;
+
+/* The state of row i into registers; rows i >= T get the empty state. All
+ * 32 lanes call it together (shuffles). */
+template <int DPT>
+__device__ __forceinline__ void fa1_load(float (&acc)[DPT], float &m, float &l, fa1_state st,
+                                         kern_attn_shape s, int b, int h, int i) {
+  int sub = threadIdx.x % 4, quad0 = (threadIdx.x % 32) & ~3;
+  bool valid = i < s.T;
+  float mi = -INFINITY, li = 0.0f;
+  if (valid && sub == 0) mi = st.m[stat_off(s, b, h, i)], li = st.l[stat_off(s, b, h, i)];
+  m = __shfl_sync(0xffffffffu, mi, quad0);
+  l = __shfl_sync(0xffffffffu, li, quad0);
+  const float *orow = st.o + row_off(s, b, valid ? i : 0, s.NH, h);
+#pragma unroll
+  for (int e = 0; e < DPT; e++) acc[e] = (valid && 4 * e + sub < s.HS) ? orow[4 * e + sub] : 0.0f;
+}
+
+/* Row i's registers back to the state (nothing for i >= T). */
+template <int DPT>
+__device__ __forceinline__ void fa1_save(const float (&acc)[DPT], float m, float l, fa1_state st,
+                                         kern_attn_shape s, int b, int h, int i) {
+  int sub = threadIdx.x % 4;
+  if (i >= s.T) return;
+  if (sub == 0) st.m[stat_off(s, b, h, i)] = m, st.l[stat_off(s, b, h, i)] = l;
+  float *orow = st.o + row_off(s, b, i, s.NH, h);
 #pragma unroll
   for (int e = 0; e < DPT; e++)
-    if (4 * e + sub < s.HS) orow[4 * e + sub] = __float2bfloat16_rn(acc[e] * inv);
-  if (sub == 0) lse[((long)b * s.NH + h) * s.T + i] = (m + log2f(l)) / LOG2E;
+    if (4 * e + sub < s.HS) orow[4 * e + sub] = acc[e];
+}
+
+/* FA-1 loop order (Algorithm 1): grid (1, NH, B), one block per (b, h).
+ * Outer loop: key tiles j0 (K_j, V_j into shared memory once). Inner loop:
+ * the query tiles i0 with a row that sees a key of the tile, i.e. from the
+ * tile holding row j0 (earlier rows are all above the diagonal) to the one
+ * holding last_query(jlast); this is exactly the set of (j0, i0) pairs the
+ * FA-2 kernel visits, so every row i < T meets key i. Per pair: Q_i and
+ * (O_i, m_i, l_i) from HBM, one fa_tile step, the state back to HBM. Then
+ * out = O / l and lse, row by row. */
+template <int DPT>
+__global__ void __launch_bounds__(256)
+    flash1_fwd_kernel(bf16 *out, float *lse, fa1_state st, const bf16 *q, const bf16 *k,
+                      const bf16 *v, kern_attn_shape s) {
+  constexpr int HD = 4 * DPT;
+  __shared__ bf16 ks[FA_BC][HD], vs[FA_BC][HD];
+  __shared__ float ss[FA_BR][FA_BC + 1];
+  int b = blockIdx.z, h = blockIdx.y, g = h / (s.NH / s.NKV), row = threadIdx.x / 4;
+  float qr[DPT], acc[DPT], m, l;
+  for (int j0 = 0; j0 < s.T; j0 += FA_BC) {
+    fa_load_kv<HD>(ks, vs, k, v, s, b, g, j0);
+    int ihi = last_query(s, min(j0 + FA_BC, s.T) - 1);
+    for (int i0 = j0 / FA_BR * FA_BR; i0 <= ihi; i0 += FA_BR) {
+      fa_load_q<DPT>(qr, q, s, b, h, i0 + row);
+      fa1_load<DPT>(acc, m, l, st, s, b, h, i0 + row);
+      fa_tile<DPT>(acc, m, l, qr, ks, vs, ss, s, i0 + row, j0);
+      fa1_save<DPT>(acc, m, l, st, s, b, h, i0 + row);
+    }
+  }
+  for (int i0 = 0; i0 < s.T; i0 += FA_BR) { /* same owners as above: no barrier */
+    fa1_load<DPT>(acc, m, l, st, s, b, h, i0 + row);
+    if (i0 + row < s.T) fa_store<DPT>(out, lse, acc, m, l, s, b, h, i0 + row);
+  }
 }
 
 /* D (B, NH, T) = rowsum(dout * out), one warp per row. */
@@ -130,17 +278,28 @@ __global__ void f32_to_bf16_kernel(bf16 *dst, const float *src, long n) {
   if (i < n) dst[i] = __float2bfloat16_rn(src[i]);
 }
 
+__global__ void f32_fill_kernel(float *dst, float x, long n) {
+  long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) dst[i] = x;
+}
+
+/* Backward step for the keys j0 .. j0 + FB_BC - 1 of kv head g (thread
+ * key = threadIdx.x / 4 holds dims 4 e + sub of its k, v, dk, dv): loops
+ * over the group's query heads and the 32-row query tiles that see some of
+ * these keys; dk, dv are written once at the end. dq: atomicAdd, or a plain
+ * read-modify-write when sole_dq (this block is the only one writing its
+ * group's dq rows; its own updates of one element are ordered by the
+ * barriers between query tiles and key tiles). Block-uniform calls only. */
 template <int DPT>
-__global__ void __launch_bounds__(256)
-    flash_bwd_kernel(bf16 *dk, bf16 *dv, float *dq_acc, const bf16 *q, const bf16 *k,
-                     const bf16 *v, const bf16 *dout, const float *lse, const float *D,
-                     kern_attn_shape s) {
+__device__ __forceinline__ void fb_key_tile(bf16 *dk, bf16 *dv, float *dq_acc, const bf16 *q,
+                                            const bf16 *k, const bf16 *v, const bf16 *dout,
+                                            const float *lse, const float *D, kern_attn_shape s,
+                                            int b, int g, int j0, bool sole_dq) {
   constexpr int HD = 4 * DPT;
   __shared__ bf16 qs[FB_BR][HD], dos[FB_BR][HD], ks[FB_BC][HD];
   __shared__ float dss[FB_BR][FB_BC + 1], ls[FB_BR], Ds[FB_BR];
-  int key = threadIdx.x / 4, sub = threadIdx.x % 4;
-  int b = blockIdx.z, g = blockIdx.y, grp = s.NH / s.NKV;
-  int j0 = blockIdx.x * FB_BC, j = j0 + key;
+  int key = threadIdx.x / 4, sub = threadIdx.x % 4, grp = s.NH / s.NKV;
+  int j = j0 + key;
   bool valid = j < s.T;
   float scale = rsqrtf((float)s.HS), kr[DPT], vr[DPT], dkr[DPT], dvr[DPT];
   long koff = row_off(s, b, valid ? j : 0, s.NKV, g);
@@ -151,11 +310,9 @@ __global__ void __launch_bounds__(256)
     vr[e] = (valid && d < s.HS) ? ld(v + koff + d) : 0.0f;
     dkr[e] = dvr[e] = 0.0f;
   }
+  __syncthreads(); /* the previous key tile's dq step may still read ks */
   load_tile<FB_BC, HD>(ks, k, s, b, j0, s.NKV, g);
-  int jlast = min(j0 + FB_BC, s.T) - 1; /* the last query that sees key jlast: */
-  /* (a window of T or more is full causal; this also keeps jlast + window
-   * from overflowing int for a huge window) */
-  int ihi = s.window > 0 && s.window < s.T ? min(s.T - 1, jlast + s.window - 1) : s.T - 1;
+  int ihi = last_query(s, min(j0 + FB_BC, s.T) - 1);
   for (int r = 0; r < grp; r++) {
     int h = g * grp + r;
     for (int it = j0 / FB_BR * FB_BR; it <= ihi; it += FB_BR) {
@@ -164,8 +321,8 @@ __global__ void __launch_bounds__(256)
       load_tile<FB_BR, HD>(dos, dout, s, b, it, s.NH, h);
       if (threadIdx.x < FB_BR) {
         int i = it + threadIdx.x;
-        ls[threadIdx.x] = i < s.T ? lse[((long)b * s.NH + h) * s.T + i] : INFINITY;
-        Ds[threadIdx.x] = i < s.T ? D[((long)b * s.NH + h) * s.T + i] : 0.0f;
+        ls[threadIdx.x] = i < s.T ? lse[stat_off(s, b, h, i)] : INFINITY;
+        Ds[threadIdx.x] = i < s.T ? D[stat_off(s, b, h, i)] : 0.0f;
       }
       __syncthreads();
       for (int ii = 0; ii < FB_BR; ii++) {
@@ -193,7 +350,11 @@ __global__ void __launch_bounds__(256)
         if (i >= s.T) continue;
         float acc = 0.0f;
         for (int kk = 0; kk < FB_BC; kk++) acc += dss[ii][kk] * __bfloat162float(ks[kk][d]);
-        atomicAdd(dq_acc + row_off(s, b, i, s.NH, h) + d, acc);
+        float *dst = dq_acc + row_off(s, b, i, s.NH, h) + d;
+        if (sole_dq)
+          *dst += acc;
+        else
+          atomicAdd(dst, acc);
       }
     }
   }
@@ -206,10 +367,36 @@ __global__ void __launch_bounds__(256)
     }
 }
 
+/* Grid (nx, NKV, B); block x takes key tiles x, x + nx, ... of kv head
+ * blockIdx.y. FA-2: nx = T / 64, one key tile per block. FA-1 (Algorithm
+ * 4): nx = 1, one block per (b, kv head) walking its key tiles in order:
+ * the sole writer of its group's dq rows. */
+template <int DPT>
+__global__ void __launch_bounds__(256)
+    flash_bwd_kernel(bf16 *dk, bf16 *dv, float *dq_acc, const bf16 *q, const bf16 *k,
+                     const bf16 *v, const bf16 *dout, const float *lse, const float *D,
+                     kern_attn_shape s) {
+  for (int j0 = blockIdx.x * FB_BC; j0 < s.T; j0 += gridDim.x * FB_BC)
+    fb_key_tile<DPT>(dk, dv, dq_acc, q, k, v, dout, lse, D, s, blockIdx.z, blockIdx.y, j0,
+                     gridDim.x == 1);
+}
+
 static int attn_check(kern_attn_shape s) {
   if (kern_attn_shape_check(s) == 0 && s.HS <= 128) return 0;
   return kern_report_cuda((int)cudaErrorInvalidValue, "attention shape (HS <= 128, NH % NKV)",
                           __FILE__, __LINE__);
+}
+
+/* Calls launch(std::integral_constant<int, DPT>{}) with DPT, the dims each
+ * of a row's 4 threads holds, = 8, 16, 32 for HS <= 32, 64, 128: the one
+ * place that maps a head size to a kernel instantiation. */
+template <class F> static void with_dpt(int HS, F launch) {
+  if (HS <= 32)
+    launch(std::integral_constant<int, 8>{});
+  else if (HS <= 64)
+    launch(std::integral_constant<int, 16>{});
+  else
+    launch(std::integral_constant<int, 32>{});
 }
 
 extern "C" int kern_attention_fwd_cuda(kern_bf16 *out, float *lse, const kern_bf16 *q,
@@ -219,12 +406,33 @@ extern "C" int kern_attention_fwd_cuda(kern_bf16 *out, float *lse, const kern_bf
   dim3 grid(kern_cdiv(s.T, FA_BR), s.NH, s.B);
   bf16 *o = (bf16 *)out;
   const bf16 *Q = (const bf16 *)q, *K = (const bf16 *)k, *V = (const bf16 *)v;
-  if (s.HS <= 32)
-    flash_fwd_kernel<8><<<grid, 256, 0, stream>>>(o, lse, Q, K, V, s);
-  else if (s.HS <= 64)
-    flash_fwd_kernel<16><<<grid, 256, 0, stream>>>(o, lse, Q, K, V, s);
-  else
-    flash_fwd_kernel<32><<<grid, 256, 0, stream>>>(o, lse, Q, K, V, s);
+  with_dpt(s.HS, [&](auto dpt) {
+    flash_fwd_kernel<decltype(dpt)::value><<<grid, 256, 0, stream>>>(o, lse, Q, K, V, s);
+  });
+  KERN_LAUNCH_TRY();
+  return 0;
+}
+
+extern "C" size_t kern_attention_fwd_v1_scratch_bytes(kern_attn_shape s) {
+  return sizeof(float) * ((size_t)s.B * s.T * s.NH * s.HS + 2 * (size_t)s.B * s.NH * s.T);
+}
+
+extern "C" int kern_attention_fwd_v1_cuda(kern_bf16 *out, float *lse, float *scratch,
+                                          const kern_bf16 *q, const kern_bf16 *k,
+                                          const kern_bf16 *v, kern_attn_shape s,
+                                          cudaStream_t stream) {
+  KERN_TRY(attn_check(s));
+  long nq = (long)s.B * s.T * s.NH * s.HS, nl = (long)s.B * s.NH * s.T;
+  fa1_state st = {scratch, scratch + nq + nl, scratch + nq}; /* o | l | m */
+  KERN_CUDA_TRY(cudaMemsetAsync(scratch, 0, sizeof(float) * (nq + nl), stream)); /* o, l */
+  f32_fill_kernel<<<kern_cdiv(nl, 256), 256, 0, stream>>>(st.m, -INFINITY, nl);
+  KERN_LAUNCH_TRY();
+  dim3 grid(1, s.NH, s.B);
+  bf16 *o = (bf16 *)out;
+  const bf16 *Q = (const bf16 *)q, *K = (const bf16 *)k, *V = (const bf16 *)v;
+  with_dpt(s.HS, [&](auto dpt) {
+    flash1_fwd_kernel<decltype(dpt)::value><<<grid, 256, 0, stream>>>(o, lse, st, Q, K, V, s);
+  });
   KERN_LAUNCH_TRY();
   return 0;
 }
@@ -233,12 +441,16 @@ extern "C" size_t kern_attention_bwd_scratch_bytes(kern_attn_shape s) {
   return sizeof(float) * ((size_t)s.B * s.NH * s.T + (size_t)s.B * s.T * s.NH * s.HS);
 }
 
-extern "C" int kern_attention_bwd_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv,
-                                       float *scratch, const kern_bf16 *dout,
-                                       const kern_bf16 *q, const kern_bf16 *k,
-                                       const kern_bf16 *v, const kern_bf16 *out,
-                                       const float *lse, kern_attn_shape s,
-                                       cudaStream_t stream) {
+extern "C" size_t kern_attention_bwd_v1_scratch_bytes(kern_attn_shape s) {
+  return kern_attention_bwd_scratch_bytes(s);
+}
+
+/* D, a zeroed dq accumulator, the backward kernel on nx key-tile columns
+ * (see flash_bwd_kernel), dq to bf16. */
+static int attn_bwd_run(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scratch,
+                        const kern_bf16 *dout, const kern_bf16 *q, const kern_bf16 *k,
+                        const kern_bf16 *v, const kern_bf16 *out, const float *lse,
+                        kern_attn_shape s, unsigned nx, cudaStream_t stream) {
   KERN_TRY(attn_check(s));
   long nrows = (long)s.B * s.NH * s.T, nq = (long)s.B * s.T * s.NH * s.HS;
   float *D = scratch, *dq_acc = scratch + nrows;
@@ -246,20 +458,37 @@ extern "C" int kern_attention_bwd_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *
                                                               (const bf16 *)out, s);
   KERN_LAUNCH_TRY();
   KERN_CUDA_TRY(cudaMemsetAsync(dq_acc, 0, sizeof(float) * nq, stream));
-  dim3 grid(kern_cdiv(s.T, FB_BC), s.NKV, s.B);
+  dim3 grid(nx, s.NKV, s.B);
   bf16 *DK = (bf16 *)dk, *DV = (bf16 *)dv;
   const bf16 *Q = (const bf16 *)q, *K = (const bf16 *)k, *V = (const bf16 *)v,
              *DO = (const bf16 *)dout;
-  if (s.HS <= 32)
-    flash_bwd_kernel<8><<<grid, 256, 0, stream>>>(DK, DV, dq_acc, Q, K, V, DO, lse, D, s);
-  else if (s.HS <= 64)
-    flash_bwd_kernel<16><<<grid, 256, 0, stream>>>(DK, DV, dq_acc, Q, K, V, DO, lse, D, s);
-  else
-    flash_bwd_kernel<32><<<grid, 256, 0, stream>>>(DK, DV, dq_acc, Q, K, V, DO, lse, D, s);
+  with_dpt(s.HS, [&](auto dpt) {
+    flash_bwd_kernel<decltype(dpt)::value><<<grid, 256, 0, stream>>>(DK, DV, dq_acc, Q, K, V, DO,
+                                                                     lse, D, s);
+  });
   KERN_LAUNCH_TRY();
   f32_to_bf16_kernel<<<kern_cdiv(nq, 256), 256, 0, stream>>>((bf16 *)dq, dq_acc, nq);
   KERN_LAUNCH_TRY();
   return 0;
+}
+
+extern "C" int kern_attention_bwd_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv,
+                                       float *scratch, const kern_bf16 *dout,
+                                       const kern_bf16 *q, const kern_bf16 *k,
+                                       const kern_bf16 *v, const kern_bf16 *out,
+                                       const float *lse, kern_attn_shape s,
+                                       cudaStream_t stream) {
+  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, kern_cdiv(s.T, FB_BC),
+                      stream);
+}
+
+extern "C" int kern_attention_bwd_v1_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv,
+                                          float *scratch, const kern_bf16 *dout,
+                                          const kern_bf16 *q, const kern_bf16 *k,
+                                          const kern_bf16 *v, const kern_bf16 *out,
+                                          const float *lse, kern_attn_shape s,
+                                          cudaStream_t stream) {
+  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, 1, stream);
 }
 
 /* ---- unfused baseline ---------------------------------------------------- */

@@ -12,9 +12,15 @@
  * for window > 0 and 0 for window 0 (full causal). A window >= T equals full
  * causal. Scores are scaled by 1/sqrt(HS).
  *
- * Two algorithms: "flash" (FlashAttention-2 style: key tiles, online
- * softmax, O(T HS) memory, recomputation in the backward) and "unfused"
- * (GEMM, masked softmax, GEMM, materialising the T x T probabilities). */
+ * Three algorithms: "flash" (FlashAttention-2 style: key tiles, online
+ * softmax, O(T HS) memory, recomputation in the backward; blocks over
+ * query tiles in the forward, key tiles in the backward), "flash1"
+ * (FlashAttention-1, Dao et al. 2022 Algorithms 1 and 4: the same math on
+ * one block per (batch, head) in the forward, key tiles outer, query tiles
+ * inner, the running output and softmax statistics in fp32 HBM scratch;
+ * one block per (batch, kv head) in the backward; CUDA only, its reference
+ * is flash's) and "unfused" (GEMM, masked softmax, GEMM, materialising the
+ * T x T probabilities). */
 #ifndef KERN_ATTENTION_H
 #define KERN_ATTENTION_H
 #include "kernels/kern_common.h"
@@ -62,6 +68,22 @@ int kern_attention_bwd_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *
                             const kern_bf16 *dout, const kern_bf16 *q, const kern_bf16 *k,
                             const kern_bf16 *v, const kern_bf16 *out, const float *lse,
                             kern_attn_shape s, cudaStream_t stream);
+
+/* FlashAttention-1 kernels: same inputs, outputs, mask, GQA and saved lse
+ * as the flash kernels above (so either backward accepts either forward's
+ * out and lse); HS <= 128 and HS % 4 == 0. The forward's fp32 device
+ * scratch holds the running output (B, T, NH, HS) and the row max and row
+ * sum (B, NH, T) each; the forward initialises it itself. The backward's
+ * scratch is the flash backward's (D and the dq accumulator). */
+size_t kern_attention_fwd_v1_scratch_bytes(kern_attn_shape s);
+int kern_attention_fwd_v1_cuda(kern_bf16 *out, float *lse, float *scratch, const kern_bf16 *q,
+                               const kern_bf16 *k, const kern_bf16 *v, kern_attn_shape s,
+                               cudaStream_t stream);
+size_t kern_attention_bwd_v1_scratch_bytes(kern_attn_shape s);
+int kern_attention_bwd_v1_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scratch,
+                               const kern_bf16 *dout, const kern_bf16 *q, const kern_bf16 *k,
+                               const kern_bf16 *v, const kern_bf16 *out, const float *lse,
+                               kern_attn_shape s, cudaStream_t stream);
 
 /* Unfused baseline through cuBLASLt. scores: fp32 scratch (B, NH, T, T);
  * att: bf16 probabilities (B, NH, T, T), kept for the backward. The

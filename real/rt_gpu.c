@@ -566,8 +566,12 @@ static size_t datt_bytes(kern_attn_shape s) { return (size_t)s.B * s.NH * s.T * 
 static int g_attn_fwd(rt_t *rt, int attn, void *out, void *saved, const void *q, const void *k, const void *v,
                       kern_attn_shape s)
 {
-    if (attn != ATTN_UNFUSED)
+    if (attn == ATTN_FLASH)
         return kern_attention_fwd_cuda(out, saved, q, k, v, s, CS(rt));
+    if (attn == ATTN_FLASH1) {
+        float *st = scratch(rt, kern_attention_fwd_v1_scratch_bytes(s));
+        return st ? kern_attention_fwd_v1_cuda(out, saved, st, q, k, v, s, CS(rt)) : -1;
+    }
     float *scores = scratch(rt, scores_bytes(s));
     if (!scores)
         return -1;
@@ -577,11 +581,13 @@ static int g_attn_fwd(rt_t *rt, int attn, void *out, void *saved, const void *q,
 static int g_attn_bwd(rt_t *rt, int attn, void *dq, void *dk, void *dv, const void *dout, const void *q,
                       const void *k, const void *v, const void *out, const void *saved, kern_attn_shape s)
 {
-    if (attn != ATTN_UNFUSED) {
+    if (attn == ATTN_FLASH1) {
+        float *sc = scratch(rt, kern_attention_bwd_v1_scratch_bytes(s));
+        return sc ? kern_attention_bwd_v1_cuda(dq, dk, dv, sc, dout, q, k, v, out, saved, s, CS(rt)) : -1;
+    }
+    if (attn == ATTN_FLASH) {
         float *sc = scratch(rt, kern_attention_bwd_scratch_bytes(s));
-        if (!sc)
-            return -1;
-        return kern_attention_bwd_cuda(dq, dk, dv, sc, dout, q, k, v, out, saved, s, CS(rt));
+        return sc ? kern_attention_bwd_cuda(dq, dk, dv, sc, dout, q, k, v, out, saved, s, CS(rt)) : -1;
     }
     char *sc = scratch(rt, scores_bytes(s) + datt_bytes(s));
     if (!sc)

@@ -115,18 +115,22 @@ static void measure_peaks(bench *b) {
 
 typedef struct {
   kern_attn_shape s;
+  int v1; /* flash rows: 0 FA-2 (kern_attention_*_cuda), 1 FA-1 (*_v1_cuda) */
   kern_bf16 *q, *k, *v, *out, *dout, *dq, *dk, *dv, *att, *datt;
-  float *lse, *scratch, *scores;
+  float *lse, *scratch, *scores, *fwd_scratch;
 } attn_arg;
 
 static int attn_fwd(bench *b, void *p) {
   attn_arg *a = p;
+  if (a->v1)
+    return kern_attention_fwd_v1_cuda(a->out, a->lse, a->fwd_scratch, a->q, a->k, a->v, a->s,
+                                      b->stream);
   return kern_attention_fwd_cuda(a->out, a->lse, a->q, a->k, a->v, a->s, b->stream);
 }
 static int attn_bwd(bench *b, void *p) {
   attn_arg *a = p;
-  return kern_attention_bwd_cuda(a->dq, a->dk, a->dv, a->scratch, a->dout, a->q, a->k, a->v,
-                                 a->out, a->lse, a->s, b->stream);
+  return (a->v1 ? kern_attention_bwd_v1_cuda : kern_attention_bwd_cuda)(
+      a->dq, a->dk, a->dv, a->scratch, a->dout, a->q, a->k, a->v, a->out, a->lse, a->s, b->stream);
 }
 static int attn_fwdbwd(bench *b, void *p) { return attn_fwd(b, p) || attn_bwd(b, p); }
 static int attn_unfused(bench *b, void *p) {
@@ -144,29 +148,40 @@ static double attn_pairs(kern_attn_shape s) {
   return n;
 }
 
+/* Rows `algo`_fwd, _bwd, _fwdbwd of one flash algorithm (a->v1). Backward
+ * FLOPs: 5 GEMMs (QK^T again, dP, dV, dQ, dK) = 2.5x the forward's 2. */
+static void bench_flash(bench *b, attn_arg *a, const char *algo, const char *shape, double fwd) {
+  static const struct { const char *pass; run_fn fn; double flops_per_fwd; } passes[] = {
+      {"fwd", attn_fwd, 1.0}, {"bwd", attn_bwd, 2.5}, {"fwdbwd", attn_fwdbwd, 3.5}};
+  CHECK(attn_fwd(b, a)); /* the backward reads a real out and lse */
+  for (unsigned i = 0; i < sizeof passes / sizeof passes[0]; i++) {
+    char name[40];
+    snprintf(name, sizeof name, "%s_%s", algo, passes[i].pass);
+    if (want(b, name))
+      row(b, name, shape, time_us(b, passes[i].fn, a), passes[i].flops_per_fwd * fwd, 0, 1);
+  }
+}
+
 static void bench_attention(bench *b, const char *label, kern_attn_shape s) {
   long nq = (long)s.B * s.T * s.NH * s.HS, nkv = (long)s.B * s.T * s.NKV * s.HS;
   long ntt = (long)s.B * s.NH * s.T * s.T;
-  attn_arg a = {s, dbuf(2 * nq), dbuf(2 * nkv), dbuf(2 * nkv), dbuf(2 * nq), dbuf(2 * nq),
+  attn_arg a = {s, 0, dbuf(2 * nq), dbuf(2 * nkv), dbuf(2 * nkv), dbuf(2 * nq), dbuf(2 * nq),
                 dbuf(2 * nq), dbuf(2 * nkv), dbuf(2 * nkv), NULL, NULL,
-                dbuf(4L * s.B * s.NH * s.T), dbuf(kern_attention_bwd_scratch_bytes(s)), NULL};
+                dbuf(4L * s.B * s.NH * s.T), dbuf(kern_attention_bwd_scratch_bytes(s)), NULL,
+                dbuf(kern_attention_fwd_v1_scratch_bytes(s))};
   double fwd = 4.0 * s.B * s.NH * s.HS * attn_pairs(s); /* QK^T and PV: 2 GEMMs */
   char shape[64];
   snprintf(shape, sizeof shape, "B%d T%d H%d/%d D%d w%d %s", s.B, s.T, s.NH, s.NKV, s.HS,
            s.window, label);
-  if (want(b, "attention_flash_fwd"))
-    row(b, "attention_flash_fwd", shape, time_us(b, attn_fwd, &a), fwd, 0, 1);
-  CHECK(attn_fwd(b, &a));
-  if (want(b, "attention_flash_bwd"))
-    row(b, "attention_flash_bwd", shape, time_us(b, attn_bwd, &a), 2.5 * fwd, 0, 1);
-  if (want(b, "attention_flash_fwdbwd"))
-    row(b, "attention_flash_fwdbwd", shape, time_us(b, attn_fwdbwd, &a), 3.5 * fwd, 0, 1);
+  /* FA-2 then FA-1 rows at the same shape; the backward scratch serves both */
+  static const char *const algo[] = {"attention_flash", "attention_flash1"};
+  for (a.v1 = 0; a.v1 < 2; a.v1++) bench_flash(b, &a, algo[a.v1], shape, fwd);
   if (want(b, "attention_unfused_fwdbwd") && ntt * 6 < (8L << 30)) {
     a.att = dbuf(2 * ntt), a.datt = dbuf(2 * ntt), a.scores = dbuf(4 * ntt);
     row(b, "attention_unfused_fwdbwd", shape, time_us(b, attn_unfused, &a), 3.5 * fwd, 0, 1);
     CUDA(cudaFree(a.att)); CUDA(cudaFree(a.datt)); CUDA(cudaFree(a.scores));
   }
-  void *bufs[] = {a.q, a.k, a.v, a.out, a.dout, a.dq, a.dk, a.dv, a.lse, a.scratch};
+  void *bufs[] = {a.q, a.k, a.v, a.out, a.dout, a.dq, a.dk, a.dv, a.lse, a.scratch, a.fwd_scratch};
   for (unsigned i = 0; i < sizeof bufs / sizeof bufs[0]; i++) CUDA(cudaFree(bufs[i]));
 }
 

@@ -1,12 +1,51 @@
-/* tests/kernels/test_attention_cuda.c: CUDA attention (flash and unfused)
- * vs the references on odd shapes: T not a multiple of the 64 / 32 tiles,
- * GQA (NH / NKV = 2, 4, 8), windows smaller and larger than T, HS 48, 64,
- * 128, B = 2. The backward kernels get the reference's out (rounded to
- * bf16) and lse, so each kernel is checked on its own. */
+/* tests/kernels/test_attention_cuda.c: CUDA attention (flash FA-2 and FA-1
+ * loop orders, and unfused) vs the references on odd shapes: T not a
+ * multiple of the 64 / 32 tiles, GQA (NH / NKV = 2, 4, 8), windows smaller
+ * and larger than T, HS 48, 64, 128, B = 2. Both flash algorithms are
+ * checked against the same flash reference at the same tolerance. The
+ * backward kernels get the reference's out (rounded to bf16) and lse, so
+ * each kernel is checked on its own. Outputs and scratch are filled with
+ * NaN (bytes 0xff) before each launch, so an element a kernel fails to
+ * write, or scratch it fails to initialise, shows as a mismatch. */
 #include <stdlib.h>
 #include "kern_gpu.h"
 #include "kernels/attention.h"
 #include "kernels/kern_common.h"
+
+/* One flash algorithm: the forward with its scratch, the backward with its. */
+typedef struct flash_algo {
+  const char *name;
+  size_t (*fwd_scratch)(kern_attn_shape s);
+  int (*fwd)(kern_bf16 *out, float *lse, float *scratch, const kern_bf16 *q, const kern_bf16 *k,
+             const kern_bf16 *v, kern_attn_shape s, cudaStream_t stream);
+  size_t (*bwd_scratch)(kern_attn_shape s);
+  int (*bwd)(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scratch, const kern_bf16 *dout,
+             const kern_bf16 *q, const kern_bf16 *k, const kern_bf16 *v, const kern_bf16 *out,
+             const float *lse, kern_attn_shape s, cudaStream_t stream);
+} flash_algo;
+
+static size_t no_scratch(kern_attn_shape s) {
+  (void)s;
+  return 0;
+}
+static int fa2_fwd(kern_bf16 *out, float *lse, float *scratch, const kern_bf16 *q,
+                   const kern_bf16 *k, const kern_bf16 *v, kern_attn_shape s, cudaStream_t st) {
+  (void)scratch;
+  return kern_attention_fwd_cuda(out, lse, q, k, v, s, st);
+}
+
+static const flash_algo ALGOS[] = {
+    {"flash", no_scratch, fa2_fwd, kern_attention_bwd_scratch_bytes, kern_attention_bwd_cuda},
+    {"flash1", kern_attention_fwd_v1_scratch_bytes, kern_attention_fwd_v1_cuda,
+     kern_attention_bwd_v1_scratch_bytes, kern_attention_bwd_v1_cuda},
+};
+#define NALGO (int)(sizeof ALGOS / sizeof ALGOS[0])
+
+/* Device inputs of one shape and the outputs the kernels write. */
+typedef struct attn_dev {
+  kern_bf16 *q, *k, *v, *dout, *out, *dq, *dk, *dv;
+  float *lse;
+} attn_dev;
 
 static int cmp_dev(const char *what, const kern_bf16 *dev, const float *ref, long n, float a,
                    float r) {
@@ -17,53 +56,91 @@ static int cmp_dev(const char *what, const kern_bf16 *dev, const float *ref, lon
   return bad;
 }
 
+/* "algo part": the label kc_compare prints. */
+static const char *label(const flash_algo *a, const char *part) {
+  static char buf[64];
+  snprintf(buf, sizeof buf, "%s %s", a->name, part);
+  return buf;
+}
+
+/* Device scratch of `bytes` (at least 1), poisoned with NaN. */
+static float *poisoned(size_t bytes) {
+  float *p;
+  KG_CUDA(cudaMalloc((void **)&p, bytes ? bytes : 1));
+  KG_CUDA(cudaMemset(p, 0xff, bytes));
+  return p;
+}
+
+static int check_fwd(const flash_algo *a, kern_attn_shape s, const attn_dev *d, const float *out,
+                     const float *lse) {
+  long nq = (long)s.B * s.T * s.NH * s.HS, nl = (long)s.B * s.NH * s.T;
+  float *scratch = poisoned(a->fwd_scratch(s)), *got = kc_zeros(nl);
+  KG_CUDA(cudaMemset(d->out, 0xff, sizeof(kern_bf16) * nq));
+  KG_CUDA(cudaMemset(d->lse, 0xff, sizeof(float) * nl));
+  KG_CHECK(a->fwd(d->out, d->lse, scratch, d->q, d->k, d->v, s, 0));
+  int bad = cmp_dev(label(a, "out"), d->out, out, nq, KG_ATOL_OUT, KG_RTOL_OUT);
+  kg_get_f32(got, d->lse, nl), bad += kc_compare(label(a, "lse"), got, lse, nl, 1e-3f, 1e-3f);
+  KG_CUDA(cudaFree(scratch));
+  free(got);
+  return bad;
+}
+
+/* d->out holds the reference out (in bf16), lref the reference lse (device). */
+static int check_bwd(const flash_algo *a, kern_attn_shape s, const attn_dev *d,
+                     const float *lref, const float *dq, const float *dk, const float *dv) {
+  long nq = (long)s.B * s.T * s.NH * s.HS, nkv = (long)s.B * s.T * s.NKV * s.HS;
+  float *scratch = poisoned(a->bwd_scratch(s));
+  KG_CUDA(cudaMemset(d->dq, 0xff, sizeof(kern_bf16) * nq));
+  KG_CUDA(cudaMemset(d->dk, 0xff, sizeof(kern_bf16) * nkv));
+  KG_CUDA(cudaMemset(d->dv, 0xff, sizeof(kern_bf16) * nkv));
+  KG_CHECK(a->bwd(d->dq, d->dk, d->dv, scratch, d->dout, d->q, d->k, d->v, d->out, lref, s, 0));
+  int bad = cmp_dev(label(a, "dq"), d->dq, dq, nq, KG_ATOL_GRAD, KG_RTOL_GRAD);
+  bad += cmp_dev(label(a, "dk"), d->dk, dk, nkv, KG_ATOL_GRAD, KG_RTOL_GRAD);
+  bad += cmp_dev(label(a, "dv"), d->dv, dv, nkv, KG_ATOL_GRAD, KG_RTOL_GRAD);
+  KG_CUDA(cudaFree(scratch));
+  return bad;
+}
+
 static int run(kern_attn_shape s, kc_rng *r) {
   long nq = (long)s.B * s.T * s.NH * s.HS, nkv = (long)s.B * s.T * s.NKV * s.HS;
   long nl = (long)s.B * s.NH * s.T, ntt = nl * s.T;
   printf("shape B=%d T=%d NH=%d NKV=%d HS=%d window=%d\n", s.B, s.T, s.NH, s.NKV, s.HS, s.window);
   float *q = kc_rand(r, nq, -2, 2), *k = kc_rand(r, nkv, -2, 2), *v = kc_rand(r, nkv, -1, 1);
   float *dout = kc_rand(r, nq, -1, 1), *out = kc_zeros(nq), *lse = kc_zeros(nl), *att = kc_zeros(ntt);
-  float *dq = kc_zeros(nq), *dk = kc_zeros(nkv), *dv = kc_zeros(nkv), *got = kc_zeros(nl);
+  float *dq = kc_zeros(nq), *dk = kc_zeros(nkv), *dv = kc_zeros(nkv);
   kc_round_bf16(q, nq), kc_round_bf16(k, nkv), kc_round_bf16(v, nkv), kc_round_bf16(dout, nq);
   kern_attention_fwd_ref(out, lse, q, k, v, s);
-  kern_bf16 *d_q = kg_bf16(q, nq), *d_k = kg_bf16(k, nkv), *d_v = kg_bf16(v, nkv);
-  kern_bf16 *d_dout = kg_bf16(dout, nq), *d_out = kg_bf16(NULL, nq);
-  kern_bf16 *d_dq = kg_bf16(NULL, nq), *d_dk = kg_bf16(NULL, nkv), *d_dv = kg_bf16(NULL, nkv);
-  float *d_lse = kg_f32(NULL, nl), *d_scratch;
-  KG_CUDA(cudaMalloc((void **)&d_scratch, kern_attention_bwd_scratch_bytes(s)));
+  attn_dev d = {kg_bf16(q, nq),       kg_bf16(k, nkv),      kg_bf16(v, nkv),
+                kg_bf16(dout, nq),    kg_bf16(NULL, nq),    kg_bf16(NULL, nq),
+                kg_bf16(NULL, nkv),   kg_bf16(NULL, nkv),   kg_f32(NULL, nl)};
   int bad = 0;
-  KG_CHECK(kern_attention_fwd_cuda(d_out, d_lse, d_q, d_k, d_v, s, 0));
-  bad += cmp_dev("flash out", d_out, out, nq, KG_ATOL_OUT, KG_RTOL_OUT);
-  kg_get_f32(got, d_lse, nl), bad += kc_compare("flash lse", got, lse, nl, 1e-3f, 1e-3f);
+  for (int a = 0; a < NALGO; a++) bad += check_fwd(&ALGOS[a], s, &d, out, lse);
   kc_round_bf16(out, nq); /* the backward sees the bf16 forward output */
-  kern_bf16 *d_oref = kg_bf16(out, nq);
+  KG_CUDA(cudaFree(d.out));
+  d.out = kg_bf16(out, nq);
   float *d_lref = kg_f32(lse, nl);
   kern_attention_bwd_ref(dq, dk, dv, dout, q, k, v, out, lse, s);
-  KG_CHECK(kern_attention_bwd_cuda(d_dq, d_dk, d_dv, d_scratch, d_dout, d_q, d_k, d_v, d_oref,
-                                   d_lref, s, 0));
-  bad += cmp_dev("flash dq", d_dq, dq, nq, KG_ATOL_GRAD, KG_RTOL_GRAD);
-  bad += cmp_dev("flash dk", d_dk, dk, nkv, KG_ATOL_GRAD, KG_RTOL_GRAD);
-  bad += cmp_dev("flash dv", d_dv, dv, nkv, KG_ATOL_GRAD, KG_RTOL_GRAD);
+  for (int a = 0; a < NALGO; a++) bad += check_bwd(&ALGOS[a], s, &d, d_lref, dq, dk, dv);
 
   kern_ctx ctx;
   KG_CHECK(kern_ctx_init(&ctx, 32 << 20));
   kern_bf16 *d_att = kg_bf16(NULL, ntt), *d_datt = kg_bf16(NULL, ntt);
   float *d_scores = kg_f32(NULL, ntt);
   kern_attention_unfused_fwd_ref(out, att, q, k, v, s);
-  KG_CHECK(kern_attention_unfused_fwd_cuda(&ctx, d_out, d_att, d_scores, d_q, d_k, d_v, s, 0));
-  bad += cmp_dev("unfused out", d_out, out, nq, KG_ATOL_OUT, KG_RTOL_OUT);
+  KG_CHECK(kern_attention_unfused_fwd_cuda(&ctx, d.out, d_att, d_scores, d.q, d.k, d.v, s, 0));
+  bad += cmp_dev("unfused out", d.out, out, nq, KG_ATOL_OUT, KG_RTOL_OUT);
   bad += cmp_dev("unfused att", d_att, att, ntt, KG_ATOL_OUT, KG_RTOL_OUT);
   kc_round_bf16(att, ntt); /* the backward reads the bf16 probabilities */
   kern_attention_unfused_bwd_ref(dq, dk, dv, dout, q, k, v, att, s);
-  KG_CHECK(kern_attention_unfused_bwd_cuda(&ctx, d_dq, d_dk, d_dv, d_datt, d_scores, d_dout, d_q,
-                                           d_k, d_v, d_att, s, 0));
-  bad += cmp_dev("unfused dq", d_dq, dq, nq, KG_ATOL_GRAD, KG_RTOL_GRAD);
-  bad += cmp_dev("unfused dk", d_dk, dk, nkv, KG_ATOL_GRAD, KG_RTOL_GRAD);
-  bad += cmp_dev("unfused dv", d_dv, dv, nkv, KG_ATOL_GRAD, KG_RTOL_GRAD);
+  KG_CHECK(kern_attention_unfused_bwd_cuda(&ctx, d.dq, d.dk, d.dv, d_datt, d_scores, d.dout, d.q,
+                                           d.k, d.v, d_att, s, 0));
+  bad += cmp_dev("unfused dq", d.dq, dq, nq, KG_ATOL_GRAD, KG_RTOL_GRAD);
+  bad += cmp_dev("unfused dk", d.dk, dk, nkv, KG_ATOL_GRAD, KG_RTOL_GRAD);
+  bad += cmp_dev("unfused dv", d.dv, dv, nkv, KG_ATOL_GRAD, KG_RTOL_GRAD);
   kern_ctx_free(&ctx);
   KG_CUDA(cudaDeviceReset());
   free(q), free(k), free(v), free(dout), free(out), free(lse), free(att);
-  free(dq), free(dk), free(dv), free(got);
+  free(dq), free(dk), free(dv);
   return bad;
 }
 
