@@ -140,8 +140,8 @@ void calib_attn_table(calib_table_t *t)
 
 void calib_mem_table(calib_table_t *t)
 {
-    static const char *const cols[] = {"kernel", "bytes", "time_med_s", "time_min_s", "time_max_s", "gbps"};
-    calib_table_init(t, "memory", cols, 6);
+    static const char *const cols[] = {"kernel", "bytes", "time_med_s", "time_min_s", "time_max_s", "gbps", "elems"};
+    calib_table_init(t, "memory", cols, 7);
 }
 
 void calib_gemm_row(calib_table_t *t, int m, int n, int k, const calib_stat_t *s, int tp, int pass, int hidden)
@@ -159,9 +159,9 @@ void calib_attn_row(calib_table_t *t, int bwd, int B, int T, int NH, int NKV, in
                                   NKV, window, B});
 }
 
-void calib_mem_row(calib_table_t *t, int kind, double bytes, const calib_stat_t *s)
+void calib_mem_row(calib_table_t *t, int kind, double bytes, double elems, const calib_stat_t *s)
 {
-    calib_table_add(t, (double[]){kind, bytes, s->med_s, s->min_s, s->max_s, bytes / s->med_s * 1e-9});
+    calib_table_add(t, (double[]){kind, bytes, s->med_s, s->min_s, s->max_s, bytes / s->med_s * 1e-9, elems});
 }
 
 double calib_attn_flops(int B, int T, int NH, int HS, int window, int bwd)
@@ -312,7 +312,7 @@ static void mem_point(const calib_plan_t *p, calib_table_t *t, int kind, double 
         for (long i = 0; i < n; i++)
             m.x[3][i] = fabsf(m.x[3][i]);
     calib_stat_t s = calib_time(mem_call, &m, p->warmup, p->reps, p->min_sample_s);
-    calib_mem_row(t, kind, calib_mem_bytes(kind, n, 4, LN_C), &s);
+    calib_mem_row(t, kind, calib_mem_bytes(kind, n, 4, LN_C), (double)n, &s);
     for (int i = 0; i < 8; i++)
         free(m.x[i]);
 }

@@ -545,7 +545,7 @@ static void mem_point(const calib_plan_t *p, calib_table_t *t, int kind, double 
             dfill(m.x[i], bytes, b->fill == 1, b->fill == 3, 11 + i);
     }
     calib_stat_t s = gpu_time(mem_call, &m, p);
-    calib_mem_row(t, kind, calib_mem_bytes(kind, n, 2, ROW), &s);
+    calib_mem_row(t, kind, calib_mem_bytes(kind, n, 2, ROW), (double)n, &s);
     for (int i = 0; i < 8; i++)
         if (m.x[i])
             CUDA_CK(cudaFree(m.x[i]));

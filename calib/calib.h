@@ -65,14 +65,15 @@ calib_plan_t calib_plan(calib_level_t level);
  *   attn: bwd, T, NH, HS, flops, time_med_s, time_min_s, time_max_s,
  *         gflops, NKV, window (0 full causal), B
  *   mem:  kernel (0 copy, 1 layernorm, 2 bias_gelu, 3 adamw), bytes,
- *         time_med_s, time_min_s, time_max_s, gbps */
+ *         time_med_s, time_min_s, time_max_s, gbps, elems (elements, or
+ *         parameters for adamw) */
 void calib_gemm_table(calib_table_t *t);
 void calib_attn_table(calib_table_t *t);
 void calib_mem_table(calib_table_t *t);
 void calib_gemm_row(calib_table_t *t, int m, int n, int k, const calib_stat_t *s, int tp, int pass, int hidden);
 void calib_attn_row(calib_table_t *t, int bwd, int B, int T, int NH, int NKV, int HS, int window,
                     const calib_stat_t *s);
-void calib_mem_row(calib_table_t *t, int kind, double bytes, const calib_stat_t *s);
+void calib_mem_row(calib_table_t *t, int kind, double bytes, double elems, const calib_stat_t *s);
 extern const char *const calib_mem_kernels[4];
 
 /* FLOPs of one flash attention call as the cost model counts them

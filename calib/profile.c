@@ -93,6 +93,63 @@ static calib_fitrec_t *fit_coll(calib_result_t *r, int c, const char *regime, do
     return f;
 }
 
+/* The memory-bound kernels: the model prices LayerNorm, bias+GeLU and the
+ * optimizer at the longer of their bytes at mem_eff and their elements at
+ * a math rate (model/cost.c). On a GPU they are bandwidth-bound, so their
+ * samples give mem_eff (their rates over the copy's) and the math rates
+ * stay the base's data-sheet ones. On the CPU the scalar reference code is
+ * compute-bound (tanh, sqrt, division), so the copies give mem_eff (their
+ * rate over the largest copy's, at most 1: the model does not credit the
+ * caches) and each kernel's samples its math rate (fit_rate). */
+static const char *const math_fit_names[3] = {"norm_rate", "gelu_rate", "optim_rate"};
+
+/* time_us = elems x b through the origin, least squares on the relative
+ * error (every size weighs alike, as the model meets them all): with
+ * r_i = x_i / y_i the sample's rate, 1 / b = sum r_i^2 / sum r_i. */
+static calib_linfit_t fit_rate(const double *x, const double *y, int n, double *resid)
+{
+    calib_linfit_t f = {0};
+    double s1 = 0, s2 = 0, mean = 0, tot = 0, res = 0, var = 0;
+    for (int i = 0; i < n; i++)
+        s1 += x[i] / y[i], s2 += x[i] * x[i] / (y[i] * y[i]), mean += y[i] / n;
+    if (n < 3 || s1 <= 0)
+        return f;
+    f.b = s1 / s2, f.n = n, f.ok = 1;
+    for (int i = 0; i < n; i++) {
+        double e = y[i] - x[i] * f.b, dr = x[i] / y[i] - 1 / f.b;
+        resid[i] = e, res += e * e, tot += (y[i] - mean) * (y[i] - mean), var += dr * dr;
+    }
+    f.se_b = f.b * f.b * sqrt(var / (n - 1) / n); /* the rates' standard error, d(1/r) = dr / r^2 */
+    f.rms = sqrt(res / n), f.r2 = tot > 0 ? 1 - res / tot : 1;
+    return f;
+}
+
+static void fit_memory_bound(calib_result_t *r)
+{
+    for (int k = 0; k < 3; k++)
+        r->math_gelems[k] = -1;
+    if (r->device) {
+        fit_eff(r, "mem_eff", &r->mem, 0, -1, 1, 5, r->copy_gbps, "bytes");
+        return;
+    }
+    calib_fitrec_t *c = fit_eff(r, "mem_eff", &r->mem, 0, 0, 1, 5, r->copy_gbps, "bytes");
+    for (int i = 0; i < c->n; i++)
+        c->y[i] = fmin(1, c->y[i]);
+    c->sat = calib_fit_saturating(c->x, c->y, c->n, c->resid);
+    for (int k = 0; k < 3; k++) {
+        calib_fitrec_t *f = new_fit(r, math_fit_names[k], "elems", "time_us", r->mem.n);
+        f->linear = 1;
+        int m = 0;
+        for (int i = 0; i < r->mem.n; i++)
+            if (calib_table_get(&r->mem, i, 0) == k + 1)
+                f->x[m] = calib_table_get(&r->mem, i, 6), f->y[m++] = calib_table_get(&r->mem, i, 2) * 1e6;
+        f->n = m;
+        f->lin = fit_rate(f->x, f->y, m, f->resid);
+        if (f->lin.ok)
+            r->math_gelems[k] = 1e-3 / f->lin.b; /* elements per us -> 1e9 per s */
+    }
+}
+
 void calib_fit_all(calib_result_t *r, const calib_plan_t *p)
 {
     r->peak_gflops = col_max(&r->gemm, 7, -1, 0);
@@ -100,9 +157,7 @@ void calib_fit_all(calib_result_t *r, const calib_plan_t *p)
     fit_eff(r, "gemm_eff", &r->gemm, -1, 0, 3, 7, r->peak_gflops, "flops");
     fit_eff(r, "flash_fwd_eff", &r->attn, 0, 0, 4, 8, r->peak_gflops, "flops");
     fit_eff(r, "flash_bwd_eff", &r->attn, 0, 1, 4, 8, r->peak_gflops, "flops");
-    /* The model applies mem_eff to LayerNorm, GeLU, the optimizer and the
-     * like, not to copies: those kernels' rates over the best copy's. */
-    fit_eff(r, "mem_eff", &r->mem, 0, -1, 1, 5, r->copy_gbps, "bytes");
+    fit_memory_bound(r);
     /* Fixed cost of the smallest kernels: the intercept of time against
      * bytes up to 256 KiB (time in us) of back-to-back calls of one small
      * kernel: memcpy on the CPU; on the GPU bias+GeLU, one launch per call
@@ -264,6 +319,10 @@ int calib_make_profile(const calib_result_t *r, const char *base_gpu, const char
         hw->cluster.host_stall_s = r->host_stall_s;
     if (r->flash1_rel > 0)
         g->flash1_rel = clamp(r->flash1_rel, 1e-3, 1);
+    double *rates[3] = {&g->norm_gelems, &g->gelu_gelems, &g->optim_gparams};
+    for (int k = 0; k < 3; k++)
+        if (r->math_gelems[k] > 0)
+            *rates[k] = clamp(r->math_gelems[k], 1e-6, 1e7);
     /* megasim's own executor (real/exec.c): its blocking exchanges are
      * ordered on the stream, with no host synchronisation, and an
      * iteration's time is its op program's; the base's values describe
@@ -376,8 +435,10 @@ static void field_sources(cJSON *p, const calib_result_t *r)
                                                   : "the all-reduce's large-message fit gave no bandwidth (see fits)");
     if (!r->device) {
         snprintf(buf, sizeof buf, "gpu: peak_bf16_tflops, peak_tf32_tflops, hbm_gbps, sm_count (cores), hbm_gib "
-                 "(MemTotal), kernel_gap_us, gemm_eff, flash_fwd_eff, flash_bwd_eff, mem_eff, flash1_rel = 1 (one flash "
-                 "reference serves both flash kinds on the CPU)%s; cluster: %s%s",
+                 "(MemTotal), kernel_gap_us, gemm_eff, flash_fwd_eff, flash_bwd_eff, mem_eff (copies), norm_gelems, "
+                 "gelu_gelems, optim_gparams (LayerNorm, bias+GeLU, AdamW: elements over time, least squares on "
+                 "the relative error), flash1_rel = 1 (one flash reference serves both flash kinds on the CPU)%s; "
+                 "cluster: %s%s",
                  coll ? ", nvlink_gbps (all-reduce busbw)" : "",
                  coll ? "alpha_nvlink_us, coll_launch_us, nvlink_eff (MPI within this node), " : "",
                  host_stall_what);
@@ -401,7 +462,9 @@ static void field_sources(cJSON *p, const calib_result_t *r)
              coll ? "alpha_nvlink_us, coll_launch_us, nvlink_eff (NCCL within this node), " : "", host_stall_what);
     cJSON_AddStringToObject(p, "measured", buf);
     snprintf(buf, sizeof buf, "gpu gemm_tile_m/n (cuBLASLt does not report its tile); peak_tf32_tflops = the "
-             "measured bf16 peak x the base's tf32/bf16 ratio (kern_gemm_cuda is bf16 only)%s%s; cluster topology "
+             "measured bf16 peak x the base's tf32/bf16 ratio (kern_gemm_cuda is bf16 only); norm_gelems, "
+             "gelu_gelems, optim_gparams (data-sheet math rates: those kernels are bandwidth-bound on a GPU, so "
+             "their samples give mem_eff)%s%s; cluster topology "
              "and network fields (no second node to measure), runtime_reserved_gib%s",
              r->comm_slowdown >= 0 ? "" : "; gpu comm_slowdown (needs >= 2 ranks, one GPU each)",
              r->flash1_rel > 0 ? "" : "; gpu flash1_rel (its measurement failed)", no_coll);
@@ -453,10 +516,12 @@ cJSON *calib_provenance(const calib_result_t *r, const char *base_gpu, const cha
 
 static void print_fit(const calib_fitrec_t *f)
 {
+    int per_elem = !strcmp(f->xname, "elems"); /* a math rate: G elements / s, not GB/s */
     if (f->linear)
-        printf("  %-22s alpha %9.3f +- %.3f us   bw %9.3f +- %.3f GB/s   R^2 %.4f  rms %.3g us  (%d samples)\n",
-               f->name, f->lin.a, f->lin.se_a, f->lin.b > 0 ? 1e-3 / f->lin.b : 0,
-               f->lin.b > 0 ? 1e-3 * f->lin.se_b / (f->lin.b * f->lin.b) : 0, f->lin.r2, f->lin.rms, f->lin.n);
+        printf("  %-22s alpha %9.3f +- %.3f us   %s %9.3f +- %.3f %s   R^2 %.4f  rms %.3g us  (%d samples)\n",
+               f->name, f->lin.a, f->lin.se_a, per_elem ? "rate" : "bw", f->lin.b > 0 ? 1e-3 / f->lin.b : 0,
+               f->lin.b > 0 ? 1e-3 * f->lin.se_b / (f->lin.b * f->lin.b) : 0, per_elem ? "G/s " : "GB/s", f->lin.r2,
+               f->lin.rms, f->lin.n);
     else
         printf("  %-22s e_max %.4f +- %.4f   x_half %.4g +- %.3g %s   R^2 %.4f  rms %.4f  (%d samples)\n", f->name,
                f->sat.e_max, f->sat.se_e_max, f->sat.x_half, f->sat.se_x_half, f->xname, f->sat.r2, f->sat.rms,
@@ -494,6 +559,11 @@ void calib_print_report(const calib_result_t *r, const hw_t *hw)
     if (r->host_stall_s >= 0)
         printf("  host stall         %8.3f us  (synchronous loading of one iteration of run's default job)\n",
                r->host_stall_s * 1e6);
+    static const char *const math_what[3] = {"LayerNorm", "bias+GeLU", "AdamW"};
+    for (int k = 0; k < 3; k++)
+        if (r->math_gelems[k] > 0)
+            printf("  %-18s %8.4f G/s (%s: elements over time)\n", math_fit_names[k], r->math_gelems[k],
+                   math_what[k]);
     if (r->flash1_rel > 0)
         printf("  flash1_rel         %8.3f    (FlashAttention-1 speed / flash kernel speed, forward + backward%s)\n",
                r->flash1_rel, r->device ? "" : ": one reference serves both on the CPU");

@@ -71,6 +71,12 @@ double cost_elem_s(const hw_t *hw, double bytes)
     return bytes / (g->hbm_gbps * 1e9 * curve_eval(&g->mem_eff, bytes)) + g->kernel_gap_us * US;
 }
 
+double cost_elem_math_s(const hw_t *hw, double bytes, double elems, double gelems_per_s)
+{
+    double mem = cost_elem_s(hw, bytes), math = elems / (gelems_per_s * 1e9) + hw->gpu.kernel_gap_us * US;
+    return fmax(mem, math);
+}
+
 group_layout_t cost_group_layout(const job_t *job, const hw_t *hw, group_t grp)
 {
     const hw_cluster_t *c = &hw->cluster;
@@ -177,7 +183,7 @@ double cost_optimizer_s(const hw_t *hw, const job_t *job, double params)
      * (2), gradient-norm pass reading the gradient (4). LAMB adds the
      * per-layer norms of weight and update (8). */
     double per = 34 + (job->optimizer == OPTIM_LAMB ? 8 : 0);
-    return cost_elem_s(hw, params * per);
+    return cost_elem_math_s(hw, params * per, params, hw->gpu.optim_gparams);
 }
 
 double cost_op_s(const hw_t *hw, const job_t *job, const op_t *op)
@@ -188,7 +194,10 @@ double cost_op_s(const hw_t *hw, const job_t *job, const op_t *op)
     case OP_ATTN:
         return cost_attn_s(hw, op_flops(op), op->attn_bwd, op->attn_v1);
     case OP_ELEM:
-        return cost_elem_s(hw, op->bytes);
+        if (op->elem_kind == ELEM_STREAM)
+            return cost_elem_s(hw, op->bytes);
+        return cost_elem_math_s(hw, op->bytes, op->elems,
+                                op->elem_kind == ELEM_NORM ? hw->gpu.norm_gelems : hw->gpu.gelu_gelems);
     case OP_COLL: {
         group_layout_t g = cost_group_layout(job, hw, op->group);
         return cost_coll_s(hw, op->coll, op->bytes, &g);

@@ -28,6 +28,9 @@ double cost_gemm_s(const hw_t *hw, const job_t *job, double m, double n, double 
  * (the flash curves times the profile's flash1_rel). */
 double cost_attn_s(const hw_t *hw, double flops, int bwd, int v1);
 double cost_elem_s(const hw_t *hw, double bytes);
+/* A memory-bound kernel that also computes: the longer of its bytes at
+ * mem_eff and its elements at the math rate (billions per second). */
+double cost_elem_math_s(const hw_t *hw, double bytes, double elems, double gelems_per_s);
 double cost_coll_s(const hw_t *hw, coll_t c, double bytes, const group_layout_t *g);
 double cost_p2p_s(const hw_t *hw, double bytes, const group_layout_t *g);
 /* Optimizer step over `params` local parameters (memory bound). */

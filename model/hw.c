@@ -29,6 +29,12 @@ static const opt_def gpu_defs[] = {
     {"flash-fwd-eff", OPT_CURVE, G(flash_fwd_eff), 1e-4, 1, 0, 0, "gpu", "attention fwd fraction of peak vs FLOPs"},
     {"flash-bwd-eff", OPT_CURVE, G(flash_bwd_eff), 1e-4, 1, 0, 0, "gpu", "attention bwd fraction of peak vs FLOPs"},
     {"mem-eff", OPT_CURVE, G(mem_eff), 1e-4, 1, 0, 0, "gpu", "memory-bound fraction of HBM bandwidth vs bytes"},
+    {"norm-gelems", OPT_REAL, G(norm_gelems), 1e-6, 1e7, 0, 0, "gpu",
+     "residual + LayerNorm math rate, billions of elements per second"},
+    {"gelu-gelems", OPT_REAL, G(gelu_gelems), 1e-6, 1e7, 0, 0, "gpu",
+     "bias + GeLU math rate, billions of elements per second"},
+    {"optim-gparams", OPT_REAL, G(optim_gparams), 1e-6, 1e7, 0, 0, "gpu",
+     "optimizer step math rate, billions of parameters per second"},
 };
 
 static const opt_def cluster_defs[] = {

@@ -30,6 +30,12 @@ typedef struct {
     curve_t flash_fwd_eff;    /* fraction of peak vs FLOPs of one attention call */
     curve_t flash_bwd_eff;
     curve_t mem_eff;          /* fraction of hbm_gbps vs bytes moved by a kernel */
+    /* Math throughput of the memory-bound kernels, billions of elements
+     * (parameters) per second: residual + LayerNorm, bias + GeLU, the
+     * optimizer step. A kernel takes the longer of its bytes at mem_eff and
+     * its elements at this rate: far above bandwidth on a GPU, the bound on
+     * a CPU's scalar reference code (tanh, sqrt, division). */
+    double norm_gelems, gelu_gelems, optim_gparams;
 } hw_gpu_t;
 
 typedef struct {

@@ -30,6 +30,19 @@ static void set_curve(curve_t *c, const double (*pts)[2], int n)
 const char *const hw_gpu_names[] = {"a100-sxm-80gb", "a800-sxm-80gb", "h100-sxm-80gb", "h800-sxm-80gb", NULL};
 const char *const hw_cluster_names[] = {"megascale", "fattree", NULL};
 
+/* Math rates of the memory-bound kernels from the FP32 (CUDA core) peak,
+ * TFLOP/s (A100 19.5, H100 SXM 66.9: datasheets), and FLOPs per element
+ * counted in the kernels: residual + LayerNorm ~10 (add, mean, variance,
+ * normalise, scale, shift), bias + GeLU ~15 (tanh form, tanh.approx on the
+ * SFU), AdamW/LAMB ~20 per parameter (moments, sqrt, division, decay). All
+ * are 10x or more above what HBM feeds them: bandwidth decides on GPUs. */
+static void math_rates(hw_gpu_t *g, double fp32_tflops)
+{
+    g->norm_gelems = fp32_tflops * 1e3 / 10;
+    g->gelu_gelems = fp32_tflops * 1e3 / 15;
+    g->optim_gparams = fp32_tflops * 1e3 / 20;
+}
+
 /* Ampere SXM4 80GB: NVIDIA A100 Tensor Core GPU datasheet (2021): 312
  * TFLOP/s dense BF16, 156 TF32, 2,039 GB/s HBM2e, 80 GB, NVLink 600 GB/s
  * (12 links, both directions: 300 GB/s each way), 108 SMs (A100 whitepaper).
@@ -66,6 +79,7 @@ static void ampere(hw_gpu_t *g, const char *name, double nvlink_gbps)
     /* Memory-bound kernels reach ~90% of HBM bandwidth when large (STREAM
      * style copy on A100: ~1.8 TB/s of 2.04); small ones are tail bound. */
     SET_CURVE(g->mem_eff, {1e5, 0.05}, {1e6, 0.35}, {1e7, 0.75}, {1e8, 0.87}, {1e9, 0.90});
+    math_rates(g, 19.5);
 }
 
 /* Hopper SXM5 80GB: NVIDIA H100 datasheet: 989 TFLOP/s dense BF16 (1,979
@@ -91,6 +105,7 @@ static void hopper(hw_gpu_t *g, const char *name, double nvlink_gbps)
     SET_CURVE(g->flash_bwd_eff, {1e8, 0.04}, {1e9, 0.12}, {1e10, 0.24}, {1e11, 0.30}, {1e12, 0.33});
     g->flash1_rel = 0.5; /* FA-2 vs FA-1, as for Ampere (FA-2 paper, H100 runs) */
     SET_CURVE(g->mem_eff, {1e5, 0.04}, {1e6, 0.30}, {1e7, 0.72}, {1e8, 0.86}, {1e9, 0.90});
+    math_rates(g, 66.9);
 }
 
 int hw_builtin_gpu(const char *name, hw_gpu_t *g)

@@ -31,6 +31,12 @@ static void elem(builder_t *b, const char *name, double bytes)
     push(b, (op_t){.kind = OP_ELEM, .name = name, .bytes = bytes, .pair = -1});
 }
 
+/* A memory-bound op that also computes on each of `elems` elements. */
+static void elem_math(builder_t *b, const char *name, elem_kind_t kind, double bytes, double elems)
+{
+    push(b, (op_t){.kind = OP_ELEM, .name = name, .bytes = bytes, .elems = elems, .elem_kind = kind, .pair = -1});
+}
+
 /* A TP collective of the full (T x h) activation. Without TP nothing. */
 static void tp_coll(builder_t *b, const char *name, coll_t c, overlap_t ovl, int pair)
 {
@@ -58,6 +64,8 @@ static void fwd_reduce(builder_t *b, const char *name, int gemm_idx)
             j->tp_comm_overlap ? OVL_CHUNKED : OVL_NONE, gemm_idx);
 }
 
+static double gelu_elems(const job_t *j, double T) { return T * j->ffn_hidden_size / j->tp; }
+
 static double gelu_bytes(const job_t *j, double T, double wb)
 {
     /* Megatron's jit bias-GeLU reads and writes the (T, f/t) tensor; in the
@@ -71,7 +79,8 @@ static double gelu_bytes(const job_t *j, double T, double wb)
 static void residual_norm(builder_t *b, const char *name, double scale)
 {
     double per = b->j->fused_elementwise ? 4 * b->wb + 1 : 5 * b->wb + 1;
-    elem(b, name, scale * b->Tl * b->j->hidden_size * per);
+    double elems = scale * b->Tl * b->j->hidden_size;
+    elem_math(b, name, ELEM_NORM, elems * per, elems);
 }
 
 static void attention_core(builder_t *b, int bwd)
@@ -120,7 +129,7 @@ static void forward(builder_t *b)
         fwd_gather(b, "ag_in", in);
         gemm(b, "qkv_fc1", T, qkv_n(j) + ft, h);
         attention_core(b, 0);
-        elem(b, "gelu", gelu_bytes(j, T, b->wb));
+        elem_math(b, "gelu", ELEM_GELU, gelu_bytes(j, T, b->wb), gelu_elems(j, T));
         int out = gemm(b, "proj_fc2", T, h, h / j->tp + ft);
         fwd_reduce(b, "rs_out", out);
         return;
@@ -133,7 +142,7 @@ static void forward(builder_t *b)
     residual_norm(b, "ln2", 1);
     fwd_gather(b, "ag_fc1", b->n + (j->sequence_parallel && j->tp > 1));
     gemm(b, "fc1", T, ft, h);
-    elem(b, "gelu", gelu_bytes(j, T, b->wb));
+    elem_math(b, "gelu", ELEM_GELU, gelu_bytes(j, T, b->wb), gelu_elems(j, T));
     fwd_reduce(b, "rs_fc2", gemm(b, "fc2", T, h, ft));
 }
 
@@ -174,14 +183,16 @@ static void backward(builder_t *b)
     double T = b->T, ft = (double)j->ffn_hidden_size / j->tp;
     if (j->parallel_block) {
         row_backward(b, "proj_fc2_dgrad", "proj_fc2_wgrad", j->hidden_size / j->tp + ft);
-        elem(b, "gelu_bwd", 1.5 * gelu_bytes(j, T, b->wb) * (j->fused_elementwise ? 2 : 1));
+        elem_math(b, "gelu_bwd", ELEM_GELU, 1.5 * gelu_bytes(j, T, b->wb) * (j->fused_elementwise ? 2 : 1),
+              gelu_elems(j, T));
         attention_core(b, 1);
         col_backward(b, "qkv_fc1_dgrad", "qkv_fc1_wgrad", qkv_n(j) + ft);
         residual_norm(b, "ln_bwd", 2);
         return;
     }
     row_backward(b, "fc2_dgrad", "fc2_wgrad", ft);
-    elem(b, "gelu_bwd", 1.5 * gelu_bytes(j, T, b->wb) * (j->fused_elementwise ? 2 : 1));
+    elem_math(b, "gelu_bwd", ELEM_GELU, 1.5 * gelu_bytes(j, T, b->wb) * (j->fused_elementwise ? 2 : 1),
+              gelu_elems(j, T));
     col_backward(b, "fc1_dgrad", "fc1_wgrad", ft);
     residual_norm(b, "ln2_bwd", 2);
     row_backward(b, "proj_dgrad", "proj_wgrad", j->hidden_size / j->tp);

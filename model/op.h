@@ -13,6 +13,10 @@ typedef enum { GROUP_TP, GROUP_DP, GROUP_PP, GROUP_EMB } group_t;
  * asynchronously beside a paired GEMM (Megatron's backward overlap); or
  * chunked and pipelined with the paired GEMM (--tp-comm-overlap). */
 typedef enum { OVL_NONE, OVL_ASYNC, OVL_CHUNKED } overlap_t;
+/* What an ELEM op computes per element: streaming only (copies, dropout,
+ * residual adds, softmax), residual + LayerNorm, or bias + GeLU; the last
+ * two are also bound by the profile's math rates (hw.h). */
+typedef enum { ELEM_STREAM, ELEM_NORM, ELEM_GELU } elem_kind_t;
 
 typedef struct {
     op_kind_t kind;
@@ -25,6 +29,8 @@ typedef struct {
     int attn_v1;          /* ATTN: FlashAttention-1's work partition (--attention flash1) */
     double bytes;         /* ELEM: bytes read + written; COLL/P2P: tensor bytes
                              (all-gather output, reduce-scatter input) */
+    double elems;         /* ELEM: elements computed (NORM, GELU) */
+    elem_kind_t elem_kind;
     coll_t coll;
     group_t group;
     overlap_t overlap;
