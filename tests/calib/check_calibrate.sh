@@ -78,6 +78,22 @@ keys="'date','host','cpu_model','command','megasim_version','device','fits','mea
 python3 -c "import json,sys; p=json.load(open(sys.argv[1]))['provenance']; [p[k] for k in ($keys)]; assert p['device'] == sys.argv[2]; print('     provenance:', p['device'], p.get('gpu_name', ''), p['command'])" "$dir/p.json" "$device" ||
   fail "provenance lacks one of $keys, or its device is not $device"
 echo "ok   predict --hardware accepts it (exit 0, JSON parses); provenance complete"
+# megasim's own executor: no Megatron host terms, curves as measured; on the
+# CPU the memory-bound kernels' math rates are measured, GeLU's (tanh) the
+# slowest per element.
+python3 - "$dir/p.json" "$device" <<'PY' || fail "calibrated profile's executor terms or math rates are wrong"
+import json, sys
+p = json.load(open(sys.argv[1])); g, c = p['gpu'], p['cluster']
+print('     executor terms: expected compute_scale 1, host_sync_gap_us 0, iteration_overhead_s 0; got',
+      c['compute_scale'], c['host_sync_gap_us'], c['iteration_overhead_s'])
+assert (c['compute_scale'], c['host_sync_gap_us'], c['iteration_overhead_s']) == (1, 0, 0)
+if sys.argv[2] == 'cpu':
+    r = [g['norm_gelems'], g['gelu_gelems'], g['optim_gparams']]
+    print('     CPU math rates (G/s): LayerNorm %.3g, bias+GeLU %.3g, AdamW %.3g; expected all > 0, GeLU below LayerNorm'
+          % tuple(r), '; flash1_rel', g['flash1_rel'], '(expected 1)')
+    assert min(r) > 0 and r[1] < r[0] and g['flash1_rel'] == 1
+PY
+echo "ok   the profile carries the executor's terms (and, on the CPU, measured math rates)"
 
 # Corrupted copies: expected exit 2 and the field named on stderr.
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); del d['gpu']['hbm_gbps']; json.dump(d, open(sys.argv[2],'w'))" "$dir/p.json" "$dir/missing.json"

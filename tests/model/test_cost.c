@@ -73,5 +73,18 @@ int main(void)
     double e108 = curve_eval(&hw.gpu.gemm_eff, 2 * 256 * n108 * k);
     check_rel("wave quantisation: 109 vs 108 tiles", (109.0 / 108) / (0.9 * 218 / 324) * e108 / e109,
               t109 / t108, 1e-9, "worked tile count, half-tile rule");
+    /* Memory-bound kernels with math: the longer of bytes at mem_eff and
+     * elements at the kernel's rate. bias+GeLU over the 175B layer's
+     * T = 2048 x f/t = 6144 elements, bf16 read + write (4 B per element):
+     * on the A800, 12.6 M elements at 1,300 G/s take 9.7 us, the 50 MB at
+     * ~0.87 x 2,039 GB/s ~28 us: the bytes decide. At a CPU-like 0.063 G/s
+     * the elements decide. */
+    double el = 2048.0 * 6144, gb = el * 4;
+    double mem_t = cost_elem_s(&hw, gb);
+    check_rel("GPU bias+GeLU: bandwidth decides", mem_t, cost_elem_math_s(&hw, gb, el, hw.gpu.gelu_gelems), 0,
+              "elements / 1,300 G/s < bytes / (HBM x mem_eff)");
+    double cpu_rate = 0.063;
+    check_rel("CPU-like bias+GeLU: the math rate decides", el / (cpu_rate * 1e9) + hw.gpu.kernel_gap_us * 1e-6,
+              cost_elem_math_s(&hw, gb, el, cpu_rate), 1e-12, "elements / rate + launch gap");
     return check_done("test_cost");
 }
