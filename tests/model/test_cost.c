@@ -86,5 +86,13 @@ int main(void)
     double cpu_rate = 0.063;
     check_rel("CPU-like bias+GeLU: the math rate decides", el / (cpu_rate * 1e9) + hw.gpu.kernel_gap_us * 1e-6,
               cost_elem_math_s(&hw, gb, el, cpu_rate), 1e-12, "elements / rate + launch gap");
+    /* FlashAttention-1 (--attention flash1) at flash1_rel of the flash
+     * kernel's rate (0.5, the FA-2 paper's "around 2x"): the 175B layer's
+     * forward attention at TP 8, 16 heads x 2048 causal keys, takes twice
+     * as long, launch gap aside. */
+    double fl = op_flops(&(op_t){.kind = OP_ATTN, .batch = 16, .attn_d = 128, .attn_keys = 2048.0 * 2049 / 2});
+    double gap = hw.gpu.kernel_gap_us * 1e-6;
+    check_rel("FlashAttention-1 forward / flash forward", 1 / hw.gpu.flash1_rel,
+              (cost_attn_s(&hw, fl, 0, 1) - gap) / (cost_attn_s(&hw, fl, 0, 0) - gap), 1e-12, "1 / flash1_rel = 2");
     return check_done("test_cost");
 }
