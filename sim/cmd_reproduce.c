@@ -235,8 +235,8 @@ static int fit_table3(const char *dir, fit_t *fit, char *err)
         if (!fit->f.ok) {
             snprintf(err, OPT_ERR_LEN,
                      "--fit table3: the least-squares fit on the %d Table 3 rows in %s did not converge inside the "
-                     "bounds (k %g..%g, %s %g..%g, %s %g..%g); --fit none runs without it", n, dir,
-                     lo[FP_K], hi[FP_K], fit_params[FP_GAP].name, lo[FP_GAP], hi[FP_GAP],
+                     "bounds (%s %g..%g, %s %g..%g, %s %g..%g); --fit none runs without it", n, dir,
+                     fit_params[FP_K].name, lo[FP_K], hi[FP_K], fit_params[FP_GAP].name, lo[FP_GAP], hi[FP_GAP],
                      fit_params[FP_OVERHEAD].name, lo[FP_OVERHEAD], hi[FP_OVERHEAD]);
             rc = -1;
         }
