@@ -67,7 +67,7 @@ void report_text(FILE *f, const job_t *j, const hw_t *hw, const estimate_t *e)
     line_s(f, "exposed PP communication", b->exposed_pp_comm_s, e->iteration_s);
     line_s(f, "exposed DP communication", b->exposed_dp_comm_s, e->iteration_s);
     line_s(f, "optimizer step", b->optimizer_s, e->iteration_s);
-    line_s(f, "other (host, embedding sync)", b->other_s, e->iteration_s);
+    line_s(f, "other (host, emb. sync, overhead)", b->other_s, e->iteration_s);
     fprintf(f, "  per micro-batch on the slowest stage: forward %.2f ms, backward %.2f ms, "
                "one p2p transfer %.3f ms\n\n", e->st.fwd_s * 1e3, e->st.bwd_s * 1e3, e->st.p2p_s * 1e3);
     fprintf(f, "memory per GPU at its peak (stage %d, %.1f micro-batches in flight):\n", m->peak_stage,

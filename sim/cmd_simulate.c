@@ -106,7 +106,7 @@ static void result_text(const job_t *job, const estimate_t *e, const sim_result_
     line("exposed PP communication", a->pp, b->exposed_pp_comm_s, r->iteration_ns);
     line("exposed DP communication", a->dp, b->exposed_dp_comm_s, r->iteration_ns);
     line("optimizer step", a->optimizer, b->optimizer_s, r->iteration_ns);
-    line("other (host, embedding sync)", a->other, b->other_s, r->iteration_ns);
+    line("other (host, emb. sync, overhead)", a->other, b->other_s, r->iteration_ns);
     if (r->ncontended) {
         printf("\nbusiest links (time at full capacity, and the most flows that shared each):\n");
         for (int i = 0; i < r->ncontended; i++)
