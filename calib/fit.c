@@ -51,7 +51,12 @@ static double r_squared(const double *y, const double *resid, int n, double *rms
     for (int i = 0; i < n; i++)
         ss_tot += (y[i] - mean) * (y[i] - mean), ss_res += resid[i] * resid[i];
     *rms = n ? sqrt(ss_res / n) : 0;
-    return ss_tot > 0 ? 1 - ss_res / ss_tot : (ss_res == 0 ? 1 : 0);
+    /* Constant samples (to rounding: a mean of n equal values is not exact)
+     * leave nothing to explain: R^2 is 1 if the fit meets them, else 0. */
+    double tiny = 1e-12 * mean * mean * n;
+    if (ss_tot <= tiny)
+        return ss_res <= tiny ? 1 : 0;
+    return 1 - ss_res / ss_tot;
 }
 
 /* Starting point: e_max the largest sample, x_half the x where the

@@ -31,9 +31,10 @@ static calib_fitrec_t *new_fit(calib_result_t *r, const char *name, const char *
     return f;
 }
 
-/* Efficiency samples y = rate / best from the rows of t where col sel ==
- * want (sel < 0: all rows; want < 0: rows where col sel != -want - 1),
- * fitted by the saturating model. */
+/* Efficiency samples y = rate / best, at most 1 (an efficiency; a CPU's
+ * in-cache copies beat the largest copy, `best`), from the rows of t where
+ * col sel == want (sel < 0: all rows; want < 0: rows where col sel !=
+ * -want - 1), fitted by the saturating model. */
 static int row_selected(const calib_table_t *t, int i, int sel, double want)
 {
     double v = sel < 0 ? 0 : calib_table_get(t, i, sel);
@@ -47,7 +48,7 @@ static calib_fitrec_t *fit_eff(calib_result_t *r, const char *name, const calib_
     int m = 0;
     for (int i = 0; i < t->n; i++)
         if (row_selected(t, i, sel, want))
-            f->x[m] = calib_table_get(t, i, xcol), f->y[m++] = calib_table_get(t, i, ratecol) / best;
+            f->x[m] = calib_table_get(t, i, xcol), f->y[m++] = fmin(1, calib_table_get(t, i, ratecol) / best);
     f->n = m;
     f->sat = calib_fit_saturating(f->x, f->y, m, f->resid);
     return f;
@@ -99,8 +100,8 @@ static calib_fitrec_t *fit_coll(calib_result_t *r, int c, const char *regime, do
  * samples give mem_eff (their rates over the copy's) and the math rates
  * stay the base's data-sheet ones. On the CPU the scalar reference code is
  * compute-bound (tanh, sqrt, division), so the copies give mem_eff (their
- * rate over the largest copy's, at most 1: the model does not credit the
- * caches) and each kernel's samples its math rate (fit_rate). */
+ * rate over the largest copy's: the model does not credit the caches) and
+ * each kernel's samples its math rate (fit_rate). */
 static const char *const math_fit_names[3] = {"norm_rate", "gelu_rate", "optim_rate"};
 
 /* time_us = elems x b through the origin, least squares on the relative
@@ -132,10 +133,7 @@ static void fit_memory_bound(calib_result_t *r)
         fit_eff(r, "mem_eff", &r->mem, 0, -1, 1, 5, r->copy_gbps, "bytes");
         return;
     }
-    calib_fitrec_t *c = fit_eff(r, "mem_eff", &r->mem, 0, 0, 1, 5, r->copy_gbps, "bytes");
-    for (int i = 0; i < c->n; i++)
-        c->y[i] = fmin(1, c->y[i]);
-    c->sat = calib_fit_saturating(c->x, c->y, c->n, c->resid);
+    fit_eff(r, "mem_eff", &r->mem, 0, 0, 1, 5, r->copy_gbps, "bytes");
     for (int k = 0; k < 3; k++) {
         calib_fitrec_t *f = new_fit(r, math_fit_names[k], "elems", "time_us", r->mem.n);
         f->linear = 1;
