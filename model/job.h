@@ -16,6 +16,9 @@ typedef enum { OPTIM_ADAM, OPTIM_LAMB } optim_t;
  * kernel of Megatron-LM's --use-flash-attn in 2023; UNFUSED: GEMM, masked
  * softmax, GEMM. */
 typedef enum { ATTN_FLASH, ATTN_UNFUSED, ATTN_FLASH1 } attn_t;
+/* The flash kinds: tiled with online softmax, no T x T scores kept or
+ * recomputed, the log-sum-exp saved for the backward. */
+static inline int attn_is_flash(int attn) { return attn != ATTN_UNFUSED; }
 typedef enum { PRESET_NONE, PRESET_MEGATRON, PRESET_MEGASCALE } preset_t;
 typedef enum { PIPE_1F1B, PIPE_GPIPE } pipe_sched_t;
 

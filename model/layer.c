@@ -26,16 +26,14 @@ static int gemm(builder_t *b, const char *name, double m, double n, double k)
     return push(b, (op_t){.kind = OP_GEMM, .name = name, .m = m, .n = n, .k = k, .batch = 1, .pair = -1});
 }
 
-static void elem(builder_t *b, const char *name, double bytes)
-{
-    push(b, (op_t){.kind = OP_ELEM, .name = name, .bytes = bytes, .pair = -1});
-}
-
-/* A memory-bound op that also computes on each of `elems` elements. */
+/* A memory-bound op; NORM and GELU also compute on each of `elems`
+ * elements (see elem_kind_t). */
 static void elem_math(builder_t *b, const char *name, elem_kind_t kind, double bytes, double elems)
 {
     push(b, (op_t){.kind = OP_ELEM, .name = name, .bytes = bytes, .elems = elems, .elem_kind = kind, .pair = -1});
 }
+
+static void elem(builder_t *b, const char *name, double bytes) { elem_math(b, name, ELEM_STREAM, bytes, 0); }
 
 /* A TP collective of the full (T x h) activation. Without TP nothing. */
 static void tp_coll(builder_t *b, const char *name, coll_t c, overlap_t ovl, int pair)
@@ -88,7 +86,7 @@ static void attention_core(builder_t *b, int bwd)
     const job_t *j = b->j;
     double s = j->seq_length, d = j->head_dim;
     double bh = (double)j->micro_batch_size * j->num_attention_heads / j->tp;
-    if (j->attention != ATTN_UNFUSED) {
+    if (attn_is_flash(j->attention)) {
         push(b, (op_t){.kind = OP_ATTN, .name = bwd ? "attn_bwd" : "attn", .batch = bh,
                        .attn_keys = workload_causal_keys(s, j->window), .attn_d = d,
                        .attn_bwd = bwd, .attn_v1 = j->attention == ATTN_FLASH1, .pair = -1});
@@ -212,7 +210,7 @@ int layer_ops(const job_t *job, pass_t pass, op_t *ops)
         backward(&b);
     else if (job->recompute == RECOMPUTE_FULL)
         forward(&b);
-    else if (job->recompute == RECOMPUTE_SELECTIVE && job->attention == ATTN_UNFUSED)
+    else if (job->recompute == RECOMPUTE_SELECTIVE && !attn_is_flash(job->attention))
         attention_core(&b, 0);
     return b.n;
 }

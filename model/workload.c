@@ -98,7 +98,7 @@ double workload_layer_activation_bytes(const job_t *j)
     double split = 2 * h / t + 4 * kvl + 2 * h / t /* Q, K and V, proj input */
                    + 4 * f / t;                      /* GeLU input, FC2 input */
     double core;
-    if (j->attention != ATTN_UNFUSED)
+    if (attn_is_flash(j->attention))
         core = 4 * a / t; /* flash kernels: log-sum-exp per head, fp32 */
     else if (j->recompute == RECOMPUTE_SELECTIVE)
         core = 0;         /* the s x s scores are recomputed */

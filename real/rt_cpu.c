@@ -366,7 +366,7 @@ static int c_add(rt_t *rt, void *out, const void *a, const void *b, long n)
 static int c_attn_fwd(rt_t *rt, int attn, void *out, void *saved, const void *q, const void *k, const void *v,
                       kern_attn_shape s)
 {
-    if (attn != ATTN_UNFUSED)
+    if (attn_is_flash(attn))
         kern_attention_fwd_ref(out, saved, q, k, v, s);
     else
         kern_attention_unfused_fwd_ref(out, saved, q, k, v, s);
@@ -376,7 +376,7 @@ static int c_attn_fwd(rt_t *rt, int attn, void *out, void *saved, const void *q,
 static int c_attn_bwd(rt_t *rt, int attn, void *dq, void *dk, void *dv, const void *dout, const void *q,
                       const void *k, const void *v, const void *out, const void *saved, kern_attn_shape s)
 {
-    if (attn != ATTN_UNFUSED)
+    if (attn_is_flash(attn))
         kern_attention_bwd_ref(dq, dk, dv, dout, q, k, v, out, saved, s);
     else
         kern_attention_unfused_bwd_ref(dq, dk, dv, dout, q, k, v, saved, s);
@@ -497,7 +497,7 @@ int rt_cpu_create(rt_t **out, const size_t plan[RT_NPOOLS], char *err, int errle
 
 size_t rt_attn_saved_bytes(const rt_t *rt, int attn, kern_attn_shape s)
 {
-    if (attn != ATTN_UNFUSED)
+    if (attn_is_flash(attn))
         return (size_t)s.B * s.NH * s.T * sizeof(float);
     return (size_t)s.B * s.NH * s.T * s.T * rt->act_bytes;
 }
