@@ -745,6 +745,7 @@ int cmd_reproduce(int argc, char **argv)
             print_set(rows, n, s, ro.sim, &fit);
         print_target(rows, n, ro.sim);
         print_table2_bound(rows, n);
+        fflush(stdout); /* the table ahead of the "wrote" lines on stderr, when both go to one pipe */
         rc = write_h5(ro.out, rows, n, &ro, &fit, err) || write_csv(ro.out, rows, n, err) ||
              (fit.on && write_profile(ro.out, &rows[0], &fit, err));
         if (!rc)
