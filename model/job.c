@@ -126,8 +126,7 @@ void job_apply_preset(job_t *j, preset_t p)
          * kernel that skips masked blocks (ASSUMPTIONS.md). Selective
          * recomputation is kept; with a flash kernel there is no attention
          * core to recompute (Megatron checkpoints only the unfused one). */
-        j->recompute = RECOMPUTE_SELECTIVE;
-        j->zero_stage = 1;
+        j->recompute = RECOMPUTE_SELECTIVE; /* ZeRO-1 from the distributed optimizer (job_check) */
         j->attention = ATTN_FLASH1;
         j->parallel_block = 0, j->sliding_window = 0, j->optimizer = OPTIM_ADAM;
         j->tp_comm_overlap = j->pp_comm_overlap = 0;
