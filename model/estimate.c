@@ -258,7 +258,7 @@ void estimate_job(const job_t *j, const hw_t *hw, estimate_t *e)
     dp_exposure(hw, j, st, &dp_exp, &dp_slow, &wrap_s);
     br->compute_s = m * per_mb_compute + dp_slow;
     br->exposed_tp_comm_s = m * per_mb_tp;
-    br->bubble_s = (st->all_stages_s - (per_mb_compute + per_mb_tp)) / v;
+    br->bubble_s = fmax(0, st->all_stages_s - (per_mb_compute + per_mb_tp)) / v; /* PP 1: rounding, not -1e-17 s */
     /* Megatron's blocking exchanges sit on the compute stream, one transfer
      * time each (the sends and receives inside one run concurrently), and
      * then the host synchronises the device and relaunches: as many as the
