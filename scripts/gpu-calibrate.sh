@@ -16,13 +16,21 @@
 #          NCCL is not beside the CUDA Toolkit)
 #
 # It needs what megasim needs: CMake >= 3.25, nvcc, NCCL, MPI (mpirun), HDF5,
-# GSL and cJSON (scripts/install-deps.sh installs the Debian ones); the
-# configure step stops with the name of what is missing. The report (fits,
+# GSL and cJSON (scripts/install-deps.sh installs the Debian ones, and
+# scripts/gpu-deps.sh gathers them into .gpu-deps/ for a bare GPU image,
+# which this script then uses); the configure step stops with the name of
+# what is missing. The report (fits,
 # residuals, nccl-tests tables) is kept beside the build as report.txt.
 # Full level on one 8-GPU H100 node: a few minutes (collectives to 1 GiB).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build-gpu-calibrate}
+# Libraries carried in by scripts/gpu-deps.sh (a bare GPU image has no MPI,
+# HDF5, GSL or cJSON): GPU_DEPS=DIR, default .gpu-deps beside the sources.
+gpu_deps=${GPU_DEPS:-$root/.gpu-deps}
+# shellcheck disable=SC1091
+[ -r "$gpu_deps/env.sh" ] && source "$gpu_deps/env.sh" && echo "== libraries from $gpu_deps"
+read -r -a deps_cfg <<< "${MEGASIM_CMAKE_DEPS:-}"
 arch=${ARCH:-90}
 level=${LEVEL:-full}
 base_gpu=${BASE_GPU:-h100-sxm-80gb}
@@ -44,6 +52,7 @@ gpus() {
 echo "== configure + build megasim (sm_$arch) in $build"
 cfg=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch")
 [ -n "${NCCL_ROOT:-}" ] && cfg+=(-DNCCL_ROOT="$NCCL_ROOT")
+cfg+=(${deps_cfg[@]+"${deps_cfg[@]}"})
 if ! cmake -S "$root" -B "$build" "${cfg[@]}" >"$work/configure.txt" 2>&1; then
   tail -n 25 "$work/configure.txt" >&2
   echo "gpu-calibrate: configure failed (above; all of it in $work/configure.txt): a missing library?" \

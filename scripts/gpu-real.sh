@@ -30,10 +30,18 @@
 # (nvcc, CMake, PyTorch) has none of them and nothing can be downloaded
 # there, so this script does not try: it checks for everything the build
 # and the two runs need, lists exactly what is missing, and exits with
-# status 3 before building. Carry them in (or a prebuilt tree) and rerun.
+# status 3 before building. scripts/gpu-deps.sh, run on a Debian 12
+# development machine, gathers them into .gpu-deps/ to carry along; this
+# script then uses it by itself.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build-gpu-real}
+# Libraries carried in by scripts/gpu-deps.sh (a bare GPU image has no MPI,
+# HDF5, GSL or cJSON): GPU_DEPS=DIR, default .gpu-deps beside the sources.
+gpu_deps=${GPU_DEPS:-$root/.gpu-deps}
+# shellcheck disable=SC1091
+[ -r "$gpu_deps/env.sh" ] && source "$gpu_deps/env.sh" && echo "== libraries from $gpu_deps"
+read -r -a deps_cfg <<< "${MEGASIM_CMAKE_DEPS:-}"
 arch=${ARCH:-90}
 mb=${MB:-4}
 gb=${GB:-16}
@@ -142,7 +150,7 @@ fi
 # ---- build -------------------------------------------------------------------
 echo "== configure + build megasim (sm_$arch, NCCL in $nccl_root) in $build"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" \
-  -DCMAKE_CUDA_ARCHITECTURES="$arch" -DNCCL_ROOT="$nccl_root"
+  -DCMAKE_CUDA_ARCHITECTURES="$arch" -DNCCL_ROOT="$nccl_root" ${deps_cfg[@]+"${deps_cfg[@]}"}
 cmake --build "$build" -j"$(nproc)" --target megasim
 mkdir -p "$out"
 
