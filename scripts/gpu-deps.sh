@@ -82,14 +82,20 @@ outside() {
     done | sort -u
 }
 
+# The Debian package that installed a file (usrmerge: /lib and /usr/lib alike).
+pkg_of() {
+  local p
+  p=$(dpkg -S "$1" 2>/dev/null || dpkg -S "/usr$1" 2>/dev/null || dpkg -S "${1#/usr}" 2>/dev/null || true)
+  echo "${p%%:*}"
+}
+
 fetch "${pkgs[@]}"
 prune
 for round in 1 2 3 4 5 6; do
   need=()
   while read -r lib path; do
     [ "$path" = not ] && continue
-    p=$(dpkg -S "$path" 2>/dev/null || dpkg -S "/usr$path" 2>/dev/null || dpkg -S "${path#/usr}" 2>/dev/null || true)
-    p=${p%%:*}
+    p=$(pkg_of "$path")
     [ -n "$p" ] && need+=("$p")
   done < <(outside)
   [ ${#need[@]} -eq 0 ] && break
@@ -106,8 +112,7 @@ for t in mpicc mpirun mpiexec; do ln -sf "$t.openmpi" "$dest/root/usr/bin/$t"; d
 # Check: nothing unresolved, and nothing outside the bundle but the base.
 bad=$(outside | while read -r lib path; do
   [ "$path" = not ] && { echo "$lib (not found)"; continue; }
-  p=$(dpkg -S "$path" 2>/dev/null || dpkg -S "/usr$path" 2>/dev/null || dpkg -S "${path#/usr}" 2>/dev/null || true)
-  p=${p%%:*}
+  p=$(pkg_of "$path")
   [[ $base_pkgs == *" $p "* ]] || echo "$lib ($path, package ${p:-unknown})"
 done)
 if [ -n "$bad" ]; then
@@ -116,9 +121,10 @@ if [ -n "$bad" ]; then
   exit 1
 fi
 
-# Debian's pkg-config files and CMake's FindMPI/FindHDF5 wrappers name /usr;
-# env.sh relocates OpenMPI (OPAL_PREFIX) and PMIx, and points pkg-config's
-# sysroot at the bundle so the .pc files' /usr paths land inside it.
+# Debian's files name /usr: env.sh relocates OpenMPI (OPAL_PREFIX, which
+# mpicc and mpirun honour) and PMIx, points pkg-config's sysroot at the
+# bundle so the .pc files' /usr paths land inside it, and hands CMake the
+# paths its FindGSL and FindHDF5 would not guess (MEGASIM_CMAKE_DEPS).
 cat > "$dest/env.sh" <<'EOF'
 # .gpu-deps/env.sh: source it (bash) to build and run megasim against this
 # bundle (written by scripts/gpu-deps.sh).
