@@ -23,7 +23,7 @@ set title "Table 2 (MegaScale, NSDI 2024): 175B strong scaling, paper vs predict
 set xlabel "GPUs (log scale)"
 set ylabel "MFU (%)"
 set logscale x 2
-set xtics nomirror font ",9"
+set xtics nomirror font ",9" rotate by -40 offset -1,0  # 768 and 1024, 6144 to 12288 sit close on a log axis
 set mxtics 1
 set ytics 5
 set grid ytics lt 1 lc rgb "#dddddd" lw 1
