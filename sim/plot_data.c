@@ -718,6 +718,25 @@ static double slow_factor(const ctx_t *c, int rank)
     return 1;
 }
 
+/* " --FLAG LIST" for the title, or, when LIST (ID:FACTOR,...) is too long
+ * for one title line, " --FLAG: N WHAT x LO to x HI". */
+static int injected_list(char *buf, size_t size, const char *flag, const char *list, const char *what)
+{
+    if (strlen(list) <= 48)
+        return snprintf(buf, size, " --%s %s", flag, list);
+    char copy[1024];
+    snprintf(copy, sizeof copy, "%s", list);
+    char *items[256];
+    int n = split(copy, ',', items, 256);
+    double lo = INFINITY, hi = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        const char *colon = strchr(items[i], ':');
+        double f = colon ? atof(colon + 1) : 1;
+        lo = fmin(lo, f), hi = fmax(hi, f);
+    }
+    return snprintf(buf, size, " --%s: %d %s, x%g to x%g", flag, n, what, lo, hi);
+}
+
 /* What was injected, for the title. */
 static void straggler_line(const ctx_t *c, char *buf, size_t size)
 {
@@ -725,9 +744,9 @@ static void straggler_line(const ctx_t *c, char *buf, size_t size)
     double sh = job_num(c, "simulate", "slow_hosts", 0);
     int k = snprintf(buf, size, "injected:");
     if (sr[0])
-        k += snprintf(buf + k, size - k, " --slow-rank %s", sr);
+        k += injected_list(buf + k, size - k, "slow-rank", sr, "ranks (labelled)");
     if (sl[0] && (size_t)k < size)
-        k += snprintf(buf + k, size - k, " --slow-link %s", sl);
+        k += injected_list(buf + k, size - k, "slow-link", sl, "links");
     if (sh > 0 && (size_t)k < size)
         k += snprintf(buf + k, size - k, " --slow-hosts %g (x%g, seed %g; not marked)", sh,
                       job_num(c, "simulate", "slow_factor", 1.1), job_num(c, "simulate", "seed", 1));
