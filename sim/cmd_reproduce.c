@@ -626,7 +626,7 @@ static int figures(const char *out, char *err)
     snprintf(hm, sizeof hm, "%s/heatmap.h5", dir);
     if (simulate_to(tl, "--preset megascale --num-layers 16 --hidden-size 4096 --num-attention-heads 32 "
                         "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 4 --num-gpus 4 "
-                        "--num-layers-per-virtual-pipeline-stage 2 --global-batch-size 8",
+                        "--num-layers-per-virtual-pipeline-stage 2 --global-batch-size 16",
                     "0,1,2,3", "", 1, err) ||
         simulate_to(hm, "--preset megatron-lm --num-gpus 256 --global-batch-size 768 "
                         "--num-layers-per-virtual-pipeline-stage 2",
