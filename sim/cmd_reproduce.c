@@ -698,8 +698,17 @@ int cmd_reproduce(int argc, char **argv)
     job_t unused;
     char err[OPT_ERR_LEN];
     int shift = argc > 1 && argv[1][0] != '-'; /* megasim reproduce table3 */
-    if (job_parse(&unused, argc - 1 - shift, argv + 1 + shift, &reproduce_opts, &ro, err))
+    if (job_parse(&unused, argc - 1 - shift, argv + 1 + shift, &reproduce_opts, &ro, err)) {
+        static const char *sets[] = {"all", "quick", "table2", "table3", "fig9"};
+        for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
+            char what[64];
+            snprintf(what, sizeof what, "unexpected argument '%s'", sets[i]);
+            if (strstr(err, what)) /* megasim reproduce --no-sim table3 */
+                snprintf(err, sizeof err, "the set goes first: megasim reproduce %s [flags] (or --set %s)", sets[i],
+                         sets[i]);
+        }
         return cli_fail("reproduce", err);
+    }
     if (shift)
         snprintf(ro.set, sizeof ro.set, "%s", argv[1]);
     if (strcmp(ro.set, "all") && strcmp(ro.set, "quick") && strcmp(ro.set, "table2") && strcmp(ro.set, "table3") &&
