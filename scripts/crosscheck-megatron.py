@@ -6,15 +6,14 @@ Korthikanti et al. 2022) with the closed form and the simulator, and prints
 published vs predicted.
 
 A check of the model's compute side against numbers from outside the
-MegaScale paper: the rows (experiments/megatron-mfu/) use the profile
-experiments/profiles/selene-dgx-a100.json, which carries the Table 3 fit's
-compute_scale and host_sync_gap_us but none of the MegaScale environment's
-per-iteration terms (see experiments/megascale/ASSUMPTIONS.md).
+MegaScale paper: the rows (experiments/megatron-mfu/) run on the built-in
+`fattree` cluster (a DGX SuperPOD like Selene), which carries the Table 3
+fit's compute_scale and host_sync_gap_us but none of the MegaScale
+environment's per-iteration terms (see experiments/megascale/ASSUMPTIONS.md).
 
   usage: scripts/crosscheck-megatron.py [--megasim build/megasim]
                                         [--max-err POINTS]
 With --max-err, exits 1 if any row's |error| (either executor) exceeds it.
-Run from the repository root (the rows name the profile by relative path).
 """
 import argparse
 import glob
