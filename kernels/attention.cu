@@ -1,14 +1,23 @@
 /* kernels/attention.cu: CUDA attention.
  *
- * Flash forward (FlashAttention-2 style): a block owns 64 query rows of one
- * head, 4 threads per row, each thread holding HS/4 interleaved dims of q
- * and of the output accumulator (dims d = 4 e + sub, so the 4 threads of a
- * row read adjacent bf16 in shared memory). Keys and values stream through
- * shared memory in tiles of 32; per tile the scores go to shared memory, the
- * running max m and sum l are updated once (online softmax, base-2
- * exponentials) and the accumulator is rescaled once. Never more than a
- * 64 x 32 score tile exists. Tiles wholly outside the causal / window band
- * are skipped.
+ * Flash forward on tensor cores (kernels/attention_tc.cuh, the default):
+ * 4 warps own 64 query rows, 16 each; per 64-key tile S = Q K^T and O += P V
+ * go through WMMA (bf16 in, fp32 accumulate), the online softmax and the
+ * rescale of O run in shared memory. FA-2 loop order (grid over query
+ * tiles) and FA-1 loop order (one block per (batch, head), the running
+ * state in HBM) share the tile code. The same code runs on the CPU in
+ * tests/kernels/test_attention_tc_emu.cc (with ThreadSanitizer too).
+ *
+ * Flash forward on CUDA cores (`_simt`, FlashAttention-2 style): a block
+ * owns 64 query rows of one head, 4 threads per row, each thread holding
+ * HS/4 interleaved dims of q and of the output accumulator (dims d = 4 e +
+ * sub, so the 4 threads of a row read adjacent bf16 in shared memory). Keys
+ * and values stream through shared memory in tiles of 32; per tile the
+ * scores go to shared memory, the running max m and sum l are updated once
+ * (online softmax, base-2 exponentials) and the accumulator is rescaled
+ * once. Never more than a 64 x 32 score tile exists. Tiles wholly outside
+ * the causal / window band are skipped. Kept to measure the tensor cores'
+ * gain.
  *
  * Flash backward: a block owns 64 keys of one kv head, 4 threads per key,
  * holding k, v and the dk, dv accumulators in registers; it loops over the
@@ -20,45 +29,26 @@
  *
  * FlashAttention-1 variants (Dao et al. 2022, Algorithms 1 and 4; `_v1`),
  * the same math on FA-1's work partition and loop order, to measure FA-1
- * against FA-2: the forward has one block per (batch, head); its outer loop
- * walks the key tiles (32) and its inner loop the query tiles (64 rows)
- * that can see them, and the running O (unnormalised), m and l live in fp32
- * HBM scratch, read, rescaled and written back for every (key tile, query
- * tile) pair; a last pass writes out = O / l and lse. The backward has one
- * block per (batch, kv head), walking the key tiles in order with the
- * FA-2 backward's per-tile step, and as the only writer of its group's dq
- * rows it adds to dq by plain read-modify-write. Both run the same tile
- * code as the FA-2 kernels; only the grid and the loops differ.
+ * against FA-2: the forward (on tensor cores, above) has one block per
+ * (batch, head), key tiles outer, query tiles inner, the running O, m and
+ * l in fp32 HBM scratch; the backward has one block per (batch, kv head),
+ * walking the key tiles in order with the FA-2 backward's per-tile step,
+ * and as the only writer of its group's dq rows it adds to dq by plain
+ * read-modify-write.
  *
  * Unfused baseline: cuBLASLt batched GEMMs (batch = the query heads of one
  * kv head, the kv operand with stride 0), a masked softmax kernel, GEMMs. */
+#include <mma.h>
 #include <type_traits>
 #include "kernels/attention.h"
 #include "kernels/kern_cuda.cuh"
 #include "kernels/matmul.h"
+#include "kernels/attention_tc.cuh"
 
-#define LOG2E 1.4426950408889634f
-#define FA_BR 64 /* forward: query rows per block (FA-1: per query tile) */
-#define FA_BC 32 /* forward: keys per tile */
+#define FA_BR 64 /* SIMT forward: query rows per block */
+#define FA_BC 32 /* SIMT forward: keys per tile */
 #define FB_BC 64 /* backward: keys per tile (FA-2: per block) */
 #define FB_BR 32 /* backward: query rows per tile */
-
-/* Offset of (b, t, head) in a (B, T, H, HS) tensor. */
-__device__ __forceinline__ long row_off(kern_attn_shape s, int b, int t, int H, int head) {
-  return (((long)b * s.T + t) * H + head) * s.HS;
-}
-
-/* Offset of (b, head, t) in a (B, NH, T) row-statistics array (lse, D, m, l). */
-__device__ __forceinline__ long stat_off(kern_attn_shape s, int b, int head, int t) {
-  return ((long)b * s.NH + head) * s.T + t;
-}
-
-/* The last query that sees key j. A window of T or more is full causal;
- * testing that first also keeps j + window - 1 from overflowing int for a
- * huge window. */
-__device__ __forceinline__ int last_query(kern_attn_shape s, int j) {
-  return s.window > 0 && s.window < s.T ? min(s.T - 1, j + s.window - 1) : s.T - 1;
-}
 
 /* Rows t0 .. t0 + R - 1 of one head into shared memory, zero outside T
  * and for dims >= HS (so padded lanes contribute exactly 0). */
@@ -187,78 +177,6 @@ __global__ void __launch_bounds__(256)
   if (i < s.T) fa_store<DPT>(out, lse, acc, m, l, s, b, h, i);
 }
 
-/* FA-1's running state in HBM, fp32: o (B, T, NH, HS) the unnormalised
- * output, m and l (B, NH, T), set to 0, -INF, 0 before the kernel (the
- * invariant of fa_tile with nothing seen). Ownership: in every query tile,
- * thread (row, sub) alone reads and writes dims 4 e + sub of o row
- * i0 + row, and the row's sub 0 alone its m and l (the other 3 get them by
- * shuffle); so a block's accesses to the state need no barrier, and blocks
- * (one per (b, h)) share none of it. */
-typedef struct fa1_state {
-  float *o, *m, *l;
-} fa1_state;
-
-/* The state of row i into registers; rows i >= T get the empty state. All
- * 32 lanes call it together (shuffles). */
-template <int DPT>
-__device__ __forceinline__ void fa1_load(float (&acc)[DPT], float &m, float &l, fa1_state st,
-                                         kern_attn_shape s, int b, int h, int i) {
-  int sub = threadIdx.x % 4, quad0 = (threadIdx.x % 32) & ~3;
-  bool valid = i < s.T;
-  float mi = -INFINITY, li = 0.0f;
-  if (valid && sub == 0) mi = st.m[stat_off(s, b, h, i)], li = st.l[stat_off(s, b, h, i)];
-  m = __shfl_sync(0xffffffffu, mi, quad0);
-  l = __shfl_sync(0xffffffffu, li, quad0);
-  const float *orow = st.o + row_off(s, b, valid ? i : 0, s.NH, h);
-#pragma unroll
-  for (int e = 0; e < DPT; e++) acc[e] = (valid && 4 * e + sub < s.HS) ? orow[4 * e + sub] : 0.0f;
-}
-
-/* Row i's registers back to the state (nothing for i >= T). */
-template <int DPT>
-__device__ __forceinline__ void fa1_save(const float (&acc)[DPT], float m, float l, fa1_state st,
-                                         kern_attn_shape s, int b, int h, int i) {
-  int sub = threadIdx.x % 4;
-  if (i >= s.T) return;
-  if (sub == 0) st.m[stat_off(s, b, h, i)] = m, st.l[stat_off(s, b, h, i)] = l;
-  float *orow = st.o + row_off(s, b, i, s.NH, h);
-#pragma unroll
-  for (int e = 0; e < DPT; e++)
-    if (4 * e + sub < s.HS) orow[4 * e + sub] = acc[e];
-}
-
-/* FA-1 loop order (Algorithm 1): grid (1, NH, B), one block per (b, h).
- * Outer loop: key tiles j0 (K_j, V_j into shared memory once). Inner loop:
- * the query tiles i0 with a row that sees a key of the tile, i.e. from the
- * tile holding row j0 (earlier rows are all above the diagonal) to the one
- * holding last_query(jlast); this is exactly the set of (j0, i0) pairs the
- * FA-2 kernel visits, so every row i < T meets key i. Per pair: Q_i and
- * (O_i, m_i, l_i) from HBM, one fa_tile step, the state back to HBM. Then
- * out = O / l and lse, row by row. */
-template <int DPT>
-__global__ void __launch_bounds__(256)
-    flash1_fwd_kernel(bf16 *out, float *lse, fa1_state st, const bf16 *q, const bf16 *k,
-                      const bf16 *v, kern_attn_shape s) {
-  constexpr int HD = 4 * DPT;
-  __shared__ bf16 ks[FA_BC][HD], vs[FA_BC][HD];
-  __shared__ float ss[FA_BR][FA_BC + 1];
-  int b = blockIdx.z, h = blockIdx.y, g = h / (s.NH / s.NKV), row = threadIdx.x / 4;
-  float qr[DPT], acc[DPT], m, l;
-  for (int j0 = 0; j0 < s.T; j0 += FA_BC) {
-    fa_load_kv<HD>(ks, vs, k, v, s, b, g, j0);
-    int ihi = last_query(s, min(j0 + FA_BC, s.T) - 1);
-    for (int i0 = j0 / FA_BR * FA_BR; i0 <= ihi; i0 += FA_BR) {
-      fa_load_q<DPT>(qr, q, s, b, h, i0 + row);
-      fa1_load<DPT>(acc, m, l, st, s, b, h, i0 + row);
-      fa_tile<DPT>(acc, m, l, qr, ks, vs, ss, s, i0 + row, j0);
-      fa1_save<DPT>(acc, m, l, st, s, b, h, i0 + row);
-    }
-  }
-  for (int i0 = 0; i0 < s.T; i0 += FA_BR) { /* same owners as above: no barrier */
-    fa1_load<DPT>(acc, m, l, st, s, b, h, i0 + row);
-    if (i0 + row < s.T) fa_store<DPT>(out, lse, acc, m, l, s, b, h, i0 + row);
-  }
-}
 
 /* D (B, NH, T) = rowsum(dout * out), one warp per row. */
 __global__ void attn_rowdot_kernel(float *D, const bf16 *dout, const bf16 *out,
@@ -399,9 +317,33 @@ template <class F> static void with_dpt(int HS, F launch) {
     launch(std::integral_constant<int, 32>{});
 }
 
+/* Lets `kernel` use tc_tiles<HD>'s dynamic shared memory (over 48 KB). */
+template <int HD, class K> static cudaError_t tc_allow(K kernel) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tc_tiles<HD>::bytes);
+}
+
 extern "C" int kern_attention_fwd_cuda(kern_bf16 *out, float *lse, const kern_bf16 *q,
                                        const kern_bf16 *k, const kern_bf16 *v, kern_attn_shape s,
                                        cudaStream_t stream) {
+  KERN_TRY(attn_check(s));
+  dim3 grid(kern_cdiv(s.T, TC_BR), s.NH, s.B);
+  bf16 *o = (bf16 *)out;
+  const bf16 *Q = (const bf16 *)q, *K = (const bf16 *)k, *V = (const bf16 *)v;
+  cudaError_t e = cudaSuccess;
+  with_hd(s.HS, [&](auto hd) {
+    constexpr int HD = decltype(hd)::value;
+    e = tc_allow<HD>(flash_fwd_tc_kernel<HD>);
+    if (e == cudaSuccess)
+      flash_fwd_tc_kernel<HD><<<grid, 128, tc_tiles<HD>::bytes, stream>>>(o, lse, Q, K, V, s);
+  });
+  KERN_CUDA_TRY(e);
+  KERN_LAUNCH_TRY();
+  return 0;
+}
+
+extern "C" int kern_attention_fwd_simt_cuda(kern_bf16 *out, float *lse, const kern_bf16 *q,
+                                            const kern_bf16 *k, const kern_bf16 *v, kern_attn_shape s,
+                                            cudaStream_t stream) {
   KERN_TRY(attn_check(s));
   dim3 grid(kern_cdiv(s.T, FA_BR), s.NH, s.B);
   bf16 *o = (bf16 *)out;
@@ -430,9 +372,14 @@ extern "C" int kern_attention_fwd_v1_cuda(kern_bf16 *out, float *lse, float *scr
   dim3 grid(1, s.NH, s.B);
   bf16 *o = (bf16 *)out;
   const bf16 *Q = (const bf16 *)q, *K = (const bf16 *)k, *V = (const bf16 *)v;
-  with_dpt(s.HS, [&](auto dpt) {
-    flash1_fwd_kernel<decltype(dpt)::value><<<grid, 256, 0, stream>>>(o, lse, st, Q, K, V, s);
+  cudaError_t e = cudaSuccess;
+  with_hd(s.HS, [&](auto hd) {
+    constexpr int HD = decltype(hd)::value;
+    e = tc_allow<HD>(flash1_fwd_tc_kernel<HD>);
+    if (e == cudaSuccess)
+      flash1_fwd_tc_kernel<HD><<<grid, 128, tc_tiles<HD>::bytes, stream>>>(o, lse, st, Q, K, V, s);
   });
+  KERN_CUDA_TRY(e);
   KERN_LAUNCH_TRY();
   return 0;
 }

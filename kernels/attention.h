@@ -58,9 +58,14 @@ void kern_attention_unfused_bwd_ref(float *dq, float *dk, float *dv, const float
                                     const float *att, kern_attn_shape s);
 
 #ifdef KERN_HAVE_CUDA
-/* Flash kernels. HS <= 128 and HS % 4 == 0. */
+/* Flash kernels. HS <= 128 and HS % 4 == 0. The forward runs on tensor
+ * cores (WMMA, bf16 x bf16 -> fp32; sm_80 and later); the _simt forward is
+ * the same algorithm on CUDA cores (fp32 FMA), kept to measure what the
+ * tensor cores gain. The backward runs on CUDA cores. */
 int kern_attention_fwd_cuda(kern_bf16 *out, float *lse, const kern_bf16 *q, const kern_bf16 *k,
                             const kern_bf16 *v, kern_attn_shape s, cudaStream_t stream);
+int kern_attention_fwd_simt_cuda(kern_bf16 *out, float *lse, const kern_bf16 *q, const kern_bf16 *k,
+                                 const kern_bf16 *v, kern_attn_shape s, cudaStream_t stream);
 /* fp32 device scratch the backward needs: rowsum(dout * out) (B, NH, T) and
  * the dq accumulator (B, T, NH, HS). */
 size_t kern_attention_bwd_scratch_bytes(kern_attn_shape s);

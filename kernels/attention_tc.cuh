@@ -1,0 +1,300 @@
+/* kernels/attention_tc.cuh: the flash forward on tensor cores (see
+ * attention.cu's top comment), both loop orders, and the index helpers all
+ * attention kernels share. Device code only, no launches: attention.cu
+ * includes it for the GPU, and tests/kernels/test_attention_tc_emu.cc
+ * runs the very same code on the CPU through tests/kernels/cuda_emu.h (an
+ * emulation of the CUDA subset it uses), so its tiling, masking and online
+ * softmax are checked in CI without a GPU. Needs, before it: bf16 (a
+ * typedef of __nv_bfloat16), nvcuda::wmma, kernels/attention.h. */
+#ifndef KERN_ATTENTION_TC_CUH
+#define KERN_ATTENTION_TC_CUH
+
+#define LOG2E 1.4426950408889634f
+
+/* Offset of (b, t, head) in a (B, T, H, HS) tensor. */
+__device__ __forceinline__ long row_off(kern_attn_shape s, int b, int t, int H, int head) {
+  return (((long)b * s.T + t) * H + head) * s.HS;
+}
+
+/* Offset of (b, head, t) in a (B, NH, T) row-statistics array (lse, D, m, l). */
+__device__ __forceinline__ long stat_off(kern_attn_shape s, int b, int head, int t) {
+  return ((long)b * s.NH + head) * s.T + t;
+}
+
+/* The last query that sees key j. A window of T or more is full causal;
+ * testing that first also keeps j + window - 1 from overflowing int for a
+ * huge window. */
+__device__ __forceinline__ int last_query(kern_attn_shape s, int j) {
+  return s.window > 0 && s.window < s.T ? min(s.T - 1, j + s.window - 1) : s.T - 1;
+}
+
+/* FA-1's running state in HBM, fp32: o (B, T, NH, HS) the unnormalised
+ * output, m and l (B, NH, T), set to 0, -INF, 0 before the kernel (the
+ * invariant of tc_tile with nothing seen). One block per (b, h) owns its
+ * rows; within it, lane k of warp w alone reads and writes its elements of
+ * the warp's 16 rows (tc_state_load, tc_state_save). */
+typedef struct fa1_state {
+  float *o, *m, *l;
+} fa1_state;
+
+/* ---- flash forward on tensor cores (WMMA, bf16 in, fp32 accumulate) --------
+ * A block of 4 warps owns 64 query rows, 16 per warp; keys and values stream
+ * through shared memory in tiles of 64. Per tile, warp w alone touches its
+ * 16 rows of the score, probability and output tiles and of m, l: S = Q K^T
+ * (WMMA, fp32) to shared memory; online softmax there, 2 lanes per row, 32
+ * columns each (scale, mask, row max, base-2 exponentials, P in bf16); the
+ * warp's output rows rescaled by 2^(m_old - m_new); O += P V (WMMA, the
+ * fp32 accumulator loaded from and stored back to shared memory, since a
+ * WMMA fragment's element-to-row map is not exposed). Only the K/V loads
+ * need block barriers. Shared memory: Q, K, V, P in bf16, S and O in fp32,
+ * about 113 KB for head size 128 (opt-in above 48 KB; sm_80 and later).
+ * Used by the FA-2 loop order (grid over query tiles) and the FA-1 one
+ * (one block per (b, h), the state in HBM between key tiles). */
+#define TC_BR 64 /* query rows per block: 4 warps x 16 */
+#define TC_BC 64 /* keys per tile */
+
+template <int HD> struct tc_tiles {
+  static constexpr int LQ = HD + 8;     /* bf16 row stride of Q, K, V (16-byte rows, fewer bank conflicts) */
+  static constexpr int LP = TC_BC + 8;  /* bf16 row stride of P */
+  static constexpr int LS = TC_BC + 4;  /* fp32 row stride of S */
+  static constexpr int LO = HD + 4;     /* fp32 row stride of O */
+  static constexpr size_t bytes = sizeof(bf16) * ((size_t)(TC_BR + 2 * TC_BC) * LQ + (size_t)TC_BR * LP) +
+                                  sizeof(float) * ((size_t)TC_BR * (LS + LO) + 3 * TC_BR);
+  bf16 *q, *k, *v, *p;
+  float *s, *o, *m, *l, *corr;
+  /* Carves the dynamic shared memory; every array starts on a 32-byte
+   * boundary (WMMA's requirement), since each size above is a multiple of 32. */
+  __device__ explicit tc_tiles(unsigned char *base) {
+    q = (bf16 *)base;
+    k = q + TC_BR * LQ;
+    v = k + TC_BC * LQ;
+    p = v + TC_BC * LQ;
+    s = (float *)(p + TC_BR * LP);
+    o = s + TC_BR * LS;
+    m = o + TC_BR * LO;
+    l = m + TC_BR;
+    corr = l + TC_BR;
+  }
+};
+
+/* Rows t0 .. t0 + n - 1 of one head into dst (row stride ld), dims >= HS and
+ * rows >= T zero, 8 bf16 per step (16-byte copies when HS % 8 == 0), by
+ * threads tid = 0 .. nthreads - 1. */
+template <int HD>
+__device__ __forceinline__ void tc_load_rows(bf16 *dst, int ld, const bf16 *src, kern_attn_shape s, int b,
+                                             int t0, int n, int H, int head, int tid, int nthreads) {
+  constexpr int CH = HD / 8;
+  bool vec = s.HS % 8 == 0;
+  for (int idx = tid; idx < n * CH; idx += nthreads) {
+    int r = idx / CH, c = idx % CH * 8, t = t0 + r;
+    bf16 *d = dst + r * ld + c;
+    const bf16 *from = src + row_off(s, b, t < s.T ? t : 0, H, head) + c;
+    if (vec && t < s.T && c < s.HS) {
+      *(uint4 *)d = *(const uint4 *)from;
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; e++) d[e] = (t < s.T && c + e < s.HS) ? from[e] : __float2bfloat16(0.0f);
+    }
+  }
+}
+
+/* One key tile (K, V in shared memory, keys j0 ..) for warp w's 16 query
+ * rows i0 + 16 w ..: the invariant of fa_tile, kept in t.o, t.m, t.l. */
+template <int HD>
+__device__ __forceinline__ void tc_tile(const tc_tiles<HD> &t, kern_attn_shape s, int i0, int j0) {
+  namespace wm = nvcuda::wmma;
+  constexpr int LQ = tc_tiles<HD>::LQ, LP = tc_tiles<HD>::LP, LS = tc_tiles<HD>::LS, LO = tc_tiles<HD>::LO;
+  int w = threadIdx.x / 32, lane = threadIdx.x % 32, r0 = 16 * w;
+  /* S = Q K^T: K stored (key, dim) row-major is K^T column-major. */
+#pragma unroll
+  for (int n = 0; n < TC_BC / 16; n++) {
+    wm::fragment<wm::accumulator, 16, 16, 16, float> c;
+    wm::fill_fragment(c, 0.0f);
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+      wm::fragment<wm::matrix_a, 16, 16, 16, bf16, wm::row_major> a;
+      wm::fragment<wm::matrix_b, 16, 16, 16, bf16, wm::col_major> bt;
+      wm::load_matrix_sync(a, t.q + r0 * LQ + 16 * kk, LQ);
+      wm::load_matrix_sync(bt, t.k + 16 * n * LQ + 16 * kk, LQ);
+      wm::mma_sync(c, a, bt, c);
+    }
+    wm::store_matrix_sync(t.s + r0 * LS + 16 * n, c, LS, wm::mem_row_major);
+  }
+  __syncwarp();
+  /* Online softmax: lanes 2 r' and 2 r' + 1 share row r = r0 + r'. */
+  int r = r0 + lane / 2, c0 = lane % 2 * (TC_BC / 2), i = i0 + r, lo = kern_attn_lo(i, s.window);
+  float scale = rsqrtf((float)s.HS) * LOG2E, tmax = -INFINITY;
+  float *srow = t.s + r * LS;
+  for (int c = c0; c < c0 + TC_BC / 2; c++) {
+    int j = j0 + c;
+    float x = (i < s.T && j <= i && j >= lo) ? srow[c] * scale : -INFINITY;
+    srow[c] = x;
+    tmax = fmaxf(tmax, x);
+  }
+  tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
+  float mold = t.m[r], mnew = fmaxf(mold, tmax), corr = 1.0f, sum = 0.0f;
+  bf16 *prow = t.p + r * LP;
+  if (mnew == -INFINITY) { /* nothing visible yet: P = 0, state unchanged */
+    for (int c = c0; c < c0 + TC_BC / 2; c++) prow[c] = __float2bfloat16(0.0f);
+  } else {
+    corr = exp2f(mold - mnew); /* 0 when mold = -INF (O, l are 0 then) */
+    for (int c = c0; c < c0 + TC_BC / 2; c++) {
+      bf16 pb = __float2bfloat16_rn(exp2f(srow[c] - mnew));
+      prow[c] = pb;
+      sum += __bfloat162float(pb); /* l sums what P V multiplies */
+    }
+  }
+  sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+  __syncwarp(); /* both lanes of a row have read m[r] */
+  if (lane % 2 == 0) t.m[r] = mnew, t.l[r] = t.l[r] * corr + sum, t.corr[r] = corr;
+  __syncwarp();
+  for (int idx = lane; idx < 16 * HD; idx += 32) {
+    int rr = r0 + idx / HD;
+    t.o[rr * LO + idx % HD] *= t.corr[rr];
+  }
+  __syncwarp();
+  /* O += P V: V stored (key, dim) row-major. */
+#pragma unroll
+  for (int n = 0; n < HD / 16; n++) {
+    wm::fragment<wm::accumulator, 16, 16, 16, float> c;
+    wm::load_matrix_sync(c, t.o + r0 * LO + 16 * n, LO, wm::mem_row_major);
+#pragma unroll
+    for (int kk = 0; kk < TC_BC / 16; kk++) {
+      wm::fragment<wm::matrix_a, 16, 16, 16, bf16, wm::row_major> a;
+      wm::fragment<wm::matrix_b, 16, 16, 16, bf16, wm::row_major> bv;
+      wm::load_matrix_sync(a, t.p + r0 * LP + 16 * kk, LP);
+      wm::load_matrix_sync(bv, t.v + 16 * kk * LQ + 16 * n, LQ);
+      wm::mma_sync(c, a, bv, c);
+    }
+    __syncwarp(); /* every lane has loaded this block of O: the fragment map is not ours to rely on */
+    wm::store_matrix_sync(t.o + r0 * LO + 16 * n, c, LO, wm::mem_row_major);
+  }
+  __syncwarp();
+}
+
+/* Warp w's rows: the empty state (O = 0, m = -INF, l = 0). */
+template <int HD>
+__device__ __forceinline__ void tc_state_clear(const tc_tiles<HD> &t) {
+  int r0 = 16 * (threadIdx.x / 32), lane = threadIdx.x % 32;
+  for (int idx = lane; idx < 16 * HD; idx += 32) t.o[(r0 + idx / HD) * tc_tiles<HD>::LO + idx % HD] = 0.0f;
+  if (lane < 16) t.m[r0 + lane] = -INFINITY, t.l[r0 + lane] = 0.0f;
+  __syncwarp();
+}
+
+/* Warp w's rows i0 + 16 w ..: out = O / l in bf16 and lse (rows < T). */
+template <int HD>
+__device__ __forceinline__ void tc_store(const tc_tiles<HD> &t, bf16 *out, float *lse, kern_attn_shape s,
+                                         int b, int h, int i0) {
+  int r0 = 16 * (threadIdx.x / 32), lane = threadIdx.x % 32;
+  __syncwarp();
+  for (int idx = lane; idx < 16 * HD; idx += 32) {
+    int rr = r0 + idx / HD, d = idx % HD, i = i0 + rr;
+    if (i < s.T && d < s.HS)
+      out[row_off(s, b, i, s.NH, h) + d] = __float2bfloat16_rn(t.o[rr * tc_tiles<HD>::LO + d] / t.l[rr]);
+  }
+  int i = i0 + r0 + lane;
+  if (lane < 16 && i < s.T) lse[stat_off(s, b, h, i)] = (t.m[r0 + lane] + log2f(t.l[r0 + lane])) / LOG2E;
+}
+
+/* FA-2 loop order on tensor cores: grid (T / 64, NH, B), 128 threads. */
+template <int HD>
+__global__ void __launch_bounds__(128)
+    flash_fwd_tc_kernel(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+                        kern_attn_shape s) {
+  extern __shared__ __align__(128) unsigned char tc_smem[];
+  tc_tiles<HD> t(tc_smem);
+  int b = blockIdx.z, h = blockIdx.y, g = h / (s.NH / s.NKV), i0 = blockIdx.x * TC_BR;
+  int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  tc_load_rows<HD>(t.q + 16 * w * tc_tiles<HD>::LQ, tc_tiles<HD>::LQ, q, s, b, i0 + 16 * w, 16, s.NH, h,
+                   lane, 32);
+  tc_state_clear<HD>(t);
+  int ilast = min(i0 + TC_BR, s.T) - 1;
+  for (int j0 = kern_attn_lo(i0, s.window) / TC_BC * TC_BC; j0 <= ilast; j0 += TC_BC) {
+    __syncthreads(); /* every warp is done with the last K, V */
+    tc_load_rows<HD>(t.k, tc_tiles<HD>::LQ, k, s, b, j0, TC_BC, s.NKV, g, threadIdx.x, blockDim.x);
+    tc_load_rows<HD>(t.v, tc_tiles<HD>::LQ, v, s, b, j0, TC_BC, s.NKV, g, threadIdx.x, blockDim.x);
+    __syncthreads();
+    tc_tile<HD>(t, s, i0, j0);
+  }
+  tc_store<HD>(t, out, lse, s, b, h, i0);
+}
+
+/* Warp w's rows i0 + 16 w .. of the HBM state into shared memory (rows >= T:
+ * the empty state); tc_state_save writes them back. Lane k handles the same
+ * elements in both, so a lane reads back only what it wrote itself. */
+template <int HD>
+__device__ __forceinline__ void tc_state_load(const tc_tiles<HD> &t, fa1_state st, kern_attn_shape s, int b,
+                                              int h, int i0) {
+  int r0 = 16 * (threadIdx.x / 32), lane = threadIdx.x % 32;
+  __syncwarp(); /* tc_store's lanes read every row's m and l: all done before they change */
+  for (int idx = lane; idx < 16 * HD; idx += 32) {
+    int rr = r0 + idx / HD, d = idx % HD, i = i0 + rr;
+    t.o[rr * tc_tiles<HD>::LO + d] = (i < s.T && d < s.HS) ? st.o[row_off(s, b, i, s.NH, h) + d] : 0.0f;
+  }
+  int i = i0 + r0 + lane;
+  if (lane < 16) {
+    t.m[r0 + lane] = i < s.T ? st.m[stat_off(s, b, h, i)] : -INFINITY;
+    t.l[r0 + lane] = i < s.T ? st.l[stat_off(s, b, h, i)] : 0.0f;
+  }
+  __syncwarp();
+}
+
+template <int HD>
+__device__ __forceinline__ void tc_state_save(const tc_tiles<HD> &t, fa1_state st, kern_attn_shape s, int b,
+                                              int h, int i0) {
+  int r0 = 16 * (threadIdx.x / 32), lane = threadIdx.x % 32;
+  for (int idx = lane; idx < 16 * HD; idx += 32) {
+    int rr = r0 + idx / HD, d = idx % HD, i = i0 + rr;
+    if (i < s.T && d < s.HS) st.o[row_off(s, b, i, s.NH, h) + d] = t.o[rr * tc_tiles<HD>::LO + d];
+  }
+  int i = i0 + r0 + lane;
+  if (lane < 16 && i < s.T) st.m[stat_off(s, b, h, i)] = t.m[r0 + lane], st.l[stat_off(s, b, h, i)] = t.l[r0 + lane];
+}
+
+/* FA-1 loop order (Algorithm 1) on tensor cores: grid (1, NH, B), one block
+ * of 128 threads per (b, h). Outer loop: key tiles j0 (K_j, V_j into shared
+ * memory once). Inner loop: the query tiles i0 with a row that sees a key
+ * of the tile, i.e. from the tile holding row j0 (earlier rows are all
+ * above the diagonal) to the one holding last_query(jlast); this is
+ * exactly the set of (j0, i0) pairs the FA-2 kernel visits, so every row
+ * i < T meets key i. Per pair: Q_i and (O_i, m_i, l_i) from HBM, one
+ * tc_tile step, the state back to HBM. Then out = O / l and lse. */
+template <int HD>
+__global__ void __launch_bounds__(128)
+    flash1_fwd_tc_kernel(bf16 *out, float *lse, fa1_state st, const bf16 *q, const bf16 *k,
+                         const bf16 *v, kern_attn_shape s) {
+  extern __shared__ __align__(128) unsigned char tc_smem[];
+  tc_tiles<HD> t(tc_smem);
+  int b = blockIdx.z, h = blockIdx.y, g = h / (s.NH / s.NKV), w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int j0 = 0; j0 < s.T; j0 += TC_BC) {
+    __syncthreads();
+    tc_load_rows<HD>(t.k, tc_tiles<HD>::LQ, k, s, b, j0, TC_BC, s.NKV, g, threadIdx.x, blockDim.x);
+    tc_load_rows<HD>(t.v, tc_tiles<HD>::LQ, v, s, b, j0, TC_BC, s.NKV, g, threadIdx.x, blockDim.x);
+    __syncthreads();
+    int ihi = last_query(s, min(j0 + TC_BC, s.T) - 1);
+    for (int i0 = j0 / TC_BR * TC_BR; i0 <= ihi; i0 += TC_BR) {
+      tc_load_rows<HD>(t.q + 16 * w * tc_tiles<HD>::LQ, tc_tiles<HD>::LQ, q, s, b, i0 + 16 * w, 16, s.NH, h,
+                       lane, 32);
+      tc_state_load<HD>(t, st, s, b, h, i0);
+      tc_tile<HD>(t, s, i0, j0);
+      tc_state_save<HD>(t, st, s, b, h, i0);
+    }
+  }
+  for (int i0 = 0; i0 < s.T; i0 += TC_BR) { /* each lane reads back its own writes */
+    tc_state_load<HD>(t, st, s, b, h, i0);
+    tc_store<HD>(t, out, lse, s, b, h, i0);
+  }
+}
+
+/* Calls launch(std::integral_constant<int, HD>{}) with HD, the head size
+ * padded to the tensor-core tiles, = 32, 64, 128 for HS <= 32, 64, 128. */
+template <class F> static inline void with_hd(int HS, F launch) {
+  if (HS <= 32)
+    launch(std::integral_constant<int, 32>{});
+  else if (HS <= 64)
+    launch(std::integral_constant<int, 64>{});
+  else
+    launch(std::integral_constant<int, 128>{});
+}
+
+#endif

@@ -1,0 +1,84 @@
+/* tests/kernels/test_attention_tc_emu.cc: the tensor-core flash forward
+ * kernels of kernels/attention_tc.cuh (the FA-2 and FA-1 loop orders), the
+ * very code the GPU runs, executed on the CPU through cuda_emu.h and
+ * checked against the flash reference (kernels/attention_ref.c) on odd
+ * shapes: T not a multiple of the 64-row / 64-key tiles, GQA, windows
+ * smaller and larger than T, head sizes 36 (not a multiple of 8: the
+ * element-wise loads), 48, 64 and 128 (each padded tile size), B = 2.
+ * Tolerance as the GPU test's (kern_gpu.h): out |d| <= 1e-2 + 1e-2 |ref|
+ * (bf16 output), lse 1e-3 + 1e-3 |ref|. Outputs and the FA-1 scratch start
+ * as NaN where the kernel must write them. What this cannot see: timing,
+ * bank conflicts, and the real WMMA register split (the code never relies
+ * on it). */
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "cuda_emu.h"
+
+extern "C" {
+#include "kern_check.h"
+#include "kernels/attention.h"
+}
+#include "kernels/attention_tc.cuh"
+
+static std::vector<bf16> to_bf16(const float *x, long n) {
+  std::vector<bf16> out(n);
+  for (long i = 0; i < n; i++) out[i] = __float2bfloat16_rn(x[i]);
+  return out;
+}
+
+/* Runs one loop order (v1: FA-1) and compares out and lse with the reference. */
+static int check(kern_attn_shape s, int v1, const std::vector<bf16> &q, const std::vector<bf16> &k,
+                 const std::vector<bf16> &v, const float *out_ref, const float *lse_ref) {
+  long nq = (long)s.B * s.T * s.NH * s.HS, nl = (long)s.B * s.NH * s.T;
+  std::vector<bf16> out(nq, __float2bfloat16_rn(NAN));
+  std::vector<float> lse(nl, NAN), o(nq, 0.0f), m(nl, -INFINITY), l(nl, 0.0f);
+  with_hd(s.HS, [&](auto hd) {
+    constexpr int HD = decltype(hd)::value;
+    if (tc_tiles<HD>::bytes > sizeof tc_smem) std::abort();
+    if (v1) {
+      fa1_state st = {o.data(), m.data(), l.data()};
+      emu_launch({1, (unsigned)s.NH, (unsigned)s.B}, 128, [&] {
+        flash1_fwd_tc_kernel<HD>(out.data(), lse.data(), st, q.data(), k.data(), v.data(), s);
+      });
+    } else {
+      emu_launch({(unsigned)((s.T + TC_BR - 1) / TC_BR), (unsigned)s.NH, (unsigned)s.B}, 128,
+                 [&] { flash_fwd_tc_kernel<HD>(out.data(), lse.data(), q.data(), k.data(), v.data(), s); });
+    }
+  });
+  std::vector<float> got(nq);
+  for (long i = 0; i < nq; i++) got[i] = __bfloat162float(out[i]);
+  const char *name = v1 ? "flash1 (tensor cores, emulated)" : "flash (tensor cores, emulated)";
+  char what[96];
+  snprintf(what, sizeof what, "%s out", name);
+  int bad = kc_compare(what, got.data(), out_ref, nq, 1e-2f, 1e-2f);
+  snprintf(what, sizeof what, "%s lse", name);
+  return bad + kc_compare(what, lse.data(), lse_ref, nl, 1e-3f, 1e-3f);
+}
+
+static int run(kern_attn_shape s, kc_rng *r) {
+  long nq = (long)s.B * s.T * s.NH * s.HS, nkv = (long)s.B * s.T * s.NKV * s.HS, nl = (long)s.B * s.NH * s.T;
+  printf("shape B=%d T=%d NH=%d NKV=%d HS=%d window=%d\n", s.B, s.T, s.NH, s.NKV, s.HS, s.window);
+  float *q = kc_rand(r, nq, -2, 2), *k = kc_rand(r, nkv, -2, 2), *v = kc_rand(r, nkv, -1, 1);
+  float *out = kc_zeros(nq), *lse = kc_zeros(nl);
+  kc_round_bf16(q, nq), kc_round_bf16(k, nkv), kc_round_bf16(v, nkv);
+  kern_attention_fwd_ref(out, lse, q, k, v, s);
+  std::vector<bf16> qb = to_bf16(q, nq), kb = to_bf16(k, nkv), vb = to_bf16(v, nkv);
+  int bad = check(s, 0, qb, kb, vb, out, lse) + check(s, 1, qb, kb, vb, out, lse);
+  free(q), free(k), free(v), free(out), free(lse);
+  return bad;
+}
+
+int main(void) {
+  kc_rng r = {7};
+  const kern_attn_shape shapes[] = {
+      {2, 100, 4, 2, 64, 0},   /* T between tiles, GQA 2, B 2 */
+      {1, 150, 2, 2, 36, 40},  /* window < T, HS not a multiple of 8 */
+      {1, 70, 8, 1, 128, 200}, /* window > T (full causal), GQA 8, HS 128 */
+      {1, 129, 2, 1, 48, 0},   /* one row past two tiles */
+  };
+  int bad = 0;
+  for (const kern_attn_shape &s : shapes) bad += run(s, &r);
+  return kc_finish("attention tensor-core kernels (emulated)", bad);
+}
