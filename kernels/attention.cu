@@ -392,12 +392,13 @@ extern "C" size_t kern_attention_bwd_v1_scratch_bytes(kern_attn_shape s) {
   return kern_attention_bwd_scratch_bytes(s);
 }
 
-/* D, a zeroed dq accumulator, the backward kernel on nx key-tile columns
- * (see flash_bwd_kernel), dq to bf16. */
+/* D, a zeroed dq accumulator, the backward kernel (tensor cores, or the
+ * SIMT one when simt) on nx key-tile columns (see flash_bwd_tc_kernel), dq
+ * to bf16. */
 static int attn_bwd_run(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scratch,
                         const kern_bf16 *dout, const kern_bf16 *q, const kern_bf16 *k,
                         const kern_bf16 *v, const kern_bf16 *out, const float *lse,
-                        kern_attn_shape s, unsigned nx, cudaStream_t stream) {
+                        kern_attn_shape s, unsigned nx, bool simt, cudaStream_t stream) {
   KERN_TRY(attn_check(s));
   long nrows = (long)s.B * s.NH * s.T, nq = (long)s.B * s.T * s.NH * s.HS;
   float *D = scratch, *dq_acc = scratch + nrows;
@@ -409,10 +410,21 @@ static int attn_bwd_run(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scra
   bf16 *DK = (bf16 *)dk, *DV = (bf16 *)dv;
   const bf16 *Q = (const bf16 *)q, *K = (const bf16 *)k, *V = (const bf16 *)v,
              *DO = (const bf16 *)dout;
-  with_dpt(s.HS, [&](auto dpt) {
-    flash_bwd_kernel<decltype(dpt)::value><<<grid, 256, 0, stream>>>(DK, DV, dq_acc, Q, K, V, DO,
-                                                                     lse, D, s);
-  });
+  cudaError_t e = cudaSuccess;
+  if (simt) {
+    with_dpt(s.HS, [&](auto dpt) {
+      flash_bwd_kernel<decltype(dpt)::value><<<grid, 256, 0, stream>>>(DK, DV, dq_acc, Q, K, V, DO, lse, D, s);
+    });
+  } else {
+    with_hd(s.HS, [&](auto hd) {
+      constexpr int HD = decltype(hd)::value;
+      e = cudaFuncSetAttribute(flash_bwd_tc_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               (int)tb_tiles<HD>::bytes);
+      if (e == cudaSuccess)
+        flash_bwd_tc_kernel<HD><<<grid, 128, tb_tiles<HD>::bytes, stream>>>(DK, DV, dq_acc, Q, K, V, DO, lse, D, s);
+    });
+  }
+  KERN_CUDA_TRY(e);
   KERN_LAUNCH_TRY();
   f32_to_bf16_kernel<<<kern_cdiv(nq, 256), 256, 0, stream>>>((bf16 *)dq, dq_acc, nq);
   KERN_LAUNCH_TRY();
@@ -425,7 +437,17 @@ extern "C" int kern_attention_bwd_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *
                                        const kern_bf16 *v, const kern_bf16 *out,
                                        const float *lse, kern_attn_shape s,
                                        cudaStream_t stream) {
-  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, kern_cdiv(s.T, FB_BC),
+  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, kern_cdiv(s.T, TB_BK), false,
+                      stream);
+}
+
+extern "C" int kern_attention_bwd_simt_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv,
+                                            float *scratch, const kern_bf16 *dout,
+                                            const kern_bf16 *q, const kern_bf16 *k,
+                                            const kern_bf16 *v, const kern_bf16 *out,
+                                            const float *lse, kern_attn_shape s,
+                                            cudaStream_t stream) {
+  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, kern_cdiv(s.T, FB_BC), true,
                       stream);
 }
 
@@ -435,7 +457,7 @@ extern "C" int kern_attention_bwd_v1_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf1
                                           const kern_bf16 *v, const kern_bf16 *out,
                                           const float *lse, kern_attn_shape s,
                                           cudaStream_t stream) {
-  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, 1, stream);
+  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, 1, false, stream);
 }
 
 /* ---- unfused baseline ---------------------------------------------------- */

@@ -58,10 +58,10 @@ void kern_attention_unfused_bwd_ref(float *dq, float *dk, float *dv, const float
                                     const float *att, kern_attn_shape s);
 
 #ifdef KERN_HAVE_CUDA
-/* Flash kernels. HS <= 128 and HS % 4 == 0. The forward runs on tensor
- * cores (WMMA, bf16 x bf16 -> fp32; sm_80 and later); the _simt forward is
- * the same algorithm on CUDA cores (fp32 FMA), kept to measure what the
- * tensor cores gain. The backward runs on CUDA cores. */
+/* Flash kernels. HS <= 128 and HS % 4 == 0. They run on tensor cores
+ * (WMMA, bf16 x bf16 -> fp32; sm_80 and later); the _simt ones are the same
+ * algorithm on CUDA cores (fp32 FMA), kept to measure what the tensor cores
+ * gain. */
 int kern_attention_fwd_cuda(kern_bf16 *out, float *lse, const kern_bf16 *q, const kern_bf16 *k,
                             const kern_bf16 *v, kern_attn_shape s, cudaStream_t stream);
 int kern_attention_fwd_simt_cuda(kern_bf16 *out, float *lse, const kern_bf16 *q, const kern_bf16 *k,
@@ -73,6 +73,10 @@ int kern_attention_bwd_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *
                             const kern_bf16 *dout, const kern_bf16 *q, const kern_bf16 *k,
                             const kern_bf16 *v, const kern_bf16 *out, const float *lse,
                             kern_attn_shape s, cudaStream_t stream);
+int kern_attention_bwd_simt_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scratch,
+                                 const kern_bf16 *dout, const kern_bf16 *q, const kern_bf16 *k,
+                                 const kern_bf16 *v, const kern_bf16 *out, const float *lse,
+                                 kern_attn_shape s, cudaStream_t stream);
 
 /* FlashAttention-1 kernels: same inputs, outputs, mask, GQA and saved lse
  * as the flash kernels above (so either backward accepts either forward's

@@ -286,6 +286,172 @@ __global__ void __launch_bounds__(128)
   }
 }
 
+/* ---- flash backward on tensor cores ------------------------------------------
+ * A block of 4 warps owns 64 keys of one kv head, 16 per warp, and walks the
+ * query heads of its group and the 64-row query tiles that see its keys.
+ * Per query tile, warp w: S^T = K_w Q^T and dP^T = V_w dO^T (WMMA, fp32, to
+ * shared memory); P^T = e^(S^T / sqrt(HS) - lse) and dS^T = P^T (dP^T - D)
+ * / sqrt(HS) (masked, in bf16); dV_w += P^T dO and dK_w += dS^T Q with the
+ * accumulators in WMMA fragments (registers) for the whole key tile. Then,
+ * after a block barrier, warp w takes query rows 16 w .. of dQ = dS K (dS
+ * read transposed from every warp's dS^T) and adds them to the fp32 dq
+ * accumulator: atomics, or a plain read-modify-write when the block is the
+ * only writer of its group's dq rows (FA-1: one block per (b, kv head)).
+ * Shared memory: K, V, Q, dO, P^T, dS^T in bf16, S^T, dP^T and a dQ tile
+ * in fp32, about 154 KB for head size 128 (fits sm_80's 163 KB). */
+#define TB_BK 64 /* keys per block: 4 warps x 16 */
+#define TB_BQ 64 /* query rows per tile */
+
+template <int HD> struct tb_tiles {
+  static constexpr int LQ = HD + 8, LP = TB_BQ + 8, LS = TB_BQ + 4, LO = HD + 4;
+  static constexpr size_t bytes = sizeof(bf16) * ((size_t)(2 * TB_BK + 2 * TB_BQ) * LQ + 2 * (size_t)TB_BK * LP) +
+                                  sizeof(float) * (2 * (size_t)TB_BK * LS + (size_t)TB_BQ * LO + 2 * TB_BQ);
+  bf16 *k, *v, *q, *dout, *pt, *dst;
+  float *st, *dpt, *dq, *lse, *D;
+  __device__ explicit tb_tiles(unsigned char *base) { /* each size a multiple of 32 bytes */
+    k = (bf16 *)base;
+    v = k + TB_BK * LQ;
+    q = v + TB_BK * LQ;
+    dout = q + TB_BQ * LQ;
+    pt = dout + TB_BQ * LQ;
+    dst = pt + TB_BK * LP;
+    st = (float *)(dst + TB_BK * LP);
+    dpt = st + TB_BK * LS;
+    dq = dpt + TB_BK * LS;
+    lse = dq + TB_BQ * LO;
+    D = lse + TB_BQ;
+  }
+};
+
+/* acc (16 x 16, fp32) = A (16 x 16 k-steps, row-major at a, stride la) times
+ * the k-steps of B (col-major at b when BT, i.e. B^T stored row-major). */
+template <int KSTEPS, class LB>
+__device__ __forceinline__ void tc_mma_rows(nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> &acc,
+                                            const bf16 *a, int la, const bf16 *b, int lb, int b_step) {
+  namespace wm = nvcuda::wmma;
+#pragma unroll
+  for (int kk = 0; kk < KSTEPS; kk++) {
+    wm::fragment<wm::matrix_a, 16, 16, 16, bf16, wm::row_major> fa;
+    wm::fragment<wm::matrix_b, 16, 16, 16, bf16, LB> fb;
+    wm::load_matrix_sync(fa, a + 16 * kk, la);
+    wm::load_matrix_sync(fb, b + (long)b_step * kk, lb);
+    wm::mma_sync(acc, fa, fb, acc);
+  }
+}
+
+/* One key tile j0 of kv head g: dk, dv (bf16) written once at the end. */
+template <int HD>
+__device__ __forceinline__ void tb_key_tile(const tb_tiles<HD> &t, bf16 *dk, bf16 *dv, float *dq_acc, const bf16 *q,
+                                            const bf16 *k, const bf16 *v, const bf16 *dout, const float *lse,
+                                            const float *D, kern_attn_shape s, int b, int g, int j0, bool sole_dq) {
+  namespace wm = nvcuda::wmma;
+  constexpr int LQ = tb_tiles<HD>::LQ, LP = tb_tiles<HD>::LP, LS = tb_tiles<HD>::LS, LO = tb_tiles<HD>::LO;
+  int w = threadIdx.x / 32, lane = threadIdx.x % 32, r0 = 16 * w, grp = s.NH / s.NKV;
+  float scale = rsqrtf((float)s.HS);
+  wm::fragment<wm::accumulator, 16, 16, 16, float> dkf[HD / 16], dvf[HD / 16];
+#pragma unroll
+  for (int n = 0; n < HD / 16; n++) wm::fill_fragment(dkf[n], 0.0f), wm::fill_fragment(dvf[n], 0.0f);
+  __syncthreads(); /* the last key tile's readers of K are done */
+  tc_load_rows<HD>(t.k, LQ, k, s, b, j0, TB_BK, s.NKV, g, threadIdx.x, blockDim.x);
+  tc_load_rows<HD>(t.v, LQ, v, s, b, j0, TB_BK, s.NKV, g, threadIdx.x, blockDim.x);
+  int ihi = last_query(s, min(j0 + TB_BK, s.T) - 1);
+  for (int r = 0; r < grp; r++) {
+    int h = g * grp + r;
+    for (int it = j0 / TB_BQ * TB_BQ; it <= ihi; it += TB_BQ) {
+      __syncthreads(); /* every warp is done with the last Q, dO, dS^T */
+      tc_load_rows<HD>(t.q, LQ, q, s, b, it, TB_BQ, s.NH, h, threadIdx.x, blockDim.x);
+      tc_load_rows<HD>(t.dout, LQ, dout, s, b, it, TB_BQ, s.NH, h, threadIdx.x, blockDim.x);
+      if (threadIdx.x < TB_BQ) {
+        int i = it + threadIdx.x;
+        t.lse[threadIdx.x] = i < s.T ? lse[stat_off(s, b, h, i)] : INFINITY;
+        t.D[threadIdx.x] = i < s.T ? D[stat_off(s, b, h, i)] : 0.0f;
+      }
+      __syncthreads();
+      /* S^T and dP^T for the warp's 16 keys: Q and dO stored (query, dim)
+       * row-major are Q^T and dO^T column-major. */
+#pragma unroll
+      for (int n = 0; n < TB_BQ / 16; n++) {
+        wm::fragment<wm::accumulator, 16, 16, 16, float> c;
+        wm::fill_fragment(c, 0.0f);
+        tc_mma_rows<HD / 16, wm::col_major>(c, t.k + r0 * LQ, LQ, t.q + 16 * n * LQ, LQ, 16);
+        wm::store_matrix_sync(t.st + r0 * LS + 16 * n, c, LS, wm::mem_row_major);
+        wm::fill_fragment(c, 0.0f);
+        tc_mma_rows<HD / 16, wm::col_major>(c, t.v + r0 * LQ, LQ, t.dout + 16 * n * LQ, LQ, 16);
+        wm::store_matrix_sync(t.dpt + r0 * LS + 16 * n, c, LS, wm::mem_row_major);
+      }
+      __syncwarp();
+      for (int e = lane; e < 16 * TB_BQ; e += 32) {
+        int rr = r0 + e / TB_BQ, c = e % TB_BQ, j = j0 + rr, i = it + c;
+        bool ok = j < s.T && i < s.T && j <= i && j >= kern_attn_lo(i, s.window);
+        float p = ok ? expf(t.st[rr * LS + c] * scale - t.lse[c]) : 0.0f;
+        float ds = p * (t.dpt[rr * LS + c] - t.D[c]) * scale;
+        t.pt[rr * LP + c] = __float2bfloat16_rn(p);
+        t.dst[rr * LP + c] = __float2bfloat16_rn(ds);
+      }
+      __syncwarp();
+      /* dV += P^T dO, dK += dS^T Q: dO and Q row-major are the B operands. */
+#pragma unroll
+      for (int n = 0; n < HD / 16; n++) {
+        tc_mma_rows<TB_BQ / 16, wm::row_major>(dvf[n], t.pt + r0 * LP, LP, t.dout + 16 * n, LQ, 16 * LQ);
+        tc_mma_rows<TB_BQ / 16, wm::row_major>(dkf[n], t.dst + r0 * LP, LP, t.q + 16 * n, LQ, 16 * LQ);
+      }
+      __syncthreads(); /* every warp's dS^T rows are written */
+      /* dQ rows 16 w .. = dS K: dS = (dS^T)^T, read column-major. */
+#pragma unroll
+      for (int n = 0; n < HD / 16; n++) {
+        wm::fragment<wm::accumulator, 16, 16, 16, float> c;
+        wm::fill_fragment(c, 0.0f);
+#pragma unroll
+        for (int kk = 0; kk < TB_BK / 16; kk++) {
+          wm::fragment<wm::matrix_a, 16, 16, 16, bf16, wm::col_major> fa;
+          wm::fragment<wm::matrix_b, 16, 16, 16, bf16, wm::row_major> fb;
+          wm::load_matrix_sync(fa, t.dst + 16 * kk * LP + r0, LP);
+          wm::load_matrix_sync(fb, t.k + 16 * kk * LQ + 16 * n, LQ);
+          wm::mma_sync(c, fa, fb, c);
+        }
+        wm::store_matrix_sync(t.dq + r0 * LO + 16 * n, c, LO, wm::mem_row_major);
+      }
+      __syncwarp();
+      for (int e = lane; e < 16 * HD; e += 32) {
+        int rr = r0 + e / HD, d = e % HD, i = it + rr;
+        if (i >= s.T || d >= s.HS) continue;
+        float *to = dq_acc + row_off(s, b, i, s.NH, h) + d, x = t.dq[rr * LO + d];
+        if (sole_dq)
+          *to += x;
+        else
+          atomicAdd(to, x);
+      }
+    }
+  }
+  /* dK, dV of the warp's keys, through its rows of the dQ tile. */
+  for (int which = 0; which < 2; which++) {
+    bf16 *to = which ? dv : dk;
+    __syncwarp(); /* the warp's last reads of these rows are done */
+#pragma unroll
+    for (int n = 0; n < HD / 16; n++)
+      wm::store_matrix_sync(t.dq + r0 * LO + 16 * n, which ? dvf[n] : dkf[n], LO, wm::mem_row_major);
+    __syncwarp();
+    for (int e = lane; e < 16 * HD; e += 32) {
+      int rr = r0 + e / HD, d = e % HD, j = j0 + rr;
+      if (j < s.T && d < s.HS) to[row_off(s, b, j, s.NKV, g) + d] = __float2bfloat16_rn(t.dq[rr * LO + d]);
+    }
+  }
+}
+
+/* Grid (nx, NKV, B), 128 threads; block x takes key tiles x, x + nx, ... of
+ * kv head blockIdx.y. FA-2: nx = T / 64, one key tile per block. FA-1
+ * (Algorithm 4): nx = 1, one block per (b, kv head) walking its key tiles
+ * in order: the sole writer of its group's dq rows. */
+template <int HD>
+__global__ void __launch_bounds__(128)
+    flash_bwd_tc_kernel(bf16 *dk, bf16 *dv, float *dq_acc, const bf16 *q, const bf16 *k, const bf16 *v,
+                        const bf16 *dout, const float *lse, const float *D, kern_attn_shape s) {
+  extern __shared__ __align__(128) unsigned char tc_smem[];
+  tb_tiles<HD> t(tc_smem);
+  for (int j0 = blockIdx.x * TB_BK; j0 < s.T; j0 += gridDim.x * TB_BK)
+    tb_key_tile<HD>(t, dk, dv, dq_acc, q, k, v, dout, lse, D, s, blockIdx.z, blockIdx.y, j0, gridDim.x == 1);
+}
+
 /* Calls launch(std::integral_constant<int, HD>{}) with HD, the head size
  * padded to the tensor-core tiles, = 32, 64, 128 for HS <= 32, 64, 128. */
 template <class F> static inline void with_hd(int HS, F launch) {

@@ -115,7 +115,7 @@ static void measure_peaks(bench *b) {
 
 typedef struct {
   kern_attn_shape s;
-  int v1; /* flash rows: 0 FA-2 (kern_attention_*_cuda), 1 FA-1 (*_v1_cuda), 2 FA-2 with the SIMT forward */
+  int v1; /* flash rows: 0 FA-2 (kern_attention_*_cuda), 1 FA-1 (*_v1_cuda), 2 FA-2 on CUDA cores (*_simt_cuda) */
   kern_bf16 *q, *k, *v, *out, *dout, *dq, *dk, *dv, *att, *datt;
   float *lse, *scratch, *scores, *fwd_scratch;
 } attn_arg;
@@ -130,7 +130,7 @@ static int attn_fwd(bench *b, void *p) {
 }
 static int attn_bwd(bench *b, void *p) {
   attn_arg *a = p;
-  return (a->v1 == 1 ? kern_attention_bwd_v1_cuda : kern_attention_bwd_cuda)(
+  return (a->v1 == 1 ? kern_attention_bwd_v1_cuda : a->v1 == 2 ? kern_attention_bwd_simt_cuda : kern_attention_bwd_cuda)(
       a->dq, a->dk, a->dv, a->scratch, a->dout, a->q, a->k, a->v, a->out, a->lse, a->s, b->stream);
 }
 static int attn_fwdbwd(bench *b, void *p) { return attn_fwd(b, p) || attn_bwd(b, p); }
@@ -158,7 +158,7 @@ static void bench_flash(bench *b, attn_arg *a, const char *algo, const char *sha
   for (unsigned i = 0; i < sizeof passes / sizeof passes[0]; i++) {
     char name[40];
     snprintf(name, sizeof name, "%s_%s", algo, passes[i].pass);
-    if (want(b, name) && (a->v1 != 2 || i == 0)) /* SIMT: its forward only (the backward is flash's) */
+    if (want(b, name))
       row(b, name, shape, time_us(b, passes[i].fn, a), passes[i].flops_per_fwd * fwd, 0, 1);
   }
 }
@@ -174,8 +174,8 @@ static void bench_attention(bench *b, const char *label, kern_attn_shape s) {
   char shape[64];
   snprintf(shape, sizeof shape, "B%d T%d H%d/%d D%d w%d %s", s.B, s.T, s.NH, s.NKV, s.HS,
            s.window, label);
-  /* FA-2, FA-1, then FA-2 with the SIMT forward (the tensor cores' gain)
-   * at the same shape; the backward scratch serves all */
+  /* FA-2, FA-1, then FA-2 on CUDA cores (the tensor cores' gain) at the
+   * same shape; the backward scratch serves all */
   static const char *const algo[] = {"attention_flash", "attention_flash1", "attention_flash_simt"};
   for (a.v1 = 0; a.v1 < 3; a.v1++) bench_flash(b, &a, algo[a.v1], shape, fwd);
   if (want(b, "attention_unfused_fwdbwd") && ntt * 6 < (8L << 30)) {

@@ -4,7 +4,8 @@
  *   - a launch (emu_launch): the blocks one after another, each block's
  *     threads as real threads, threadIdx / blockIdx thread-local;
  *   - __syncthreads (a block barrier), __syncwarp (a barrier of the 32
- *     lanes of the caller's warp), __shfl_xor_sync (float, full warp);
+ *     lanes of the caller's warp), __shfl_xor_sync (float, full warp),
+ *     atomicAdd (float);
  *   - dynamic shared memory: one 256 KiB buffer, `tc_smem`, filled with NaN
  *     bytes before every block, so a read of an element no thread wrote
  *     shows in the results;
@@ -14,11 +15,12 @@
  *     the product are per lane, and a store writes element e from lane
  *     e % 32, so no lane's write waits for or races with another's: the
  *     ordering the kernel needs must come from its own __syncwarp calls.
- * Not emulated: anything else (atomics, static __shared__, streams).
+ * Not emulated: anything else (other atomics, static __shared__, streams).
  * Every thread of a block must reach each barrier, as on the GPU. */
 #ifndef CUDA_EMU_H
 #define CUDA_EMU_H
 
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
@@ -56,6 +58,7 @@ inline bf16 __float2bfloat16_rn(float x) { return bf16{kern_float_to_bf16(x)}; }
 inline bf16 __float2bfloat16(float x) { return __float2bfloat16_rn(x); }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline int min(int a, int b) { return a < b ? a : b; }
+inline float atomicAdd(float *p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
 
 alignas(128) inline unsigned char tc_smem[256 * 1024];
 

@@ -1,6 +1,6 @@
 /* tests/kernels/test_attention_cuda.c: CUDA attention (flash FA-2 and FA-1
- * loop orders, their forwards on tensor cores, the FA-2 forward also on
- * CUDA cores ("flash-simt"), and unfused) vs the references on odd shapes: T not a
+ * loop orders on tensor cores, FA-2 also on CUDA cores ("flash-simt"),
+ * and unfused) vs the references on odd shapes: T not a
  * multiple of the 64 / 32 tiles, GQA (NH / NKV = 2, 4, 8), windows smaller
  * and larger than T, HS 48, 64, 128, B = 2. Both flash algorithms are
  * checked against the same flash reference at the same tolerance. The
@@ -43,7 +43,7 @@ static int fa2_simt_fwd(kern_bf16 *out, float *lse, float *scratch, const kern_b
 
 static const flash_algo ALGOS[] = {
     {"flash", no_scratch, fa2_fwd, kern_attention_bwd_scratch_bytes, kern_attention_bwd_cuda},
-    {"flash-simt", no_scratch, fa2_simt_fwd, kern_attention_bwd_scratch_bytes, kern_attention_bwd_cuda},
+    {"flash-simt", no_scratch, fa2_simt_fwd, kern_attention_bwd_scratch_bytes, kern_attention_bwd_simt_cuda},
     {"flash1", kern_attention_fwd_v1_scratch_bytes, kern_attention_fwd_v1_cuda,
      kern_attention_bwd_v1_scratch_bytes, kern_attention_bwd_v1_cuda},
 };

@@ -1,15 +1,15 @@
-/* tests/kernels/test_attention_tc_emu.cc: the tensor-core flash forward
- * kernels of kernels/attention_tc.cuh (the FA-2 and FA-1 loop orders), the
- * very code the GPU runs, executed on the CPU through cuda_emu.h and
+/* tests/kernels/test_attention_tc_emu.cc: the tensor-core flash kernels of
+ * kernels/attention_tc.cuh (forward and backward, the FA-2 and FA-1 grids),
+ * the very code the GPU runs, executed on the CPU through cuda_emu.h and
  * checked against the flash reference (kernels/attention_ref.c) on odd
  * shapes: T not a multiple of the 64-row / 64-key tiles, GQA, windows
  * smaller and larger than T, head sizes 36 (not a multiple of 8: the
  * element-wise loads), 48, 64 and 128 (each padded tile size), B = 2.
  * Tolerance as the GPU test's (kern_gpu.h): out |d| <= 1e-2 + 1e-2 |ref|
- * (bf16 output), lse 1e-3 + 1e-3 |ref|. Outputs and the FA-1 scratch start
- * as NaN where the kernel must write them. What this cannot see: timing,
- * bank conflicts, and the real WMMA register split (the code never relies
- * on it). */
+ * (bf16 output), lse 1e-3 + 1e-3 |ref|, gradients 3e-2 + 3e-2 |ref|.
+ * Outputs start as NaN where the kernel must write them. What this cannot
+ * see: timing, bank conflicts, and the real WMMA register split (the code
+ * never relies on it). */
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -57,6 +57,45 @@ static int check(kern_attn_shape s, int v1, const std::vector<bf16> &q, const st
   return bad + kc_compare(what, lse.data(), lse_ref, nl, 1e-3f, 1e-3f);
 }
 
+/* The backward (v1: FA-1's grid) given the reference's out (bf16) and lse:
+ * dq (the fp32 accumulator), dk, dv against the reference's. D = rowsum(dout
+ * * out) is computed here, as attn_rowdot_kernel does before the launch. */
+static int check_bwd(kern_attn_shape s, int v1, const std::vector<bf16> &q, const std::vector<bf16> &k,
+                     const std::vector<bf16> &v, const std::vector<bf16> &dout, const float *out,
+                     const float *lse, const float *dq_ref, const float *dk_ref, const float *dv_ref) {
+  long nq = (long)s.B * s.T * s.NH * s.HS, nkv = (long)s.B * s.T * s.NKV * s.HS, nl = (long)s.B * s.NH * s.T;
+  std::vector<float> D(nl), dq(nq, 0.0f);
+  for (int b = 0; b < s.B; b++)
+    for (int h = 0; h < s.NH; h++)
+      for (int i = 0; i < s.T; i++) {
+        long o = (((long)b * s.T + i) * s.NH + h) * s.HS;
+        float acc = 0.0f;
+        for (int d = 0; d < s.HS; d++) acc += __bfloat162float(dout[o + d]) * out[o + d];
+        D[((long)b * s.NH + h) * s.T + i] = acc;
+      }
+  std::vector<bf16> dk(nkv, __float2bfloat16_rn(NAN)), dv(nkv, __float2bfloat16_rn(NAN));
+  unsigned nx = v1 ? 1 : (unsigned)((s.T + TB_BK - 1) / TB_BK);
+  with_hd(s.HS, [&](auto hd) {
+    constexpr int HD = decltype(hd)::value;
+    if (tb_tiles<HD>::bytes > sizeof tc_smem) std::abort();
+    emu_launch({nx, (unsigned)s.NKV, (unsigned)s.B}, 128, [&] {
+      flash_bwd_tc_kernel<HD>(dk.data(), dv.data(), dq.data(), q.data(), k.data(), v.data(), dout.data(), lse,
+                              D.data(), s);
+    });
+  });
+  std::vector<float> dkf(nkv), dvf(nkv);
+  for (long i = 0; i < nkv; i++) dkf[i] = __bfloat162float(dk[i]), dvf[i] = __bfloat162float(dv[i]);
+  const char *name = v1 ? "flash1 backward (tensor cores, emulated)" : "flash backward (tensor cores, emulated)";
+  char what[96];
+  int bad = 0;
+  snprintf(what, sizeof what, "%s dq", name);
+  bad += kc_compare(what, dq.data(), dq_ref, nq, 3e-2f, 3e-2f);
+  snprintf(what, sizeof what, "%s dk", name);
+  bad += kc_compare(what, dkf.data(), dk_ref, nkv, 3e-2f, 3e-2f);
+  snprintf(what, sizeof what, "%s dv", name);
+  return bad + kc_compare(what, dvf.data(), dv_ref, nkv, 3e-2f, 3e-2f);
+}
+
 static int run(kern_attn_shape s, kc_rng *r) {
   long nq = (long)s.B * s.T * s.NH * s.HS, nkv = (long)s.B * s.T * s.NKV * s.HS, nl = (long)s.B * s.NH * s.T;
   printf("shape B=%d T=%d NH=%d NKV=%d HS=%d window=%d\n", s.B, s.T, s.NH, s.NKV, s.HS, s.window);
@@ -66,7 +105,13 @@ static int run(kern_attn_shape s, kc_rng *r) {
   kern_attention_fwd_ref(out, lse, q, k, v, s);
   std::vector<bf16> qb = to_bf16(q, nq), kb = to_bf16(k, nkv), vb = to_bf16(v, nkv);
   int bad = check(s, 0, qb, kb, vb, out, lse) + check(s, 1, qb, kb, vb, out, lse);
-  free(q), free(k), free(v), free(out), free(lse);
+  float *dout = kc_rand(r, nq, -1, 1), *dq = kc_zeros(nq), *dk = kc_zeros(nkv), *dv = kc_zeros(nkv);
+  kc_round_bf16(dout, nq);
+  kc_round_bf16(out, nq); /* the backward sees the bf16 forward output */
+  kern_attention_bwd_ref(dq, dk, dv, dout, q, k, v, out, lse, s);
+  std::vector<bf16> dob = to_bf16(dout, nq);
+  for (int v1 = 0; v1 < 2; v1++) bad += check_bwd(s, v1, qb, kb, vb, dob, out, lse, dq, dk, dv);
+  free(q), free(k), free(v), free(out), free(lse), free(dout), free(dq), free(dk), free(dv);
   return bad;
 }
 
