@@ -98,6 +98,23 @@ __device__ __forceinline__ void tc_load_rows(bf16 *dst, int ld, const bf16 *src,
   }
 }
 
+/* acc += the sum over KSTEPS k-steps of A_k B_k (16 x 16 tiles, bf16): A_k
+ * at a + a_step k (layout LA, row stride la), B_k at b + b_step k (layout
+ * LB, row stride lb). */
+template <int KSTEPS, class LA, class LB>
+__device__ __forceinline__ void tc_mma(nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> &acc,
+                                       const bf16 *a, int la, int a_step, const bf16 *b, int lb, int b_step) {
+  namespace wm = nvcuda::wmma;
+#pragma unroll
+  for (int kk = 0; kk < KSTEPS; kk++) {
+    wm::fragment<wm::matrix_a, 16, 16, 16, bf16, LA> fa;
+    wm::fragment<wm::matrix_b, 16, 16, 16, bf16, LB> fb;
+    wm::load_matrix_sync(fa, a + (long)a_step * kk, la);
+    wm::load_matrix_sync(fb, b + (long)b_step * kk, lb);
+    wm::mma_sync(acc, fa, fb, acc);
+  }
+}
+
 /* One key tile (K, V in shared memory, keys j0 ..) for warp w's 16 query
  * rows i0 + 16 w ..: the invariant of fa_tile, kept in t.o, t.m, t.l. */
 template <int HD>
@@ -110,14 +127,7 @@ __device__ __forceinline__ void tc_tile(const tc_tiles<HD> &t, kern_attn_shape s
   for (int n = 0; n < TC_BC / 16; n++) {
     wm::fragment<wm::accumulator, 16, 16, 16, float> c;
     wm::fill_fragment(c, 0.0f);
-#pragma unroll
-    for (int kk = 0; kk < HD / 16; kk++) {
-      wm::fragment<wm::matrix_a, 16, 16, 16, bf16, wm::row_major> a;
-      wm::fragment<wm::matrix_b, 16, 16, 16, bf16, wm::col_major> bt;
-      wm::load_matrix_sync(a, t.q + r0 * LQ + 16 * kk, LQ);
-      wm::load_matrix_sync(bt, t.k + 16 * n * LQ + 16 * kk, LQ);
-      wm::mma_sync(c, a, bt, c);
-    }
+    tc_mma<HD / 16, wm::row_major, wm::col_major>(c, t.q + r0 * LQ, LQ, 16, t.k + 16 * n * LQ, LQ, 16);
     wm::store_matrix_sync(t.s + r0 * LS + 16 * n, c, LS, wm::mem_row_major);
   }
   __syncwarp();
@@ -158,14 +168,7 @@ __device__ __forceinline__ void tc_tile(const tc_tiles<HD> &t, kern_attn_shape s
   for (int n = 0; n < HD / 16; n++) {
     wm::fragment<wm::accumulator, 16, 16, 16, float> c;
     wm::load_matrix_sync(c, t.o + r0 * LO + 16 * n, LO, wm::mem_row_major);
-#pragma unroll
-    for (int kk = 0; kk < TC_BC / 16; kk++) {
-      wm::fragment<wm::matrix_a, 16, 16, 16, bf16, wm::row_major> a;
-      wm::fragment<wm::matrix_b, 16, 16, 16, bf16, wm::row_major> bv;
-      wm::load_matrix_sync(a, t.p + r0 * LP + 16 * kk, LP);
-      wm::load_matrix_sync(bv, t.v + 16 * kk * LQ + 16 * n, LQ);
-      wm::mma_sync(c, a, bv, c);
-    }
+    tc_mma<TC_BC / 16, wm::row_major, wm::row_major>(c, t.p + r0 * LP, LP, 16, t.v + 16 * n, LQ, 16 * LQ);
     __syncwarp(); /* every lane has loaded this block of O: the fragment map is not ours to rely on */
     wm::store_matrix_sync(t.o + r0 * LO + 16 * n, c, LO, wm::mem_row_major);
   }
@@ -323,22 +326,6 @@ template <int HD> struct tb_tiles {
   }
 };
 
-/* acc (16 x 16, fp32) = A (16 x 16 k-steps, row-major at a, stride la) times
- * the k-steps of B (col-major at b when BT, i.e. B^T stored row-major). */
-template <int KSTEPS, class LB>
-__device__ __forceinline__ void tc_mma_rows(nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> &acc,
-                                            const bf16 *a, int la, const bf16 *b, int lb, int b_step) {
-  namespace wm = nvcuda::wmma;
-#pragma unroll
-  for (int kk = 0; kk < KSTEPS; kk++) {
-    wm::fragment<wm::matrix_a, 16, 16, 16, bf16, wm::row_major> fa;
-    wm::fragment<wm::matrix_b, 16, 16, 16, bf16, LB> fb;
-    wm::load_matrix_sync(fa, a + 16 * kk, la);
-    wm::load_matrix_sync(fb, b + (long)b_step * kk, lb);
-    wm::mma_sync(acc, fa, fb, acc);
-  }
-}
-
 /* One key tile j0 of kv head g: dk, dv (bf16) written once at the end. */
 template <int HD>
 __device__ __forceinline__ void tb_key_tile(const tb_tiles<HD> &t, bf16 *dk, bf16 *dv, float *dq_acc, const bf16 *q,
@@ -373,10 +360,10 @@ __device__ __forceinline__ void tb_key_tile(const tb_tiles<HD> &t, bf16 *dk, bf1
       for (int n = 0; n < TB_BQ / 16; n++) {
         wm::fragment<wm::accumulator, 16, 16, 16, float> c;
         wm::fill_fragment(c, 0.0f);
-        tc_mma_rows<HD / 16, wm::col_major>(c, t.k + r0 * LQ, LQ, t.q + 16 * n * LQ, LQ, 16);
+        tc_mma<HD / 16, wm::row_major, wm::col_major>(c, t.k + r0 * LQ, LQ, 16, t.q + 16 * n * LQ, LQ, 16);
         wm::store_matrix_sync(t.st + r0 * LS + 16 * n, c, LS, wm::mem_row_major);
         wm::fill_fragment(c, 0.0f);
-        tc_mma_rows<HD / 16, wm::col_major>(c, t.v + r0 * LQ, LQ, t.dout + 16 * n * LQ, LQ, 16);
+        tc_mma<HD / 16, wm::row_major, wm::col_major>(c, t.v + r0 * LQ, LQ, 16, t.dout + 16 * n * LQ, LQ, 16);
         wm::store_matrix_sync(t.dpt + r0 * LS + 16 * n, c, LS, wm::mem_row_major);
       }
       __syncwarp();
@@ -392,8 +379,8 @@ __device__ __forceinline__ void tb_key_tile(const tb_tiles<HD> &t, bf16 *dk, bf1
       /* dV += P^T dO, dK += dS^T Q: dO and Q row-major are the B operands. */
 #pragma unroll
       for (int n = 0; n < HD / 16; n++) {
-        tc_mma_rows<TB_BQ / 16, wm::row_major>(dvf[n], t.pt + r0 * LP, LP, t.dout + 16 * n, LQ, 16 * LQ);
-        tc_mma_rows<TB_BQ / 16, wm::row_major>(dkf[n], t.dst + r0 * LP, LP, t.q + 16 * n, LQ, 16 * LQ);
+        tc_mma<TB_BQ / 16, wm::row_major, wm::row_major>(dvf[n], t.pt + r0 * LP, LP, 16, t.dout + 16 * n, LQ, 16 * LQ);
+        tc_mma<TB_BQ / 16, wm::row_major, wm::row_major>(dkf[n], t.dst + r0 * LP, LP, 16, t.q + 16 * n, LQ, 16 * LQ);
       }
       __syncthreads(); /* every warp's dS^T rows are written */
       /* dQ rows 16 w .. = dS K: dS = (dS^T)^T, read column-major. */
@@ -401,14 +388,7 @@ __device__ __forceinline__ void tb_key_tile(const tb_tiles<HD> &t, bf16 *dk, bf1
       for (int n = 0; n < HD / 16; n++) {
         wm::fragment<wm::accumulator, 16, 16, 16, float> c;
         wm::fill_fragment(c, 0.0f);
-#pragma unroll
-        for (int kk = 0; kk < TB_BK / 16; kk++) {
-          wm::fragment<wm::matrix_a, 16, 16, 16, bf16, wm::col_major> fa;
-          wm::fragment<wm::matrix_b, 16, 16, 16, bf16, wm::row_major> fb;
-          wm::load_matrix_sync(fa, t.dst + 16 * kk * LP + r0, LP);
-          wm::load_matrix_sync(fb, t.k + 16 * kk * LQ + 16 * n, LQ);
-          wm::mma_sync(c, fa, fb, c);
-        }
+        tc_mma<TB_BK / 16, wm::col_major, wm::row_major>(c, t.dst + r0, LP, 16 * LP, t.k + 16 * n, LQ, 16 * LQ);
         wm::store_matrix_sync(t.dq + r0 * LO + 16 * n, c, LO, wm::mem_row_major);
       }
       __syncwarp();
