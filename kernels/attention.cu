@@ -306,15 +306,10 @@ static int attn_check(kern_attn_shape s) {
 }
 
 /* Calls launch(std::integral_constant<int, DPT>{}) with DPT, the dims each
- * of a row's 4 threads holds, = 8, 16, 32 for HS <= 32, 64, 128: the one
- * place that maps a head size to a kernel instantiation. */
+ * of a row's 4 threads holds in the SIMT kernels: a quarter of with_hd's
+ * padded head size (8, 16, 32). */
 template <class F> static void with_dpt(int HS, F launch) {
-  if (HS <= 32)
-    launch(std::integral_constant<int, 8>{});
-  else if (HS <= 64)
-    launch(std::integral_constant<int, 16>{});
-  else
-    launch(std::integral_constant<int, 32>{});
+  with_hd(HS, [&](auto hd) { launch(std::integral_constant<int, decltype(hd)::value / 4>{}); });
 }
 
 /* Lets `kernel` use tc_tiles<HD>'s dynamic shared memory (over 48 KB). */

@@ -433,7 +433,8 @@ __global__ void __launch_bounds__(128)
 }
 
 /* Calls launch(std::integral_constant<int, HD>{}) with HD, the head size
- * padded to the tensor-core tiles, = 32, 64, 128 for HS <= 32, 64, 128. */
+ * padded to the tensor-core tiles, = 32, 64, 128 for HS <= 32, 64, 128: the
+ * one place that maps a head size to a kernel instantiation. */
 template <class F> static inline void with_hd(int HS, F launch) {
   if (HS <= 32)
     launch(std::integral_constant<int, 32>{});
