@@ -329,7 +329,7 @@ extern "C" int kern_attention_fwd_cuda(kern_bf16 *out, float *lse, const kern_bf
     constexpr int HD = decltype(hd)::value;
     e = tc_allow<HD>(flash_fwd_tc_kernel<HD>);
     if (e == cudaSuccess)
-      flash_fwd_tc_kernel<HD><<<grid, 128, tc_tiles<HD>::bytes, stream>>>(o, lse, Q, K, V, s);
+      KERN_LAUNCH(grid, 128, tc_tiles<HD>::bytes, stream, flash_fwd_tc_kernel<HD>)(o, lse, Q, K, V, s);
   });
   KERN_CUDA_TRY(e);
   KERN_LAUNCH_TRY();
@@ -344,7 +344,7 @@ extern "C" int kern_attention_fwd_simt_cuda(kern_bf16 *out, float *lse, const ke
   bf16 *o = (bf16 *)out;
   const bf16 *Q = (const bf16 *)q, *K = (const bf16 *)k, *V = (const bf16 *)v;
   with_dpt(s.HS, [&](auto dpt) {
-    flash_fwd_kernel<decltype(dpt)::value><<<grid, 256, 0, stream>>>(o, lse, Q, K, V, s);
+    KERN_LAUNCH(grid, 256, 0, stream, flash_fwd_kernel<decltype(dpt)::value>)(o, lse, Q, K, V, s);
   });
   KERN_LAUNCH_TRY();
   return 0;
@@ -362,7 +362,7 @@ extern "C" int kern_attention_fwd_v1_cuda(kern_bf16 *out, float *lse, float *scr
   long nq = (long)s.B * s.T * s.NH * s.HS, nl = (long)s.B * s.NH * s.T;
   fa1_state st = {scratch, scratch + nq + nl, scratch + nq}; /* o | l | m */
   KERN_CUDA_TRY(cudaMemsetAsync(scratch, 0, sizeof(float) * (nq + nl), stream)); /* o, l */
-  f32_fill_kernel<<<kern_cdiv(nl, 256), 256, 0, stream>>>(st.m, -INFINITY, nl);
+  KERN_LAUNCH(kern_cdiv(nl, 256), 256, 0, stream, f32_fill_kernel)(st.m, -INFINITY, nl);
   KERN_LAUNCH_TRY();
   dim3 grid(1, s.NH, s.B);
   bf16 *o = (bf16 *)out;
@@ -372,7 +372,7 @@ extern "C" int kern_attention_fwd_v1_cuda(kern_bf16 *out, float *lse, float *scr
     constexpr int HD = decltype(hd)::value;
     e = tc_allow<HD>(flash1_fwd_tc_kernel<HD>);
     if (e == cudaSuccess)
-      flash1_fwd_tc_kernel<HD><<<grid, 128, tc_tiles<HD>::bytes, stream>>>(o, lse, st, Q, K, V, s);
+      KERN_LAUNCH(grid, 128, tc_tiles<HD>::bytes, stream, flash1_fwd_tc_kernel<HD>)(o, lse, st, Q, K, V, s);
   });
   KERN_CUDA_TRY(e);
   KERN_LAUNCH_TRY();
@@ -397,7 +397,7 @@ static int attn_bwd_run(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scra
   KERN_TRY(attn_check(s));
   long nrows = (long)s.B * s.NH * s.T, nq = (long)s.B * s.T * s.NH * s.HS;
   float *D = scratch, *dq_acc = scratch + nrows;
-  attn_rowdot_kernel<<<kern_cdiv(nrows, 8), 256, 0, stream>>>(D, (const bf16 *)dout,
+  KERN_LAUNCH(kern_cdiv(nrows, 8), 256, 0, stream, attn_rowdot_kernel)(D, (const bf16 *)dout,
                                                               (const bf16 *)out, s);
   KERN_LAUNCH_TRY();
   KERN_CUDA_TRY(cudaMemsetAsync(dq_acc, 0, sizeof(float) * nq, stream));
@@ -408,7 +408,7 @@ static int attn_bwd_run(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scra
   cudaError_t e = cudaSuccess;
   if (simt) {
     with_dpt(s.HS, [&](auto dpt) {
-      flash_bwd_kernel<decltype(dpt)::value><<<grid, 256, 0, stream>>>(DK, DV, dq_acc, Q, K, V, DO, lse, D, s);
+      KERN_LAUNCH(grid, 256, 0, stream, flash_bwd_kernel<decltype(dpt)::value>)(DK, DV, dq_acc, Q, K, V, DO, lse, D, s);
     });
   } else {
     with_hd(s.HS, [&](auto hd) {
@@ -416,12 +416,12 @@ static int attn_bwd_run(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scra
       e = cudaFuncSetAttribute(flash_bwd_tc_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)tb_tiles<HD>::bytes);
       if (e == cudaSuccess)
-        flash_bwd_tc_kernel<HD><<<grid, 128, tb_tiles<HD>::bytes, stream>>>(DK, DV, dq_acc, Q, K, V, DO, lse, D, s);
+        KERN_LAUNCH(grid, 128, tb_tiles<HD>::bytes, stream, flash_bwd_tc_kernel<HD>)(DK, DV, dq_acc, Q, K, V, DO, lse, D, s);
     });
   }
   KERN_CUDA_TRY(e);
   KERN_LAUNCH_TRY();
-  f32_to_bf16_kernel<<<kern_cdiv(nq, 256), 256, 0, stream>>>((bf16 *)dq, dq_acc, nq);
+  KERN_LAUNCH(kern_cdiv(nq, 256), 256, 0, stream, f32_to_bf16_kernel)((bf16 *)dq, dq_acc, nq);
   KERN_LAUNCH_TRY();
   return 0;
 }
@@ -456,6 +456,7 @@ extern "C" int kern_attention_bwd_v1_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf1
 }
 
 /* ---- unfused baseline ---------------------------------------------------- */
+#ifndef KERN_EMU /* cuBLASLt: not in the emulated build (tests/kernels/cuda_emu.h) */
 
 /* att row (b, h, i) = masked softmax of the scores row; one warp per row. */
 __global__ void masked_softmax_kernel(bf16 *att, const float *scores, kern_attn_shape s) {
@@ -544,7 +545,7 @@ extern "C" int kern_attention_unfused_fwd_cuda(const kern_ctx *ctx, kern_bf16 *o
   long nrows = (long)s.B * s.NH * T;
   attn_gemm qk = {T, T, HS, 0, 1, 1, rsqrtf((float)HS), 0.0f}; /* scores = q k^T / sqrt(HS) */
   KERN_TRY(attn_gemm_run(ctx, s, qk, scores, OPD_TT, q, OPD_Q, k, OPD_KV, 1, stream));
-  masked_softmax_kernel<<<kern_cdiv(nrows, 8), 256, 0, stream>>>((bf16 *)att, scores, s);
+  KERN_LAUNCH(kern_cdiv(nrows, 8), 256, 0, stream, masked_softmax_kernel)((bf16 *)att, scores, s);
   KERN_LAUNCH_TRY();
   attn_gemm pv = {T, HS, T, 0, 0, 0, 1.0f, 0.0f}; /* out = att v */
   return attn_gemm_run(ctx, s, pv, out, OPD_Q, att, OPD_TT, v, OPD_KV, 1, stream);
@@ -564,7 +565,7 @@ extern "C" int kern_attention_unfused_bwd_cuda(const kern_ctx *ctx, kern_bf16 *d
   KERN_TRY(attn_gemm_run(ctx, s, dvg, dv, OPD_KV, att, OPD_TT, dout, OPD_Q, 0, stream));
   attn_gemm dpg = {T, T, HS, 0, 1, 1, 1.0f, 0.0f}; /* dp = dout v^T */
   KERN_TRY(attn_gemm_run(ctx, s, dpg, scores, OPD_TT, dout, OPD_Q, v, OPD_KV, 1, stream));
-  softmax_bwd_kernel<<<kern_cdiv(nrows, 8), 256, 0, stream>>>((bf16 *)datt, (const bf16 *)att,
+  KERN_LAUNCH(kern_cdiv(nrows, 8), 256, 0, stream, softmax_bwd_kernel)((bf16 *)datt, (const bf16 *)att,
                                                               scores, s);
   KERN_LAUNCH_TRY();
   attn_gemm dqg = {T, HS, T, 0, 0, 0, scale, 0.0f}; /* dq = datt k / sqrt(HS) */
@@ -572,3 +573,4 @@ extern "C" int kern_attention_unfused_bwd_cuda(const kern_ctx *ctx, kern_bf16 *d
   attn_gemm dkg = {T, HS, T, 1, 0, 0, scale, 0.0f}; /* dk = sum_h datt^T q / sqrt(HS) */
   return attn_gemm_run(ctx, s, dkg, dk, OPD_KV, datt, OPD_TT, q, OPD_Q, 0, stream);
 }
+#endif

@@ -149,9 +149,9 @@ __device__ __forceinline__ void tc_tile(const tc_tiles<HD> &t, kern_attn_shape s
   } else {
     corr = exp2f(mold - mnew); /* 0 when mold = -INF (O, l are 0 then) */
     for (int c = c0; c < c0 + TC_BC / 2; c++) {
-      bf16 pb = __float2bfloat16_rn(exp2f(srow[c] - mnew));
-      prow[c] = pb;
-      sum += __bfloat162float(pb); /* l sums what P V multiplies */
+      float p = exp2f(srow[c] - mnew);
+      prow[c] = __float2bfloat16_rn(p); /* P V in bf16, l in fp32, as FlashAttention-2 */
+      sum += p;
     }
   }
   sum += __shfl_xor_sync(0xffffffffu, sum, 1);
@@ -204,7 +204,7 @@ template <int HD>
 __global__ void __launch_bounds__(128)
     flash_fwd_tc_kernel(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
                         kern_attn_shape s) {
-  extern __shared__ __align__(128) unsigned char tc_smem[];
+  KERN_DYN_SMEM(unsigned char, tc_smem);
   tc_tiles<HD> t(tc_smem);
   int b = blockIdx.z, h = blockIdx.y, g = h / (s.NH / s.NKV), i0 = blockIdx.x * TC_BR;
   int w = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -266,7 +266,7 @@ template <int HD>
 __global__ void __launch_bounds__(128)
     flash1_fwd_tc_kernel(bf16 *out, float *lse, fa1_state st, const bf16 *q, const bf16 *k,
                          const bf16 *v, kern_attn_shape s) {
-  extern __shared__ __align__(128) unsigned char tc_smem[];
+  KERN_DYN_SMEM(unsigned char, tc_smem);
   tc_tiles<HD> t(tc_smem);
   int b = blockIdx.z, h = blockIdx.y, g = h / (s.NH / s.NKV), w = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int j0 = 0; j0 < s.T; j0 += TC_BC) {
@@ -426,7 +426,7 @@ template <int HD>
 __global__ void __launch_bounds__(128)
     flash_bwd_tc_kernel(bf16 *dk, bf16 *dv, float *dq_acc, const bf16 *q, const bf16 *k, const bf16 *v,
                         const bf16 *dout, const float *lse, const float *D, kern_attn_shape s) {
-  extern __shared__ __align__(128) unsigned char tc_smem[];
+  KERN_DYN_SMEM(unsigned char, tc_smem);
   tb_tiles<HD> t(tc_smem);
   for (int j0 = blockIdx.x * TB_BK; j0 < s.T; j0 += gridDim.x * TB_BK)
     tb_key_tile<HD>(t, dk, dv, dq_acc, q, k, v, dout, lse, D, s, blockIdx.z, blockIdx.y, j0, gridDim.x == 1);

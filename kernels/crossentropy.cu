@@ -46,7 +46,7 @@ __global__ void __launch_bounds__(CE_THREADS)
 extern "C" int kern_crossentropy_fwd_cuda(float *losses, float *lse, const kern_bf16 *logits,
                                           const int *targets, int N, int V,
                                           cudaStream_t stream) {
-  ce_fwd_kernel<<<N, CE_THREADS, 0, stream>>>(losses, lse, (const bf16 *)logits, targets, V);
+  KERN_LAUNCH(N, CE_THREADS, 0, stream, ce_fwd_kernel)(losses, lse, (const bf16 *)logits, targets, V);
   KERN_LAUNCH_TRY();
   return 0;
 }
@@ -54,7 +54,7 @@ extern "C" int kern_crossentropy_fwd_cuda(float *losses, float *lse, const kern_
 extern "C" int kern_crossentropy_bwd_cuda(kern_bf16 *dlogits, const kern_bf16 *logits,
                                           const float *lse, const int *targets, float dloss,
                                           int N, int V, cudaStream_t stream) {
-  ce_bwd_kernel<<<N, CE_THREADS, 0, stream>>>((bf16 *)dlogits, (const bf16 *)logits, lse,
+  KERN_LAUNCH(N, CE_THREADS, 0, stream, ce_bwd_kernel)((bf16 *)dlogits, (const bf16 *)logits, lse,
                                               targets, dloss, V);
   KERN_LAUNCH_TRY();
   return 0;

@@ -34,7 +34,7 @@ extern "C" int kern_embedding_fwd_cuda(kern_bf16 *out, const int *tokens, const 
                                        const kern_bf16 *wpe, int B, int T, int C,
                                        cudaStream_t stream) {
   long n = (long)B * T * C;
-  embedding_fwd_kernel<<<kern_cdiv(n, 256), 256, 0, stream>>>(
+  KERN_LAUNCH(kern_cdiv(n, 256), 256, 0, stream, embedding_fwd_kernel)(
       (bf16 *)out, tokens, (const bf16 *)wte, (const bf16 *)wpe, B, T, C);
   KERN_LAUNCH_TRY();
   return 0;
@@ -44,10 +44,10 @@ extern "C" int kern_embedding_bwd_cuda(float *dwte, float *dwpe, const kern_bf16
                                        const int *tokens, int B, int T, int C,
                                        cudaStream_t stream) {
   long n = (long)B * T * C;
-  embedding_bwd_wte_kernel<<<kern_cdiv(n, 256), 256, 0, stream>>>(dwte, (const bf16 *)dout,
+  KERN_LAUNCH(kern_cdiv(n, 256), 256, 0, stream, embedding_bwd_wte_kernel)(dwte, (const bf16 *)dout,
                                                                    tokens, B, T, C);
   KERN_LAUNCH_TRY();
-  embedding_bwd_wpe_kernel<<<kern_cdiv((long)T * C, 256), 256, 0, stream>>>(
+  KERN_LAUNCH(kern_cdiv((long)T * C, 256), 256, 0, stream, embedding_bwd_wpe_kernel)(
       dwpe, (const bf16 *)dout, B, T, C);
   KERN_LAUNCH_TRY();
   return 0;

@@ -34,9 +34,9 @@ static int ew_launch(bf16 *out, const bf16 *x, const bf16 *y, const bf16 *bias, 
                      cudaStream_t stream) {
   const void *p[] = {out, x, y, bias};
   if (n % 8 == 0 && C % 8 == 0 && kern_aligned16(p, 4))
-    ew_kernel<MODE, 8><<<kern_cdiv(n / 8, 256), 256, 0, stream>>>(out, x, y, bias, n, C);
+    KERN_LAUNCH(kern_cdiv(n / 8, 256), 256, 0, stream, ew_kernel<MODE, 8>)(out, x, y, bias, n, C);
   else
-    ew_kernel<MODE, 1><<<kern_cdiv(n, 256), 256, 0, stream>>>(out, x, y, bias, n, C);
+    KERN_LAUNCH(kern_cdiv(n, 256), 256, 0, stream, ew_kernel<MODE, 1>)(out, x, y, bias, n, C);
   KERN_LAUNCH_TRY();
   return 0;
 }
@@ -83,10 +83,10 @@ static int bias_grad_launch(bf16 *dinp, float *dbias, const bf16 *dout, const bf
   const void *p[] = {dinp, dout, inp, bias};
   if (C % 2 == 0 && kern_aligned16(p, 4)) {
     dim3 grid(kern_cdiv(C, 64), kern_cdiv(N, BG_ROWS));
-    bias_grad_kernel<GELU, 2><<<grid, block, 0, stream>>>(dinp, dbias, dout, inp, bias, N, C);
+    KERN_LAUNCH(grid, block, 0, stream, bias_grad_kernel<GELU, 2>)(dinp, dbias, dout, inp, bias, N, C);
   } else {
     dim3 grid(kern_cdiv(C, 32), kern_cdiv(N, BG_ROWS));
-    bias_grad_kernel<GELU, 1><<<grid, block, 0, stream>>>(dinp, dbias, dout, inp, bias, N, C);
+    KERN_LAUNCH(grid, block, 0, stream, bias_grad_kernel<GELU, 1>)(dinp, dbias, dout, inp, bias, N, C);
   }
   KERN_LAUNCH_TRY();
   return 0;

@@ -10,6 +10,15 @@
 
 typedef __nv_bfloat16 bf16;
 
+/* KERN_LAUNCH(grid, block, smem, stream, kernel)(args...) is kernel<<<grid,
+ * block, smem, stream>>>(args...), and KERN_DYN_SMEM(type, name) declares
+ * the dynamic shared memory: spelled as macros so that the emulated build
+ * (tests/kernels/cuda_emu.h, KERN_EMU) can run the same code on the CPU. */
+#ifndef KERN_EMU
+#define KERN_LAUNCH(grid, block, smem, stream, ...) __VA_ARGS__<<<grid, block, smem, stream>>>
+#define KERN_DYN_SMEM(type, name) extern __shared__ __align__(128) type name[]
+#endif
+
 static inline unsigned kern_cdiv(long a, long b) { return (unsigned)((a + b - 1) / b); }
 
 __device__ __forceinline__ float ld(const bf16 *p) { return __bfloat162float(*p); }

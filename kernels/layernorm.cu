@@ -52,7 +52,7 @@ template <int V>
 __global__ void __launch_bounds__(32 * LN_WARPS)
     ln_bwd_kernel(bf16 *dres, float *dw, float *db, const bf16 *dout, const bf16 *xln,
                   const bf16 *w, const float *mean, const float *rstd, int N, int C) {
-  extern __shared__ float acc[]; /* dw (C), then db (C) */
+  KERN_DYN_SMEM(float, acc); /* dw (C), then db (C) */
   int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) acc[c] = 0.0f;
   __syncthreads();
@@ -103,11 +103,11 @@ extern "C" int kern_layernorm_fwd_cuda(kern_bf16 *residual, kern_bf16 *out, floa
   const void *p[] = {residual, out, inp, skip, w, b};
   unsigned grid = kern_cdiv(N, LN_WARPS);
   if (ln_vec8_ok(C, p, 6))
-    ln_fwd_kernel<8><<<grid, 32 * LN_WARPS, 0, stream>>>(
+    KERN_LAUNCH(grid, 32 * LN_WARPS, 0, stream, ln_fwd_kernel<8>)(
         (bf16 *)residual, (bf16 *)out, mean, rstd, (const bf16 *)inp, (const bf16 *)skip,
         (const bf16 *)w, (const bf16 *)b, N, C);
   else
-    ln_fwd_kernel<1><<<grid, 32 * LN_WARPS, 0, stream>>>(
+    KERN_LAUNCH(grid, 32 * LN_WARPS, 0, stream, ln_fwd_kernel<1>)(
         (bf16 *)residual, (bf16 *)out, mean, rstd, (const bf16 *)inp, (const bf16 *)skip,
         (const bf16 *)w, (const bf16 *)b, N, C);
   KERN_LAUNCH_TRY();
@@ -121,7 +121,7 @@ static int ln_bwd_launch(bf16 *dres, float *dw, float *db, const bf16 *dout, con
   size_t smem = 2 * (size_t)C * sizeof(float);
   KERN_CUDA_TRY(cudaFuncSetAttribute(ln_bwd_kernel<V>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-  ln_bwd_kernel<V><<<kern_cdiv(N, LN_BWD_ROWS_PER_BLOCK), 32 * LN_WARPS, smem, stream>>>(
+  KERN_LAUNCH(kern_cdiv(N, LN_BWD_ROWS_PER_BLOCK), 32 * LN_WARPS, smem, stream, ln_bwd_kernel<V>)(
       dres, dw, db, dout, xln, w, mean, rstd, N, C);
   KERN_LAUNCH_TRY();
   return 0;

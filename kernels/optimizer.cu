@@ -85,7 +85,7 @@ static int opt_run(const kern_opt_tensor *ts, int count, kern_opt_hparams hp, fl
     int c = count - first < KERN_OPT_MAX_TENSORS ? count - first : KERN_OPT_MAX_TENSORS;
     long blocks = opt_fill(&bt, ts, first, c);
     if (blocks == 0) continue;
-    opt_kernel<MODE><<<(unsigned)blocks, OPT_THREADS, 0, stream>>>(bt, hp, bc1, bc2, norms);
+    KERN_LAUNCH((unsigned)blocks, OPT_THREADS, 0, stream, opt_kernel<MODE>)(bt, hp, bc1, bc2, norms);
     KERN_LAUNCH_TRY();
   }
   return 0;

@@ -1,22 +1,27 @@
-/* tests/kernels/cuda_emu.h: just enough of CUDA to run device code on the
- * CPU, so CI (no GPU) can run kernels' tiling and indexing against the
- * references. C++20 (std::barrier). Emulated:
- *   - a launch (emu_launch): the blocks one after another, each block's
- *     threads as real threads, threadIdx / blockIdx thread-local;
+/* tests/kernels/cuda_emu.h: just enough of CUDA's device side to run the
+ * kernels' own code on the CPU, so CI (no GPU) runs it against the
+ * references. C++20 (std::barrier). With the headers in tests/kernels/emu/
+ * (the runtime API on host memory) the kernels' .cu files compile
+ * unchanged as C++ (KERN_EMU). Emulated:
+ *   - a launch (KERN_LAUNCH): the blocks one after another, each block's
+ *     threads as real threads, threadIdx / blockIdx thread-local, 1-3 D;
+ *     a warp is 32 consecutive linear thread ids, as on the GPU;
  *   - __syncthreads (a block barrier), __syncwarp (a barrier of the 32
- *     lanes of the caller's warp), __shfl_xor_sync (float, full warp),
- *     atomicAdd (float);
- *   - dynamic shared memory: one 256 KiB buffer, `tc_smem`, filled with NaN
- *     bytes before every block, so a read of an element no thread wrote
- *     shows in the results;
- *   - bf16 (kern_common.h's conversions) and the math functions used;
- *   - nvcuda::wmma for 16x16x16 bf16 -> fp32: each lane holds the whole
- *     tile (the hardware's split is opaque to the code anyway), loads and
- *     the product are per lane, and a store writes element e from lane
- *     e % 32, so no lane's write waits for or races with another's: the
- *     ordering the kernel needs must come from its own __syncwarp calls.
- * Not emulated: anything else (other atomics, static __shared__, streams).
- * Every thread of a block must reach each barrier, as on the GPU. */
+ *     lanes of the caller's warp), __shfl_xor_sync (full warp), atomicAdd
+ *     (float);
+ *   - shared memory: __shared__ variables are static (blocks run one at a
+ *     time), and the dynamic buffer (KERN_DYN_SMEM) is one 256 KiB array
+ *     filled with NaN bytes before every block, so a read of an element no
+ *     thread wrote shows in the results;
+ *   - bf16 (kern_common.h's conversions) and the math intrinsics used;
+ *   - nvcuda::wmma for 16x16x16 bf16 -> fp32: each lane loads the whole
+ *     tile (the hardware's split is opaque to the code anyway), and owns
+ *     elements e % 32 == lane of an accumulator: the product computes and
+ *     a store writes those, so no lane's write waits for or races with
+ *     another's: the ordering the kernel needs must come from its own
+ *     __syncwarp calls.
+ * Every thread of a block must reach each barrier, as on the GPU. Timing,
+ * occupancy and the memory model's finer points are not emulated. */
 #ifndef CUDA_EMU_H
 #define CUDA_EMU_H
 
@@ -30,24 +35,34 @@
 #include <type_traits>
 #include <vector>
 
+#include "emu/cuda_runtime_api.h"
 #include "kernels/kern_common.h"
 
+#define KERN_EMU 1
 #define __device__
 #define __global__
 #define __host__
 #define __forceinline__ inline
-#define __launch_bounds__(n)
-#define __shared__
+#define __launch_bounds__(...)
+#define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
 
-struct emu_dim3 {
+struct dim3 {
+  unsigned x, y, z;
+  dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+struct uint3 {
   unsigned x = 0, y = 0, z = 0;
 };
-inline thread_local emu_dim3 threadIdx, blockIdx;
-inline emu_dim3 blockDim, gridDim;
+inline thread_local uint3 threadIdx, blockIdx;
+inline thread_local unsigned emu_tid; /* linear thread id in the block */
+inline dim3 blockDim, gridDim;
 
 struct __nv_bfloat16 {
   kern_bf16 bits;
+};
+struct __nv_bfloat162 {
+  __nv_bfloat16 x, y;
 };
 typedef __nv_bfloat16 bf16;
 struct uint4 {
@@ -57,57 +72,96 @@ inline float __bfloat162float(bf16 h) { return kern_bf16_to_float(h.bits); }
 inline bf16 __float2bfloat16_rn(float x) { return bf16{kern_float_to_bf16(x)}; }
 inline bf16 __float2bfloat16(float x) { return __float2bfloat16_rn(x); }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+inline float __expf(float x) { return std::exp(x); }
+inline float __logf(float x) { return std::log(x); }
+inline float __fdividef(float a, float b) { return a / b; }
 inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline long min(long a, long b) { return a < b ? a : b; }
+inline long max(long a, long b) { return a > b ? a : b; }
 inline float atomicAdd(float *p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
 
-alignas(128) inline unsigned char tc_smem[256 * 1024];
+alignas(128) inline unsigned char emu_smem[256 * 1024];
+#define KERN_DYN_SMEM(type, name) type *name = (type *)emu_smem
 
 struct emu_block {
   std::unique_ptr<std::barrier<>> block;
   std::vector<std::unique_ptr<std::barrier<>>> warp;
-  std::vector<float> xch; /* 32 per warp, for shuffles */
+  std::vector<uint64_t> xch; /* 32 per warp, for shuffles */
 };
 inline emu_block *emu_cur;
 
 inline void __syncthreads() { emu_cur->block->arrive_and_wait(); }
 inline void __syncwarp(unsigned mask = 0xffffffffu) {
   (void)mask;
-  emu_cur->warp[threadIdx.x / 32]->arrive_and_wait();
+  emu_cur->warp[emu_tid / 32]->arrive_and_wait();
 }
-inline float __shfl_xor_sync(unsigned mask, float v, int lane_mask) {
-  unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float *x = &emu_cur->xch[32 * w];
+template <class T> inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask) {
+  static_assert(sizeof(T) <= sizeof(uint64_t), "cuda_emu: shuffles of up to 8 bytes");
+  unsigned lane = emu_tid % 32;
+  uint64_t *x = &emu_cur->xch[emu_tid - lane];
   __syncwarp(mask); /* the last shuffle's readers are done */
-  x[lane] = v;
+  std::memcpy(&x[lane], &v, sizeof v);
   __syncwarp(mask);
-  return x[lane ^ (unsigned)lane_mask];
+  T r;
+  std::memcpy(&r, &x[lane ^ (unsigned)lane_mask], sizeof r);
+  return r;
 }
 
-/* Runs body() as every thread of every block of grid (nthreads per block,
- * a multiple of 32). */
-template <class F> void emu_launch(emu_dim3 grid, unsigned nthreads, F body) {
-  blockDim = {nthreads, 1, 1};
+/* Runs body() as every thread of every block of grid; a warp's threads
+ * must all exist (block sizes a multiple of 32). One real thread per block
+ * thread, reused for block after block; between blocks every thread meets
+ * at the block barrier, and the dynamic shared memory is refilled with NaN. */
+template <class F> void emu_launch(dim3 grid, dim3 block, F body) {
+  unsigned nthreads = block.x * block.y * block.z;
+  unsigned long nblocks = (unsigned long)grid.x * grid.y * grid.z;
+  blockDim = block;
   gridDim = grid;
-  for (unsigned z = 0; z < grid.z; z++)
-    for (unsigned y = 0; y < grid.y; y++)
-      for (unsigned x = 0; x < grid.x; x++) {
-        emu_block b;
-        b.block = std::make_unique<std::barrier<>>(nthreads);
-        for (unsigned w = 0; w < nthreads / 32; w++) b.warp.push_back(std::make_unique<std::barrier<>>(32));
-        b.xch.assign(nthreads, 0.0f);
-        emu_cur = &b;
-        std::memset(tc_smem, 0xff, sizeof tc_smem);
-        std::vector<std::thread> th;
-        for (unsigned t = 0; t < nthreads; t++)
-          th.emplace_back([=] {
-            threadIdx = {t, 0, 0};
-            blockIdx = {x, y, z};
-            body();
-          });
-        for (auto &t : th) t.join();
-        emu_cur = nullptr;
+  emu_block b;
+  b.block = std::make_unique<std::barrier<>>(nthreads);
+  for (unsigned w = 0; w < nthreads / 32; w++) b.warp.push_back(std::make_unique<std::barrier<>>(32));
+  b.xch.assign(nthreads, 0);
+  emu_cur = &b;
+  std::vector<std::thread> th;
+  for (unsigned t = 0; t < nthreads; t++)
+    th.emplace_back([&, t] {
+      emu_tid = t;
+      threadIdx.x = t % block.x, threadIdx.y = t / block.x % block.y, threadIdx.z = t / (block.x * block.y);
+      for (unsigned long i = 0; i < nblocks; i++) {
+        blockIdx.x = (unsigned)(i % grid.x), blockIdx.y = (unsigned)(i / grid.x % grid.y);
+        blockIdx.z = (unsigned)(i / grid.x / grid.y);
+        if (t == 0) std::memset(emu_smem, 0xff, sizeof emu_smem);
+        b.block->arrive_and_wait(); /* the last block is done; shared memory is fresh */
+        body();
+        b.block->arrive_and_wait();
       }
+    });
+  for (auto &t : th) t.join();
+  emu_cur = nullptr;
 }
+
+/* KERN_LAUNCH(grid, block, smem, stream, kernel)(args...): the arguments are
+ * copied, as a launch does; a block of more than 1024 threads or not a
+ * multiple of 32, or more dynamic shared memory than the device allows, is
+ * refused with cudaErrorInvalidConfiguration (cudaGetLastError). */
+template <class K> struct emu_launch_t {
+  dim3 grid, block;
+  size_t smem;
+  K kernel;
+  template <class... A> void operator()(A... a) const {
+    unsigned n = block.x * block.y * block.z;
+    if (n == 0 || n > 1024 || n % 32 || smem > emu_max_dyn_smem || !grid.x || !grid.y || !grid.z) {
+      emu_set_last_error(cudaErrorInvalidConfiguration);
+      return;
+    }
+    emu_launch(grid, block, [&] { kernel(a...); });
+  }
+};
+template <class K> emu_launch_t<K> emu_launcher(dim3 grid, dim3 block, size_t smem, K kernel) {
+  return {grid, block, smem, kernel};
+}
+#define KERN_LAUNCH(grid, block, smem, stream, ...)                                                          \
+  emu_launcher(dim3(grid), dim3(block), (size_t)(smem), [&](auto &&...emu_a) { __VA_ARGS__(emu_a...); })
 
 namespace nvcuda {
 namespace wmma {
@@ -144,18 +198,19 @@ template <class LA, class LB>
 inline void mma_sync(fragment<accumulator, 16, 16, 16, float> &d, const fragment<matrix_a, 16, 16, 16, bf16, LA> &a,
                      const fragment<matrix_b, 16, 16, 16, bf16, LB> &b,
                      const fragment<accumulator, 16, 16, 16, float> &c) {
-  float out[256];
-  for (int r = 0; r < 16; r++)
-    for (int n = 0; n < 16; n++) {
-      float acc = c.x[r * 16 + n];
-      for (int k = 0; k < 16; k++) acc += a.x[r * 16 + k] * b.x[k * 16 + n];
-      out[r * 16 + n] = acc;
-    }
-  std::memcpy(d.x, out, sizeof out);
+  /* Each lane computes the elements it stores (e % 32 == lane): an
+   * accumulator's other elements are never read but by load, fill and the
+   * next product of the same element. */
+  for (int e = emu_tid % 32; e < 256; e += 32) {
+    int r = e / 16, n = e % 16;
+    float acc = c.x[e];
+    for (int k = 0; k < 16; k++) acc += a.x[r * 16 + k] * b.x[k * 16 + n];
+    d.x[e] = acc;
+  }
 }
 
 inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 16, 16, float> &f, unsigned ldm, layout_t l) {
-  for (int e = threadIdx.x % 32; e < 256; e += 32) {
+  for (int e = emu_tid % 32; e < 256; e += 32) {
     int r = e / 16, c = e % 16;
     (l == mem_row_major ? p[r * ldm + c] : p[c * ldm + r]) = f.x[e];
   }

@@ -130,6 +130,9 @@ static int run(kern_attn_shape s, kc_rng *r) {
   kern_attention_bwd_ref(dq, dk, dv, dout, q, k, v, out, lse, s);
   for (int a = 0; a < NALGO; a++) bad += check_bwd(&ALGOS[a], s, &d, d_lref, dq, dk, dv);
 
+#ifdef KERN_EMU
+  printf("unfused (cuBLASLt): not in the emulated build\n");
+#else
   kern_ctx ctx;
   KG_CHECK(kern_ctx_init(&ctx, 32 << 20));
   kern_bf16 *d_att = kg_bf16(NULL, ntt), *d_datt = kg_bf16(NULL, ntt);
@@ -146,6 +149,7 @@ static int run(kern_attn_shape s, kc_rng *r) {
   bad += cmp_dev("unfused dk", d.dk, dk, nkv, KG_ATOL_GRAD, KG_RTOL_GRAD);
   bad += cmp_dev("unfused dv", d.dv, dv, nkv, KG_ATOL_GRAD, KG_RTOL_GRAD);
   kern_ctx_free(&ctx);
+#endif
   KG_CUDA(cudaDeviceReset());
   free(q), free(k), free(v), free(dout), free(out), free(lse), free(att);
   free(dq), free(dk), free(dv);
@@ -163,6 +167,10 @@ int main(void) {
       {1, 512, 16, 2, 128, 0}, /* GQA 8, several full tiles */
   };
   int bad = 0;
-  for (unsigned i = 0; i < sizeof shapes / sizeof shapes[0]; i++) bad += run(shapes[i], &r);
+  unsigned n = sizeof shapes / sizeof shapes[0];
+#ifdef KERN_EMU
+  n--; /* emulated: the 512-token shape alone would take two minutes of CI */
+#endif
+  for (unsigned i = 0; i < n; i++) bad += run(shapes[i], &r);
   return kc_finish("kern_attention_cuda", bad);
 }

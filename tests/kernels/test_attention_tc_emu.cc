@@ -36,14 +36,14 @@ static int check(kern_attn_shape s, int v1, const std::vector<bf16> &q, const st
   std::vector<float> lse(nl, NAN), o(nq, 0.0f), m(nl, -INFINITY), l(nl, 0.0f);
   with_hd(s.HS, [&](auto hd) {
     constexpr int HD = decltype(hd)::value;
-    if (tc_tiles<HD>::bytes > sizeof tc_smem) std::abort();
+    if (tc_tiles<HD>::bytes > sizeof emu_smem) std::abort();
     if (v1) {
       fa1_state st = {o.data(), m.data(), l.data()};
-      emu_launch({1, (unsigned)s.NH, (unsigned)s.B}, 128, [&] {
+      emu_launch(dim3(1, s.NH, s.B), dim3(128), [&] {
         flash1_fwd_tc_kernel<HD>(out.data(), lse.data(), st, q.data(), k.data(), v.data(), s);
       });
     } else {
-      emu_launch({(unsigned)((s.T + TC_BR - 1) / TC_BR), (unsigned)s.NH, (unsigned)s.B}, 128,
+      emu_launch(dim3((s.T + TC_BR - 1) / TC_BR, s.NH, s.B), dim3(128),
                  [&] { flash_fwd_tc_kernel<HD>(out.data(), lse.data(), q.data(), k.data(), v.data(), s); });
     }
   });
@@ -77,8 +77,8 @@ static int check_bwd(kern_attn_shape s, int v1, const std::vector<bf16> &q, cons
   unsigned nx = v1 ? 1 : (unsigned)((s.T + TB_BK - 1) / TB_BK);
   with_hd(s.HS, [&](auto hd) {
     constexpr int HD = decltype(hd)::value;
-    if (tb_tiles<HD>::bytes > sizeof tc_smem) std::abort();
-    emu_launch({nx, (unsigned)s.NKV, (unsigned)s.B}, 128, [&] {
+    if (tb_tiles<HD>::bytes > sizeof emu_smem) std::abort();
+    emu_launch(dim3(nx, s.NKV, s.B), dim3(128), [&] {
       flash_bwd_tc_kernel<HD>(dk.data(), dv.data(), dq.data(), q.data(), k.data(), v.data(), dout.data(), lse,
                               D.data(), s);
     });

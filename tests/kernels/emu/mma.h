@@ -1,0 +1,2 @@
+/* tests/kernels/emu/mma.h: nvcuda::wmma for the emulated build (cuda_emu.h). */
+#include "cuda_runtime.h"
