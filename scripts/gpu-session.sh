@@ -7,8 +7,8 @@
 #   usage: scripts/gpu-session.sh [STAGE ...]    (default: all)
 #   stages: kernels    scripts/gpu-kernels.sh: kernel tests (gpu label
 #                      included), kern_bench, PyTorch SDPA side by side
-#           tests      megasim with CUDA (sm_$ARCH) in build-gpu, then the
-#                      whole ctest suite there, GPU tests included
+#           tests      megasim with CUDA (sm_$ARCH) in build-gpu, then its
+#                      gpu-labelled tests (kernels, calibration, real backend)
 #           real       scripts/gpu-real.sh build-gpu: 1.2B GPT, ours vs PyTorch
 #           calibrate  scripts/gpu-calibrate.sh build-gpu (LEVEL, default quick)
 #           all        the four in this order
@@ -45,7 +45,7 @@ stage_tests() {
   [ -n "${NCCL_ROOT:-}" ] && cfg+=(-DNCCL_ROOT="$NCCL_ROOT")
   cmake -S "$root" -B "$build" "${cfg[@]}" ${deps_cfg[@]+"${deps_cfg[@]}"} &&
     cmake --build "$build" -j"$(nproc)" &&
-    ctest --test-dir "$build" -j"$(nproc)" --output-on-failure
+    ctest --test-dir "$build" -j"$(nproc)" -L gpu --output-on-failure # the cpu-labelled ones run in CI
 }
 
 stage_real() { bash "$root/scripts/gpu-real.sh" "$build"; }
