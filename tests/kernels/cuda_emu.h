@@ -29,6 +29,8 @@
 #include <barrier>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -172,6 +174,17 @@ struct row_major {};
 struct col_major {};
 enum layout_t { mem_row_major, mem_col_major };
 
+/* WMMA's contract (CUDA C++ Programming Guide, "Warp Matrix Functions"):
+ * a 256-bit aligned pointer, ldm a multiple of 16 bytes. A breach aborts,
+ * as it would fault or misread on the GPU. */
+inline void emu_wmma_check(const void *p, unsigned ldm, size_t elem) {
+  if ((uintptr_t)p % 32 || ldm * elem % 16) {
+    std::fprintf(stderr, "cuda_emu: wmma pointer %p (needs 32-byte alignment) or ldm %u x %zu bytes (needs a multiple of 16)\n",
+                 p, ldm, elem);
+    std::abort();
+  }
+}
+
 /* x[r * 16 + c]: element (r, c) of the 16 x 16 tile, whatever the use. */
 template <class Use, int M, int N, int K, class T, class Layout = void> struct fragment {
   static_assert(M == 16 && N == 16 && K == 16, "cuda_emu: 16x16x16 only");
@@ -184,12 +197,14 @@ template <class U, class T, class L> inline void fill_fragment(fragment<U, 16, 1
 
 /* A bf16 operand: row_major reads (r, c) at p[r ldm + c], col_major at p[c ldm + r]. */
 template <class U, class L> inline void load_matrix_sync(fragment<U, 16, 16, 16, bf16, L> &f, const bf16 *p, unsigned ldm) {
+  emu_wmma_check(p, ldm, sizeof *p);
   for (int r = 0; r < 16; r++)
     for (int c = 0; c < 16; c++)
       f.x[r * 16 + c] = __bfloat162float(std::is_same_v<L, col_major> ? p[c * ldm + r] : p[r * ldm + c]);
 }
 
 inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float> &f, const float *p, unsigned ldm, layout_t l) {
+  emu_wmma_check(p, ldm, sizeof *p);
   for (int r = 0; r < 16; r++)
     for (int c = 0; c < 16; c++) f.x[r * 16 + c] = l == mem_row_major ? p[r * ldm + c] : p[c * ldm + r];
 }
@@ -210,6 +225,7 @@ inline void mma_sync(fragment<accumulator, 16, 16, 16, float> &d, const fragment
 }
 
 inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 16, 16, float> &f, unsigned ldm, layout_t l) {
+  emu_wmma_check(p, ldm, sizeof *p);
   for (int e = emu_tid % 32; e < 256; e += 32) {
     int r = e / 16, c = e % 16;
     (l == mem_row_major ? p[r * ldm + c] : p[c * ldm + r]) = f.x[e];
