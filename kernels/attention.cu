@@ -67,7 +67,7 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-/* ---- flash forward: the pieces both loop orders share ----------------------
+/* ---- flash forward on CUDA cores (_simt) ------------------------------------
  * Thread layout: row = threadIdx.x / 4 of the 64-row query tile, sub =
  * threadIdx.x % 4 holds dims d = 4 e + sub of q and of the accumulator.
  * Scores are base-2 exponents (q pre-scaled by log2(e) / sqrt(HS)). */
@@ -286,9 +286,8 @@ __device__ __forceinline__ void fb_key_tile(bf16 *dk, bf16 *dv, float *dq_acc, c
 }
 
 /* Grid (nx, NKV, B); block x takes key tiles x, x + nx, ... of kv head
- * blockIdx.y. FA-2: nx = T / 64, one key tile per block. FA-1 (Algorithm
- * 4): nx = 1, one block per (b, kv head) walking its key tiles in order:
- * the sole writer of its group's dq rows. */
+ * blockIdx.y; with nx = 1 a block is the sole writer of its group's dq rows.
+ * The _simt backward runs it on FA-2's grid, nx = T / 64. */
 template <int DPT>
 __global__ void __launch_bounds__(256)
     flash_bwd_kernel(bf16 *dk, bf16 *dv, float *dq_acc, const bf16 *q, const bf16 *k,
@@ -312,11 +311,6 @@ template <class F> static void with_dpt(int HS, F launch) {
   with_hd(HS, [&](auto hd) { launch(std::integral_constant<int, decltype(hd)::value / 4>{}); });
 }
 
-/* Lets `kernel` use tc_tiles<HD>'s dynamic shared memory (over 48 KB). */
-template <int HD, class K> static cudaError_t tc_allow(K kernel) {
-  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tc_tiles<HD>::bytes);
-}
-
 extern "C" int kern_attention_fwd_cuda(kern_bf16 *out, float *lse, const kern_bf16 *q,
                                        const kern_bf16 *k, const kern_bf16 *v, kern_attn_shape s,
                                        cudaStream_t stream) {
@@ -327,7 +321,7 @@ extern "C" int kern_attention_fwd_cuda(kern_bf16 *out, float *lse, const kern_bf
   cudaError_t e = cudaSuccess;
   with_hd(s.HS, [&](auto hd) {
     constexpr int HD = decltype(hd)::value;
-    e = tc_allow<HD>(flash_fwd_tc_kernel<HD>);
+    e = kern_allow_smem(flash_fwd_tc_kernel<HD>, tc_tiles<HD>::bytes);
     if (e == cudaSuccess)
       KERN_LAUNCH(grid, 128, tc_tiles<HD>::bytes, stream, flash_fwd_tc_kernel<HD>)(o, lse, Q, K, V, s);
   });
@@ -370,7 +364,7 @@ extern "C" int kern_attention_fwd_v1_cuda(kern_bf16 *out, float *lse, float *scr
   cudaError_t e = cudaSuccess;
   with_hd(s.HS, [&](auto hd) {
     constexpr int HD = decltype(hd)::value;
-    e = tc_allow<HD>(flash1_fwd_tc_kernel<HD>);
+    e = kern_allow_smem(flash1_fwd_tc_kernel<HD>, tc_tiles<HD>::bytes);
     if (e == cudaSuccess)
       KERN_LAUNCH(grid, 128, tc_tiles<HD>::bytes, stream, flash1_fwd_tc_kernel<HD>)(o, lse, st, Q, K, V, s);
   });
@@ -413,8 +407,7 @@ static int attn_bwd_run(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scra
   } else {
     with_hd(s.HS, [&](auto hd) {
       constexpr int HD = decltype(hd)::value;
-      e = cudaFuncSetAttribute(flash_bwd_tc_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               (int)tb_tiles<HD>::bytes);
+      e = kern_allow_smem(flash_bwd_tc_kernel<HD>, tb_tiles<HD>::bytes);
       if (e == cudaSuccess)
         KERN_LAUNCH(grid, 128, tb_tiles<HD>::bytes, stream, flash_bwd_tc_kernel<HD>)(DK, DV, dq_acc, Q, K, V, DO, lse, D, s);
     });

@@ -21,6 +21,11 @@ typedef __nv_bfloat16 bf16;
 
 static inline unsigned kern_cdiv(long a, long b) { return (unsigned)((a + b - 1) / b); }
 
+/* Lets `kernel` use `bytes` of dynamic shared memory (over 48 KB needs it). */
+template <class K> static inline cudaError_t kern_allow_smem(K kernel, size_t bytes) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+}
+
 __device__ __forceinline__ float ld(const bf16 *p) { return __bfloat162float(*p); }
 __device__ __forceinline__ void st(bf16 *p, float x) { *p = __float2bfloat16_rn(x); }
 

@@ -119,8 +119,7 @@ static int ln_bwd_launch(bf16 *dres, float *dw, float *db, const bf16 *dout, con
                          const bf16 *w, const float *mean, const float *rstd, int N, int C,
                          cudaStream_t stream) {
   size_t smem = 2 * (size_t)C * sizeof(float);
-  KERN_CUDA_TRY(cudaFuncSetAttribute(ln_bwd_kernel<V>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  KERN_CUDA_TRY(kern_allow_smem(ln_bwd_kernel<V>, smem));
   KERN_LAUNCH(kern_cdiv(N, LN_BWD_ROWS_PER_BLOCK), 32 * LN_WARPS, smem, stream, ln_bwd_kernel<V>)(
       dres, dw, db, dout, xln, w, mean, rstd, N, C);
   KERN_LAUNCH_TRY();
