@@ -6,7 +6,7 @@
  * rescale of O run in shared memory. FA-2 loop order (grid over query
  * tiles) and FA-1 loop order (one block per (batch, head), the running
  * state in HBM) share the tile code. The same code runs on the CPU in
- * tests/kernels/test_attention_tc_emu.cc (with ThreadSanitizer too).
+ * CI (tests/kernels/cuda_emu.h), under ThreadSanitizer too.
  *
  * Flash forward on CUDA cores (`_simt`, FlashAttention-2 style): a block
  * owns 64 query rows of one head, 4 threads per row, each thread holding
