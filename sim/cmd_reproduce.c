@@ -698,9 +698,10 @@ int cmd_reproduce(int argc, char **argv)
     job_t unused;
     char err[OPT_ERR_LEN];
     int shift = argc > 1 && argv[1][0] != '-'; /* megasim reproduce table3 */
+    static const char *const sets[] = {"all", "table2", "table3", "fig9", "quick"};
+    const int nsets = (int)(sizeof sets / sizeof sets[0]);
     if (job_parse(&unused, argc - 1 - shift, argv + 1 + shift, &reproduce_opts, &ro, err)) {
-        static const char *sets[] = {"all", "quick", "table2", "table3", "fig9"};
-        for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
+        for (int i = 0; i < nsets; i++) {
             char what[64];
             snprintf(what, sizeof what, "unexpected argument '%s'", sets[i]);
             if (strstr(err, what)) /* megasim reproduce --no-sim table3 */
@@ -711,8 +712,10 @@ int cmd_reproduce(int argc, char **argv)
     }
     if (shift)
         snprintf(ro.set, sizeof ro.set, "%s", argv[1]);
-    if (strcmp(ro.set, "all") && strcmp(ro.set, "quick") && strcmp(ro.set, "table2") && strcmp(ro.set, "table3") &&
-        strcmp(ro.set, "fig9")) {
+    int known = 0;
+    for (int i = 0; i < nsets; i++)
+        known |= !strcmp(ro.set, sets[i]);
+    if (!known) {
         snprintf(err, sizeof err, "set '%s' is not known; choose all, table2, table3, fig9 or quick", ro.set);
         return cli_fail("reproduce", err);
     }
