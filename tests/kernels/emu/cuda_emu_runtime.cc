@@ -57,3 +57,6 @@ const char *cudaGetErrorString(cudaError_t e) {
   return "unknown error";
 }
 }
+
+#include "cuda_emu_stream.h"
+void emu_stream_enqueue(cudaStream_t, std::function<void()> fn) { fn(); } /* placeholder: streams come next */

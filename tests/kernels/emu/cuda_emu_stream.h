@@ -1,0 +1,14 @@
+/* tests/kernels/emu/cuda_emu_stream.h: stream order for the emulated build's
+ * libraries (cuda_emu_runtime.cc; cuBLASLt and NCCL stand-ins). C++ only. */
+#ifndef EMU_CUDA_EMU_STREAM_H
+#define EMU_CUDA_EMU_STREAM_H
+#include <functional>
+
+#include "cuda_runtime_api.h"
+
+/* Runs fn in the order of stream s: on the caller, at once, for the NULL
+ * (legacy default) stream; else on the stream's own worker thread, after
+ * everything enqueued on s before it and after the events s was made to
+ * wait for. fn must own (capture by value) what it reads from the host. */
+void emu_stream_enqueue(cudaStream_t s, std::function<void()> fn);
+#endif
