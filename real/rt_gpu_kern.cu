@@ -45,13 +45,13 @@ extern "C" int rt_gpu_add_cuda(kern_bf16 *out, const kern_bf16 *a, const kern_bf
   const void *ptrs[3] = {out, a, b};
   long n8 = kern_aligned16(ptrs, 3) ? n / ADD_VEC : 0, lo = n8 * ADD_VEC;
   if (n8 > 0) {
-    rt_add_vec_kernel<<<add_blocks(n8), ADD_THREADS, 0, stream>>>((bf16 *)out, (const bf16 *)a,
-                                                                  (const bf16 *)b, n8);
+    KERN_LAUNCH(add_blocks(n8), ADD_THREADS, 0, stream, rt_add_vec_kernel)((bf16 *)out, (const bf16 *)a,
+                                                                           (const bf16 *)b, n8);
     KERN_LAUNCH_TRY();
   }
   if (lo < n) {
-    rt_add_kernel<<<add_blocks(n - lo), ADD_THREADS, 0, stream>>>((bf16 *)out, (const bf16 *)a,
-                                                                  (const bf16 *)b, lo, n);
+    KERN_LAUNCH(add_blocks(n - lo), ADD_THREADS, 0, stream, rt_add_kernel)((bf16 *)out, (const bf16 *)a,
+                                                                           (const bf16 *)b, lo, n);
     KERN_LAUNCH_TRY();
   }
   return 0;

@@ -33,10 +33,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <type_traits>
 #include <vector>
 
+#include "emu/cuda_emu_stream.h"
 #include "emu/cuda_runtime_api.h"
 #include "kernels/kern_common.h"
 
@@ -143,12 +145,17 @@ template <class F> void emu_launch(dim3 grid, dim3 block, F body) {
 }
 
 /* KERN_LAUNCH(grid, block, smem, stream, kernel)(args...): the arguments are
- * copied, as a launch does; a block of more than 1024 threads or not a
- * multiple of 32, or more dynamic shared memory than the device allows, is
- * refused with cudaErrorInvalidConfiguration (cudaGetLastError). */
+ * copied, as a launch does, and the kernel runs in the stream's order
+ * (cuda_emu_stream.h: at once on the NULL stream); one kernel at a time in
+ * the process (emu_kernel_m), as the block emulation above is global. A
+ * block of more than 1024 threads or not a multiple of 32, or more dynamic
+ * shared memory than the device allows, is refused with
+ * cudaErrorInvalidConfiguration (cudaGetLastError). */
+inline std::mutex emu_kernel_m;
 template <class K> struct emu_launch_t {
   dim3 grid, block;
   size_t smem;
+  cudaStream_t stream;
   K kernel;
   template <class... A> void operator()(A... a) const {
     unsigned n = block.x * block.y * block.z;
@@ -156,14 +163,18 @@ template <class K> struct emu_launch_t {
       emu_set_last_error(cudaErrorInvalidConfiguration);
       return;
     }
-    emu_launch(grid, block, [&] { kernel(a...); });
+    emu_stream_enqueue(stream, [g = grid, b = block, k = kernel, a...] {
+      std::lock_guard<std::mutex> lk(emu_kernel_m);
+      emu_launch(g, b, [&] { k(a...); });
+    });
   }
 };
-template <class K> emu_launch_t<K> emu_launcher(dim3 grid, dim3 block, size_t smem, K kernel) {
-  return {grid, block, smem, kernel};
+template <class K> emu_launch_t<K> emu_launcher(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, K kernel) {
+  return {grid, block, smem, stream, kernel};
 }
 #define KERN_LAUNCH(grid, block, smem, stream, ...)                                                          \
-  emu_launcher(dim3(grid), dim3(block), (size_t)(smem), [&](auto &&...emu_a) { __VA_ARGS__(emu_a...); })
+  emu_launcher(dim3(grid), dim3(block), (size_t)(smem), (stream),                                           \
+               [=](auto &&...emu_a) { __VA_ARGS__(emu_a...); })
 
 namespace nvcuda {
 namespace wmma {

@@ -1,45 +1,360 @@
 /* tests/kernels/emu/cuda_emu_runtime.cc: the CUDA runtime calls of
- * cuda_runtime_api.h on host memory, for the emulated build: "device"
- * memory is host memory (256-byte aligned), copies are memcpy, streams are
- * ignored (every launch runs to completion when called), one device. */
+ * cuda_runtime_api.h for the emulated build, one device, on host memory.
+ *
+ * What CUDA guarantees, and no more, so that code which is only correct by
+ * luck on the emulation fails here as it may on a GPU:
+ *   - a stream (cudaStreamCreate*) is a worker thread running its work in
+ *     issue order, asynchronously to the host: launches, async copies and
+ *     memsets, event records and waits, host functions, cuBLASLt and NCCL
+ *     calls (cuda_emu_stream.h). The NULL stream runs work at once on the
+ *     caller (every stream made here is non-blocking, so the legacy
+ *     stream's implicit ordering with them does not exist in CUDA either);
+ *   - events carry a generation: a wait (cudaStreamWaitEvent) or a
+ *     synchronize captures the last record issued before it, as CUDA does;
+ *     timing events take std::chrono::steady_clock when their record runs;
+ *   - device memory is a registry of host blocks (256-byte aligned), so
+ *     copies know pageable host memory: an async copy from it snapshots
+ *     the source on the call (it may be reused at once), to it completes
+ *     before the call returns; cudaFree waits for the device first;
+ *   - errors of calls are returned; launch errors go to cudaGetLastError.
+ * Timing and concurrency between kernels are not modelled: one kernel runs
+ * at a time (cuda_emu.h). */
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
 
+#include "cuda_emu_stream.h"
 #include "cuda_runtime_api.h"
 
 static thread_local cudaError_t last_error = cudaSuccess;
 
 void emu_set_last_error(cudaError_t e) { last_error = e; }
 
-extern "C" {
-cudaError_t cudaMalloc(void **p, size_t bytes) {
-  *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
-  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+/* ---- streams ------------------------------------------------------------ */
+
+struct CUstream_st {
+  std::mutex m;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> q;
+  unsigned long issued = 0, done = 0;
+  bool stop = false;
+  std::thread worker;
+};
+
+/* Every live stream, for cudaDeviceSynchronize. Never destroyed: worker
+ * threads still waiting at exit must not meet a destructor. */
+static std::mutex streams_m;
+static std::vector<CUstream_st *> &streams() {
+  static auto *v = new std::vector<CUstream_st *>;
+  return *v;
 }
-cudaError_t cudaFree(void *p) {
+
+static void worker(CUstream_st *s) {
+  std::unique_lock<std::mutex> lk(s->m);
+  for (;;) {
+    s->cv.wait(lk, [s] { return s->stop || !s->q.empty(); });
+    if (s->q.empty()) return; /* stopped and drained */
+    std::function<void()> fn = std::move(s->q.front());
+    s->q.pop_front();
+    lk.unlock();
+    fn();
+    lk.lock();
+    s->done++;
+    s->cv.notify_all();
+  }
+}
+
+void emu_stream_enqueue(cudaStream_t s, std::function<void()> fn) {
+  if (!s) {
+    fn();
+    return;
+  }
+  std::lock_guard<std::mutex> lk(s->m);
+  s->q.push_back(std::move(fn));
+  s->issued++;
+  s->cv.notify_all();
+}
+
+static void stream_sync(CUstream_st *s) {
+  std::unique_lock<std::mutex> lk(s->m);
+  unsigned long upto = s->issued;
+  s->cv.wait(lk, [&] { return s->done >= upto; });
+}
+
+/* ---- events ------------------------------------------------------------- */
+
+struct CUevent_st {
+  std::mutex m;
+  std::condition_variable cv;
+  unsigned flags = 0;
+  unsigned long recorded = 0, completed = 0; /* generations */
+  std::chrono::steady_clock::time_point at;
+};
+
+static void event_complete(CUevent_st *e, unsigned long gen) {
+  std::lock_guard<std::mutex> lk(e->m);
+  if (gen > e->completed) e->completed = gen, e->at = std::chrono::steady_clock::now();
+  e->cv.notify_all();
+}
+
+static void event_wait(CUevent_st *e, unsigned long gen) {
+  std::unique_lock<std::mutex> lk(e->m);
+  e->cv.wait(lk, [&] { return e->completed >= gen; });
+}
+
+/* ---- device memory registry --------------------------------------------- */
+
+static std::mutex mem_m;
+static std::map<uintptr_t, size_t> &blocks() {
+  static auto *m = new std::map<uintptr_t, size_t>;
+  return *m;
+}
+
+static bool is_device(const void *p) {
+  std::lock_guard<std::mutex> lk(mem_m);
+  auto &b = blocks();
+  auto it = b.upper_bound((uintptr_t)p);
+  if (it == b.begin()) return false;
+  --it;
+  return (uintptr_t)p < it->first + it->second;
+}
+
+static cudaError_t dev_alloc(void **p, size_t bytes) {
+  if (!p) return cudaErrorInvalidValue;
+  size_t n = (bytes + 255) / 256 * 256 + 256;
+  *p = std::aligned_alloc(256, n);
+  if (!*p) return cudaErrorMemoryAllocation;
+  std::lock_guard<std::mutex> lk(mem_m);
+  blocks()[(uintptr_t)*p] = n;
+  return cudaSuccess;
+}
+
+static cudaError_t dev_free(void *p) {
+  if (!p) return cudaSuccess;
+  {
+    std::lock_guard<std::mutex> lk(mem_m);
+    if (!blocks().erase((uintptr_t)p)) return cudaErrorInvalidValue;
+  }
   std::free(p);
   return cudaSuccess;
 }
+
+extern "C" {
+cudaError_t cudaDeviceSynchronize(void) {
+  std::vector<CUstream_st *> all;
+  {
+    std::lock_guard<std::mutex> lk(streams_m);
+    all = streams();
+  }
+  for (CUstream_st *s : all) stream_sync(s);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void **p, size_t bytes) { return dev_alloc(p, bytes); }
+cudaError_t cudaFree(void *p) {
+  cudaDeviceSynchronize(); /* as CUDA's cudaFree */
+  return dev_free(p);
+}
+cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t) { return dev_alloc(p, bytes); }
+cudaError_t cudaFreeAsync(void *p, cudaStream_t s) {
+  if (p && !is_device(p)) return cudaErrorInvalidValue;
+  emu_stream_enqueue(s, [p] { dev_free(p); });
+  return cudaSuccess;
+}
+
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind) {
+  if (bytes && (!dst || !src)) return cudaErrorInvalidValue;
   std::memmove(dst, src, bytes);
   return cudaSuccess;
 }
+
+/* Pageable source: snapshot now; pageable destination: done on return. */
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind, cudaStream_t s) {
+  if (!bytes) return cudaSuccess;
+  if (!dst || !src) return cudaErrorInvalidValue;
+  if (!is_device(src)) {
+    auto copy = std::make_shared<std::vector<unsigned char>>((const unsigned char *)src,
+                                                             (const unsigned char *)src + bytes);
+    emu_stream_enqueue(s, [dst, copy] { std::memcpy(dst, copy->data(), copy->size()); });
+  } else {
+    emu_stream_enqueue(s, [dst, src, bytes] { std::memmove(dst, src, bytes); });
+  }
+  if (s && !is_device(dst)) stream_sync(s);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t rows,
+                              cudaMemcpyKind, cudaStream_t s) {
+  if (width > dpitch || width > spitch || (rows && width && (!dst || !src))) return cudaErrorInvalidValue;
+  if (!is_device(dst) || !is_device(src)) return cudaErrorInvalidValue; /* only device to device is used */
+  emu_stream_enqueue(s, [=] {
+    for (size_t r = 0; r < rows; r++) std::memmove((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
+  });
+  return cudaSuccess;
+}
+
 cudaError_t cudaMemset(void *p, int value, size_t bytes) {
+  if (bytes && !p) return cudaErrorInvalidValue;
   std::memset(p, value, bytes);
   return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t) { return cudaMemset(p, value, bytes); }
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
-cudaError_t cudaDeviceReset(void) { return cudaSuccess; }
+cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s) {
+  if (bytes && !p) return cudaErrorInvalidValue;
+  emu_stream_enqueue(s, [=] { std::memset(p, value, bytes); });
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *out, unsigned) {
+  if (!out) return cudaErrorInvalidValue;
+  CUstream_st *s = new CUstream_st;
+  s->worker = std::thread(worker, s);
+  std::lock_guard<std::mutex> lk(streams_m);
+  streams().push_back(s);
+  *out = s;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamCreate(cudaStream_t *out) { return cudaStreamCreateWithFlags(out, cudaStreamDefault); }
+
+/* CUDA lets work already issued finish; so does this, then the worker ends. */
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  if (!s) return cudaErrorInvalidResourceHandle;
+  {
+    std::lock_guard<std::mutex> lk(streams_m);
+    auto &v = streams();
+    auto it = std::find(v.begin(), v.end(), s);
+    if (it == v.end()) return cudaErrorInvalidResourceHandle;
+    v.erase(it);
+  }
+  {
+    std::lock_guard<std::mutex> lk(s->m);
+    s->stop = true;
+    s->cv.notify_all();
+  }
+  s->worker.join();
+  delete s;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  if (s) stream_sync(s);
+  return cudaSuccess;
+}
+
+/* Waits for the record issued last before this call; none: no wait. */
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
+  if (!e) return cudaErrorInvalidResourceHandle;
+  unsigned long gen;
+  {
+    std::lock_guard<std::mutex> lk(e->m);
+    gen = e->recorded;
+  }
+  if (gen) emu_stream_enqueue(s, [e, gen] { event_wait(e, gen); });
+  return cudaSuccess;
+}
+
+cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *data) {
+  if (!fn) return cudaErrorInvalidValue;
+  emu_stream_enqueue(s, [fn, data] { fn(data); });
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *out, unsigned flags) {
+  if (!out || flags > (cudaEventBlockingSync | cudaEventDisableTiming)) return cudaErrorInvalidValue;
+  *out = new CUevent_st;
+  (*out)->flags = flags;
+  return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t *out) { return cudaEventCreateWithFlags(out, cudaEventDefault); }
+
+/* As in CUDA, destroying an event with work pending is allowed: the event
+ * lives until its pending records and waits have run. */
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  if (!e) return cudaErrorInvalidResourceHandle;
+  cudaDeviceSynchronize();
+  delete e;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+  if (!e) return cudaErrorInvalidResourceHandle;
+  unsigned long gen;
+  {
+    std::lock_guard<std::mutex> lk(e->m);
+    gen = ++e->recorded;
+  }
+  emu_stream_enqueue(s, [e, gen] { event_complete(e, gen); });
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+  if (!e) return cudaErrorInvalidResourceHandle;
+  std::lock_guard<std::mutex> lk(e->m);
+  return e->completed >= e->recorded ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  if (!e) return cudaErrorInvalidResourceHandle;
+  unsigned long gen;
+  {
+    std::lock_guard<std::mutex> lk(e->m);
+    gen = e->recorded;
+  }
+  event_wait(e, gen);
+  return cudaSuccess;
+}
+
+/* Both recorded and complete, both timing events: else CUDA's errors. */
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
+  if (!ms || !a || !b) return cudaErrorInvalidResourceHandle;
+  std::scoped_lock lk(a->m, b->m);
+  if ((a->flags | b->flags) & cudaEventDisableTiming || !a->recorded || !b->recorded)
+    return cudaErrorInvalidResourceHandle;
+  if (a->completed < a->recorded || b->completed < b->recorded) return cudaErrorNotReady;
+  *ms = std::chrono::duration<float, std::milli>(b->at - a->at).count();
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceReset(void) { return cudaDeviceSynchronize(); }
 cudaError_t cudaGetDeviceCount(int *n) {
   *n = 1;
   return cudaSuccess;
 }
-cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
+cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
+cudaError_t cudaGetDevice(int *device) {
+  *device = 0;
+  return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device) {
+  if (device != 0) return cudaErrorInvalidDevice;
   std::memset(p, 0, sizeof *p);
   std::snprintf(p->name, sizeof p->name, "CUDA emulated on the CPU (tests/kernels/cuda_emu.h)");
   p->major = 9, p->minor = 0, p->multiProcessorCount = 1, p->totalGlobalMem = (size_t)1 << 32;
+  p->l2CacheSize = 50 << 20, p->memoryBusWidth = 5120;
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) {
+  if (device != 0) return cudaErrorInvalidDevice;
+  switch (attr) {
+  case cudaDevAttrClockRate: *value = 1980000; return cudaSuccess;       /* kHz, an H100 SXM's boost */
+  case cudaDevAttrMemoryClockRate: *value = 2619000; return cudaSuccess; /* kHz */
+  case cudaDevAttrMemoryPoolsSupported: *value = 1; return cudaSuccess;
+  }
+  return cudaErrorInvalidValue;
+}
+cudaError_t cudaRuntimeGetVersion(int *v) {
+  *v = 13000;
+  return cudaSuccess;
+}
+cudaError_t cudaDriverGetVersion(int *v) {
+  *v = 13000;
   return cudaSuccess;
 }
 cudaError_t cudaGetLastError(void) {
@@ -53,10 +368,11 @@ const char *cudaGetErrorString(cudaError_t e) {
   case cudaErrorInvalidValue: return "invalid argument";
   case cudaErrorMemoryAllocation: return "out of memory";
   case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+  case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+  case cudaErrorInvalidDevice: return "invalid device ordinal";
+  case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+  case cudaErrorNotReady: return "device not ready";
   }
   return "unknown error";
 }
 }
-
-#include "cuda_emu_stream.h"
-void emu_stream_enqueue(cudaStream_t, std::function<void()> fn) { fn(); } /* placeholder: streams come next */

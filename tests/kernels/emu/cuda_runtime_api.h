@@ -1,7 +1,8 @@
 /* tests/kernels/emu/cuda_runtime_api.h: the CUDA runtime API as the
  * emulated build sees it (tests/kernels/cuda_emu.h): the types and the few
- * host calls the kernels' launchers and the GPU tests make, implemented on
- * host memory in cuda_emu_runtime.cc. C and C++. Only this folder's
+ * host calls the kernels' launchers, the GPU tests and the GPU backend
+ * (real/rt_gpu.c, calib/bench_gpu.c) make, implemented on host memory with
+ * asynchronous streams in cuda_emu_runtime.cc. C and C++. Only this folder's
  * headers are on the emulated build's include path ahead of the system's,
  * so the kernels and tests compile unchanged. */
 #ifndef EMU_CUDA_RUNTIME_API_H
@@ -17,6 +18,10 @@ typedef enum cudaError {
   cudaErrorInvalidValue = 1,
   cudaErrorMemoryAllocation = 2,
   cudaErrorInvalidConfiguration = 9,
+  cudaErrorNoDevice = 100,
+  cudaErrorInvalidDevice = 101,
+  cudaErrorInvalidResourceHandle = 400,
+  cudaErrorNotReady = 600,
 } cudaError_t;
 typedef enum cudaMemcpyKind {
   cudaMemcpyHostToHost = 0,
@@ -26,22 +31,61 @@ typedef enum cudaMemcpyKind {
   cudaMemcpyDefault = 4,
 } cudaMemcpyKind;
 typedef enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 } cudaFuncAttribute;
+typedef enum cudaDeviceAttr {
+  cudaDevAttrClockRate = 13,
+  cudaDevAttrMemoryClockRate = 36,
+  cudaDevAttrMemoryPoolsSupported = 115,
+} cudaDeviceAttr;
 typedef struct CUstream_st *cudaStream_t;
+typedef struct CUevent_st *cudaEvent_t;
+typedef void (*cudaHostFn_t)(void *data);
+#define cudaStreamDefault 0x0
+#define cudaStreamNonBlocking 0x1
+#define cudaEventDefault 0x0
+#define cudaEventBlockingSync 0x1
+#define cudaEventDisableTiming 0x2
 typedef struct cudaDeviceProp {
   char name[256];
   size_t totalGlobalMem;
-  int major, minor, multiProcessorCount;
+  int major, minor, multiProcessorCount, l2CacheSize, memoryBusWidth;
 } cudaDeviceProp;
 
+/* memory: "device" memory is host memory, but the runtime knows which
+ * blocks are device allocations (pageable host memory behaves as CUDA's) */
 cudaError_t cudaMalloc(void **p, size_t bytes);
 cudaError_t cudaFree(void *p);
+cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t stream);
+cudaError_t cudaFreeAsync(void *p, cudaStream_t stream);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream);
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t rows,
+                              cudaMemcpyKind kind, cudaStream_t stream);
 cudaError_t cudaMemset(void *p, int value, size_t bytes);
 cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t stream);
+/* streams and events */
+cudaError_t cudaStreamCreate(cudaStream_t *s);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t s);
+cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags);
+cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *data);
+cudaError_t cudaEventCreate(cudaEvent_t *e);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
+cudaError_t cudaEventDestroy(cudaEvent_t e);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
+cudaError_t cudaEventQuery(cudaEvent_t e);
+cudaError_t cudaEventSynchronize(cudaEvent_t e);
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
+/* the device */
 cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaDeviceReset(void);
 cudaError_t cudaGetDeviceCount(int *n);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaGetDevice(int *device);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device);
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device);
+cudaError_t cudaRuntimeGetVersion(int *v);
+cudaError_t cudaDriverGetVersion(int *v);
 cudaError_t cudaGetLastError(void);
 const char *cudaGetErrorString(cudaError_t e);
 
