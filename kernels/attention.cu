@@ -449,7 +449,6 @@ extern "C" int kern_attention_bwd_v1_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf1
 }
 
 /* ---- unfused baseline ---------------------------------------------------- */
-#ifndef KERN_EMU /* cuBLASLt: not in the emulated build (tests/kernels/cuda_emu.h) */
 
 /* att row (b, h, i) = masked softmax of the scores row; one warp per row. */
 __global__ void masked_softmax_kernel(bf16 *att, const float *scores, kern_attn_shape s) {
@@ -566,4 +565,3 @@ extern "C" int kern_attention_unfused_bwd_cuda(const kern_ctx *ctx, kern_bf16 *d
   attn_gemm dkg = {T, HS, T, 1, 0, 0, scale, 0.0f}; /* dk = sum_h datt^T q / sqrt(HS) */
   return attn_gemm_run(ctx, s, dkg, dk, OPD_KV, datt, OPD_TT, q, OPD_Q, 0, stream);
 }
-#endif

@@ -1,8 +1,9 @@
 /* tests/kernels/cuda_emu.h: just enough of CUDA's device side to run the
  * kernels' own code on the CPU, so CI (no GPU) runs it against the
  * references. C++20 (std::barrier). With the headers in tests/kernels/emu/
- * (the runtime API on host memory) the kernels' .cu files compile
- * unchanged as C++ (KERN_EMU). Emulated:
+ * (the runtime API on host memory; cuBLASLt's subset the GEMMs use, in
+ * emu/cublaslt_emu.cc) the kernels' .cu files compile unchanged as C++
+ * (KERN_EMU). Emulated:
  *   - a launch (KERN_LAUNCH): the blocks one after another, each block's
  *     threads as real threads, threadIdx / blockIdx thread-local, 1-3 D;
  *     a warp is 32 consecutive linear thread ids, as on the GPU;
