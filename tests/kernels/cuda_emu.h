@@ -4,9 +4,11 @@
  * (the runtime API on host memory; cuBLASLt's subset the GEMMs use, in
  * emu/cublaslt_emu.cc) the kernels' .cu files compile unchanged as C++
  * (KERN_EMU). Emulated:
- *   - a launch (KERN_LAUNCH): the blocks one after another, each block's
- *     threads as real threads, threadIdx / blockIdx thread-local, 1-3 D;
- *     a warp is 32 consecutive linear thread ids, as on the GPU;
+ *   - a launch (KERN_LAUNCH): in its stream's order, the blocks one after
+ *     another, each block's threads as fibers switched at barriers
+ *     (emu/cuda_emu_fiber.cc), or with CUDA_EMU_THREADS as real threads
+ *     (for ThreadSanitizer); 1-3 D; a warp is 32 consecutive linear
+ *     thread ids, as on the GPU;
  *   - __syncthreads (a block barrier), __syncwarp (a barrier of the 32
  *     lanes of the caller's warp), __shfl_xor_sync (full warp), atomicAdd
  *     (float);
@@ -33,6 +35,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -59,8 +62,19 @@ struct dim3 {
 struct uint3 {
   unsigned x = 0, y = 0, z = 0;
 };
-inline thread_local uint3 threadIdx, blockIdx;
-inline thread_local unsigned emu_tid; /* linear thread id in the block */
+/* CUDA_EMU_THREADS: each CUDA thread an OS thread (ThreadSanitizer sees
+ * races between lanes); else fibers on the launching thread
+ * (emu/cuda_emu_fiber.cc), and these are plain globals, set at each switch. */
+#if !defined(CUDA_EMU_THREADS) && !defined(__x86_64__)
+#define CUDA_EMU_THREADS 1 /* the fiber switch is x86-64 assembly */
+#endif
+#ifdef CUDA_EMU_THREADS
+#define EMU_TLS thread_local
+#else
+#define EMU_TLS
+#endif
+inline EMU_TLS uint3 threadIdx, blockIdx;
+inline EMU_TLS unsigned emu_tid; /* linear thread id in the block */
 inline dim3 blockDim, gridDim;
 
 struct __nv_bfloat16 {
@@ -90,17 +104,29 @@ alignas(128) inline unsigned char emu_smem[256 * 1024];
 #define KERN_DYN_SMEM(type, name) type *name = (type *)emu_smem
 
 struct emu_block {
-  std::unique_ptr<std::barrier<>> block;
-  std::vector<std::unique_ptr<std::barrier<>>> warp;
+  std::unique_ptr<std::barrier<>> block;                 /* CUDA_EMU_THREADS */
+  std::vector<std::unique_ptr<std::barrier<>>> warp;     /* CUDA_EMU_THREADS */
   std::vector<uint64_t> xch; /* 32 per warp, for shuffles */
 };
 inline emu_block *emu_cur;
 
+#ifndef CUDA_EMU_THREADS
+/* emu/cuda_emu_fiber.cc: barrier b (0: the block, 1 + w: warp w) for the
+ * running fiber; every block of grid, body as each of its threads. */
+void emu_fiber_barrier(unsigned b);
+void emu_fiber_grid(dim3 grid, dim3 block, const std::function<void()> &body);
+inline void __syncthreads() { emu_fiber_barrier(0); }
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+  (void)mask;
+  emu_fiber_barrier(1 + emu_tid / 32);
+}
+#else
 inline void __syncthreads() { emu_cur->block->arrive_and_wait(); }
 inline void __syncwarp(unsigned mask = 0xffffffffu) {
   (void)mask;
   emu_cur->warp[emu_tid / 32]->arrive_and_wait();
 }
+#endif
 template <class T> inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask) {
   static_assert(sizeof(T) <= sizeof(uint64_t), "cuda_emu: shuffles of up to 8 bytes");
   unsigned lane = emu_tid % 32;
@@ -114,19 +140,24 @@ template <class T> inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask) {
 }
 
 /* Runs body() as every thread of every block of grid; a warp's threads
- * must all exist (block sizes a multiple of 32). One real thread per block
- * thread, reused for block after block; between blocks every thread meets
- * at the block barrier, and the dynamic shared memory is refilled with NaN. */
+ * must all exist (block sizes a multiple of 32). Blocks one after another;
+ * before each, the dynamic shared memory is refilled with NaN. Fibers
+ * (emu/cuda_emu_fiber.cc), or with CUDA_EMU_THREADS one real thread per
+ * block thread, reused for block after block, meeting at the block
+ * barrier between blocks. */
 template <class F> void emu_launch(dim3 grid, dim3 block, F body) {
   unsigned nthreads = block.x * block.y * block.z;
-  unsigned long nblocks = (unsigned long)grid.x * grid.y * grid.z;
   blockDim = block;
   gridDim = grid;
   emu_block b;
-  b.block = std::make_unique<std::barrier<>>(nthreads);
-  for (unsigned w = 0; w < nthreads / 32; w++) b.warp.push_back(std::make_unique<std::barrier<>>(32));
   b.xch.assign(nthreads, 0);
   emu_cur = &b;
+#ifndef CUDA_EMU_THREADS
+  emu_fiber_grid(grid, block, std::function<void()>(body));
+#else
+  unsigned long nblocks = (unsigned long)grid.x * grid.y * grid.z;
+  b.block = std::make_unique<std::barrier<>>(nthreads);
+  for (unsigned w = 0; w < nthreads / 32; w++) b.warp.push_back(std::make_unique<std::barrier<>>(32));
   std::vector<std::thread> th;
   for (unsigned t = 0; t < nthreads; t++)
     th.emplace_back([&, t] {
@@ -142,6 +173,7 @@ template <class F> void emu_launch(dim3 grid, dim3 block, F body) {
       }
     });
   for (auto &t : th) t.join();
+#endif
   emu_cur = nullptr;
 }
 

@@ -322,7 +322,8 @@ extern "C" cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
   return CUBLAS_STATUS_SUCCESS;
 }
 
-/* The pointers against the alignments the algorithm was chosen for (the
+/* The pointers: device memory (cuda_emu_stream.h), and as aligned as the
+ * algorithm was chosen for (the
  * heuristic's default is 256 bytes); the bias, which has no hint, against
  * 16 bytes: a GPU kernel loading 16 bytes at a time faults ("misaligned
  * address") where this would silently work. */
@@ -335,6 +336,12 @@ static cublasStatus_t check_pointers(const cublasLtMatmulAlgo_t *algo, const emu
       return refuse_emu(CUBLAS_STATUS_INVALID_VALUE, "%s = %p is less aligned than the %" PRIu64
                         " bytes the algorithm was chosen for", name[i], p[i], want);
   }
+  for (int i = 0; i < 4; i++)
+    if (!emu_is_device(p[i]))
+      return refuse_emu(CUBLAS_STATUS_INVALID_VALUE, "%s = %p is not device memory: a GPU would fault",
+                        name[i], p[i]);
+  if (bias && !emu_is_device(bias))
+    return refuse_emu(CUBLAS_STATUS_INVALID_VALUE, "bias = %p is not device memory: a GPU would fault", bias);
   if (bias && (uintptr_t)bias % 16 != 0)
     return refuse_emu(CUBLAS_STATUS_INVALID_VALUE, "bias = %p not 16-byte aligned: cuBLASLt "
                       "kernels have faulted on such (misaligned address)", bias);
@@ -450,6 +457,8 @@ extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_
   const void *ptr[4] = {A, B, C ? C : D, D}; /* C unread when beta = 0 */
   st = check_pointers(algo, l, ptr, has_bias(op->epilogue) ? op->bias : nullptr);
   if (st != CUBLAS_STATUS_SUCCESS) return st;
+  if (op->aux && !emu_is_device(op->aux))
+    return refuse_emu(CUBLAS_STATUS_INVALID_VALUE, "aux = %p is not device memory: a GPU would fault", op->aux);
   emu_gemm g = plan(*op, l, alpha_v, beta_v, A, B, C, D);
   emu_stream_enqueue(stream, [g] { run_gemm(g); });
   return CUBLAS_STATUS_SUCCESS;

@@ -18,7 +18,8 @@
  *     before the call returns; cudaFree waits for the device first;
  *   - errors of calls are returned; launch errors go to cudaGetLastError.
  * Timing and concurrency between kernels are not modelled: one kernel runs
- * at a time (cuda_emu.h). */
+ * at a time (cuda_emu.h). The node has $CUDA_EMU_DEVICES devices (default
+ * 8); each process emulates the one it sets. */
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -118,7 +119,7 @@ static std::map<uintptr_t, size_t> &blocks() {
   return *m;
 }
 
-static bool is_device(const void *p) {
+bool emu_is_device(const void *p) {
   std::lock_guard<std::mutex> lk(mem_m);
   auto &b = blocks();
   auto it = b.upper_bound((uintptr_t)p);
@@ -165,7 +166,7 @@ cudaError_t cudaFree(void *p) {
 }
 cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t) { return dev_alloc(p, bytes); }
 cudaError_t cudaFreeAsync(void *p, cudaStream_t s) {
-  if (p && !is_device(p)) return cudaErrorInvalidValue;
+  if (p && !emu_is_device(p)) return cudaErrorInvalidValue;
   emu_stream_enqueue(s, [p] { dev_free(p); });
   return cudaSuccess;
 }
@@ -180,21 +181,21 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind)
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind, cudaStream_t s) {
   if (!bytes) return cudaSuccess;
   if (!dst || !src) return cudaErrorInvalidValue;
-  if (!is_device(src)) {
+  if (!emu_is_device(src)) {
     auto copy = std::make_shared<std::vector<unsigned char>>((const unsigned char *)src,
                                                              (const unsigned char *)src + bytes);
     emu_stream_enqueue(s, [dst, copy] { std::memcpy(dst, copy->data(), copy->size()); });
   } else {
     emu_stream_enqueue(s, [dst, src, bytes] { std::memmove(dst, src, bytes); });
   }
-  if (s && !is_device(dst)) stream_sync(s);
+  if (s && !emu_is_device(dst)) stream_sync(s);
   return cudaSuccess;
 }
 
 cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t rows,
                               cudaMemcpyKind, cudaStream_t s) {
   if (width > dpitch || width > spitch || (rows && width && (!dst || !src))) return cudaErrorInvalidValue;
-  if (!is_device(dst) || !is_device(src)) return cudaErrorInvalidValue; /* only device to device is used */
+  if (!emu_is_device(dst) || !emu_is_device(src)) return cudaErrorInvalidValue; /* only device to device is used */
   emu_stream_enqueue(s, [=] {
     for (size_t r = 0; r < rows; r++) std::memmove((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
   });
@@ -323,17 +324,31 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
 }
 
 cudaError_t cudaDeviceReset(void) { return cudaDeviceSynchronize(); }
+/* The node's devices: $CUDA_EMU_DEVICES, default 8 (an HGX node), so that
+ * mpirun can put a rank on each; each process emulates the one it picks. */
+static int device_count() {
+  const char *env = std::getenv("CUDA_EMU_DEVICES");
+  int n = env ? std::atoi(env) : 8;
+  return n > 0 ? n : 0;
+}
+static int current_device = 0;
+static bool bad_device(int d) { return d < 0 || d >= device_count(); }
+
 cudaError_t cudaGetDeviceCount(int *n) {
-  *n = 1;
+  *n = device_count();
+  return *n ? cudaSuccess : cudaErrorNoDevice;
+}
+cudaError_t cudaSetDevice(int device) {
+  if (bad_device(device)) return cudaErrorInvalidDevice;
+  current_device = device;
   return cudaSuccess;
 }
-cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
 cudaError_t cudaGetDevice(int *device) {
-  *device = 0;
+  *device = current_device;
   return cudaSuccess;
 }
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device) {
-  if (device != 0) return cudaErrorInvalidDevice;
+  if (bad_device(device)) return cudaErrorInvalidDevice;
   std::memset(p, 0, sizeof *p);
   std::snprintf(p->name, sizeof p->name, "CUDA emulated on the CPU (tests/kernels/cuda_emu.h)");
   p->major = 9, p->minor = 0, p->multiProcessorCount = 1, p->totalGlobalMem = (size_t)1 << 32;
@@ -341,7 +356,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device) {
   return cudaSuccess;
 }
 cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) {
-  if (device != 0) return cudaErrorInvalidDevice;
+  if (bad_device(device)) return cudaErrorInvalidDevice;
   switch (attr) {
   case cudaDevAttrClockRate: *value = 1980000; return cudaSuccess;       /* kHz, an H100 SXM's boost */
   case cudaDevAttrMemoryClockRate: *value = 2619000; return cudaSuccess; /* kHz */

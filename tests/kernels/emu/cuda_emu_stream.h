@@ -11,4 +11,8 @@
  * everything enqueued on s before it and after the events s was made to
  * wait for. fn must own (capture by value) what it reads from the host. */
 void emu_stream_enqueue(cudaStream_t s, std::function<void()> fn);
+
+/* Whether p lies in a block of device memory (cudaMalloc, cudaMallocAsync):
+ * where a GPU would fault on a host pointer, the stand-ins refuse it. */
+bool emu_is_device(const void *p);
 #endif
