@@ -19,14 +19,18 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static const gpu_module_api_t *api;
 static char load_error[PATH_MAX + 512];
 
-#ifdef MEGASIM_GPU_MODULE_BUILT
-static void module_path(char *path, size_t len)
+/* $MEGASIM_GPU_MODULE, else GPU_MODULE_FILE beside the program; 0 when
+ * there is neither (a build without CUDA and no module named). */
+static int module_path(char *path, size_t len)
 {
     const char *env = getenv("MEGASIM_GPU_MODULE");
     if (env && *env) {
         snprintf(path, len, "%s", env);
-        return;
+        return 1;
     }
+#ifndef MEGASIM_GPU_MODULE_BUILT
+    return 0;
+#else
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = 0;
@@ -34,17 +38,18 @@ static void module_path(char *path, size_t len)
     if (slash)
         *slash = 0;
     snprintf(path, len, "%s/%s", slash ? exe : ".", GPU_MODULE_FILE);
-}
+    return 1;
 #endif
+}
 
 static void load(void)
 {
-#ifndef MEGASIM_GPU_MODULE_BUILT
-    snprintf(load_error, sizeof load_error,
-             "this megasim was built without CUDA (-DMEGASIM_CUDA=OFF, or no nvcc when configured)");
-#else
     char path[PATH_MAX + 64];
-    module_path(path, sizeof path);
+    if (!module_path(path, sizeof path)) {
+        snprintf(load_error, sizeof load_error,
+                 "this megasim was built without CUDA (-DMEGASIM_CUDA=OFF, or no nvcc when configured)");
+        return;
+    }
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         snprintf(load_error, sizeof load_error, "cannot open the GPU module: %s", dlerror());
@@ -60,7 +65,6 @@ static void load(void)
         return;
     }
     api = a; /* kept open for the process's life */
-#endif
 }
 
 const gpu_module_api_t *gpu_module_load(char *why, size_t len)

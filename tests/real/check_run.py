@@ -11,26 +11,33 @@ expected, what it got and where the expected value comes from.
   resume       a run stopped at a checkpoint and resumed gives the
                uninterrupted run's losses
   outputs      --out writes the measured result file, --trace the Chrome trace
+  gpu          (label gpu) the GPU path on the GPUs at hand; skipped without
+  gpu_emu      the GPU path's own code (real/rt_gpu.c, comm_nccl.c, the CUDA
+               kernels, cuBLASLt and NCCL calls) on the emulated GPU module
+               (tests/real/gpu_emu, MEGASIM_GPU_MODULE): 1 rank against the
+               CPU, 8 ranks (the equivalence plan) against 1, in bf16
 
 Tolerance: the same maths in fp32 with sums in another order (TP, DP and
 the ZeRO shards reduce in pieces): relative 1e-5 per step, far above the
 observed differences (below 1e-6) and far below a wrong gradient's effect
 (a single wrong gradient term moves step 2's loss by > 1e-3).
-usage: check_run.py CASE MPIEXEC MEGASIM"""
+usage: check_run.py CASE MPIEXEC MEGASIM [EMULATED_GPU_MODULE]"""
 import json, os, shutil, subprocess, sys, tempfile
 
 CASE, MPIEXEC, MEGASIM = sys.argv[1], sys.argv[2], sys.argv[3]
+MPI_ENV = []  # mpirun -x flags
 REL_TOL = 1e-5
 PLAN8 = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2",
          "--num-layers-per-virtual-pipeline-stage", "1", "--sequence-parallel",
          "--use-distributed-optimizer", "--zero-stage", "2"]
 OVERLAPS = [["--overlap-grad-reduce", "--overlap-param-gather"], ["--tp-comm-overlap"],
             ["--pp-comm-overlap"], ["--async-data-loader"]]
+ITERS_EMU = 3
 failures = 0
 
 
 def run(np, args, iters=3, check=True):
-    cmd = [MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np", str(np), MEGASIM, "run",
+    cmd = [MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np", str(np)] + MPI_ENV + [MEGASIM, "run",
            "--train-iters", str(iters), "--json"] + args
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if check and p.returncode != 0:
@@ -110,13 +117,30 @@ def outputs():
         shutil.rmtree(d, ignore_errors=True)
 
 
+# bf16 against fp32: 8 bits of mantissa, relative 4e-3 per rounding; 2%
+# over 5 steps allows the drift of a few hundred roundings per layer.
+BF16_TOL = 0.02
+EMU_TOL = 1e-3
+
+
+def expect_bf16(label, want, got, tol=BF16_TOL):
+    global failures
+    for w, g in zip(want, got):
+        rel = abs(g["loss"] - w["loss"]) / w["loss"]
+        ok = rel <= tol and w["step"] == g["step"]
+        failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {label} step {g['step']}: expected {w['loss']:.5f} +- "
+              f"{100 * tol:g}%, got {g['loss']:.5f} ({100 * rel:.3f}%)")
+    if len(want) != len(got):
+        failures += 1
+        print(f"FAIL {label}: expected {len(want)} steps, got {len(got)}")
+
+
 def gpu():
     """GPU path (label gpu): the tiny GPT in bf16 on one GPU follows the fp32
-    CPU run's losses within bf16's precision (8 bits of mantissa: relative
-    4e-3 per rounding; 2% over 5 steps allows the drift of a few hundred
-    roundings per layer), and with two GPUs TP 2 + SP equals one GPU within
-    the same bound. Exit 77 (skipped) without a GPU."""
-    global failures
+    CPU run's losses within bf16's precision (BF16_TOL), and with two GPUs
+    TP 2 + SP equals one GPU within the same bound. Exit 77 (skipped)
+    without a GPU."""
     probe, p = run(1, ["--device", "gpu"], iters=1, check=False)
     if p.returncode != 0 and "no usable GPU" in p.stderr:
         print("skipped: no GPU (megasim run --device gpu: no usable GPU)")
@@ -135,12 +159,40 @@ def gpu():
     else:
         print("note: one GPU: the 2-GPU TP case needs two")
     for label, want, got in pairs:
-        for w, g in zip(want, got):
-            rel = abs(g["loss"] - w["loss"]) / w["loss"]
-            ok = rel <= 0.02
-            failures += not ok
-            print(f"{'ok  ' if ok else 'FAIL'} {label} step {g['step']}: expected {w['loss']:.5f} +- 2%, "
-                  f"got {g['loss']:.5f} ({100 * rel:.3f}%)")
+        expect_bf16(label, want, got)
+
+
+def gpu_emu():
+    """The GPU backend's code on the emulated GPU module (no GPU needed): on
+    one rank, flash attention with fused element-wise kernels and the
+    unfused attention (cuBLASLt batched GEMMs) with separate GeLU, each
+    against the fp32 CPU run; on 8 ranks (TP 2 + SP, PP 2 interleaved, DP
+    2, ZeRO-2, the equivalence plan) with every overlap off (grouped NCCL
+    transfers) and on (decoupled pipeline links, chunked TP GEMMs on the
+    second compute stream, DP collectives on their streams), against the
+    emulated single GPU; and the parallel block with LAMB and
+    FlashAttention-1 on 4 ranks against 1. Tolerance EMU_TOL: the emulation is deterministic
+    (fibers in a fixed order, NCCL sums in rank order), so what differs is
+    bf16 rounding in another summation order: observed at most 1.9e-4
+    (2026-11-23); a gradient reduced wrongly over DP moves step 2 by more
+    (checked by breaking the DP reduce-scatter: see the README of real/)."""
+    global MPI_ENV
+    MPI_ENV = ["-x", "OMPI_MPI_THREAD_LEVEL=3", "-x", "MEGASIM_GPU_MODULE=" + sys.argv[4]]
+    cpu, _ = run(1, [], iters=ITERS_EMU)
+    flash, _ = run(1, ["--device", "gpu", "--attention", "flash", "--fused-elementwise"], iters=ITERS_EMU)
+    expect_bf16("emulated GPU, flash + fused, vs 1 CPU rank (fp32)", cpu, flash, EMU_TOL)
+    unfused, _ = run(1, ["--device", "gpu", "--attention", "unfused"], iters=ITERS_EMU)
+    expect_bf16("emulated GPU, unfused attention, vs 1 CPU rank (fp32)", cpu, unfused, EMU_TOL)
+    for ov in ([], sum(OVERLAPS, [])):
+        got, _ = run(8, PLAN8 + ["--device", "gpu", "--attention", "flash", "--fused-elementwise"] + ov,
+                     iters=ITERS_EMU)
+        expect_bf16(f"8 emulated GPUs, {' '.join(ov) or 'no overlap'}, vs 1 emulated GPU", flash, got, EMU_TOL)
+    other = ["--device", "gpu", "--parallel-block", "--optimizer", "lamb", "--attention", "flash1"]
+    one, _ = run(1, other, iters=ITERS_EMU)
+    four, _ = run(4, other + ["--tensor-model-parallel-size", "2", "--use-distributed-optimizer"],
+                  iters=ITERS_EMU)
+    expect_bf16("4 emulated GPUs (TP 2, DP 2, ZeRO-1), parallel block, LAMB, FlashAttention-1, vs 1",
+                one, four, EMU_TOL)
 
 
 def bad_world():
@@ -154,5 +206,5 @@ def bad_world():
           f"rule (from rank 0 only), got exit {p.returncode} and {len(errs)} message(s): {errs}")
 
 
-{"gpu": gpu, "bad_world": bad_world, "equivalence": equivalence, "learns": learns, "resume": resume, "outputs": outputs}[CASE]()
+{"gpu": gpu, "gpu_emu": gpu_emu, "bad_world": bad_world, "equivalence": equivalence, "learns": learns, "resume": resume, "outputs": outputs}[CASE]()
 sys.exit(1 if failures else 0)

@@ -21,6 +21,7 @@
  * at a time (cuda_emu.h). The node has $CUDA_EMU_DEVICES devices (default
  * 8); each process emulates the one it sets. */
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -92,13 +93,24 @@ static void stream_sync(CUstream_st *s) {
 
 /* ---- events ------------------------------------------------------------- */
 
+/* Alive while its handle or a pending record or wait holds it (refs): CUDA
+ * lets an event be destroyed with work pending on it. */
 struct CUevent_st {
   std::mutex m;
   std::condition_variable cv;
   unsigned flags = 0;
   unsigned long recorded = 0, completed = 0; /* generations */
   std::chrono::steady_clock::time_point at;
+  std::atomic<int> refs{1};
 };
+
+static CUevent_st *event_hold(CUevent_st *e) {
+  e->refs++;
+  return e;
+}
+static void event_release(CUevent_st *e) {
+  if (--e->refs == 0) delete e;
+}
 
 static void event_complete(CUevent_st *e, unsigned long gen) {
   std::lock_guard<std::mutex> lk(e->m);
@@ -257,7 +269,13 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
     std::lock_guard<std::mutex> lk(e->m);
     gen = e->recorded;
   }
-  if (gen) emu_stream_enqueue(s, [e, gen] { event_wait(e, gen); });
+  if (gen) {
+    event_hold(e);
+    emu_stream_enqueue(s, [e, gen] {
+      event_wait(e, gen);
+      event_release(e);
+    });
+  }
   return cudaSuccess;
 }
 
@@ -279,8 +297,7 @@ cudaError_t cudaEventCreate(cudaEvent_t *out) { return cudaEventCreateWithFlags(
  * lives until its pending records and waits have run. */
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
   if (!e) return cudaErrorInvalidResourceHandle;
-  cudaDeviceSynchronize();
-  delete e;
+  event_release(e);
   return cudaSuccess;
 }
 
@@ -291,7 +308,11 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     std::lock_guard<std::mutex> lk(e->m);
     gen = ++e->recorded;
   }
-  emu_stream_enqueue(s, [e, gen] { event_complete(e, gen); });
+  event_hold(e);
+  emu_stream_enqueue(s, [e, gen] {
+    event_complete(e, gen);
+    event_release(e);
+  });
   return cudaSuccess;
 }
 
