@@ -81,15 +81,16 @@ def learns():
           f"best of the last 5 of 20 steps {last:.4f} (expected < 4.5)")
 
 
-def resume():
+def resume(device=()):
     d = tempfile.mkdtemp(prefix="megasim-ckpt-")
     try:
         plan = ["--tensor-model-parallel-size", "2", "--use-distributed-optimizer", "--zero-stage", "1",
-                "--optimizer", "lamb", "--lr", "0.01"]
+                "--optimizer", "lamb", "--lr", "0.01"] + list(device)
         whole, _ = run(4, plan, iters=4)
         run(4, plan + ["--save", d, "--save-interval", "2"], iters=2)
         later, _ = run(4, plan + ["--save", d, "--resume"], iters=2)
-        expect_losses("resumed at step 2 (4 ranks, TP 2, ZeRO-1, LAMB)", whole[2:], later, "uninterrupted run")
+        expect_losses(f"resumed at step 2 (4 ranks, TP 2, ZeRO-1, LAMB{', ' + ' '.join(device) if device else ''})",
+                      whole[2:], later, "uninterrupted run")
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
@@ -171,7 +172,8 @@ def gpu_emu():
     transfers) and on (decoupled pipeline links, chunked TP GEMMs on the
     second compute stream, DP collectives on their streams), against the
     emulated single GPU; and the parallel block with LAMB and
-    FlashAttention-1 on 4 ranks against 1. Tolerance EMU_TOL: the emulation is deterministic
+    FlashAttention-1 on 4 ranks against 1; and a checkpoint resumed on 4
+    emulated GPUs against the uninterrupted run (REL_TOL). Tolerance EMU_TOL: the emulation is deterministic
     (fibers in a fixed order, NCCL sums in rank order), so what differs is
     bf16 rounding in another summation order: observed at most 1.9e-4
     (2026-11-23); a gradient reduced wrongly over DP moves step 2 by more
@@ -193,6 +195,7 @@ def gpu_emu():
                   iters=ITERS_EMU)
     expect_bf16("4 emulated GPUs (TP 2, DP 2, ZeRO-1), parallel block, LAMB, FlashAttention-1, vs 1",
                 one, four, EMU_TOL)
+    resume(["--device", "gpu"])  # the GPU runtime's own state copies, to the CPU case's tolerance
 
 
 def bad_world():
