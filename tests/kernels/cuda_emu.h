@@ -180,11 +180,25 @@ template <class F> void emu_launch(dim3 grid, dim3 block, F body) {
 /* KERN_LAUNCH(grid, block, smem, stream, kernel)(args...): the arguments are
  * copied, as a launch does, and the kernel runs in the stream's order
  * (cuda_emu_stream.h: at once on the NULL stream); one kernel at a time in
- * the process (emu_kernel_m), as the block emulation above is global. A
+ * the process (emu_kernel_m), as the block emulation above is global.
+ * Pointer arguments must be device memory (emu_check_arg). A
  * block of more than 1024 threads or not a multiple of 32, or more dynamic
  * shared memory than the device allows, is refused with
  * cudaErrorInvalidConfiguration (cudaGetLastError). */
 inline std::mutex emu_kernel_m;
+
+/* A pointer argument must point into device memory (or be NULL): a GPU
+ * faults on a host pointer (cudaErrorIllegalAddress) where the emulation
+ * would read it; so the launch reports it and aborts. */
+template <class A> void emu_check_arg(unsigned i, const A &a) {
+  if constexpr (std::is_pointer_v<A>) {
+    if (a && !emu_is_device((const void *)a)) {
+      std::fprintf(stderr, "cuda_emu: kernel argument %u = %p is not device memory (a GPU would fault)\n", i,
+                   (const void *)a);
+      std::abort();
+    }
+  }
+}
 template <class K> struct emu_launch_t {
   dim3 grid, block;
   size_t smem;
@@ -196,6 +210,8 @@ template <class K> struct emu_launch_t {
       emu_set_last_error(cudaErrorInvalidConfiguration);
       return;
     }
+    unsigned i = 0;
+    (emu_check_arg(i++, a), ...);
     emu_stream_enqueue(stream, [g = grid, b = block, k = kernel, a...] {
       std::lock_guard<std::mutex> lk(emu_kernel_m);
       emu_launch(g, b, [&] { k(a...); });
