@@ -47,14 +47,14 @@ def run(np, args, iters=3, check=True):
     return steps, p
 
 
-def expect_losses(label, want, got, source="single rank"):
+def expect_losses(label, want, got, source="single rank", tol=REL_TOL):
     global failures
     for w, g in zip(want, got):
         rel = abs(g["loss"] - w["loss"]) / abs(w["loss"])
-        ok = rel <= REL_TOL and w["step"] == g["step"]
+        ok = rel <= tol and w["step"] == g["step"]
         failures += not ok
         print(f"{'ok  ' if ok else 'FAIL'} {label} step {g['step']}: expected {w['loss']:.9f} ({source}), "
-              f"got {g['loss']:.9f}, relative difference {rel:.2e} (allowed {REL_TOL:.0e})")
+              f"got {g['loss']:.9f}, relative difference {rel:.2e} (allowed {tol:.0e})")
     if len(want) != len(got):
         failures += 1
         print(f"FAIL {label}: expected {len(want)} steps, got {len(got)}")
@@ -125,16 +125,7 @@ EMU_TOL = 1e-3
 
 
 def expect_bf16(label, want, got, tol=BF16_TOL):
-    global failures
-    for w, g in zip(want, got):
-        rel = abs(g["loss"] - w["loss"]) / w["loss"]
-        ok = rel <= tol and w["step"] == g["step"]
-        failures += not ok
-        print(f"{'ok  ' if ok else 'FAIL'} {label} step {g['step']}: expected {w['loss']:.5f} +- "
-              f"{100 * tol:g}%, got {g['loss']:.5f} ({100 * rel:.3f}%)")
-    if len(want) != len(got):
-        failures += 1
-        print(f"FAIL {label}: expected {len(want)} steps, got {len(got)}")
+    expect_losses(label, want, got, "bf16 against the reference run", tol)
 
 
 def gpu():
