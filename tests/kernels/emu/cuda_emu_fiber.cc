@@ -76,7 +76,7 @@ struct fiber {
 };
 
 struct engine {
-  char *stacks = nullptr; /* MAX_THREADS stacks, reserved once, touched as used */
+  char *stacks = nullptr; /* MAX_THREADS stacks, reserved once, touched as used, each over a guard page */
   std::vector<fiber> f;
   void *main_sp = nullptr;
   unsigned cur = 0;
@@ -97,6 +97,8 @@ void reserve_stacks() {
     std::abort();
   }
   E.stacks = (char *)p;
+  for (unsigned t = 0; t < MAX_THREADS; t++) /* a guard page under each: an overflow faults */
+    mprotect(E.stacks + (size_t)t * STACK_BYTES, 4096, PROT_NONE);
 }
 
 /* A fresh stack for thread t whose first switch "returns" into
