@@ -163,7 +163,11 @@ def gpu_emu():
     transfers) and on (decoupled pipeline links, chunked TP GEMMs on the
     second compute stream, DP collectives on their streams), against the
     emulated single GPU; and the parallel block with LAMB and
-    FlashAttention-1 on 4 ranks against 1; and a checkpoint resumed on 4
+    FlashAttention-1 on 4 ranks against 1; the every-overlap run again with
+    its streams jittered (CUDA_EMU_STREAM_JITTER_US), bit for bit (a
+    cross-stream order left to chance changes the bits: with rt_gpu.c's
+    event waits taken out, jittered runs differ at step 3 from run to run,
+    2026-11-23); and a checkpoint resumed on 4
     emulated GPUs against the uninterrupted run (REL_TOL). Tolerance EMU_TOL: the emulation is deterministic
     (fibers in a fixed order, NCCL sums in rank order), so what differs is
     bf16 rounding in another summation order: observed at most 1.9e-4
@@ -180,6 +184,13 @@ def gpu_emu():
         got, _ = run(8, PLAN8 + ["--device", "gpu", "--attention", "flash", "--fused-elementwise"] + ov,
                      iters=ITERS_EMU)
         expect_bf16(f"8 emulated GPUs, {' '.join(ov) or 'no overlap'}, vs 1 emulated GPU", flash, got, EMU_TOL)
+    # The same with every stream waiting 0-500 us before each piece of work:
+    # with every cross-stream order an event, the bits cannot change.
+    MPI_ENV += ["-x", "CUDA_EMU_STREAM_JITTER_US=500"]
+    shaken, _ = run(8, PLAN8 + ["--device", "gpu", "--attention", "flash", "--fused-elementwise"] + ov,
+                    iters=ITERS_EMU)
+    MPI_ENV = MPI_ENV[:-2]
+    expect_losses("8 emulated GPUs, every overlap, streams jittered 0-500 us", got, shaken, "not jittered", 0.0)
     other = ["--device", "gpu", "--parallel-block", "--optimizer", "lamb", "--attention", "flash1"]
     one, _ = run(1, other, iters=ITERS_EMU)
     four, _ = run(4, other + ["--tensor-model-parallel-size", "2", "--use-distributed-optimizer"],

@@ -6,7 +6,8 @@
  *   - a stream (cudaStreamCreate*) is a worker thread running its work in
  *     issue order, asynchronously to the host: launches, async copies and
  *     memsets, event records and waits, host functions, cuBLASLt and NCCL
- *     calls (cuda_emu_stream.h). The NULL stream runs work at once on the
+ *     calls (cuda_emu_stream.h), after a random wait of up to
+ *     $CUDA_EMU_STREAM_JITTER_US each. The NULL stream runs work at once on the
  *     caller (every stream made here is non-blocking, so the legacy
  *     stream's implicit ordering with them does not exist in CUDA either);
  *   - events carry a generation: a wait (cudaStreamWaitEvent) or a
@@ -30,6 +31,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -59,7 +61,20 @@ static std::vector<CUstream_st *> &streams() {
   return *v;
 }
 
-static void worker(CUstream_st *s) {
+/* $CUDA_EMU_STREAM_JITTER_US: each stream waits a random 0 to that many
+ * microseconds before each piece of work, so streams interleave in ever
+ * other orders; a program whose cross-stream ordering is complete (events)
+ * gives the same bits whatever the jitter. 0 (default): none. */
+static unsigned jitter_us() {
+  static const unsigned us = [] {
+    const char *e = std::getenv("CUDA_EMU_STREAM_JITTER_US");
+    return e ? (unsigned)std::strtoul(e, nullptr, 10) : 0u;
+  }();
+  return us;
+}
+
+static void worker(CUstream_st *s, unsigned seed) {
+  std::minstd_rand rng(seed);
   std::unique_lock<std::mutex> lk(s->m);
   for (;;) {
     s->cv.wait(lk, [s] { return s->stop || !s->q.empty(); });
@@ -67,6 +82,7 @@ static void worker(CUstream_st *s) {
     std::function<void()> fn = std::move(s->q.front());
     s->q.pop_front();
     lk.unlock();
+    if (jitter_us()) std::this_thread::sleep_for(std::chrono::microseconds(rng() % (jitter_us() + 1)));
     fn();
     lk.lock();
     s->done++;
@@ -227,8 +243,9 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s) {
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *out, unsigned) {
   if (!out) return cudaErrorInvalidValue;
+  static std::atomic<unsigned> made{0};
   CUstream_st *s = new CUstream_st;
-  s->worker = std::thread(worker, s);
+  s->worker = std::thread(worker, s, 1 + made++);
   std::lock_guard<std::mutex> lk(streams_m);
   streams().push_back(s);
   *out = s;
