@@ -50,7 +50,7 @@ gpus() {
 }
 
 echo "== configure + build megasim (sm_$arch) in $build"
-cfg=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch")
+cfg=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch" -DMEGASIM_EMU=OFF)
 [ -n "${NCCL_ROOT:-}" ] && cfg+=(-DNCCL_ROOT="$NCCL_ROOT")
 cfg+=(${deps_cfg[@]+"${deps_cfg[@]}"})
 if ! cmake -S "$root" -B "$build" "${cfg[@]}" >"$work/configure.txt" 2>&1; then

@@ -150,7 +150,7 @@ fi
 # ---- build -------------------------------------------------------------------
 echo "== configure + build megasim (sm_$arch, NCCL in $nccl_root) in $build"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" \
-  -DCMAKE_CUDA_ARCHITECTURES="$arch" -DNCCL_ROOT="$nccl_root" ${deps_cfg[@]+"${deps_cfg[@]}"}
+  -DCMAKE_CUDA_ARCHITECTURES="$arch" -DNCCL_ROOT="$nccl_root" -DMEGASIM_EMU=OFF ${deps_cfg[@]+"${deps_cfg[@]}"}
 cmake --build "$build" -j"$(nproc)" --target megasim
 mkdir -p "$out"
 

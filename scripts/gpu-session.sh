@@ -41,7 +41,8 @@ nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 stage_kernels() { bash "$root/scripts/gpu-kernels.sh" "$root/build-gpu-kernels"; }
 
 stage_tests() {
-  local cfg=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch")
+  local cfg=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch"
+             -DMEGASIM_EMU=OFF) # the CPU emulation of the GPU code is CI's; here the real thing runs
   [ -n "${NCCL_ROOT:-}" ] && cfg+=(-DNCCL_ROOT="$NCCL_ROOT")
   cmake -S "$root" -B "$build" "${cfg[@]}" ${deps_cfg[@]+"${deps_cfg[@]}"} &&
     cmake --build "$build" -j"$(nproc)" &&
