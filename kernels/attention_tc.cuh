@@ -90,6 +90,7 @@ __device__ __forceinline__ void tc_load_rows(bf16 *dst, int ld, const bf16 *src,
     bf16 *d = dst + r * ld + c;
     const bf16 *from = src + row_off(s, b, t < s.T ? t : 0, H, head) + c;
     if (vec && t < s.T && c < s.HS) {
+      KERN_ALIGNED(d, 16), KERN_ALIGNED(from, 16);
       *(uint4 *)d = *(const uint4 *)from;
     } else {
 #pragma unroll

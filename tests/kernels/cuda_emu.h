@@ -17,6 +17,8 @@
  *     filled with NaN bytes before every block, so a read of an element no
  *     thread wrote shows in the results;
  *   - bf16 (kern_common.h's conversions) and the math intrinsics used;
+ *   - the alignment of vector accesses (KERN_ALIGNED: a GPU faults on a
+ *     misaligned 16-byte load, a CPU does not);
  *   - nvcuda::wmma for 16x16x16 bf16 -> fp32: each lane loads the whole
  *     tile (the hardware's split is opaque to the code anyway), and owns
  *     elements e % 32 == lane of an accumulator: the product computes and
@@ -99,6 +101,17 @@ inline int max(int a, int b) { return a > b ? a : b; }
 inline long min(long a, long b) { return a < b ? a : b; }
 inline long max(long a, long b) { return a > b ? a : b; }
 inline float atomicAdd(float *p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
+
+/* KERN_ALIGNED(p, bytes) before a vector access: a GPU faults ("misaligned
+ * address") where the CPU would not; here the access aborts, named. */
+inline void emu_aligned(const void *p, size_t bytes, const char *file, int line) {
+  if ((uintptr_t)p % bytes) {
+    std::fprintf(stderr, "%s:%d: cuda_emu: %zu-byte access at %p, not %zu-byte aligned (a GPU would fault)\n", file,
+                 line, bytes, p, bytes);
+    std::abort();
+  }
+}
+#define KERN_ALIGNED(p, bytes) emu_aligned((p), (bytes), __FILE__, __LINE__)
 
 alignas(128) inline unsigned char emu_smem[256 * 1024];
 #define KERN_DYN_SMEM(type, name) type *name = (type *)emu_smem
