@@ -8,6 +8,9 @@
 #   env:   ARCH=90 (sm_90; 80 for A100)  MB=4  GB=16  ITERS=20  WARMUP=3
 #          NCCL_ROOT=DIR (a tree with include/nccl.h and lib/libnccl.so*)
 #          OUT_DIR=DIR (default: <build-dir>/gpu-real)
+#          PROFILE=FILE (a measured profile, scripts/gpu-calibrate.sh's: the
+#          run is then compared with its simulation on it; default: the
+#          built-in h100-sxm-80gb)
 #
 # The model (both sides): 24 layers, hidden 2048, 16 heads (MHA), MLP 8192,
 # sequence 2048, GPT-2 style (learned positions, pre-LN, biases, tanh GeLU,
@@ -157,9 +160,17 @@ mkdir -p "$out"
 # ---- the two runs ------------------------------------------------------------
 model=(--num-layers 24 --hidden-size 2048 --ffn-hidden-size 8192 --num-attention-heads 16 --seq-length 2048
        --padded-vocab-size 256 --micro-batch-size "$mb" --global-batch-size "$gb" --train-iters "$iters")
-ours=(--preset none --num-query-groups 16 --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1
-      --num-layers-per-virtual-pipeline-stage 0 --attention flash --fused-elementwise --gpu h100-sxm-80gb
-      --device gpu --json --data "$corpus")
+# fattree: a cluster profile without the MegaScale environment's loader
+# stall and per-iteration overhead (0.65 s of a step; ASSUMPTIONS.md).
+plan=(--preset none --num-query-groups 16 --num-gpus 1 --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1
+      --num-layers-per-virtual-pipeline-stage 0 --attention flash --fused-elementwise --cluster fattree)
+# The measured profile, when there is one, goes into the run itself, so
+# that `compare` simulates the run on it (it rebuilds job and profile from
+# the run's file). The program's own MFU is then against the profile's
+# measured GEMM peak; the table below keeps the data sheet's 989.4.
+hw=(--gpu h100-sxm-80gb)
+[ -n "${PROFILE:-}" ] && [ -r "$PROFILE" ] && hw+=(--hardware "$PROFILE")
+ours=("${plan[@]}" "${hw[@]}" --device gpu --json --data "$corpus" --out "$out/megasim-run.h5")
 launch=()
 if command -v mpirun >/dev/null; then
   launch=(mpirun -np 1)
@@ -216,4 +227,16 @@ for k, name in names:
 if a and b:
     print(f"speed ratio (PyTorch step time / megasim step time): {b['ms'] / a['ms']:.2f}")
 EOF
+
+# ---- measured vs predicted (issues 6 and 8) ----------------------------------
+# megasim compare simulates the run's own job on the run's profile (the
+# measured one when gpu-session.sh ran calibrate first and passed it as
+# PROFILE, else the built-in H100): per step, op class, stream.
+if [ -s "$out/megasim-run.h5" ]; then
+  echo "== megasim compare $out/megasim-run.h5 (${hw[*]})"
+  "$build/megasim" compare "$out/megasim-run.h5" --plot "$out/compare" | tee "$out/compare.txt" || status=1
+else
+  echo "gpu-real: no $out/megasim-run.h5: nothing to compare" >&2
+  status=1
+fi
 exit $status

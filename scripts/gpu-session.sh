@@ -9,8 +9,10 @@
 #                      included), kern_bench, PyTorch SDPA side by side
 #           tests      megasim with CUDA (sm_$ARCH) in build-gpu, then its
 #                      gpu-labelled tests (kernels, calibration, real backend)
-#           real       scripts/gpu-real.sh build-gpu: 1.2B GPT, ours vs PyTorch
-#           calibrate  scripts/gpu-calibrate.sh build-gpu (LEVEL, default quick)
+#           calibrate  scripts/gpu-calibrate.sh build-gpu (LEVEL, default quick):
+#                      the measured H100 profile
+#           real       scripts/gpu-real.sh build-gpu: 1.2B GPT, ours vs PyTorch,
+#                      then the run vs its simulation on that profile
 #           all        the four in this order
 #   env:   ARCH=90  LEVEL=quick|tiny|full  GPU_DEPS=.gpu-deps  NCCL_ROOT=DIR
 #
@@ -18,7 +20,7 @@
 #   bash scripts/gpu-deps.sh        # MPI, HDF5, GSL, cJSON -> .gpu-deps/ (43 MB)
 # then each device call carries it: run(carry=[".gpu-deps"], command=
 #   "bash scripts/gpu-session.sh kernels tests") and, in a second call,
-#   "bash scripts/gpu-session.sh real calibrate".
+#   "bash scripts/gpu-session.sh calibrate real".
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build-gpu
@@ -49,14 +51,18 @@ stage_tests() {
     ctest --test-dir "$build" -j"$(nproc)" -L gpu --output-on-failure # the cpu-labelled ones run in CI
 }
 
-stage_real() { bash "$root/scripts/gpu-real.sh" "$build"; }
+# After calibrate (as in `all`), the run is compared with its simulation on
+# the measured profile.
+stage_real() {
+  OUT_DIR="$out/real" PROFILE="$out/h100-sxm-80gb-measured.json" bash "$root/scripts/gpu-real.sh" "$build"
+}
 
 stage_calibrate() {
   OUT="$out/h100-sxm-80gb-measured.json" bash "$root/scripts/gpu-calibrate.sh" "$build"
 }
 
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] || [ "${stages[0]}" = all ] && stages=(kernels tests real calibrate)
+[ ${#stages[@]} -eq 0 ] || [ "${stages[0]}" = all ] && stages=(kernels tests calibrate real)
 status=0
 {
   echo "gpu-session: $(date -u +%FT%TZ) on $(hostname)"
