@@ -2,7 +2,8 @@
  * run --out, kind "measurement") against its predictions: the simulator
  * (SIM.h5, a simulation of the same job; without it, an unfolded
  * in-process simulation of the job and hardware recorded in RUN.h5, every
- * rank traced, alpha-beta network) and the closed form. Prints per step,
+ * rank traced, alpha-beta network; --hardware FILE puts another profile
+ * under it, a calibrated one say) and the closed form. Prints per step,
  * per op class, per stream and per rank measured vs predicted, and names
  * the largest differences; --json prints the same as one object. Draws
  * PREFIX.png and PREFIX.svg from PREFIX.dat with plots/compare.gp.
@@ -34,6 +35,9 @@ static const opt_def compare_defs[] = {
      "write PREFIX.dat, PREFIX.png and PREFIX.svg (default: RUN.h5 with .h5 replaced by -compare)"},
     {"plots-dir", OPT_STR, CO(plots_dir), 0, 1024, MEGASIM_PLOTS_DIR, 0, "compare",
      "the folder of the gnuplot scripts (compare.gp)"},
+    {"hardware", OPT_STR, CO(hardware), 0, 255, "", 0, "compare",
+     "simulate the run's job on this hardware profile (calibrate's, say) instead of the one the run recorded; "
+     "its sections replace the run's --gpu/--cluster profiles, the run's overrides still apply"},
     {"ranks-shown", OPT_INT, CO(ranks_shown), 1, 1000000, "16", 0, "compare",
      "per-rank rows printed; with more ranks, the largest differences first"},
     {"help", OPT_BOOL, CO(help), 0, 1, "false", 0, "compare", "show this help"},
@@ -53,6 +57,11 @@ static int parse(int argc, char **argv, cmp_t *c, char *err)
     c->run_path = files[0], c->sim_path = files[1];
     if (!c->run_path) {
         snprintf(err, OPT_ERR_LEN, "no measured result file given (usage: megasim compare RUN.h5 [SIM.h5])");
+        return -1;
+    }
+    if (c->sim_path && c->o.hardware[0]) {
+        snprintf(err, OPT_ERR_LEN, "--hardware applies to the in-process simulation; with SIM.h5 given, simulate "
+                                   "the job on that profile there (megasim simulate --hardware)");
         return -1;
     }
     return 0;

@@ -16,6 +16,7 @@
 typedef struct {
     int json, ranks_shown, help;
     char plot[1000], plots_dir[1024];
+    char hardware[256]; /* simulate on this profile rather than the run's */
 } compare_opts_t;
 
 /* ---- what is compared -------------------------------------------------- */

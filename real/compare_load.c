@@ -185,8 +185,26 @@ static int hw_section(const opt_table *t, const cJSON *hw, const char *sec, void
     return 0;
 }
 
+/* --hardware FILE: the job's --gpu/--cluster built-ins under FILE's
+ * sections, with the job's own overrides (NICs, oversubscription), as a
+ * run with --hardware FILE would have recorded. A node of another size
+ * than the run's would place its ranks differently: refused. */
+static int other_hardware(cmp_t *c, char *err)
+{
+    int node = c->hw.cluster.gpus_per_node;
+    snprintf(c->job.hardware, sizeof c->job.hardware, "%s", c->o.hardware);
+    if (job_hardware(&c->job, &c->hw, err))
+        return -1;
+    if (c->hw.cluster.gpus_per_node != node) {
+        snprintf(err, OPT_ERR_LEN, "--hardware %s: gpus_per_node = %d, but the run's nodes had %d", c->o.hardware,
+                 c->hw.cluster.gpus_per_node, node);
+        return -1;
+    }
+    return 0;
+}
+
 /* The job over the defaults, the hardware as recorded (overrides applied),
- * then the rules and derived fields. */
+ * then the rules and derived fields; or on --hardware FILE. */
 static int rebuild_job(cmp_t *c, char *err)
 {
     char where[1100];
@@ -201,7 +219,7 @@ static int rebuild_job(cmp_t *c, char *err)
         hw_section(&hw_cluster_opts, hw, "cluster", &c->hw.cluster, c->run_path, err) || hw_check(&c->hw, err) ||
         job_finalize(&c->job, c->hw.cluster.gpus_per_node, err))
         return -1;
-    return 0;
+    return c->o.hardware[0] ? other_hardware(c, err) : 0;
 }
 
 /* ---- the in-process simulation ----------------------------------------- */

@@ -17,7 +17,11 @@ where the expected value comes from.
      PATH; without gnuplot one message, the data, exit 0
   4. `megasim plot RUN.h5` draws the last step's timeline
   5. bad input: a simulation given as RUN.h5, a missing file, a SIM.h5 of
-     another job: exit 2, one stderr line, nothing on stdout
+     another job, --hardware with SIM.h5: exit 2, one stderr line, nothing
+     on stdout
+  6. --hardware FILE (another profile, half the GEMM peak): the simulated
+     iteration is `megasim simulate`'s on FILE; a FILE whose nodes differ
+     in size from the run's is refused
 
 usage: check_compare.py MPIEXEC MEGASIM"""
 import json, os, re, shutil, subprocess, sys, tempfile
@@ -144,6 +148,36 @@ def plot_measurement(tmp, run_h5, c):
           "written" if os.path.exists(os.path.join(out, "heatmap.dat")) else "missing", "/ranks has 4 rows")
 
 
+def other_profile(tmp, run_h5, flags, c):
+    """--hardware FILE: the run's job simulated on another profile (here the
+    recorded one with half the GEMM peak) gives what `megasim simulate` of
+    the same job on FILE gives, and the report names FILE's GPU."""
+    with open(flags[-1]) as f:
+        prof = json.load(f)
+    prof["gpu"]["name"] = "half-peak"
+    prof["gpu"]["peak_bf16_tflops"] /= 2
+    prof["gpu"]["peak_tf32_tflops"] /= 2
+    path = os.path.join(tmp, "half-peak.json")
+    with open(path, "w") as f:
+        json.dump(prof, f)
+    d = json.loads(must(megasim(["compare", run_h5, "--hardware", path, "--json", "--plot",
+                                 os.path.join(tmp, "half")]), "compare RUN.h5 --hardware").stdout)
+    s = json.loads(must(megasim(["simulate"] + flags[:-1] + [path, "--json"]), "simulate --hardware").stdout)
+    check(rel_close(s["iteration_time_s"], d["iteration"]["simulated_s"]), "--hardware FILE: iteration simulated_s",
+          f"{s['iteration_time_s']:.12g}", f"{d['iteration']['simulated_s']:.12g}",
+          "megasim simulate --json of the same job on FILE, relative 1e-9")
+    check(d["iteration"]["simulated_s"] > c["iteration"]["simulated_s"], "--hardware FILE: slower than the recorded",
+          f"> {c['iteration']['simulated_s']:.6g} s", f"{d['iteration']['simulated_s']:.6g} s",
+          "half the GEMM peak of the recorded profile")
+    check(rel_close(d["iteration"]["measured_s"], c["iteration"]["measured_s"]), "--hardware FILE: measured_s",
+          c["iteration"]["measured_s"], d["iteration"]["measured_s"], "the run, unchanged")
+    prof["cluster"]["gpus_per_node"] = prof["cluster"]["nics_per_node"] = 4
+    with open(path, "w") as f:
+        json.dump(prof, f)
+    bad(["compare", run_h5, "--hardware", path], "gpus_per_node = 4, but the run's nodes had 8",
+        "--hardware FILE with another node size")
+
+
 def bad(args, want, what):
     p = megasim(args)
     lines = p.stderr.strip().splitlines()
@@ -160,6 +194,8 @@ def bad_inputs(tmp, run_h5, sim_h5, flags):
     must(megasim(["simulate", JOB_FILE, "--num-gpus", "4", "--hardware", flags[-1], "--out", other]),
          "simulate another job")
     bad(["compare", run_h5, other], "pipeline_model_parallel_size", "SIM.h5 of another job (PP 1)")
+    bad(["compare", run_h5, sim_h5, "--hardware", flags[-1]], "--hardware applies to the in-process simulation",
+        "--hardware with SIM.h5")
 
 
 def main():
@@ -173,6 +209,7 @@ def main():
         sys.exit(1)
     c, flags, prefix = no_sim(tmp, run_h5, p.stdout)
     sim_h5 = with_sim(tmp, run_h5, flags, c)
+    other_profile(tmp, run_h5, flags, c)
     figure(tmp, run_h5, prefix)
     plot_measurement(tmp, run_h5, c)
     bad_inputs(tmp, run_h5, sim_h5, flags)
