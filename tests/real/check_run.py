@@ -163,7 +163,8 @@ def gpu_emu():
     transfers) and on (decoupled pipeline links, chunked TP GEMMs on the
     second compute stream, DP collectives on their streams), against the
     emulated single GPU; and the parallel block with LAMB and
-    FlashAttention-1 on 4 ranks against 1; the every-overlap run again with
+    FlashAttention-1 on 4 ranks against 1; the op times of a 2-rank trace
+    (gpu_timeline); the every-overlap run again with
     its streams jittered (CUDA_EMU_STREAM_JITTER_US), bit for bit (a
     cross-stream order left to chance changes the bits: with rt_gpu.c's
     event waits taken out, jittered runs differ at step 3 from run to run,
@@ -198,6 +199,41 @@ def gpu_emu():
     expect_bf16("4 emulated GPUs (TP 2, DP 2, ZeRO-1), parallel block, LAMB, FlashAttention-1, vs 1",
                 one, four, EMU_TOL)
     resume(["--device", "gpu"])  # the GPU runtime's own state copies, to the CPU case's tolerance
+    gpu_timeline()
+
+
+def gpu_timeline():
+    """The GPU runtime's op times (CUDA events resolved at iteration end)
+    in the Chrome trace of 2 ranks, PP 2 with decoupled transfers: every
+    rank there, no negative duration, and on each (rank, stream) no op
+    starting before the previous one ended (a stream runs one op at a
+    time). A sanity check of the event bookkeeping: it does not see a mark
+    recorded on another stream than its op's (tried: such times stay
+    ordered)."""
+    global failures
+    d = tempfile.mkdtemp(prefix="megasim-gpu-trace-")
+    try:
+        trace = os.path.join(d, "run.json")
+        run(2, ["--device", "gpu", "--pipeline-model-parallel-size", "2", "--pp-comm-overlap", "--trace", trace],
+            iters=2)
+        with open(trace) as f:
+            ev = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+        lanes = {}
+        for e in ev:
+            lanes.setdefault((e["pid"], e["tid"]), []).append(e)
+        neg = sum(e["dur"] < 0 for e in ev)
+        overlaps = 0
+        for v in lanes.values():
+            v.sort(key=lambda e: e["ts"])
+            overlaps += sum(a["ts"] + a["dur"] > b["ts"] + 1e-3 for a, b in zip(v, v[1:]))
+        ranks = {e["pid"] for e in ev}
+        ok = len(ranks) == 2 and neg == 0 and overlaps == 0 and len(ev) > 0
+        failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} emulated GPU trace (2 ranks, PP 2, decoupled): expected both ranks, no "
+              f"negative duration, no overlap within a stream; got ranks {sorted(ranks)}, {len(ev)} ops on "
+              f"{len(lanes)} (rank, stream) lanes, {neg} negative, {overlaps} overlapping")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def bad_world():
