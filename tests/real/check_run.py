@@ -155,41 +155,41 @@ def gpu():
 
 
 def gpu_emu():
-    """The GPU backend's code on the emulated GPU module (no GPU needed): on
-    one rank, flash attention with fused element-wise kernels and the
-    unfused attention (cuBLASLt batched GEMMs) with separate GeLU, each
-    against the fp32 CPU run; on 8 ranks (TP 2 + SP, PP 2 interleaved, DP
-    2, ZeRO-2, the equivalence plan) with every overlap off (grouped NCCL
-    transfers) and on (decoupled pipeline links, chunked TP GEMMs on the
-    second compute stream, DP collectives on their streams), against the
-    emulated single GPU; and the parallel block with LAMB and
-    FlashAttention-1 on 4 ranks against 1; the op times of a 2-rank trace
-    (gpu_timeline); the every-overlap run again with
-    its streams jittered (CUDA_EMU_STREAM_JITTER_US), bit for bit (a
-    cross-stream order left to chance changes the bits: with rt_gpu.c's
-    event waits taken out, jittered runs differ at step 3 from run to run,
-    2026-11-23); and a checkpoint resumed on 4
-    emulated GPUs against the uninterrupted run (REL_TOL). Tolerance EMU_TOL: the emulation is deterministic
-    (fibers in a fixed order, NCCL sums in rank order), so what differs is
-    bf16 rounding in another summation order: observed at most 1.9e-4
-    (2026-11-23); a gradient reduced wrongly over DP moves step 2 by more
-    (checked by breaking the DP reduce-scatter: see the README of real/)."""
+    """The GPU backend's own code on the emulated GPU module (no GPU needed):
+      - 1 rank, flash attention + fused element-wise kernels, and the
+        unfused attention (cuBLASLt batched GEMMs), each against the fp32
+        CPU run;
+      - 8 ranks (TP 2 + SP, PP 2 interleaved, DP 2, ZeRO-2: the equivalence
+        plan), every overlap off (grouped NCCL transfers) and on (decoupled
+        pipeline links, chunked TP GEMMs on the second compute stream, DP
+        collectives on their stream), against 1 emulated GPU;
+      - the every-overlap run again with each stream jittered
+        (CUDA_EMU_STREAM_JITTER_US), bit for bit: a cross-stream order left
+        to chance changes the bits (with rt_gpu.c's event waits taken out,
+        jittered runs differed at step 3 from run to run, 2026-11-23);
+      - 4 ranks (TP 2, DP 2, ZeRO-1) with the parallel block, LAMB and
+        FlashAttention-1, against 1;
+      - a checkpoint resumed on 4 emulated GPUs (REL_TOL), and the op times
+        of a 2-rank trace (gpu_timeline).
+    Tolerance EMU_TOL: the emulation is deterministic (fibers in a fixed
+    order, NCCL sums in rank order), so what differs is bf16 rounding in
+    another summation order, at most 1.9e-4 (2026-11-23); the DP
+    reduce-scatter without its sum moved step 2 by 2.0e-3 and failed
+    (README, "The GPU path without a GPU")."""
     global MPI_ENV
     MPI_ENV = ["-x", "OMPI_MPI_THREAD_LEVEL=3", "-x", "MEGASIM_GPU_MODULE=" + sys.argv[4]]
+    gpu = ["--device", "gpu", "--attention", "flash", "--fused-elementwise"]
     cpu, _ = run(1, [], iters=ITERS_EMU)
-    flash, _ = run(1, ["--device", "gpu", "--attention", "flash", "--fused-elementwise"], iters=ITERS_EMU)
+    flash, _ = run(1, gpu, iters=ITERS_EMU)
     expect_bf16("emulated GPU, flash + fused, vs 1 CPU rank (fp32)", cpu, flash, EMU_TOL)
     unfused, _ = run(1, ["--device", "gpu", "--attention", "unfused"], iters=ITERS_EMU)
     expect_bf16("emulated GPU, unfused attention, vs 1 CPU rank (fp32)", cpu, unfused, EMU_TOL)
-    for ov in ([], sum(OVERLAPS, [])):
-        got, _ = run(8, PLAN8 + ["--device", "gpu", "--attention", "flash", "--fused-elementwise"] + ov,
-                     iters=ITERS_EMU)
+    every = sum(OVERLAPS, [])
+    for ov in ([], every):
+        got, _ = run(8, PLAN8 + gpu + ov, iters=ITERS_EMU)
         expect_bf16(f"8 emulated GPUs, {' '.join(ov) or 'no overlap'}, vs 1 emulated GPU", flash, got, EMU_TOL)
-    # The same with every stream waiting 0-500 us before each piece of work:
-    # with every cross-stream order an event, the bits cannot change.
-    MPI_ENV += ["-x", "CUDA_EMU_STREAM_JITTER_US=500"]
-    shaken, _ = run(8, PLAN8 + ["--device", "gpu", "--attention", "flash", "--fused-elementwise"] + ov,
-                    iters=ITERS_EMU)
+    MPI_ENV += ["-x", "CUDA_EMU_STREAM_JITTER_US=500"]  # each stream waits 0-500 us before each piece of work
+    shaken, _ = run(8, PLAN8 + gpu + every, iters=ITERS_EMU)
     MPI_ENV = MPI_ENV[:-2]
     expect_losses("8 emulated GPUs, every overlap, streams jittered 0-500 us", got, shaken, "not jittered", 0.0)
     other = ["--device", "gpu", "--parallel-block", "--optimizer", "lamb", "--attention", "flash1"]
