@@ -295,6 +295,8 @@ static int apply_flags(job_t *job, int argc, char **argv, const opt_table *extra
         int rc = extra ? apply_flag(extra, extra_obj, name, eq, argc, argv, &i, err) : 1;
         if (rc == 1)
             rc = apply_flag(&job_opts, job, name, eq, argc, argv, &i, err);
+        if (rc == 0 && !strcmp(name, "zero-stage"))
+            job->zero_stage_given = 1;
         if (rc == 1 && !strcmp(name, "use-flash-attn") && !eq) {
             job->attention = ATTN_FLASH;
             rc = 0;
@@ -342,9 +344,11 @@ int job_parse(job_t *job, int argc, char **argv, const opt_table *extra,
            : filep ? set_preset(job, filep, NULL, origin, err)
                    : (job_apply_preset(job, (preset_t)job->preset), 0))
         goto out;
-    for (int f = 0; f < nfiles; f++)
+    for (int f = 0; f < nfiles; f++) {
         if (opts_apply_json(&job_opts, job, roots[f], paths[f], doc_keys, NULL, err))
             goto out;
+        job->zero_stage_given |= cJSON_GetObjectItemCaseSensitive(roots[f], "zero_stage") != NULL;
+    }
     rc = apply_flags(job, argc, argv, extra, extra_obj, err);
 out:
     for (int f = 0; f < nfiles; f++)
@@ -429,6 +433,11 @@ int job_finalize(job_t *j, int gpus_per_node, char *err)
          "pipeline-model-parallel-size = %d (Megatron-LM's rule)", j->num_microbatches, j->pp);
     RULE(!j->tp_comm_overlap || j->sequence_parallel || j->tp == 1,
          "--tp-comm-overlap needs --sequence-parallel (it overlaps SP all-gather/reduce-scatter)");
+    /* Megatron-LM's distributed optimizer is ZeRO-1; an explicit stage 0
+     * beside it (the megatron-lm preset turns it on) is a contradiction. */
+    RULE(!(j->distributed_optimizer && j->zero_stage == 0 && j->zero_stage_given),
+         "zero-stage = 0 contradicts use-distributed-optimizer (Megatron-LM's ZeRO-1; --preset megatron-lm turns it "
+         "on): give --no-use-distributed-optimizer for no sharding, or zero-stage 1 or 2");
     if (j->distributed_optimizer && j->zero_stage == 0)
         j->zero_stage = 1;
     RULE(j->zero_stage < 3 || j->pp == 1,

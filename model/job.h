@@ -46,6 +46,7 @@ typedef struct {
     int num_microbatches;/* per pipeline per iteration = B / (b * dp) */
     int head_dim;        /* hidden / heads */
     int window;          /* effective attention window in tokens (= seq when off) */
+    int zero_stage_given;/* job_parse: a file or flag set zero-stage (a preset does not) */
 } job_t;
 
 extern const opt_table job_opts;
