@@ -37,7 +37,8 @@ static const opt_def defs[] = {
     {"use-distributed-optimizer", OPT_BOOL, J(distributed_optimizer), 0, 1, "false", 0, "parallel plan",
      "shard optimizer states over DP (ZeRO-1; grads reduce-scattered)"},
     {"zero-stage", OPT_INT, J(zero_stage), 0, 3, "0", 0, "parallel plan",
-     "ZeRO stage: 1 shards optimizer states, 2 also gradients, 3 also weights"},
+     "ZeRO stage: 1 shards optimizer states, 2 also gradients, 3 also weights (unset: 1 under "
+     "--use-distributed-optimizer, else 0)"},
     {"overlap-grad-reduce", OPT_BOOL, J(overlap_grad_reduce), 0, 1, "false", 0, "parallel plan",
      "overlap the DP gradient reduction with backward"},
     {"overlap-param-gather", OPT_BOOL, J(overlap_param_gather), 0, 1, "false", 0, "parallel plan",
