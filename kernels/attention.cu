@@ -1,12 +1,16 @@
 /* kernels/attention.cu: CUDA attention.
  *
- * Flash forward on tensor cores (kernels/attention_tc.cuh, the default):
- * 4 warps own 64 query rows, 16 each; per 64-key tile S = Q K^T and O += P V
- * go through WMMA (bf16 in, fp32 accumulate), the online softmax and the
- * rescale of O run in shared memory. FA-2 loop order (grid over query
- * tiles) and FA-1 loop order (one block per (batch, head), the running
- * state in HBM) share the tile code. The same code runs on the CPU in
- * CI (tests/kernels/cuda_emu.h), under ThreadSanitizer too.
+ * Flash forward and backward, the default (FA-2; kernels/attention_mma.cuh):
+ * FlashAttention-2 on mma.sync with every accumulator in registers, the
+ * next tile fetched by cp.async while the current one is computed. The
+ * same code runs on the CPU in CI (tests/kernels/cuda_emu.h emulates the
+ * fragment layouts), under ThreadSanitizer too.
+ *
+ * Flash on tensor cores through WMMA (kernels/attention_tc.cuh), for the
+ * FlashAttention-1 variants below: 4 warps own 64 query rows, 16 each; per
+ * 64-key tile S = Q K^T and O += P V go through WMMA (bf16 in, fp32
+ * accumulate), the online softmax and the rescale of O run in shared
+ * memory (a WMMA fragment's layout is opaque).
  *
  * Flash forward on CUDA cores (`_simt`, FlashAttention-2 style): a block
  * owns 64 query rows of one head, 4 threads per row, each thread holding
@@ -19,22 +23,21 @@
  * the causal / window band are skipped. Kept to measure the tensor cores'
  * gain.
  *
- * Flash backward: a block owns 64 keys of one kv head, 4 threads per key,
- * holding k, v and the dk, dv accumulators in registers; it loops over the
- * query heads of its group and the query tiles (32 rows) that can see its
- * keys, recomputing p = exp(s - lse) and ds = p (dp - D) with D =
- * rowsum(dout * out). dk, dv are written once, with no atomics; dq tiles
- * (ds @ k) are added to an fp32 accumulator with atomics and converted to
- * bf16 at the end.
+ * Flash backward on CUDA cores (`_simt`): a block owns 64 keys of one kv
+ * head, 4 threads per key, holding k, v and the dk, dv accumulators in
+ * registers; it loops over the query heads of its group and the query
+ * tiles (32 rows) that can see its keys, recomputing p = exp(s - lse) and
+ * ds = p (dp - D) with D = rowsum(dout * out). dk, dv are written once,
+ * with no atomics; dq tiles (ds @ k) are added to an fp32 accumulator
+ * with atomics and converted to bf16 at the end, as in the FA-2 backward.
  *
  * FlashAttention-1 variants (Dao et al. 2022, Algorithms 1 and 4; `_v1`),
  * the same math on FA-1's work partition and loop order, to measure FA-1
- * against FA-2: the forward (on tensor cores, above) has one block per
+ * against FA-2, both on WMMA (above): the forward has one block per
  * (batch, head), key tiles outer, query tiles inner, the running O, m and
  * l in fp32 HBM scratch; the backward has one block per (batch, kv head),
- * walking the key tiles in order with the FA-2 backward's per-tile step,
- * and as the only writer of its group's dq rows it adds to dq by plain
- * read-modify-write.
+ * walking the key tiles in order, and as the only writer of its group's
+ * dq rows it adds to dq by plain read-modify-write.
  *
  * Unfused baseline: cuBLASLt batched GEMMs (batch = the query heads of one
  * kv head, the kv operand with stride 0), a masked softmax kernel, GEMMs. */
@@ -44,6 +47,7 @@
 #include "kernels/kern_cuda.cuh"
 #include "kernels/matmul.h"
 #include "kernels/attention_tc.cuh"
+#include "kernels/attention_mma.cuh"
 
 #define FA_BR 64 /* SIMT forward: query rows per block */
 #define FA_BC 32 /* SIMT forward: keys per tile */
@@ -315,15 +319,15 @@ extern "C" int kern_attention_fwd_cuda(kern_bf16 *out, float *lse, const kern_bf
                                        const kern_bf16 *k, const kern_bf16 *v, kern_attn_shape s,
                                        cudaStream_t stream) {
   KERN_TRY(attn_check(s));
-  dim3 grid(kern_cdiv(s.T, TC_BR), s.NH, s.B);
+  dim3 grid(kern_cdiv(s.T, MF_BR), s.NH, s.B);
   bf16 *o = (bf16 *)out;
   const bf16 *Q = (const bf16 *)q, *K = (const bf16 *)k, *V = (const bf16 *)v;
   cudaError_t e = cudaSuccess;
   with_hd(s.HS, [&](auto hd) {
     constexpr int HD = decltype(hd)::value;
-    e = kern_allow_smem(flash_fwd_tc_kernel<HD>, tc_tiles<HD>::bytes);
+    e = kern_allow_smem(flash_fwd_mma_kernel<HD>, mf_smem<HD>::bytes);
     if (e == cudaSuccess)
-      KERN_LAUNCH(grid, 128, tc_tiles<HD>::bytes, stream, flash_fwd_tc_kernel<HD>)(o, lse, Q, K, V, s);
+      KERN_LAUNCH(grid, 128, mf_smem<HD>::bytes, stream, flash_fwd_mma_kernel<HD>)(o, lse, Q, K, V, s);
   });
   KERN_CUDA_TRY(e);
   KERN_LAUNCH_TRY();
@@ -381,13 +385,16 @@ extern "C" size_t kern_attention_bwd_v1_scratch_bytes(kern_attn_shape s) {
   return kern_attention_bwd_scratch_bytes(s);
 }
 
-/* D, a zeroed dq accumulator, the backward kernel (tensor cores, or the
- * SIMT one when simt) on nx key-tile columns (see flash_bwd_tc_kernel), dq
- * to bf16. */
+/* The backward kernels attn_bwd_run launches. */
+typedef enum { BWD_MMA, BWD_WMMA_V1, BWD_SIMT } attn_bwd_kind;
+
+/* D, a zeroed dq accumulator, the backward kernel: FA-2 on mma.sync (grid
+ * over key tiles), FA-1 on WMMA (one block per (b, kv head): see
+ * flash_bwd_tc_kernel) or the SIMT one (grid over key tiles); dq to bf16. */
 static int attn_bwd_run(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scratch,
                         const kern_bf16 *dout, const kern_bf16 *q, const kern_bf16 *k,
                         const kern_bf16 *v, const kern_bf16 *out, const float *lse,
-                        kern_attn_shape s, unsigned nx, bool simt, cudaStream_t stream) {
+                        kern_attn_shape s, attn_bwd_kind kind, cudaStream_t stream) {
   KERN_TRY(attn_check(s));
   long nrows = (long)s.B * s.NH * s.T, nq = (long)s.B * s.T * s.NH * s.HS;
   float *D = scratch, *dq_acc = scratch + nrows;
@@ -395,21 +402,30 @@ static int attn_bwd_run(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scra
                                                               (const bf16 *)out, s);
   KERN_LAUNCH_TRY();
   KERN_CUDA_TRY(cudaMemsetAsync(dq_acc, 0, sizeof(float) * nq, stream));
-  dim3 grid(nx, s.NKV, s.B);
   bf16 *DK = (bf16 *)dk, *DV = (bf16 *)dv;
   const bf16 *Q = (const bf16 *)q, *K = (const bf16 *)k, *V = (const bf16 *)v,
              *DO = (const bf16 *)dout;
   cudaError_t e = cudaSuccess;
-  if (simt) {
+  if (kind == BWD_SIMT) {
+    dim3 grid(kern_cdiv(s.T, FB_BC), s.NKV, s.B);
     with_dpt(s.HS, [&](auto dpt) {
       KERN_LAUNCH(grid, 256, 0, stream, flash_bwd_kernel<decltype(dpt)::value>)(DK, DV, dq_acc, Q, K, V, DO, lse, D, s);
     });
-  } else {
+  } else if (kind == BWD_WMMA_V1) {
+    dim3 grid(1, s.NKV, s.B);
     with_hd(s.HS, [&](auto hd) {
       constexpr int HD = decltype(hd)::value;
       e = kern_allow_smem(flash_bwd_tc_kernel<HD>, tb_tiles<HD>::bytes);
       if (e == cudaSuccess)
         KERN_LAUNCH(grid, 128, tb_tiles<HD>::bytes, stream, flash_bwd_tc_kernel<HD>)(DK, DV, dq_acc, Q, K, V, DO, lse, D, s);
+    });
+  } else {
+    dim3 grid(kern_cdiv(s.T, MB_BK), s.NKV, s.B);
+    with_hd(s.HS, [&](auto hd) {
+      constexpr int HD = decltype(hd)::value;
+      e = kern_allow_smem(flash_bwd_mma_kernel<HD>, mb_smem<HD>::bytes);
+      if (e == cudaSuccess)
+        KERN_LAUNCH(grid, 128, mb_smem<HD>::bytes, stream, flash_bwd_mma_kernel<HD>)(DK, DV, dq_acc, Q, K, V, DO, lse, D, s);
     });
   }
   KERN_CUDA_TRY(e);
@@ -425,8 +441,7 @@ extern "C" int kern_attention_bwd_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *
                                        const kern_bf16 *v, const kern_bf16 *out,
                                        const float *lse, kern_attn_shape s,
                                        cudaStream_t stream) {
-  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, kern_cdiv(s.T, TB_BK), false,
-                      stream);
+  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, BWD_MMA, stream);
 }
 
 extern "C" int kern_attention_bwd_simt_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv,
@@ -435,8 +450,7 @@ extern "C" int kern_attention_bwd_simt_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_b
                                             const kern_bf16 *v, const kern_bf16 *out,
                                             const float *lse, kern_attn_shape s,
                                             cudaStream_t stream) {
-  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, kern_cdiv(s.T, FB_BC), true,
-                      stream);
+  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, BWD_SIMT, stream);
 }
 
 extern "C" int kern_attention_bwd_v1_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv,
@@ -445,7 +459,7 @@ extern "C" int kern_attention_bwd_v1_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf1
                                           const kern_bf16 *v, const kern_bf16 *out,
                                           const float *lse, kern_attn_shape s,
                                           cudaStream_t stream) {
-  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, 1, false, stream);
+  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, BWD_WMMA_V1, stream);
 }
 
 /* ---- unfused baseline ---------------------------------------------------- */

@@ -59,9 +59,9 @@ void kern_attention_unfused_bwd_ref(float *dq, float *dk, float *dv, const float
 
 #ifdef KERN_HAVE_CUDA
 /* Flash kernels. HS <= 128 and HS % 4 == 0. They run on tensor cores
- * (WMMA, bf16 x bf16 -> fp32; sm_80 and later); the _simt ones are the same
- * algorithm on CUDA cores (fp32 FMA), kept to measure what the tensor cores
- * gain. */
+ * (mma.sync, bf16 x bf16 -> fp32, accumulators in registers; sm_80 and
+ * later); the _simt ones are the same algorithm on CUDA cores (fp32 FMA),
+ * kept to measure what the tensor cores gain. */
 int kern_attention_fwd_cuda(kern_bf16 *out, float *lse, const kern_bf16 *q, const kern_bf16 *k,
                             const kern_bf16 *v, kern_attn_shape s, cudaStream_t stream);
 int kern_attention_fwd_simt_cuda(kern_bf16 *out, float *lse, const kern_bf16 *q, const kern_bf16 *k,

@@ -1,5 +1,5 @@
-/* kernels/attention_tc.cuh: the flash forward on tensor cores (see
- * attention.cu's top comment), both loop orders, and the index helpers all
+/* kernels/attention_tc.cuh: the FlashAttention-1 kernels on tensor cores
+ * through WMMA (see attention.cu's top comment), and the index helpers all
  * attention kernels share. Device code only, no launches: attention.cu
  * includes it for the GPU, and tests/kernels/test_attention_tc_emu.cc
  * runs the very same code on the CPU through tests/kernels/cuda_emu.h (an
@@ -48,8 +48,8 @@ typedef struct fa1_state {
  * WMMA fragment's element-to-row map is not exposed). Only the K/V loads
  * need block barriers. Shared memory: Q, K, V, P in bf16, S and O in fp32,
  * about 113 KB for head size 128 (opt-in above 48 KB; sm_80 and later).
- * Used by the FA-2 loop order (grid over query tiles) and the FA-1 one
- * (one block per (b, h), the state in HBM between key tiles). */
+ * Used by the FA-1 loop order (one block per (b, h), the state in HBM
+ * between key tiles); FA-2 runs attention_mma.cuh's kernels. */
 #define TC_BR 64 /* query rows per block: 4 warps x 16 */
 #define TC_BC 64 /* keys per tile */
 
@@ -198,29 +198,6 @@ __device__ __forceinline__ void tc_store(const tc_tiles<HD> &t, bf16 *out, float
   }
   int i = i0 + r0 + lane;
   if (lane < 16 && i < s.T) lse[stat_off(s, b, h, i)] = (t.m[r0 + lane] + log2f(t.l[r0 + lane])) / LOG2E;
-}
-
-/* FA-2 loop order on tensor cores: grid (T / 64, NH, B), 128 threads. */
-template <int HD>
-__global__ void __launch_bounds__(128)
-    flash_fwd_tc_kernel(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
-                        kern_attn_shape s) {
-  KERN_DYN_SMEM(unsigned char, tc_smem);
-  tc_tiles<HD> t(tc_smem);
-  int b = blockIdx.z, h = blockIdx.y, g = h / (s.NH / s.NKV), i0 = blockIdx.x * TC_BR;
-  int w = threadIdx.x / 32, lane = threadIdx.x % 32;
-  tc_load_rows<HD>(t.q + 16 * w * tc_tiles<HD>::LQ, tc_tiles<HD>::LQ, q, s, b, i0 + 16 * w, 16, s.NH, h,
-                   lane, 32);
-  tc_state_clear<HD>(t);
-  int ilast = min(i0 + TC_BR, s.T) - 1;
-  for (int j0 = kern_attn_lo(i0, s.window) / TC_BC * TC_BC; j0 <= ilast; j0 += TC_BC) {
-    __syncthreads(); /* every warp is done with the last K, V */
-    tc_load_rows<HD>(t.k, tc_tiles<HD>::LQ, k, s, b, j0, TC_BC, s.NKV, g, threadIdx.x, blockDim.x);
-    tc_load_rows<HD>(t.v, tc_tiles<HD>::LQ, v, s, b, j0, TC_BC, s.NKV, g, threadIdx.x, blockDim.x);
-    __syncthreads();
-    tc_tile<HD>(t, s, i0, j0);
-  }
-  tc_store<HD>(t, out, lse, s, b, h, i0);
 }
 
 /* Warp w's rows i0 + 16 w .. of the HBM state into shared memory (rows >= T:
@@ -420,9 +397,9 @@ __device__ __forceinline__ void tb_key_tile(const tb_tiles<HD> &t, bf16 *dk, bf1
 }
 
 /* Grid (nx, NKV, B), 128 threads; block x takes key tiles x, x + nx, ... of
- * kv head blockIdx.y. FA-2: nx = T / 64, one key tile per block. FA-1
- * (Algorithm 4): nx = 1, one block per (b, kv head) walking its key tiles
- * in order: the sole writer of its group's dq rows. */
+ * kv head blockIdx.y. FA-1 (Algorithm 4) runs nx = 1: one block per (b, kv
+ * head) walking its key tiles in order, the sole writer of its group's dq
+ * rows. (FA-2 runs attention_mma.cuh's backward.) */
 template <int HD>
 __global__ void __launch_bounds__(128)
     flash_bwd_tc_kernel(bf16 *dk, bf16 *dv, float *dq_acc, const bf16 *q, const bf16 *k, const bf16 *v,

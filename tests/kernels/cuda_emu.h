@@ -24,7 +24,10 @@
  *     elements e % 32 == lane of an accumulator: the product computes and
  *     a store writes those, so no lane's write waits for or races with
  *     another's: the ordering the kernel needs must come from its own
- *     __syncwarp calls.
+ *     __syncwarp calls;
+ *   - kernels/kern_mma.cuh (mma.sync m16n8k16, ldmatrix x4, cp.async):
+ *     warp collectives on PTX's fragment layouts, cp.async deferred to its
+ *     wait (the section below says how).
  * Every thread of a block must reach each barrier, as on the GPU. Timing,
  * occupancy and the memory model's finer points are not emulated. */
 #ifndef CUDA_EMU_H
@@ -116,10 +119,21 @@ inline void emu_aligned(const void *p, size_t bytes, const char *file, int line)
 alignas(128) inline unsigned char emu_smem[256 * 1024];
 #define KERN_DYN_SMEM(type, name) type *name = (type *)emu_smem
 
+/* One cp.async in flight (kern_mma.cuh): copied at the wait covering group. */
+struct emu_cp {
+  void *dst;
+  const void *src;
+  unsigned bytes, group;
+};
+
 struct emu_block {
   std::unique_ptr<std::barrier<>> block;                 /* CUDA_EMU_THREADS */
   std::vector<std::unique_ptr<std::barrier<>>> warp;     /* CUDA_EMU_THREADS */
   std::vector<uint64_t> xch; /* 32 per warp, for shuffles */
+  std::vector<uint32_t> mxch; /* 32 x 6 per warp: mma.sync's fragments */
+  std::vector<const void *> pxch; /* 32 per warp: ldmatrix's row addresses */
+  std::vector<std::vector<emu_cp>> cpq; /* per thread: its cp.async copies not yet done */
+  std::vector<unsigned> ncommit;        /* per thread: cp.async groups committed */
 };
 inline emu_block *emu_cur;
 
@@ -152,6 +166,94 @@ template <class T> inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask) {
   return r;
 }
 
+/* ---- kernels/kern_mma.cuh, emulated -----------------------------------------
+ * The same five functions, as warp collectives (a barrier before a lane
+ * publishes its operand, so the last call's readers are done, and one after)
+ * that follow the PTX fragment layouts written in kern_mma.cuh; a kernel
+ * that assumed another layout computes wrong results here as on the GPU.
+ * ldmatrix and cp.async check what the hardware requires (16-byte aligned
+ * addresses, the destination or the rows in shared memory) and abort,
+ * named, where a GPU would fault. A cp.async copies nothing until a
+ * cp_async_wait covers its group: reading the tile before the wait reads
+ * the NaN that fills shared memory (or the previous tile), as on the GPU
+ * it reads whatever is there. */
+inline bool emu_in_smem(const void *p, size_t bytes) {
+  return (const unsigned char *)p >= emu_smem && (const unsigned char *)p + bytes <= emu_smem + sizeof emu_smem;
+}
+
+inline void emu_mma_fail(const char *what, const void *p) {
+  std::fprintf(stderr, "cuda_emu: %s at %p (a GPU would fault)\n", what, p);
+  std::abort();
+}
+
+inline uint32_t emu_bf16_bits(uint32_t pair, unsigned half) { return pair >> (16 * half) & 0xffffu; }
+inline float emu_bf16_of(uint32_t bits) { return kern_bf16_to_float((kern_bf16)bits); }
+
+inline uint32_t pack_bf16(float lo, float hi) {
+  return (uint32_t)__float2bfloat16_rn(lo).bits | (uint32_t)__float2bfloat16_rn(hi).bits << 16;
+}
+
+inline void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  unsigned lane = emu_tid % 32;
+  uint32_t *x = &emu_cur->mxch[6 * (size_t)(emu_tid - lane)];
+  __syncwarp();
+  for (int i = 0; i < 4; i++) x[6 * lane + i] = a[i];
+  x[6 * lane + 4] = b0, x[6 * lane + 5] = b1;
+  __syncwarp();
+  unsigned g = lane / 4, t = lane % 4;
+  for (int e = 0; e < 4; e++) {
+    unsigned row = g + 8 * (e / 2), col = 2 * t + e % 2;
+    float acc = d[e];
+    for (unsigned k = 0; k < 16; k++) {
+      uint32_t av = emu_bf16_bits(x[6 * ((row % 8) * 4 + k % 8 / 2) + row / 8 + 2 * (k / 8)], k % 2);
+      uint32_t bv = emu_bf16_bits(x[6 * (col * 4 + k % 8 / 2) + 4 + k / 8], k % 2);
+      acc += emu_bf16_of(av) * emu_bf16_of(bv);
+    }
+    d[e] = acc;
+  }
+}
+
+inline void emu_ldsm(uint32_t (&r)[4], const bf16 *p, bool trans) {
+  if ((uintptr_t)p % 16 || !emu_in_smem(p, 16)) emu_mma_fail("ldmatrix row not 16-byte aligned shared memory", p);
+  unsigned lane = emu_tid % 32, g = lane / 4, t = lane % 4;
+  const void **x = &emu_cur->pxch[emu_tid - lane];
+  __syncwarp();
+  x[lane] = p;
+  __syncwarp();
+  for (unsigned i = 0; i < 4; i++) {
+    const bf16 *lo = trans ? (const bf16 *)x[8 * i + 2 * t] + g : (const bf16 *)x[8 * i + g] + 2 * t;
+    const bf16 *hi = trans ? (const bf16 *)x[8 * i + 2 * t + 1] + g : lo + 1;
+    r[i] = (uint32_t)lo->bits | (uint32_t)hi->bits << 16;
+  }
+}
+inline void ldsm_x4(uint32_t (&r)[4], const bf16 *p) { emu_ldsm(r, p, false); }
+inline void ldsm_x4_t(uint32_t (&r)[4], const bf16 *p) { emu_ldsm(r, p, true); }
+
+inline void cp_async16(bf16 *dst, const bf16 *src, bool full) {
+  if ((uintptr_t)dst % 16 || !emu_in_smem(dst, 16)) emu_mma_fail("cp.async destination not 16-byte aligned shared memory", dst);
+  if ((uintptr_t)src % 16) emu_mma_fail("cp.async source not 16-byte aligned", src);
+  emu_cur->cpq[emu_tid].push_back({dst, full ? src : nullptr, 16, emu_cur->ncommit[emu_tid]});
+}
+
+inline void cp_async_commit() { emu_cur->ncommit[emu_tid]++; }
+
+template <int N> inline void cp_async_wait() {
+  std::vector<emu_cp> &q = emu_cur->cpq[emu_tid];
+  unsigned done = emu_cur->ncommit[emu_tid] >= (unsigned)N ? emu_cur->ncommit[emu_tid] - N : 0;
+  size_t keep = 0;
+  for (size_t i = 0; i < q.size(); i++) {
+    if (q[i].group < done) {
+      if (q[i].src)
+        std::memcpy(q[i].dst, q[i].src, q[i].bytes);
+      else
+        std::memset(q[i].dst, 0, q[i].bytes);
+    } else {
+      q[keep++] = q[i];
+    }
+  }
+  q.resize(keep);
+}
+
 /* Runs body() as every thread of every block of grid; a warp's threads
  * must all exist (block sizes a multiple of 32). Blocks one after another;
  * before each, the dynamic shared memory is refilled with NaN. Fibers
@@ -164,6 +266,10 @@ template <class F> void emu_launch(dim3 grid, dim3 block, F body) {
   gridDim = grid;
   emu_block b;
   b.xch.assign(nthreads, 0);
+  b.mxch.assign(6 * (size_t)nthreads, 0);
+  b.pxch.assign(nthreads, nullptr);
+  b.cpq.resize(nthreads);
+  b.ncommit.assign(nthreads, 0);
   emu_cur = &b;
 #ifndef CUDA_EMU_THREADS
   emu_fiber_grid(grid, block, std::function<void()>(body));

@@ -1,15 +1,17 @@
-/* tests/kernels/test_attention_tc_emu.cc: the tensor-core flash kernels of
- * kernels/attention_tc.cuh (forward and backward, the FA-2 and FA-1 grids),
- * the very code the GPU runs, executed on the CPU through cuda_emu.h and
+/* tests/kernels/test_attention_tc_emu.cc: the tensor-core flash kernels,
+ * FA-2's of kernels/attention_mma.cuh (mma.sync, cp.async) and FA-1's of
+ * kernels/attention_tc.cuh (WMMA), forward and backward, the very code the
+ * GPU runs, executed on the CPU through cuda_emu.h and
  * checked against the flash reference (kernels/attention_ref.c) on odd
  * shapes: T not a multiple of the 64-row / 64-key tiles, GQA, windows
- * smaller and larger than T, head sizes 36 (not a multiple of 8: the
- * element-wise loads), 48, 64 and 128 (each padded tile size), B = 2.
+ * smaller and larger than T (with several key tiles in flight), head sizes
+ * 36 (not a multiple of 8: element-wise loads instead of cp.async), 48, 64
+ * and 128 (each padded tile size), B = 2.
  * Tolerance as the GPU test's (kern_gpu.h): out |d| <= 1e-2 + 1e-2 |ref|
  * (bf16 output), lse 1e-3 + 1e-3 |ref|, gradients 3e-2 + 3e-2 |ref|.
  * Outputs start as NaN where the kernel must write them. What this cannot
  * see: timing, bank conflicts, and the real WMMA register split (the code
- * never relies on it). */
+ * never relies on it; the mma.sync layouts it does rely on are emulated). */
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -21,6 +23,7 @@ extern "C" {
 #include "kernels/attention.h"
 }
 #include "kernels/attention_tc.cuh"
+#include "kernels/attention_mma.cuh"
 
 static std::vector<bf16> to_bf16(const float *x, long n) {
   std::vector<bf16> out(n);
@@ -43,13 +46,14 @@ static int check(kern_attn_shape s, int v1, const std::vector<bf16> &q, const st
         flash1_fwd_tc_kernel<HD>(out.data(), lse.data(), st, q.data(), k.data(), v.data(), s);
       });
     } else {
-      emu_launch(dim3((s.T + TC_BR - 1) / TC_BR, s.NH, s.B), dim3(128),
-                 [&] { flash_fwd_tc_kernel<HD>(out.data(), lse.data(), q.data(), k.data(), v.data(), s); });
+      if (mf_smem<HD>::bytes > sizeof emu_smem) std::abort();
+      emu_launch(dim3((s.T + MF_BR - 1) / MF_BR, s.NH, s.B), dim3(128),
+                 [&] { flash_fwd_mma_kernel<HD>(out.data(), lse.data(), q.data(), k.data(), v.data(), s); });
     }
   });
   std::vector<float> got(nq);
   for (long i = 0; i < nq; i++) got[i] = __bfloat162float(out[i]);
-  const char *name = v1 ? "flash1 (tensor cores, emulated)" : "flash (tensor cores, emulated)";
+  const char *name = v1 ? "flash1 (WMMA, emulated)" : "flash (mma.sync, emulated)";
   char what[96];
   snprintf(what, sizeof what, "%s out", name);
   int bad = kc_compare(what, got.data(), out_ref, nq, 1e-2f, 1e-2f);
@@ -74,18 +78,23 @@ static int check_bwd(kern_attn_shape s, int v1, const std::vector<bf16> &q, cons
         D[((long)b * s.NH + h) * s.T + i] = acc;
       }
   std::vector<bf16> dk(nkv, __float2bfloat16_rn(NAN)), dv(nkv, __float2bfloat16_rn(NAN));
-  unsigned nx = v1 ? 1 : (unsigned)((s.T + TB_BK - 1) / TB_BK);
   with_hd(s.HS, [&](auto hd) {
     constexpr int HD = decltype(hd)::value;
-    if (tb_tiles<HD>::bytes > sizeof emu_smem) std::abort();
-    emu_launch(dim3(nx, s.NKV, s.B), dim3(128), [&] {
-      flash_bwd_tc_kernel<HD>(dk.data(), dv.data(), dq.data(), q.data(), k.data(), v.data(), dout.data(), lse,
-                              D.data(), s);
-    });
+    if (tb_tiles<HD>::bytes > sizeof emu_smem || mb_smem<HD>::bytes > sizeof emu_smem) std::abort();
+    if (v1)
+      emu_launch(dim3(1, s.NKV, s.B), dim3(128), [&] {
+        flash_bwd_tc_kernel<HD>(dk.data(), dv.data(), dq.data(), q.data(), k.data(), v.data(), dout.data(), lse,
+                                D.data(), s);
+      });
+    else
+      emu_launch(dim3((s.T + MB_BK - 1) / MB_BK, s.NKV, s.B), dim3(128), [&] {
+        flash_bwd_mma_kernel<HD>(dk.data(), dv.data(), dq.data(), q.data(), k.data(), v.data(), dout.data(), lse,
+                                 D.data(), s);
+      });
   });
   std::vector<float> dkf(nkv), dvf(nkv);
   for (long i = 0; i < nkv; i++) dkf[i] = __bfloat162float(dk[i]), dvf[i] = __bfloat162float(dv[i]);
-  const char *name = v1 ? "flash1 backward (tensor cores, emulated)" : "flash backward (tensor cores, emulated)";
+  const char *name = v1 ? "flash1 backward (WMMA, emulated)" : "flash backward (mma.sync, emulated)";
   char what[96];
   int bad = 0;
   snprintf(what, sizeof what, "%s dq", name);
@@ -122,6 +131,7 @@ int main(void) {
       {1, 150, 2, 2, 36, 40},  /* window < T, HS not a multiple of 8 */
       {1, 70, 8, 1, 128, 200}, /* window > T (full causal), GQA 8, HS 128 */
       {1, 129, 2, 1, 48, 0},   /* one row past two tiles */
+      {1, 300, 4, 2, 64, 100}, /* window < T over 5 key tiles, cp.async double buffering */
   };
   int bad = 0;
   for (const kern_attn_shape &s : shapes) bad += run(s, &r);

@@ -1,0 +1,371 @@
+/* kernels/attention_mma.cuh: FlashAttention-2's forward and backward with
+ * every accumulator in registers, on mma.sync fragments whose layout is
+ * known (kernels/kern_mma.cuh), where the WMMA kernels of attention_tc.cuh
+ * pass scores and the output accumulator through shared memory because a
+ * WMMA fragment's layout is opaque. As in FlashAttention-2:
+ *   - the scores S = Q K^T stay in the mma accumulators; the online softmax
+ *     runs on them (each row's 4 lanes meet by shuffles), and they become
+ *     the A operand of P V with no trip through shared memory (an m16n8
+ *     accumulator pair is exactly an m16k16 A fragment);
+ *   - the next key tile (forward) or query tile (backward) is fetched by
+ *     cp.async into a second buffer while the current one is computed;
+ *   - the grid splits the sequence (query tiles forward, key tiles
+ *     backward), the forward's heaviest causal tiles first.
+ * Device code only; needs attention_tc.cuh before it (index helpers,
+ * LOG2E). attention.cu launches these for the default (FA-2) flash path;
+ * tests/kernels/test_attention_tc_emu.cc runs them on the CPU through
+ * tests/kernels/cuda_emu.h, which emulates kern_mma.cuh's layouts. */
+#ifndef KERN_ATTENTION_MMA_CUH
+#define KERN_ATTENTION_MMA_CUH
+
+#include "kernels/kern_mma.cuh"
+
+/* Rows t0 .. t0 + n - 1 of one head into dst (row stride HD + 8), rows >= T
+ * and dims >= HS zero, by threads tid = 0 .. nthreads - 1: cp.async of 16
+ * bytes (zero-filled outside) when HS % 8 == 0, complete at the caller's
+ * cp_async_wait; else element stores, visible after its next barrier. */
+template <int HD>
+__device__ __forceinline__ void mma_load_rows(bf16 *dst, const bf16 *src, kern_attn_shape s, int b, int t0, int n,
+                                              int H, int head, int tid, int nthreads) {
+  constexpr int CH = HD / 8, LD = HD + 8;
+  for (int idx = tid; idx < n * CH; idx += nthreads) {
+    int r = idx / CH, c = idx % CH * 8, t = t0 + r;
+    bool in = t < s.T && c < s.HS;
+    bf16 *d = dst + r * LD + c;
+    const bf16 *from = src + row_off(s, b, in ? t : 0, H, head) + (in ? c : 0);
+    if (s.HS % 8 == 0) {
+      cp_async16(d, from, in);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; e++) d[e] = (t < s.T && c + e < s.HS) ? from[e] : __float2bfloat16(0.0f);
+    }
+  }
+}
+
+/* The A fragment of rows r0 .. r0 + 15, columns k0 .. k0 + 15 of a row-major
+ * bf16 array (row stride ld) in shared memory. */
+__device__ __forceinline__ void mma_load_a(uint32_t (&a)[4], const bf16 *x, int ld, int r0, int k0) {
+  int lane = threadIdx.x % 32;
+  ldsm_x4(a, x + (r0 + lane % 8 + 8 * (lane / 8 % 2)) * ld + k0 + 8 * (lane / 16));
+}
+
+/* B fragments (k0 .. k0 + 15) x (n0 .. n0 + 7) in b[0], b[1] and x (n0 + 8 ..
+ * n0 + 15) in b[2], b[3]: from an (n, k) row-major array (mma_load_b_nk)
+ * or a (k, n) one (mma_load_b_kn), row stride ld, in shared memory. */
+__device__ __forceinline__ void mma_load_b_nk(uint32_t (&b)[4], const bf16 *x, int ld, int k0, int n0) {
+  int lane = threadIdx.x % 32;
+  ldsm_x4(b, x + (n0 + lane % 8 + 8 * (lane / 16)) * ld + k0 + 8 * (lane / 8 % 2));
+}
+
+__device__ __forceinline__ void mma_load_b_kn(uint32_t (&b)[4], const bf16 *x, int ld, int k0, int n0) {
+  int lane = threadIdx.x % 32;
+  ldsm_x4_t(b, x + (k0 + lane % 8 + 8 * (lane / 8 % 2)) * ld + n0 + 8 * (lane / 16));
+}
+
+/* The A fragment of k-step kk (columns 16 kk ..) from fp32 accumulators of
+ * 8-column tiles (c[2 kk], c[2 kk + 1]), rounded to bf16. */
+template <int N> __device__ __forceinline__ void mma_acc_to_a(uint32_t (&a)[4], const float (&c)[N][4], int kk) {
+  a[0] = pack_bf16(c[2 * kk][0], c[2 * kk][1]);
+  a[1] = pack_bf16(c[2 * kk][2], c[2 * kk][3]);
+  a[2] = pack_bf16(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+  a[3] = pack_bf16(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+}
+
+/* ---- forward --------------------------------------------------------------
+ * Grid (T / 64, NH, B), 4 warps; warp w owns query rows i0 + 16 w .. + 15,
+ * lane (g, t) rows g and g + 8 of them: their running max m and a partial
+ * sum l over its own columns (the row's 4 lanes add theirs at the end;
+ * they rescale alike, as m is the same in all 4), and columns 2t, 2t + 1 of
+ * each 8-dim tile of the output accumulator o. Q's fragments are loaded
+ * once into registers. Per 64-key tile: S = Q K^T (fp32), scaled to base 2,
+ * masked (causal, window, T) only where the tile crosses the band's edge;
+ * m, l, o updated (FlashAttention-2's online softmax); P in bf16 times V.
+ * Shared memory: Q, and K, V twice (the tile in use, the next in flight),
+ * bf16 rows of HD + 8 (16-byte aligned; 8 consecutive rows fall in
+ * distinct banks for ldmatrix): 85 KB for head size 128. */
+#define MF_BR 64 /* query rows per block: 4 warps x 16 */
+#define MF_BC 64 /* keys per tile */
+
+template <int HD> struct mf_smem {
+  static constexpr int LD = HD + 8;
+  static constexpr size_t bytes = sizeof(bf16) * (size_t)(MF_BR + 4 * MF_BC) * LD;
+};
+
+template <int HD>
+__global__ void __launch_bounds__(128)
+    flash_fwd_mma_kernel(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v, kern_attn_shape s) {
+  constexpr int LD = HD + 8, NK = HD / 16, NS = MF_BC / 8, NO = HD / 8;
+  KERN_DYN_SMEM(unsigned char, mf_raw);
+  bf16 *qs = (bf16 *)mf_raw, *ks = qs + MF_BR * LD, *vs = ks + 2 * MF_BC * LD; /* ks, vs: 2 buffers each */
+  int b = blockIdx.z, h = blockIdx.y, g = h / (s.NH / s.NKV);
+  int i0 = (gridDim.x - 1 - blockIdx.x) * MF_BR; /* the longest causal rows first */
+  int w = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tq = lane % 4;
+  int ilast = min(i0 + MF_BR, s.T) - 1, jfirst = kern_attn_lo(i0, s.window) / MF_BC * MF_BC;
+  mma_load_rows<HD>(qs, q, s, b, i0, MF_BR, s.NH, h, threadIdx.x, blockDim.x);
+  mma_load_rows<HD>(ks, k, s, b, jfirst, MF_BC, s.NKV, g, threadIdx.x, blockDim.x);
+  mma_load_rows<HD>(vs, v, s, b, jfirst, MF_BC, s.NKV, g, threadIdx.x, blockDim.x);
+  cp_async_commit();
+  const float scale = rsqrtf((float)s.HS) * LOG2E;
+  /* Rows of this lane, and the warp's rows' band: keys every row sees. */
+  int rw = i0 + 16 * w, row[2] = {rw + gr, rw + gr + 8};
+  int rlast = min(rw + 15, s.T - 1), rlo = kern_attn_lo(rlast, s.window);
+  float o[NO][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  uint32_t qf[NK][4];
+  int buf = 0;
+  for (int j0 = jfirst; j0 <= ilast; j0 += MF_BC, buf ^= 1) {
+    cp_async_wait<0>();
+    __syncthreads(); /* this tile (and Q) landed; every warp is done with the other buffers */
+    if (j0 == jfirst) {
+#pragma unroll
+      for (int kk = 0; kk < NK; kk++) mma_load_a(qf[kk], qs, LD, 16 * w, 16 * kk);
+    }
+    if (j0 + MF_BC <= ilast) {
+      mma_load_rows<HD>(ks + (buf ^ 1) * MF_BC * LD, k, s, b, j0 + MF_BC, MF_BC, s.NKV, g, threadIdx.x, blockDim.x);
+      mma_load_rows<HD>(vs + (buf ^ 1) * MF_BC * LD, v, s, b, j0 + MF_BC, MF_BC, s.NKV, g, threadIdx.x, blockDim.x);
+    }
+    cp_async_commit();
+    if (rw >= s.T || j0 > rlast || j0 + MF_BC - 1 < kern_attn_lo(rw, s.window))
+      continue; /* nothing of this tile is visible to the warp's rows */
+    const bf16 *kb = ks + buf * MF_BC * LD, *vb = vs + buf * MF_BC * LD;
+    float sc[NS][4] = {};
+#pragma unroll
+    for (int n = 0; n < NS; n += 2)
+#pragma unroll
+      for (int kk = 0; kk < NK; kk++) {
+        uint32_t bk[4];
+        mma_load_b_nk(bk, kb, LD, 16 * kk, 8 * n);
+        mma_16816(sc[n], qf[kk], bk[0], bk[1]);
+        mma_16816(sc[n + 1], qf[kk], bk[2], bk[3]);
+      }
+    /* Every key of the tile visible to every row of the warp: no mask. */
+    bool full = rw + 15 < s.T && j0 + MF_BC - 1 <= rw && j0 >= rlo;
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < NS; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        int i = row[e / 2], j = j0 + 8 * n + 2 * tq + e % 2;
+        float x = sc[n][e] * scale;
+        if (!full && !(i < s.T && j <= i && j >= kern_attn_lo(i, s.window))) x = -INFINITY;
+        sc[n][e] = x;
+        mx[e / 2] = fmaxf(mx[e / 2], x);
+      }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      float mnew = fmaxf(m[r], mx[r]), mu = mnew == -INFINITY ? 0.0f : mnew; /* all masked yet: p = 0 */
+      float corr = exp2f(m[r] - mu), sum = 0.0f; /* 0 when m = -INF (o, l are 0 then) */
+#pragma unroll
+      for (int n = 0; n < NS; n++) {
+        sc[n][2 * r] = exp2f(sc[n][2 * r] - mu);
+        sc[n][2 * r + 1] = exp2f(sc[n][2 * r + 1] - mu);
+        sum += sc[n][2 * r] + sc[n][2 * r + 1];
+      }
+      l[r] = l[r] * corr + sum;
+      m[r] = mnew;
+#pragma unroll
+      for (int n = 0; n < NO; n++) o[n][2 * r] *= corr, o[n][2 * r + 1] *= corr;
+    }
+    /* O += P V: P in bf16 (l stays fp32, as FlashAttention-2). */
+#pragma unroll
+    for (int kk = 0; kk < MF_BC / 16; kk++) {
+      uint32_t pa[4];
+      mma_acc_to_a(pa, sc, kk);
+#pragma unroll
+      for (int n = 0; n < NO; n += 2) {
+        uint32_t bv[4];
+        mma_load_b_kn(bv, vb, LD, 16 * kk, 8 * n);
+        mma_16816(o[n], pa, bv[0], bv[1]);
+        mma_16816(o[n + 1], pa, bv[2], bv[3]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+  /* out = o / l, lse = (m + log2 l) / log2 e; for i < T, l >= 1 (key i is visible). */
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    int i = row[r];
+    if (i >= s.T) continue;
+    float inv = 1.0f / l[r];
+    bf16 *orow = out + row_off(s, b, i, s.NH, h);
+#pragma unroll
+    for (int n = 0; n < NO; n++) {
+      int d = 8 * n + 2 * tq;
+      if (s.HS % 2 == 0 && d < s.HS) {
+        KERN_ALIGNED(orow + d, 4);
+        *(uint32_t *)(orow + d) = pack_bf16(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+      } else {
+        if (d < s.HS) orow[d] = __float2bfloat16_rn(o[n][2 * r] * inv);
+        if (d + 1 < s.HS) orow[d + 1] = __float2bfloat16_rn(o[n][2 * r + 1] * inv);
+      }
+    }
+    if (tq == 0) lse[stat_off(s, b, h, i)] = (m[r] + log2f(l[r])) / LOG2E;
+  }
+}
+
+/* ---- backward -------------------------------------------------------------
+ * Grid (T / 64, NKV, B), 4 warps; the block owns 64 keys of kv head g, warp
+ * w keys j0 + 16 w .. + 15, and walks the (query head of the group, query
+ * tile of BQ rows) pairs that see its keys, the next pair's Q, dO, lse and
+ * D in flight while the current one is computed. Per pair, warp w: S^T =
+ * K_w Q^T and dP^T = V_w dO^T (fp32 accumulators); P^T = 2^(S^T log2(e) /
+ * sqrt(HS) - lse log2(e)), masked; dS^T = P^T (dP^T - D) / sqrt(HS); then,
+ * with both as bf16 A fragments straight from the accumulators, dV_w +=
+ * P^T dO and dK_w += dS^T Q into register accumulators held for the whole
+ * walk. dS^T goes to shared memory once; after a block barrier the 4 warps
+ * split dQ = dS K (BQ x HD: m-tile w % (BQ / 16), a share of the dims) and
+ * add it to the fp32 dq accumulator with atomics (other blocks add to the
+ * same rows). dK, dV are written once, in bf16. BQ = 32 for head size 128
+ * (fewer live registers), 64 below. Shared memory: K, V, twice Q and dO,
+ * dS^T in bf16 and twice lse, D: 74 KB for head size 128. */
+#define MB_BK 64 /* keys per block: 4 warps x 16 */
+
+template <int HD> struct mb_smem {
+  static constexpr int BQ = HD > 64 ? 32 : 64, LD = HD + 8, LP = BQ + 8;
+  static constexpr size_t bytes =
+      sizeof(bf16) * ((size_t)(2 * MB_BK + 4 * BQ) * LD + (size_t)MB_BK * LP) + sizeof(float) * 4 * BQ;
+};
+
+template <int HD>
+__global__ void __launch_bounds__(128)
+    flash_bwd_mma_kernel(bf16 *dk, bf16 *dv, float *dq_acc, const bf16 *q, const bf16 *k, const bf16 *v,
+                         const bf16 *dout, const float *lse, const float *D, kern_attn_shape s) {
+  constexpr int BQ = mb_smem<HD>::BQ, LD = mb_smem<HD>::LD, LP = mb_smem<HD>::LP, NK = HD / 16, NQ = BQ / 8,
+                NO = HD / 8, MT = BQ / 16, NG = 4 / MT, NOQ = NO / NG;
+  KERN_DYN_SMEM(unsigned char, mb_raw);
+  bf16 *ks = (bf16 *)mb_raw, *vs = ks + MB_BK * LD, *qs = vs + MB_BK * LD, *dos = qs + 2 * BQ * LD;
+  bf16 *dst = dos + 2 * BQ * LD;
+  float *ls = (float *)(dst + MB_BK * LP), *Ds = ls + 2 * BQ; /* ls, Ds, qs, dos: 2 buffers each */
+  int b = blockIdx.z, g = blockIdx.y, j0 = blockIdx.x * MB_BK, grp = s.NH / s.NKV;
+  int w = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tq = lane % 4;
+  const float scale = rsqrtf((float)s.HS), scale2 = scale * LOG2E;
+  int ihi = last_query(s, min(j0 + MB_BK, s.T) - 1), it0 = j0 / BQ * BQ, ntiles = ihi / BQ - it0 / BQ + 1;
+  int npairs = grp * ntiles;
+  /* Pair p: query head g grp + p / ntiles, query rows it0 + BQ (p % ntiles) .. */
+  auto fetch = [&](int p, int bufi) {
+    int h = g * grp + p / ntiles, it = it0 + BQ * (p % ntiles);
+    mma_load_rows<HD>(qs + bufi * BQ * LD, q, s, b, it, BQ, s.NH, h, threadIdx.x, blockDim.x);
+    mma_load_rows<HD>(dos + bufi * BQ * LD, dout, s, b, it, BQ, s.NH, h, threadIdx.x, blockDim.x);
+    if (threadIdx.x < BQ) {
+      int i = it + threadIdx.x;
+      ls[bufi * BQ + threadIdx.x] = i < s.T ? lse[stat_off(s, b, h, i)] * LOG2E : INFINITY;
+      Ds[bufi * BQ + threadIdx.x] = i < s.T ? D[stat_off(s, b, h, i)] : 0.0f;
+    }
+  };
+  mma_load_rows<HD>(ks, k, s, b, j0, MB_BK, s.NKV, g, threadIdx.x, blockDim.x);
+  mma_load_rows<HD>(vs, v, s, b, j0, MB_BK, s.NKV, g, threadIdx.x, blockDim.x);
+  fetch(0, 0);
+  cp_async_commit();
+  float dka[NO][4] = {}, dva[NO][4] = {};
+  int key[2] = {j0 + 16 * w + gr, j0 + 16 * w + gr + 8};
+  for (int p = 0; p < npairs; p++) {
+    int cur = p & 1, h = g * grp + p / ntiles, it = it0 + BQ * (p % ntiles);
+    const bf16 *qb = qs + cur * BQ * LD, *dob = dos + cur * BQ * LD;
+    const float *lb = ls + cur * BQ, *Db = Ds + cur * BQ;
+    cp_async_wait<0>();
+    __syncthreads(); /* pair p landed; every warp is done with pair p - 1's buffers and dS^T */
+    if (p + 1 < npairs) fetch(p + 1, cur ^ 1);
+    cp_async_commit();
+    float st[NQ][4] = {}, dpt[NQ][4] = {};
+    /* Does any query of the tile see a key of the warp? Else P^T = dS^T = 0. */
+    int jw = j0 + 16 * w, ilast = min(it + BQ, s.T) - 1;
+    bool seen = jw < s.T && jw <= ilast && jw + 15 >= kern_attn_lo(it, s.window);
+#pragma unroll
+    for (int kk = 0; kk < NK && seen; kk++) {
+      uint32_t ka[4], va[4];
+      mma_load_a(ka, ks, LD, 16 * w, 16 * kk);
+      mma_load_a(va, vs, LD, 16 * w, 16 * kk);
+#pragma unroll
+      for (int n = 0; n < NQ; n += 2) {
+        uint32_t bq[4], bo[4];
+        mma_load_b_nk(bq, qb, LD, 16 * kk, 8 * n);
+        mma_16816(st[n], ka, bq[0], bq[1]);
+        mma_16816(st[n + 1], ka, bq[2], bq[3]);
+        mma_load_b_nk(bo, dob, LD, 16 * kk, 8 * n);
+        mma_16816(dpt[n], va, bo[0], bo[1]);
+        mma_16816(dpt[n + 1], va, bo[2], bo[3]);
+      }
+    }
+    /* P^T and dS^T in place of S^T and dP^T. */
+#pragma unroll
+    for (int n = 0; n < NQ; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        int c = 8 * n + 2 * tq + e % 2, i = it + c, j = key[e / 2];
+        bool ok = j < s.T && i < s.T && j <= i && j >= kern_attn_lo(i, s.window);
+        float pv = ok ? exp2f(st[n][e] * scale2 - lb[c]) : 0.0f;
+        st[n][e] = pv;
+        dpt[n][e] = pv * (dpt[n][e] - Db[c]) * scale;
+      }
+    /* dV += P^T dO, dK += dS^T Q: dO and Q are (k = query, n = dim). */
+#pragma unroll
+    for (int kq = 0; kq < BQ / 16 && seen; kq++) {
+      uint32_t pa[4], da[4];
+      mma_acc_to_a(pa, st, kq);
+      mma_acc_to_a(da, dpt, kq);
+#pragma unroll
+      for (int n = 0; n < NO; n += 2) {
+        uint32_t bo[4], bq[4];
+        mma_load_b_kn(bo, dob, LD, 16 * kq, 8 * n);
+        mma_16816(dva[n], pa, bo[0], bo[1]);
+        mma_16816(dva[n + 1], pa, bo[2], bo[3]);
+        mma_load_b_kn(bq, qb, LD, 16 * kq, 8 * n);
+        mma_16816(dka[n], da, bq[0], bq[1]);
+        mma_16816(dka[n + 1], da, bq[2], bq[3]);
+      }
+    }
+    /* dS^T rows of this warp to shared memory, bf16 pairs. */
+#pragma unroll
+    for (int n = 0; n < NQ; n++) {
+      bf16 *d0 = dst + (16 * w + gr) * LP + 8 * n + 2 * tq;
+      *(uint32_t *)d0 = pack_bf16(dpt[n][0], dpt[n][1]);
+      *(uint32_t *)(d0 + 8 * LP) = pack_bf16(dpt[n][2], dpt[n][3]);
+    }
+    __syncthreads(); /* every warp's dS^T rows are in */
+    /* dQ rows it + 16 mt .., dims 8 NOQ ng ..: A = dS (query, key), read
+     * transposed from dS^T (key, query); B = K (k = key, n = dim). */
+    int mt = w % MT, ng = w / MT;
+    float dqa[NOQ][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < MB_BK / 16; kk++) {
+      uint32_t da[4];
+      ldsm_x4_t(da, dst + (16 * kk + lane % 8 + 8 * (lane / 16)) * LP + 16 * mt + 8 * (lane / 8 % 2));
+#pragma unroll
+      for (int n = 0; n < NOQ; n += 2) {
+        uint32_t bk[4];
+        mma_load_b_kn(bk, ks, LD, 16 * kk, 8 * (NOQ * ng + n));
+        mma_16816(dqa[n], da, bk[0], bk[1]);
+        mma_16816(dqa[n + 1], da, bk[2], bk[3]);
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < NOQ; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        int i = it + 16 * mt + gr + 8 * (e / 2), d = 8 * (NOQ * ng + n) + 2 * tq + e % 2;
+        if (i < s.T && d < s.HS) atomicAdd(dq_acc + row_off(s, b, i, s.NH, h) + d, dqa[n][e]);
+      }
+  }
+  cp_async_wait<0>();
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    int j = key[r];
+    if (j >= s.T) continue;
+    long off = row_off(s, b, j, s.NKV, g);
+#pragma unroll
+    for (int n = 0; n < NO; n++)
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        int d = 8 * n + 2 * tq + e;
+        if (d < s.HS) {
+          dk[off + d] = __float2bfloat16_rn(dka[n][2 * r + e]);
+          dv[off + d] = __float2bfloat16_rn(dva[n][2 * r + e]);
+        }
+      }
+  }
+}
+
+#endif
