@@ -134,6 +134,11 @@ int main(void) {
       {1, 300, 4, 2, 64, 100}, /* window < T over 5 key tiles, cp.async double buffering */
   };
   int bad = 0;
-  for (const kern_attn_shape &s : shapes) bad += run(s, &r);
+  for (const kern_attn_shape &s : shapes) {
+#ifdef CUDA_EMU_THREADS
+    if (s.T > 200) continue; /* ThreadSanitizer's 128 threads per block: the short shapes; fibers run them all */
+#endif
+    bad += run(s, &r);
+  }
   return kc_finish("attention tensor-core kernels (emulated)", bad);
 }
