@@ -315,19 +315,51 @@ template <class F> static void with_dpt(int HS, F launch) {
   with_hd(HS, [&](auto hd) { launch(std::integral_constant<int, decltype(hd)::value / 4>{}); });
 }
 
+/* The FA-2 forward with MT m-tiles per warp and BC keys per tile. */
+template <int HD, int MT, int BC>
+static cudaError_t attn_fwd_mma(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+                                kern_attn_shape s, cudaStream_t stream) {
+  typedef mf_smem<HD, MT, BC> cfg;
+  cudaError_t e = kern_allow_smem(flash_fwd_mma_kernel<HD, MT, BC>, cfg::bytes);
+  if (e == cudaSuccess)
+    KERN_LAUNCH(dim3(kern_cdiv(s.T, cfg::BR), s.NH, s.B), 128, cfg::bytes, stream,
+                flash_fwd_mma_kernel<HD, MT, BC>)(out, lse, q, k, v, s);
+  return e;
+}
+
 extern "C" int kern_attention_fwd_cuda(kern_bf16 *out, float *lse, const kern_bf16 *q,
                                        const kern_bf16 *k, const kern_bf16 *v, kern_attn_shape s,
                                        cudaStream_t stream) {
   KERN_TRY(attn_check(s));
-  dim3 grid(kern_cdiv(s.T, MF_BR), s.NH, s.B);
-  bf16 *o = (bf16 *)out;
-  const bf16 *Q = (const bf16 *)q, *K = (const bf16 *)k, *V = (const bf16 *)v;
   cudaError_t e = cudaSuccess;
   with_hd(s.HS, [&](auto hd) {
     constexpr int HD = decltype(hd)::value;
-    e = kern_allow_smem(flash_fwd_mma_kernel<HD>, mf_smem<HD>::bytes);
-    if (e == cudaSuccess)
-      KERN_LAUNCH(grid, 128, mf_smem<HD>::bytes, stream, flash_fwd_mma_kernel<HD>)(o, lse, Q, K, V, s);
+    e = attn_fwd_mma<HD, mf_tile<HD>::MT, mf_tile<HD>::BC>((bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
+                                                          (const bf16 *)v, s, stream);
+  });
+  KERN_CUDA_TRY(e);
+  KERN_LAUNCH_TRY();
+  return 0;
+}
+
+extern "C" int kern_attention_fwd_tile_cuda(int mt, int bc, kern_bf16 *out, float *lse, const kern_bf16 *q,
+                                            const kern_bf16 *k, const kern_bf16 *v, kern_attn_shape s,
+                                            cudaStream_t stream) {
+  KERN_TRY(attn_check(s));
+  if (!((mt == 1 && bc == 64) || (mt == 2 && (bc == 32 || bc == 64))))
+    return kern_report_cuda((int)cudaErrorInvalidValue, "forward tile (m-tiles, keys): (1, 64), (2, 32) or (2, 64)",
+                            __FILE__, __LINE__);
+  cudaError_t e = cudaSuccess;
+  bf16 *o = (bf16 *)out;
+  const bf16 *Q = (const bf16 *)q, *K = (const bf16 *)k, *V = (const bf16 *)v;
+  with_hd(s.HS, [&](auto hd) {
+    constexpr int HD = decltype(hd)::value;
+    if (mt == 1)
+      e = attn_fwd_mma<HD, 1, 64>(o, lse, Q, K, V, s, stream);
+    else if (bc == 32)
+      e = attn_fwd_mma<HD, 2, 32>(o, lse, Q, K, V, s, stream);
+    else
+      e = attn_fwd_mma<HD, 2, 64>(o, lse, Q, K, V, s, stream);
   });
   KERN_CUDA_TRY(e);
   KERN_LAUNCH_TRY();

@@ -64,6 +64,12 @@ void kern_attention_unfused_bwd_ref(float *dq, float *dk, float *dv, const float
  * kept to measure what the tensor cores gain. */
 int kern_attention_fwd_cuda(kern_bf16 *out, float *lse, const kern_bf16 *q, const kern_bf16 *k,
                             const kern_bf16 *v, kern_attn_shape s, cudaStream_t stream);
+/* The flash forward with another tile than kern_attention_fwd_cuda's: mt
+ * 16-row m-tiles per warp and bc keys per tile, (1, 64), (2, 32) or (2,
+ * 64); for the benchmark, which times each. */
+int kern_attention_fwd_tile_cuda(int mt, int bc, kern_bf16 *out, float *lse, const kern_bf16 *q,
+                                 const kern_bf16 *k, const kern_bf16 *v, kern_attn_shape s,
+                                 cudaStream_t stream);
 int kern_attention_fwd_simt_cuda(kern_bf16 *out, float *lse, const kern_bf16 *q, const kern_bf16 *k,
                                  const kern_bf16 *v, kern_attn_shape s, cudaStream_t stream);
 /* fp32 device scratch the backward needs: rowsum(dout * out) (B, NH, T) and

@@ -72,134 +72,157 @@ template <int N> __device__ __forceinline__ void mma_acc_to_a(uint32_t (&a)[4], 
 }
 
 /* ---- forward --------------------------------------------------------------
- * Grid (T / 64, NH, B), 4 warps; warp w owns query rows i0 + 16 w .. + 15,
- * lane (g, t) rows g and g + 8 of them: their running max m and a partial
- * sum l over its own columns (the row's 4 lanes add theirs at the end;
- * they rescale alike, as m is the same in all 4), and columns 2t, 2t + 1 of
- * each 8-dim tile of the output accumulator o. Q's fragments are loaded
- * once into registers. Per 64-key tile: S = Q K^T (fp32), scaled to base 2,
- * masked (causal, window, T) only where the tile crosses the band's edge;
- * m, l, o updated (FlashAttention-2's online softmax); P in bf16 times V.
- * Shared memory: Q, and K, V twice (the tile in use, the next in flight),
- * bf16 rows of HD + 8 (16-byte aligned; 8 consecutive rows fall in
- * distinct banks for ldmatrix): 85 KB for head size 128. */
-#define MF_BR 64 /* query rows per block: 4 warps x 16 */
-#define MF_BC 64 /* keys per tile */
-
-template <int HD> struct mf_smem {
-  static constexpr int LD = HD + 8;
-  static constexpr size_t bytes = sizeof(bf16) * (size_t)(MF_BR + 4 * MF_BC) * LD;
+ * Grid (T / (64 MT), NH, B), 4 warps; warp w owns query rows i0 + 16 MT w
+ * .., MT 16-row m-tiles, so each K and V fragment read from shared memory
+ * feeds MT mma (with MT = 1, shared memory's 128 bytes per clock caps
+ * mma.sync near half its rate). Lane (g, t) holds rows g and g + 8 of each
+ * m-tile: their running max m and a partial sum l over its own columns (the
+ * row's 4 lanes add theirs at the end; they rescale alike, as m is the
+ * same in all 4), and columns 2t, 2t + 1 of each 8-dim tile of the output
+ * accumulator o. Per tile of BC keys: S = Q K^T (fp32; Q's fragments
+ * re-read from shared memory, as registers hold o and S), scaled to base
+ * 2, masked (causal, window, T) only where the tile crosses the band's
+ * edge; m, l, o updated (FlashAttention-2's online softmax); P in bf16
+ * times V. Shared memory: Q, and K, V twice (the tile in use, the next in
+ * flight), bf16 rows of HD + 8 (16-byte aligned; 8 consecutive rows fall
+ * in distinct banks for ldmatrix).
+ * The default tile (mf_tile): MT = 2; BC = 64, or 32 at head size 128,
+ * where 64 needs more than 255 registers (ptxas, nvcc 13.0, sm_90: 247
+ * registers, no spills, 85 KB of shared memory). The bench times the
+ * others (kern_attention_fwd_tile_cuda) so a GPU can tell which is best. */
+template <int HD, int MT, int BC> struct mf_smem {
+  static constexpr int BR = 64 * MT, LD = HD + 8;
+  static constexpr size_t bytes = sizeof(bf16) * (size_t)(BR + 4 * BC) * LD;
 };
 
-template <int HD>
+template <int HD> struct mf_tile {
+  static constexpr int MT = 2, BC = HD > 64 ? 32 : 64;
+};
+
+template <int HD, int MT, int BC>
 __global__ void __launch_bounds__(128)
     flash_fwd_mma_kernel(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v, kern_attn_shape s) {
-  constexpr int LD = HD + 8, NK = HD / 16, NS = MF_BC / 8, NO = HD / 8;
+  constexpr int BR = mf_smem<HD, MT, BC>::BR, LD = HD + 8, NK = HD / 16, NS = BC / 8, NO = HD / 8,
+                WR = 16 * MT;
   KERN_DYN_SMEM(unsigned char, mf_raw);
-  bf16 *qs = (bf16 *)mf_raw, *ks = qs + MF_BR * LD, *vs = ks + 2 * MF_BC * LD; /* ks, vs: 2 buffers each */
+  bf16 *qs = (bf16 *)mf_raw, *ks = qs + BR * LD, *vs = ks + 2 * BC * LD; /* ks, vs: 2 buffers each */
   int b = blockIdx.z, h = blockIdx.y, g = h / (s.NH / s.NKV);
-  int i0 = (gridDim.x - 1 - blockIdx.x) * MF_BR; /* the longest causal rows first */
+  int i0 = (gridDim.x - 1 - blockIdx.x) * BR; /* the longest causal rows first */
   int w = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tq = lane % 4;
-  int ilast = min(i0 + MF_BR, s.T) - 1, jfirst = kern_attn_lo(i0, s.window) / MF_BC * MF_BC;
-  mma_load_rows<HD>(qs, q, s, b, i0, MF_BR, s.NH, h, threadIdx.x, blockDim.x);
-  mma_load_rows<HD>(ks, k, s, b, jfirst, MF_BC, s.NKV, g, threadIdx.x, blockDim.x);
-  mma_load_rows<HD>(vs, v, s, b, jfirst, MF_BC, s.NKV, g, threadIdx.x, blockDim.x);
+  int ilast = min(i0 + BR, s.T) - 1, jfirst = kern_attn_lo(i0, s.window) / BC * BC;
+  mma_load_rows<HD>(qs, q, s, b, i0, BR, s.NH, h, threadIdx.x, blockDim.x);
+  mma_load_rows<HD>(ks, k, s, b, jfirst, BC, s.NKV, g, threadIdx.x, blockDim.x);
+  mma_load_rows<HD>(vs, v, s, b, jfirst, BC, s.NKV, g, threadIdx.x, blockDim.x);
   cp_async_commit();
   const float scale = rsqrtf((float)s.HS) * LOG2E;
-  /* Rows of this lane, and the warp's rows' band: keys every row sees. */
-  int rw = i0 + 16 * w, row[2] = {rw + gr, rw + gr + 8};
-  int rlast = min(rw + 15, s.T - 1), rlo = kern_attn_lo(rlast, s.window);
-  float o[NO][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-  uint32_t qf[NK][4];
+  /* The warp's rows rw .. rw + WR - 1 and their band: keys every row sees
+   * from rlo; this lane's row of accumulator row r (= 2 mt + half). */
+  int rw = i0 + WR * w, rlast = min(rw + WR - 1, s.T - 1), rlo = kern_attn_lo(rlast, s.window);
+  auto row = [&](int r) { return rw + 16 * (r / 2) + gr + 8 * (r % 2); };
+  float o[MT][NO][4] = {}, m[2 * MT], l[2 * MT];
+#pragma unroll
+  for (int r = 0; r < 2 * MT; r++) m[r] = -INFINITY, l[r] = 0.0f;
   int buf = 0;
-  for (int j0 = jfirst; j0 <= ilast; j0 += MF_BC, buf ^= 1) {
+  for (int j0 = jfirst; j0 <= ilast; j0 += BC, buf ^= 1) {
     cp_async_wait<0>();
     __syncthreads(); /* this tile (and Q) landed; every warp is done with the other buffers */
-    if (j0 == jfirst) {
-#pragma unroll
-      for (int kk = 0; kk < NK; kk++) mma_load_a(qf[kk], qs, LD, 16 * w, 16 * kk);
-    }
-    if (j0 + MF_BC <= ilast) {
-      mma_load_rows<HD>(ks + (buf ^ 1) * MF_BC * LD, k, s, b, j0 + MF_BC, MF_BC, s.NKV, g, threadIdx.x, blockDim.x);
-      mma_load_rows<HD>(vs + (buf ^ 1) * MF_BC * LD, v, s, b, j0 + MF_BC, MF_BC, s.NKV, g, threadIdx.x, blockDim.x);
+    if (j0 + BC <= ilast) {
+      mma_load_rows<HD>(ks + (buf ^ 1) * BC * LD, k, s, b, j0 + BC, BC, s.NKV, g, threadIdx.x, blockDim.x);
+      mma_load_rows<HD>(vs + (buf ^ 1) * BC * LD, v, s, b, j0 + BC, BC, s.NKV, g, threadIdx.x, blockDim.x);
     }
     cp_async_commit();
-    if (rw >= s.T || j0 > rlast || j0 + MF_BC - 1 < kern_attn_lo(rw, s.window))
+    if (rw >= s.T || j0 > rlast || j0 + BC - 1 < kern_attn_lo(rw, s.window))
       continue; /* nothing of this tile is visible to the warp's rows */
-    const bf16 *kb = ks + buf * MF_BC * LD, *vb = vs + buf * MF_BC * LD;
-    float sc[NS][4] = {};
+    const bf16 *kb = ks + buf * BC * LD, *vb = vs + buf * BC * LD;
+    float sc[MT][NS][4] = {};
 #pragma unroll
-    for (int n = 0; n < NS; n += 2)
+    for (int kk = 0; kk < NK; kk++) {
+      uint32_t qa[MT][4];
 #pragma unroll
-      for (int kk = 0; kk < NK; kk++) {
+      for (int mt = 0; mt < MT; mt++) mma_load_a(qa[mt], qs, LD, WR * w + 16 * mt, 16 * kk);
+#pragma unroll
+      for (int n = 0; n < NS; n += 2) {
         uint32_t bk[4];
         mma_load_b_nk(bk, kb, LD, 16 * kk, 8 * n);
-        mma_16816(sc[n], qf[kk], bk[0], bk[1]);
-        mma_16816(sc[n + 1], qf[kk], bk[2], bk[3]);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+          mma_16816(sc[mt][n], qa[mt], bk[0], bk[1]);
+          mma_16816(sc[mt][n + 1], qa[mt], bk[2], bk[3]);
+        }
       }
+    }
     /* Every key of the tile visible to every row of the warp: no mask. */
-    bool full = rw + 15 < s.T && j0 + MF_BC - 1 <= rw && j0 >= rlo;
-    float mx[2] = {-INFINITY, -INFINITY};
+    bool full = rw + WR - 1 < s.T && j0 + BC - 1 <= rw && j0 >= rlo;
 #pragma unroll
-    for (int n = 0; n < NS; n++)
+    for (int mt = 0; mt < MT; mt++) {
+      float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        int i = row[e / 2], j = j0 + 8 * n + 2 * tq + e % 2;
-        float x = sc[n][e] * scale;
-        if (!full && !(i < s.T && j <= i && j >= kern_attn_lo(i, s.window))) x = -INFINITY;
-        sc[n][e] = x;
-        mx[e / 2] = fmaxf(mx[e / 2], x);
+      for (int n = 0; n < NS; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          int i = row(2 * mt + e / 2), j = j0 + 8 * n + 2 * tq + e % 2;
+          float x = sc[mt][n][e] * scale;
+          if (!full && !(i < s.T && j <= i && j >= kern_attn_lo(i, s.window))) x = -INFINITY;
+          sc[mt][n][e] = x;
+          mx[e / 2] = fmaxf(mx[e / 2], x);
+        }
+#pragma unroll
+      for (int hf = 0; hf < 2; hf++) {
+        int r = 2 * mt + hf;
+        mx[hf] = fmaxf(mx[hf], __shfl_xor_sync(0xffffffffu, mx[hf], 1));
+        mx[hf] = fmaxf(mx[hf], __shfl_xor_sync(0xffffffffu, mx[hf], 2));
+        float mnew = fmaxf(m[r], mx[hf]), mu = mnew == -INFINITY ? 0.0f : mnew; /* all masked yet: p = 0 */
+        float corr = exp2f(m[r] - mu), sum = 0.0f; /* 0 when m = -INF (o, l are 0 then) */
+#pragma unroll
+        for (int n = 0; n < NS; n++) {
+          sc[mt][n][2 * hf] = exp2f(sc[mt][n][2 * hf] - mu);
+          sc[mt][n][2 * hf + 1] = exp2f(sc[mt][n][2 * hf + 1] - mu);
+          sum += sc[mt][n][2 * hf] + sc[mt][n][2 * hf + 1];
+        }
+        l[r] = l[r] * corr + sum;
+        m[r] = mnew;
+#pragma unroll
+        for (int n = 0; n < NO; n++) o[mt][n][2 * hf] *= corr, o[mt][n][2 * hf + 1] *= corr;
       }
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      float mnew = fmaxf(m[r], mx[r]), mu = mnew == -INFINITY ? 0.0f : mnew; /* all masked yet: p = 0 */
-      float corr = exp2f(m[r] - mu), sum = 0.0f; /* 0 when m = -INF (o, l are 0 then) */
-#pragma unroll
-      for (int n = 0; n < NS; n++) {
-        sc[n][2 * r] = exp2f(sc[n][2 * r] - mu);
-        sc[n][2 * r + 1] = exp2f(sc[n][2 * r + 1] - mu);
-        sum += sc[n][2 * r] + sc[n][2 * r + 1];
-      }
-      l[r] = l[r] * corr + sum;
-      m[r] = mnew;
-#pragma unroll
-      for (int n = 0; n < NO; n++) o[n][2 * r] *= corr, o[n][2 * r + 1] *= corr;
     }
     /* O += P V: P in bf16 (l stays fp32, as FlashAttention-2). */
 #pragma unroll
-    for (int kk = 0; kk < MF_BC / 16; kk++) {
-      uint32_t pa[4];
-      mma_acc_to_a(pa, sc, kk);
+    for (int kk = 0; kk < BC / 16; kk++) {
+      uint32_t pa[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++) mma_acc_to_a(pa[mt], sc[mt], kk);
 #pragma unroll
       for (int n = 0; n < NO; n += 2) {
         uint32_t bv[4];
         mma_load_b_kn(bv, vb, LD, 16 * kk, 8 * n);
-        mma_16816(o[n], pa, bv[0], bv[1]);
-        mma_16816(o[n + 1], pa, bv[2], bv[3]);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+          mma_16816(o[mt][n], pa[mt], bv[0], bv[1]);
+          mma_16816(o[mt][n + 1], pa[mt], bv[2], bv[3]);
+        }
       }
     }
   }
   cp_async_wait<0>();
   /* out = o / l, lse = (m + log2 l) / log2 e; for i < T, l >= 1 (key i is visible). */
 #pragma unroll
-  for (int r = 0; r < 2; r++) {
+  for (int r = 0; r < 2 * MT; r++) {
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    int i = row[r];
+    int i = row(r), mt = r / 2, hf = r % 2;
     if (i >= s.T) continue;
     float inv = 1.0f / l[r];
     bf16 *orow = out + row_off(s, b, i, s.NH, h);
 #pragma unroll
     for (int n = 0; n < NO; n++) {
       int d = 8 * n + 2 * tq;
+      float x0 = o[mt][n][2 * hf] * inv, x1 = o[mt][n][2 * hf + 1] * inv;
       if (s.HS % 2 == 0 && d < s.HS) {
         KERN_ALIGNED(orow + d, 4);
-        *(uint32_t *)(orow + d) = pack_bf16(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+        *(uint32_t *)(orow + d) = pack_bf16(x0, x1);
       } else {
-        if (d < s.HS) orow[d] = __float2bfloat16_rn(o[n][2 * r] * inv);
-        if (d + 1 < s.HS) orow[d + 1] = __float2bfloat16_rn(o[n][2 * r + 1] * inv);
+        if (d < s.HS) orow[d] = __float2bfloat16_rn(x0);
+        if (d + 1 < s.HS) orow[d + 1] = __float2bfloat16_rn(x1);
       }
     }
     if (tq == 0) lse[stat_off(s, b, h, i)] = (m[r] + log2f(l[r])) / LOG2E;

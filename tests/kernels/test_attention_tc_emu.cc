@@ -31,8 +31,25 @@ static std::vector<bf16> to_bf16(const float *x, long n) {
   return out;
 }
 
-/* Runs one loop order (v1: FA-1) and compares out and lse with the reference. */
-static int check(kern_attn_shape s, int v1, const std::vector<bf16> &q, const std::vector<bf16> &k,
+/* The FA-2 forward with tile (mt, bc): every tile kern_attention_fwd_tile_cuda offers. */
+template <int HD>
+static void fwd_mma(int mt, int bc, bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+                    kern_attn_shape s) {
+  auto go = [&](auto kernel, size_t bytes, int br) {
+    if (bytes > sizeof emu_smem) std::abort();
+    emu_launch(dim3((s.T + br - 1) / br, s.NH, s.B), dim3(128), [&] { kernel(out, lse, q, k, v, s); });
+  };
+  if (mt == 1)
+    go(flash_fwd_mma_kernel<HD, 1, 64>, mf_smem<HD, 1, 64>::bytes, mf_smem<HD, 1, 64>::BR);
+  else if (bc == 32)
+    go(flash_fwd_mma_kernel<HD, 2, 32>, mf_smem<HD, 2, 32>::bytes, mf_smem<HD, 2, 32>::BR);
+  else
+    go(flash_fwd_mma_kernel<HD, 2, 64>, mf_smem<HD, 2, 64>::bytes, mf_smem<HD, 2, 64>::BR);
+}
+
+/* Runs one forward (v1: FA-1; else FA-2 with tile (mt, bc), 0 for the
+ * default) and compares out and lse with the reference. */
+static int check(kern_attn_shape s, int v1, int mt, int bc, const std::vector<bf16> &q, const std::vector<bf16> &k,
                  const std::vector<bf16> &v, const float *out_ref, const float *lse_ref) {
   long nq = (long)s.B * s.T * s.NH * s.HS, nl = (long)s.B * s.NH * s.T;
   std::vector<bf16> out(nq, __float2bfloat16_rn(NAN));
@@ -46,14 +63,17 @@ static int check(kern_attn_shape s, int v1, const std::vector<bf16> &q, const st
         flash1_fwd_tc_kernel<HD>(out.data(), lse.data(), st, q.data(), k.data(), v.data(), s);
       });
     } else {
-      if (mf_smem<HD>::bytes > sizeof emu_smem) std::abort();
-      emu_launch(dim3((s.T + MF_BR - 1) / MF_BR, s.NH, s.B), dim3(128),
-                 [&] { flash_fwd_mma_kernel<HD>(out.data(), lse.data(), q.data(), k.data(), v.data(), s); });
+      if (!mt) mt = mf_tile<HD>::MT, bc = mf_tile<HD>::BC;
+      fwd_mma<HD>(mt, bc, out.data(), lse.data(), q.data(), k.data(), v.data(), s);
     }
   });
   std::vector<float> got(nq);
   for (long i = 0; i < nq; i++) got[i] = __bfloat162float(out[i]);
-  const char *name = v1 ? "flash1 (WMMA, emulated)" : "flash (mma.sync, emulated)";
+  char name[64];
+  if (v1)
+    snprintf(name, sizeof name, "flash1 (WMMA, emulated)");
+  else
+    snprintf(name, sizeof name, "flash (mma.sync %dx%d, emulated)", mt, bc);
   char what[96];
   snprintf(what, sizeof what, "%s out", name);
   int bad = kc_compare(what, got.data(), out_ref, nq, 1e-2f, 1e-2f);
@@ -113,7 +133,13 @@ static int run(kern_attn_shape s, kc_rng *r) {
   kc_round_bf16(q, nq), kc_round_bf16(k, nkv), kc_round_bf16(v, nkv);
   kern_attention_fwd_ref(out, lse, q, k, v, s);
   std::vector<bf16> qb = to_bf16(q, nq), kb = to_bf16(k, nkv), vb = to_bf16(v, nkv);
-  int bad = check(s, 0, qb, kb, vb, out, lse) + check(s, 1, qb, kb, vb, out, lse);
+  int bad = check(s, 1, 0, 0, qb, kb, vb, out, lse);
+#ifdef CUDA_EMU_THREADS
+  bad += check(s, 0, 0, 0, qb, kb, vb, out, lse); /* the default tile */
+#else
+  const int tiles[][2] = {{1, 64}, {2, 32}, {2, 64}}; /* every tile the bench times */
+  for (const auto &t : tiles) bad += check(s, 0, t[0], t[1], qb, kb, vb, out, lse);
+#endif
   float *dout = kc_rand(r, nq, -1, 1), *dq = kc_zeros(nq), *dk = kc_zeros(nkv), *dv = kc_zeros(nkv);
   kc_round_bf16(dout, nq);
   kc_round_bf16(out, nq); /* the backward sees the bf16 forward output */
