@@ -420,13 +420,27 @@ extern "C" size_t kern_attention_bwd_v1_scratch_bytes(kern_attn_shape s) {
 /* The backward kernels attn_bwd_run launches. */
 typedef enum { BWD_MMA, BWD_WMMA_V1, BWD_SIMT } attn_bwd_kind;
 
+/* The FA-2 backward with NW warps (16 NW keys) per block. */
+template <int HD, int NW>
+static cudaError_t attn_bwd_mma(bf16 *dk, bf16 *dv, float *dq_acc, const bf16 *q, const bf16 *k, const bf16 *v,
+                                const bf16 *dout, const float *lse, const float *D, kern_attn_shape s,
+                                cudaStream_t stream) {
+  typedef mb_smem<HD, NW> cfg;
+  cudaError_t e = kern_allow_smem(flash_bwd_mma_kernel<HD, NW>, cfg::bytes);
+  if (e == cudaSuccess)
+    KERN_LAUNCH(dim3(kern_cdiv(s.T, cfg::BK), s.NKV, s.B), 32 * NW, cfg::bytes, stream,
+                flash_bwd_mma_kernel<HD, NW>)(dk, dv, dq_acc, q, k, v, dout, lse, D, s);
+  return e;
+}
+
 /* D, a zeroed dq accumulator, the backward kernel: FA-2 on mma.sync (grid
- * over key tiles), FA-1 on WMMA (one block per (b, kv head): see
- * flash_bwd_tc_kernel) or the SIMT one (grid over key tiles); dq to bf16. */
+ * over key tiles, nw warps per block), FA-1 on WMMA (one block per (b, kv
+ * head): see flash_bwd_tc_kernel) or the SIMT one (grid over key tiles);
+ * dq to bf16. */
 static int attn_bwd_run(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scratch,
                         const kern_bf16 *dout, const kern_bf16 *q, const kern_bf16 *k,
                         const kern_bf16 *v, const kern_bf16 *out, const float *lse,
-                        kern_attn_shape s, attn_bwd_kind kind, cudaStream_t stream) {
+                        kern_attn_shape s, attn_bwd_kind kind, int nw, cudaStream_t stream) {
   KERN_TRY(attn_check(s));
   long nrows = (long)s.B * s.NH * s.T, nq = (long)s.B * s.T * s.NH * s.HS;
   float *D = scratch, *dq_acc = scratch + nrows;
@@ -452,12 +466,10 @@ static int attn_bwd_run(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scra
         KERN_LAUNCH(grid, 128, tb_tiles<HD>::bytes, stream, flash_bwd_tc_kernel<HD>)(DK, DV, dq_acc, Q, K, V, DO, lse, D, s);
     });
   } else {
-    dim3 grid(kern_cdiv(s.T, MB_BK), s.NKV, s.B);
     with_hd(s.HS, [&](auto hd) {
       constexpr int HD = decltype(hd)::value;
-      e = kern_allow_smem(flash_bwd_mma_kernel<HD>, mb_smem<HD>::bytes);
-      if (e == cudaSuccess)
-        KERN_LAUNCH(grid, 128, mb_smem<HD>::bytes, stream, flash_bwd_mma_kernel<HD>)(DK, DV, dq_acc, Q, K, V, DO, lse, D, s);
+      e = nw == 4 ? attn_bwd_mma<HD, 4>(DK, DV, dq_acc, Q, K, V, DO, lse, D, s, stream)
+                  : attn_bwd_mma<HD, 8>(DK, DV, dq_acc, Q, K, V, DO, lse, D, s, stream);
     });
   }
   KERN_CUDA_TRY(e);
@@ -473,7 +485,16 @@ extern "C" int kern_attention_bwd_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *
                                        const kern_bf16 *v, const kern_bf16 *out,
                                        const float *lse, kern_attn_shape s,
                                        cudaStream_t stream) {
-  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, BWD_MMA, stream);
+  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, BWD_MMA, mb_warps, stream);
+}
+
+extern "C" int kern_attention_bwd_tile_cuda(int nw, kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scratch,
+                                            const kern_bf16 *dout, const kern_bf16 *q, const kern_bf16 *k,
+                                            const kern_bf16 *v, const kern_bf16 *out, const float *lse,
+                                            kern_attn_shape s, cudaStream_t stream) {
+  if (nw != 4 && nw != 8)
+    return kern_report_cuda((int)cudaErrorInvalidValue, "backward warps per block: 4 or 8", __FILE__, __LINE__);
+  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, BWD_MMA, nw, stream);
 }
 
 extern "C" int kern_attention_bwd_simt_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv,
@@ -482,7 +503,7 @@ extern "C" int kern_attention_bwd_simt_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_b
                                             const kern_bf16 *v, const kern_bf16 *out,
                                             const float *lse, kern_attn_shape s,
                                             cudaStream_t stream) {
-  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, BWD_SIMT, stream);
+  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, BWD_SIMT, 0, stream);
 }
 
 extern "C" int kern_attention_bwd_v1_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv,
@@ -491,7 +512,7 @@ extern "C" int kern_attention_bwd_v1_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf1
                                           const kern_bf16 *v, const kern_bf16 *out,
                                           const float *lse, kern_attn_shape s,
                                           cudaStream_t stream) {
-  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, BWD_WMMA_V1, stream);
+  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, BWD_WMMA_V1, 0, stream);
 }
 
 /* ---- unfused baseline ---------------------------------------------------- */

@@ -79,6 +79,12 @@ int kern_attention_bwd_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *
                             const kern_bf16 *dout, const kern_bf16 *q, const kern_bf16 *k,
                             const kern_bf16 *v, const kern_bf16 *out, const float *lse,
                             kern_attn_shape s, cudaStream_t stream);
+/* The flash backward with nw warps (16 nw keys) per block, 4 or 8 (the
+ * default is kern_attention_bwd_cuda's); for the benchmark. */
+int kern_attention_bwd_tile_cuda(int nw, kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scratch,
+                                 const kern_bf16 *dout, const kern_bf16 *q, const kern_bf16 *k,
+                                 const kern_bf16 *v, const kern_bf16 *out, const float *lse,
+                                 kern_attn_shape s, cudaStream_t stream);
 int kern_attention_bwd_simt_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scratch,
                                  const kern_bf16 *dout, const kern_bf16 *q, const kern_bf16 *k,
                                  const kern_bf16 *v, const kern_bf16 *out, const float *lse,

@@ -230,42 +230,49 @@ __global__ void __launch_bounds__(128)
 }
 
 /* ---- backward -------------------------------------------------------------
- * Grid (T / 64, NKV, B), 4 warps; the block owns 64 keys of kv head g, warp
- * w keys j0 + 16 w .. + 15, and walks the (query head of the group, query
+ * Grid (T / BK, NKV, B), NW warps; the block owns BK = 16 NW keys of kv head
+ * g, warp w keys j0 + 16 w .. + 15, and walks the (query head of the group, query
  * tile of BQ rows) pairs that see its keys, the next pair's Q, dO, lse and
  * D in flight while the current one is computed. Per pair, warp w: S^T =
  * K_w Q^T and dP^T = V_w dO^T (fp32 accumulators); P^T = 2^(S^T log2(e) /
  * sqrt(HS) - lse log2(e)), masked; dS^T = P^T (dP^T - D) / sqrt(HS); then,
  * with both as bf16 A fragments straight from the accumulators, dV_w +=
  * P^T dO and dK_w += dS^T Q into register accumulators held for the whole
- * walk. dS^T goes to shared memory once; after a block barrier the 4 warps
+ * walk. dS^T goes to shared memory once; after a block barrier the NW warps
  * split dQ = dS K (BQ x HD: m-tile w % (BQ / 16), a share of the dims) and
  * add it to the fp32 dq accumulator with atomics (other blocks add to the
- * same rows). dK, dV are written once, in bf16. BQ = 32 for head size 128
- * (fewer live registers), 64 below. Shared memory: K, V, twice Q and dO,
- * dS^T in bf16 and twice lse, D: 74 KB for head size 128. */
-#define MB_BK 64 /* keys per block: 4 warps x 16 */
-
-template <int HD> struct mb_smem {
-  static constexpr int BQ = HD > 64 ? 32 : 64, LD = HD + 8, LP = BQ + 8;
+ * same rows: BK keys per block is T / BK atomics per dq element). dK, dV
+ * are written once, in bf16. BQ = 32 for head size 128 (fewer live
+ * registers), 64 below. The default (mb_warps): NW = 8, 128 keys per block
+ * as FlashAttention-2's backward at head size 128 (half the atomics and
+ * half the Q, dO loads of NW = 4); ptxas (nvcc 13.0, sm_90): 241 registers
+ * at head size 128 (245 with NW = 4), no spills; shared memory: K, V, twice Q and dO, dS^T
+ * in bf16 and twice lse, D, 113 KB (NW = 8) or 74 KB (NW = 4) at head size
+ * 128. kern_bench times NW = 4 too. */
+template <int HD, int NW> struct mb_smem {
+  static constexpr int BK = 16 * NW, BQ = HD > 64 ? 32 : 64, LD = HD + 8, LP = BQ + 8;
   static constexpr size_t bytes =
-      sizeof(bf16) * ((size_t)(2 * MB_BK + 4 * BQ) * LD + (size_t)MB_BK * LP) + sizeof(float) * 4 * BQ;
+      sizeof(bf16) * ((size_t)(2 * BK + 4 * BQ) * LD + (size_t)BK * LP) + sizeof(float) * 4 * BQ;
 };
 
-template <int HD>
-__global__ void __launch_bounds__(128)
+constexpr int mb_warps = 8;
+
+template <int HD, int NW>
+__global__ void __launch_bounds__(32 * NW)
     flash_bwd_mma_kernel(bf16 *dk, bf16 *dv, float *dq_acc, const bf16 *q, const bf16 *k, const bf16 *v,
                          const bf16 *dout, const float *lse, const float *D, kern_attn_shape s) {
-  constexpr int BQ = mb_smem<HD>::BQ, LD = mb_smem<HD>::LD, LP = mb_smem<HD>::LP, NK = HD / 16, NQ = BQ / 8,
-                NO = HD / 8, MT = BQ / 16, NG = 4 / MT, NOQ = NO / NG;
+  typedef mb_smem<HD, NW> cfg;
+  constexpr int BK = cfg::BK, BQ = cfg::BQ, LD = cfg::LD, LP = cfg::LP, NK = HD / 16, NQ = BQ / 8, NO = HD / 8,
+                MT = BQ / 16, NG = NW / MT, NOQ = NO / NG;
+  static_assert(NW % MT == 0 && NOQ % 2 == 0, "dQ: the warps split into m-tiles x pairs of 8-dim tiles");
   KERN_DYN_SMEM(unsigned char, mb_raw);
-  bf16 *ks = (bf16 *)mb_raw, *vs = ks + MB_BK * LD, *qs = vs + MB_BK * LD, *dos = qs + 2 * BQ * LD;
+  bf16 *ks = (bf16 *)mb_raw, *vs = ks + BK * LD, *qs = vs + BK * LD, *dos = qs + 2 * BQ * LD;
   bf16 *dst = dos + 2 * BQ * LD;
-  float *ls = (float *)(dst + MB_BK * LP), *Ds = ls + 2 * BQ; /* ls, Ds, qs, dos: 2 buffers each */
-  int b = blockIdx.z, g = blockIdx.y, j0 = blockIdx.x * MB_BK, grp = s.NH / s.NKV;
+  float *ls = (float *)(dst + BK * LP), *Ds = ls + 2 * BQ; /* ls, Ds, qs, dos: 2 buffers each */
+  int b = blockIdx.z, g = blockIdx.y, j0 = blockIdx.x * BK, grp = s.NH / s.NKV;
   int w = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tq = lane % 4;
   const float scale = rsqrtf((float)s.HS), scale2 = scale * LOG2E;
-  int ihi = last_query(s, min(j0 + MB_BK, s.T) - 1), it0 = j0 / BQ * BQ, ntiles = ihi / BQ - it0 / BQ + 1;
+  int ihi = last_query(s, min(j0 + BK, s.T) - 1), it0 = j0 / BQ * BQ, ntiles = ihi / BQ - it0 / BQ + 1;
   int npairs = grp * ntiles;
   /* Pair p: query head g grp + p / ntiles, query rows it0 + BQ (p % ntiles) .. */
   auto fetch = [&](int p, int bufi) {
@@ -278,8 +285,8 @@ __global__ void __launch_bounds__(128)
       Ds[bufi * BQ + threadIdx.x] = i < s.T ? D[stat_off(s, b, h, i)] : 0.0f;
     }
   };
-  mma_load_rows<HD>(ks, k, s, b, j0, MB_BK, s.NKV, g, threadIdx.x, blockDim.x);
-  mma_load_rows<HD>(vs, v, s, b, j0, MB_BK, s.NKV, g, threadIdx.x, blockDim.x);
+  mma_load_rows<HD>(ks, k, s, b, j0, BK, s.NKV, g, threadIdx.x, blockDim.x);
+  mma_load_rows<HD>(vs, v, s, b, j0, BK, s.NKV, g, threadIdx.x, blockDim.x);
   fetch(0, 0);
   cp_async_commit();
   float dka[NO][4] = {}, dva[NO][4] = {};
@@ -353,7 +360,7 @@ __global__ void __launch_bounds__(128)
     int mt = w % MT, ng = w / MT;
     float dqa[NOQ][4] = {};
 #pragma unroll
-    for (int kk = 0; kk < MB_BK / 16; kk++) {
+    for (int kk = 0; kk < BK / 16; kk++) {
       uint32_t da[4];
       ldsm_x4_t(da, dst + (16 * kk + lane % 8 + 8 * (lane / 16)) * LP + 16 * mt + 8 * (lane / 8 % 2));
 #pragma unroll

@@ -117,6 +117,7 @@ typedef struct {
   kern_attn_shape s;
   int v1; /* flash rows: 0 FA-2 (kern_attention_*_cuda), 1 FA-1 (*_v1_cuda), 2 FA-2 on CUDA cores (*_simt_cuda) */
   int mt, bc; /* attn_fwd_tile: the FA-2 forward's tile */
+  int nw;     /* attn_bwd_tile: the FA-2 backward's warps per block */
   kern_bf16 *q, *k, *v, *out, *dout, *dq, *dk, *dv, *att, *datt;
   float *lse, *scratch, *scores, *fwd_scratch;
 } attn_arg;
@@ -138,6 +139,11 @@ static int attn_fwdbwd(bench *b, void *p) { return attn_fwd(b, p) || attn_bwd(b,
 static int attn_fwd_tile(bench *b, void *p) {
   attn_arg *a = p;
   return kern_attention_fwd_tile_cuda(a->mt, a->bc, a->out, a->lse, a->q, a->k, a->v, a->s, b->stream);
+}
+static int attn_bwd_tile(bench *b, void *p) {
+  attn_arg *a = p;
+  return kern_attention_bwd_tile_cuda(a->nw, a->dq, a->dk, a->dv, a->scratch, a->dout, a->q, a->k, a->v, a->out,
+                                      a->lse, a->s, b->stream);
 }
 static int attn_unfused(bench *b, void *p) {
   attn_arg *a = p;
@@ -171,7 +177,7 @@ static void bench_flash(bench *b, attn_arg *a, const char *algo, const char *sha
 static void bench_attention(bench *b, const char *label, kern_attn_shape s) {
   long nq = (long)s.B * s.T * s.NH * s.HS, nkv = (long)s.B * s.T * s.NKV * s.HS;
   long ntt = (long)s.B * s.NH * s.T * s.T;
-  attn_arg a = {s, 0, 0, 0, dbuf(2 * nq), dbuf(2 * nkv), dbuf(2 * nkv), dbuf(2 * nq), dbuf(2 * nq),
+  attn_arg a = {s, 0, 0, 0, 0, dbuf(2 * nq), dbuf(2 * nkv), dbuf(2 * nkv), dbuf(2 * nq), dbuf(2 * nq),
                 dbuf(2 * nq), dbuf(2 * nkv), dbuf(2 * nkv), NULL, NULL,
                 dbuf(4L * s.B * s.NH * s.T), dbuf(kern_attention_bwd_scratch_bytes(s)), NULL,
                 dbuf(kern_attention_fwd_v1_scratch_bytes(s))};
@@ -183,14 +189,21 @@ static void bench_attention(bench *b, const char *label, kern_attn_shape s) {
    * same shape; the backward scratch serves all */
   static const char *const algo[] = {"attention_flash", "attention_flash1", "attention_flash_simt"};
   for (a.v1 = 0; a.v1 < 3; a.v1++) bench_flash(b, &a, algo[a.v1], shape, fwd);
-  /* The FA-2 forward's other tiles (m-tiles per warp x keys per tile), to
-   * pick kernels/attention_mma.cuh's mf_tile by measurement. */
+  /* The FA-2 forward's tiles (m-tiles per warp x keys per tile) and the
+   * backward's warps per block, to pick kernels/attention_mma.cuh's
+   * mf_tile and mb_warps by measurement. */
   static const int tiles[][2] = {{1, 64}, {2, 32}, {2, 64}};
   for (unsigned i = 0; i < sizeof tiles / sizeof tiles[0]; i++) {
     char name[40];
     a.mt = tiles[i][0], a.bc = tiles[i][1];
     snprintf(name, sizeof name, "attention_flash_fwd_t%dx%d", a.mt, a.bc);
     if (want(b, name)) row(b, name, shape, time_us(b, attn_fwd_tile, &a), fwd, 0, 1);
+  }
+  CHECK(attn_fwd(b, &a)); /* out and lse of the default forward, for the backward */
+  for (a.nw = 4; a.nw <= 8; a.nw += 4) {
+    char name[40];
+    snprintf(name, sizeof name, "attention_flash_bwd_w%d", a.nw);
+    if (want(b, name)) row(b, name, shape, time_us(b, attn_bwd_tile, &a), 2.5 * fwd, 0, 1);
   }
   if (want(b, "attention_unfused_fwdbwd") && ntt * 6 < (8L << 30)) {
     a.att = dbuf(2 * ntt), a.datt = dbuf(2 * ntt), a.scores = dbuf(4 * ntt);

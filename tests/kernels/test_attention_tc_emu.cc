@@ -81,10 +81,11 @@ static int check(kern_attn_shape s, int v1, int mt, int bc, const std::vector<bf
   return bad + kc_compare(what, lse.data(), lse_ref, nl, 1e-3f, 1e-3f);
 }
 
-/* The backward (v1: FA-1's grid) given the reference's out (bf16) and lse:
- * dq (the fp32 accumulator), dk, dv against the reference's. D = rowsum(dout
- * * out) is computed here, as attn_rowdot_kernel does before the launch. */
-static int check_bwd(kern_attn_shape s, int v1, const std::vector<bf16> &q, const std::vector<bf16> &k,
+/* The backward (nw = 0: FA-1's, on WMMA; else FA-2's with nw warps per
+ * block) given the reference's out (bf16) and lse: dq (the fp32
+ * accumulator), dk, dv against the reference's. D = rowsum(dout * out) is
+ * computed here, as attn_rowdot_kernel does before the launch. */
+static int check_bwd(kern_attn_shape s, int nw, const std::vector<bf16> &q, const std::vector<bf16> &k,
                      const std::vector<bf16> &v, const std::vector<bf16> &dout, const float *out,
                      const float *lse, const float *dq_ref, const float *dk_ref, const float *dv_ref) {
   long nq = (long)s.B * s.T * s.NH * s.HS, nkv = (long)s.B * s.T * s.NKV * s.HS, nl = (long)s.B * s.NH * s.T;
@@ -100,22 +101,28 @@ static int check_bwd(kern_attn_shape s, int v1, const std::vector<bf16> &q, cons
   std::vector<bf16> dk(nkv, __float2bfloat16_rn(NAN)), dv(nkv, __float2bfloat16_rn(NAN));
   with_hd(s.HS, [&](auto hd) {
     constexpr int HD = decltype(hd)::value;
-    if (tb_tiles<HD>::bytes > sizeof emu_smem || mb_smem<HD>::bytes > sizeof emu_smem) std::abort();
-    if (v1)
-      emu_launch(dim3(1, s.NKV, s.B), dim3(128), [&] {
-        flash_bwd_tc_kernel<HD>(dk.data(), dv.data(), dq.data(), q.data(), k.data(), v.data(), dout.data(), lse,
-                                D.data(), s);
+    auto go = [&](auto kernel, size_t bytes, unsigned nx, unsigned nthreads) {
+      if (bytes > sizeof emu_smem) std::abort();
+      emu_launch(dim3(nx, s.NKV, s.B), dim3(nthreads), [&] {
+        kernel(dk.data(), dv.data(), dq.data(), q.data(), k.data(), v.data(), dout.data(), lse, D.data(), s);
       });
+    };
+    typedef mb_smem<HD, 4> c4;
+    typedef mb_smem<HD, 8> c8;
+    if (nw == 0)
+      go(flash_bwd_tc_kernel<HD>, tb_tiles<HD>::bytes, 1, 128);
+    else if (nw == 4)
+      go(flash_bwd_mma_kernel<HD, 4>, c4::bytes, (s.T + c4::BK - 1) / c4::BK, 128);
     else
-      emu_launch(dim3((s.T + MB_BK - 1) / MB_BK, s.NKV, s.B), dim3(128), [&] {
-        flash_bwd_mma_kernel<HD>(dk.data(), dv.data(), dq.data(), q.data(), k.data(), v.data(), dout.data(), lse,
-                                 D.data(), s);
-      });
+      go(flash_bwd_mma_kernel<HD, 8>, c8::bytes, (s.T + c8::BK - 1) / c8::BK, 256);
   });
   std::vector<float> dkf(nkv), dvf(nkv);
   for (long i = 0; i < nkv; i++) dkf[i] = __bfloat162float(dk[i]), dvf[i] = __bfloat162float(dv[i]);
-  const char *name = v1 ? "flash1 backward (WMMA, emulated)" : "flash backward (mma.sync, emulated)";
-  char what[96];
+  char name[64], what[96];
+  if (nw)
+    snprintf(name, sizeof name, "flash backward (mma.sync, %d warps, emulated)", nw);
+  else
+    snprintf(name, sizeof name, "flash1 backward (WMMA, emulated)");
   int bad = 0;
   snprintf(what, sizeof what, "%s dq", name);
   bad += kc_compare(what, dq.data(), dq_ref, nq, 3e-2f, 3e-2f);
@@ -145,26 +152,36 @@ static int run(kern_attn_shape s, kc_rng *r) {
   kc_round_bf16(out, nq); /* the backward sees the bf16 forward output */
   kern_attention_bwd_ref(dq, dk, dv, dout, q, k, v, out, lse, s);
   std::vector<bf16> dob = to_bf16(dout, nq);
-  for (int v1 = 0; v1 < 2; v1++) bad += check_bwd(s, v1, qb, kb, vb, dob, out, lse, dq, dk, dv);
+#ifdef CUDA_EMU_THREADS
+  const int nws[] = {0, mb_warps}; /* FA-1, and FA-2's default */
+#else
+  const int nws[] = {0, 4, 8}; /* FA-1, and FA-2 with each block size the bench times */
+#endif
+  for (int nw : nws) bad += check_bwd(s, nw, qb, kb, vb, dob, out, lse, dq, dk, dv);
   free(q), free(k), free(v), free(out), free(lse), free(dout), free(dq), free(dk), free(dv);
   return bad;
 }
 
 int main(void) {
   kc_rng r = {7};
-  const kern_attn_shape shapes[] = {
-      {2, 100, 4, 2, 64, 0},   /* T between tiles, GQA 2, B 2 */
-      {1, 150, 2, 2, 36, 40},  /* window < T, HS not a multiple of 8 */
-      {1, 70, 8, 1, 128, 200}, /* window > T (full causal), GQA 8, HS 128 */
-      {1, 129, 2, 1, 48, 0},   /* one row past two tiles */
-      {1, 300, 4, 2, 64, 100}, /* window < T over 5 key tiles, cp.async double buffering */
+  /* tsan: also under ThreadSanitizer (a real thread per CUDA thread, up to
+   * 256 per block, is slow): one shape per padded head size; fibers run all. */
+  const struct {
+    kern_attn_shape s;
+    bool tsan;
+  } shapes[] = {
+      {{2, 100, 4, 2, 64, 0}, true},    /* T between tiles, GQA 2, B 2 */
+      {{1, 150, 2, 2, 36, 40}, true},   /* window < T, HS not a multiple of 8 */
+      {{1, 70, 8, 1, 128, 200}, true},  /* window > T (full causal), GQA 8, HS 128 */
+      {{1, 129, 2, 1, 48, 0}, false},   /* one row past two tiles */
+      {{1, 300, 4, 2, 64, 100}, false}, /* window < T over 5 key tiles, cp.async double buffering */
   };
   int bad = 0;
-  for (const kern_attn_shape &s : shapes) {
+  for (const auto &c : shapes) {
 #ifdef CUDA_EMU_THREADS
-    if (s.T > 200) continue; /* ThreadSanitizer's 128 threads per block: the short shapes; fibers run them all */
+    if (!c.tsan) continue;
 #endif
-    bad += run(s, &r);
+    bad += run(c.s, &r);
   }
   return kc_finish("attention tensor-core kernels (emulated)", bad);
 }
