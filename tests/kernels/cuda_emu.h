@@ -33,6 +33,7 @@
 #ifndef CUDA_EMU_H
 #define CUDA_EMU_H
 
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <cmath>
@@ -213,6 +214,12 @@ inline void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32
   }
 }
 
+/* Shared-memory bank conflicts of ldmatrix, counted: each matrix's 8 rows
+ * (16 bytes each) are one wavefront when they fall in 8 distinct 16-byte
+ * quarters of the 32 four-byte banks, else one more per repeat. A kernel's
+ * test can require 0: a timing property checked without a GPU. */
+inline std::atomic<unsigned long> emu_ldsm_conflicts{0};
+
 inline void emu_ldsm(uint32_t (&r)[4], const bf16 *p, bool trans) {
   if ((uintptr_t)p % 16 || !emu_in_smem(p, 16)) emu_mma_fail("ldmatrix row not 16-byte aligned shared memory", p);
   unsigned lane = emu_tid % 32, g = lane / 4, t = lane % 4;
@@ -220,6 +227,14 @@ inline void emu_ldsm(uint32_t (&r)[4], const bf16 *p, bool trans) {
   __syncwarp();
   x[lane] = p;
   __syncwarp();
+  if (lane < 4) { /* lane i counts matrix i */
+    unsigned seen[8] = {}, worst = 0;
+    for (unsigned j = 0; j < 8; j++) {
+      unsigned q = (unsigned)((uintptr_t)x[8 * lane + j] % 128 / 16);
+      worst = std::max(worst, ++seen[q]);
+    }
+    if (worst > 1) emu_ldsm_conflicts += worst - 1;
+  }
   for (unsigned i = 0; i < 4; i++) {
     const bf16 *lo = trans ? (const bf16 *)x[8 * i + 2 * t] + g : (const bf16 *)x[8 * i + g] + 2 * t;
     const bf16 *hi = trans ? (const bf16 *)x[8 * i + 2 * t + 1] + g : lo + 1;

@@ -183,5 +183,10 @@ int main(void) {
 #endif
     bad += run(c.s, &r);
   }
+  /* Rows of HD + 8 bf16 (and BQ + 8 for dS^T) put any 8 consecutive rows
+   * in distinct 16-byte quarters of the banks (attention_mma.cuh). */
+  unsigned long conflicts = emu_ldsm_conflicts;
+  printf("ldmatrix bank conflicts (extra wavefronts): expected 0 (padded rows), got %lu\n", conflicts);
+  bad += conflicts > 0;
   return kc_finish("attention tensor-core kernels (emulated)", bad);
 }
