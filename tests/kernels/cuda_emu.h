@@ -130,9 +130,8 @@ struct emu_cp {
 struct emu_block {
   std::unique_ptr<std::barrier<>> block;                 /* CUDA_EMU_THREADS */
   std::vector<std::unique_ptr<std::barrier<>>> warp;     /* CUDA_EMU_THREADS */
-  std::vector<uint64_t> xch; /* 32 per warp, for shuffles */
-  std::vector<uint32_t> mxch; /* 32 x 6 per warp: mma.sync's fragments */
-  std::vector<const void *> pxch; /* 32 per warp: ldmatrix's row addresses */
+  std::vector<uint32_t> wx;            /* per warp, 2 x 32 lanes x EMU_XWORDS: warp collectives' exchange */
+  std::vector<unsigned char> wpar;     /* per thread: which of its warp's 2 buffers its next collective uses */
   std::vector<std::vector<emu_cp>> cpq; /* per thread: its cp.async copies not yet done */
   std::vector<unsigned> ncommit;        /* per thread: cp.async groups committed */
 };
@@ -155,22 +154,35 @@ inline void __syncwarp(unsigned mask = 0xffffffffu) {
   emu_cur->warp[emu_tid / 32]->arrive_and_wait();
 }
 #endif
+/* A warp collective (shuffle, mma.sync, ldmatrix) publishes each lane's
+ * operand in its slot of EMU_XWORDS words, meets the warp at one barrier,
+ * then reads the others' slots. The warp's two buffers alternate call by
+ * call, so one barrier suffices: a lane can write the buffer a slower lane
+ * still reads only two collectives later, and the barrier between waits
+ * for that reader. Every lane of a warp calls the same collectives in the
+ * same order, as on the GPU. Returns the buffer of this call. */
+#define EMU_XWORDS 16
+inline uint32_t *emu_xbuf() {
+  unsigned char &par = emu_cur->wpar[emu_tid];
+  uint32_t *b = &emu_cur->wx[(emu_tid / 32 * 2 + par) * (size_t)(32 * EMU_XWORDS)];
+  par ^= 1;
+  return b;
+}
+
 template <class T> inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask) {
-  static_assert(sizeof(T) <= sizeof(uint64_t), "cuda_emu: shuffles of up to 8 bytes");
+  static_assert(sizeof(T) <= 4 * EMU_XWORDS, "cuda_emu: shuffle operand too large");
   unsigned lane = emu_tid % 32;
-  uint64_t *x = &emu_cur->xch[emu_tid - lane];
-  __syncwarp(mask); /* the last shuffle's readers are done */
-  std::memcpy(&x[lane], &v, sizeof v);
+  uint32_t *x = emu_xbuf();
+  std::memcpy(&x[EMU_XWORDS * lane], &v, sizeof v);
   __syncwarp(mask);
   T r;
-  std::memcpy(&r, &x[lane ^ (unsigned)lane_mask], sizeof r);
+  std::memcpy(&r, &x[EMU_XWORDS * (lane ^ (unsigned)lane_mask)], sizeof r);
   return r;
 }
 
 /* ---- kernels/kern_mma.cuh, emulated -----------------------------------------
- * The same five functions, as warp collectives (a barrier before a lane
- * publishes its operand, so the last call's readers are done, and one after)
- * that follow the PTX fragment layouts written in kern_mma.cuh; a kernel
+ * The same five functions, mma.sync and ldmatrix as warp collectives
+ * (emu_xbuf) that follow the PTX fragment layouts written in kern_mma.cuh; a kernel
  * that assumed another layout computes wrong results here as on the GPU.
  * ldmatrix and cp.async check what the hardware requires (16-byte aligned
  * addresses, the destination or the rows in shared memory) and abort,
@@ -194,22 +206,24 @@ inline uint32_t pack_bf16(float lo, float hi) {
   return (uint32_t)__float2bfloat16_rn(lo).bits | (uint32_t)__float2bfloat16_rn(hi).bits << 16;
 }
 
+/* Each lane publishes its fragments as floats: A's a0..a7 (register i
+ * holds a[2i], a[2i + 1], low half first), then B's b0..b3; element (row,
+ * k) of A is then a[2 (row / 8 + 2 (k / 8)) + k % 2] of lane (row % 8) 4 +
+ * (k % 8) / 2, and (k, col) of B is b[2 (k / 8) + k % 2] of lane col 4 +
+ * (k % 8) / 2 (kern_mma.cuh's table). Sums run over k in order. */
 inline void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  unsigned lane = emu_tid % 32;
-  uint32_t *x = &emu_cur->mxch[6 * (size_t)(emu_tid - lane)];
+  unsigned lane = emu_tid % 32, g = lane / 4, t = lane % 4;
+  float *x = (float *)emu_xbuf(); /* uint32_t storage, read as float: -fno-strict-aliasing */
+  for (unsigned i = 0; i < 8; i++) x[EMU_XWORDS * lane + i] = emu_bf16_of(emu_bf16_bits(a[i / 2], i % 2));
+  for (unsigned i = 0; i < 4; i++)
+    x[EMU_XWORDS * lane + 8 + i] = emu_bf16_of(emu_bf16_bits(i < 2 ? b0 : b1, i % 2));
   __syncwarp();
-  for (int i = 0; i < 4; i++) x[6 * lane + i] = a[i];
-  x[6 * lane + 4] = b0, x[6 * lane + 5] = b1;
-  __syncwarp();
-  unsigned g = lane / 4, t = lane % 4;
-  for (int e = 0; e < 4; e++) {
+  for (unsigned e = 0; e < 4; e++) {
     unsigned row = g + 8 * (e / 2), col = 2 * t + e % 2;
+    const float *xa = x + EMU_XWORDS * (g * 4) + 2 * (row / 8), *xb = x + EMU_XWORDS * (col * 4) + 8;
     float acc = d[e];
-    for (unsigned k = 0; k < 16; k++) {
-      uint32_t av = emu_bf16_bits(x[6 * ((row % 8) * 4 + k % 8 / 2) + row / 8 + 2 * (k / 8)], k % 2);
-      uint32_t bv = emu_bf16_bits(x[6 * (col * 4 + k % 8 / 2) + 4 + k / 8], k % 2);
-      acc += emu_bf16_of(av) * emu_bf16_of(bv);
-    }
+    for (unsigned k = 0; k < 16; k++)
+      acc += xa[EMU_XWORDS * (k % 8 / 2) + 4 * (k / 8) + k % 2] * xb[EMU_XWORDS * (k % 8 / 2) + 2 * (k / 8) + k % 2];
     d[e] = acc;
   }
 }
@@ -223,21 +237,25 @@ inline std::atomic<unsigned long> emu_ldsm_conflicts{0};
 inline void emu_ldsm(uint32_t (&r)[4], const bf16 *p, bool trans) {
   if ((uintptr_t)p % 16 || !emu_in_smem(p, 16)) emu_mma_fail("ldmatrix row not 16-byte aligned shared memory", p);
   unsigned lane = emu_tid % 32, g = lane / 4, t = lane % 4;
-  const void **x = &emu_cur->pxch[emu_tid - lane];
+  uint32_t *x = emu_xbuf();
+  std::memcpy(&x[EMU_XWORDS * lane], &p, sizeof p);
   __syncwarp();
-  x[lane] = p;
-  __syncwarp();
+  auto row = [&](unsigned l) {
+    const bf16 *q;
+    std::memcpy(&q, &x[EMU_XWORDS * l], sizeof q);
+    return q;
+  };
   if (lane < 4) { /* lane i counts matrix i */
     unsigned seen[8] = {}, worst = 0;
     for (unsigned j = 0; j < 8; j++) {
-      unsigned q = (unsigned)((uintptr_t)x[8 * lane + j] % 128 / 16);
+      unsigned q = (unsigned)((uintptr_t)row(8 * lane + j) % 128 / 16);
       worst = std::max(worst, ++seen[q]);
     }
     if (worst > 1) emu_ldsm_conflicts += worst - 1;
   }
   for (unsigned i = 0; i < 4; i++) {
-    const bf16 *lo = trans ? (const bf16 *)x[8 * i + 2 * t] + g : (const bf16 *)x[8 * i + g] + 2 * t;
-    const bf16 *hi = trans ? (const bf16 *)x[8 * i + 2 * t + 1] + g : lo + 1;
+    const bf16 *lo = trans ? row(8 * i + 2 * t) + g : row(8 * i + g) + 2 * t;
+    const bf16 *hi = trans ? row(8 * i + 2 * t + 1) + g : lo + 1;
     r[i] = (uint32_t)lo->bits | (uint32_t)hi->bits << 16;
   }
 }
@@ -280,9 +298,8 @@ template <class F> void emu_launch(dim3 grid, dim3 block, F body) {
   blockDim = block;
   gridDim = grid;
   emu_block b;
-  b.xch.assign(nthreads, 0);
-  b.mxch.assign(6 * (size_t)nthreads, 0);
-  b.pxch.assign(nthreads, nullptr);
+  b.wx.assign(2 * (size_t)nthreads * EMU_XWORDS, 0);
+  b.wpar.assign(nthreads, 0);
   b.cpq.resize(nthreads);
   b.ncommit.assign(nthreads, 0);
   emu_cur = &b;
