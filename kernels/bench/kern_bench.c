@@ -199,6 +199,7 @@ static void bench_attention(bench *b, const char *label, kern_attn_shape s) {
     snprintf(name, sizeof name, "attention_flash_fwd_t%dx%d", a.mt, a.bc);
     if (want(b, name)) row(b, name, shape, time_us(b, attn_fwd_tile, &a), fwd, 0, 1);
   }
+  a.v1 = 0;
   CHECK(attn_fwd(b, &a)); /* out and lse of the default forward, for the backward */
   for (a.nw = 4; a.nw <= 8; a.nw += 4) {
     char name[40];
