@@ -71,6 +71,13 @@ template <int N> __device__ __forceinline__ void mma_acc_to_a(uint32_t (&a)[4], 
   a[3] = pack_bf16(c[2 * kk + 1][2], c[2 * kk + 1][3]);
 }
 
+/* c[0] += a b[0..1] and c[1] += a b[2..3]: two adjacent 8-column tiles
+ * from one x4 B load (mma_load_b_nk, mma_load_b_kn). */
+__device__ __forceinline__ void mma_pair(float (*c)[4], const uint32_t (&a)[4], const uint32_t (&b)[4]) {
+  mma_16816(c[0], a, b[0], b[1]);
+  mma_16816(c[1], a, b[2], b[3]);
+}
+
 /* ---- forward --------------------------------------------------------------
  * Grid (T / (64 MT), NH, B), 4 warps; warp w owns query rows i0 + 16 MT w
  * .., MT 16-row m-tiles, so each K and V fragment read from shared memory
@@ -146,8 +153,7 @@ __global__ void __launch_bounds__(128)
         mma_load_b_nk(bk, kb, LD, 16 * kk, 8 * n);
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) {
-          mma_16816(sc[mt][n], qa[mt], bk[0], bk[1]);
-          mma_16816(sc[mt][n + 1], qa[mt], bk[2], bk[3]);
+          mma_pair(&sc[mt][n], qa[mt], bk);
         }
       }
     }
@@ -197,8 +203,7 @@ __global__ void __launch_bounds__(128)
         mma_load_b_kn(bv, vb, LD, 16 * kk, 8 * n);
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) {
-          mma_16816(o[mt][n], pa[mt], bv[0], bv[1]);
-          mma_16816(o[mt][n + 1], pa[mt], bv[2], bv[3]);
+          mma_pair(&o[mt][n], pa[mt], bv);
         }
       }
     }
@@ -312,11 +317,9 @@ __global__ void __launch_bounds__(32 * NW)
       for (int n = 0; n < NQ; n += 2) {
         uint32_t bq[4], bo[4];
         mma_load_b_nk(bq, qb, LD, 16 * kk, 8 * n);
-        mma_16816(st[n], ka, bq[0], bq[1]);
-        mma_16816(st[n + 1], ka, bq[2], bq[3]);
+        mma_pair(&st[n], ka, bq);
         mma_load_b_nk(bo, dob, LD, 16 * kk, 8 * n);
-        mma_16816(dpt[n], va, bo[0], bo[1]);
-        mma_16816(dpt[n + 1], va, bo[2], bo[3]);
+        mma_pair(&dpt[n], va, bo);
       }
     }
     /* P^T and dS^T in place of S^T and dP^T. */
@@ -340,11 +343,9 @@ __global__ void __launch_bounds__(32 * NW)
       for (int n = 0; n < NO; n += 2) {
         uint32_t bo[4], bq[4];
         mma_load_b_kn(bo, dob, LD, 16 * kq, 8 * n);
-        mma_16816(dva[n], pa, bo[0], bo[1]);
-        mma_16816(dva[n + 1], pa, bo[2], bo[3]);
+        mma_pair(&dva[n], pa, bo);
         mma_load_b_kn(bq, qb, LD, 16 * kq, 8 * n);
-        mma_16816(dka[n], da, bq[0], bq[1]);
-        mma_16816(dka[n + 1], da, bq[2], bq[3]);
+        mma_pair(&dka[n], da, bq);
       }
     }
     /* dS^T rows of this warp to shared memory, bf16 pairs. */
@@ -367,8 +368,7 @@ __global__ void __launch_bounds__(32 * NW)
       for (int n = 0; n < NOQ; n += 2) {
         uint32_t bk[4];
         mma_load_b_kn(bk, ks, LD, 16 * kk, 8 * (NOQ * ng + n));
-        mma_16816(dqa[n], da, bk[0], bk[1]);
-        mma_16816(dqa[n + 1], da, bk[2], bk[3]);
+        mma_pair(&dqa[n], da, bk);
       }
     }
 #pragma unroll
