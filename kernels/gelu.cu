@@ -2,7 +2,8 @@
  * passes share one kernel, specialised by mode, that moves 8 bf16 (16 bytes)
  * per thread when the shapes and pointers allow. The backward with a bias
  * gradient uses a (32 x 8)-thread block over a (32 V columns x 256 rows)
- * slab: each thread sums its columns over rows, the block reduces in
+ * slab (V = 8 when C % 8 == 0, so each warp reads 512-byte row segments;
+ * else 2 or 1): each thread sums its columns over rows, the block reduces in
  * shared memory, then one fp32 atomic per column per slab. */
 #include "kernels/gelu.h"
 #include "kernels/kern_cuda.cuh"
@@ -81,7 +82,10 @@ static int bias_grad_launch(bf16 *dinp, float *dbias, const bf16 *dout, const bf
                             const bf16 *bias, int N, int C, cudaStream_t stream) {
   dim3 block(32, 8);
   const void *p[] = {dinp, dout, inp, bias};
-  if (C % 2 == 0 && kern_aligned16(p, 4)) {
+  if (C % 8 == 0 && kern_aligned16(p, 4)) { /* 16-byte rows of 8 bf16 per thread */
+    dim3 grid(kern_cdiv(C, 256), kern_cdiv(N, BG_ROWS));
+    KERN_LAUNCH(grid, block, 0, stream, bias_grad_kernel<GELU, 8>)(dinp, dbias, dout, inp, bias, N, C);
+  } else if (C % 2 == 0 && kern_aligned16(p, 4)) {
     dim3 grid(kern_cdiv(C, 64), kern_cdiv(N, BG_ROWS));
     KERN_LAUNCH(grid, block, 0, stream, bias_grad_kernel<GELU, 2>)(dinp, dbias, dout, inp, bias, N, C);
   } else {

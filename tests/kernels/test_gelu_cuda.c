@@ -38,6 +38,7 @@ static int run(int N, int C, kc_rng *r) {
 int main(void) {
   kg_require_gpu("kern_gelu_cuda");
   kc_rng r = {13};
-  int bad = run(7, 33, &r) + run(300, 3072, &r) + run(2, 9, &r);
+  int bad = run(7, 33, &r) + run(300, 3072, &r) + run(2, 9, &r) + run(40, 50, &r);
+  /* bias grad per thread: 8 bf16 (C = 3072), 2 (C = 50), 1 (C = 33, 9) */
   return kc_finish("kern_gelu_cuda", bad);
 }
