@@ -551,11 +551,11 @@ static void mem_point(const calib_plan_t *p, calib_table_t *t, int kind, double 
             CUDA_CK(cudaFree(m.x[i]));
 }
 
-/* Bytes moved from 4 KiB by x2 to 1 GiB (256 MiB --quick, 64 MiB --tiny),
+/* Bytes moved from 4 KiB by x2 to 1 GiB (256 MiB --quick, 8 MiB --tiny),
  * bf16 activations, fp32 optimizer state; rows of ROW. */
 static void gpu_memory(const calib_plan_t *p, calib_table_t *t)
 {
-    double top = p->level == CALIB_FULL ? 1 << 30 : p->level == CALIB_QUICK ? 1 << 28 : 1 << 26;
+    double top = p->level == CALIB_FULL ? 1 << 30 : p->level == CALIB_QUICK ? 1 << 28 : 1 << 23;
     calib_mem_table(t);
     for (int kind = 0; kind < 4; kind++)
         for (double b = 1 << 12; b <= top; b *= 2)
