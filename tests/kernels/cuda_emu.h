@@ -120,11 +120,13 @@ inline void emu_aligned(const void *p, size_t bytes, const char *file, int line)
 alignas(128) inline unsigned char emu_smem[256 * 1024];
 #define KERN_DYN_SMEM(type, name) type *name = (type *)emu_smem
 
-/* One cp.async in flight (kern_mma.cuh): copied at the wait covering group. */
+/* One cp.async in flight (kern_mma.cuh): copied at the wait covering group,
+ * which must come in the block that issued it. */
 struct emu_cp {
   void *dst;
   const void *src;
   unsigned bytes, group;
+  unsigned long block; /* emu_block_id() at issue */
 };
 
 struct emu_block {
@@ -262,15 +264,30 @@ inline void emu_ldsm(uint32_t (&r)[4], const bf16 *p, bool trans) {
 inline void ldsm_x4(uint32_t (&r)[4], const bf16 *p) { emu_ldsm(r, p, false); }
 inline void ldsm_x4_t(uint32_t (&r)[4], const bf16 *p) { emu_ldsm(r, p, true); }
 
+inline unsigned long emu_block_id() { return blockIdx.x + (unsigned long)gridDim.x * (blockIdx.y + (unsigned long)gridDim.y * blockIdx.z); }
+
+/* A block must wait for its own copies: one left pending at its end would
+ * land in shared memory that then belongs to another block. */
+inline void emu_cp_check_block() {
+  const std::vector<emu_cp> &q = emu_cur->cpq[emu_tid];
+  if (!q.empty() && q.front().block != emu_block_id()) {
+    std::fprintf(stderr, "cuda_emu: thread %u of block %lu left a cp.async pending at its end (no cp_async_wait)\n",
+                 emu_tid, q.front().block);
+    std::abort();
+  }
+}
+
 inline void cp_async16(bf16 *dst, const bf16 *src, bool full) {
   if ((uintptr_t)dst % 16 || !emu_in_smem(dst, 16)) emu_mma_fail("cp.async destination not 16-byte aligned shared memory", dst);
   if ((uintptr_t)src % 16) emu_mma_fail("cp.async source not 16-byte aligned", src);
-  emu_cur->cpq[emu_tid].push_back({dst, full ? src : nullptr, 16, emu_cur->ncommit[emu_tid]});
+  emu_cp_check_block();
+  emu_cur->cpq[emu_tid].push_back({dst, full ? src : nullptr, 16, emu_cur->ncommit[emu_tid], emu_block_id()});
 }
 
 inline void cp_async_commit() { emu_cur->ncommit[emu_tid]++; }
 
 template <int N> inline void cp_async_wait() {
+  emu_cp_check_block();
   std::vector<emu_cp> &q = emu_cur->cpq[emu_tid];
   unsigned done = emu_cur->ncommit[emu_tid] >= (unsigned)N ? emu_cur->ncommit[emu_tid] - N : 0;
   size_t keep = 0;
