@@ -2,8 +2,11 @@
  * (emu/cublaslt_emu.cc) on its own, on 2x3 @ 3x2 products worked out by
  * hand: a strided batch with a shared operand (stride 0), transposed A
  * with the bias epilogue, and the refusals the real library makes (a
- * setter's size, ld < rows, batch counts differing, GeLU aux ld). The
- * kernels' own GEMMs are checked by kern_matmul_emu. */
+ * setter's size, ld < rows, batch counts differing, GeLU aux ld); and the
+ * cuBLAS stand-in (emu/cublas_emu.cc, kern_bench's baseline) on one
+ * product, as kern_bench calls it. The kernels' own GEMMs are checked by
+ * kern_matmul_emu. */
+#include <cublas_v2.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -143,10 +146,32 @@ static int refusals(cublasLtHandle_t h) {
   return bad;
 }
 
+/* cublasGemmEx as kern_bench's run_blas calls it: row-major out (m, n) =
+ * a (m, k) @ b (n, k)^T, i.e. column-major C (n, m) = op_T(B) op_N(A) with
+ * B stored (k, n) column-major. a = [1 2 3; 4 5 6], b = [1 0 1; 0 1 1]:
+ * out = [4 5; 10 11], row-major {4, 5, 10, 11}, exact in bf16. */
+static int gemm_ex(void) {
+  float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {1, 0, 1, 0, 1, 1}, want[4] = {4, 5, 10, 11}, got[4];
+  float one = 1.0f, zero = 0.0f;
+  kern_bf16 *da = kg_bf16(a, 6), *db = kg_bf16(b, 6), *dc = kg_bf16(NULL, 4);
+  cublasHandle_t h;
+  int bad = expect_status("cublasCreate", cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+  bad += expect_status("cublasGemmEx, T x N, bf16 out",
+                       cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, 2, 2, 3, &one, db, CUDA_R_16BF, 3, da, CUDA_R_16BF,
+                                    3, &zero, dc, CUDA_R_16BF, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                       CUBLAS_STATUS_SUCCESS);
+  KG_CUDA(cudaDeviceSynchronize());
+  kg_get_bf16(got, dc, 4);
+  bad += kc_compare("  a b^T", got, want, 4, 0.0f, 0.0f);
+  bad += expect_status("cublasDestroy", cublasDestroy(h), CUBLAS_STATUS_SUCCESS);
+  cudaFree(da), cudaFree(db), cudaFree(dc);
+  return bad;
+}
+
 int main(void) {
   cublasLtHandle_t h;
   KG_CHECK(cublasLtCreate(&h) != CUBLAS_STATUS_SUCCESS);
-  int bad = batched_shared_b(h) + transposed_bias(h) + refusals(h);
+  int bad = batched_shared_b(h) + transposed_bias(h) + refusals(h) + gemm_ex();
   cublasLtDestroy(h);
   return kc_finish("kern_cublaslt_emu", bad);
 }
