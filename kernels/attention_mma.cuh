@@ -95,7 +95,7 @@ __device__ __forceinline__ void mma_pair(float (*c)[4], const uint32_t (&a)[4], 
  * in distinct banks for ldmatrix).
  * The default tile (mf_tile): MT = 2; BC = 64, or 32 at head size 128,
  * where 64 needs more than 255 registers (ptxas, nvcc 13.0, sm_90: 247
- * registers, no spills, 85 KB of shared memory). The bench times the
+ * registers, no spills, 68 KB of shared memory). The bench times the
  * others (kern_attention_fwd_tile_cuda) so a GPU can tell which is best. */
 template <int HD, int MT, int BC> struct mf_smem {
   static constexpr int BR = 64 * MT, LD = HD + 8;
@@ -152,9 +152,7 @@ __global__ void __launch_bounds__(128)
         uint32_t bk[4];
         mma_load_b_nk(bk, kb, LD, 16 * kk, 8 * n);
 #pragma unroll
-        for (int mt = 0; mt < MT; mt++) {
-          mma_pair(&sc[mt][n], qa[mt], bk);
-        }
+        for (int mt = 0; mt < MT; mt++) mma_pair(&sc[mt][n], qa[mt], bk);
       }
     }
     /* Every key of the tile visible to every row of the warp: no mask. */
@@ -202,9 +200,7 @@ __global__ void __launch_bounds__(128)
         uint32_t bv[4];
         mma_load_b_kn(bv, vb, LD, 16 * kk, 8 * n);
 #pragma unroll
-        for (int mt = 0; mt < MT; mt++) {
-          mma_pair(&o[mt][n], pa[mt], bv);
-        }
+        for (int mt = 0; mt < MT; mt++) mma_pair(&o[mt][n], pa[mt], bv);
       }
     }
   }
