@@ -1,6 +1,7 @@
 /* tests/kernels/test_crossentropy_cuda.c: CUDA fused softmax +
- * cross-entropy vs the reference, including an ignored row and a
- * vocabulary that is not a multiple of the block (50257, GPT-2's). */
+ * cross-entropy vs the reference, including an ignored row, a vocabulary
+ * that is not a multiple of the block (50257, GPT-2's; element-wise) and
+ * one read 8 at a time (50304, GPT-2's padded). */
 #include <stdlib.h>
 #include "kern_gpu.h"
 #include "kernels/crossentropy.h"
@@ -34,6 +35,6 @@ static int run(int N, int V, kc_rng *r) {
 int main(void) {
   kg_require_gpu("kern_crossentropy_cuda");
   kc_rng r = {14};
-  int bad = run(3, 17, &r) + run(64, 50257, &r);
+  int bad = run(3, 17, &r) + run(64, 50257, &r) + run(16, 50304, &r);
   return kc_finish("kern_crossentropy_cuda", bad);
 }
