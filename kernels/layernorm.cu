@@ -150,6 +150,81 @@ __global__ void __launch_bounds__(32 * LN_WARPS)
   }
 }
 
+/* The backward for C <= 256 NCH with 16-byte vectors: each warp holds a
+ * row's xln, dout (and w) in registers, so each input is read once, and
+ * sums its dw, db terms in its own shared-memory slice, where lane l owns
+ * the columns of its chunks: plain adds, no atomics (the general kernel
+ * above makes two shared atomic adds per element, from all 8 warps). Slot
+ * (k 8 + i) 32 + l holds column (32 k + l) 8 + i, so a warp's 32 lanes
+ * touch 32 consecutive floats; the slots of dw and of db each span C
+ * rounded up to 256. At the end the block sums the 8 slices and adds 2 C
+ * atomics to global memory, over LN_BWD_CACHED_ROWS rows. Shared memory:
+ * 8 warps x 2 x 256 ceil(C / 256) floats, 128 KB at C = 2048. */
+#define LN_BWD_CACHED_ROWS 128
+
+/* Slots per warp for dw (and again for db): C rounded up to 256. */
+__host__ __device__ static inline int ln_bwd_slots(int C) { return (C + 255) / 256 * 256; }
+
+template <int NCH>
+__global__ void __launch_bounds__(32 * LN_WARPS)
+    ln_bwd_cached_kernel(bf16 *dres, float *dw, float *db, const bf16 *dout, const bf16 *xln,
+                         const bf16 *w, const float *mean, const float *rstd, int N, int C) {
+  KERN_DYN_SMEM(float, acc); /* per warp: dw slots (Cp), then db slots (Cp) */
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32, Cp = ln_bwd_slots(C);
+  float *mine = acc + (size_t)warp * 2 * Cp;
+  for (int c = lane; c < 2 * Cp; c += 32) mine[c] = 0.0f;
+  __syncwarp(); /* from here each lane touches only its own slots */
+  bvec<8> wv[NCH];
+#pragma unroll
+  for (int k = 0; k < NCH; k++)
+    if ((32 * k + lane) * 8 < C) {
+      KERN_ALIGNED(w + (32 * k + lane) * 8, 16);
+      wv[k] = *(const bvec<8> *)(w + (32 * k + lane) * 8);
+    }
+  long n0 = (long)blockIdx.x * LN_BWD_CACHED_ROWS;
+  for (long n = n0 + warp; n < n0 + LN_BWD_CACHED_ROWS && n < N; n += LN_WARPS) {
+    float m = mean[n], r = rstd[n], sdn = 0.0f, sdnx = 0.0f;
+    bvec<8> xv[NCH], dv[NCH];
+#pragma unroll
+    for (int k = 0; k < NCH; k++) {
+      int c = (32 * k + lane) * 8;
+      if (c >= C) continue;
+      KERN_ALIGNED(xln + n * C + c, 16), KERN_ALIGNED(dout + n * C + c, 16);
+      xv[k] = *(const bvec<8> *)(xln + n * C + c);
+      dv[k] = *(const bvec<8> *)(dout + n * C + c);
+      for (int i = 0; i < 8; i++) {
+        float dw8 = __bfloat162float(dv[k].x[i]) * __bfloat162float(wv[k].x[i]);
+        sdn += dw8;
+        sdnx += dw8 * (__bfloat162float(xv[k].x[i]) - m) * r;
+      }
+    }
+    sdn = warp_sum(sdn) / C;
+    sdnx = warp_sum(sdnx) / C;
+#pragma unroll
+    for (int k = 0; k < NCH; k++) {
+      int c = (32 * k + lane) * 8;
+      if (c >= C) continue;
+      float g8[8];
+      vload<8>(g8, dres + n * C + c);
+      for (int i = 0; i < 8; i++) {
+        float d = __bfloat162float(dv[k].x[i]), xhat = (__bfloat162float(xv[k].x[i]) - m) * r;
+        g8[i] += r * (d * __bfloat162float(wv[k].x[i]) - sdn - xhat * sdnx);
+        mine[(k * 8 + i) * 32 + lane] += d * xhat;
+        mine[Cp + (k * 8 + i) * 32 + lane] += d;
+      }
+      vstore<8>(dres + n * C + c, g8);
+    }
+  }
+  __syncthreads();
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    int slot = (c / 256 * 8 + c % 8) * 32 + c % 256 / 8;
+    float sw = 0.0f, sb = 0.0f;
+    for (int v = 0; v < LN_WARPS; v++) sw += acc[(size_t)v * 2 * Cp + slot], sb += acc[(size_t)v * 2 * Cp + Cp + slot];
+    atomicAdd(dw + c, sw);
+    atomicAdd(db + c, sb);
+  }
+}
+
 static bool ln_vec8_ok(int C, const void *const *ptrs, int np) {
   return C % 8 == 0 && kern_aligned16(ptrs, np);
 }
@@ -192,6 +267,14 @@ extern "C" int kern_layernorm_bwd_cuda(kern_bf16 *dres, float *dw, float *db,
                                        const kern_bf16 *w, const float *mean, const float *rstd,
                                        int N, int C, cudaStream_t stream) {
   const void *p[] = {dres, dout, xln, w};
+  if (ln_vec8_ok(C, p, 4) && C <= 256 * 8) {
+    size_t smem = sizeof(float) * 2 * (size_t)ln_bwd_slots(C) * LN_WARPS;
+    KERN_CUDA_TRY(kern_allow_smem(ln_bwd_cached_kernel<8>, smem));
+    KERN_LAUNCH(kern_cdiv(N, LN_BWD_CACHED_ROWS), 32 * LN_WARPS, smem, stream, ln_bwd_cached_kernel<8>)(
+        (bf16 *)dres, dw, db, (const bf16 *)dout, (const bf16 *)xln, (const bf16 *)w, mean, rstd, N, C);
+    KERN_LAUNCH_TRY();
+    return 0;
+  }
   if (ln_vec8_ok(C, p, 4))
     return ln_bwd_launch<8>((bf16 *)dres, dw, db, (const bf16 *)dout, (const bf16 *)xln,
                             (const bf16 *)w, mean, rstd, N, C, stream);
