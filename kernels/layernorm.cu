@@ -5,8 +5,11 @@
  * every load of a row is in flight at once; longer rows take three passes
  * over it (the later two mostly from L1/L2). ptxas (nvcc 13.0, sm_90): 95
  * registers for C <= 2048, 167 for C <= 4096; 8192 would spill.
- * The backward sums dw, db per block in shared memory (2 C floats) and
- * adds them to global memory once per block. */
+ * The backward, for C <= 2048 (and V = 8), also holds the row in registers
+ * and sums dw, db in per-warp shared slices, lane by lane without atomics
+ * (ln_bwd_cached_kernel, 248 registers); otherwise it sums them per block
+ * in shared memory with atomics (2 C floats). Either adds them to global
+ * memory once per block. */
 #include "kernels/layernorm.h"
 #include "kernels/kern_cuda.cuh"
 
