@@ -163,7 +163,7 @@ __global__ void __launch_bounds__(32 * LN_WARPS)
  * rounded up to 256. At the end the block sums the 8 slices and adds 2 C
  * atomics to global memory, over LN_BWD_CACHED_ROWS rows. Shared memory:
  * 8 warps x 2 x 256 ceil(C / 256) floats, 128 KB at C = 2048. */
-#define LN_BWD_CACHED_ROWS 128
+#define LN_BWD_CACHED_ROWS 64 /* as the general kernel: 128 blocks for 8192 rows, about one per H100 SM */
 
 /* Slots per warp for dw (and again for db): C rounded up to 256. */
 __host__ __device__ static inline int ln_bwd_slots(int C) { return (C + 255) / 256 * 256; }

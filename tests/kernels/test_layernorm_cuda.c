@@ -49,8 +49,8 @@ int main(void) {
   /* forward: C = 37 element-wise; 64 to 2048 (up to 8 chunks per lane)
    * and 4096 (16) with the row in registers; 6144 and 12288 in three
    * passes. Backward: 64 (a quarter of a lane's chunk row) to 2048 with
-   * rows in registers and per-warp dw, db slices (300 rows: three blocks
-   * of 128); the rest with shared atomics. */
+   * rows in registers and per-warp dw, db slices (300 rows: five blocks
+   * of 64); the rest with shared atomics. */
   int bad = run(5, 37, 1, &r) + run(64, 768, 1, &r) + run(33, 1024, 0, &r) + run(300, 2048, 1, &r) + run(40, 64, 1, &r) +
             run(6, 4096, 0, &r) + run(3, 6144, 1, &r) + run(8, 12288, 1, &r);
   return kc_finish("kern_layernorm_cuda", bad);
