@@ -21,9 +21,9 @@
  * one transposed.
  *
  * In the emulated build (KERN_EMU) tests/kernels/cuda_emu.h provides the
- * same five functions as warp collectives that follow these layouts, check
- * the alignment and the memory space, and delay each cp.async's copy to
- * the cp_async_wait that covers it. */
+ * same functions: mma.sync and ldmatrix as warp collectives that follow
+ * these layouts, checks of alignment and memory space, and each
+ * cp.async's copy delayed to the cp_async_wait that covers it. */
 #ifndef KERN_MMA_CUH
 #define KERN_MMA_CUH
 

@@ -183,8 +183,8 @@ template <class T> inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask) {
 }
 
 /* ---- kernels/kern_mma.cuh, emulated -----------------------------------------
- * The same five functions, mma.sync and ldmatrix as warp collectives
- * (emu_xbuf) that follow the PTX fragment layouts written in kern_mma.cuh; a kernel
+ * The same functions, mma.sync and ldmatrix as warp collectives (emu_xbuf)
+ * that follow the PTX fragment layouts written in kern_mma.cuh; a kernel
  * that assumed another layout computes wrong results here as on the GPU.
  * ldmatrix and cp.async check what the hardware requires (16-byte aligned
  * addresses, the destination or the rows in shared memory) and abort,
