@@ -23,6 +23,12 @@ ctest --test-dir "$build" -R kern -L gpu --output-on-failure || status=$?  # the
 echo "== kern_bench"
 bench_out=$build/kern_bench.txt
 "$build/kernels/bench/kern_bench" | tee "$bench_out" || status=$?
+# The FA-2 tiles, fastest first at the 175B / 1.3B shape: the defaults to keep
+# or change (mf_tile, mb_warps in kernels/attention_mma.cuh).
+for pass in fwd_t bwd_w; do
+  echo "== attention_flash_${pass}* at the 175B shape, fastest first (time_us)"
+  awk -v p="attention_flash_$pass" 'index($1, p) == 1 && /175B/ {print $1, $(NF-3)}' "$bench_out" | sort -g -k2
+done
 
 echo "== PyTorch SDPA baseline"
 sdpa_out=$build/sdpa_baseline.txt
