@@ -366,13 +366,25 @@ static void bench_optimizer(bench *b, long per_tensor) {
 int main(int argc, char **argv) {
   bench b = {0};
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--tiny"))
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      printf("usage: kern_bench [--tiny] [FILTER]\n"
+             "  times each kernel of kernels/ (time, TFLOP/s or GB/s, %% of the device's measured peak)\n"
+             "  FILTER   only the kernels whose name contains it (e.g. attention_flash_fwd_t)\n"
+             "  --tiny   small shapes, 2 timed calls: checks the bench runs, says nothing about speed\n");
+      return 0;
+    }
+    if (!strcmp(argv[i], "--tiny")) {
       b.tiny = 1;
-    else if (argv[i][0] == '-' || b.filter) {
-      fprintf(stderr, "kern_bench: unknown argument '%s'; usage: kern_bench [--tiny] [FILTER]\n", argv[i]);
+    } else if (argv[i][0] == '-') {
+      fprintf(stderr, "kern_bench: unknown option '%s'; usage: kern_bench [--tiny] [FILTER]\n", argv[i]);
       return 2;
-    } else
+    } else if (b.filter) {
+      fprintf(stderr, "kern_bench: one FILTER only (got '%s' and '%s'); usage: kern_bench [--tiny] [FILTER]\n",
+              b.filter, argv[i]);
+      return 2;
+    } else {
       b.filter = argv[i];
+    }
   }
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {

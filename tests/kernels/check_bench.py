@@ -3,7 +3,8 @@
 emulated GPU) and checks that every row the bench promises is printed, once
 per shape it is promised for, with a positive time, and that the numbers
 scripts/gpu-kernels.sh reads from it (awk: the attention_flash_fwdbwd row
-of the 175B shape, field NF-3) come out. Times mean nothing here.
+of the 175B shape, field NF-3) come out; and that bad arguments get one
+line and exit 2. Times mean nothing here.
 
 usage: check_bench.py KERN_BENCH"""
 import math
@@ -47,6 +48,13 @@ def main():
     for name in sorted(set(got) - set(EXPECTED)):
         print(f"FAIL {name}: a row this check does not know; add it to EXPECTED")
         failures += 1
+    for args, rc, say in ((["--bogus"], 2, "unknown option '--bogus'"), (["a", "b"], 2, "one FILTER only"),
+                          (["--help"], 0, "usage: kern_bench")):
+        q = subprocess.run([sys.argv[1]] + args, capture_output=True, text=True, timeout=60)
+        ok = q.returncode == rc and say in q.stdout + q.stderr
+        failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} kern_bench {' '.join(args)}: expected exit {rc} saying \"{say}\", "
+              f"got exit {q.returncode}: {(q.stdout + q.stderr).strip().splitlines()[0] if (q.stdout + q.stderr).strip() else ''}")
     ours = [r[-4] for r in rows if r[0] == "attention_flash_fwdbwd" and "175B" in " ".join(r)]
     ok = len(ours) == 1
     failures += not ok
