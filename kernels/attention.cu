@@ -485,7 +485,14 @@ extern "C" int kern_attention_bwd_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *
                                        const kern_bf16 *v, const kern_bf16 *out,
                                        const float *lse, kern_attn_shape s,
                                        cudaStream_t stream) {
-  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, BWD_MMA, mb_warps, stream);
+  /* mb_warps = 8 needs 113 KB at head size 128: where the GPU allows less
+   * (sm_86, sm_89: 99 KB), the 4-warp block (74 KB) */
+  int nw = mb_warps;
+  with_hd(s.HS, [&](auto hd) {
+    constexpr int HD = decltype(hd)::value;
+    if (!kern_smem_fits(flash_bwd_mma_kernel<HD, mb_warps>, mb_smem<HD, mb_warps>::bytes)) nw = 4;
+  });
+  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, BWD_MMA, nw, stream);
 }
 
 extern "C" int kern_attention_bwd_tile_cuda(int nw, kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scratch,

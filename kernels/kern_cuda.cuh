@@ -27,6 +27,16 @@ template <class K> static inline cudaError_t kern_allow_smem(K kernel, size_t by
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
 }
 
+/* kern_allow_smem for a kernel with a fallback: false when this GPU allows
+ * less (sm_86 and sm_89 stop at 99 KB, sm_80 at 163, sm_90 at 227), with
+ * the refusal cleared from the last error, so the caller's launch check
+ * does not mistake it for its own. */
+template <class K> static inline bool kern_smem_fits(K kernel, size_t bytes) {
+  if (kern_allow_smem(kernel, bytes) == cudaSuccess) return true;
+  cudaGetLastError();
+  return false;
+}
+
 __device__ __forceinline__ float ld(const bf16 *p) { return __bfloat162float(*p); }
 __device__ __forceinline__ void st(bf16 *p, float x) { *p = __float2bfloat16_rn(x); }
 

@@ -7,8 +7,10 @@
  * registers for C <= 2048, 167 for C <= 4096; 8192 would spill.
  * The backward, for C <= 2048 (and V = 8), also holds the row in registers
  * and sums dw, db in per-warp shared slices, lane by lane without atomics
- * (ln_bwd_cached_kernel, 248 registers); otherwise it sums them per block
- * in shared memory with atomics (2 C floats). Either adds them to global
+ * (ln_bwd_cached_kernel, 248 registers, 128 KB of shared memory at C =
+ * 2048); otherwise, or where the GPU allows less shared memory (sm_86 and
+ * sm_89: 99 KB), it sums them per block in shared memory with atomics
+ * (2 C floats). Either adds them to global
  * memory once per block. */
 #include "kernels/layernorm.h"
 #include "kernels/kern_cuda.cuh"
@@ -270,9 +272,8 @@ extern "C" int kern_layernorm_bwd_cuda(kern_bf16 *dres, float *dw, float *db,
                                        const kern_bf16 *w, const float *mean, const float *rstd,
                                        int N, int C, cudaStream_t stream) {
   const void *p[] = {dres, dout, xln, w};
-  if (ln_vec8_ok(C, p, 4) && C <= 256 * 8) {
-    size_t smem = sizeof(float) * 2 * (size_t)ln_bwd_slots(C) * LN_WARPS;
-    KERN_CUDA_TRY(kern_allow_smem(ln_bwd_cached_kernel<8>, smem));
+  size_t smem = sizeof(float) * 2 * (size_t)ln_bwd_slots(C) * LN_WARPS;
+  if (ln_vec8_ok(C, p, 4) && C <= 256 * 8 && kern_smem_fits(ln_bwd_cached_kernel<8>, smem)) {
     KERN_LAUNCH(kern_cdiv(N, LN_BWD_CACHED_ROWS), 32 * LN_WARPS, smem, stream, ln_bwd_cached_kernel<8>)(
         (bf16 *)dres, dw, db, (const bf16 *)dout, (const bf16 *)xln, (const bf16 *)w, mean, rstd, N, C);
     KERN_LAUNCH_TRY();

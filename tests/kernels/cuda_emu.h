@@ -374,7 +374,7 @@ template <class K> struct emu_launch_t {
   K kernel;
   template <class... A> void operator()(A... a) const {
     unsigned n = block.x * block.y * block.z;
-    if (n == 0 || n > 1024 || n % 32 || smem > emu_max_dyn_smem || !grid.x || !grid.y || !grid.z) {
+    if (n == 0 || n > 1024 || n % 32 || smem > emu_max_dyn_smem() || !grid.x || !grid.y || !grid.z) {
       emu_set_last_error(cudaErrorInvalidConfiguration);
       return;
     }

@@ -9,6 +9,7 @@
  * NaN (bytes 0xff) before each launch, so an element a kernel fails to
  * write, or scratch it fails to initialise, shows as a mismatch. */
 #include <stdlib.h>
+#include <string.h>
 #include "kern_gpu.h"
 #include "kernels/attention.h"
 #include "kernels/kern_common.h"
@@ -101,6 +102,18 @@ static float *poisoned(size_t bytes) {
   return p;
 }
 
+/* KERN_ATTN_SKIP=name[,name...]: flash algorithms this GPU cannot run
+ * (flash1's backward needs 108-154 KB of shared memory and the 2 x 64
+ * forward tile 102 KB at head size 128; sm_86 and sm_89 allow 99), left
+ * out with a line saying so. */
+static int skipped(const flash_algo *a) {
+  const char *list = getenv("KERN_ATTN_SKIP");
+  size_t n = strlen(a->name);
+  for (const char *p = list; p && *p; p += strcspn(p, ","), p += *p == ',')
+    if (strncmp(p, a->name, n) == 0 && (p[n] == ',' || p[n] == 0)) return 1;
+  return 0;
+}
+
 static int check_fwd(const flash_algo *a, kern_attn_shape s, const attn_dev *d, const float *out,
                      const float *lse) {
   long nq = (long)s.B * s.T * s.NH * s.HS, nl = (long)s.B * s.NH * s.T;
@@ -145,13 +158,19 @@ static int run(kern_attn_shape s, kc_rng *r) {
                 kg_bf16(dout, nq),    kg_bf16(NULL, nq),    kg_bf16(NULL, nq),
                 kg_bf16(NULL, nkv),   kg_bf16(NULL, nkv),   kg_f32(NULL, nl)};
   int bad = 0;
-  for (int a = 0; a < NALGO; a++) bad += check_fwd(&ALGOS[a], s, &d, out, lse);
+  for (int a = 0; a < NALGO; a++) {
+    if (skipped(&ALGOS[a]))
+      printf("  %s skipped (KERN_ATTN_SKIP)\n", ALGOS[a].name);
+    else
+      bad += check_fwd(&ALGOS[a], s, &d, out, lse);
+  }
   kc_round_bf16(out, nq); /* the backward sees the bf16 forward output */
   KG_CUDA(cudaFree(d.out));
   d.out = kg_bf16(out, nq);
   float *d_lref = kg_f32(lse, nl);
   kern_attention_bwd_ref(dq, dk, dv, dout, q, k, v, out, lse, s);
-  for (int a = 0; a < NALGO; a++) bad += check_bwd(&ALGOS[a], s, &d, d_lref, dq, dk, dv);
+  for (int a = 0; a < NALGO; a++)
+    if (!skipped(&ALGOS[a])) bad += check_bwd(&ALGOS[a], s, &d, d_lref, dq, dk, dv);
 
   kern_ctx ctx;
   KG_CHECK(kern_ctx_init(&ctx, 32 << 20));

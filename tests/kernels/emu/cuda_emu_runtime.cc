@@ -42,6 +42,15 @@ static thread_local cudaError_t last_error = cudaSuccess;
 
 void emu_set_last_error(cudaError_t e) { last_error = e; }
 
+size_t emu_max_dyn_smem(void) {
+  static const size_t max = [] {
+    const char *kb = getenv("CUDA_EMU_MAX_SMEM_KB");
+    long v = kb ? atol(kb) : 0;
+    return (size_t)(v > 0 ? v : 227) * 1024;
+  }();
+  return max;
+}
+
 /* ---- streams ------------------------------------------------------------ */
 
 struct CUstream_st {

@@ -91,11 +91,16 @@ const char *cudaGetErrorString(cudaError_t e);
 
 #ifdef __cplusplus
 }
-/* Launches check the dynamic shared memory against this (H100: 227 KiB). */
-constexpr size_t emu_max_dyn_smem = 227 * 1024;
+/* Launches check the dynamic shared memory against this: an H100's 227
+ * KiB, or CUDA_EMU_MAX_SMEM_KB (99: an sm_86 / sm_89 GPU's opt-in limit,
+ * to run the kernels' fallbacks). A refused cudaFuncSetAttribute also sets
+ * the last error, as CUDA's does. */
+size_t emu_max_dyn_smem(void);
 void emu_set_last_error(cudaError_t e);
 template <class T> cudaError_t cudaFuncSetAttribute(T *, cudaFuncAttribute, int value) {
-  return value >= 0 && (size_t)value <= emu_max_dyn_smem ? cudaSuccess : cudaErrorInvalidValue;
+  if (value >= 0 && (size_t)value <= emu_max_dyn_smem()) return cudaSuccess;
+  emu_set_last_error(cudaErrorInvalidValue);
+  return cudaErrorInvalidValue;
 }
 #endif
 #endif
