@@ -42,6 +42,7 @@
  * Unfused baseline: cuBLASLt batched GEMMs (batch = the query heads of one
  * kv head, the kv operand with stride 0), a masked softmax kernel, GEMMs. */
 #include <mma.h>
+#include <stdio.h>
 #include <type_traits>
 #include "kernels/attention.h"
 #include "kernels/kern_cuda.cuh"
@@ -346,21 +347,23 @@ extern "C" int kern_attention_fwd_tile_cuda(int mt, int bc, kern_bf16 *out, floa
                                             const kern_bf16 *k, const kern_bf16 *v, kern_attn_shape s,
                                             cudaStream_t stream) {
   KERN_TRY(attn_check(s));
-  if (!((mt == 1 && bc == 64) || (mt == 2 && (bc == 32 || bc == 64))))
-    return kern_report_cuda((int)cudaErrorInvalidValue, "forward tile (m-tiles, keys): (1, 64), (2, 32) or (2, 64)",
-                            __FILE__, __LINE__);
   cudaError_t e = cudaSuccess;
+  bool known = false;
   bf16 *o = (bf16 *)out;
   const bf16 *Q = (const bf16 *)q, *K = (const bf16 *)k, *V = (const bf16 *)v;
   with_hd(s.HS, [&](auto hd) {
     constexpr int HD = decltype(hd)::value;
-    if (mt == 1)
-      e = attn_fwd_mma<HD, 1, 64>(o, lse, Q, K, V, s, stream);
-    else if (bc == 32)
-      e = attn_fwd_mma<HD, 2, 32>(o, lse, Q, K, V, s, stream);
-    else
-      e = attn_fwd_mma<HD, 2, 64>(o, lse, Q, K, V, s, stream);
+    known = mf_with_tile(mt, bc, [&](auto m, auto c) {
+      e = attn_fwd_mma<HD, decltype(m)::value, decltype(c)::value>(o, lse, Q, K, V, s, stream);
+    });
   });
+  if (!known) {
+    char what[160];
+    int n = snprintf(what, sizeof what, "forward tile (m-tiles, keys) (%d, %d): allowed", mt, bc);
+    for (int i = 0; i < mf_ntiles && n > 0 && n < (int)sizeof what; i++)
+      n += snprintf(what + n, sizeof what - n, " (%d, %d)", mf_tiles[i][0], mf_tiles[i][1]);
+    return kern_report_cuda((int)cudaErrorInvalidValue, what, __FILE__, __LINE__);
+  }
   KERN_CUDA_TRY(e);
   KERN_LAUNCH_TRY();
   return 0;

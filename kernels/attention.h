@@ -57,6 +57,11 @@ void kern_attention_unfused_bwd_ref(float *dq, float *dk, float *dv, const float
                                     const float *q, const float *k, const float *v,
                                     const float *att, kern_attn_shape s);
 
+/* The FA-2 forward's tiles, {m-tiles per warp, keys per tile}, that
+ * kern_attention_fwd_tile_cuda takes: the one list the launcher, the
+ * bench and the tests all read. */
+#define KERN_ATTN_FWD_TILES {{1, 64}, {2, 32}, {2, 64}}
+
 #ifdef KERN_HAVE_CUDA
 /* Flash kernels. HS <= 128 and HS % 4 == 0. They run on tensor cores
  * (mma.sync, bf16 x bf16 -> fp32, accumulators in registers; sm_80 and
@@ -65,8 +70,8 @@ void kern_attention_unfused_bwd_ref(float *dq, float *dk, float *dv, const float
 int kern_attention_fwd_cuda(kern_bf16 *out, float *lse, const kern_bf16 *q, const kern_bf16 *k,
                             const kern_bf16 *v, kern_attn_shape s, cudaStream_t stream);
 /* The flash forward with another tile than kern_attention_fwd_cuda's: mt
- * 16-row m-tiles per warp and bc keys per tile, (1, 64), (2, 32) or (2,
- * 64); for the benchmark, which times each. */
+ * 16-row m-tiles per warp and bc keys per tile, one of
+ * KERN_ATTN_FWD_TILES (above); for the benchmark, which times each. */
 int kern_attention_fwd_tile_cuda(int mt, int bc, kern_bf16 *out, float *lse, const kern_bf16 *q,
                                  const kern_bf16 *k, const kern_bf16 *v, kern_attn_shape s,
                                  cudaStream_t stream);

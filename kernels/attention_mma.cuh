@@ -106,6 +106,25 @@ template <int HD> struct mf_tile {
   static constexpr int MT = 2, BC = HD > 64 ? 32 : 64;
 };
 
+/* Calls launch(std::integral_constant<int, MT>{}, std::integral_constant<int,
+ * BC>{}) for the tile (mt, bc) of KERN_ATTN_FWD_TILES (kernels/attention.h),
+ * the one place that maps a runtime tile to a kernel instantiation; false
+ * (nothing called) for a tile not in the list. */
+inline constexpr int mf_tiles[][2] = KERN_ATTN_FWD_TILES;
+inline constexpr int mf_ntiles = (int)(sizeof mf_tiles / sizeof mf_tiles[0]);
+
+template <int I = 0, class F> bool mf_with_tile(int mt, int bc, F &&launch) {
+  if constexpr (I < mf_ntiles) {
+    if (mt == mf_tiles[I][0] && bc == mf_tiles[I][1]) {
+      launch(std::integral_constant<int, mf_tiles[I][0]>{}, std::integral_constant<int, mf_tiles[I][1]>{});
+      return true;
+    }
+    return mf_with_tile<I + 1>(mt, bc, launch);
+  } else {
+    return false;
+  }
+}
+
 template <int HD, int MT, int BC>
 __global__ void __launch_bounds__(128)
     flash_fwd_mma_kernel(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v, kern_attn_shape s) {

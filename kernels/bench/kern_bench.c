@@ -201,7 +201,7 @@ static void bench_attention(bench *b, const char *label, kern_attn_shape s) {
   /* The FA-2 forward's tiles (m-tiles per warp x keys per tile) and the
    * backward's warps per block, to pick kernels/attention_mma.cuh's
    * mf_tile and mb_warps by measurement. */
-  static const int tiles[][2] = {{1, 64}, {2, 32}, {2, 64}};
+  static const int tiles[][2] = KERN_ATTN_FWD_TILES;
   for (unsigned i = 0; i < sizeof tiles / sizeof tiles[0]; i++) {
     char name[40];
     a.mt = tiles[i][0], a.bc = tiles[i][1];

@@ -42,18 +42,15 @@ static int fa2_simt_fwd(kern_bf16 *out, float *lse, float *scratch, const kern_b
   return kern_attention_fwd_simt_cuda(out, lse, q, k, v, s, st);
 }
 
-/* The FA-2 tiles kern_bench times besides the defaults (attention.h):
- * forward m-tiles x keys, backward warps per block. */
-#define FA2_TILE_FWD(mt, bc)                                                                           \
-  static int fa2_fwd_t##mt##x##bc(kern_bf16 *out, float *lse, float *scratch, const kern_bf16 *q,     \
-                                  const kern_bf16 *k, const kern_bf16 *v, kern_attn_shape s,          \
-                                  cudaStream_t st) {                                                  \
-    (void)scratch;                                                                                    \
-    return kern_attention_fwd_tile_cuda(mt, bc, out, lse, q, k, v, s, st);                            \
-  }
-FA2_TILE_FWD(1, 64)
-FA2_TILE_FWD(2, 32)
-FA2_TILE_FWD(2, 64)
+/* The FA-2 choices kern_bench times besides the defaults (attention.h):
+ * each forward tile of KERN_ATTN_FWD_TILES (fwd_tile says which), and the
+ * backward with 4 warps per block. */
+static int fwd_tile[2];
+static int fa2_fwd_tile(kern_bf16 *out, float *lse, float *scratch, const kern_bf16 *q, const kern_bf16 *k,
+                        const kern_bf16 *v, kern_attn_shape s, cudaStream_t st) {
+  (void)scratch;
+  return kern_attention_fwd_tile_cuda(fwd_tile[0], fwd_tile[1], out, lse, q, k, v, s, st);
+}
 
 static int fa2_bwd_w4(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scratch, const kern_bf16 *dout,
                       const kern_bf16 *q, const kern_bf16 *k, const kern_bf16 *v, const kern_bf16 *out,
@@ -63,9 +60,7 @@ static int fa2_bwd_w4(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scratc
 
 static const flash_algo ALGOS[] = {
     {"flash", no_scratch, fa2_fwd, kern_attention_bwd_scratch_bytes, kern_attention_bwd_cuda},
-    {"flash t1x64 w4", no_scratch, fa2_fwd_t1x64, kern_attention_bwd_scratch_bytes, fa2_bwd_w4},
-    {"flash t2x32", no_scratch, fa2_fwd_t2x32, no_scratch, NULL},
-    {"flash t2x64", no_scratch, fa2_fwd_t2x64, no_scratch, NULL},
+    {"flash w4", no_scratch, NULL, kern_attention_bwd_scratch_bytes, fa2_bwd_w4}, /* backward only */
     {"flash-simt", no_scratch, fa2_simt_fwd, kern_attention_bwd_scratch_bytes, kern_attention_bwd_simt_cuda},
     {"flash1", kern_attention_fwd_v1_scratch_bytes, kern_attention_fwd_v1_cuda,
      kern_attention_bwd_v1_scratch_bytes, kern_attention_bwd_v1_cuda},
@@ -116,6 +111,11 @@ static int skipped(const flash_algo *a) {
 
 static int check_fwd(const flash_algo *a, kern_attn_shape s, const attn_dev *d, const float *out,
                      const float *lse) {
+  if (!a->fwd) return 0; /* a backward-only variant */
+  if (skipped(a)) {
+    printf("  %s skipped (KERN_ATTN_SKIP)\n", a->name);
+    return 0;
+  }
   long nq = (long)s.B * s.T * s.NH * s.HS, nl = (long)s.B * s.NH * s.T;
   float *scratch = poisoned(a->fwd_scratch(s)), *got = kc_zeros(nl);
   KG_CUDA(cudaMemset(d->out, 0xff, sizeof(kern_bf16) * nq));
@@ -131,7 +131,7 @@ static int check_fwd(const flash_algo *a, kern_attn_shape s, const attn_dev *d, 
 /* d->out holds the reference out (in bf16), lref the reference lse (device). */
 static int check_bwd(const flash_algo *a, kern_attn_shape s, const attn_dev *d,
                      const float *lref, const float *dq, const float *dk, const float *dv) {
-  if (!a->bwd) return 0; /* a forward-only variant */
+  if (!a->bwd || skipped(a)) return 0; /* a forward-only variant, or one left out */
   long nq = (long)s.B * s.T * s.NH * s.HS, nkv = (long)s.B * s.T * s.NKV * s.HS;
   float *scratch = poisoned(a->bwd_scratch(s));
   KG_CUDA(cudaMemset(d->dq, 0xff, sizeof(kern_bf16) * nq));
@@ -158,19 +158,21 @@ static int run(kern_attn_shape s, kc_rng *r) {
                 kg_bf16(dout, nq),    kg_bf16(NULL, nq),    kg_bf16(NULL, nq),
                 kg_bf16(NULL, nkv),   kg_bf16(NULL, nkv),   kg_f32(NULL, nl)};
   int bad = 0;
-  for (int a = 0; a < NALGO; a++) {
-    if (skipped(&ALGOS[a]))
-      printf("  %s skipped (KERN_ATTN_SKIP)\n", ALGOS[a].name);
-    else
-      bad += check_fwd(&ALGOS[a], s, &d, out, lse);
+  for (int a = 0; a < NALGO; a++) bad += check_fwd(&ALGOS[a], s, &d, out, lse);
+  static const int tiles[][2] = KERN_ATTN_FWD_TILES;
+  for (unsigned t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
+    char name[32];
+    snprintf(name, sizeof name, "flash t%dx%d", tiles[t][0], tiles[t][1]);
+    flash_algo tile = {name, no_scratch, fa2_fwd_tile, no_scratch, NULL};
+    fwd_tile[0] = tiles[t][0], fwd_tile[1] = tiles[t][1];
+    bad += check_fwd(&tile, s, &d, out, lse);
   }
   kc_round_bf16(out, nq); /* the backward sees the bf16 forward output */
   KG_CUDA(cudaFree(d.out));
   d.out = kg_bf16(out, nq);
   float *d_lref = kg_f32(lse, nl);
   kern_attention_bwd_ref(dq, dk, dv, dout, q, k, v, out, lse, s);
-  for (int a = 0; a < NALGO; a++)
-    if (!skipped(&ALGOS[a])) bad += check_bwd(&ALGOS[a], s, &d, d_lref, dq, dk, dv);
+  for (int a = 0; a < NALGO; a++) bad += check_bwd(&ALGOS[a], s, &d, d_lref, dq, dk, dv);
 
   kern_ctx ctx;
   KG_CHECK(kern_ctx_init(&ctx, 32 << 20));

@@ -31,20 +31,18 @@ static std::vector<bf16> to_bf16(const float *x, long n) {
   return out;
 }
 
-/* The FA-2 forward with tile (mt, bc): every tile kern_attention_fwd_tile_cuda offers. */
+/* The FA-2 forward with tile (mt, bc), one of KERN_ATTN_FWD_TILES. */
 template <int HD>
 static void fwd_mma(int mt, int bc, bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
                     kern_attn_shape s) {
-  auto go = [&](auto kernel, size_t bytes, int br) {
-    if (bytes > sizeof emu_smem) std::abort();
-    emu_launch(dim3((s.T + br - 1) / br, s.NH, s.B), dim3(128), [&] { kernel(out, lse, q, k, v, s); });
-  };
-  if (mt == 1)
-    go(flash_fwd_mma_kernel<HD, 1, 64>, mf_smem<HD, 1, 64>::bytes, mf_smem<HD, 1, 64>::BR);
-  else if (bc == 32)
-    go(flash_fwd_mma_kernel<HD, 2, 32>, mf_smem<HD, 2, 32>::bytes, mf_smem<HD, 2, 32>::BR);
-  else
-    go(flash_fwd_mma_kernel<HD, 2, 64>, mf_smem<HD, 2, 64>::bytes, mf_smem<HD, 2, 64>::BR);
+  bool known = mf_with_tile(mt, bc, [&](auto m, auto c) {
+    constexpr int MT = decltype(m)::value, BC = decltype(c)::value;
+    typedef mf_smem<HD, MT, BC> cfg;
+    if (cfg::bytes > sizeof emu_smem) std::abort();
+    emu_launch(dim3((s.T + cfg::BR - 1) / cfg::BR, s.NH, s.B), dim3(128),
+               [&] { flash_fwd_mma_kernel<HD, MT, BC>(out, lse, q, k, v, s); });
+  });
+  if (!known) std::abort();
 }
 
 /* Runs one forward (v1: FA-1; else FA-2 with tile (mt, bc), 0 for the
@@ -144,7 +142,7 @@ static int run(kern_attn_shape s, kc_rng *r) {
 #ifdef CUDA_EMU_THREADS
   bad += check(s, 0, 0, 0, qb, kb, vb, out, lse); /* the default tile */
 #else
-  const int tiles[][2] = {{1, 64}, {2, 32}, {2, 64}}; /* every tile the bench times */
+  const int tiles[][2] = KERN_ATTN_FWD_TILES; /* every tile the bench times */
   for (const auto &t : tiles) bad += check(s, 0, t[0], t[1], qb, kb, vb, out, lse);
 #endif
   float *dout = kc_rand(r, nq, -1, 1), *dq = kc_zeros(nq), *dk = kc_zeros(nkv), *dv = kc_zeros(nkv);
