@@ -1,5 +1,6 @@
 /* calib/fit: saturating, alpha-beta and bounded few-parameter fits (see fit.h). */
 #include "calib/fit.h"
+#include "model/cost.h"
 
 #include <gsl/gsl_blas.h>
 #include <gsl/gsl_errno.h>
@@ -115,6 +116,53 @@ calib_satfit_t calib_fit_saturating(const double *x, const double *y, int n, dou
     gsl_vector_free(p0);
     gsl_multifit_nlinear_free(w);
     return r;
+}
+
+/* The relative rms error of the model curve x wave against y; fills
+ * model[] (count long). */
+static double gemm_model(const calib_satfit_t *f, const double *flops, const double *we, const double *y, int count,
+                         double *model)
+{
+    double ss = 0;
+    for (int i = 0; i < count; i++) {
+        model[i] = fmin(1, calib_saturating_eval(f, flops[i])) * we[i];
+        ss += (model[i] / y[i] - 1) * (model[i] / y[i] - 1);
+    }
+    return sqrt(ss / count);
+}
+
+calib_gemmfit_t calib_fit_gemm_waves(const double *m, const double *n, const double *flops, const double *y,
+                                     int count, int sms, const int (*tiles)[2], int ntiles, double *wave,
+                                     double *resid)
+{
+    calib_gemmfit_t g = {0};
+    g.ncand = ntiles < CALIB_MAX_TILES ? ntiles : CALIB_MAX_TILES;
+    g.rel_rms = INFINITY;
+    double *we = malloc(sizeof(double) * (count + 1)), *yt = malloc(sizeof(double) * (count + 1));
+    double *model = malloc(sizeof(double) * (count + 1)), *best_we = malloc(sizeof(double) * (count + 1));
+    for (int c = 0; c < g.ncand; c++) {
+        for (int i = 0; i < count; i++)
+            we[i] = cost_gemm_wave_eff(tiles[c][0], tiles[c][1], sms, m[i], n[i], 1), yt[i] = y[i] / we[i];
+        calib_satfit_t f = calib_fit_saturating(flops, yt, count, NULL);
+        double e = f.ok ? gemm_model(&f, flops, we, y, count, model) : NAN;
+        g.cand_rel_rms[c] = e, g.cand_tile[c][0] = tiles[c][0], g.cand_tile[c][1] = tiles[c][1];
+        if (f.ok && e < g.rel_rms) {
+            g.rel_rms = e, g.sat = f, g.tile_m = tiles[c][0], g.tile_n = tiles[c][1], g.ok = 1;
+            memcpy(best_we, we, sizeof(double) * count);
+        }
+    }
+    if (g.ok) {
+        gemm_model(&g.sat, flops, best_we, y, count, model);
+        for (int i = 0; i < count; i++)
+            model[i] = y[i] - model[i]; /* the residuals */
+        g.sat.r2 = r_squared(y, model, count, &g.sat.rms);
+        if (resid)
+            memcpy(resid, model, sizeof(double) * count);
+        if (wave)
+            memcpy(wave, best_we, sizeof(double) * count);
+    }
+    free(we), free(yt), free(model), free(best_we);
+    return g;
 }
 
 calib_linfit_t calib_fit_linear(const double *x, const double *y, int n, double x_lo, double x_hi,

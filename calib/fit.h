@@ -3,6 +3,9 @@
  *   saturating: eff(x) = e_max * x / (x + x_half), nonlinear least squares
  *               (GSL multifit_nlinear, trust region), for GEMM, attention and
  *               memory-bound efficiency against FLOPs or bytes;
+ *   GEMM waves: eff = min(1, saturating(FLOPs)) x wave(tile, m, n), the
+ *               model's GEMM efficiency (model/cost.c), with the tile chosen
+ *               among candidates by the smallest relative error;
  *   linear:     t = a + b * x (gsl_fit_linear), the alpha-beta model of a
  *               collective with x = bytes * bus factor: a is the latency,
  *               1 / b the bus bandwidth;
@@ -31,6 +34,31 @@ typedef struct {
  * NULL) receives y - fit for each sample. */
 calib_satfit_t calib_fit_saturating(const double *x, const double *y, int n, double *resid);
 double calib_saturating_eval(const calib_satfit_t *f, double x);
+
+#define CALIB_MAX_TILES 8
+
+typedef struct {
+    int tile_m, tile_n;   /* the chosen candidate */
+    calib_satfit_t sat;   /* its curve; r2 and rms are those of the whole
+                             model (curve x wave) against the samples */
+    double rel_rms;       /* sqrt(mean((model_i / y_i - 1)^2)): the relative
+                             error of a predicted GEMM time */
+    int cand_tile[CALIB_MAX_TILES][2];    /* the candidates, */
+    double cand_rel_rms[CALIB_MAX_TILES]; /* and each one's error (NAN if its fit failed) */
+    int ncand, ok;
+} calib_gemmfit_t;
+
+/* GEMM efficiency as the cost model sees it: sample i, an m_i x n_i output
+ * of flops_i FLOPs measured at efficiency y_i (fraction of peak), is
+ * modelled as min(1, e_max F / (F + F_half)) x cost_gemm_wave_eff(tile,
+ * sms, m_i, n_i, 1). For each candidate tile the samples divided by their
+ * wave efficiency are fitted by the saturating model; the candidate whose
+ * model has the smallest relative rms error wins (the earlier one on a
+ * tie). wave and resid (may be NULL, count long) receive the winner's wave
+ * efficiency and y - model per sample. */
+calib_gemmfit_t calib_fit_gemm_waves(const double *m, const double *n, const double *flops, const double *y,
+                                     int count, int sms, const int (*tiles)[2], int ntiles, double *wave,
+                                     double *resid);
 
 /* Fits y = a + b x to the samples whose x lies in [x_lo, x_hi]; resid (may
  * be NULL, n long) receives y - fit for those and 0 for the others. */

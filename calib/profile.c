@@ -54,6 +54,36 @@ static calib_fitrec_t *fit_eff(calib_result_t *r, const char *name, const calib_
     return f;
 }
 
+/* The GEMM tiles whose wave quantisation calibration tries on a GPU
+ * (cuBLASLt does not say which it runs; the model takes either
+ * orientation and the half tiles, model/cost.c): CUTLASS's sm80/sm90
+ * shapes from 64 x 64 to 256 x 128. The CPU's reference GEMM has one, its
+ * 4 x 4 register block. */
+static const int gpu_tiles[][2] = {{64, 64}, {128, 64}, {128, 128}, {256, 128}};
+static const int cpu_tiles[][2] = {{4, 4}};
+
+/* gemm_eff with wave quantisation (calib_fit_gemm_waves): the curve the
+ * model multiplies by the wave efficiency of each GEMM's shape, so that a
+ * GEMM measured at a poorly filled last wave lowers neither the curve nor,
+ * a second time, its own prediction. */
+static void fit_gemm(calib_result_t *r)
+{
+    const calib_table_t *t = &r->gemm;
+    calib_fitrec_t *f = new_fit(r, "gemm_eff", "flops", "fraction of peak", t->n);
+    double *m = calloc(t->n + 1, sizeof(double)), *n = calloc(t->n + 1, sizeof(double));
+    f->wave = calloc(t->n + 1, sizeof(double));
+    for (int i = 0; i < t->n; i++) {
+        m[i] = calib_table_get(t, i, 0), n[i] = calib_table_get(t, i, 1);
+        f->x[i] = calib_table_get(t, i, 3), f->y[i] = fmin(1, calib_table_get(t, i, 7) / r->peak_gflops);
+    }
+    int sms = r->device ? r->gpu.sm_count : r->ncores;
+    f->gemm = r->device ? calib_fit_gemm_waves(m, n, f->x, f->y, t->n, sms, gpu_tiles, 4, f->wave, f->resid)
+                        : calib_fit_gemm_waves(m, n, f->x, f->y, t->n, sms, cpu_tiles, 1, f->wave, f->resid);
+    f->sat = f->gemm.sat;
+    f->sat.ok = f->gemm.ok;
+    free(m), free(n);
+}
+
 static double col_max(const calib_table_t *t, int col, int sel, double want)
 {
     double best = 0;
@@ -152,7 +182,7 @@ void calib_fit_all(calib_result_t *r, const calib_plan_t *p)
 {
     r->peak_gflops = col_max(&r->gemm, 7, -1, 0);
     r->copy_gbps = largest_copy_gbps(&r->mem);
-    fit_eff(r, "gemm_eff", &r->gemm, -1, 0, 3, 7, r->peak_gflops, "flops");
+    fit_gemm(r);
     fit_eff(r, "flash_fwd_eff", &r->attn, 0, 0, 4, 8, r->peak_gflops, "flops");
     fit_eff(r, "flash_bwd_eff", &r->attn, 0, 1, 4, 8, r->peak_gflops, "flops");
     fit_memory_bound(r);
@@ -292,7 +322,7 @@ static void device_fields(const calib_result_t *r, hw_gpu_t *g, const char *host
     g->peak_bf16_tflops = r->peak_gflops * 1e-3;
     g->peak_tf32_tflops = g->peak_bf16_tflops * tf32_per_bf16;
     g->hbm_gib = r->gpu.mem_gib;
-    g->sm_count = r->gpu.sm_count; /* gemm_tile_m/n: the base's (cuBLASLt does not say) */
+    g->sm_count = r->gpu.sm_count;
 }
 
 int calib_make_profile(const calib_result_t *r, const char *base_gpu, const char *base_cluster, hw_t *hw,
@@ -309,7 +339,10 @@ int calib_make_profile(const calib_result_t *r, const char *base_gpu, const char
     if (r->comm_slowdown >= 0)
         g->comm_slowdown = clamp(r->comm_slowdown, 0, 1);
     double top_flops = r->device ? 1e13 : 1e12; /* the GPU's grid reaches 16384^3 GEMMs: 8.8e12 FLOPs */
-    sample_curve(&g->gemm_eff, &find_fit(r, "gemm_eff")->sat, 1e4, top_flops);
+    const calib_fitrec_t *gf = find_fit(r, "gemm_eff");
+    if (r->device && gf->gemm.ok) /* the tile whose waves explain the samples best */
+        g->gemm_tile_m = gf->gemm.tile_m, g->gemm_tile_n = gf->gemm.tile_n;
+    sample_curve(&g->gemm_eff, &gf->sat, 1e4, top_flops);
     sample_curve(&g->flash_fwd_eff, &find_fit(r, "flash_fwd_eff")->sat, 1e4, top_flops);
     sample_curve(&g->flash_bwd_eff, &find_fit(r, "flash_bwd_eff")->sat, 1e4, top_flops);
     sample_curve(&g->mem_eff, &find_fit(r, "mem_eff")->sat, 1e3, 1e10);
@@ -370,7 +403,9 @@ static cJSON *fit_json(const calib_fitrec_t *f)
         cJSON_AddNumberToObject(o, "rms_residual", f->lin.rms);
         cJSON_AddNumberToObject(o, "samples", f->lin.n);
     } else {
-        cJSON_AddStringToObject(o, "model", "eff = e_max x / (x + x_half) (gsl_multifit_nlinear)");
+        cJSON_AddStringToObject(o, "model", f->gemm.ncand ? "eff = min(1, e_max x / (x + x_half)) x wave(tile, m, n) "
+                                                            "(model/cost.c; gsl_multifit_nlinear per candidate tile)"
+                                                          : "eff = e_max x / (x + x_half) (gsl_multifit_nlinear)");
         cJSON_AddNumberToObject(o, "e_max", f->sat.e_max);
         cJSON_AddNumberToObject(o, "e_max_se", f->sat.se_e_max);
         cJSON_AddNumberToObject(o, "x_half", f->sat.x_half);
@@ -378,6 +413,16 @@ static cJSON *fit_json(const calib_fitrec_t *f)
         cJSON_AddNumberToObject(o, "r2", f->sat.r2);
         cJSON_AddNumberToObject(o, "rms_residual", f->sat.rms);
         cJSON_AddNumberToObject(o, "samples", f->sat.n);
+    }
+    if (f->gemm.ncand) {
+        char buf[256] = "";
+        cJSON_AddNumberToObject(o, "tile_m", f->gemm.tile_m);
+        cJSON_AddNumberToObject(o, "tile_n", f->gemm.tile_n);
+        cJSON_AddNumberToObject(o, "relative_rms", f->gemm.rel_rms);
+        for (int c = 0; c < f->gemm.ncand; c++)
+            snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%dx%d %.4g", c ? ", " : "",
+                     f->gemm.cand_tile[c][0], f->gemm.cand_tile[c][1], f->gemm.cand_rel_rms[c]);
+        cJSON_AddStringToObject(o, "candidates_relative_rms", buf);
     }
     cJSON_AddStringToObject(o, "x", f->xname);
     return o;
@@ -452,14 +497,16 @@ static void field_sources(cJSON *p, const calib_result_t *r)
     snprintf(buf, sizeof buf, "gpu: peak_bf16_tflops (best bf16 GEMM: kern_matmul_fwd_cuda, kern_gemm_cuda), "
              "hbm_gbps (cudaMemcpyAsync device to device at the largest size, read + write bytes), sm_count, hbm_gib "
              "(cudaGetDeviceProperties), kernel_gap_us (back-to-back kern_bias_gelu_fwd_cuda launches up to 256 KiB, host ahead of the GPU), "
-             "gemm_eff, flash_fwd_eff, flash_bwd_eff (kern_attention_*_cuda), mem_eff (LayerNorm, bias+GeLU, AdamW "
+             "gemm_eff and gemm_tile_m/n (the curve and the tile among 64x64, 128x64, 128x128, 256x128 whose wave "
+             "quantisation on sm_count SMs best explains the GEMM samples, fits/gemm_eff), "
+             "flash_fwd_eff, flash_bwd_eff (kern_attention_*_cuda), mem_eff (LayerNorm, bias+GeLU, AdamW "
              "kernels), flash1_rel (kern_attention_*_v1_cuda over kern_attention_*_cuda, forward + backward)%s%s; "
              "cluster: %s%s",
              coll ? ", nvlink_gbps (ncclAllReduce busbw)" : "",
              r->comm_slowdown >= 0 ? ", comm_slowdown (a GEMM beside an ncclAllReduce on another stream)" : "",
              coll ? "alpha_nvlink_us, coll_launch_us, nvlink_eff (NCCL within this node), " : "", host_stall_what);
     cJSON_AddStringToObject(p, "measured", buf);
-    snprintf(buf, sizeof buf, "gpu gemm_tile_m/n (cuBLASLt does not report its tile); peak_tf32_tflops = the "
+    snprintf(buf, sizeof buf, "gpu peak_tf32_tflops = the "
              "measured bf16 peak x the base's tf32/bf16 ratio (kern_gemm_cuda is bf16 only); norm_gelems, "
              "gelu_gelems, optim_gparams (data-sheet math rates: those kernels are bandwidth-bound on a GPU, so "
              "their samples give mem_eff)%s%s; cluster topology "
@@ -524,6 +571,12 @@ static void print_fit(const calib_fitrec_t *f)
         printf("  %-22s e_max %.4f +- %.4f   x_half %.4g +- %.3g %s   R^2 %.4f  rms %.4f  (%d samples)\n", f->name,
                f->sat.e_max, f->sat.se_e_max, f->sat.x_half, f->sat.se_x_half, f->xname, f->sat.r2, f->sat.rms,
                f->sat.n);
+    if (f->gemm.ok) {
+        printf("    tile %d x %d (relative rms %.4f); candidates:", f->gemm.tile_m, f->gemm.tile_n, f->gemm.rel_rms);
+        for (int c = 0; c < f->gemm.ncand; c++)
+            printf(" %dx%d %.4f", f->gemm.cand_tile[c][0], f->gemm.cand_tile[c][1], f->gemm.cand_rel_rms[c]);
+        printf("\n");
+    }
     printf("    residuals (%s at %s):", f->yname, f->xname);
     for (int i = 0; i < f->n; i++)
         if (!f->linear || f->resid[i] != 0)
@@ -684,7 +737,8 @@ static int h5_fit(hid_t parent, hid_t gcpl, hid_t dcpl, const calib_fitrec_t *f)
     }
     cJSON_Delete(j);
     rc |= h5_column(g, dcpl, "x", f->x, (hsize_t)f->n) | h5_column(g, dcpl, "y", f->y, (hsize_t)f->n) |
-          h5_column(g, dcpl, "residual", f->resid, (hsize_t)f->n);
+          h5_column(g, dcpl, "residual", f->resid, (hsize_t)f->n) |
+          (f->wave ? h5_column(g, dcpl, "wave_eff", f->wave, (hsize_t)f->n) : 0);
     H5Gclose(g);
     return rc ? -1 : 0;
 }
@@ -737,6 +791,6 @@ void calib_result_free(calib_result_t *r)
 {
     calib_table_free(&r->gemm), calib_table_free(&r->attn), calib_table_free(&r->mem), calib_table_free(&r->coll);
     for (int i = 0; i < r->nfits; i++)
-        free(r->fits[i].x), free(r->fits[i].y), free(r->fits[i].resid);
+        free(r->fits[i].x), free(r->fits[i].y), free(r->fits[i].resid), free(r->fits[i].wave);
     r->nfits = 0;
 }

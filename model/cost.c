@@ -36,9 +36,8 @@ static double wave_eff(double m, double n, double batch, int tm, int tn, int sms
  * (CUTLASS's 128x128 vs 256x128 sm80 kernels differ by about that). */
 #define HALF_TILE_EFF 0.9
 
-static double best_wave_eff(const hw_gpu_t *g, double m, double n, double batch)
+double cost_gemm_wave_eff(int tm, int tn, int s, double m, double n, double batch)
 {
-    int tm = g->gemm_tile_m, tn = g->gemm_tile_n, s = g->sm_count;
     double best = fmax(wave_eff(m, n, batch, tm, tn, s), wave_eff(m, n, batch, tn, tm, s));
     double half = fmax(fmax(wave_eff(m, n, batch, tm / 2, tn, s), wave_eff(m, n, batch, tm, tn / 2, s)),
                        fmax(wave_eff(m, n, batch, tn / 2, tm, s), wave_eff(m, n, batch, tn, tm / 2, s)));
@@ -49,7 +48,7 @@ double cost_gemm_s(const hw_t *hw, const job_t *job, double m, double n, double 
 {
     const hw_gpu_t *g = &hw->gpu;
     double flops = 2 * m * n * k * batch;
-    double we = best_wave_eff(g, m, n, batch);
+    double we = cost_gemm_wave_eff(g->gemm_tile_m, g->gemm_tile_n, g->sm_count, m, n, batch);
     double eff = fmin(1, curve_eval(&g->gemm_eff, flops) * hw->cluster.compute_scale);
     double t_math = flops / (cost_peak_flops(hw, job) * eff * we);
     double bytes = batch * (m * k + k * n + m * n) * (job->bf16 ? 2 : 4);

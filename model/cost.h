@@ -24,6 +24,12 @@ typedef struct {
 group_layout_t cost_group_layout(const job_t *job, const hw_t *hw, group_t g);
 
 double cost_gemm_s(const hw_t *hw, const job_t *job, double m, double n, double k, double batch);
+/* The useful fraction of a GEMM's tiles: `batch` products of m x n outputs
+ * covered by tiles of tile_m x tile_n (either orientation, or a half tile
+ * at 0.9 of its speed, whichever fills the last wave best) over `sms` SMs.
+ * cost_gemm_s divides by it; calibration divides measured efficiencies by
+ * it, so the efficiency curve it fits is the one cost_gemm_s expects. */
+double cost_gemm_wave_eff(int tile_m, int tile_n, int sms, double m, double n, double batch);
 /* Flash attention kernel of `flops`, forward or backward; v1: FlashAttention-1
  * (the flash curves times the profile's flash1_rel). */
 double cost_attn_s(const hw_t *hw, double flops, int bwd, int v1);

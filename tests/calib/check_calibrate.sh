@@ -95,6 +95,21 @@ if sys.argv[2] == 'cpu':
 PY
 echo "ok   the profile carries the executor's terms (and, on the CPU, measured math rates)"
 
+# gemm_eff is fitted with wave quantisation (calib_fit_gemm_waves): the
+# profile's tile is the fit's, and the raw file keeps each sample's wave
+# efficiency beside its residual.
+python3 - "$dir/p.json" <<'PY' || fail "gemm_eff's tile fit is missing or disagrees with the profile's gemm_tile_m/n"
+import json, sys
+p = json.load(open(sys.argv[1])); f = p['provenance']['fits']['gemm_eff']
+print('     gemm_eff: tile %d x %d, relative rms %.4f, candidates: %s; profile gemm_tile %d x %d'
+      % (f['tile_m'], f['tile_n'], f['relative_rms'], f['candidates_relative_rms'], p['gpu']['gemm_tile_m'],
+         p['gpu']['gemm_tile_n']))
+assert (f['tile_m'], f['tile_n']) == (p['gpu']['gemm_tile_m'], p['gpu']['gemm_tile_n'])
+assert 0 <= f['relative_rms'] < 1 and 'wave' in f['model']
+PY
+h5dump -H "$dir/p.h5" | grep -q '"wave_eff"' || fail "expected /fits/gemm_eff/wave_eff in $dir/p.h5"
+echo "ok   gemm_eff fitted with wave quantisation: the profile's tile is the fit's, wave_eff stored"
+
 # Corrupted copies: expected exit 2 and the field named on stderr.
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); del d['gpu']['hbm_gbps']; json.dump(d, open(sys.argv[2],'w'))" "$dir/p.json" "$dir/missing.json"
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['cluster']['alpha_nvlink_us'] = -1; json.dump(d, open(sys.argv[2],'w'))" "$dir/p.json" "$dir/negative.json"

@@ -1,7 +1,8 @@
 /* test_fit: the calibration fits recover known parameters from synthetic
  * samples with noise (gsl_rng, fixed seed, so every run sees the same
- * noise). Usage: test_fit saturating | linear | one. */
+ * noise). Usage: test_fit saturating | gemm_waves | linear | params. */
 #include "calib/fit.h"
+#include "model/cost.h"
 #include "tests/check.h"
 
 #include <gsl/gsl_randist.h>
@@ -40,6 +41,69 @@ static int saturating(void)
         sum += res[i];
     check_true("residuals average ~0", fabs(sum / 25) < 0.01, "least squares with an unbiased model");
     return check_done("calib_fit_saturating");
+}
+
+/* GEMM efficiency with wave quantisation, on the GPU calibration's full
+ * grid (calib/bench_gpu.c: a GPT block's forward and two backward GEMMs
+ * for h 2048 at TP 1, 2, 4, 8 and h 12288 at TP 8 over 2048 tokens, then
+ * squares 128..16384): samples made by the cost model itself on an
+ * H100-like 132 SMs, with a 128 x 128 tile and eff = 0.80 F / (F + 4e9),
+ * 2% noise. The fit must pick that tile among the four candidates, recover
+ * the curve, and predict the samples to about the noise; the saturating
+ * curve alone (the fit before the waves were modelled) cannot. */
+static int gemm_waves(void)
+{
+    static const int cfg[][2] = {{2048, 1}, {2048, 2}, {2048, 4}, {2048, 8}, {12288, 8}};
+    static const int tiles[][2] = {{64, 64}, {128, 64}, {128, 128}, {256, 128}};
+    const double e_max = 0.80, f_half = 4e9, N = 2048;
+    const int sms = 132;
+    double m[80], n[80], fl[80], y[80], wave[80], res[80], plain_res[80];
+    int cnt = 0;
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(rng, SEED);
+    for (int c = 0; c < 5; c++) {
+        double h = cfg[c][0], tp = cfg[c][1];
+        double lin[4][2] = {{h, 3 * h / tp}, {h / tp, h}, {h, 4 * h / tp}, {4 * h / tp, h}}; /* C, OC */
+        for (int l = 0; l < 4; l++)
+            for (int pass = 0; pass < 3; pass++) {
+                double C = lin[l][0], OC = lin[l][1];
+                m[cnt] = pass == 2 ? OC : N, n[cnt] = pass == 0 ? OC : C;
+                fl[cnt++] = 2 * N * C * OC;
+            }
+    }
+    for (double s = 128; s <= 16384; s *= 2)
+        m[cnt] = n[cnt] = s, fl[cnt++] = 2 * s * s * s;
+    double worst_wave = 1;
+    for (int i = 0; i < cnt; i++) {
+        double we = cost_gemm_wave_eff(128, 128, sms, m[i], n[i], 1);
+        worst_wave = fmin(worst_wave, we);
+        y[i] = fmin(1, e_max * fl[i] / (fl[i] + f_half)) * we * (1 + gsl_ran_gaussian(rng, 0.02));
+    }
+    gsl_rng_free(rng);
+    calib_gemmfit_t g = calib_fit_gemm_waves(m, n, fl, y, cnt, sms, tiles, 4, wave, res);
+    const char *src = "synthetic eff = 0.80 F / (F + 4e9) x wave(128 x 128, 132 SMs), 2% noise, seed 20240424";
+    printf("     %d samples; the worst wave efficiency among them %.3f\n", cnt, worst_wave);
+    check_true("fit converged", g.ok, "gsl_multifit_nlinear per candidate tile");
+    check_true("tile 128 x 128 chosen", g.tile_m == 128 && g.tile_n == 128, src);
+    printf("     chosen %d x %d; relative rms per candidate:", g.tile_m, g.tile_n);
+    for (int c = 0; c < g.ncand; c++)
+        printf(" %dx%d %.4f", g.cand_tile[c][0], g.cand_tile[c][1], g.cand_rel_rms[c]);
+    printf("\n");
+    check_rel("e_max", e_max, g.sat.e_max, 0.03, src);
+    check_rel("F_half (FLOPs)", f_half, g.sat.x_half, 0.10, src);
+    check_true("relative rms of the model <= 2.5%", g.rel_rms <= 0.025, "the noise is 2%");
+    double ss = 0;
+    calib_satfit_t p = calib_fit_saturating(fl, y, cnt, plain_res);
+    for (int i = 0; i < cnt; i++) {
+        double model = fmin(1, calib_saturating_eval(&p, fl[i])) * wave[i]; /* as model/cost.c prices it */
+        ss += (model / y[i] - 1) * (model / y[i] - 1);
+    }
+    double plain = sqrt(ss / cnt);
+    printf("     without waves in the fit (curve fitted to the raw samples, then priced with waves): relative rms "
+           "%.4f, against %.4f\n", plain, g.rel_rms);
+    check_true("the wave-aware fit is at least 3x closer", plain >= 3 * g.rel_rms,
+               "a curve fitted to raw samples counts each GEMM's wave loss twice once the model applies it");
+    return check_done("calib_fit_gemm_waves");
 }
 
 /* Collective alpha-beta: alpha 12 us, bus bandwidth 20 GB/s (beta = 5e-5
@@ -137,10 +201,12 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "saturating"))
         return saturating();
+    if (argc > 1 && !strcmp(argv[1], "gemm_waves"))
+        return gemm_waves();
     if (argc > 1 && !strcmp(argv[1], "linear"))
         return linear();
     if (argc > 1 && !strcmp(argv[1], "params"))
         return params();
-    fprintf(stderr, "usage: test_fit saturating|linear|params\n");
+    fprintf(stderr, "usage: test_fit saturating|gemm_waves|linear|params\n");
     return 2;
 }
