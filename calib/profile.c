@@ -361,6 +361,7 @@ int calib_make_profile(const calib_result_t *r, const char *base_gpu, const char
     hw->cluster.host_sync_gap_us = 0;
     hw->cluster.iteration_overhead_s = 0;
     hw->cluster.compute_scale = 1; /* the curves above are measured as they are */
+    hw->cluster.nvlink_scale = 1;  /* the collectives' curve too (or the base's, which is at 1) */
     if (coll_applied(r)) {
         hw_cluster_t *c = &hw->cluster;
         snprintf(c->name, sizeof c->name, "%s-%.28s", r->device ? "nccl" : "cpu-mpi", host);
@@ -464,8 +465,8 @@ static const char host_stall_what[] = "host_stall_s (the real backend's synchron
                                       "of `megasim run`'s default job, experiments/real/tiny-gpt.json); "
                                       "host_sync_gap_us = 0 and iteration_overhead_s = 0 by construction (megasim's "
                                       "executor does not synchronise the host at pipeline exchanges, and times an "
-                                      "iteration as its op program); compute_scale = 1 (the efficiency curves are "
-                                      "measured as they are)";
+                                      "iteration as its op program); compute_scale = 1 and nvlink_scale = 1 (the "
+                                      "efficiency curves are measured as they are)";
 
 /* Which fields were measured and which kept from the base, per device. */
 static void field_sources(cJSON *p, const calib_result_t *r)

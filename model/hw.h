@@ -67,6 +67,10 @@ typedef struct {
                                  is followed by torch.cuda.synchronize) */
     double iteration_overhead_s; /* per-iteration host time the op model does
                                  not break down (fitted, not attributed) */
+    double nvlink_scale;      /* fraction of the nvlink_eff curve that the
+                                 collectives inside a node sustain during
+                                 training (fitted for the paper's cluster;
+                                 1 = the curve, as nccl-tests measure it) */
     double runtime_reserved_gib; /* CUDA context, NCCL and cuBLAS buffers */
     curve_t nvlink_eff;       /* fraction of nvlink_gbps reached vs message bytes */
     curve_t net_eff;          /* fraction of nic_gbit reached vs message bytes */

@@ -6,8 +6,8 @@
  * /table3, /fig9 and every row's configuration) with CSV beside it.
  *
  * Calibration protocol (experiments/megascale/ASSUMPTIONS.md): by default
- * three numbers of the cluster profile (fit_params: the compute scale and
- * the two Megatron-LM host terms) are fitted by least squares to Table 3's
+ * four numbers of the cluster profile (fit_params: the compute scale, the
+ * two Megatron-LM host terms and the NVLink scale) are fitted by least squares to Table 3's
  * nine rows with the closed form; every row of every set is then predicted
  * with them, and the fitted profile is written beside the results. Table
  * 3's errors are fit errors; Table 2's and Figure 9's are prediction
@@ -41,10 +41,12 @@ enum { FIT_TABLE3, FIT_NONE };
 
 /* The parameters fitted on Table 3, with their bounds and starting
  * points: the compute-efficiency scale k (a device between 3x slower and
- * 1.5x faster than its curves say), and the two host terms of the
+ * 1.5x faster than its curves say), the two host terms of the
  * Megatron-LM software stack (hw_builtin.c): the GPU idle after each
- * blocking pipeline exchange, and the per-iteration overhead. */
-enum { FP_K, FP_GAP, FP_OVERHEAD, NFP };
+ * blocking pipeline exchange, and the per-iteration overhead; and the
+ * fraction of the NVLink curve the collectives inside a node sustained
+ * (at most the curve: nccl-tests' figures are a ceiling). */
+enum { FP_K, FP_GAP, FP_OVERHEAD, FP_NVL, NFP };
 static const struct {
     const char *name, *unit, *what;
     double lo, hi, start;
@@ -52,6 +54,7 @@ static const struct {
     {"compute_scale", "", "fraction of the GEMM and attention efficiency curves sustained", 0.3, 1.5, 1.0},
     {"host_sync_gap_us", "us", "GPU idle after each blocking pipeline exchange", 0, 2e4, 500},
     {"iteration_overhead_s", "s", "per-iteration host time not broken down into ops", 0, 20, 0.5},
+    {"nvlink_scale", "", "fraction of the NVLink efficiency curve sustained by collectives in a node", 0.1, 1, 0.9},
 };
 
 typedef struct {
@@ -66,8 +69,8 @@ static const opt_def reproduce_defs[] = {
     {"experiments", OPT_STR, RO(experiments), 0, 512, MEGASIM_EXPERIMENTS_DIR "/megascale", 0, "reproduce",
      "folder of the row files"},
     {"fit", OPT_ENUM, RO(fit), 0, 0, "table3", "table3|none", "reproduce",
-     "table3: fit the compute-efficiency scale and the two Megatron-LM host terms to Table 3 (closed form, least "
-     "squares), predict every row with them; none: the built-in profile as is"},
+     "table3: fit the compute-efficiency scale, the two Megatron-LM host terms and the NVLink scale to Table 3 "
+     "(closed form, least squares), predict every row with them; none: the built-in profile as is"},
     {"out", OPT_STR, RO(out), 0, 512, "results/megascale.h5", 0, "reproduce", "HDF5 result file (CSV beside it)"},
     {"sim", OPT_BOOL, RO(sim), 0, 1, "true", 0, "reproduce", "run the simulator too (--no-sim: closed form only)"},
     {"plot", OPT_BOOL, RO(plot), 0, 1, "true", 0, "reproduce",
@@ -193,6 +196,7 @@ static hw_t fitted_hw(const row_t *row, const double *p)
         hw.cluster.compute_scale = p[FP_K];
         hw.cluster.host_sync_gap_us = p[FP_GAP];
         hw.cluster.iteration_overhead_s = p[FP_OVERHEAD];
+        hw.cluster.nvlink_scale = p[FP_NVL];
     }
     return hw;
 }
@@ -235,9 +239,10 @@ static int fit_table3(const char *dir, fit_t *fit, char *err)
         if (!fit->f.ok) {
             snprintf(err, OPT_ERR_LEN,
                      "--fit table3: the least-squares fit on the %d Table 3 rows in %s did not converge inside the "
-                     "bounds (%s %g..%g, %s %g..%g, %s %g..%g); --fit none runs without it", n, dir,
+                     "bounds (%s %g..%g, %s %g..%g, %s %g..%g, %s %g..%g); --fit none runs without it", n, dir,
                      fit_params[FP_K].name, lo[FP_K], hi[FP_K], fit_params[FP_GAP].name, lo[FP_GAP], hi[FP_GAP],
-                     fit_params[FP_OVERHEAD].name, lo[FP_OVERHEAD], hi[FP_OVERHEAD]);
+                     fit_params[FP_OVERHEAD].name, lo[FP_OVERHEAD], hi[FP_OVERHEAD], fit_params[FP_NVL].name,
+                     lo[FP_NVL], hi[FP_NVL]);
             rc = -1;
         }
     }
@@ -667,10 +672,11 @@ static int write_profile(const char *h5, const row_t *row, const fit_t *fit, cha
     snprintf(hw.cluster.name + strnlen(hw.cluster.name, sizeof hw.cluster.name - 5), 5, "-fit");
     cJSON *j = hw_to_json(&hw), *pv = cJSON_AddObjectToObject(j, "provenance");
     char what[512];
-    snprintf(what, sizeof what, "cluster %s with compute_scale = %.4f, host_sync_gap_us = %.0f and "
-             "iteration_overhead_s = %.3f (standard errors %.4f, %.0f, %.3f); gpu %s as built in",
-             row->hw.cluster.name, fit->f.p[FP_K], fit->f.p[FP_GAP], fit->f.p[FP_OVERHEAD], fit->f.se[FP_K],
-             fit->f.se[FP_GAP], fit->f.se[FP_OVERHEAD], row->hw.gpu.name);
+    snprintf(what, sizeof what, "cluster %s with compute_scale = %.4f, host_sync_gap_us = %.0f, "
+             "iteration_overhead_s = %.3f and nvlink_scale = %.4f (standard errors %.4f, %.0f, %.3f, %.4f); gpu %s "
+             "as built in", row->hw.cluster.name, fit->f.p[FP_K], fit->f.p[FP_GAP], fit->f.p[FP_OVERHEAD],
+             fit->f.p[FP_NVL], fit->f.se[FP_K], fit->f.se[FP_GAP], fit->f.se[FP_OVERHEAD], fit->f.se[FP_NVL],
+             row->hw.gpu.name);
     cJSON_AddStringToObject(pv, "what", what);
     cJSON_AddStringToObject(pv, "fitted_on", "MegaScale (arXiv 2402.15627) Table 3, closed form, least squares on MFU");
     cJSON_AddStringToObject(pv, "command", "megasim reproduce");

@@ -84,9 +84,9 @@ echo "ok   predict --hardware accepts it (exit 0, JSON parses); provenance compl
 python3 - "$dir/p.json" "$device" <<'PY' || fail "calibrated profile's executor terms or math rates are wrong"
 import json, sys
 p = json.load(open(sys.argv[1])); g, c = p['gpu'], p['cluster']
-print('     executor terms: expected compute_scale 1, host_sync_gap_us 0, iteration_overhead_s 0; got',
-      c['compute_scale'], c['host_sync_gap_us'], c['iteration_overhead_s'])
-assert (c['compute_scale'], c['host_sync_gap_us'], c['iteration_overhead_s']) == (1, 0, 0)
+print('     executor terms: expected compute_scale 1, host_sync_gap_us 0, iteration_overhead_s 0, nvlink_scale 1; got',
+      c['compute_scale'], c['host_sync_gap_us'], c['iteration_overhead_s'], c['nvlink_scale'])
+assert (c['compute_scale'], c['host_sync_gap_us'], c['iteration_overhead_s'], c['nvlink_scale']) == (1, 0, 0, 1)
 if sys.argv[2] == 'cpu':
     r = [g['norm_gelems'], g['gelu_gelems'], g['optim_gparams']]
     print('     CPU math rates (G/s): LayerNorm %.3g, bias+GeLU %.3g, AdamW %.3g; expected all > 0, GeLU below LayerNorm'
