@@ -619,7 +619,10 @@ static int simulate_to(const char *path, const char *flags, const char *trace, c
                          "136:1.1,137:1.1,138:1.1,139:1.1,140:1.1,141:1.1,142:1.1,143:1.1,77:1.3"
 
 /* The figures: the tables from the reproduce file, then a timeline of a
- * small interleaved MegaScale pipeline (4 stages, 2 chunks) and a per-rank
+ * small interleaved MegaScale pipeline (TP 2 x PP 4 x DP 2, 2 chunks per
+ * stage: DP 2 so that the DP stream's gathers and reductions show, hidden
+ * 8192 so that the cluster's per-iteration overhead does not dwarf the
+ * pipeline; one traced rank per stage) and a per-rank
  * heat map of the 175B job on 256 GPUs (Megatron-LM, unfolded) with two
  * slow hosts and one slow GPU injected. */
 static int figures(const char *out, char *err)
@@ -629,10 +632,10 @@ static int figures(const char *out, char *err)
     snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - out) : 1, slash ? out : ".");
     snprintf(tl, sizeof tl, "%s/timeline.h5", dir);
     snprintf(hm, sizeof hm, "%s/heatmap.h5", dir);
-    if (simulate_to(tl, "--preset megascale --num-layers 16 --hidden-size 4096 --num-attention-heads 32 "
-                        "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 4 --num-gpus 4 "
-                        "--num-layers-per-virtual-pipeline-stage 2 --global-batch-size 16",
-                    "0,1,2,3", "", 1, err) ||
+    if (simulate_to(tl, "--preset megascale --num-layers 16 --hidden-size 8192 --num-attention-heads 64 "
+                        "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 4 --num-gpus 16 "
+                        "--num-layers-per-virtual-pipeline-stage 2 --global-batch-size 32",
+                    "0,4,8,12", "", 1, err) ||
         simulate_to(hm, "--preset megatron-lm --num-gpus 256 --global-batch-size 768 "
                         "--num-layers-per-virtual-pipeline-stage 2",
                     "0", SLOW_FOR_HEATMAP, 0, err))
