@@ -3,7 +3,8 @@
 # -dev packages needed), build kernels/ and tests/kernels/ alone for sm_90
 # (kernels/standalone: no MPI, GSL, HDF5 or cJSON), run the GPU kernel
 # tests (the CPU ones, emulated included, run in CI), run kern_bench, and time PyTorch SDPA (flash) at the
-# same attention shapes, printing the two side by side.
+# same attention shapes, printing the two side by side; last, issue 5's
+# speed targets, each with its verdict (kernels/bench/targets.py).
 #   usage: scripts/gpu-kernels.sh [build-dir]     ARCH=80 to target A100
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -44,5 +45,9 @@ if python3 -c "import torch" 2>/dev/null; then
   fi
 else
   echo "PyTorch not found: SDPA baseline skipped"
+  sdpa_out=
 fi
+
+echo "== issue 5's speed targets"
+python3 "$root/kernels/bench/targets.py" "$bench_out" ${sdpa_out:+"$sdpa_out"} | tee "$build/targets.txt" || status=$?
 exit $status

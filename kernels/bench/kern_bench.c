@@ -257,21 +257,24 @@ static int gelu_bwd_unfused(bench *b, void *p) {
          kern_bias_grad_cuda(a->db, a->out, a->N, a->C, b->stream);
 }
 
-static void bench_elementwise(bench *b, int N, int C) {
+/* The LayerNorm rows (ln = 1) or the bias + GeLU rows (ln = 0) over N rows
+ * of C: LayerNorm runs over the whole hidden size, GeLU over the FFN's 4h /
+ * TP, so each family takes its own shapes. */
+static void bench_elementwise(bench *b, int ln, const char *label, int N, int C) {
   long n = (long)N * C;
   ew_arg a = {N, C, dbuf(2 * n), dbuf(2 * n), dbuf(2 * n), dbuf(2 * n), dbuf(2L * C), dbuf(2L * C),
               dbuf(4L * N), dbuf(4L * N), dbuf(4L * C), dbuf(4L * C)};
   char shape[64];
-  snprintf(shape, sizeof shape, "N%d C%d", N, C);
-  if (want(b, "layernorm_residual_fwd")) /* read x, skip; write residual, out */
+  snprintf(shape, sizeof shape, "N%d C%d %s", N, C, label);
+  if (ln && want(b, "layernorm_residual_fwd")) /* read x, skip; write residual, out */
     row(b, "layernorm_residual_fwd", shape, time_us(b, ln_fwd, &a), 0, 8.0 * n, 0);
-  if (want(b, "layernorm_residual_bwd")) /* read dout, xln, dres; write dres */
+  if (ln && want(b, "layernorm_residual_bwd")) /* read dout, xln, dres; write dres */
     row(b, "layernorm_residual_bwd", shape, time_us(b, ln_bwd, &a), 0, 8.0 * n, 0);
   /* GeLU rows count the fused kernel's bytes for both, so GB/s compare time */
-  if (want(b, "bias_gelu_fwd_fused")) row(b, "bias_gelu_fwd_fused", shape, time_us(b, gelu_fused, &a), 0, 4.0 * n, 0);
-  if (want(b, "bias_gelu_fwd_unfused")) row(b, "bias_gelu_fwd_unfused", shape, time_us(b, gelu_unfused, &a), 0, 4.0 * n, 0);
-  if (want(b, "bias_gelu_bwd_fused")) row(b, "bias_gelu_bwd_fused", shape, time_us(b, gelu_bwd_fused, &a), 0, 6.0 * n, 0);
-  if (want(b, "bias_gelu_bwd_unfused")) row(b, "bias_gelu_bwd_unfused", shape, time_us(b, gelu_bwd_unfused, &a), 0, 6.0 * n, 0);
+  if (!ln && want(b, "bias_gelu_fwd_fused")) row(b, "bias_gelu_fwd_fused", shape, time_us(b, gelu_fused, &a), 0, 4.0 * n, 0);
+  if (!ln && want(b, "bias_gelu_fwd_unfused")) row(b, "bias_gelu_fwd_unfused", shape, time_us(b, gelu_unfused, &a), 0, 4.0 * n, 0);
+  if (!ln && want(b, "bias_gelu_bwd_fused")) row(b, "bias_gelu_bwd_fused", shape, time_us(b, gelu_bwd_fused, &a), 0, 6.0 * n, 0);
+  if (!ln && want(b, "bias_gelu_bwd_unfused")) row(b, "bias_gelu_bwd_unfused", shape, time_us(b, gelu_bwd_unfused, &a), 0, 6.0 * n, 0);
   void *bufs[] = {a.x, a.y, a.res, a.out, a.w, a.bias, a.mean, a.rstd, a.dw, a.db};
   for (unsigned i = 0; i < sizeof bufs / sizeof bufs[0]; i++) CUDA(cudaFree(bufs[i]));
 }
@@ -414,8 +417,17 @@ int main(int argc, char **argv) {
   bench_attention(&b, "sliding window", s175);
   kern_attn_shape gqa = {1, t ? 256 : 4096, t ? 4 : 16, t ? 1 : 4, 128, 0};
   bench_attention(&b, "GQA 4", gqa);
-  bench_elementwise(&b, t ? 256 : 16384, 2048);
-  bench_elementwise(&b, t ? 32 : 2048, 4 * 12288 / 8);
+  /* LayerNorm over the hidden size: 1.3B (h 2048) on 8 sequences of 2048,
+   * 175B (h 12288) on one sequence (without SP; SP gives each TP rank 1/8
+   * of the rows). bias + GeLU over the FFN's 4h / TP: 1.3B at TP 1, 175B at
+   * TP 8. --tiny: fewer rows and, for GeLU, 1/16 of the columns (C % 8 == 0
+   * kept, so the same vector paths run); LayerNorm's 175B row keeps C above
+   * 4096 (6144), so its forward and backward take the wide-row kernels that
+   * 12288 takes. */
+  bench_elementwise(&b, 1, "1.3B", t ? 256 : 16384, 2048);
+  bench_elementwise(&b, 1, "175B", t ? 32 : 2048, t ? 6144 : 12288);
+  bench_elementwise(&b, 0, "1.3B", t ? 256 : 16384, 4 * 2048 / (t ? 16 : 1));
+  bench_elementwise(&b, 0, "175B/TP8", t ? 32 : 2048, 4 * 12288 / 8 / (t ? 16 : 1));
   bench_crossentropy(&b, t ? 32 : 8192, t ? 1000 : 50304);
   int d = t ? 16 : 1; /* 12288 / 16 = 768 */
   bench_matmul(&b, "175B/TP8 qkv", 2048 / d, 12288 / d, 3 * 12288 / 8 / d);

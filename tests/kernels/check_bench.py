@@ -6,10 +6,19 @@ scripts/gpu-kernels.sh reads from it (awk: the attention_flash_fwdbwd row
 of the 175B shape, field NF-3) come out; and that bad arguments get one
 line and exit 2. Times mean nothing here.
 
+Then kernels/bench/targets.py, which gpu-kernels.sh runs on the bench's
+output: on this output it must give one row per issue-5 target and shape;
+on hand-made rows on either side of each bound it must give the verdicts
+the bounds say.
+
 usage: check_bench.py KERN_BENCH"""
 import math
+import os
 import subprocess
 import sys
+import tempfile
+
+TARGETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels", "bench", "targets.py")
 
 ATTN_SHAPES = 3  # 175B/TP8,1.3B; sliding window; GQA 4
 EXPECTED = {
@@ -24,6 +33,60 @@ EXPECTED = {
     "adamw_multi_tensor": 1,
     "lamb_multi_tensor": 1,
 }
+
+
+def run_targets(bench_text, sdpa_text=None):
+    with tempfile.TemporaryDirectory() as d:
+        paths = [os.path.join(d, "bench.txt")]
+        open(paths[0], "w").write(bench_text)
+        if sdpa_text is not None:
+            paths.append(os.path.join(d, "sdpa.txt"))
+            open(paths[1], "w").write(sdpa_text)
+        q = subprocess.run([sys.executable, TARGETS] + paths, capture_output=True, text=True, timeout=60)
+    return q.returncode, q.stdout
+
+
+def check_targets(bench_out):
+    """targets.py on the bench's own output, and on rows made by hand."""
+    failures = 0
+    rc, out = run_targets(bench_out)
+    rows = [l for l in out.splitlines() if l.endswith(("met", "unmeasured")) and not l.startswith("met:")]
+    want = ATTN_SHAPES + 4 * 2 + 5  # attention shapes; LN fwd, bwd, GeLU fwd, bwd x 2 shapes; 5 GEMMs
+    ok = rc == 0 and len(rows) == want
+    failures += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} targets.py on this output: expected exit 0 and {want} target rows, "
+          f"got exit {rc} and {len(rows)}")
+    shape = "B1 T2048 H16/16 D128 w0 175B/TP8,1.3B"
+    bench = "\n".join([
+        "# kern_bench on a made-up GPU",
+        f"attention_flash_fwdbwd       {shape}     100.0     300.0*       0.0     40.0",
+        "layernorm_residual_fwd       N16384 C2048 1.3B      10.0       0.0     2400.0*    80.0",
+        "layernorm_residual_bwd       N16384 C2048 1.3B      10.0       0.0     2397.0*    79.9",
+        "gemm_cublas_plain            N2048 C12288 OC4608 175B/TP8 qkv  100.0  600.0*  0.0  80.0",
+        "matmul_fwd_bias              N2048 C12288 OC4608 175B/TP8 qkv  105.0  571.4*  0.0  76.2",
+        "gemm_cublas_plain            N2048 C1536 OC12288 175B/TP8 proj  100.0  600.0*  0.0  80.0",
+        "matmul_fwd_bias              N2048 C1536 OC12288 175B/TP8 proj  106.0  566.0*  0.0  75.5"]) + "\n"
+    cases = [(f"sdpa_flash_fwdbwd {shape} 80.0 350.0\n", "attention fwd+bwd", "0.80x", "met"),
+             (f"sdpa_flash_fwdbwd {shape} 79.0 350.0\n", "attention fwd+bwd", "0.79x", "NOT met")]
+    for sdpa, what, measured, verdict in cases:
+        rc, out = run_targets(bench, sdpa)
+        line = next((l for l in out.splitlines() if l.startswith(what)), "")
+        ok = rc == 0 and measured in line and line.endswith(" " + verdict) and (verdict == "met") != line.endswith("NOT met")
+        failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} targets.py, torch 0.8 or 0.79 of our time: expected {measured} {verdict}, "
+              f"got: {line.strip()}")
+    rc, out = run_targets(bench)
+    lines = out.splitlines()
+    for what, verdict in (("layernorm_residual_fwd", "met"), ("layernorm_residual_bwd", "NOT met"),
+                          ("matmul_fwd_bias / plain cuBLAS (time)        N2048 C12288", "met"),
+                          ("matmul_fwd_bias / plain cuBLAS (time)        N2048 C1536", "NOT met"),
+                          ("attention fwd+bwd", "unmeasured")):
+        line = next((l for l in lines if l.startswith(what)), "")
+        ok = line.endswith(" " + verdict) and (verdict == "NOT met" or not line.endswith("NOT met"))
+        failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} targets.py: {what} at its bound or just past it (80.0%/79.9%, "
+              f"1.05x/1.06x, no SDPA file): expected {verdict}, got: {line.strip()}")
+    return failures
 
 
 def main():
@@ -59,6 +122,7 @@ def main():
     ok = len(ours) == 1
     failures += not ok
     print(f"{'ok  ' if ok else 'FAIL'} gpu-kernels.sh's side-by-side finds one 175B attention_flash_fwdbwd time: {ours}")
+    failures += check_targets(p.stdout)
     print(f"check_bench: {'PASS' if failures == 0 else f'FAIL ({failures})'}")
     sys.exit(1 if failures else 0)
 

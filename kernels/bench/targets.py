@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""kernels/bench/targets.py: issue 5's speed targets, judged from the output
+of kern_bench (and of sdpa_baseline.py, for the attention target), one row
+per target and shape:
+
+  attention   FlashAttention-2 style forward + backward at least 0.8x the
+              speed of PyTorch SDPA (flash backend), same shape, same device:
+              torch time / our time >= 0.8;
+  LayerNorm,  forward and backward, fused kernels, at least 80% of the
+  GeLU        measured HBM copy bandwidth (kern_bench's %peak column, whose
+              bound is the device-to-device copy);
+  GEMM        our cuBLASLt GEMM with its bias epilogue within 5% of a plain
+              cuBLAS call of the same shape: our time <= 1.05 x plain time.
+
+A report, not a test: it exits 0 whatever the verdicts, 2 when an input is
+missing or holds no kern_bench rows. kern_bench --tiny (CI's emulated GPU)
+gives rows whose numbers mean nothing; the verdicts then mean nothing too.
+
+usage: targets.py KERN_BENCH_OUTPUT [SDPA_OUTPUT]"""
+import sys
+
+ATTN_MIN = 0.8     # torch time / ours
+ELEM_MIN_PCT = 80  # % of the copy bandwidth
+GEMM_MAX = 1.05    # ours / plain cuBLAS
+ELEM_KERNELS = ("layernorm_residual_fwd", "layernorm_residual_bwd", "bias_gelu_fwd_fused", "bias_gelu_bwd_fused")
+
+
+def number(field):
+    return float(field.rstrip("*"))
+
+
+def read_rows(path, ncols):
+    """(kernel, shape) -> the last ncols numbers of each row; '#' lines skipped."""
+    rows = {}
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if not parts or parts[0].startswith("#") or len(parts) < ncols + 2:
+                continue
+            try:
+                nums = [number(x) for x in parts[-ncols:]]
+            except ValueError:
+                continue
+            rows[(parts[0], " ".join(parts[1:-ncols]))] = nums
+    return rows
+
+
+def judge(bench, sdpa):
+    """Rows (target, shape, measured, bound, met or None when unmeasured)."""
+    out = []
+    for (kernel, shape), (us, _, _, _) in sorted(bench.items()):
+        if kernel != "attention_flash_fwdbwd":
+            continue
+        theirs = sdpa.get(("sdpa_flash_fwdbwd", shape)) if sdpa is not None else None
+        if theirs is None:
+            out.append(("attention fwd+bwd / torch SDPA flash", shape, "no SDPA time at this shape",
+                        f">= {ATTN_MIN}x", None))
+        else:
+            r = theirs[0] / us
+            out.append(("attention fwd+bwd / torch SDPA flash", shape, f"{r:.2f}x ({us:.1f} vs {theirs[0]:.1f} us)",
+                        f">= {ATTN_MIN}x", r >= ATTN_MIN))
+    for kernel in ELEM_KERNELS:
+        for (k, shape), (_, _, gbps, pct) in sorted(bench.items()):
+            if k == kernel:
+                out.append((f"{kernel} (% of copy bandwidth)", shape, f"{pct:.1f}% ({gbps:.0f} GB/s)",
+                            f">= {ELEM_MIN_PCT}%", pct >= ELEM_MIN_PCT))
+    for (k, shape), (us, _, _, _) in sorted(bench.items()):
+        if k != "matmul_fwd_bias":
+            continue
+        plain = bench.get(("gemm_cublas_plain", shape))
+        if plain is None:
+            out.append(("matmul_fwd_bias / plain cuBLAS (time)", shape, "no plain cuBLAS row", f"<= {GEMM_MAX}x", None))
+        else:
+            r = us / plain[0]
+            out.append(("matmul_fwd_bias / plain cuBLAS (time)", shape, f"{r:.3f}x ({us:.1f} vs {plain[0]:.1f} us)",
+                        f"<= {GEMM_MAX}x", r <= GEMM_MAX))
+    return out
+
+
+def main(argv):
+    if len(argv) not in (2, 3):
+        print(__doc__.strip().splitlines()[-1], file=sys.stderr)
+        return 2
+    try:
+        bench = read_rows(argv[1], 4)  # time_us TFLOP/s GB/s %peak
+        sdpa = read_rows(argv[2], 2) if len(argv) == 3 else None  # time_us TFLOP/s
+    except OSError as e:
+        print(f"targets.py: {e.filename}: {e.strerror}", file=sys.stderr)
+        return 2
+    if not bench:
+        print(f"targets.py: {argv[1]}: no kern_bench rows (kernel, shape, time_us, TFLOP/s, GB/s, %peak)",
+              file=sys.stderr)
+        return 2
+    with open(argv[1]) as f:
+        device = next((l[2:].strip() for l in f if l.startswith("# kern_bench on")), "# kern_bench on ?")
+    rows = judge(bench, sdpa)
+    print(f"issue 5's speed targets, from {device}")
+    print(f"{'target':<44} {'shape':<38} {'measured':<34} {'bound':<9} verdict")
+    for target, shape, measured, bound, ok in rows:
+        verdict = "unmeasured" if ok is None else "met" if ok else "NOT met"
+        print(f"{target:<44} {shape:<38} {measured:<34} {bound:<9} {verdict}")
+    judged = [r for r in rows if r[4] is not None]
+    print(f"met: {sum(r[4] for r in judged)} of {len(judged)} judged targets"
+          f"{f'; {len(rows) - len(judged)} unmeasured' if len(judged) < len(rows) else ''}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
