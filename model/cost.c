@@ -119,7 +119,7 @@ group_layout_t cost_group_layout(const job_t *job, const hw_t *hw, group_t grp)
 static double bus_Bps(const hw_t *hw, const group_layout_t *g, double bytes)
 {
     const hw_cluster_t *c = &hw->cluster;
-    double nvl = hw->gpu.nvlink_gbps * 1e9 * curve_eval(&c->nvlink_eff, bytes) * c->nvlink_scale;
+    double nvl = hw->gpu.nvlink_gbps * 1e9 * fmin(1, curve_eval(&c->nvlink_eff, bytes) * c->nvlink_scale);
     if (g->nodes == 1)
         return nvl;
     double nics = fmin(g->per_node, c->nics_per_node);

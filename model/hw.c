@@ -61,8 +61,9 @@ static const opt_def cluster_defs[] = {
      "GPU idle after each blocking pipeline exchange (host synchronises, then relaunches), us"},
     {"iteration-overhead-s", OPT_REAL, C(iteration_overhead_s), 0, 1e4, 0, 0, "cluster",
      "per-iteration host time not broken down into ops (fitted), s"},
-    {"nvlink-scale", OPT_REAL, C(nvlink_scale), 1e-3, 1, 0, 0, "cluster",
-     "fraction of the nvlink_eff curve collectives inside a node sustain in training (1 = the curve)"},
+    {"nvlink-scale", OPT_REAL, C(nvlink_scale), 1e-3, 2, 0, 0, "cluster",
+     "fraction of the nvlink_eff curve collectives inside a node sustain in training (1 = the curve; the "
+     "product is capped at 1)"},
     {"runtime-reserved-gib", OPT_REAL, C(runtime_reserved_gib), 0, 1e4, 0, 0, "cluster", "runtime memory per GPU, GiB"},
     {"nvlink-eff", OPT_CURVE, C(nvlink_eff), 1e-4, 1, 0, 0, "cluster", "NVLink fraction reached vs bytes"},
     {"net-eff", OPT_CURVE, C(net_eff), 1e-4, 1, 0, 0, "cluster", "NIC fraction reached vs bytes"},

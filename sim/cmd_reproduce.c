@@ -45,7 +45,7 @@ enum { FIT_TABLE3, FIT_NONE };
  * Megatron-LM software stack (hw_builtin.c): the GPU idle after each
  * blocking pipeline exchange, and the per-iteration overhead; and the
  * fraction of the NVLink curve the collectives inside a node sustained
- * (at most the curve: nccl-tests' figures are a ceiling). */
+ * (bounded as k is; the cost model caps curve x scale at 1). */
 enum { FP_K, FP_GAP, FP_OVERHEAD, FP_NVL, NFP };
 static const struct {
     const char *name, *unit, *what;
@@ -54,7 +54,7 @@ static const struct {
     {"compute_scale", "", "fraction of the GEMM and attention efficiency curves sustained", 0.3, 1.5, 1.0},
     {"host_sync_gap_us", "us", "GPU idle after each blocking pipeline exchange", 0, 2e4, 500},
     {"iteration_overhead_s", "s", "per-iteration host time not broken down into ops", 0, 20, 0.5},
-    {"nvlink_scale", "", "fraction of the NVLink efficiency curve sustained by collectives in a node", 0.1, 1, 0.9},
+    {"nvlink_scale", "", "fraction of the NVLink efficiency curve sustained by collectives in a node", 0.1, 1.5, 0.9},
 };
 
 typedef struct {

@@ -43,7 +43,7 @@ int main(void)
      * bw the NVLink curve at the cluster's sustained fraction of it. */
     double S2 = 50331648.0;
     double ag = c->coll_launch_us * 1e-6 + 7 * c->alpha_nvlink_us * 1e-6 +
-                7.0 / 8 * S2 / (hw.gpu.nvlink_gbps * 1e9 * curve_eval(&c->nvlink_eff, S2) * c->nvlink_scale);
+                7.0 / 8 * S2 / (hw.gpu.nvlink_gbps * 1e9 * fmin(1, curve_eval(&c->nvlink_eff, S2) * c->nvlink_scale));
     check_rel("all-gather 48 MiB over TP=8 (NVLink ring)", ag, cost_coll_s(&hw, COLL_ALLGATHER, S2, &tp), 1e-12,
               "launch + (n-1) alpha + (n-1)/n S / bw");
     check_rel("collective over one rank costs nothing", 0, cost_coll_s(&hw, COLL_ALLREDUCE, S, &(group_layout_t){1, 1, 1, -1}),
