@@ -17,6 +17,9 @@
 #   usage: scripts/closed-loop-cpu.sh [build-dir]   (default: build)
 #   env:   ITERS=8 (steps per run; the first is left out as warm-up)
 #          ROUNDS=5 (calibrations; every plan runs once after each)
+#          PLANS="0 1 2 3 4" (which of the plans below to run, by index)
+#          KEEP=DIR (keep the last round's profile, DIR/cpu-profile.json,
+#                    and each plan's last run, DIR/run-INDEX.h5)
 # Run it on an otherwise idle machine: 2 ranks on 2 cores, one core each,
 # as the profile prices them.
 set -euo pipefail
@@ -24,6 +27,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
 iters=${ITERS:-8}
 rounds=${ROUNDS:-5}
+keep=${KEEP:-}
 mpi=(mpirun --oversubscribe -np 2)
 [ "$(id -u)" -eq 0 ] && mpi=(mpirun --allow-run-as-root --oversubscribe -np 2)
 work=$(mktemp -d /tmp/megasim-closed-loop.XXXXXX)
@@ -34,13 +38,21 @@ plans=("--pipeline-model-parallel-size 2"
        "--use-distributed-optimizer --zero-stage 1"
        "--attention flash --fused-elementwise --async-data-loader"
        "--tensor-model-parallel-size 2 --sequence-parallel")
+chosen=${PLANS:-${!plans[*]}}
+for i in $chosen; do
+  [[ $i =~ ^[0-9]+$ ]] && [ "$i" -lt ${#plans[@]} ] ||
+    { echo "closed-loop-cpu: PLANS: '$i' is not a plan index; allowed 0 to $((${#plans[@]} - 1))" >&2; exit 2; }
+done
+[ -z "$keep" ] || mkdir -p "$keep"
 for r in $(seq 1 "$rounds"); do
   echo "round $r of $rounds: calibrating (megasim calibrate --device cpu --quick) ..." >&2
   "${mpi[@]}" "$megasim" calibrate --device cpu --quick --out "$work/cpu.json" >/dev/null 2>&1
-  for i in "${!plans[@]}"; do
+  [ -z "$keep" ] || cp "$work/cpu.json" "$keep/cpu-profile.json"
+  for i in $chosen; do
     # shellcheck disable=SC2086
     "${mpi[@]}" "$megasim" run --hardware "$work/cpu.json" --train-iters "$iters" ${plans[$i]} \
       --out "$work/run.h5" >/dev/null
+    [ -z "$keep" ] || cp "$work/run.h5" "$keep/run-$i.h5"
     "$megasim" compare "$work/run.h5" --json --plot "$work/cmp" 2>/dev/null | python3 -c '
 import json, sys
 it = json.load(sys.stdin)["iteration"]
@@ -55,7 +67,9 @@ plans = sys.argv[2:]
 print("%-72s %10s %10s %8s %8s  %s" % ("plan (2 ranks, tiny GPT; medians over rounds)", "measured_s",
                                       "simulated", "error", "spread", "errors per round"))
 hit = 0
-for i, p in enumerate(plans):
+ran = sorted({int(r[1]) for r in rows})
+for i in ran:
+    p = plans[i]
     mine = [r for r in rows if int(r[1]) == i]
     meas = [float(r[2]) for r in mine]
     sim = [float(r[3]) for r in mine]
@@ -65,5 +79,5 @@ for i, p in enumerate(plans):
     per = " ".join("%+.0f%%" % (100 * (s - m) / m) for m, s in zip(meas, sim))
     print("%-72s %10.4f %10.4f %+7.1f%% %7.2fx  %s" % (p, mm, ms, err, max(meas) / min(meas), per))
 print("within 15%%: %d of %d plans (medians over %d rounds); spread = slowest / fastest measured round"
-      % (hit, len(plans), len({r[0] for r in rows})))
+      % (hit, len(ran), len({r[0] for r in rows})))
 EOF
