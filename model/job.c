@@ -23,6 +23,11 @@ static const opt_def defs[] = {
     {"padded-vocab-size", OPT_INT, J(padded_vocab_size), 1, BIG, "64000", 0, "model", "vocabulary size (padded)"},
     {"global-batch-size", OPT_INT, J(global_batch_size), 1, BIG, "6144", 0, "model", "sequences per iteration"},
     {"micro-batch-size", OPT_INT, J(micro_batch_size), 1, 65536, "1", 0, "model", "sequences per micro-batch"},
+    {"attention-dropout", OPT_REAL, J(attention_dropout), 0, 1, "0.1", 0, "model",
+     "dropout on the attention probabilities (Megatron-LM's default; 0: the unfused path has no dropout pass and "
+     "keeps no mask)"},
+    {"hidden-dropout", OPT_REAL, J(hidden_dropout), 0, 1, "0.1", 0, "model",
+     "dropout before each residual add (Megatron-LM's default; 0: no 1-byte masks)"},
 
     {"num-gpus", OPT_INT, J(num_gpus), 1, 4194304, "12288", 0, "parallel plan", "GPUs in the job (DP = GPUs / (TP x PP))"},
     {"tensor-model-parallel-size", OPT_INT, J(tp), 1, 1024, "8", 0, "parallel plan", "tensor-parallel size TP"},
@@ -91,8 +96,8 @@ static const struct {
     {"clip-grad", 1}, {"adam-beta1", 1}, {"adam-beta2", 1}, {"adam-eps", 1}, {"init-method-std", 1},
     {"train-samples", 1}, {"log-interval", 1}, {"eval-interval", 1}, {"eval-iters", 1},
     {"save", 1}, {"load", 1}, {"save-interval", 1}, {"data-path", 1}, {"vocab-file", 1},
-    {"merge-file", 1}, {"tokenizer-type", 1}, {"split", 1}, {"attention-dropout", 1},
-    {"hidden-dropout", 1}, {"max-position-embeddings", 1}, {"distributed-backend", 1},
+    {"merge-file", 1}, {"tokenizer-type", 1}, {"split", 1},
+    {"max-position-embeddings", 1}, {"distributed-backend", 1},
     {"tensorboard-dir", 1}, {"exit-interval", 1}, {"loss-scale", 1}, {"initial-loss-scale", 1},
     {"group-query-attention", 0}, {"use-mcore-models", 0}, {"no-masked-softmax-fusion", 0},
     {"fp16", 0}, {"recompute-method", 1}, {"recompute-num-layers", 1}, {"swiglu", 0}, {"disable-bias-linear", 0}, {"untie-embeddings-and-output-weights", 0},

@@ -27,6 +27,7 @@ typedef struct {
     int num_layers, hidden_size, ffn_hidden_size, num_attention_heads;
     int num_query_groups, seq_length, padded_vocab_size;
     int global_batch_size, micro_batch_size;
+    double attention_dropout, hidden_dropout; /* probabilities; 0 = no dropout pass, no masks */
     /* parallel plan */
     int tp, pp, layers_per_vstage, num_gpus;
     int sequence_parallel, recompute, distributed_optimizer, zero_stage;

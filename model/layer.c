@@ -72,11 +72,13 @@ static double gelu_bytes(const job_t *j, double T, double wb)
 }
 
 /* Dropout, residual add and LayerNorm around one residual branch:
- * Megatron's bias-dropout-add (read x and residual, write sum, 1-byte
- * mask) then LayerNorm (read, write); fused: one kernel writing both. */
+ * Megatron's bias-dropout-add (read x and residual, write sum, and a
+ * 1-byte mask when --hidden-dropout > 0) then LayerNorm (read, write);
+ * fused: one kernel writing both. */
 static void residual_norm(builder_t *b, const char *name, double scale)
 {
-    double per = b->j->fused_elementwise ? 4 * b->wb + 1 : 5 * b->wb + 1;
+    double mask = b->j->hidden_dropout > 0 ? 1 : 0;
+    double per = (b->j->fused_elementwise ? 4 * b->wb : 5 * b->wb) + mask;
     double elems = scale * b->Tl * b->j->hidden_size;
     elem_math(b, name, ELEM_NORM, elems * per, elems);
 }
@@ -92,18 +94,22 @@ static void attention_core(builder_t *b, int bwd)
                        .attn_bwd = bwd, .attn_v1 = j->attention == ATTN_FLASH1, .pair = -1});
         return;
     }
-    /* Unfused: scores over all s x s pairs (the mask does not save work). */
+    /* Unfused: scores over all s x s pairs (the mask does not save work);
+     * the dropout pass (read, write, 1-byte mask) only with a dropout. */
     double sq = bh * s * s * b->wb;
+    int drop = j->attention_dropout > 0;
     if (!bwd) {
         push(b, (op_t){.kind = OP_GEMM, .name = "qk", .m = s, .n = s, .k = d, .batch = bh, .pair = -1});
         elem(b, "softmax", 2 * sq);          /* scale-mask-softmax: read, write */
-        elem(b, "attn_dropout", 2 * sq + sq / b->wb);
+        if (drop)
+            elem(b, "attn_dropout", 2 * sq + sq / b->wb);
         push(b, (op_t){.kind = OP_GEMM, .name = "pv", .m = s, .n = d, .k = s, .batch = bh, .pair = -1});
         return;
     }
     push(b, (op_t){.kind = OP_GEMM, .name = "pv_dgrad", .m = s, .n = s, .k = d, .batch = bh, .pair = -1});
     push(b, (op_t){.kind = OP_GEMM, .name = "pv_wgrad", .m = s, .n = d, .k = s, .batch = bh, .pair = -1});
-    elem(b, "attn_dropout_bwd", 2 * sq + sq / b->wb);
+    if (drop)
+        elem(b, "attn_dropout_bwd", 2 * sq + sq / b->wb);
     elem(b, "softmax_bwd", 3 * sq);          /* read P and dP, write dS */
     push(b, (op_t){.kind = OP_GEMM, .name = "qk_dgrad_q", .m = s, .n = d, .k = s, .batch = bh, .pair = -1});
     push(b, (op_t){.kind = OP_GEMM, .name = "qk_dgrad_k", .m = s, .n = d, .k = s, .batch = bh, .pair = -1});

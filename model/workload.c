@@ -93,8 +93,9 @@ double workload_layer_activation_bytes(const job_t *j)
         return T * 2 * h / sp; /* only the layer input is kept */
     /* Bytes per token (Korthikanti et al. 2022, section 4): tensors outside
      * the TP regions are replicated unless sequence parallel splits them. */
-    double repl = j->parallel_block ? 2 * h + 2 * h + h        /* LN in, shared LN out, mask */
-                                    : 4 * h + 2 * h + 2 * h + 2 * h; /* LN ins, QKV in, FC1 in, masks */
+    double mask = j->hidden_dropout > 0 ? 1 : 0; /* 1-byte dropout masks, per residual branch */
+    double repl = j->parallel_block ? 2 * h + 2 * h + mask * h        /* LN in, shared LN out, mask */
+                                    : 4 * h + 2 * h + 2 * h + 2 * mask * h; /* LN ins, QKV in, FC1 in, masks */
     double split = 2 * h / t + 4 * kvl + 2 * h / t /* Q, K and V, proj input */
                    + 4 * f / t;                      /* GeLU input, FC2 input */
     double core;
@@ -103,7 +104,7 @@ double workload_layer_activation_bytes(const job_t *j)
     else if (j->recompute == RECOMPUTE_SELECTIVE)
         core = 0;         /* the s x s scores are recomputed */
     else
-        core = 5 * a * s / t; /* softmax out (2), dropout mask (1), dropout out (2) */
+        core = (j->attention_dropout > 0 ? 5 : 2) * a * s / t; /* softmax out (2), dropout mask (1) and out (2) */
     return T * (repl / sp + split + core);
 }
 

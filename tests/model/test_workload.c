@@ -1,6 +1,7 @@
 /* test_workload: parameters, FLOPs, activation and ZeRO memory against the
  * published formulas (megascale-targets.md; Korthikanti et al. 2022;
  * Rajbhandari et al. 2020), on worked examples. */
+#include "model/layer.h"
 #include "model/workload.h"
 #include "../check.h"
 
@@ -118,10 +119,41 @@ static void zero_memory(void)
     }
 }
 
+/* Without dropout (--attention-dropout 0 --hidden-dropout 0, as modern
+ * runs and megasim's own executor train) the masks and the dropout pass go:
+ * per layer and token, the two 1-byte hidden masks (2h, replicated unless
+ * SP splits them) and, unfused, the attention mask (1) and dropout output
+ * (2) per score (3 a s / t); and the forward loses its dropout op. */
+static int count_named(const op_t *ops, int n, const char *name)
+{
+    int c = 0;
+    for (int i = 0; i < n; i++)
+        c += !strcmp(ops[i].name, name);
+    return c;
+}
+
+static void dropout(void)
+{
+    job_t j = gpt(96, 12288, 96, 8, 8, 512);
+    j.attention = ATTN_UNFUSED, j.parallel_block = 0, j.recompute = RECOMPUTE_NONE, j.sequence_parallel = 1;
+    double s = 2048, h = 12288, a = 96, t = 8, with = workload_layer_activation_bytes(&j);
+    op_t ops[LAYER_MAX_OPS];
+    int n = layer_ops(&j, PASS_FWD, ops), drops = count_named(ops, n, "attn_dropout");
+    j.attention_dropout = j.hidden_dropout = 0;
+    double without = workload_layer_activation_bytes(&j);
+    check_rel("activations saved without dropout (SP, unfused)", s * (2 * h / t + 3 * a * s / t), with - without,
+              1e-12, "two 1-byte hidden masks (2h / t) and the attention mask + dropout output (3 a s / t)");
+    int m = layer_ops(&j, PASS_FWD, ops);
+    check_true("the forward's attention dropout op goes with --attention-dropout 0",
+               drops == 1 && count_named(ops, m, "attn_dropout") == 0 && m == n - 1,
+               "model/layer.c: one elementwise pass over the s x s probabilities, only when the dropout is on");
+}
+
 int main(void)
 {
     flops_and_params();
     activations();
+    dropout();
     zero_memory();
     return check_done("test_workload");
 }
