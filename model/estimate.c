@@ -109,11 +109,11 @@ static void stage_times(const hw_t *hw, const job_t *j, stage_times_t *st)
 {
     pass_time_t f = pass_time(hw, j, PASS_FWD), b = pass_time(hw, j, PASS_BWD);
     pass_time_t rc = pass_time(hw, j, PASS_RECOMPUTE);
-    double layers = (double)j->num_layers / j->pp;
+    double layers = (double)j->num_layers / j->pp, r = j->recompute_fraction; /* block: a share of the layers */
     st->layer_fwd_s = f.compute_s;
-    st->layer_bwd_s = b.compute_s + rc.compute_s;
+    st->layer_bwd_s = b.compute_s + r * rc.compute_s;
     st->tp_exposed_fwd_s = layers * f.exposed_s;
-    st->tp_exposed_bwd_s = layers * (b.exposed_s + rc.exposed_s);
+    st->tp_exposed_bwd_s = layers * (b.exposed_s + r * rc.exposed_s);
     /* The slowest stage sets the pace of the steady state. */
     int stages[2] = {0, j->pp - 1};
     double best = -1;
@@ -149,8 +149,8 @@ void estimate_chunk_times(const job_t *j, const hw_t *hw, int stage, int chunk, 
     chunk_extra(hw, j, stage, chunk, &ef, &eb);
     ct->fwd_s = layers * f.compute_s + ef;
     ct->fwd_tp_s = layers * f.exposed_s;
-    ct->bwd_s = layers * (b.compute_s + rc.compute_s) + eb;
-    ct->bwd_tp_s = layers * (b.exposed_s + rc.exposed_s);
+    ct->bwd_s = layers * (b.compute_s + j->recompute_fraction * rc.compute_s) + eb;
+    ct->bwd_tp_s = layers * (b.exposed_s + j->recompute_fraction * rc.exposed_s);
 }
 
 /* One phase in which `pieces` DP collectives of piece_s each run one after

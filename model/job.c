@@ -39,6 +39,11 @@ static const opt_def defs[] = {
     {"sequence-parallel", OPT_BOOL, J(sequence_parallel), 0, 1, "false", 0, "parallel plan", "sequence parallelism in TP regions"},
     {"recompute-granularity", OPT_ENUM, J(recompute), 0, 0, "none", "none|full|selective", "parallel plan",
      "activation recomputation"},
+    {"recompute-method", OPT_ENUM, J(recompute_method), 0, 0, "uniform", "uniform|block", "parallel plan",
+     "under full recomputation: uniform recomputes every layer, keeping one input per group of "
+     "recompute-num-layers; block recomputes only the first recompute-num-layers layers of each chunk"},
+    {"recompute-num-layers", OPT_INT, J(recompute_num_layers), 1, 10000, "1", 0, "parallel plan",
+     "layers per checkpointed group (uniform) or recomputed per chunk (block)"},
     {"use-distributed-optimizer", OPT_BOOL, J(distributed_optimizer), 0, 1, "false", 0, "parallel plan",
      "shard optimizer states over DP (ZeRO-1; grads reduce-scattered)"},
     {"zero-stage", OPT_INT, J(zero_stage), 0, 3, "0", 0, "parallel plan",
@@ -100,7 +105,7 @@ static const struct {
     {"max-position-embeddings", 1}, {"distributed-backend", 1},
     {"tensorboard-dir", 1}, {"exit-interval", 1}, {"loss-scale", 1}, {"initial-loss-scale", 1},
     {"group-query-attention", 0}, {"use-mcore-models", 0}, {"no-masked-softmax-fusion", 0},
-    {"fp16", 0}, {"recompute-method", 1}, {"recompute-num-layers", 1}, {"swiglu", 0}, {"disable-bias-linear", 0}, {"untie-embeddings-and-output-weights", 0},
+    {"fp16", 0}, {"swiglu", 0}, {"disable-bias-linear", 0}, {"untie-embeddings-and-output-weights", 0},
 };
 
 int job_is_ignored_megatron_flag(const char *name, int *takes_value)
@@ -419,6 +424,13 @@ int job_finalize(job_t *j, int gpus_per_node, char *err)
     RULE(j->vpp == 1 || j->pp > 1,
          "num-layers-per-virtual-pipeline-stage = %d needs pipeline-model-parallel-size > 1",
          j->layers_per_vstage);
+    int per_chunk = per_stage / j->vpp;
+    RULE(j->recompute != RECOMPUTE_FULL || j->recompute_num_layers <= per_chunk,
+         "recompute-num-layers = %d exceeds the %d layer(s) of a model chunk (num-layers / pipeline stages / "
+         "chunks per stage)", j->recompute_num_layers, per_chunk);
+    j->recompute_fraction = j->recompute == RECOMPUTE_FULL && j->recompute_method == RECOMPUTE_BLOCK
+                                ? (double)j->recompute_num_layers / per_chunk
+                                : 1;
     RULE(j->vpp == 1 || j->pipeline_schedule == PIPE_1F1B,
          "the interleaved schedule (num-layers-per-virtual-pipeline-stage) needs pipeline-schedule 1f1b");
     long long mp = (long long)j->tp * j->pp;

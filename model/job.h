@@ -10,6 +10,12 @@
 #include "model/opts.h"
 
 typedef enum { RECOMPUTE_NONE, RECOMPUTE_FULL, RECOMPUTE_SELECTIVE } recompute_t;
+/* Megatron-LM's --recompute-method under full recomputation: UNIFORM
+ * checkpoints the input of every group of recompute-num-layers layers of a
+ * chunk and recomputes them all; BLOCK recomputes only the first
+ * recompute-num-layers layers of each chunk and keeps the others'
+ * activations. */
+typedef enum { RECOMPUTE_UNIFORM, RECOMPUTE_BLOCK } recompute_method_t;
 typedef enum { OPTIM_ADAM, OPTIM_LAMB } optim_t;
 /* FLASH: FlashAttention-2 style; FLASH1: FlashAttention-1's work partition
  * (one thread block per head, keys and values in the outer loop), the
@@ -31,6 +37,7 @@ typedef struct {
     /* parallel plan */
     int tp, pp, layers_per_vstage, num_gpus;
     int sequence_parallel, recompute, distributed_optimizer, zero_stage;
+    int recompute_method, recompute_num_layers;
     int overlap_grad_reduce, overlap_param_gather, tp_comm_overlap;
     int grads_fp32, bf16, pipeline_schedule;
     /* MegaScale techniques */
@@ -47,6 +54,8 @@ typedef struct {
     int num_microbatches;/* per pipeline per iteration = B / (b * dp) */
     int head_dim;        /* hidden / heads */
     int window;          /* effective attention window in tokens (= seq when off) */
+    double recompute_fraction; /* of the layers whose recompute pass runs: 1, or
+                                  recompute-num-layers / layers per chunk (block) */
     int zero_stage_given;/* job_parse: a file or flag set zero-stage (a preset does not) */
 } job_t;
 

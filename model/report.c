@@ -40,10 +40,15 @@ void report_text(FILE *f, const job_t *j, const hw_t *hw, const estimate_t *e)
             j->global_batch_size, j->seq_length);
     fprintf(f, "plan: %d GPUs = TP %d x PP %d x DP %d, %d chunk(s) per stage, micro-batch %d, %d micro-batches\n",
             j->num_gpus, j->tp, j->pp, j->dp, j->vpp, j->micro_batch_size, j->num_microbatches);
+    char rc[64];
+    if (j->recompute == RECOMPUTE_FULL)
+        snprintf(rc, sizeof rc, "full (%s, %d layer%s)", j->recompute_method == RECOMPUTE_BLOCK ? "block" : "uniform",
+                 j->recompute_num_layers, j->recompute_num_layers > 1 ? "s" : "");
+    else
+        snprintf(rc, sizeof rc, "%s", j->recompute == RECOMPUTE_SELECTIVE ? "selective" : "none");
     fprintf(f, "techniques: preset %s; SP %s, ZeRO %d, recompute %s, attention %s, parallel block %s,\n"
                "  window %d, optimizer %s, overlap TP %s / PP %s / DP grad %s param %s, fused %s, async data %s\n",
-            preset_name(j->preset), j->sequence_parallel ? "on" : "off", j->zero_stage,
-            j->recompute == RECOMPUTE_FULL ? "full" : j->recompute == RECOMPUTE_SELECTIVE ? "selective" : "none",
+            preset_name(j->preset), j->sequence_parallel ? "on" : "off", j->zero_stage, rc,
             attn, j->parallel_block ? "on" : "off", j->window,
             j->optimizer == OPTIM_LAMB ? "lamb" : "adam", j->tp_comm_overlap ? "on" : "off",
             j->pp_comm_overlap ? "on" : "off", j->overlap_grad_reduce ? "on" : "off",

@@ -58,7 +58,7 @@ void workload_compute(const job_t *j, workload_t *w)
     double gemm = 2 * gemm_weights_per_layer(j);
     double fwd = l * (gemm + attn) + 2 * V * h;
     w->model_flops_per_token = 3 * fwd;
-    double recompute = j->recompute == RECOMPUTE_FULL        ? l * (gemm + attn)
+    double recompute = j->recompute == RECOMPUTE_FULL        ? j->recompute_fraction * l * (gemm + attn)
                        : j->recompute == RECOMPUTE_SELECTIVE ? l * attn
                                                              : 0;
     double tokens = (double)j->global_batch_size * s;
@@ -138,13 +138,18 @@ static void stage_memory(const job_t *j, const hw_t *hw, int stage, memory_t *m)
     m->optimizer_bytes = P * (8 + (j->bf16 ? 4 : 0)) / (j->zero_stage >= 1 ? dp : 1);
     double layers_per_chunk = (double)j->num_layers / (j->pp * j->vpp);
     m->inflight_microbatches = workload_inflight_chunks(j, stage) / j->vpp;
-    m->activations_bytes = workload_inflight_chunks(j, stage) * layers_per_chunk *
-                           workload_layer_activation_bytes(j);
-    if (j->recompute == RECOMPUTE_FULL) { /* one layer rebuilt at a time */
-        job_t full = *j;
-        full.recompute = RECOMPUTE_NONE;
-        m->activations_bytes += workload_layer_activation_bytes(&full);
+    double kept = layers_per_chunk * workload_layer_activation_bytes(j), rebuilt = 0; /* per chunk in flight */
+    if (j->recompute == RECOMPUTE_FULL) {
+        job_t keep_all = *j;
+        keep_all.recompute = RECOMPUTE_NONE;
+        double in = workload_layer_activation_bytes(j), all = workload_layer_activation_bytes(&keep_all);
+        double n = fmin(j->recompute_num_layers, layers_per_chunk);
+        if (j->recompute_method == RECOMPUTE_BLOCK) /* n layers checkpointed one by one, the rest kept */
+            kept = n * in + (layers_per_chunk - n) * all, rebuilt = all;
+        else /* one input per group of n layers; a whole group rebuilt at a time */
+            kept = ceil(layers_per_chunk / n) * in, rebuilt = n * all;
     }
+    m->activations_bytes = workload_inflight_chunks(j, stage) * kept + rebuilt;
     if (stage == j->pp - 1) /* logits in bf16 and the fp32 loss copy */
         m->activations_bytes += T * j->padded_vocab_size / t * (2 + 4);
     m->comm_buffers_bytes = (t > 1 ? 2 * T * h * wb : 0) + (j->pp > 1 ? 4 * T * h / t * wb : 0);

@@ -220,6 +220,12 @@ static int check_plan(const job_t *j, char *err, int errlen)
                  "model and simulator price it");
         return -1;
     }
+    if (j->recompute == RECOMPUTE_FULL && j->recompute_fraction < 1) {
+        snprintf(err, errlen, "--recompute-method block with recompute-num-layers %d of a chunk's %d layers is not "
+                 "run by the real backend, which recomputes whole chunks (--recompute-method uniform); the model "
+                 "and simulator price it", j->recompute_num_layers, j->num_layers / (j->pp * j->vpp));
+        return -1;
+    }
     return 0;
 }
 

@@ -140,8 +140,33 @@ static void overlaps(void)
               "arXiv 2402.15627 Table 2, 12,288 GPUs");
 }
 
+/* --recompute-method block with N of a chunk's L layers adds N / L of full
+ * recomputation's backward work, chunk by chunk (layer-uniform chunks: 48
+ * layers, PP 4, 2 chunks of 6 layers per stage). */
+static void recompute_block(void)
+{
+    job_t j;
+    hw_t hw;
+    char err[OPT_ERR_LEN];
+    if (make(&j, &hw, 4, 6, 16))
+        return;
+    chunk_times_t none, full, block;
+    estimate_chunk_times(&j, &hw, 1, 0, &none);
+    j.recompute = RECOMPUTE_FULL;
+    job_finalize(&j, 8, err);
+    estimate_chunk_times(&j, &hw, 1, 0, &full);
+    j.recompute_method = RECOMPUTE_BLOCK, j.recompute_num_layers = 2;
+    job_finalize(&j, 8, err);
+    estimate_chunk_times(&j, &hw, 1, 0, &block);
+    check_rel("block, 2 of 6 layers: chunk backward = none + 2/6 of full's extra",
+              none.bwd_s + (full.bwd_s - none.bwd_s) / 3, block.bwd_s, 1e-12,
+              "Megatron-LM --recompute-method block --recompute-num-layers 2");
+    check_rel("block leaves the forward alone", none.fwd_s, block.fwd_s, 1e-15, "recomputation runs in the backward");
+}
+
 int main(void)
 {
+    recompute_block();
     bubbles();
     overlaps();
     return check_done("test_estimate");

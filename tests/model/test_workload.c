@@ -149,11 +149,51 @@ static void dropout(void)
                "model/layer.c: one elementwise pass over the s x s probabilities, only when the dropout is on");
 }
 
+/* Megatron-LM's --recompute-method under full recomputation, on 175B with
+ * TP 8, PP 8 and 12 layers per stage (no interleaving): block with N
+ * layers recomputes N / 12 of them and keeps the others' activations;
+ * uniform with N keeps one input per group of N and rebuilds a group at a
+ * time. */
+static void recompute_methods(void)
+{
+    job_t j = gpt(96, 12288, 96, 8, 8, 512);
+    j.recompute = RECOMPUTE_FULL, j.sequence_parallel = 1;
+    char err[OPT_ERR_LEN];
+    workload_t w;
+    job_t none = j;
+    none.recompute = RECOMPUTE_NONE;
+    double in = workload_layer_activation_bytes(&j), all = workload_layer_activation_bytes(&none);
+    double inflight = workload_inflight_chunks(&j, 0);
+    workload_compute(&j, &w);
+    double layers_fwd = w.hw_flops_per_iter - w.model_flops_per_iter; /* uniform: every layer's forward again */
+    j.recompute_method = RECOMPUTE_BLOCK, j.recompute_num_layers = 3;
+    job_finalize(&j, 8, err);
+    workload_compute(&j, &w);
+    check_rel("block, 3 of 12 layers: HFU FLOPs = model + 3/12 of uniform's extra", w.model_flops_per_iter + layers_fwd / 4,
+              w.hw_flops_per_iter, 1e-12, "Megatron-LM --recompute-method block --recompute-num-layers 3");
+    memory_t m;
+    workload_memory(&j, (hw_t[]){0}, &m);
+    double block_act = m.activations_bytes;
+    job_t u = j;
+    u.recompute_method = RECOMPUTE_UNIFORM, u.recompute_num_layers = 4;
+    job_finalize(&u, 8, err);
+    workload_memory(&u, (hw_t[]){0}, &m);
+    double uni_act = m.activations_bytes;
+    /* The first stage also holds no logits: activations are the layers' only. */
+    check_rel("block, 3 of 12: activations = in flight x (3 inputs + 9 layers) + 1 layer rebuilt",
+              inflight * (3 * in + 9 * all) + all, block_act, 1e-12, "model/workload.c, stage 0");
+    check_rel("uniform, groups of 4: activations = in flight x 3 inputs + 4 layers rebuilt", inflight * 3 * in + 4 * all,
+              uni_act, 1e-12, "model/workload.c, stage 0");
+    j.recompute_num_layers = 13;
+    check_true("recompute-num-layers above a chunk's 12 layers is refused", job_finalize(&j, 8, err) != 0, err);
+}
+
 int main(void)
 {
     flops_and_params();
     activations();
     dropout();
+    recompute_methods();
     zero_memory();
     return check_done("test_workload");
 }
