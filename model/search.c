@@ -251,8 +251,10 @@ void search_plan_flags(const job_t *j, char *buf, size_t len)
     if (j->vpp > 1 && n >= 0 && (size_t)n < len)
         n += snprintf(buf + n, len - n, " --num-layers-per-virtual-pipeline-stage %d", j->layers_per_vstage);
     if (j->recompute != RECOMPUTE_NONE && n >= 0 && (size_t)n < len)
-        n += snprintf(buf + n, len - n, " --recompute-granularity %s%s", rc[j->recompute],
-                      j->recompute == RECOMPUTE_FULL ? " --recompute-method uniform --recompute-num-layers 1" : "");
+        n += snprintf(buf + n, len - n, " --recompute-granularity %s", rc[j->recompute]);
+    if (j->recompute == RECOMPUTE_FULL && n >= 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - n, " --recompute-method %s --recompute-num-layers %d",
+                      j->recompute_method == RECOMPUTE_BLOCK ? "block" : "uniform", j->recompute_num_layers);
     const struct {
         int on;
         const char *flag;
