@@ -275,7 +275,7 @@ void estimate_job(const job_t *j, const hw_t *hw, estimate_t *e)
     br->optimizer_s = cost_optimizer_s(hw, j, shard);
     /* Tied embedding gradients summed between first and last stage. */
     group_layout_t emb = cost_group_layout(j, hw, GROUP_EMB);
-    double emb_s = p > 1 ? cost_coll_s(hw, COLL_ALLREDUCE, (double)j->padded_vocab_size * j->hidden_size /
+    double emb_s = p > 1 && !j->untie_embeddings ? cost_coll_s(hw, COLL_ALLREDUCE, (double)j->padded_vocab_size * j->hidden_size /
                                                                 j->tp * (j->grads_fp32 ? 4 : 2), &emb)
                          : 0;
     br->other_s = emb_s + (j->async_data_loader ? 0 : hw->cluster.host_stall_s) + hw->cluster.iteration_overhead_s;

@@ -26,6 +26,11 @@ static const opt_def defs[] = {
     {"attention-dropout", OPT_REAL, J(attention_dropout), 0, 1, "0.1", 0, "model",
      "dropout on the attention probabilities (Megatron-LM's default; 0: the unfused path has no dropout pass and "
      "keeps no mask)"},
+    {"swiglu", OPT_BOOL, J(swiglu), 0, 1, "false", 0, "model",
+     "gated MLP (SwiGLU, LLaMA style): FC1 gives 2 x ffn-hidden-size (gate and up), 3 h f weights instead of 2"},
+    {"untie-embeddings-and-output-weights", OPT_BOOL, J(untie_embeddings), 0, 1, "false", 0, "model",
+     "the output layer has its own V x h weights instead of the word embedding's (no embedding gradient sync "
+     "between the first and last pipeline stage)"},
     {"hidden-dropout", OPT_REAL, J(hidden_dropout), 0, 1, "0.1", 0, "model",
      "dropout before each residual add (Megatron-LM's default; 0: no 1-byte masks)"},
 
@@ -105,7 +110,7 @@ static const struct {
     {"max-position-embeddings", 1}, {"distributed-backend", 1},
     {"tensorboard-dir", 1}, {"exit-interval", 1}, {"loss-scale", 1}, {"initial-loss-scale", 1},
     {"group-query-attention", 0}, {"use-mcore-models", 0}, {"no-masked-softmax-fusion", 0},
-    {"fp16", 0}, {"swiglu", 0}, {"disable-bias-linear", 0}, {"untie-embeddings-and-output-weights", 0},
+    {"fp16", 0}, {"disable-bias-linear", 0},
 };
 
 int job_is_ignored_megatron_flag(const char *name, int *takes_value)

@@ -34,6 +34,8 @@ typedef struct {
     int num_query_groups, seq_length, padded_vocab_size;
     int global_batch_size, micro_batch_size;
     double attention_dropout, hidden_dropout; /* probabilities; 0 = no dropout pass, no masks */
+    int swiglu;          /* gated MLP: FC1 gives gate and up (2 ffn), SiLU(gate) x up feeds FC2 */
+    int untie_embeddings;/* the output layer has its own weights (no tied-gradient sync) */
     /* parallel plan */
     int tp, pp, layers_per_vstage, num_gpus;
     int sequence_parallel, recompute, distributed_optimizer, zero_stage;

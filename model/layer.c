@@ -64,11 +64,33 @@ static void fwd_reduce(builder_t *b, const char *name, int gemm_idx)
 
 static double gelu_elems(const job_t *j, double T) { return T * j->ffn_hidden_size / j->tp; }
 
+/* FC1's output width on one TP rank: f / t, or gate and up with SwiGLU. */
+static double fc1_n(const job_t *j) { return (j->swiglu ? 2.0 : 1.0) * j->ffn_hidden_size / j->tp; }
+
 static double gelu_bytes(const job_t *j, double T, double wb)
 {
     /* Megatron's jit bias-GeLU reads and writes the (T, f/t) tensor; in the
-     * GEMM epilogue it costs only the pre-activation kept for backward. */
+     * GEMM epilogue it costs only the pre-activation kept for backward.
+     * SwiGLU (Megatron's bias_swiglu kernel, fused or not: no GEMM epilogue
+     * takes two halves) reads gate and up and writes their product. */
+    if (j->swiglu)
+        return 3 * T * j->ffn_hidden_size / j->tp * wb;
     return T * j->ffn_hidden_size / j->tp * wb * (j->fused_elementwise ? 1 : 2);
+}
+
+/* The activation's backward: GeLU reads the output gradient and the
+ * pre-activation and writes the input gradient (3 f per token); SwiGLU
+ * reads the gradient, gate and up and writes both halves' gradients (5 f). */
+static double gelu_bwd_bytes(const job_t *j, double T, double wb)
+{
+    if (j->swiglu)
+        return 5 * T * j->ffn_hidden_size / j->tp * wb;
+    return 1.5 * gelu_bytes(j, T, wb) * (j->fused_elementwise ? 2 : 1);
+}
+
+static const char *act_name(const job_t *j, int bwd)
+{
+    return j->swiglu ? (bwd ? "swiglu_bwd" : "swiglu") : (bwd ? "gelu_bwd" : "gelu");
 }
 
 /* Dropout, residual add and LayerNorm around one residual branch:
@@ -131,9 +153,9 @@ static void forward(builder_t *b)
         residual_norm(b, "ln", 1);
         int in = b->n + (j->sequence_parallel && j->tp > 1);
         fwd_gather(b, "ag_in", in);
-        gemm(b, "qkv_fc1", T, qkv_n(j) + ft, h);
+        gemm(b, "qkv_fc1", T, qkv_n(j) + fc1_n(j), h);
         attention_core(b, 0);
-        elem_math(b, "gelu", ELEM_GELU, gelu_bytes(j, T, b->wb), gelu_elems(j, T));
+        elem_math(b, act_name(j, 0), ELEM_GELU, gelu_bytes(j, T, b->wb), gelu_elems(j, T));
         int out = gemm(b, "proj_fc2", T, h, h / j->tp + ft);
         fwd_reduce(b, "rs_out", out);
         return;
@@ -145,8 +167,8 @@ static void forward(builder_t *b)
     fwd_reduce(b, "rs_proj", gemm(b, "proj", T, h, h / j->tp));
     residual_norm(b, "ln2", 1);
     fwd_gather(b, "ag_fc1", b->n + (j->sequence_parallel && j->tp > 1));
-    gemm(b, "fc1", T, ft, h);
-    elem_math(b, "gelu", ELEM_GELU, gelu_bytes(j, T, b->wb), gelu_elems(j, T));
+    gemm(b, "fc1", T, fc1_n(j), h);
+    elem_math(b, act_name(j, 0), ELEM_GELU, gelu_bytes(j, T, b->wb), gelu_elems(j, T));
     fwd_reduce(b, "rs_fc2", gemm(b, "fc2", T, h, ft));
 }
 
@@ -187,17 +209,15 @@ static void backward(builder_t *b)
     double T = b->T, ft = (double)j->ffn_hidden_size / j->tp;
     if (j->parallel_block) {
         row_backward(b, "proj_fc2_dgrad", "proj_fc2_wgrad", j->hidden_size / j->tp + ft);
-        elem_math(b, "gelu_bwd", ELEM_GELU, 1.5 * gelu_bytes(j, T, b->wb) * (j->fused_elementwise ? 2 : 1),
-              gelu_elems(j, T));
+        elem_math(b, act_name(j, 1), ELEM_GELU, gelu_bwd_bytes(j, T, b->wb), gelu_elems(j, T));
         attention_core(b, 1);
-        col_backward(b, "qkv_fc1_dgrad", "qkv_fc1_wgrad", qkv_n(j) + ft);
+        col_backward(b, "qkv_fc1_dgrad", "qkv_fc1_wgrad", qkv_n(j) + fc1_n(j));
         residual_norm(b, "ln_bwd", 2);
         return;
     }
     row_backward(b, "fc2_dgrad", "fc2_wgrad", ft);
-    elem_math(b, "gelu_bwd", ELEM_GELU, 1.5 * gelu_bytes(j, T, b->wb) * (j->fused_elementwise ? 2 : 1),
-              gelu_elems(j, T));
-    col_backward(b, "fc1_dgrad", "fc1_wgrad", ft);
+    elem_math(b, act_name(j, 1), ELEM_GELU, gelu_bwd_bytes(j, T, b->wb), gelu_elems(j, T));
+    col_backward(b, "fc1_dgrad", "fc1_wgrad", fc1_n(j));
     residual_norm(b, "ln2_bwd", 2);
     row_backward(b, "proj_dgrad", "proj_wgrad", j->hidden_size / j->tp);
     attention_core(b, 1);

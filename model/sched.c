@@ -189,7 +189,7 @@ static void epilogue(sched_iter_t *it)
         sched_op_t *o = emit(it, SOP_JOIN, STREAM_COMPUTE);
         o->wait[0] = CNT_REDUCE_DONE, o->wait_for[0] = j->vpp > 1 ? j->vpp : dp_pieces(j);
     }
-    if (j->pp > 1 && (is_first(it) || is_last(it))) {
+    if (j->pp > 1 && !j->untie_embeddings && (is_first(it) || is_last(it))) {
         sched_op_t *o = emit(it, SOP_EMB_SYNC, STREAM_COMPUTE);
         o->bytes = (double)j->padded_vocab_size * j->hidden_size / j->tp * (j->grads_fp32 ? 4 : 2);
     }

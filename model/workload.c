@@ -27,18 +27,21 @@ static double kv_local_dim(const job_t *j)
     return (g >= j->tp ? (double)g / j->tp : 1.0) * j->head_dim;
 }
 
+/* FC1's output width: ffn, or gate and up (2 ffn) with SwiGLU. */
+static double fc1_width(const job_t *j) { return (j->swiglu ? 2.0 : 1.0) * j->ffn_hidden_size; }
+
 static double gemm_weights_per_layer(const job_t *j)
 {
     double h = j->hidden_size, f = j->ffn_hidden_size;
     double kvd = (double)j->num_query_groups * j->head_dim;
-    return h * (h + 2 * kvd) + h * h + 2 * h * f;
+    return h * (h + 2 * kvd) + h * h + h * fc1_width(j) + f * h;
 }
 
 static double params_per_layer(const job_t *j)
 {
-    double h = j->hidden_size, f = j->ffn_hidden_size;
+    double h = j->hidden_size;
     double kvd = (double)j->num_query_groups * j->head_dim;
-    double biases = (h + 2 * kvd) + h + f + h;
+    double biases = (h + 2 * kvd) + h + fc1_width(j) + h;
     double norms = (j->parallel_block ? 1 : 2) * 2 * h;
     return gemm_weights_per_layer(j) + biases + norms;
 }
@@ -48,8 +51,9 @@ void workload_compute(const job_t *j, workload_t *w)
     double l = j->num_layers, h = j->hidden_size, s = j->seq_length, V = j->padded_vocab_size;
     w->params_layer = params_per_layer(j);
     /* Word and position embeddings; the output layer is tied to the word
-     * embedding (Megatron's default), the final LayerNorm adds 2h. */
-    w->params_total = l * w->params_layer + V * h + s * h + 2 * h;
+     * embedding (Megatron's default) unless untied, which adds V h; the
+     * final LayerNorm adds 2h. */
+    w->params_total = l * w->params_layer + (j->untie_embeddings ? 2 : 1) * V * h + s * h + 2 * h;
     w->attn_window_factor = workload_causal_keys(s, j->window) / workload_causal_keys(s, s);
     /* Megatron's convention: attention scored over all s keys (4 s h per
      * token per layer forward); a window scales it by the fraction of
@@ -68,18 +72,20 @@ void workload_compute(const job_t *j, workload_t *w)
 
 double workload_stage_params_local(const job_t *j, int stage)
 {
-    double h = j->hidden_size, f = j->ffn_hidden_size, t = j->tp;
+    double h = j->hidden_size, t = j->tp;
     double kvd = (double)j->num_query_groups * j->head_dim;
     /* Column- and row-parallel weights and column biases split by TP;
      * row-parallel biases and LayerNorms replicated. */
-    double split = gemm_weights_per_layer(j) + (h + 2 * kvd) + f;
+    double split = gemm_weights_per_layer(j) + (h + 2 * kvd) + fc1_width(j);
     double repl = params_per_layer(j) - split;
     double p = (double)j->num_layers / j->pp * (split / t + repl);
     double V = j->padded_vocab_size;
     if (stage == 0)
         p += V * h / t + (double)j->seq_length * h;
+    /* The output layer: the tied embedding's copy on the last stage (none
+     * needed when one stage holds both), or its own weights when untied. */
     if (stage == j->pp - 1)
-        p += (j->pp > 1 ? V * h / t : 0) + 2 * h;
+        p += (j->pp > 1 || j->untie_embeddings ? V * h / t : 0) + 2 * h;
     return p;
 }
 
@@ -97,7 +103,7 @@ double workload_layer_activation_bytes(const job_t *j)
     double repl = j->parallel_block ? 2 * h + 2 * h + mask * h        /* LN in, shared LN out, mask */
                                     : 4 * h + 2 * h + 2 * h + 2 * mask * h; /* LN ins, QKV in, FC1 in, masks */
     double split = 2 * h / t + 4 * kvl + 2 * h / t /* Q, K and V, proj input */
-                   + 4 * f / t;                      /* GeLU input, FC2 input */
+                   + 2 * (fc1_width(j) + f) / t;     /* GeLU (SwiGLU) input, FC2 input */
     double core;
     if (attn_is_flash(j->attention))
         core = 4 * a / t; /* flash kernels: log-sum-exp per head, fp32 */

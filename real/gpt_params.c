@@ -220,6 +220,16 @@ static int check_plan(const job_t *j, char *err, int errlen)
                  "model and simulator price it");
         return -1;
     }
+    if (j->untie_embeddings) {
+        snprintf(err, errlen, "--untie-embeddings-and-output-weights is not run by the real backend, whose output "
+                 "layer is tied to the word embedding; the model and simulator price it");
+        return -1;
+    }
+    if (j->swiglu) {
+        snprintf(err, errlen, "--swiglu is not run by the real backend, whose GPT has a GeLU MLP; the model and "
+                 "simulator price it");
+        return -1;
+    }
     if (j->recompute == RECOMPUTE_FULL && j->recompute_fraction < 1) {
         snprintf(err, errlen, "--recompute-method block with recompute-num-layers %d of a chunk's %d layers is not "
                  "run by the real backend, which recomputes whole chunks (--recompute-method uniform); the model "

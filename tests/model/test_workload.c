@@ -2,6 +2,7 @@
  * published formulas (megascale-targets.md; Korthikanti et al. 2022;
  * Rajbhandari et al. 2020), on worked examples. */
 #include "model/layer.h"
+#include "model/sched.h"
 #include "model/workload.h"
 #include "../check.h"
 
@@ -188,9 +189,49 @@ static void recompute_methods(void)
     check_true("recompute-num-layers above a chunk's 12 layers is refused", job_finalize(&j, 8, err) != 0, err);
 }
 
+/* A LLaMA-3-8B-like model: SwiGLU MLP (3 h f weights), GQA with 8 groups,
+ * and the output layer untied from the word embedding (V h more, and no
+ * embedding gradient sync between the end stages). */
+static int emb_syncs(const job_t *j, int stage)
+{
+    sched_iter_t it;
+    sched_op_t o;
+    int n = 0;
+    sched_iter_init(&it, j, stage);
+    while (sched_next(&it, &o))
+        n += o.kind == SOP_EMB_SYNC;
+    return n;
+}
+
+static void llama_like(void)
+{
+    job_t j;
+    char err[OPT_ERR_LEN];
+    job_default(&j);
+    j.num_layers = 32, j.hidden_size = 4096, j.num_attention_heads = 32, j.num_query_groups = 8;
+    j.ffn_hidden_size = 14336, j.seq_length = 8192, j.padded_vocab_size = 128256, j.swiglu = 1, j.parallel_block = 0;
+    j.tp = 8, j.pp = 2, j.num_gpus = 16, j.layers_per_vstage = 0, j.global_batch_size = 16;
+    if (job_finalize(&j, 8, err))
+        printf("setup error: %s\n", err);
+    workload_t w;
+    workload_compute(&j, &w);
+    double l = 32, h = 4096, f = 14336, kvd = 8 * 128, V = 128256, s = 8192;
+    double layer = h * (h + 2 * kvd) + h * h + 3 * h * f + (h + 2 * kvd) + h + 2 * f + h + 4 * h;
+    check_rel("SwiGLU + GQA parameters (tied)", l * layer + V * h + s * h + 2 * h, w.params_total, 1e-12,
+              "per layer: QKV h (h + 2 kvd), proj h^2, FC1 h 2f (gate, up), FC2 f h, biases, two LayerNorms");
+    int tied = emb_syncs(&j, 1);
+    j.untie_embeddings = 1;
+    workload_compute(&j, &w);
+    check_rel("untied: V h more parameters", l * layer + 2 * V * h + s * h + 2 * h, w.params_total, 1e-12,
+              "--untie-embeddings-and-output-weights: the output layer's own weights");
+    check_true("untied: no embedding gradient sync on the last stage", tied == 1 && emb_syncs(&j, 1) == 0,
+               "model/sched.c: the tied copy's all-reduce between the end stages is gone");
+}
+
 int main(void)
 {
     flops_and_params();
+    llama_like();
     activations();
     dropout();
     recompute_methods();
