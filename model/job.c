@@ -28,6 +28,13 @@ static const opt_def defs[] = {
      "keeps no mask)"},
     {"swiglu", OPT_BOOL, J(swiglu), 0, 1, "false", 0, "model",
      "gated MLP (SwiGLU, LLaMA style): FC1 gives 2 x ffn-hidden-size (gate and up), 3 h f weights instead of 2"},
+    {"position-embedding-type", OPT_ENUM, J(position_embedding), 0, 0, "learned_absolute",
+     "learned_absolute|rope|none", "model",
+     "positions: learned s x h embedding (GPT-3), rotary (LLaMA: no weights, a pass over Q and K), or none"},
+    {"normalization", OPT_ENUM, J(normalization), 0, 0, "LayerNorm", "LayerNorm|RMSNorm", "model",
+     "LayerNorm (weight and bias) or RMSNorm (weight only)"},
+    {"disable-bias-linear", OPT_BOOL, J(disable_bias_linear), 0, 1, "false", 0, "model",
+     "no biases in the linear layers (LLaMA style)"},
     {"untie-embeddings-and-output-weights", OPT_BOOL, J(untie_embeddings), 0, 1, "false", 0, "model",
      "the output layer has its own V x h weights instead of the word embedding's (no embedding gradient sync "
      "between the first and last pipeline stage)"},
@@ -110,7 +117,19 @@ static const struct {
     {"max-position-embeddings", 1}, {"distributed-backend", 1},
     {"tensorboard-dir", 1}, {"exit-interval", 1}, {"loss-scale", 1}, {"initial-loss-scale", 1},
     {"group-query-attention", 0}, {"use-mcore-models", 0}, {"no-masked-softmax-fusion", 0},
-    {"fp16", 0}, {"disable-bias-linear", 0},
+    {"fp16", 0},
+    /* numerics, data, logging and checkpointing of a modern launch line */
+    {"train-iters", 1}, {"seed", 1}, {"num-workers", 1}, {"data-impl", 1}, {"make-vocab-size-divisible-by", 1},
+    {"transformer-impl", 1}, {"rotary-base", 1}, {"rotary-percent", 1}, {"tokenizer-model", 1},
+    {"norm-epsilon", 1}, {"exit-duration-in-mins", 1}, {"start-weight-decay", 1}, {"end-weight-decay", 1},
+    {"weight-decay-incr-style", 1}, {"lr-warmup-init", 1}, {"hysteresis", 1}, {"loss-scale-window", 1},
+    {"min-loss-scale", 1}, {"data-cache-path", 1}, {"train-data-path", 1}, {"valid-data-path", 1},
+    {"test-data-path", 1}, {"tensorboard-log-interval", 1}, {"timing-log-level", 1}, {"wandb-project", 1},
+    {"wandb-exp-name", 1}, {"ckpt-format", 1}, {"attention-softmax-in-fp32", 0}, {"apply-layernorm-1p", 0},
+    {"no-load-optim", 0}, {"no-load-rng", 0}, {"no-save-optim", 0}, {"no-save-rng", 0}, {"finetune", 0},
+    {"mock-data", 0}, {"log-throughput", 0}, {"log-params-norm", 0}, {"log-num-zeros-in-grad", 0},
+    {"use-checkpoint-args", 0}, {"no-rope-fusion", 0}, {"no-gradient-accumulation-fusion", 0},
+    {"no-async-tensor-model-parallel-allreduce", 0},
 };
 
 int job_is_ignored_megatron_flag(const char *name, int *takes_value)
@@ -315,6 +334,16 @@ static int apply_flags(job_t *job, int argc, char **argv, const opt_table *extra
             job->zero_stage_given = 1;
         if (rc == 1 && !strcmp(name, "use-flash-attn") && !eq) {
             job->attention = ATTN_FLASH;
+            rc = 0;
+        }
+        /* Megatron-LM's older spellings of --position-embedding-type. */
+        if (rc == 1 && !strcmp(name, "use-rotary-position-embeddings") && !eq) {
+            job->position_embedding = POS_ROPE;
+            rc = 0;
+        }
+        if (rc == 1 && !strcmp(name, "no-position-embedding") && !eq) {
+            if (job->position_embedding == POS_LEARNED)
+                job->position_embedding = POS_NONE;
             rc = 0;
         }
         int takes;

@@ -26,6 +26,9 @@ typedef enum { ATTN_FLASH, ATTN_UNFUSED, ATTN_FLASH1 } attn_t;
  * recomputed, the log-sum-exp saved for the backward. */
 static inline int attn_is_flash(int attn) { return attn != ATTN_UNFUSED; }
 typedef enum { PRESET_NONE, PRESET_MEGATRON, PRESET_MEGASCALE } preset_t;
+/* Megatron-LM's --position-embedding-type and --normalization. */
+typedef enum { POS_LEARNED, POS_ROPE, POS_NONE } pos_emb_t;
+typedef enum { NORM_LAYERNORM, NORM_RMSNORM } norm_t;
 typedef enum { PIPE_1F1B, PIPE_GPIPE } pipe_sched_t;
 
 typedef struct {
@@ -36,6 +39,7 @@ typedef struct {
     double attention_dropout, hidden_dropout; /* probabilities; 0 = no dropout pass, no masks */
     int swiglu;          /* gated MLP: FC1 gives gate and up (2 ffn), SiLU(gate) x up feeds FC2 */
     int untie_embeddings;/* the output layer has its own weights (no tied-gradient sync) */
+    int position_embedding, normalization, disable_bias_linear; /* pos_emb_t, norm_t; no linear biases */
     /* parallel plan */
     int tp, pp, layers_per_vstage, num_gpus;
     int sequence_parallel, recompute, distributed_optimizer, zero_stage;

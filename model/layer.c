@@ -88,6 +88,16 @@ static double gelu_bwd_bytes(const job_t *j, double T, double wb)
     return 1.5 * gelu_bytes(j, T, wb) * (j->fused_elementwise ? 2 : 1);
 }
 
+/* Rotary position embedding: one pass reading and writing Q and K (and,
+ * backward, their gradients) on one TP rank; nothing for learned or no
+ * positions (the learned embedding is added once, on the first stage). */
+static void rope(builder_t *b, const char *name)
+{
+    const job_t *j = b->j;
+    if (j->position_embedding == POS_ROPE)
+        elem(b, name, 2 * b->T * ((double)j->hidden_size + (double)j->num_query_groups * j->head_dim) / j->tp * b->wb);
+}
+
 static const char *act_name(const job_t *j, int bwd)
 {
     return j->swiglu ? (bwd ? "swiglu_bwd" : "swiglu") : (bwd ? "gelu_bwd" : "gelu");
@@ -154,6 +164,7 @@ static void forward(builder_t *b)
         int in = b->n + (j->sequence_parallel && j->tp > 1);
         fwd_gather(b, "ag_in", in);
         gemm(b, "qkv_fc1", T, qkv_n(j) + fc1_n(j), h);
+        rope(b, "rope");
         attention_core(b, 0);
         elem_math(b, act_name(j, 0), ELEM_GELU, gelu_bytes(j, T, b->wb), gelu_elems(j, T));
         int out = gemm(b, "proj_fc2", T, h, h / j->tp + ft);
@@ -163,6 +174,7 @@ static void forward(builder_t *b)
     residual_norm(b, "ln1", 1);
     fwd_gather(b, "ag_qkv", b->n + (j->sequence_parallel && j->tp > 1));
     gemm(b, "qkv", T, qkv_n(j), h);
+    rope(b, "rope");
     attention_core(b, 0);
     fwd_reduce(b, "rs_proj", gemm(b, "proj", T, h, h / j->tp));
     residual_norm(b, "ln2", 1);
@@ -211,6 +223,7 @@ static void backward(builder_t *b)
         row_backward(b, "proj_fc2_dgrad", "proj_fc2_wgrad", j->hidden_size / j->tp + ft);
         elem_math(b, act_name(j, 1), ELEM_GELU, gelu_bwd_bytes(j, T, b->wb), gelu_elems(j, T));
         attention_core(b, 1);
+        rope(b, "rope_bwd");
         col_backward(b, "qkv_fc1_dgrad", "qkv_fc1_wgrad", qkv_n(j) + fc1_n(j));
         residual_norm(b, "ln_bwd", 2);
         return;
@@ -221,6 +234,7 @@ static void backward(builder_t *b)
     residual_norm(b, "ln2_bwd", 2);
     row_backward(b, "proj_dgrad", "proj_wgrad", j->hidden_size / j->tp);
     attention_core(b, 1);
+    rope(b, "rope_bwd");
     col_backward(b, "qkv_dgrad", "qkv_wgrad", qkv_n(j));
     residual_norm(b, "ln1_bwd", 2);
 }

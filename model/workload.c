@@ -27,6 +27,15 @@ static double kv_local_dim(const job_t *j)
     return (g >= j->tp ? (double)g / j->tp : 1.0) * j->head_dim;
 }
 
+/* One normalisation's parameters: weight and bias, or RMSNorm's weight. */
+static double norm_params(const job_t *j) { return (j->normalization == NORM_RMSNORM ? 1.0 : 2.0) * j->hidden_size; }
+
+/* Learned absolute position embeddings: s x h on the first stage. */
+static double pos_params(const job_t *j)
+{
+    return j->position_embedding == POS_LEARNED ? (double)j->seq_length * j->hidden_size : 0;
+}
+
 /* FC1's output width: ffn, or gate and up (2 ffn) with SwiGLU. */
 static double fc1_width(const job_t *j) { return (j->swiglu ? 2.0 : 1.0) * j->ffn_hidden_size; }
 
@@ -41,8 +50,8 @@ static double params_per_layer(const job_t *j)
 {
     double h = j->hidden_size;
     double kvd = (double)j->num_query_groups * j->head_dim;
-    double biases = (h + 2 * kvd) + h + fc1_width(j) + h;
-    double norms = (j->parallel_block ? 1 : 2) * 2 * h;
+    double biases = j->disable_bias_linear ? 0 : (h + 2 * kvd) + h + fc1_width(j) + h;
+    double norms = (j->parallel_block ? 1 : 2) * norm_params(j);
     return gemm_weights_per_layer(j) + biases + norms;
 }
 
@@ -52,8 +61,8 @@ void workload_compute(const job_t *j, workload_t *w)
     w->params_layer = params_per_layer(j);
     /* Word and position embeddings; the output layer is tied to the word
      * embedding (Megatron's default) unless untied, which adds V h; the
-     * final LayerNorm adds 2h. */
-    w->params_total = l * w->params_layer + (j->untie_embeddings ? 2 : 1) * V * h + s * h + 2 * h;
+     * final norm adds its weight (and bias). */
+    w->params_total = l * w->params_layer + (j->untie_embeddings ? 2 : 1) * V * h + pos_params(j) + norm_params(j);
     w->attn_window_factor = workload_causal_keys(s, j->window) / workload_causal_keys(s, s);
     /* Megatron's convention: attention scored over all s keys (4 s h per
      * token per layer forward); a window scales it by the fraction of
@@ -62,9 +71,13 @@ void workload_compute(const job_t *j, workload_t *w)
     double gemm = 2 * gemm_weights_per_layer(j);
     double fwd = l * (gemm + attn) + 2 * V * h;
     w->model_flops_per_token = 3 * fwd;
-    double recompute = j->recompute == RECOMPUTE_FULL        ? j->recompute_fraction * l * (gemm + attn)
-                       : j->recompute == RECOMPUTE_SELECTIVE ? l * attn
-                                                             : 0;
+    /* Selective recomputation reruns the unfused attention core only (a
+     * flash kernel keeps no scores to drop: Megatron-LM checkpoints the
+     * unfused core alone, model/layer.c). */
+    int selective = j->recompute == RECOMPUTE_SELECTIVE && !attn_is_flash(j->attention);
+    double recompute = j->recompute == RECOMPUTE_FULL ? j->recompute_fraction * l * (gemm + attn)
+                       : selective                    ? l * attn
+                                                      : 0;
     double tokens = (double)j->global_batch_size * s;
     w->model_flops_per_iter = tokens * w->model_flops_per_token;
     w->hw_flops_per_iter = tokens * (w->model_flops_per_token + recompute);
@@ -76,16 +89,16 @@ double workload_stage_params_local(const job_t *j, int stage)
     double kvd = (double)j->num_query_groups * j->head_dim;
     /* Column- and row-parallel weights and column biases split by TP;
      * row-parallel biases and LayerNorms replicated. */
-    double split = gemm_weights_per_layer(j) + (h + 2 * kvd) + fc1_width(j);
+    double split = gemm_weights_per_layer(j) + (j->disable_bias_linear ? 0 : (h + 2 * kvd) + fc1_width(j));
     double repl = params_per_layer(j) - split;
     double p = (double)j->num_layers / j->pp * (split / t + repl);
     double V = j->padded_vocab_size;
     if (stage == 0)
-        p += V * h / t + (double)j->seq_length * h;
+        p += V * h / t + pos_params(j);
     /* The output layer: the tied embedding's copy on the last stage (none
      * needed when one stage holds both), or its own weights when untied. */
     if (stage == j->pp - 1)
-        p += (j->pp > 1 || j->untie_embeddings ? V * h / t : 0) + 2 * h;
+        p += (j->pp > 1 || j->untie_embeddings ? V * h / t : 0) + norm_params(j);
     return p;
 }
 

@@ -220,6 +220,15 @@ static int check_plan(const job_t *j, char *err, int errlen)
                  "model and simulator price it");
         return -1;
     }
+    if (j->position_embedding != POS_LEARNED || j->normalization != NORM_LAYERNORM || j->disable_bias_linear) {
+        snprintf(err, errlen, "--position-embedding-type %s, --normalization %s%s: the real backend's GPT has learned "
+                 "positions, LayerNorm and biases (GPT-2/3 style); the model and simulator price the others",
+                 j->position_embedding == POS_ROPE ? "rope" : j->position_embedding == POS_NONE ? "none"
+                                                                                                : "learned_absolute",
+                 j->normalization == NORM_RMSNORM ? "RMSNorm" : "LayerNorm",
+                 j->disable_bias_linear ? ", --disable-bias-linear" : "");
+        return -1;
+    }
     if (j->untie_embeddings) {
         snprintf(err, errlen, "--untie-embeddings-and-output-weights is not run by the real backend, whose output "
                  "layer is tied to the word embedding; the model and simulator price it");

@@ -226,6 +226,18 @@ static void llama_like(void)
               "--untie-embeddings-and-output-weights: the output layer's own weights");
     check_true("untied: no embedding gradient sync on the last stage", tied == 1 && emb_syncs(&j, 1) == 0,
                "model/sched.c: the tied copy's all-reduce between the end stages is gone");
+    /* LLaMA proper: rotary positions (no s x h table), RMSNorm (weight
+     * only), no linear biases. */
+    op_t ops[LAYER_MAX_OPS];
+    int learned_ops = layer_ops(&j, PASS_FWD, ops);
+    j.position_embedding = POS_ROPE, j.normalization = NORM_RMSNORM, j.disable_bias_linear = 1;
+    workload_compute(&j, &w);
+    double weights = h * (h + 2 * kvd) + h * h + 3 * h * f;
+    check_rel("LLaMA: RoPE, RMSNorm, no biases", l * (weights + 2 * h) + 2 * V * h + h, w.params_total, 1e-12,
+              "per layer: the GEMM weights and two RMSNorm weights; embeddings untied; the final RMSNorm");
+    int n = layer_ops(&j, PASS_FWD, ops);
+    check_true("RoPE adds one elementwise pass to the forward", n == learned_ops + 1 && count_named(ops, n, "rope") == 1,
+               "model/layer.c rope(): reads and writes Q and K after the QKV GEMM");
 }
 
 int main(void)
