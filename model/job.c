@@ -23,9 +23,6 @@ static const opt_def defs[] = {
     {"padded-vocab-size", OPT_INT, J(padded_vocab_size), 1, BIG, "64000", 0, "model", "vocabulary size (padded)"},
     {"global-batch-size", OPT_INT, J(global_batch_size), 1, BIG, "6144", 0, "model", "sequences per iteration"},
     {"micro-batch-size", OPT_INT, J(micro_batch_size), 1, 65536, "1", 0, "model", "sequences per micro-batch"},
-    {"attention-dropout", OPT_REAL, J(attention_dropout), 0, 1, "0.1", 0, "model",
-     "dropout on the attention probabilities (Megatron-LM's default; 0: the unfused path has no dropout pass and "
-     "keeps no mask)"},
     {"swiglu", OPT_BOOL, J(swiglu), 0, 1, "false", 0, "model",
      "gated MLP (SwiGLU, LLaMA style): FC1 gives 2 x ffn-hidden-size (gate and up), 3 h f weights instead of 2"},
     {"position-embedding-type", OPT_ENUM, J(position_embedding), 0, 0, "learned_absolute",
@@ -38,6 +35,9 @@ static const opt_def defs[] = {
     {"untie-embeddings-and-output-weights", OPT_BOOL, J(untie_embeddings), 0, 1, "false", 0, "model",
      "the output layer has its own V x h weights instead of the word embedding's (no embedding gradient sync "
      "between the first and last pipeline stage)"},
+    {"attention-dropout", OPT_REAL, J(attention_dropout), 0, 1, "0.1", 0, "model",
+     "dropout on the attention probabilities (Megatron-LM's default; 0: the unfused path has no dropout pass and "
+     "keeps no mask)"},
     {"hidden-dropout", OPT_REAL, J(hidden_dropout), 0, 1, "0.1", 0, "model",
      "dropout before each residual add (Megatron-LM's default; 0: no 1-byte masks)"},
 
