@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """check_predict_json: `megasim predict --json` parses and carries the keys
-the issue names (and every executor shares), with values in range."""
-import json, subprocess, sys
+the issue names (and every executor shares), with values in range. With
+EXPECT_PARAMS set, params_total must equal it (a model's published size)."""
+import json, os, subprocess, sys
 
 megasim = sys.argv[1]
 out = subprocess.run([megasim, "predict", "--json"] + sys.argv[2:], capture_output=True, text=True, check=True)
@@ -33,5 +34,13 @@ fail += not ok
 ok = d["config"]["job"]["num_gpus"] == json.loads(json.dumps(d))["config"]["job"]["num_gpus"] and "version" in d["config"]
 print(("ok  " if ok else "FAIL"), "config carries the job and the version")
 fail += not ok
-print("check_predict_json: %d passed, %d failed" % (len(need) + len(brk) + 4 - fail, fail))
+checks = len(need) + len(brk) + 4
+if os.environ.get("EXPECT_PARAMS"):
+    want = int(os.environ["EXPECT_PARAMS"])
+    ok = round(d["params_total"]) == want
+    print(("ok  " if ok else "FAIL"), "params_total: expected %d (the model's published size), got %d"
+          % (want, round(d["params_total"])))
+    fail += not ok
+    checks += 1
+print("check_predict_json: %d passed, %d failed" % (checks - fail, fail))
 sys.exit(1 if fail else 0)
