@@ -8,7 +8,7 @@
 #include <string.h>
 
 const char *const search_reason_names[SEARCH_NREASONS] = {
-    "ok", "tp_split", "gpus", "batch", "interleave", "zero3_pp", "other_rule", "no_effect", "memory"};
+    "ok", "tp_split", "gpus", "batch", "interleave", "zero3_pp", "recompute", "other_rule", "no_effect", "memory"};
 const char *const search_reason_text[SEARCH_NREASONS] = {
     "valid and fits",
     "ffn, vocab or query groups not divisible by TP",
@@ -16,6 +16,7 @@ const char *const search_reason_text[SEARCH_NREASONS] = {
     "global batch not divisible by micro-batch x DP",
     "interleaved: micro-batches not divisible by PP (Megatron-LM's rule)",
     "ZeRO-3 needs PP = 1",
+    "full recomputation of more layers (recompute-num-layers) than a model chunk has",
     "another rule of the job",
     "an overlap switch with nothing to overlap (same plan as without it)",
     "peak memory per GPU above the limit",
@@ -160,6 +161,9 @@ static int classify(const job_t *j, int gpus_per_node)
         return SEARCH_REJ_INTERLEAVE;
     if (j->zero_stage >= 3 && j->pp > 1)
         return SEARCH_REJ_ZERO3_PP;
+    int per_chunk = j->layers_per_vstage ? j->layers_per_vstage : j->num_layers / j->pp;
+    if (j->recompute == RECOMPUTE_FULL && j->recompute_num_layers > per_chunk)
+        return SEARCH_REJ_RECOMPUTE;
     /* A switch with nothing to overlap gives the same plan as without it. */
     if ((j->tp_comm_overlap && (j->tp == 1 || !j->sequence_parallel)) || (j->pp_comm_overlap && j->pp == 1) ||
         (j->overlap_grad_reduce && dp == 1))

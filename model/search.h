@@ -30,6 +30,7 @@ typedef enum {
     SEARCH_REJ_BATCH,      /* global batch not divisible by micro-batch x DP */
     SEARCH_REJ_INTERLEAVE, /* interleaved: micro-batches not divisible by PP */
     SEARCH_REJ_ZERO3_PP,   /* ZeRO-3 needs PP = 1 */
+    SEARCH_REJ_RECOMPUTE,  /* recompute-num-layers above a chunk's layers */
     SEARCH_REJ_OTHER,      /* another rule of job_finalize */
     SEARCH_REJ_NO_EFFECT,  /* an overlap switch with nothing to overlap (a duplicate plan) */
     SEARCH_REJ_MEMORY,     /* peak memory per GPU above the limit */
