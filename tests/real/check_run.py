@@ -103,7 +103,9 @@ def outputs():
         run(4, ["--pipeline-model-parallel-size", "2", "--out", h5, "--trace", trace], iters=2)
         dump = subprocess.run(["h5dump", "-H", h5], capture_output=True, text=True).stdout
         kind = subprocess.run(["h5dump", "-a", "/kind", h5], capture_output=True, text=True).stdout
+        cfg = subprocess.run(["h5dump", "-a", "/config_json", h5], capture_output=True, text=True).stdout
         checks = [("root attribute kind", "measurement" in kind),
+                  ("config_json records the communicators' creation time (comm_init_s)", "comm_init_s" in cfg),
                   ("/iterations dataset", "DATASET \"iterations\"" in dump),
                   ("/timeline with an iteration column", "\"iteration\"" in dump),
                   ("/ranks dataset", "DATASET \"ranks\"" in dump)]
