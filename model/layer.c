@@ -65,7 +65,7 @@ static void fwd_reduce(builder_t *b, const char *name, int gemm_idx)
 static double gelu_elems(const job_t *j, double T) { return T * j->ffn_hidden_size / j->tp; }
 
 /* FC1's output width on one TP rank: f / t, or gate and up with SwiGLU. */
-static double fc1_n(const job_t *j) { return (j->swiglu ? 2.0 : 1.0) * j->ffn_hidden_size / j->tp; }
+static double fc1_n(const job_t *j) { return workload_fc1_width(j) / j->tp; }
 
 static double gelu_bytes(const job_t *j, double T, double wb)
 {

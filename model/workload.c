@@ -36,21 +36,20 @@ static double pos_params(const job_t *j)
     return j->position_embedding == POS_LEARNED ? (double)j->seq_length * j->hidden_size : 0;
 }
 
-/* FC1's output width: ffn, or gate and up (2 ffn) with SwiGLU. */
-static double fc1_width(const job_t *j) { return (j->swiglu ? 2.0 : 1.0) * j->ffn_hidden_size; }
+double workload_fc1_width(const job_t *j) { return (j->swiglu ? 2.0 : 1.0) * j->ffn_hidden_size; }
 
 static double gemm_weights_per_layer(const job_t *j)
 {
     double h = j->hidden_size, f = j->ffn_hidden_size;
     double kvd = (double)j->num_query_groups * j->head_dim;
-    return h * (h + 2 * kvd) + h * h + h * fc1_width(j) + f * h;
+    return h * (h + 2 * kvd) + h * h + h * workload_fc1_width(j) + f * h;
 }
 
 static double params_per_layer(const job_t *j)
 {
     double h = j->hidden_size;
     double kvd = (double)j->num_query_groups * j->head_dim;
-    double biases = j->disable_bias_linear ? 0 : (h + 2 * kvd) + h + fc1_width(j) + h;
+    double biases = j->disable_bias_linear ? 0 : (h + 2 * kvd) + h + workload_fc1_width(j) + h;
     double norms = (j->parallel_block ? 1 : 2) * norm_params(j);
     return gemm_weights_per_layer(j) + biases + norms;
 }
@@ -89,7 +88,7 @@ double workload_stage_params_local(const job_t *j, int stage)
     double kvd = (double)j->num_query_groups * j->head_dim;
     /* Column- and row-parallel weights and column biases split by TP;
      * row-parallel biases and LayerNorms replicated. */
-    double split = gemm_weights_per_layer(j) + (j->disable_bias_linear ? 0 : (h + 2 * kvd) + fc1_width(j));
+    double split = gemm_weights_per_layer(j) + (j->disable_bias_linear ? 0 : (h + 2 * kvd) + workload_fc1_width(j));
     double repl = params_per_layer(j) - split;
     double p = (double)j->num_layers / j->pp * (split / t + repl);
     double V = j->padded_vocab_size;
@@ -116,7 +115,7 @@ double workload_layer_activation_bytes(const job_t *j)
     double repl = j->parallel_block ? 2 * h + 2 * h + mask * h        /* LN in, shared LN out, mask */
                                     : 4 * h + 2 * h + 2 * h + 2 * mask * h; /* LN ins, QKV in, FC1 in, masks */
     double split = 2 * h / t + 4 * kvl + 2 * h / t /* Q, K and V, proj input */
-                   + 2 * (fc1_width(j) + f) / t;     /* GeLU (SwiGLU) input, FC2 input */
+                   + 2 * (workload_fc1_width(j) + f) / t;     /* GeLU (SwiGLU) input, FC2 input */
     double core;
     if (attn_is_flash(j->attention))
         core = 4 * a / t; /* flash kernels: log-sum-exp per head, fp32 */

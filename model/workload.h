@@ -48,4 +48,8 @@ int workload_dp_pieces(const job_t *job, double params_local);
 /* Sum over a causal window: keys attended by s queries (window w <= s). */
 double workload_causal_keys(double s, double w);
 
+/* FC1's output width (whole, before TP): ffn, or gate and up (2 ffn) with
+ * SwiGLU. */
+double workload_fc1_width(const job_t *j);
+
 #endif
