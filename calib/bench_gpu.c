@@ -466,7 +466,9 @@ static void attn_point(const calib_plan_t *p, calib_table_t *t, int T, int NH, i
 
 /* Flash attention, micro-batch 1: sequence lengths 256 to 16384 (4096
  * --quick) at the 1.3B model's 16 heads of 128; then at its sequence (2048):
- * the 175B model's 12 heads per rank at TP 8, heads of 64 (32 of them, the
+ * 4, 12 (the 175B model's per rank at TP 8) and 64 heads, which fill the
+ * grid differently at the same sequence and so tell the attention blocks'
+ * wave loss (calib_fit_attn_waves) from the curve, heads of 64 (32 of them, the
  * same width), GQA (4 query heads per KV head); and a sliding window of a
  * quarter of a 4096 sequence. --tiny: 4 heads of 64, sequences 128 to 512,
  * the same special cases at 256. */
@@ -478,8 +480,9 @@ static void gpu_attention(const calib_plan_t *p, calib_table_t *t)
     calib_attn_table(t);
     for (int T = tiny ? 128 : 256; T <= top; T *= 2)
         attn_point(p, t, T, nh, nh, hs, 0);
-    if (!tiny)
-        attn_point(p, t, seq, 12, 12, 128, 0);
+    static const int heads[] = {4, 12, 64};
+    for (int i = 0; !tiny && i < 3; i++)
+        attn_point(p, t, seq, heads[i], heads[i], 128, 0);
     attn_point(p, t, seq, 2 * nh, 2 * nh, hs / 2, 0);
     attn_point(p, t, seq, nh, nh / 4, hs, 0);
     attn_point(p, t, 2 * seq, nh, nh, hs, seq / 2);

@@ -12,7 +12,7 @@
 
 typedef struct {
     const double *x, *y;
-    int n;
+    int n, relative; /* relative: residuals divided by y (each sample's relative error) */
 } sat_data_t;
 
 /* Parameters p = (e_max, log10 x_half): the log keeps both of order one,
@@ -22,7 +22,7 @@ static int sat_f(const gsl_vector *p, void *data, gsl_vector *f)
     const sat_data_t *d = data;
     double e = gsl_vector_get(p, 0), h = pow(10, gsl_vector_get(p, 1));
     for (int i = 0; i < d->n; i++)
-        gsl_vector_set(f, i, e * d->x[i] / (d->x[i] + h) - d->y[i]);
+        gsl_vector_set(f, i, (e * d->x[i] / (d->x[i] + h) - d->y[i]) / (d->relative ? d->y[i] : 1));
     return GSL_SUCCESS;
 }
 
@@ -31,9 +31,9 @@ static int sat_df(const gsl_vector *p, void *data, gsl_matrix *J)
     const sat_data_t *d = data;
     double e = gsl_vector_get(p, 0), h = pow(10, gsl_vector_get(p, 1));
     for (int i = 0; i < d->n; i++) {
-        double s = d->x[i] + h;
-        gsl_matrix_set(J, i, 0, d->x[i] / s);
-        gsl_matrix_set(J, i, 1, -e * d->x[i] / (s * s) * h * log(10)); /* d/dlog10(h) */
+        double s = d->x[i] + h, wt = d->relative ? 1 / d->y[i] : 1;
+        gsl_matrix_set(J, i, 0, wt * d->x[i] / s);
+        gsl_matrix_set(J, i, 1, -wt * e * d->x[i] / (s * s) * h * log(10)); /* d/dlog10(h) */
     }
     return GSL_SUCCESS;
 }
@@ -75,13 +75,16 @@ static void sat_guess(const double *x, const double *y, int n, double *e0, doubl
     *lh0 = log10(xmin);
 }
 
-calib_satfit_t calib_fit_saturating(const double *x, const double *y, int n, double *resid)
+static calib_satfit_t fit_saturating(const double *x, const double *y, int n, int relative, double *resid)
 {
     calib_satfit_t r = {0};
     r.n = n;
     if (n < 3)
         return r;
-    sat_data_t d = {x, y, n};
+    for (int i = 0; relative && i < n; i++)
+        if (!(y[i] > 0))
+            return r;
+    sat_data_t d = {x, y, n, relative};
     gsl_multifit_nlinear_fdf fdf = {sat_f, sat_df, NULL, (size_t)n, 2, &d, 0, 0, 0};
     gsl_multifit_nlinear_parameters par = gsl_multifit_nlinear_default_parameters();
     gsl_multifit_nlinear_workspace *w =
@@ -99,7 +102,7 @@ calib_satfit_t calib_fit_saturating(const double *x, const double *y, int n, dou
     r.ok = st == GSL_SUCCESS && isfinite(r.e_max) && r.e_max > 0;
     double *res = resid ? resid : malloc(sizeof(double) * n), chi2;
     for (int i = 0; i < n; i++)
-        res[i] = -gsl_vector_get(f, i);
+        res[i] = y[i] - calib_saturating_eval(&r, x[i]);
     gsl_blas_ddot(f, f, &chi2);
     if (n > 2) { /* covariance of (e, log10 h) scaled by the residual variance */
         gsl_matrix *cov = gsl_matrix_alloc(2, 2);
@@ -118,9 +121,19 @@ calib_satfit_t calib_fit_saturating(const double *x, const double *y, int n, dou
     return r;
 }
 
+calib_satfit_t calib_fit_saturating(const double *x, const double *y, int n, double *resid)
+{
+    return fit_saturating(x, y, n, 0, resid);
+}
+
+calib_satfit_t calib_fit_saturating_rel(const double *x, const double *y, int n, double *resid)
+{
+    return fit_saturating(x, y, n, 1, resid);
+}
+
 /* The relative rms error of the model curve x wave against y; fills
  * model[] (count long). */
-static double gemm_model(const calib_satfit_t *f, const double *flops, const double *we, const double *y, int count,
+static double wave_model(const calib_satfit_t *f, const double *flops, const double *we, const double *y, int count,
                          double *model)
 {
     double ss = 0;
@@ -131,28 +144,29 @@ static double gemm_model(const calib_satfit_t *f, const double *flops, const dou
     return sqrt(ss / count);
 }
 
-calib_gemmfit_t calib_fit_gemm_waves(const double *m, const double *n, const double *flops, const double *y,
-                                     int count, int sms, const int (*tiles)[2], int ntiles, double *wave,
-                                     double *resid)
+/* The candidates' wave efficiencies, candidate c's for sample i at
+ * we[c * count + i]: each candidate's curve is fitted to the samples
+ * divided by them, and the one with the smallest relative error wins. */
+static calib_wavefit_t fit_waves(const double *flops, const double *y, int count, const double *we,
+                                 const int (*tiles)[2], int ncand, double *wave, double *resid)
 {
-    calib_gemmfit_t g = {0};
-    g.ncand = ntiles < CALIB_MAX_TILES ? ntiles : CALIB_MAX_TILES;
+    calib_wavefit_t g = {0};
+    g.ncand = ncand < CALIB_MAX_TILES ? ncand : CALIB_MAX_TILES;
     g.rel_rms = INFINITY;
-    double *we = malloc(sizeof(double) * (count + 1)), *yt = malloc(sizeof(double) * (count + 1));
-    double *model = malloc(sizeof(double) * (count + 1)), *best_we = malloc(sizeof(double) * (count + 1));
+    double *yt = malloc(sizeof(double) * (count + 1)), *model = malloc(sizeof(double) * (count + 1));
+    const double *best_we = NULL;
     for (int c = 0; c < g.ncand; c++) {
+        const double *wc = we + (size_t)c * count;
         for (int i = 0; i < count; i++)
-            we[i] = cost_gemm_wave_eff(tiles[c][0], tiles[c][1], sms, m[i], n[i], 1), yt[i] = y[i] / we[i];
-        calib_satfit_t f = calib_fit_saturating(flops, yt, count, NULL);
-        double e = f.ok ? gemm_model(&f, flops, we, y, count, model) : NAN;
+            yt[i] = y[i] / wc[i];
+        calib_satfit_t f = calib_fit_saturating_rel(flops, yt, count, NULL);
+        double e = f.ok ? wave_model(&f, flops, wc, y, count, model) : NAN;
         g.cand_rel_rms[c] = e, g.cand_tile[c][0] = tiles[c][0], g.cand_tile[c][1] = tiles[c][1];
-        if (f.ok && e < g.rel_rms) {
-            g.rel_rms = e, g.sat = f, g.tile_m = tiles[c][0], g.tile_n = tiles[c][1], g.ok = 1;
-            memcpy(best_we, we, sizeof(double) * count);
-        }
+        if (f.ok && e < g.rel_rms)
+            g.rel_rms = e, g.sat = f, g.tile_m = tiles[c][0], g.tile_n = tiles[c][1], g.ok = 1, best_we = wc;
     }
     if (g.ok) {
-        gemm_model(&g.sat, flops, best_we, y, count, model);
+        wave_model(&g.sat, flops, best_we, y, count, model);
         for (int i = 0; i < count; i++)
             model[i] = y[i] - model[i]; /* the residuals */
         g.sat.r2 = r_squared(y, model, count, &g.sat.rms);
@@ -161,7 +175,37 @@ calib_gemmfit_t calib_fit_gemm_waves(const double *m, const double *n, const dou
         if (wave)
             memcpy(wave, best_we, sizeof(double) * count);
     }
-    free(we), free(yt), free(model), free(best_we);
+    free(yt), free(model);
+    return g;
+}
+
+calib_wavefit_t calib_fit_gemm_waves(const double *m, const double *n, const double *flops, const double *y,
+                                     int count, int sms, const int (*tiles)[2], int ntiles, double *wave,
+                                     double *resid)
+{
+    int nc = ntiles < CALIB_MAX_TILES ? ntiles : CALIB_MAX_TILES;
+    double *we = malloc(sizeof(double) * ((size_t)nc * count + 1));
+    for (int c = 0; c < nc; c++)
+        for (int i = 0; i < count; i++)
+            we[(size_t)c * count + i] = cost_gemm_wave_eff(tiles[c][0], tiles[c][1], sms, m[i], n[i], 1);
+    calib_wavefit_t g = fit_waves(flops, y, count, we, tiles, nc, wave, resid);
+    free(we);
+    return g;
+}
+
+calib_wavefit_t calib_fit_attn_waves(const double *bh, const double *seq, const double *window, int bwd,
+                                     const double *flops, const double *y, int count, int sms, const int *blocks,
+                                     int nblocks, double *wave, double *resid)
+{
+    int nc = nblocks < CALIB_MAX_TILES ? nblocks : CALIB_MAX_TILES, tiles[CALIB_MAX_TILES][2];
+    double *we = malloc(sizeof(double) * ((size_t)nc * count + 1));
+    for (int c = 0; c < nc; c++) {
+        tiles[c][0] = blocks[c], tiles[c][1] = 0;
+        for (int i = 0; i < count; i++)
+            we[(size_t)c * count + i] = cost_attn_wave_eff(blocks[c], sms, bh[i], seq[i], window[i], bwd);
+    }
+    calib_wavefit_t g = fit_waves(flops, y, count, we, (const int (*)[2])tiles, nc, wave, resid);
+    free(we);
     return g;
 }
 

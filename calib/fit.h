@@ -33,32 +33,47 @@ typedef struct {
 /* Fits y = e_max x / (x + x_half) to n samples (x > 0). resid (may be
  * NULL) receives y - fit for each sample. */
 calib_satfit_t calib_fit_saturating(const double *x, const double *y, int n, double *resid);
+/* The same, least squares on the relative error (y > 0): each sample
+ * weighs alike however small, as a kernel's predicted time does. */
+calib_satfit_t calib_fit_saturating_rel(const double *x, const double *y, int n, double *resid);
 double calib_saturating_eval(const calib_satfit_t *f, double x);
 
 #define CALIB_MAX_TILES 8
 
+/* An efficiency curve fitted together with the tile whose wave
+ * quantisation (model/cost.c) best explains the samples. */
 typedef struct {
-    int tile_m, tile_n;   /* the chosen candidate */
+    int tile_m, tile_n;   /* the chosen candidate: a GEMM's output tile, or an
+                             attention kernel's block rows (tile_n = 0) */
     calib_satfit_t sat;   /* its curve; r2 and rms are those of the whole
                              model (curve x wave) against the samples */
     double rel_rms;       /* sqrt(mean((model_i / y_i - 1)^2)): the relative
-                             error of a predicted GEMM time */
+                             error of a predicted kernel time */
     int cand_tile[CALIB_MAX_TILES][2];    /* the candidates, */
     double cand_rel_rms[CALIB_MAX_TILES]; /* and each one's error (NAN if its fit failed) */
     int ncand, ok;
-} calib_gemmfit_t;
+} calib_wavefit_t;
 
 /* GEMM efficiency as the cost model sees it: sample i, an m_i x n_i output
  * of flops_i FLOPs measured at efficiency y_i (fraction of peak), is
  * modelled as min(1, e_max F / (F + F_half)) x cost_gemm_wave_eff(tile,
  * sms, m_i, n_i, 1). For each candidate tile the samples divided by their
- * wave efficiency are fitted by the saturating model; the candidate whose
+ * wave efficiency are fitted by the saturating model (on the relative
+ * error, calib_fit_saturating_rel); the candidate whose
  * model has the smallest relative rms error wins (the earlier one on a
  * tie). wave and resid (may be NULL, count long) receive the winner's wave
  * efficiency and y - model per sample. */
-calib_gemmfit_t calib_fit_gemm_waves(const double *m, const double *n, const double *flops, const double *y,
+calib_wavefit_t calib_fit_gemm_waves(const double *m, const double *n, const double *flops, const double *y,
                                      int count, int sms, const int (*tiles)[2], int ntiles, double *wave,
                                      double *resid);
+
+/* The same for flash attention (forward or backward): sample i runs bh_i
+ * heads of seq_i queries seeing at most window_i keys (0: causal), and its
+ * wave efficiency is cost_attn_wave_eff(block, sms, bh_i, seq_i, window_i,
+ * bwd) for each candidate block of rows. */
+calib_wavefit_t calib_fit_attn_waves(const double *bh, const double *seq, const double *window, int bwd,
+                                     const double *flops, const double *y, int count, int sms, const int *blocks,
+                                     int nblocks, double *wave, double *resid);
 
 /* Fits y = a + b x to the samples whose x lies in [x_lo, x_hi]; resid (may
  * be NULL, n long) receives y - fit for those and 0 for the others. */

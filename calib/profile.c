@@ -77,11 +77,46 @@ static void fit_gemm(calib_result_t *r)
         f->x[i] = calib_table_get(t, i, 3), f->y[i] = fmin(1, calib_table_get(t, i, 7) / r->peak_gflops);
     }
     int sms = r->device ? r->gpu.sm_count : r->ncores;
-    f->gemm = r->device ? calib_fit_gemm_waves(m, n, f->x, f->y, t->n, sms, gpu_tiles, 4, f->wave, f->resid)
+    f->wfit = r->device ? calib_fit_gemm_waves(m, n, f->x, f->y, t->n, sms, gpu_tiles, 4, f->wave, f->resid)
                         : calib_fit_gemm_waves(m, n, f->x, f->y, t->n, sms, cpu_tiles, 1, f->wave, f->resid);
-    f->sat = f->gemm.sat;
-    f->sat.ok = f->gemm.ok;
+    f->sat = f->wfit.sat;
+    f->sat.ok = f->wfit.ok;
     free(m), free(n);
+}
+
+/* The attention blocks tried on a GPU: kern_attention_*_cuda runs 64 rows
+ * per thread block, FlashAttention-2 128 at head size 128. The CPU's
+ * reference kernels go one query row (forward) or key row (backward) at a
+ * time. */
+static const int gpu_attn_blocks[] = {32, 64, 128};
+static const int cpu_attn_blocks[] = {1};
+
+/* flash_fwd_eff or flash_bwd_eff with wave quantisation
+ * (calib_fit_attn_waves): the samples run few heads (batch 1), so a GPU's
+ * last wave is often poorly filled; the curve must not absorb that. */
+static void fit_attn(calib_result_t *r, int bwd)
+{
+    const calib_table_t *t = &r->attn;
+    calib_fitrec_t *f = new_fit(r, bwd ? "flash_bwd_eff" : "flash_fwd_eff", "flops", "fraction of peak", t->n);
+    double *bh = calloc(t->n + 1, sizeof(double)), *seq = calloc(t->n + 1, sizeof(double));
+    double *win = calloc(t->n + 1, sizeof(double));
+    f->wave = calloc(t->n + 1, sizeof(double));
+    int m = 0;
+    for (int i = 0; i < t->n; i++)
+        if (calib_table_get(t, i, 0) == bwd) {
+            bh[m] = calib_table_get(t, i, 11) * calib_table_get(t, i, 2), seq[m] = calib_table_get(t, i, 1);
+            win[m] = calib_table_get(t, i, 10);
+            f->x[m] = calib_table_get(t, i, 4), f->y[m++] = fmin(1, calib_table_get(t, i, 8) / r->peak_gflops);
+        }
+    f->n = m;
+    int sms = r->device ? r->gpu.sm_count : r->ncores;
+    f->wfit = r->device ? calib_fit_attn_waves(bh, seq, win, bwd, f->x, f->y, m, sms, gpu_attn_blocks, 3, f->wave,
+                                               f->resid)
+                        : calib_fit_attn_waves(bh, seq, win, bwd, f->x, f->y, m, sms, cpu_attn_blocks, 1, f->wave,
+                                               f->resid);
+    f->sat = f->wfit.sat;
+    f->sat.ok = f->wfit.ok;
+    free(bh), free(seq), free(win);
 }
 
 static double col_max(const calib_table_t *t, int col, int sel, double want)
@@ -183,8 +218,8 @@ void calib_fit_all(calib_result_t *r, const calib_plan_t *p)
     r->peak_gflops = col_max(&r->gemm, 7, -1, 0);
     r->copy_gbps = largest_copy_gbps(&r->mem);
     fit_gemm(r);
-    fit_eff(r, "flash_fwd_eff", &r->attn, 0, 0, 4, 8, r->peak_gflops, "flops");
-    fit_eff(r, "flash_bwd_eff", &r->attn, 0, 1, 4, 8, r->peak_gflops, "flops");
+    fit_attn(r, 0);
+    fit_attn(r, 1);
     fit_memory_bound(r);
     /* Fixed cost of the smallest kernels: the intercept of time against
      * bytes up to 256 KiB (time in us) of back-to-back calls of one small
@@ -313,6 +348,7 @@ static void device_fields(const calib_result_t *r, hw_gpu_t *g, const char *host
         g->hbm_gib = mem_total_gib();
         g->sm_count = r->ncores;
         g->gemm_tile_m = g->gemm_tile_n = 4; /* kern_gemm_ref's 4 x 4 register block */
+        g->attn_block_q = g->attn_block_k = 1; /* kern_attention_*_ref: one row at a time */
         return;
     }
     char slug[40];
@@ -340,8 +376,13 @@ int calib_make_profile(const calib_result_t *r, const char *base_gpu, const char
         g->comm_slowdown = clamp(r->comm_slowdown, 0, 1);
     double top_flops = r->device ? 1e13 : 1e12; /* the GPU's grid reaches 16384^3 GEMMs: 8.8e12 FLOPs */
     const calib_fitrec_t *gf = find_fit(r, "gemm_eff");
-    if (r->device && gf->gemm.ok) /* the tile whose waves explain the samples best */
-        g->gemm_tile_m = gf->gemm.tile_m, g->gemm_tile_n = gf->gemm.tile_n;
+    if (r->device && gf->wfit.ok) /* the tile whose waves explain the samples best */
+        g->gemm_tile_m = gf->wfit.tile_m, g->gemm_tile_n = gf->wfit.tile_n;
+    const calib_fitrec_t *af = find_fit(r, "flash_fwd_eff"), *bf = find_fit(r, "flash_bwd_eff");
+    if (r->device && af->wfit.ok) /* the blocks whose waves explain the attention samples best */
+        g->attn_block_q = af->wfit.tile_m;
+    if (r->device && bf->wfit.ok)
+        g->attn_block_k = bf->wfit.tile_m;
     sample_curve(&g->gemm_eff, &gf->sat, 1e4, top_flops);
     sample_curve(&g->flash_fwd_eff, &find_fit(r, "flash_fwd_eff")->sat, 1e4, top_flops);
     sample_curve(&g->flash_bwd_eff, &find_fit(r, "flash_bwd_eff")->sat, 1e4, top_flops);
@@ -391,6 +432,16 @@ static void cpu_model(char *buf, size_t len)
         fclose(f);
 }
 
+/* Candidate c of a wave fit and its relative error, appended as
+ * "128x256 0.0123" (a GEMM tile) or "64 0.0123" (attention block rows). */
+static void wave_candidate(char *out, size_t len, const calib_wavefit_t *w, int c)
+{
+    if (w->tile_n)
+        snprintf(out, len, "%s%dx%d %.4g", c ? ", " : "", w->cand_tile[c][0], w->cand_tile[c][1], w->cand_rel_rms[c]);
+    else
+        snprintf(out, len, "%s%d %.4g", c ? ", " : "", w->cand_tile[c][0], w->cand_rel_rms[c]);
+}
+
 static cJSON *fit_json(const calib_fitrec_t *f)
 {
     cJSON *o = cJSON_CreateObject();
@@ -404,9 +455,12 @@ static cJSON *fit_json(const calib_fitrec_t *f)
         cJSON_AddNumberToObject(o, "rms_residual", f->lin.rms);
         cJSON_AddNumberToObject(o, "samples", f->lin.n);
     } else {
-        cJSON_AddStringToObject(o, "model", f->gemm.ncand ? "eff = min(1, e_max x / (x + x_half)) x wave(tile, m, n) "
-                                                            "(model/cost.c; gsl_multifit_nlinear per candidate tile)"
-                                                          : "eff = e_max x / (x + x_half) (gsl_multifit_nlinear)");
+        const char *wm = f->wfit.ncand && f->wfit.tile_n ? "eff = min(1, e_max x / (x + x_half)) x wave(tile, m, n) "
+                                                           "(model/cost.c; gsl_multifit_nlinear per candidate tile)"
+                         : f->wfit.ncand ? "eff = min(1, e_max x / (x + x_half)) x wave(block, heads, seq, window) "
+                                           "(model/cost.c; gsl_multifit_nlinear per candidate block)"
+                                         : "eff = e_max x / (x + x_half) (gsl_multifit_nlinear)";
+        cJSON_AddStringToObject(o, "model", wm);
         cJSON_AddNumberToObject(o, "e_max", f->sat.e_max);
         cJSON_AddNumberToObject(o, "e_max_se", f->sat.se_e_max);
         cJSON_AddNumberToObject(o, "x_half", f->sat.x_half);
@@ -415,14 +469,17 @@ static cJSON *fit_json(const calib_fitrec_t *f)
         cJSON_AddNumberToObject(o, "rms_residual", f->sat.rms);
         cJSON_AddNumberToObject(o, "samples", f->sat.n);
     }
-    if (f->gemm.ncand) {
+    if (f->wfit.ncand) {
         char buf[256] = "";
-        cJSON_AddNumberToObject(o, "tile_m", f->gemm.tile_m);
-        cJSON_AddNumberToObject(o, "tile_n", f->gemm.tile_n);
-        cJSON_AddNumberToObject(o, "relative_rms", f->gemm.rel_rms);
-        for (int c = 0; c < f->gemm.ncand; c++)
-            snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%dx%d %.4g", c ? ", " : "",
-                     f->gemm.cand_tile[c][0], f->gemm.cand_tile[c][1], f->gemm.cand_rel_rms[c]);
+        if (f->wfit.tile_n) {
+            cJSON_AddNumberToObject(o, "tile_m", f->wfit.tile_m);
+            cJSON_AddNumberToObject(o, "tile_n", f->wfit.tile_n);
+        } else {
+            cJSON_AddNumberToObject(o, "block_rows", f->wfit.tile_m);
+        }
+        cJSON_AddNumberToObject(o, "relative_rms", f->wfit.rel_rms);
+        for (int c = 0; c < f->wfit.ncand; c++)
+            wave_candidate(buf + strlen(buf), sizeof buf - strlen(buf), &f->wfit, c);
         cJSON_AddStringToObject(o, "candidates_relative_rms", buf);
     }
     cJSON_AddStringToObject(o, "x", f->xname);
@@ -487,7 +544,8 @@ static void field_sources(cJSON *p, const calib_result_t *r)
                  coll ? "alpha_nvlink_us, coll_launch_us, nvlink_eff (MPI within this node), " : "",
                  host_stall_what);
         cJSON_AddStringToObject(p, "measured", buf);
-        snprintf(buf, sizeof buf, "%s%s; gemm_tile_m/n = 4 (kern_gemm_ref's register block); "
+        snprintf(buf, sizeof buf, "%s%s; gemm_tile_m/n = 4 (kern_gemm_ref's register block); attn_block_q/k = 1 (kern_attention_*_ref's "
+                 "row at a time); "
                  "cluster topology and network fields (no second node to measure)%s",
                  r->comm_slowdown >= 0 ? "" : "gpu comm_slowdown (needs >= 3 ranks on as many cores: rank 0 "
                                              "computes while the others all-reduce)",
@@ -500,7 +558,8 @@ static void field_sources(cJSON *p, const calib_result_t *r)
              "(cudaGetDeviceProperties), kernel_gap_us (back-to-back kern_bias_gelu_fwd_cuda launches up to 256 KiB, host ahead of the GPU), "
              "gemm_eff and gemm_tile_m/n (the curve and the tile among 64x64, 128x64, 128x128, 256x128 whose wave "
              "quantisation on sm_count SMs best explains the GEMM samples, fits/gemm_eff), "
-             "flash_fwd_eff, flash_bwd_eff (kern_attention_*_cuda), mem_eff (LayerNorm, bias+GeLU, AdamW "
+             "flash_fwd_eff, flash_bwd_eff and attn_block_q/k (kern_attention_*_cuda; the curves and the block "
+             "among 32, 64 and 128 rows whose wave quantisation best explains the samples, fits/flash_*_eff), mem_eff (LayerNorm, bias+GeLU, AdamW "
              "kernels), flash1_rel (kern_attention_*_v1_cuda over kern_attention_*_cuda, forward + backward)%s%s; "
              "cluster: %s%s",
              coll ? ", nvlink_gbps (ncclAllReduce busbw)" : "",
@@ -572,11 +631,15 @@ static void print_fit(const calib_fitrec_t *f)
         printf("  %-22s e_max %.4f +- %.4f   x_half %.4g +- %.3g %s   R^2 %.4f  rms %.4f  (%d samples)\n", f->name,
                f->sat.e_max, f->sat.se_e_max, f->sat.x_half, f->sat.se_x_half, f->xname, f->sat.r2, f->sat.rms,
                f->sat.n);
-    if (f->gemm.ok) {
-        printf("    tile %d x %d (relative rms %.4f); candidates:", f->gemm.tile_m, f->gemm.tile_n, f->gemm.rel_rms);
-        for (int c = 0; c < f->gemm.ncand; c++)
-            printf(" %dx%d %.4f", f->gemm.cand_tile[c][0], f->gemm.cand_tile[c][1], f->gemm.cand_rel_rms[c]);
-        printf("\n");
+    if (f->wfit.ok) {
+        char buf[256] = "";
+        for (int c = 0; c < f->wfit.ncand; c++)
+            wave_candidate(buf + strlen(buf), sizeof buf - strlen(buf), &f->wfit, c);
+        if (f->wfit.tile_n)
+            printf("    tile %d x %d", f->wfit.tile_m, f->wfit.tile_n);
+        else
+            printf("    block of %d rows", f->wfit.tile_m);
+        printf(" (relative rms %.4f); candidates: %s\n", f->wfit.rel_rms, buf);
     }
     printf("    residuals (%s at %s):", f->yname, f->xname);
     for (int i = 0; i < f->n; i++)

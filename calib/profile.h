@@ -19,9 +19,9 @@ typedef struct {
     int linear;
     calib_satfit_t sat;
     calib_linfit_t lin;
-    calib_gemmfit_t gemm; /* gemm_eff: the tile and its wave model (gemm.ok) */
+    calib_wavefit_t wfit;  /* gemm_eff, flash_*_eff: the tile and its wave model (wfit.ok) */
     double *x, *y, *resid;
-    double *wave;         /* gemm_eff: each sample's wave efficiency, else NULL */
+    double *wave;         /* wave-fitted curves: each sample's wave efficiency, else NULL */
     int n;
 } calib_fitrec_t;
 

@@ -1,7 +1,11 @@
 /* cost: per-op time model (see cost.h). */
 #include "model/cost.h"
 
+#include "model/workload.h"
+
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define US 1e-6
 
@@ -56,11 +60,91 @@ double cost_gemm_s(const hw_t *hw, const job_t *job, double m, double n, double 
     return fmax(t_math, t_mem) + g->kernel_gap_us * US;
 }
 
-double cost_attn_s(const hw_t *hw, double flops, int bwd, int v1)
+/* Work of attention tile i (query pairs scored), K(n) being the keys seen
+ * by the first n queries: forward tile i holds query rows [iB, (i+1)B),
+ * K((i+1)B) - K(iB); backward tile i holds key rows [iB, (i+1)B), and a key
+ * c is seen by min(s - c, w) queries, so K(s - iB) - K(s - (i+1)B). */
+static double attn_tile_work(int bwd, int i, int block, double s, double w)
+{
+    double lo = fmin(s, (double)i * block), hi = fmin(s, (double)(i + 1) * block);
+    return bwd ? workload_causal_keys(s - lo, w) - workload_causal_keys(s - hi, w)
+               : workload_causal_keys(hi, w) - workload_causal_keys(lo, w);
+}
+
+static void heap_down(double *h, int n, int i)
+{
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && h[l] < h[m])
+            m = l;
+        if (r < n && h[r] < h[m])
+            m = r;
+        if (m == i)
+            return;
+        double t = h[i];
+        h[i] = h[m], h[m] = t, i = m;
+    }
+}
+
+/* Heads before the exactly scheduled tail are spread evenly over the SMs;
+ * the tail holds enough of them for ATTN_TAIL_WAVES waves of tiles, so the
+ * shortcut moves the end by at most one tile in that many waves. */
+#define ATTN_TAIL_WAVES 64
+
+static double attn_wave_eff(int block, int sms, double bh, double s, double w, int bwd)
+{
+    long heads = lround(bh), nb = (long)ceil(s / block);
+    long tail = (long)ceil((double)ATTN_TAIL_WAVES * sms / nb) + 1;
+    tail = tail < heads ? tail : heads;
+    double per_head = workload_causal_keys(s, w), t0 = (heads - tail) * per_head / sms, end = t0;
+    double *slot = malloc(sizeof(double) * sms);
+    if (!slot)
+        return 1;
+    for (int i = 0; i < sms; i++)
+        slot[i] = t0;
+    for (long h = 0; h < tail; h++)
+        for (int i = 0; i < nb; i++) { /* the next tile in launch order goes to the SM that frees first */
+            slot[0] += attn_tile_work(bwd, i, block, s, w);
+            end = fmax(end, slot[0]);
+            heap_down(slot, sms, 0);
+        }
+    free(slot);
+    return heads * per_head / (sms * end);
+}
+
+/* A plan search prices the same few attention shapes hundreds of
+ * thousands of times: the last results are kept per thread, by shape. */
+#define ATTN_MEMO 64
+
+double cost_attn_wave_eff(int block, int sms, double bh, double s, double w, int bwd)
+{
+    if (s <= 0 || block < 1 || sms < 1 || bh < 1)
+        return 1;
+    w = w > 0 && w < s ? w : s;
+    static _Thread_local struct {
+        double key[6], eff;
+    } memo[ATTN_MEMO];
+    double key[6] = {block, sms, lround(bh), s, w, bwd};
+    unsigned long hsh = 1469598103UL;
+    for (int i = 0; i < 6; i++)
+        hsh = (hsh ^ (unsigned long)key[i]) * 1099511UL;
+    int slot = (int)(hsh % ATTN_MEMO);
+    if (memo[slot].eff > 0 && !memcmp(memo[slot].key, key, sizeof key))
+        return memo[slot].eff;
+    double eff = attn_wave_eff(block, sms, bh, s, w, bwd);
+    memcpy(memo[slot].key, key, sizeof key), memo[slot].eff = eff;
+    return eff;
+}
+
+double cost_attn_s(const hw_t *hw, const op_t *op)
 {
     const hw_gpu_t *g = &hw->gpu;
+    double flops = op_flops(op);
+    int bwd = op->attn_bwd;
+    double we = cost_attn_wave_eff(bwd ? g->attn_block_k : g->attn_block_q, g->sm_count, op->batch, op->attn_seq,
+                                   op->attn_window, bwd);
     double eff = fmin(1, curve_eval(bwd ? &g->flash_bwd_eff : &g->flash_fwd_eff, flops) * hw->cluster.compute_scale) *
-                 (v1 ? g->flash1_rel : 1);
+                 (op->attn_v1 ? g->flash1_rel : 1) * we;
     return flops / (g->peak_bf16_tflops * 1e12 * eff) + g->kernel_gap_us * US;
 }
 
@@ -191,7 +275,7 @@ double cost_op_s(const hw_t *hw, const job_t *job, const op_t *op)
     case OP_GEMM:
         return cost_gemm_s(hw, job, op->m, op->n, op->k, op->batch);
     case OP_ATTN:
-        return cost_attn_s(hw, op_flops(op), op->attn_bwd, op->attn_v1);
+        return cost_attn_s(hw, op);
     case OP_ELEM:
         if (op->elem_kind == ELEM_STREAM)
             return cost_elem_s(hw, op->bytes);

@@ -30,9 +30,21 @@ double cost_gemm_s(const hw_t *hw, const job_t *job, double m, double n, double 
  * cost_gemm_s divides by it; calibration divides measured efficiencies by
  * it, so the efficiency curve it fits is the one cost_gemm_s expects. */
 double cost_gemm_wave_eff(int tile_m, int tile_n, int sms, double m, double n, double batch);
-/* Flash attention kernel of `flops`, forward or backward; v1: FlashAttention-1
- * (the flash curves times the profile's flash1_rel). */
-double cost_attn_s(const hw_t *hw, double flops, int bwd, int v1);
+/* The useful fraction of a flash attention kernel's SM time: bh heads
+ * (sequences x heads) of s queries, each seeing at most w keys (w >= s:
+ * causal), cut into blocks of `block` query rows (forward) or key rows
+ * (backward), one thread block each, launched in grid order (block index
+ * fastest, as FlashAttention-2 and kernels/attention.cu do: the forward's
+ * light first rows first, the backward's heavy first keys first), each to
+ * the SM that frees first, one at a time per SM. Causal tiles differ in
+ * work, so the last wave's tail depends on their order, not just their
+ * count. The efficiency curves are fitted to samples divided by it
+ * (calib/). 1 when the shape is unknown (s <= 0) or block is 0 (no wave
+ * model: the profile's curves include the grid's fill). */
+double cost_attn_wave_eff(int block, int sms, double bh, double s, double w, int bwd);
+/* A flash attention op: its FLOPs at the forward or backward curve times
+ * its wave efficiency; FlashAttention-1 (attn_v1) at flash1_rel of that. */
+double cost_attn_s(const hw_t *hw, const op_t *op);
 double cost_elem_s(const hw_t *hw, double bytes);
 /* A memory-bound kernel that also computes: the longer of its bytes at
  * mem_eff and its elements at the math rate (billions per second). */

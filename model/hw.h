@@ -21,6 +21,10 @@ typedef struct {
     double nvlink_gbps;       /* NVLink bandwidth per GPU per direction, GB/s */
     int sm_count;
     int gemm_tile_m, gemm_tile_n; /* output tile of one thread block (wave model) */
+    int attn_block_q, attn_block_k; /* query rows of one forward attention
+                                       thread block, key rows of one backward
+                                       one (wave model; 0: none, the flash
+                                       curves include the grid's fill) */
     double kernel_gap_us;     /* fixed cost per kernel launch on the stream */
     double comm_slowdown;     /* fractional compute slowdown while a collective
                                  kernel shares the GPU */

@@ -60,6 +60,12 @@ static void ampere(hw_gpu_t *g, const char *name, double nvlink_gbps)
     /* cuBLAS's large bf16 kernels on sm_80 use 256x128 tiles (CUTLASS
      * default sm80 tensor-op GEMM threadblock shape). */
     g->gemm_tile_m = 256, g->gemm_tile_n = 128;
+    /* No attention wave model (0): the flash curves below are functions of
+     * an op's total FLOPs drawn through public sweeps, so a small grid's
+     * poorly filled last wave is already in their low end; dividing by it
+     * again would count it twice. Calibrated profiles fit the curves with
+     * the waves taken out, and carry the kernels' block rows (calib/). */
+    g->attn_block_q = g->attn_block_k = 0;
     /* Back-to-back launch gap with the host ahead of the GPU, ~2 us
      * (CUDA launch latency as reported in NVIDIA's CUDA Graphs blog). */
     g->kernel_gap_us = 2.0;
@@ -96,6 +102,7 @@ static void hopper(hw_gpu_t *g, const char *name, double nvlink_gbps)
     g->nvlink_gbps = nvlink_gbps;
     g->sm_count = 132;
     g->gemm_tile_m = 128, g->gemm_tile_n = 256; /* CUTLASS sm90 default */
+    g->attn_block_q = g->attn_block_k = 0; /* no attention wave model, as for Ampere */
     g->kernel_gap_us = 2.0;
     g->comm_slowdown = 0.10;  /* 8-16 channels of 132 SMs, as for Ampere */
     /* Best bf16 matmul ~80% of peak (same MAMF survey). */

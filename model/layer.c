@@ -122,7 +122,8 @@ static void attention_core(builder_t *b, int bwd)
     double bh = (double)j->micro_batch_size * j->num_attention_heads / j->tp;
     if (attn_is_flash(j->attention)) {
         push(b, (op_t){.kind = OP_ATTN, .name = bwd ? "attn_bwd" : "attn", .batch = bh,
-                       .attn_keys = workload_causal_keys(s, j->window), .attn_d = d,
+                       .attn_keys = workload_causal_keys(s, j->window), .attn_seq = s,
+                       .attn_window = j->window < s ? j->window : s, .attn_d = d,
                        .attn_bwd = bwd, .attn_v1 = j->attention == ATTN_FLASH1, .pair = -1});
         return;
     }

@@ -24,6 +24,8 @@ typedef struct {
     double m, n, k;       /* GEMM: batch x (m x k) x (k x n) */
     double batch;         /* GEMM batch; ATTN: sequences x local heads */
     double attn_keys;     /* ATTN: keys attended, summed over the queries of one head */
+    double attn_seq;      /* ATTN: queries (= keys) per sequence */
+    double attn_window;   /* ATTN: keys each query sees at most (attn_seq: causal) */
     double attn_d;        /* ATTN: head size */
     int attn_bwd;         /* ATTN: 1 for the backward kernel */
     int attn_v1;          /* ATTN: FlashAttention-1's work partition (--attention flash1) */

@@ -110,6 +110,20 @@ PY
 h5dump -H "$dir/p.h5" | grep -q '"wave_eff"' || fail "expected /fits/gemm_eff/wave_eff in $dir/p.h5"
 echo "ok   gemm_eff fitted with wave quantisation: the profile's tile is the fit's, wave_eff stored"
 
+# The flash curves likewise (calib_fit_attn_waves): the profile's attention
+# blocks are the fits' (one row at a time on the CPU's reference kernels).
+python3 - "$dir/p.json" "$device" <<'PY' || fail "the flash fits' blocks are missing or disagree with the profile's attn_block_q/k"
+import json, sys
+p = json.load(open(sys.argv[1])); fits = p['provenance']['fits']; g = p['gpu']
+for name, field in (('flash_fwd_eff', 'attn_block_q'), ('flash_bwd_eff', 'attn_block_k')):
+    f = fits[name]
+    print('     %s: block of %d rows, relative rms %.4f, candidates: %s; profile %s %d'
+          % (name, f['block_rows'], f['relative_rms'], f['candidates_relative_rms'], field, g[field]))
+    assert f['block_rows'] == g[field] and 0 <= f['relative_rms'] < 1 and 'wave' in f['model']
+    assert sys.argv[2] != 'cpu' or g[field] == 1
+PY
+echo "ok   flash_fwd_eff and flash_bwd_eff fitted with wave quantisation: the profile's blocks are the fits'"
+
 # Corrupted copies: expected exit 2 and the field named on stderr.
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); del d['gpu']['hbm_gbps']; json.dump(d, open(sys.argv[2],'w'))" "$dir/p.json" "$dir/missing.json"
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['cluster']['alpha_nvlink_us'] = -1; json.dump(d, open(sys.argv[2],'w'))" "$dir/p.json" "$dir/negative.json"

@@ -1,6 +1,7 @@
 /* test_fit: the calibration fits recover known parameters from synthetic
  * samples with noise (gsl_rng, fixed seed, so every run sees the same
  * noise). Usage: test_fit saturating | gemm_waves | linear | params. */
+#include "calib/calib.h"
 #include "calib/fit.h"
 #include "model/cost.h"
 #include "tests/check.h"
@@ -80,7 +81,7 @@ static int gemm_waves(void)
         y[i] = fmin(1, e_max * fl[i] / (fl[i] + f_half)) * we * (1 + gsl_ran_gaussian(rng, 0.02));
     }
     gsl_rng_free(rng);
-    calib_gemmfit_t g = calib_fit_gemm_waves(m, n, fl, y, cnt, sms, tiles, 4, wave, res);
+    calib_wavefit_t g = calib_fit_gemm_waves(m, n, fl, y, cnt, sms, tiles, 4, wave, res);
     const char *src = "synthetic eff = 0.80 F / (F + 4e9) x wave(128 x 128, 132 SMs), 2% noise, seed 20240424";
     printf("     %d samples; the worst wave efficiency among them %.3f\n", cnt, worst_wave);
     check_true("fit converged", g.ok, "gsl_multifit_nlinear per candidate tile");
@@ -104,6 +105,68 @@ static int gemm_waves(void)
     check_true("the wave-aware fit is at least 3x closer", plain >= 3 * g.rel_rms,
                "a curve fitted to raw samples counts each GEMM's wave loss twice once the model applies it");
     return check_done("calib_fit_gemm_waves");
+}
+
+/* Flash attention efficiency with wave quantisation, on the GPU
+ * calibration's grid (calib/bench_gpu.c, full level: batch 1, 16 heads of
+ * 128 at sequences 256..16384; 4, 12 and 64 heads at 2048; 32 heads of 64;
+ * GQA; a 1024-key window at 4096), forward and backward: samples made by
+ * the cost model on 132 SMs with 64-row blocks (kern_attention_*_cuda's)
+ * and eff = 0.55 F / (F + 2e9) forward, 0.45 F / (F + 4e9) backward, 2%
+ * noise. The fit must pick 64 among 32, 64 and 128, recover the curve and
+ * predict the samples to about the noise; the curve fitted to the raw
+ * samples cannot. */
+static int attn_waves(void)
+{
+    static const int pts[][4] = {/* heads, sequence, head size, window (0: causal) */
+                                 {16, 256, 128, 0},  {16, 512, 128, 0},  {16, 1024, 128, 0}, {16, 2048, 128, 0},
+                                 {16, 4096, 128, 0}, {16, 8192, 128, 0}, {16, 16384, 128, 0}, {12, 2048, 128, 0},
+                                 {4, 2048, 128, 0},  {64, 2048, 128, 0}, {32, 2048, 64, 0},  {16, 4096, 128, 1024}};
+    static const int blocks[] = {32, 64, 128};
+    const int sms = 132, npts = 12;
+    int fails = 0;
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(rng, SEED);
+    for (int bwd = 0; bwd < 2; bwd++) {
+        const double e_max = bwd ? 0.45 : 0.55, f_half = bwd ? 4e9 : 2e9;
+        double bh[12], seq[12], win[12], fl[12], y[12], wave[12], res[12], worst = 1;
+        for (int i = 0; i < npts; i++) {
+            bh[i] = pts[i][0], seq[i] = pts[i][1], win[i] = pts[i][3];
+            fl[i] = calib_attn_flops(1, pts[i][1], pts[i][0], pts[i][2], pts[i][3], bwd);
+            double we = cost_attn_wave_eff(64, sms, bh[i], seq[i], win[i], bwd);
+            worst = fmin(worst, we);
+            y[i] = fmin(1, e_max * fl[i] / (fl[i] + f_half)) * we * (1 + gsl_ran_gaussian(rng, 0.02));
+        }
+        calib_wavefit_t g = calib_fit_attn_waves(bh, seq, win, bwd, fl, y, npts, sms, blocks, 3, wave, res);
+        char src[160], what[80];
+        snprintf(src, sizeof src, "synthetic eff = %.2f F / (F + %.0e) x wave(64 rows, 132 SMs), 2%% noise, seed 20240424",
+                 e_max, f_half);
+        const char *dir = bwd ? "backward" : "forward";
+        printf("     %s: %d samples; the worst wave efficiency among them %.3f; relative rms per block:", dir, npts,
+               worst);
+        for (int c = 0; c < g.ncand; c++)
+            printf(" %d %.4f", g.cand_tile[c][0], g.cand_rel_rms[c]);
+        printf("\n");
+        snprintf(what, sizeof what, "%s: fit converged, 64-row blocks chosen", dir);
+        fails += !check_true(what, g.ok && g.tile_m == 64 && g.tile_n == 0, src);
+        snprintf(what, sizeof what, "%s: e_max", dir);
+        fails += !check_rel(what, e_max, g.sat.e_max, 0.03, src);
+        snprintf(what, sizeof what, "%s: relative rms of the model <= 2.5%%", dir);
+        fails += !check_true(what, g.rel_rms <= 0.025, "the noise is 2%");
+        double ss = 0;
+        calib_satfit_t p = calib_fit_saturating(fl, y, npts, NULL);
+        for (int i = 0; i < npts; i++) {
+            double model = fmin(1, calib_saturating_eval(&p, fl[i])) * wave[i]; /* as model/cost.c prices it */
+            ss += (model / y[i] - 1) * (model / y[i] - 1);
+        }
+        double plain = sqrt(ss / npts);
+        printf("     %s without waves in the fit: relative rms %.4f, against %.4f\n", dir, plain, g.rel_rms);
+        snprintf(what, sizeof what, "%s: the wave-aware fit is at least 3x closer", dir);
+        fails += !check_true(what, plain >= 3 * g.rel_rms, "a raw-sample curve counts each op's wave loss twice");
+    }
+    gsl_rng_free(rng);
+    (void)fails;
+    return check_done("calib_fit_attn_waves");
 }
 
 /* Collective alpha-beta: alpha 12 us, bus bandwidth 20 GB/s (beta = 5e-5
@@ -203,10 +266,12 @@ int main(int argc, char **argv)
         return saturating();
     if (argc > 1 && !strcmp(argv[1], "gemm_waves"))
         return gemm_waves();
+    if (argc > 1 && !strcmp(argv[1], "attn_waves"))
+        return attn_waves();
     if (argc > 1 && !strcmp(argv[1], "linear"))
         return linear();
     if (argc > 1 && !strcmp(argv[1], "params"))
         return params();
-    fprintf(stderr, "usage: test_fit saturating|gemm_waves|linear|params\n");
+    fprintf(stderr, "usage: test_fit saturating|gemm_waves|attn_waves|linear|params\n");
     return 2;
 }

@@ -3,6 +3,32 @@
 #include "model/cost.h"
 #include "../check.h"
 
+#include <math.h>
+#include <stdlib.h>
+
+/* Every tile of every head scheduled (no even spread of the leading
+ * heads), by a linear scan for the SM that frees first: the reference for
+ * cost_attn_wave_eff's shortcut. Causal keys K(n) = sum min(i, w). */
+static double keys(double n, double w) { return n <= w ? n * (n + 1) / 2 : w * (w + 1) / 2 + (n - w) * w; }
+
+static double brute_wave_eff(int block, int sms, int bh, double s, double w, int bwd)
+{
+    double *slot = calloc(sms, sizeof(double)), end = 0;
+    int nb = (int)ceil(s / block);
+    for (int h = 0; h < bh; h++)
+        for (int i = 0; i < nb; i++) {
+            double lo = fmin(s, (double)i * block), hi = fmin(s, (double)(i + 1) * block);
+            double work = bwd ? keys(s - lo, w) - keys(s - hi, w) : keys(hi, w) - keys(lo, w);
+            int m = 0;
+            for (int k = 1; k < sms; k++)
+                if (slot[k] < slot[m])
+                    m = k;
+            slot[m] += work, end = fmax(end, slot[m]);
+        }
+    free(slot);
+    return bh * keys(s, w) / (sms * end);
+}
+
 static void setup(job_t *j, hw_t *hw)
 {
     char err[OPT_ERR_LEN];
@@ -91,9 +117,59 @@ int main(void)
      * kernel's rate (0.5, the FA-2 paper's "around 2x"): the 175B layer's
      * forward attention at TP 8, 16 heads x 2048 causal keys, takes twice
      * as long, launch gap aside. */
-    double fl = op_flops(&(op_t){.kind = OP_ATTN, .batch = 16, .attn_d = 128, .attn_keys = 2048.0 * 2049 / 2});
+    op_t at = {.kind = OP_ATTN, .batch = 16, .attn_d = 128, .attn_keys = 2048.0 * 2049 / 2};
     double gap = hw.gpu.kernel_gap_us * 1e-6;
+    op_t at1 = at;
+    at1.attn_v1 = 1;
     check_rel("FlashAttention-1 forward / flash forward", 1 / hw.gpu.flash1_rel,
-              (cost_attn_s(&hw, fl, 0, 1) - gap) / (cost_attn_s(&hw, fl, 0, 0) - gap), 1e-12, "1 / flash1_rel = 2");
+              (cost_attn_s(&hw, &at1) - gap) / (cost_attn_s(&hw, &at) - gap), 1e-12, "1 / flash1_rel = 2");
+
+    /* Attention waves. Four causal queries, one per tile, on 2 SMs: the
+     * forward's tiles (1, 2, 3, 4 pairs) in order end at 6 (SM A: 1 + 3,
+     * SM B: 2 + 4): 10 / (2 x 6); the backward's (4, 3, 2, 1) at 5: full. */
+    check_rel("attention wave, forward, 4 queries on 2 SMs", 10.0 / 12, cost_attn_wave_eff(1, 2, 1, 4, 4, 0), 1e-12,
+              "greedy by hand: SMs end at 4 and 6");
+    check_rel("attention wave, backward, 4 keys on 2 SMs", 1, cost_attn_wave_eff(1, 2, 1, 4, 4, 1), 1e-12,
+              "greedy by hand: SMs end at 5 and 5");
+    check_rel("attention wave, one SM", 1, cost_attn_wave_eff(128, 1, 3, 1000, 1000, 0), 1e-12, "no SM ever idles");
+    /* The shortcut (leading heads spread evenly, the last ones scheduled
+     * tile by tile) against the full schedule: the 175B layer at TP 8
+     * (12 heads of 2048, 128-row blocks, A100's 108 SMs), with micro-batch
+     * 8 (96 heads; 512: 76 waves, past the exact 64), and a 512-key window. */
+    int cases[][4] = {{12, 2048, 2048, 0}, {12, 2048, 2048, 1}, {96, 2048, 2048, 0},
+                      {96, 2048, 2048, 1}, {96, 2048, 512, 0}, {40, 2000, 2000, 1}, {512, 2048, 2048, 0}};
+    for (int c = 0; c < 7; c++) {
+        char what[96];
+        int *k = cases[c];
+        snprintf(what, sizeof what, "attention wave, %s, %d heads of %d, window %d: shortcut vs full schedule",
+                 k[3] ? "backward" : "forward", k[0], k[1], k[2]);
+        check_rel(what, brute_wave_eff(128, 108, k[0], k[1], k[2], k[3]),
+                  cost_attn_wave_eff(128, 108, k[0], k[1], k[2], k[3]), 0.01, "every tile scheduled, linear scan");
+    }
+    /* 12 heads x 16 blocks = 192 thread blocks on 108 SMs: the forward
+     * (light rows first) loses more to its last wave than the backward
+     * (heavy keys first); both lose something. */
+    double wf = cost_attn_wave_eff(128, 108, 12, 2048, 2048, 0), wb = cost_attn_wave_eff(128, 108, 12, 2048, 2048, 1);
+    check_true("attention wave, 175B TP 8: 0.5 < forward < backward < 1", 0.5 < wf && wf < wb && wb < 1,
+               "heavy tiles first fill the last wave better");
+    printf("     175B TP 8 micro-batch 1 attention wave efficiency: forward %.3f, backward %.3f\n", wf, wb);
+    /* The built-in profiles' flash curves already hold the grid's fill
+     * (block rows 0: no wave model); a calibrated profile's do not, and
+     * carry its kernels' blocks. */
+    op_t big = at, wide = at;
+    big.attn_seq = 2048, big.attn_window = 2048, big.batch = 12;
+    wide = big, wide.batch = 120;
+    double t0 = cost_attn_s(&hw, &big) - gap;
+    check_rel("built-in profile (attention blocks 0): no wave factor",
+              op_flops(&big) / (hw.gpu.peak_bf16_tflops * 1e12 *
+                                fmin(1, curve_eval(&hw.gpu.flash_fwd_eff, op_flops(&big)) * hw.cluster.compute_scale)),
+              t0, 1e-12, "FLOPs / (peak x curve x compute_scale)");
+    hw.gpu.attn_block_q = hw.gpu.attn_block_k = 128;
+    double t1 = cost_attn_s(&hw, &big) - gap, t10 = cost_attn_s(&hw, &wide) - gap;
+    check_rel("128-row blocks: the attention op's time carries the wave efficiency",
+              op_flops(&big) / (hw.gpu.peak_bf16_tflops * 1e12 * fmin(1, curve_eval(&hw.gpu.flash_fwd_eff, op_flops(&big)) *
+                                                                                  hw.cluster.compute_scale) * wf),
+              t1, 1e-12, "FLOPs / (peak x curve x compute_scale x wave)");
+    check_true("ten times the heads take less than ten times as long", t10 < 10 * t1, "larger grids fill the SMs better");
     return check_done("test_cost");
 }
