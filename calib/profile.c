@@ -7,6 +7,8 @@
 #include "sim/h5attr.h"
 
 #include <hdf5.h>
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_fit.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,7 +144,15 @@ static double largest_copy_gbps(const calib_table_t *t)
 /* Alpha-beta of collective c over sizes [lo, hi]: time_us = a + b x with
  * x = size x bus factor, so a is the latency (us) and 1e-3 / b the bus
  * bandwidth (GB/s). */
-static calib_fitrec_t *fit_coll(calib_result_t *r, int c, const char *regime, double lo, double hi)
+/* One collective's alpha-beta fit over the sizes in [lo, hi]. With alpha_us
+ * NAN both terms are fitted (the small regime: latency and a bandwidth).
+ * Otherwise the latency is alpha_us (the small regime's) and only the
+ * bandwidth is fitted, t - alpha_us = b x by least squares through the
+ * origin (gsl_fit_mul): in the large regime the latency is a tiny part of
+ * each time, and a free intercept there, pulled by cache and protocol
+ * changes across the sizes, comes out negative (Hockney's method: alpha
+ * from small messages, beta from large). */
+static calib_fitrec_t *fit_coll(calib_result_t *r, int c, const char *regime, double lo, double hi, double alpha_us)
 {
     char name[48];
     snprintf(name, sizeof name, "%s_%s", calib_colls[c].name, regime);
@@ -155,7 +165,31 @@ static calib_fitrec_t *fit_coll(calib_result_t *r, int c, const char *regime, do
             f->y[m++] = calib_table_get(&r->coll, i, 3);
     f->n = m;
     double fac = calib_bus_factor(c, r->nranks);
-    f->lin = calib_fit_linear(f->x, f->y, m, lo * fac, hi * fac, f->resid);
+    if (isnan(alpha_us)) {
+        f->lin = calib_fit_linear(f->x, f->y, m, lo * fac, hi * fac, f->resid);
+        return f;
+    }
+    f->how = "y = a + b x, a the small regime's, b by least squares through the origin of y - a (gsl_fit_mul)";
+    double *xs = calloc(m + 1, sizeof(double)), *ys = calloc(m + 1, sizeof(double)), *rs = calloc(m + 1, sizeof(double));
+    int k = 0;
+    for (int i = 0; i < m; i++)
+        if (f->x[i] >= lo * fac && f->x[i] <= hi * fac)
+            xs[k] = f->x[i], ys[k++] = f->y[i] - alpha_us;
+    calib_linfit_t *l = &f->lin;
+    l->a = alpha_us, l->n = k;
+    double cov, ss;
+    if (k >= 3 && gsl_fit_mul(xs, 1, ys, 1, (size_t)k, &l->b, &cov, &ss) == GSL_SUCCESS) {
+        l->se_b = sqrt(cov), l->ok = l->b > 0;
+        double mean = 0, tot = 0;
+        for (int i = 0; i < k; i++)
+            mean += ys[i] / k;
+        for (int i = 0; i < k; i++)
+            tot += (ys[i] - mean) * (ys[i] - mean);
+        l->rms = sqrt(ss / k), l->r2 = tot > 0 ? 1 - ss / tot : 1;
+    }
+    for (int i = 0; i < m; i++)
+        f->resid[i] = f->x[i] >= lo * fac && f->x[i] <= hi * fac && l->ok ? f->y[i] - alpha_us - l->b * f->x[i] : 0;
+    free(xs), free(ys), free(rs);
     return f;
 }
 
@@ -208,6 +242,7 @@ static void fit_memory_bound(calib_result_t *r)
                 f->x[m] = calib_table_get(&r->mem, i, 6), f->y[m++] = calib_table_get(&r->mem, i, 2) * 1e6;
         f->n = m;
         f->lin = fit_rate(f->x, f->y, m, f->resid);
+        f->how = "y = b x, least squares on the relative error";
         if (f->lin.ok)
             r->math_gelems[k] = 1e-3 / f->lin.b; /* elements per us -> 1e9 per s */
     }
@@ -242,8 +277,8 @@ void calib_fit_all(calib_result_t *r, const calib_plan_t *p)
     for (int i = 0; i < r->coll.n; i++)
         top = fmax(top, calib_table_get(&r->coll, i, 1));
     for (int c = 0; c < CALIB_NCOLL; c++) {
-        calib_fitrec_t *s = fit_coll(r, c, "small", 0, fmin(65536, top / 64));
-        calib_fitrec_t *l = fit_coll(r, c, "large", top / 16, top);
+        calib_fitrec_t *s = fit_coll(r, c, "small", 0, fmin(65536, top / 64), NAN);
+        calib_fitrec_t *l = fit_coll(r, c, "large", top / 16, top, fmax(0, s->lin.a));
         if (c == 0)
             r->ar_alpha_us = s->lin.a, r->ar_bw_gbps = l->lin.ok ? 1e-3 / l->lin.b : 0;
         if (c == CALIB_NCOLL - 1)
@@ -446,7 +481,7 @@ static cJSON *fit_json(const calib_fitrec_t *f)
 {
     cJSON *o = cJSON_CreateObject();
     if (f->linear) {
-        cJSON_AddStringToObject(o, "model", "y = a + b x (gsl_fit_linear)");
+        cJSON_AddStringToObject(o, "model", f->how ? f->how : "y = a + b x (gsl_fit_linear)");
         cJSON_AddNumberToObject(o, "alpha_us", f->lin.a);
         cJSON_AddNumberToObject(o, "alpha_se_us", f->lin.se_a);
         cJSON_AddNumberToObject(o, "bandwidth_gbps", f->lin.b > 0 ? 1e-3 / f->lin.b : 0);

@@ -17,6 +17,7 @@ typedef struct {
     char name[48];
     const char *xname, *yname;
     int linear;
+    const char *how;      /* linear fits: the method, as reported (NULL: y = a + b x, gsl_fit_linear) */
     calib_satfit_t sat;
     calib_linfit_t lin;
     calib_wavefit_t wfit;  /* gemm_eff, flash_*_eff: the tile and its wave model (wfit.ok) */
