@@ -146,12 +146,14 @@ static double largest_copy_gbps(const calib_table_t *t)
  * bandwidth (GB/s). */
 /* One collective's alpha-beta fit over the sizes in [lo, hi]. With alpha_us
  * NAN both terms are fitted (the small regime: latency and a bandwidth).
- * Otherwise the latency is alpha_us (the small regime's) and only the
- * bandwidth is fitted, t - alpha_us = b x by least squares through the
- * origin (gsl_fit_mul): in the large regime the latency is a tiny part of
- * each time, and a free intercept there, pulled by cache and protocol
- * changes across the sizes, comes out negative (Hockney's method: alpha
- * from small messages, beta from large). */
+ * Otherwise (the large regime) the latency is held in [0, alpha_us], the
+ * small regime's: in the large regime the latency is a tiny part of each
+ * time, and a free intercept there, pulled by cache and protocol changes
+ * across the sizes, comes out negative (Hockney's method: alpha from small
+ * messages, beta from large). The least-squares error is convex in the
+ * intercept, so the free one clamped to the interval is the bounded
+ * optimum; the bandwidth is then refitted through the origin of t - a
+ * (gsl_fit_mul). */
 static calib_fitrec_t *fit_coll(calib_result_t *r, int c, const char *regime, double lo, double hi, double alpha_us)
 {
     char name[48];
@@ -169,14 +171,17 @@ static calib_fitrec_t *fit_coll(calib_result_t *r, int c, const char *regime, do
         f->lin = calib_fit_linear(f->x, f->y, m, lo * fac, hi * fac, f->resid);
         return f;
     }
-    f->how = "y = a + b x, a the small regime's, b by least squares through the origin of y - a (gsl_fit_mul)";
-    double *xs = calloc(m + 1, sizeof(double)), *ys = calloc(m + 1, sizeof(double)), *rs = calloc(m + 1, sizeof(double));
+    f->how = "y = a + b x, a held in [0, the small regime's], b by least squares through the origin of y - a "
+             "(gsl_fit_mul)";
+    calib_linfit_t free_fit = calib_fit_linear(f->x, f->y, m, lo * fac, hi * fac, NULL);
+    double a = fmin(fmax(free_fit.a, 0), fmax(alpha_us, 0));
+    double *xs = calloc(m + 1, sizeof(double)), *ys = calloc(m + 1, sizeof(double));
     int k = 0;
     for (int i = 0; i < m; i++)
         if (f->x[i] >= lo * fac && f->x[i] <= hi * fac)
-            xs[k] = f->x[i], ys[k++] = f->y[i] - alpha_us;
+            xs[k] = f->x[i], ys[k++] = f->y[i] - a;
     calib_linfit_t *l = &f->lin;
-    l->a = alpha_us, l->n = k;
+    l->a = a, l->n = k;
     double cov, ss;
     if (k >= 3 && gsl_fit_mul(xs, 1, ys, 1, (size_t)k, &l->b, &cov, &ss) == GSL_SUCCESS) {
         l->se_b = sqrt(cov), l->ok = l->b > 0;
@@ -188,8 +193,8 @@ static calib_fitrec_t *fit_coll(calib_result_t *r, int c, const char *regime, do
         l->rms = sqrt(ss / k), l->r2 = tot > 0 ? 1 - ss / tot : 1;
     }
     for (int i = 0; i < m; i++)
-        f->resid[i] = f->x[i] >= lo * fac && f->x[i] <= hi * fac && l->ok ? f->y[i] - alpha_us - l->b * f->x[i] : 0;
-    free(xs), free(ys), free(rs);
+        f->resid[i] = f->x[i] >= lo * fac && f->x[i] <= hi * fac && l->ok ? f->y[i] - a - l->b * f->x[i] : 0;
+    free(xs), free(ys);
     return f;
 }
 
@@ -278,7 +283,7 @@ void calib_fit_all(calib_result_t *r, const calib_plan_t *p)
         top = fmax(top, calib_table_get(&r->coll, i, 1));
     for (int c = 0; c < CALIB_NCOLL; c++) {
         calib_fitrec_t *s = fit_coll(r, c, "small", 0, fmin(65536, top / 64), NAN);
-        calib_fitrec_t *l = fit_coll(r, c, "large", top / 16, top, fmax(0, s->lin.a));
+        calib_fitrec_t *l = fit_coll(r, c, "large", top / 16, top, s->lin.a);
         if (c == 0)
             r->ar_alpha_us = s->lin.a, r->ar_bw_gbps = l->lin.ok ? 1e-3 / l->lin.b : 0;
         if (c == CALIB_NCOLL - 1)

@@ -124,9 +124,9 @@ for name, field in (('flash_fwd_eff', 'attn_block_q'), ('flash_bwd_eff', 'attn_b
 PY
 echo "ok   flash_fwd_eff and flash_bwd_eff fitted with wave quantisation: the profile's blocks are the fits'"
 
-# Collectives (Hockney's method): each large-message fit keeps the small
-# regime's latency (never negative) and fits only the bandwidth.
-python3 - "$dir/p.json" <<'PY' || fail "a large-message collective fit has its own or a negative latency"
+# Collectives (Hockney's method): each large-message fit holds its latency
+# between 0 and the small regime's, and finds a positive bandwidth.
+python3 - "$dir/p.json" <<'PY' || fail "a large-message collective fit has a latency outside [0, the small regime's] or no bandwidth"
 import json, sys
 fits = json.load(open(sys.argv[1]))['provenance']['fits']
 large = [n for n in fits if n.endswith('_large')]
@@ -134,9 +134,9 @@ assert large, 'no large-message fits'
 for n in large:
     s, l = fits[n[:-6] + '_small'], fits[n]
     print('     %-22s alpha %.3f us (small regime %.3f), %.3f GB/s' % (n, l['alpha_us'], s['alpha_us'], l['bandwidth_gbps']))
-    assert l['alpha_us'] == max(0.0, s['alpha_us']) and l['bandwidth_gbps'] > 0, n
+    assert 0 <= l['alpha_us'] <= max(0.0, s['alpha_us']) and l['bandwidth_gbps'] > 0, n
 PY
-echo "ok   large-message collective fits: the small regime's latency, a positive bandwidth"
+echo "ok   large-message collective fits: latency within [0, the small regime's], a positive bandwidth"
 
 # Corrupted copies: expected exit 2 and the field named on stderr.
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); del d['gpu']['hbm_gbps']; json.dump(d, open(sys.argv[2],'w'))" "$dir/p.json" "$dir/missing.json"
