@@ -142,22 +142,33 @@ void report_ops(FILE *f, const job_t *j, const hw_t *hw)
         if (!n)
             continue;
         fprintf(f, "\none layer, %s, per micro-batch per GPU:\n", passes[p]);
-        fprintf(f, "  %-16s %-5s %-30s %12s %10s  %s\n", "op", "kind", "shape", "GFLOP|MB", "time_us", "TFLOP/s|GB/s");
+        fprintf(f, "  %-16s %-5s %-30s %12s %10s  %12s  %s\n", "op", "kind", "shape", "GFLOP|MB", "time_us",
+                "TFLOP/s|GB/s", "waves");
         double sum = 0;
         for (int i = 0; i < n; i++) {
             const op_t *o = &ops[i];
             double t = cost_op_s(hw, j, o), fl = op_flops(o);
-            char shape[64] = "";
-            if (o->kind == OP_GEMM)
+            char shape[64] = "", waves[16] = "";
+            const hw_gpu_t *g = &hw->gpu;
+            if (o->kind == OP_GEMM) {
                 snprintf(shape, sizeof shape, "%gx%gx%g x%g", o->m, o->n, o->k, o->batch);
-            else if (o->kind == OP_ATTN)
-                snprintf(shape, sizeof shape, "bh=%g keys=%.3g d=%g", o->batch, o->attn_keys, o->attn_d);
+                snprintf(waves, sizeof waves, "%.3f",
+                         cost_gemm_wave_eff(g->gemm_tile_m, g->gemm_tile_n, g->sm_count, o->m, o->n, o->batch));
+            } else if (o->kind == OP_ATTN) {
+                snprintf(shape, sizeof shape, "bh=%g s=%g w=%g d=%g", o->batch, o->attn_seq, o->attn_window, o->attn_d);
+                int block = o->attn_bwd ? g->attn_block_k : g->attn_block_q;
+                if (block) /* else the profile's curves include the grid's fill */
+                    snprintf(waves, sizeof waves, "%.3f",
+                             cost_attn_wave_eff(block, g->sm_count, o->batch, o->attn_seq, o->attn_window, o->attn_bwd));
+                else
+                    snprintf(waves, sizeof waves, "in curve");
+            }
             else if (o->kind == OP_COLL)
                 snprintf(shape, sizeof shape, "%s TP, %s", colls[o->coll], ovl[o->overlap]);
             double amount = fl ? fl / 1e9 : o->bytes / 1e6;
             double rate = fl ? fl / t / 1e12 : o->bytes / t / 1e9;
-            fprintf(f, "  %-16s %-5s %-30s %12.3f %10.1f  %8.1f\n", o->name, kinds[o->kind], shape, amount,
-                    t * 1e6, rate);
+            fprintf(f, "  %-16s %-5s %-30s %12.3f %10.1f  %12.1f  %s\n", o->name, kinds[o->kind], shape, amount,
+                    t * 1e6, rate, waves);
             sum += t;
         }
         fprintf(f, "  %-16s %-5s %-30s %12s %10.1f  (serial sum, before overlap)\n", "total", "", "", "", sum * 1e6);
