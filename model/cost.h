@@ -38,7 +38,10 @@ double cost_gemm_wave_eff(int tile_m, int tile_n, int sms, double m, double n, d
  * light first rows first, the backward's heavy first keys first), each to
  * the SM that frees first, one at a time per SM. Causal tiles differ in
  * work, so the last wave's tail depends on their order, not just their
- * count. The efficiency curves are fitted to samples divided by it
+ * count. Heads are query heads, as FlashAttention-2's grids run them
+ * (kern_attention's backward gives a block all query heads of one KV
+ * group, so with GQA its blocks are fewer and larger than counted here).
+ * The efficiency curves are fitted to samples divided by it
  * (calib/). 1 when the shape is unknown (s <= 0) or block is 0 (no wave
  * model: the profile's curves include the grid's fill). */
 double cost_attn_wave_eff(int block, int sms, double bh, double s, double w, int bwd);
