@@ -222,7 +222,7 @@ static int ring_gemm_scatter(gpt_t *m, void *y, const void *inp, const void *W, 
 
 static int row_fwd(gpt_t *m, void *y, const void *inp, int tw, int tb, int K)
 {
-    const void *W = gpt_param(m, tw), *b = m->tp_i == 0 ? gpt_param(m, tb) : NULL; /* the bias once */
+    const void *W = gpt_param(m, tw), *b = m->tp_i == 0 && tb >= 0 ? gpt_param(m, tb) : NULL; /* the bias once */
     if (m->t == 1)
         return OP->linear_fwd(RT, y, inp, W, b, m->N, K, m->C);
     if (!m->sp) { /* --tp-comm-overlap needs SP (job.c) */
@@ -241,7 +241,7 @@ static int row_fwd(gpt_t *m, void *y, const void *inp, int tw, int tb, int K)
 
 /* ---- backward of the two GEMM kinds -------------------------------------------------- */
 
-/* Row-parallel y = inp (N, K) @ W (C, K)^T: dinp (N, K) and dW, db from
+/* Row-parallel y = inp (N, K) @ W (C, K)^T: dinp (N, K) and dW, db (unless tb < 0) from
  * dy (Nl, C) (gathered first with SP: chunked with the dgrad under
  * --tp-comm-overlap, exposed otherwise, as Megatron). */
 static int row_bwd(gpt_t *m, void *dinp, const void *dy, const void *inp, int tw, int tb, int K)
@@ -259,7 +259,7 @@ static int row_bwd(gpt_t *m, void *dinp, const void *dy, const void *inp, int tw
     }
     if (!(m->sp && m->overlap))
         RT_TRY(OP->linear_dgrad(RT, dinp, dyf, W, m->N, K, m->C));
-    RT_TRY(OP->linear_wgrad(RT, gpt_grad(m, tw), gpt_grad(m, tb), dyf, inp, m->N, K, m->C));
+    RT_TRY(OP->linear_wgrad(RT, gpt_grad(m, tw), tb >= 0 ? gpt_grad(m, tb) : NULL, dyf, inp, m->N, K, m->C));
     drop(m, full);
     return 0;
 }
@@ -379,8 +379,11 @@ static int standard_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *out)
     RT_TRY(alloc_act(m, &s->pre, (long)m->N * Ft));
     RT_TRY(alloc_act(m, &s->gl, (long)m->N * Ft));
     RT_TRY(col_fwd(m, s->pre, s->h2, P(m, c, l, T_FC1_W), -1, C, Ft));
-    const void *b1 = gpt_param(m, P(m, c, l, T_FC1_B));
-    if (m->fused) {
+    int tb1 = P(m, c, l, T_FC1_B);
+    const void *b1 = tb1 >= 0 ? gpt_param(m, tb1) : NULL;
+    if (!b1) { /* --disable-bias-linear: GeLU alone */
+        RT_TRY(OP->gelu_fwd(RT, s->gl, s->pre, (long)m->N * Ft));
+    } else if (m->fused) {
         RT_TRY(OP->bias_gelu_fwd(RT, s->gl, s->pre, b1, m->N, Ft));
     } else { /* the bias add, then GeLU: pre keeps the biased input */
         RT_TRY(OP->bias_add(RT, s->pre, s->pre, b1, m->N, Ft));
@@ -399,10 +402,13 @@ static int standard_bwd(gpt_t *m, int c, int l, layer_saved_t *s, void *dres)
     void *dg, *dh, *dao, *dy;
     RT_TRY(alloc_act(m, &dg, (long)m->N * Ft));
     RT_TRY(row_bwd(m, dg, dres, s->gl, P(m, c, l, T_FC2_W), P(m, c, l, T_FC2_B), Ft));
-    float *db1 = gpt_grad(m, P(m, c, l, T_FC1_B));
-    if (m->fused) {
-        RT_TRY(OP->bias_gelu_bwd(RT, dg, db1, dg, s->pre, gpt_param(m, P(m, c, l, T_FC1_B)), m->N, Ft));
+    int tb1 = P(m, c, l, T_FC1_B);
+    if (tb1 < 0) { /* --disable-bias-linear */
+        RT_TRY(OP->gelu_bwd(RT, dg, dg, s->pre, (long)m->N * Ft));
+    } else if (m->fused) {
+        RT_TRY(OP->bias_gelu_bwd(RT, dg, gpt_grad(m, tb1), dg, s->pre, gpt_param(m, tb1), m->N, Ft));
     } else {
+        float *db1 = gpt_grad(m, tb1);
         RT_TRY(OP->gelu_bwd(RT, dg, dg, s->pre, (long)m->N * Ft));
         RT_TRY(OP->bias_grad(RT, db1, dg, m->N, Ft));
     }
@@ -507,6 +513,9 @@ static const void *chunk_input(gpt_t *m, gpt_saved_t *sv)
     return sv->emb ? A(m, sv->emb, m->sp ? (long)m->tp_i * m->Nl * m->C : 0) : sv->x_in;
 }
 
+/* The output layer's weight: the word embedding, or its own when untied. */
+static int out_weight(const gpt_t *m) { return m->tied ? m->t_wte : m->t_wout; }
+
 static int head_fwd(gpt_t *m, gpt_saved_t *sv, const void *x)
 {
     int Nl = m->Nl, C = m->C, V = m->V;
@@ -514,7 +523,7 @@ static int head_fwd(gpt_t *m, gpt_saved_t *sv, const void *x)
     RT_TRY(ln_fwd(m, NULL, sv->xf, sv->meanf, sv->rstdf, x, NULL, m->t_lnf_w, m->t_lnf_b));
     RT_TRY(alloc_act(m, &sv->logits, (long)Nl * V));
     RT_TRY(alloc_f32(m, &sv->lse, Nl));
-    RT_TRY(OP->linear_fwd(RT, sv->logits, sv->xf, gpt_param(m, m->t_wte), NULL, Nl, C, V));
+    RT_TRY(OP->linear_fwd(RT, sv->logits, sv->xf, gpt_param(m, out_weight(m)), NULL, Nl, C, V));
     const int *tg = sv->targets + (m->sp ? m->tp_i * Nl : 0);
     return OP->xent_fwd(RT, sv->losses, sv->lse, sv->logits, tg, Nl, V);
 }
@@ -558,8 +567,8 @@ static int head_bwd(gpt_t *m, gpt_saved_t *sv, void *dres, float dloss)
     void *dxf;
     RT_TRY(OP->xent_bwd(RT, sv->logits, sv->logits, sv->lse, tg, dloss, Nl, V));
     RT_TRY(alloc_act(m, &dxf, (long)Nl * C));
-    RT_TRY(OP->linear_dgrad(RT, dxf, sv->logits, gpt_param(m, m->t_wte), Nl, C, V));
-    RT_TRY(OP->linear_wgrad(RT, gpt_grad(m, m->t_wte), NULL, sv->logits, sv->xf, Nl, C, V));
+    RT_TRY(OP->linear_dgrad(RT, dxf, sv->logits, gpt_param(m, out_weight(m)), Nl, C, V));
+    RT_TRY(OP->linear_wgrad(RT, gpt_grad(m, out_weight(m)), NULL, sv->logits, sv->xf, Nl, C, V));
     RT_TRY(OP->memset0(RT, dres, (size_t)Nl * C * RT->act_bytes, STREAM_COMPUTE));
     RT_TRY(ln_bwd(m, dres, dxf, x, sv->meanf, sv->rstdf, m->t_lnf_w, m->t_lnf_b));
     drop(m, dxf);
@@ -609,12 +618,12 @@ int gpt_chunk_bwd(gpt_t *m, gpt_saved_t *sv, void *dres, float dloss)
     return 0;
 }
 
-/* Tensors whose gradients chunk c produces: its pieces, and the tied
- * embedding when c embeds or ends the model. */
+/* Tensors whose gradients chunk c produces: its pieces, and the word
+ * embedding when c embeds or (tied) ends the model. */
 static int in_chunk(const gpt_t *m, int i, int c)
 {
     const gpt_tensor_t *t = &m->tensors[i];
-    if (i == m->t_wte && (gpt_has_embedding(m, c) || gpt_has_head(m, c)))
+    if (i == m->t_wte && (gpt_has_embedding(m, c) || (m->tied && gpt_has_head(m, c))))
         return 1;
     const gpt_piece_t *a = &m->pieces[m->chunk_piece0[c]], *b = &m->pieces[m->chunk_piece0[c + 1] - 1];
     return t->off >= a->off && t->off < b->off + b->n;

@@ -8,8 +8,10 @@
  *
  * The model is GPT-2 shaped, as model/workload.c counts it: learned
  * position embeddings, pre-LN blocks (standard, or PaLM's parallel block),
- * biases everywhere, tanh GeLU, causal attention with an optional sliding
- * window and grouped queries, the output layer tied to the word embedding.
+ * biases in every linear layer (or none: --disable-bias-linear), tanh GeLU,
+ * causal attention with an optional sliding window and grouped queries,
+ * the output layer tied to the word embedding (or its own weight:
+ * --untie-embeddings-and-output-weights).
  * Dropout is 0. Two departures from Megatron, both exact in the maths:
  * the word embedding is replicated across TP ranks instead of split by
  * vocabulary (the corpus is byte-level, V = 256), and with sequence
@@ -74,11 +76,13 @@ typedef struct {
     int window;              /* attention window for the kernels (0 = causal) */
     int attn;                /* attn_t: flash, flash1 or unfused */
     int fused, sp, overlap, parallel, recompute;
+    int bias;                /* linear layers have biases (not --disable-bias-linear) */
+    int tied;                /* the output layer is the word embedding (not --untie-...) */
 
     gpt_tensor_t *tensors;
     int ntensors;
     int *layer_tensor;       /* [chunk][layer][T_PER_LAYER] -> tensor index, -1 absent */
-    int t_wte, t_wpe, t_lnf_w, t_lnf_b; /* -1 where absent */
+    int t_wte, t_wpe, t_lnf_w, t_lnf_b, t_wout; /* -1 where absent (t_wout: untied output layer) */
     gpt_piece_t *pieces;     /* DP pieces; the embedding piece last when separate */
     int npieces, cap_pieces, emb_piece; /* emb_piece: index, or -1 */
     int *chunk_piece0;       /* [vpp + 1]: chunk c's first piece; [vpp]: npieces w/o emb */

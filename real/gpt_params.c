@@ -98,23 +98,29 @@ static int layer(layout_t *L, int chunk, int l, int gl)
     KEEP(T_LN1_B, vec(L, NAME("ln1_b"), base + T_LN1_B, C, 0, m->sp));
     KEEP(T_QKV_W, add(L, NAME(par ? "qkv_fc1_w" : "qkv_w"), base + T_QKV_W, nqkv, C, NQKV, C));
     qkv_rows(m, t, par);
-    KEEP(T_QKV_B, add(L, NAME(par ? "qkv_fc1_b" : "qkv_b"), base + T_QKV_B, nqkv, 1, NQKV, 1));
-    qkv_rows(m, t, par), t->init_std = 0;
+    if (m->bias) {
+        KEEP(T_QKV_B, add(L, NAME(par ? "qkv_fc1_b" : "qkv_b"), base + T_QKV_B, nqkv, 1, NQKV, 1));
+        qkv_rows(m, t, par), t->init_std = 0;
+    }
     KEEP(T_PROJ_W, add(L, NAME(par ? "proj_fc2_w" : "proj_w"), base + T_PROJ_W, C, nproj, C,
                        m->NH * m->HS + (par ? m->F : 0)));
     proj_cols(m, t, par), t->init_std = resid_std;
-    KEEP(T_PROJ_B, vec(L, NAME(par ? "proj_fc2_b" : "proj_b"), base + T_PROJ_B, C, 0, 0));
+    if (m->bias)
+        KEEP(T_PROJ_B, vec(L, NAME(par ? "proj_fc2_b" : "proj_b"), base + T_PROJ_B, C, 0, 0));
     if (par)
         return 0;
     KEEP(T_LN2_W, vec(L, NAME("ln2_w"), base + T_LN2_W, C, 1, m->sp));
     KEEP(T_LN2_B, vec(L, NAME("ln2_b"), base + T_LN2_B, C, 0, m->sp));
     KEEP(T_FC1_W, add(L, NAME("fc1_w"), base + T_FC1_W, m->Ft, C, m->F, C));
     t->rseg[0] = (gpt_seg_t){0, m->tp_i * m->Ft, m->Ft}, t->tp_split = m->t > 1;
-    KEEP(T_FC1_B, add(L, NAME("fc1_b"), base + T_FC1_B, m->Ft, 1, m->F, 1));
-    t->rseg[0] = (gpt_seg_t){0, m->tp_i * m->Ft, m->Ft}, t->tp_split = m->t > 1, t->init_std = 0;
+    if (m->bias) {
+        KEEP(T_FC1_B, add(L, NAME("fc1_b"), base + T_FC1_B, m->Ft, 1, m->F, 1));
+        t->rseg[0] = (gpt_seg_t){0, m->tp_i * m->Ft, m->Ft}, t->tp_split = m->t > 1, t->init_std = 0;
+    }
     KEEP(T_FC2_W, add(L, NAME("fc2_w"), base + T_FC2_W, C, m->Ft, C, m->F));
     t->cseg[0] = (gpt_seg_t){0, m->tp_i * m->Ft, m->Ft}, t->tp_split = m->t > 1, t->init_std = resid_std;
-    KEEP(T_FC2_B, vec(L, NAME("fc2_b"), base + T_FC2_B, C, 0, 0));
+    if (m->bias)
+        KEEP(T_FC2_B, vec(L, NAME("fc2_b"), base + T_FC2_B, C, 0, 0));
 #undef NAME
 #undef KEEP
     return 0;
@@ -146,10 +152,12 @@ int gpt_has_head(const gpt_t *m, int chunk) { return m->stage == m->pp - 1 && ch
 static int layout(gpt_t *m)
 {
     layout_t L = {m, 0};
-    int separate = m->pp > 1 && (m->stage == 0 || m->stage == m->pp - 1);
+    /* The tied embedding sits on its own DP piece when it lives on two
+     * stages (first and last); untied, the first has wte, the last wout. */
+    int separate = m->tied && m->pp > 1 && (m->stage == 0 || m->stage == m->pp - 1);
     int k = m->vpp > 1 ? 1 : workload_dp_pieces(m->job, workload_stage_params_local(m->job, 0));
     gpt_tensor_t *t;
-    m->t_wte = m->t_wpe = m->t_lnf_w = m->t_lnf_b = -1;
+    m->t_wte = m->t_wpe = m->t_lnf_w = m->t_lnf_b = m->t_wout = -1;
     m->layer_tensor = malloc(sizeof(int) * (size_t)m->vpp * m->layers_per_chunk * T_PER_LAYER);
     m->chunk_piece0 = malloc(sizeof(int) * (size_t)(m->vpp + 1));
     if (!m->layer_tensor || !m->chunk_piece0)
@@ -159,7 +167,7 @@ static int layout(gpt_t *m)
     for (int c = 0; c < m->vpp; c++) {
         long start = m->nparams = round_up(m->nparams, ALIGN_ELEMS);
         m->chunk_piece0[c] = m->npieces;
-        if ((gpt_has_embedding(m, c) || gpt_has_head(m, c)) && !separate && m->t_wte < 0) {
+        if ((gpt_has_embedding(m, c) || (m->tied && gpt_has_head(m, c))) && !separate && m->t_wte < 0) {
             if (!add(&L, "wte", 0, m->V, m->C, m->V, m->C))
                 return -1;
             m->t_wte = m->ntensors - 1;
@@ -176,6 +184,11 @@ static int layout(gpt_t *m)
             if (!vec(&L, "lnf_w", 2, m->C, 1, m->sp) || !vec(&L, "lnf_b", 3, m->C, 0, m->sp))
                 return -1;
             m->t_lnf_w = m->ntensors - 2, m->t_lnf_b = m->ntensors - 1;
+            if (!m->tied) { /* the output layer's own weight; with SP each rank's slice of tokens: partial */
+                if (!(t = add(&L, "wout", 4, m->V, m->C, m->V, m->C)))
+                    return -1;
+                t->sp_partial = m->sp, m->t_wout = m->ntensors - 1;
+            }
         }
         if (pieces(m, start, k))
             return -1;
@@ -220,18 +233,12 @@ static int check_plan(const job_t *j, char *err, int errlen)
                  "model and simulator price it");
         return -1;
     }
-    if (j->position_embedding != POS_LEARNED || j->normalization != NORM_LAYERNORM || j->disable_bias_linear) {
-        snprintf(err, errlen, "--position-embedding-type %s, --normalization %s%s: the real backend's GPT has learned "
-                 "positions, LayerNorm and biases (GPT-2/3 style); the model and simulator price the others",
+    if (j->position_embedding != POS_LEARNED || j->normalization != NORM_LAYERNORM) {
+        snprintf(err, errlen, "--position-embedding-type %s, --normalization %s: the real backend's GPT has learned "
+                 "positions and LayerNorm (GPT-2/3 style); the model and simulator price the others",
                  j->position_embedding == POS_ROPE ? "rope" : j->position_embedding == POS_NONE ? "none"
                                                                                                 : "learned_absolute",
-                 j->normalization == NORM_RMSNORM ? "RMSNorm" : "LayerNorm",
-                 j->disable_bias_linear ? ", --disable-bias-linear" : "");
-        return -1;
-    }
-    if (j->untie_embeddings) {
-        snprintf(err, errlen, "--untie-embeddings-and-output-weights is not run by the real backend, whose output "
-                 "layer is tied to the word embedding; the model and simulator price it");
+                 j->normalization == NORM_RMSNORM ? "RMSNorm" : "LayerNorm");
         return -1;
     }
     if (j->swiglu) {
@@ -268,6 +275,7 @@ int gpt_init(gpt_t *m, const job_t *j, rt_t *rt, comm_t *comm, char *err, int er
     m->attn = j->attention, m->fused = j->fused_elementwise;
     m->overlap = j->tp_comm_overlap && m->t > 1, m->parallel = j->parallel_block;
     m->recompute = j->recompute == RECOMPUTE_FULL;
+    m->bias = !j->disable_bias_linear, m->tied = !j->untie_embeddings;
     if (layout(m)) {
         snprintf(err, errlen, "out of host memory laying out the model");
         return -1;

@@ -5,8 +5,9 @@ expected, what it got and where the expected value comes from.
 
   equivalence  the losses of 8-rank plans (TP 2 x PP 2 interleaved x DP 2, SP,
                ZeRO-2), with each overlap switch off and on, equal the
-               single-rank run's, step by step; the parallel block likewise
-               against its own single-rank run
+               single-rank run's, step by step; the parallel block, no linear
+               biases and an untied output layer likewise against their own
+               single-rank runs (which each switch must change)
   learns       the loss falls on the shipped corpus
   resume       a run stopped at a checkpoint and resumed gives the
                uninterrupted run's losses
@@ -60,13 +61,36 @@ def expect_losses(label, want, got, source="single rank", tol=REL_TOL):
         print(f"FAIL {label}: expected {len(want)} steps, got {len(got)}")
 
 
+# Architecture switches, each against its own single-rank run with every
+# overlap on; and each must change the single-rank losses of the run
+# without it (a switch the backend ignored would pass the equivalence, and
+# a single-rank run repeats its losses bit for bit).
+ARCH_SWITCHES = [([], ["--disable-bias-linear"], "no linear biases"),
+                 ([], ["--untie-embeddings-and-output-weights"], "untied output layer"),
+                 (["--parallel-block"], ["--disable-bias-linear"], "parallel block, no linear biases")]
+
+
 def equivalence():
+    global failures
+    refs = {}
     for extra, name in (([], "standard block"), (["--parallel-block"], "parallel block")):
         ref, _ = run(1, extra)
+        refs[tuple(extra)] = ref
         cases = [[]] + OVERLAPS + [sum(OVERLAPS, [])] if not extra else [[], sum(OVERLAPS, [])]
         for ov in cases:
             got, _ = run(8, PLAN8 + extra + ov)
             expect_losses(f"{name}, 8 ranks {' '.join(ov) or 'no overlap'}", ref, got)
+    for block, switch, name in ARCH_SWITCHES:
+        ref, _ = run(1, block + switch)
+        base = refs[tuple(block)]
+        moved = max(abs(r["loss"] - b["loss"]) / b["loss"] for r, b in zip(ref, base))
+        ok = moved > 1e-5
+        failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {' '.join(switch)} changes the single-rank losses of "
+              f"{' '.join(block) or 'the standard block'}: largest relative change over {len(ref)} steps {moved:.1e} "
+              f"(expected > 1e-5)")
+        got, _ = run(8, PLAN8 + block + switch + sum(OVERLAPS, []))
+        expect_losses(f"{name}, 8 ranks, every overlap", ref, got)
 
 
 def learns():
@@ -164,7 +188,8 @@ def gpu_emu():
     """The GPU backend's own code on the emulated GPU module (no GPU needed):
       - 1 rank, flash attention + fused element-wise kernels, and the
         unfused attention (cuBLASLt batched GEMMs), each against the fp32
-        CPU run;
+        CPU run; likewise without linear biases and with an untied output
+        layer (GEMMs without a bias epilogue, GeLU alone);
       - 8 ranks (TP 2 + SP, PP 2 interleaved, DP 2, ZeRO-2: the equivalence
         plan), every overlap off (grouped NCCL transfers) and on (decoupled
         pipeline links, chunked TP GEMMs on the second compute stream, DP
@@ -190,6 +215,11 @@ def gpu_emu():
     expect_bf16("emulated GPU, flash + fused, vs 1 CPU rank (fp32)", cpu, flash, EMU_TOL)
     unfused, _ = run(1, ["--device", "gpu", "--attention", "unfused"], iters=ITERS_EMU)
     expect_bf16("emulated GPU, unfused attention, vs 1 CPU rank (fp32)", cpu, unfused, EMU_TOL)
+    arch = ["--disable-bias-linear", "--untie-embeddings-and-output-weights"]
+    cpu_arch, _ = run(1, arch, iters=ITERS_EMU)
+    gpu_arch, _ = run(1, gpu + arch, iters=ITERS_EMU)
+    expect_bf16("emulated GPU, no linear biases, untied output layer, vs 1 CPU rank (fp32)", cpu_arch, gpu_arch,
+                EMU_TOL)
     every = sum(OVERLAPS, [])
     for ov in ([], every):
         got, _ = run(8, PLAN8 + gpu + ov, iters=ITERS_EMU)
