@@ -1,4 +1,5 @@
-/* kernels/layernorm.cu: CUDA residual add + LayerNorm. One warp per row;
+/* kernels/layernorm.cu: CUDA residual add + LayerNorm, and RMSNorm (the
+ * same kernels with RMS: no centring, no bias; LLaMA's). One warp per row;
  * rows are read with 16-byte vectors when C % 8 == 0 (V = 8), else one
  * element at a time (V = 1). Statistics in fp32. The forward keeps the row
  * in registers when C <= 4096 (and V = 8), so each input is read once and
@@ -18,7 +19,7 @@
 #define LN_WARPS 8
 #define LN_BWD_ROWS_PER_BLOCK 64
 
-template <int V>
+template <int V, bool RMS>
 __global__ void __launch_bounds__(32 * LN_WARPS)
     ln_fwd_kernel(bf16 *residual, bf16 *out, float *mean, float *rstd, const bf16 *inp,
                   const bf16 *skip, const bf16 *w, const bf16 *b, int N, int C) {
@@ -37,22 +38,22 @@ __global__ void __launch_bounds__(32 * LN_WARPS)
     }
     for (int i = 0; i < V; i++) s += x8[i];
   }
-  float m = warp_sum(s) / C, v = 0.0f;
+  float m = RMS ? 0.0f : warp_sum(s) / C, v = 0.0f;
   for (int c = lane * V; c < C; c += 32 * V) {
     vload<V>(x8, x + c);
     for (int i = 0; i < V; i++) v += (x8[i] - m) * (x8[i] - m);
   }
   float r = rsqrtf(warp_sum(v) / C + KERN_LN_EPS);
   for (int c = lane * V; c < C; c += 32 * V) {
-    float w8[V], b8[V];
+    float w8[V], b8[V] = {};
     vload<V>(x8, x + c);
     vload<V>(w8, w + c);
-    vload<V>(b8, b + c);
+    if (!RMS) vload<V>(b8, b + c);
     for (int i = 0; i < V; i++) y8[i] = (x8[i] - m) * r * w8[i] + b8[i];
     vstore<V>(out + n * C + c, y8);
   }
   if (lane == 0) {
-    mean[n] = m;
+    if (!RMS) mean[n] = m;
     rstd[n] = r;
   }
 }
@@ -61,7 +62,7 @@ __global__ void __launch_bounds__(32 * LN_WARPS)
  * lane (C <= 256 NCH), the residual sum as LN sees it (rounded to bf16).
  * Same sums in the same order as ln_fwd_kernel<8> (bit-identical on the
  * emulated GPU, 2026-11-23, C from 768 to 4096, with and without skip). */
-template <int NCH>
+template <int NCH, bool RMS>
 __global__ void __launch_bounds__(32 * LN_WARPS)
     ln_fwd_cached_kernel(bf16 *residual, bf16 *out, float *mean, float *rstd, const bf16 *inp,
                          const bf16 *skip, const bf16 *w, const bf16 *b, int N, int C) {
@@ -86,7 +87,7 @@ __global__ void __launch_bounds__(32 * LN_WARPS)
       s += __bfloat162float(xr[k].x[i]);
     }
   }
-  float m = warp_sum(s) / C, v = 0.0f;
+  float m = RMS ? 0.0f : warp_sum(s) / C, v = 0.0f;
 #pragma unroll
   for (int k = 0; k < NCH; k++)
     if ((32 * k + lane) * 8 < C)
@@ -99,19 +100,19 @@ __global__ void __launch_bounds__(32 * LN_WARPS)
   for (int k = 0; k < NCH; k++) {
     int c = (32 * k + lane) * 8;
     if (c >= C) continue;
-    float w8[8], b8[8], y8[8];
+    float w8[8], b8[8] = {}, y8[8];
     vload<8>(w8, w + c);
-    vload<8>(b8, b + c);
+    if (!RMS) vload<8>(b8, b + c);
     for (int i = 0; i < 8; i++) y8[i] = (__bfloat162float(xr[k].x[i]) - m) * r * w8[i] + b8[i];
     vstore<8>(out + n * C + c, y8);
   }
   if (lane == 0) {
-    mean[n] = m;
+    if (!RMS) mean[n] = m;
     rstd[n] = r;
   }
 }
 
-template <int V>
+template <int V, bool RMS>
 __global__ void __launch_bounds__(32 * LN_WARPS)
     ln_bwd_kernel(bf16 *dres, float *dw, float *db, const bf16 *dout, const bf16 *xln,
                   const bf16 *w, const float *mean, const float *rstd, int N, int C) {
@@ -121,7 +122,7 @@ __global__ void __launch_bounds__(32 * LN_WARPS)
   __syncthreads();
   long n0 = (long)blockIdx.x * LN_BWD_ROWS_PER_BLOCK;
   for (long n = n0 + warp; n < n0 + LN_BWD_ROWS_PER_BLOCK && n < N; n += LN_WARPS) {
-    float m = mean[n], r = rstd[n], sdn = 0.0f, sdnx = 0.0f;
+    float m = RMS ? 0.0f : mean[n], r = rstd[n], sdn = 0.0f, sdnx = 0.0f;
     float x8[V], d8[V], w8[V], g8[V];
     for (int c = lane * V; c < C; c += 32 * V) {
       vload<V>(x8, xln + n * C + c);
@@ -132,7 +133,7 @@ __global__ void __launch_bounds__(32 * LN_WARPS)
         sdnx += d8[i] * w8[i] * (x8[i] - m) * r;
       }
     }
-    sdn = warp_sum(sdn) / C;
+    sdn = RMS ? 0.0f : warp_sum(sdn) / C; /* RMSNorm does not centre: no mean term */
     sdnx = warp_sum(sdnx) / C;
     for (int c = lane * V; c < C; c += 32 * V) {
       vload<V>(x8, xln + n * C + c);
@@ -143,7 +144,7 @@ __global__ void __launch_bounds__(32 * LN_WARPS)
         float xhat = (x8[i] - m) * r;
         g8[i] += r * (d8[i] * w8[i] - sdn - xhat * sdnx);
         atomicAdd(&acc[c + i], d8[i] * xhat);
-        atomicAdd(&acc[C + c + i], d8[i]);
+        if (!RMS) atomicAdd(&acc[C + c + i], d8[i]);
       }
       vstore<V>(dres + n * C + c, g8);
     }
@@ -151,7 +152,7 @@ __global__ void __launch_bounds__(32 * LN_WARPS)
   __syncthreads();
   for (int c = threadIdx.x; c < C; c += blockDim.x) {
     atomicAdd(dw + c, acc[c]);
-    atomicAdd(db + c, acc[C + c]);
+    if (!RMS) atomicAdd(db + c, acc[C + c]);
   }
 }
 
@@ -170,7 +171,7 @@ __global__ void __launch_bounds__(32 * LN_WARPS)
 /* Slots per warp for dw (and again for db): C rounded up to 256. */
 __host__ __device__ static inline int ln_bwd_slots(int C) { return (C + 255) / 256 * 256; }
 
-template <int NCH>
+template <int NCH, bool RMS>
 __global__ void __launch_bounds__(32 * LN_WARPS)
     ln_bwd_cached_kernel(bf16 *dres, float *dw, float *db, const bf16 *dout, const bf16 *xln,
                          const bf16 *w, const float *mean, const float *rstd, int N, int C) {
@@ -188,7 +189,7 @@ __global__ void __launch_bounds__(32 * LN_WARPS)
     }
   long n0 = (long)blockIdx.x * LN_BWD_CACHED_ROWS;
   for (long n = n0 + warp; n < n0 + LN_BWD_CACHED_ROWS && n < N; n += LN_WARPS) {
-    float m = mean[n], r = rstd[n], sdn = 0.0f, sdnx = 0.0f;
+    float m = RMS ? 0.0f : mean[n], r = rstd[n], sdn = 0.0f, sdnx = 0.0f;
     bvec<8> xv[NCH], dv[NCH];
 #pragma unroll
     for (int k = 0; k < NCH; k++) {
@@ -203,7 +204,7 @@ __global__ void __launch_bounds__(32 * LN_WARPS)
         sdnx += dw8 * (__bfloat162float(xv[k].x[i]) - m) * r;
       }
     }
-    sdn = warp_sum(sdn) / C;
+    sdn = RMS ? 0.0f : warp_sum(sdn) / C;
     sdnx = warp_sum(sdnx) / C;
 #pragma unroll
     for (int k = 0; k < NCH; k++) {
@@ -226,7 +227,7 @@ __global__ void __launch_bounds__(32 * LN_WARPS)
     float sw = 0.0f, sb = 0.0f;
     for (int v = 0; v < LN_WARPS; v++) sw += acc[(size_t)v * 2 * Cp + slot], sb += acc[(size_t)v * 2 * Cp + Cp + slot];
     atomicAdd(dw + c, sw);
-    atomicAdd(db + c, sb);
+    if (!RMS) atomicAdd(db + c, sb);
   }
 }
 
@@ -234,54 +235,78 @@ static bool ln_vec8_ok(int C, const void *const *ptrs, int np) {
   return C % 8 == 0 && kern_aligned16(ptrs, np);
 }
 
-extern "C" int kern_layernorm_fwd_cuda(kern_bf16 *residual, kern_bf16 *out, float *mean,
-                                       float *rstd, const kern_bf16 *inp, const kern_bf16 *skip,
-                                       const kern_bf16 *w, const kern_bf16 *b, int N, int C,
-                                       cudaStream_t stream) {
+template <bool RMS>
+static int ln_fwd(kern_bf16 *residual, kern_bf16 *out, float *mean, float *rstd, const kern_bf16 *inp,
+                  const kern_bf16 *skip, const kern_bf16 *w, const kern_bf16 *b, int N, int C,
+                  cudaStream_t stream) {
   const void *p[] = {residual, out, inp, skip, w, b};
   unsigned grid = kern_cdiv(N, LN_WARPS);
   bool vec = ln_vec8_ok(C, p, 6);
   bf16 *R = (bf16 *)residual, *O = (bf16 *)out;
   const bf16 *X = (const bf16 *)inp, *S = (const bf16 *)skip, *W = (const bf16 *)w, *B = (const bf16 *)b;
   if (vec && C <= 256 * 8)
-    KERN_LAUNCH(grid, 32 * LN_WARPS, 0, stream, ln_fwd_cached_kernel<8>)(R, O, mean, rstd, X, S, W, B, N, C);
+    KERN_LAUNCH(grid, 32 * LN_WARPS, 0, stream, ln_fwd_cached_kernel<8, RMS>)(R, O, mean, rstd, X, S, W, B, N, C);
   else if (vec && C <= 256 * 16)
-    KERN_LAUNCH(grid, 32 * LN_WARPS, 0, stream, ln_fwd_cached_kernel<16>)(R, O, mean, rstd, X, S, W, B, N, C);
+    KERN_LAUNCH(grid, 32 * LN_WARPS, 0, stream, ln_fwd_cached_kernel<16, RMS>)(R, O, mean, rstd, X, S, W, B, N, C);
   else if (vec)
-    KERN_LAUNCH(grid, 32 * LN_WARPS, 0, stream, ln_fwd_kernel<8>)(R, O, mean, rstd, X, S, W, B, N, C);
+    KERN_LAUNCH(grid, 32 * LN_WARPS, 0, stream, ln_fwd_kernel<8, RMS>)(R, O, mean, rstd, X, S, W, B, N, C);
   else
-    KERN_LAUNCH(grid, 32 * LN_WARPS, 0, stream, ln_fwd_kernel<1>)(R, O, mean, rstd, X, S, W, B, N, C);
+    KERN_LAUNCH(grid, 32 * LN_WARPS, 0, stream, ln_fwd_kernel<1, RMS>)(R, O, mean, rstd, X, S, W, B, N, C);
   KERN_LAUNCH_TRY();
   return 0;
 }
 
-template <int V>
+extern "C" int kern_layernorm_fwd_cuda(kern_bf16 *residual, kern_bf16 *out, float *mean,
+                                       float *rstd, const kern_bf16 *inp, const kern_bf16 *skip,
+                                       const kern_bf16 *w, const kern_bf16 *b, int N, int C,
+                                       cudaStream_t stream) {
+  return ln_fwd<false>(residual, out, mean, rstd, inp, skip, w, b, N, C, stream);
+}
+
+extern "C" int kern_rmsnorm_fwd_cuda(kern_bf16 *residual, kern_bf16 *out, float *rstd, const kern_bf16 *inp,
+                                     const kern_bf16 *skip, const kern_bf16 *w, int N, int C,
+                                     cudaStream_t stream) {
+  return ln_fwd<true>(residual, out, NULL, rstd, inp, skip, w, NULL, N, C, stream);
+}
+
+template <int V, bool RMS>
 static int ln_bwd_launch(bf16 *dres, float *dw, float *db, const bf16 *dout, const bf16 *xln,
                          const bf16 *w, const float *mean, const float *rstd, int N, int C,
                          cudaStream_t stream) {
   size_t smem = 2 * (size_t)C * sizeof(float);
-  KERN_CUDA_TRY(kern_allow_smem(ln_bwd_kernel<V>, smem));
-  KERN_LAUNCH(kern_cdiv(N, LN_BWD_ROWS_PER_BLOCK), 32 * LN_WARPS, smem, stream, ln_bwd_kernel<V>)(
+  KERN_CUDA_TRY(kern_allow_smem(ln_bwd_kernel<V, RMS>, smem));
+  KERN_LAUNCH(kern_cdiv(N, LN_BWD_ROWS_PER_BLOCK), 32 * LN_WARPS, smem, stream, ln_bwd_kernel<V, RMS>)(
       dres, dw, db, dout, xln, w, mean, rstd, N, C);
   KERN_LAUNCH_TRY();
   return 0;
+}
+
+template <bool RMS>
+static int ln_bwd(kern_bf16 *dres, float *dw, float *db, const kern_bf16 *dout, const kern_bf16 *xln,
+                  const kern_bf16 *w, const float *mean, const float *rstd, int N, int C, cudaStream_t stream) {
+  const void *p[] = {dres, dout, xln, w};
+  size_t smem = sizeof(float) * 2 * (size_t)ln_bwd_slots(C) * LN_WARPS;
+  if (ln_vec8_ok(C, p, 4) && C <= 256 * 8 && kern_smem_fits(ln_bwd_cached_kernel<8, RMS>, smem)) {
+    KERN_LAUNCH(kern_cdiv(N, LN_BWD_CACHED_ROWS), 32 * LN_WARPS, smem, stream, ln_bwd_cached_kernel<8, RMS>)(
+        (bf16 *)dres, dw, db, (const bf16 *)dout, (const bf16 *)xln, (const bf16 *)w, mean, rstd, N, C);
+    KERN_LAUNCH_TRY();
+    return 0;
+  }
+  if (ln_vec8_ok(C, p, 4))
+    return ln_bwd_launch<8, RMS>((bf16 *)dres, dw, db, (const bf16 *)dout, (const bf16 *)xln,
+                                 (const bf16 *)w, mean, rstd, N, C, stream);
+  return ln_bwd_launch<1, RMS>((bf16 *)dres, dw, db, (const bf16 *)dout, (const bf16 *)xln,
+                               (const bf16 *)w, mean, rstd, N, C, stream);
 }
 
 extern "C" int kern_layernorm_bwd_cuda(kern_bf16 *dres, float *dw, float *db,
                                        const kern_bf16 *dout, const kern_bf16 *xln,
                                        const kern_bf16 *w, const float *mean, const float *rstd,
                                        int N, int C, cudaStream_t stream) {
-  const void *p[] = {dres, dout, xln, w};
-  size_t smem = sizeof(float) * 2 * (size_t)ln_bwd_slots(C) * LN_WARPS;
-  if (ln_vec8_ok(C, p, 4) && C <= 256 * 8 && kern_smem_fits(ln_bwd_cached_kernel<8>, smem)) {
-    KERN_LAUNCH(kern_cdiv(N, LN_BWD_CACHED_ROWS), 32 * LN_WARPS, smem, stream, ln_bwd_cached_kernel<8>)(
-        (bf16 *)dres, dw, db, (const bf16 *)dout, (const bf16 *)xln, (const bf16 *)w, mean, rstd, N, C);
-    KERN_LAUNCH_TRY();
-    return 0;
-  }
-  if (ln_vec8_ok(C, p, 4))
-    return ln_bwd_launch<8>((bf16 *)dres, dw, db, (const bf16 *)dout, (const bf16 *)xln,
-                            (const bf16 *)w, mean, rstd, N, C, stream);
-  return ln_bwd_launch<1>((bf16 *)dres, dw, db, (const bf16 *)dout, (const bf16 *)xln,
-                          (const bf16 *)w, mean, rstd, N, C, stream);
+  return ln_bwd<false>(dres, dw, db, dout, xln, w, mean, rstd, N, C, stream);
+}
+
+extern "C" int kern_rmsnorm_bwd_cuda(kern_bf16 *dres, float *dw, const kern_bf16 *dout, const kern_bf16 *xln,
+                                     const kern_bf16 *w, const float *rstd, int N, int C, cudaStream_t stream) {
+  return ln_bwd<true>(dres, dw, NULL, dout, xln, w, NULL, rstd, N, C, stream);
 }

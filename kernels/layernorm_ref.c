@@ -1,5 +1,6 @@
-/* kernels/layernorm_ref.c: fp32 reference of residual add + LayerNorm.
- * Two passes per row (mean, then variance about the mean) for accuracy. */
+/* kernels/layernorm_ref.c: fp32 reference of residual add + LayerNorm
+ * (two passes per row: mean, then variance about the mean, for accuracy)
+ * and of residual add + RMSNorm. */
 #include <math.h>
 #include "kernels/layernorm.h"
 
@@ -45,5 +46,35 @@ void kern_layernorm_bwd_ref(float *dres, float *dw, float *db, const float *dout
       float xhat = (x[c] - m) * r;
       dres[n * C + c] += r * (d[c] * w[c] - sum_dn - xhat * sum_dnx);
     }
+  }
+}
+
+void kern_rmsnorm_fwd_ref(float *residual, float *out, float *rstd, const float *inp, const float *skip,
+                          const float *w, int N, int C) {
+  for (long n = 0; n < N; n++) {
+    const float *x = inp + n * C;
+    if (skip) {
+      for (int c = 0; c < C; c++) residual[n * C + c] = x[c] + skip[n * C + c];
+      x = residual + n * C;
+    }
+    double ss = 0.0;
+    for (int c = 0; c < C; c++) ss += (double)x[c] * x[c];
+    rstd[n] = 1.0f / sqrtf((float)(ss / C) + KERN_LN_EPS);
+    for (int c = 0; c < C; c++) out[n * C + c] = x[c] * rstd[n] * w[c];
+  }
+}
+
+void kern_rmsnorm_bwd_ref(float *dres, float *dw, const float *dout, const float *xln, const float *w,
+                          const float *rstd, int N, int C) {
+  for (long n = 0; n < N; n++) {
+    const float *x = xln + n * C, *d = dout + n * C;
+    float r = rstd[n], sum_dnx = 0.0f;
+    for (int c = 0; c < C; c++) {
+      float xhat = x[c] * r;
+      sum_dnx += d[c] * w[c] * xhat;
+      dw[c] += d[c] * xhat;
+    }
+    sum_dnx /= C;
+    for (int c = 0; c < C; c++) dres[n * C + c] += r * (d[c] * w[c] - x[c] * r * sum_dnx);
   }
 }

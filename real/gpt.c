@@ -81,20 +81,31 @@ static int copy_act(gpt_t *m, void *dst, const void *src, long elems)
 
 /* ---- LayerNorm with the residual add, fused or not ------------------------------- */
 
+/* LayerNorm, or RMSNorm (m->rms: no bias tensor, tb < 0, and no mean). */
+static int norm_fwd(gpt_t *m, void *residual, void *out, float *mean, float *rstd, const void *inp, const void *skip,
+                    int tw, int tb)
+{
+    const void *w = gpt_param(m, tw);
+    if (m->rms)
+        return OP->rmsnorm_fwd(RT, residual, out, rstd, inp, skip, w, m->Nl, m->C);
+    return OP->layernorm_fwd(RT, residual, out, mean, rstd, inp, skip, w, gpt_param(m, tb), m->Nl, m->C);
+}
+
 static int ln_fwd(gpt_t *m, void *residual, void *out, float *mean, float *rstd, const void *inp, const void *skip,
                   int tw, int tb)
 {
-    const void *w = gpt_param(m, tw), *b = gpt_param(m, tb);
-    if (skip && !m->fused) { /* Megatron's unfused path: the add, then LayerNorm */
+    if (skip && !m->fused) { /* Megatron's unfused path: the add, then the norm */
         RT_TRY(OP->add(RT, residual, inp, skip, (long)m->Nl * m->C));
-        return OP->layernorm_fwd(RT, NULL, out, mean, rstd, residual, NULL, w, b, m->Nl, m->C);
+        return norm_fwd(m, NULL, out, mean, rstd, residual, NULL, tw, tb);
     }
-    return OP->layernorm_fwd(RT, residual, out, mean, rstd, inp, skip, w, b, m->Nl, m->C);
+    return norm_fwd(m, residual, out, mean, rstd, inp, skip, tw, tb);
 }
 
 static int ln_bwd(gpt_t *m, void *dres, const void *dout, const void *xln, const float *mean, const float *rstd,
                   int tw, int tb)
 {
+    if (m->rms)
+        return OP->rmsnorm_bwd(RT, dres, gpt_grad(m, tw), dout, xln, gpt_param(m, tw), rstd, m->Nl, m->C);
     return OP->layernorm_bwd(RT, dres, gpt_grad(m, tw), gpt_grad(m, tb), dout, xln, gpt_param(m, tw), mean, rstd,
                              m->Nl, m->C);
 }

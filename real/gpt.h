@@ -7,7 +7,8 @@
  * --tp-comm-overlap).
  *
  * The model is GPT-2 shaped, as model/workload.c counts it: learned
- * position embeddings, pre-LN blocks (standard, or PaLM's parallel block),
+ * position embeddings, pre-LN blocks (LayerNorm, or RMSNorm without biases;
+ * standard, or PaLM's parallel block),
  * biases in every linear layer (or none: --disable-bias-linear), tanh GeLU,
  * causal attention with an optional sliding window and grouped queries,
  * the output layer tied to the word embedding (or its own weight:
@@ -78,6 +79,7 @@ typedef struct {
     int fused, sp, overlap, parallel, recompute;
     int bias;                /* linear layers have biases (not --disable-bias-linear) */
     int tied;                /* the output layer is the word embedding (not --untie-...) */
+    int rms;                 /* RMSNorm (no norm biases) instead of LayerNorm */
 
     gpt_tensor_t *tensors;
     int ntensors;

@@ -95,7 +95,8 @@ static int layer(layout_t *L, int chunk, int l, int gl)
         idx[k] = m->ntensors - 1;                                                                      \
     } while (0)
     KEEP(T_LN1_W, vec(L, NAME("ln1_w"), base + T_LN1_W, C, 1, m->sp));
-    KEEP(T_LN1_B, vec(L, NAME("ln1_b"), base + T_LN1_B, C, 0, m->sp));
+    if (!m->rms)
+        KEEP(T_LN1_B, vec(L, NAME("ln1_b"), base + T_LN1_B, C, 0, m->sp));
     KEEP(T_QKV_W, add(L, NAME(par ? "qkv_fc1_w" : "qkv_w"), base + T_QKV_W, nqkv, C, NQKV, C));
     qkv_rows(m, t, par);
     if (m->bias) {
@@ -110,7 +111,8 @@ static int layer(layout_t *L, int chunk, int l, int gl)
     if (par)
         return 0;
     KEEP(T_LN2_W, vec(L, NAME("ln2_w"), base + T_LN2_W, C, 1, m->sp));
-    KEEP(T_LN2_B, vec(L, NAME("ln2_b"), base + T_LN2_B, C, 0, m->sp));
+    if (!m->rms)
+        KEEP(T_LN2_B, vec(L, NAME("ln2_b"), base + T_LN2_B, C, 0, m->sp));
     KEEP(T_FC1_W, add(L, NAME("fc1_w"), base + T_FC1_W, m->Ft, C, m->F, C));
     t->rseg[0] = (gpt_seg_t){0, m->tp_i * m->Ft, m->Ft}, t->tp_split = m->t > 1;
     if (m->bias) {
@@ -181,9 +183,14 @@ static int layout(gpt_t *m)
             if (layer(&L, c, l, (c * m->pp + m->stage) * m->layers_per_chunk + l))
                 return -1;
         if (gpt_has_head(m, c)) {
-            if (!vec(&L, "lnf_w", 2, m->C, 1, m->sp) || !vec(&L, "lnf_b", 3, m->C, 0, m->sp))
+            if (!vec(&L, "lnf_w", 2, m->C, 1, m->sp))
                 return -1;
-            m->t_lnf_w = m->ntensors - 2, m->t_lnf_b = m->ntensors - 1;
+            m->t_lnf_w = m->ntensors - 1;
+            if (!m->rms) {
+                if (!vec(&L, "lnf_b", 3, m->C, 0, m->sp))
+                    return -1;
+                m->t_lnf_b = m->ntensors - 1;
+            }
             if (!m->tied) { /* the output layer's own weight; with SP each rank's slice of tokens: partial */
                 if (!(t = add(&L, "wout", 4, m->V, m->C, m->V, m->C)))
                     return -1;
@@ -233,12 +240,10 @@ static int check_plan(const job_t *j, char *err, int errlen)
                  "model and simulator price it");
         return -1;
     }
-    if (j->position_embedding != POS_LEARNED || j->normalization != NORM_LAYERNORM) {
-        snprintf(err, errlen, "--position-embedding-type %s, --normalization %s: the real backend's GPT has learned "
-                 "positions and LayerNorm (GPT-2/3 style); the model and simulator price the others",
-                 j->position_embedding == POS_ROPE ? "rope" : j->position_embedding == POS_NONE ? "none"
-                                                                                                : "learned_absolute",
-                 j->normalization == NORM_RMSNORM ? "RMSNorm" : "LayerNorm");
+    if (j->position_embedding != POS_LEARNED) {
+        snprintf(err, errlen, "--position-embedding-type %s: the real backend's GPT has learned positions "
+                 "(GPT-2/3 style); the model and simulator price the others",
+                 j->position_embedding == POS_ROPE ? "rope" : "none");
         return -1;
     }
     if (j->swiglu) {
@@ -275,7 +280,7 @@ int gpt_init(gpt_t *m, const job_t *j, rt_t *rt, comm_t *comm, char *err, int er
     m->attn = j->attention, m->fused = j->fused_elementwise;
     m->overlap = j->tp_comm_overlap && m->t > 1, m->parallel = j->parallel_block;
     m->recompute = j->recompute == RECOMPUTE_FULL;
-    m->bias = !j->disable_bias_linear, m->tied = !j->untie_embeddings;
+    m->bias = !j->disable_bias_linear, m->tied = !j->untie_embeddings, m->rms = j->normalization == NORM_RMSNORM;
     if (layout(m)) {
         snprintf(err, errlen, "out of host memory laying out the model");
         return -1;

@@ -105,6 +105,11 @@ typedef struct {
                          const void *skip, const void *w, const void *b, int N, int C);
     int (*layernorm_bwd)(rt_t *rt, void *dres, float *dw, float *db, const void *dout, const void *xln,
                          const void *w, const float *mean, const float *rstd, int N, int C);
+    /* RMSNorm: the same without centring or bias (--normalization RMSNorm) */
+    int (*rmsnorm_fwd)(rt_t *rt, void *residual, void *out, float *rstd, const void *inp, const void *skip,
+                       const void *w, int N, int C);
+    int (*rmsnorm_bwd)(rt_t *rt, void *dres, float *dw, const void *dout, const void *xln, const void *w,
+                       const float *rstd, int N, int C);
     /* out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias; bias may be NULL */
     int (*linear_fwd)(rt_t *rt, void *out, const void *inp, const void *weight, const void *bias, int N,
                       int C, int OC);

@@ -295,6 +295,20 @@ static int c_layernorm_bwd(rt_t *rt, void *dres, float *dw, float *db, const voi
     return 0;
 }
 
+static int c_rmsnorm_fwd(rt_t *rt, void *residual, void *out, float *rstd, const void *inp, const void *skip,
+                         const void *w, int N, int C)
+{
+    kern_rmsnorm_fwd_ref(residual, out, rstd, inp, skip, w, N, C);
+    return 0;
+}
+
+static int c_rmsnorm_bwd(rt_t *rt, void *dres, float *dw, const void *dout, const void *xln, const void *w,
+                         const float *rstd, int N, int C)
+{
+    kern_rmsnorm_bwd_ref(dres, dw, dout, xln, w, rstd, N, C);
+    return 0;
+}
+
 static int c_linear_fwd(rt_t *rt, void *out, const void *inp, const void *weight, const void *bias, int N, int C,
                         int OC)
 {
@@ -466,7 +480,7 @@ static const rt_ops_t cpu_ops = {
     c_alloc, c_free, c_memset0, c_copy, c_copy, c_copy2d, c_act_from_f32,
     c_join, c_record, c_wait, c_sync, c_compute_on,
     c_mark_ready, c_mark_start, c_mark_end, c_iter_begin, c_iter_end,
-    c_embedding_fwd, c_embedding_bwd, c_layernorm_fwd, c_layernorm_bwd,
+    c_embedding_fwd, c_embedding_bwd, c_layernorm_fwd, c_layernorm_bwd, c_rmsnorm_fwd, c_rmsnorm_bwd,
     c_linear_fwd, c_linear_dgrad, c_linear_wgrad,
     c_bias_gelu_fwd, c_bias_gelu_bwd, c_bias_add, c_gelu_fwd, c_gelu_bwd, c_bias_grad, c_add,
     c_attn_fwd, c_attn_bwd, c_xent_fwd, c_xent_bwd,

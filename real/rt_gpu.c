@@ -497,6 +497,18 @@ static int g_layernorm_bwd(rt_t *rt, void *dres, float *dw, float *db, const voi
     return kern_layernorm_bwd_cuda(dres, dw, db, dout, xln, w, mean, rstd, N, C, CS(rt));
 }
 
+static int g_rmsnorm_fwd(rt_t *rt, void *residual, void *out, float *rstd, const void *inp, const void *skip,
+                         const void *w, int N, int C)
+{
+    return kern_rmsnorm_fwd_cuda(residual, out, rstd, inp, skip, w, N, C, CS(rt));
+}
+
+static int g_rmsnorm_bwd(rt_t *rt, void *dres, float *dw, const void *dout, const void *xln, const void *w,
+                         const float *rstd, int N, int C)
+{
+    return kern_rmsnorm_bwd_cuda(dres, dw, dout, xln, w, rstd, N, C, CS(rt));
+}
+
 static int g_linear_fwd(rt_t *rt, void *out, const void *inp, const void *weight, const void *bias, int N, int C,
                         int OC)
 {
@@ -671,7 +683,7 @@ static const rt_ops_t gpu_ops = {
     g_alloc, g_free, g_memset0, g_h2d, g_d2h, g_copy2d, g_act_from_f32,
     g_join, g_record, g_wait, g_sync, g_compute_on,
     g_mark_ready, g_mark_start, g_mark_end, g_iter_begin, g_iter_end,
-    g_embedding_fwd, g_embedding_bwd, g_layernorm_fwd, g_layernorm_bwd,
+    g_embedding_fwd, g_embedding_bwd, g_layernorm_fwd, g_layernorm_bwd, g_rmsnorm_fwd, g_rmsnorm_bwd,
     g_linear_fwd, g_linear_dgrad, g_linear_wgrad,
     g_bias_gelu_fwd, g_bias_gelu_bwd, g_bias_add, g_gelu_fwd, g_gelu_bwd, g_bias_grad, g_add,
     g_attn_fwd, g_attn_bwd, g_xent_fwd, g_xent_bwd,

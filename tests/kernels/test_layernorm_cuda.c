@@ -1,14 +1,29 @@
 /* tests/kernels/test_layernorm_cuda.c: CUDA residual + LayerNorm vs the
  * reference, forward and backward, with and without the residual add, C a
- * multiple of 8 (vector path) and not (scalar path). The reference runs on
- * the bf16-rounded residual, as the kernel's LayerNorm does. */
+ * multiple of 8 (vector path) and not (scalar path); and RMSNorm (the same
+ * kernels without centring or bias) on every path too. The reference runs
+ * on the bf16-rounded residual, as the kernel's LayerNorm does. */
 #include <stdlib.h>
 #include "kern_gpu.h"
 #include "kernels/layernorm.h"
 
-static int run(int N, int C, int skip, kc_rng *r) {
+/* The forward and backward of LayerNorm (rms 0) or RMSNorm (rms 1), on the
+ * GPU and in the reference. */
+static void norm_fwd_gpu(int rms, kern_bf16 *res, kern_bf16 *out, float *mean, float *rstd, const kern_bf16 *inp,
+                         const kern_bf16 *sk, const kern_bf16 *w, const kern_bf16 *b, int N, int C) {
+  if (rms) KG_CHECK(kern_rmsnorm_fwd_cuda(res, out, rstd, inp, sk, w, N, C, 0));
+  else KG_CHECK(kern_layernorm_fwd_cuda(res, out, mean, rstd, inp, sk, w, b, N, C, 0));
+}
+
+static void norm_fwd_ref(int rms, float *res, float *out, float *mean, float *rstd, const float *inp,
+                         const float *sk, const float *w, const float *b, int N, int C) {
+  if (rms) kern_rmsnorm_fwd_ref(res, out, rstd, inp, sk, w, N, C);
+  else kern_layernorm_fwd_ref(res, out, mean, rstd, inp, sk, w, b, N, C);
+}
+
+static int run_norm(int N, int C, int skip, int rms, kc_rng *r) {
   long n = (long)N * C;
-  printf("shape N=%d C=%d skip=%d\n", N, C, skip);
+  printf("%s: shape N=%d C=%d skip=%d\n", rms ? "RMSNorm" : "LayerNorm", N, C, skip);
   float *inp = kc_rand(r, n, -2, 2), *sk = kc_rand(r, n, -1, 1), *w = kc_rand(r, C, 0.5f, 1.5f);
   float *b = kc_rand(r, C, -0.5f, 0.5f), *dout = kc_rand(r, n, -1, 1), *dres = kc_rand(r, n, -1, 1);
   kc_round_bf16(inp, n), kc_round_bf16(sk, n), kc_round_bf16(w, C), kc_round_bf16(b, C);
@@ -18,30 +33,36 @@ static int run(int N, int C, int skip, kc_rng *r) {
   kern_bf16 *d_res = kg_bf16(NULL, n), *d_out = kg_bf16(NULL, n), *d_dres = kg_bf16(dres, n);
   kern_bf16 *d_inp = kg_bf16(inp, n), *d_w = kg_bf16(w, C);
   float *d_mean = kg_f32(NULL, N), *d_rstd = kg_f32(NULL, N), *d_dw = kg_f32(NULL, C), *d_db = kg_f32(NULL, C);
-  KG_CHECK(kern_layernorm_fwd_cuda(d_res, d_out, d_mean, d_rstd, d_inp, skip ? kg_bf16(sk, n) : NULL,
-                                   d_w, kg_bf16(b, C), N, C, 0));
-  kern_layernorm_fwd_ref(res, out, mean, rstd, inp, skip ? sk : NULL, w, b, N, C);
+  norm_fwd_gpu(rms, d_res, d_out, d_mean, d_rstd, d_inp, skip ? kg_bf16(sk, n) : NULL, d_w, kg_bf16(b, C), N, C);
+  norm_fwd_ref(rms, res, out, mean, rstd, inp, skip ? sk : NULL, w, b, N, C);
   if (skip) {
     kc_round_bf16(res, n); /* the kernel normalises the stored bf16 residual */
-    kern_layernorm_fwd_ref(res, out, mean, rstd, res, NULL, w, b, N, C);
+    norm_fwd_ref(rms, res, out, mean, rstd, res, NULL, w, b, N, C);
   }
   int bad = 0;
   if (skip) kg_get_bf16(got, d_res, n), bad += kc_compare("residual", got, res, n, KG_ATOL_OUT, KG_RTOL_OUT);
   kg_get_bf16(got, d_out, n), bad += kc_compare("out", got, out, n, KG_ATOL_OUT, KG_RTOL_OUT);
-  kg_get_f32(gotN, d_mean, N), bad += kc_compare("mean", gotN, mean, N, 1e-4f, 1e-4f);
+  if (!rms) kg_get_f32(gotN, d_mean, N), bad += kc_compare("mean", gotN, mean, N, 1e-4f, 1e-4f);
   kg_get_f32(gotN, d_rstd, N), bad += kc_compare("rstd", gotN, rstd, N, 1e-4f, 1e-3f);
   const float *xln = skip ? res : inp;
-  KG_CHECK(kern_layernorm_bwd_cuda(d_dres, d_dw, d_db, kg_bf16(dout, n), skip ? d_res : d_inp, d_w,
-                                   d_mean, d_rstd, N, C, 0));
-  kern_layernorm_bwd_ref(dres, dw, db, dout, xln, w, mean, rstd, N, C);
+  if (rms) {
+    KG_CHECK(kern_rmsnorm_bwd_cuda(d_dres, d_dw, kg_bf16(dout, n), skip ? d_res : d_inp, d_w, d_rstd, N, C, 0));
+    kern_rmsnorm_bwd_ref(dres, dw, dout, xln, w, rstd, N, C);
+  } else {
+    KG_CHECK(kern_layernorm_bwd_cuda(d_dres, d_dw, d_db, kg_bf16(dout, n), skip ? d_res : d_inp, d_w,
+                                     d_mean, d_rstd, N, C, 0));
+    kern_layernorm_bwd_ref(dres, dw, db, dout, xln, w, mean, rstd, N, C);
+  }
   kg_get_bf16(got, d_dres, n), bad += kc_compare("dres", got, dres, n, KG_ATOL_GRAD, KG_RTOL_GRAD);
   kg_get_f32(got, d_dw, C), bad += kc_compare("dw", got, dw, C, 1e-3f, 1e-3f);
-  kg_get_f32(got, d_db, C), bad += kc_compare("db", got, db, C, 1e-3f, 1e-3f);
+  if (!rms) kg_get_f32(got, d_db, C), bad += kc_compare("db", got, db, C, 1e-3f, 1e-3f);
   KG_CUDA(cudaDeviceReset());
   free(inp), free(sk), free(w), free(b), free(dout), free(dres), free(res), free(out);
   free(mean), free(rstd), free(dw), free(db), free(got), free(gotN);
   return bad;
 }
+
+static int run(int N, int C, int skip, kc_rng *r) { return run_norm(N, C, skip, 0, r) + run_norm(N, C, skip, 1, r); }
 
 int main(void) {
   kg_require_gpu("kern_layernorm_cuda");
