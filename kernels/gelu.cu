@@ -1,4 +1,5 @@
-/* kernels/gelu.cu: CUDA bias + GeLU, fused and unfused. The elementwise
+/* kernels/gelu.cu: CUDA bias + GeLU, fused and unfused, and SwiGLU (one
+ * thread per V outputs, reading the gate and up halves). The elementwise
  * passes share one kernel, specialised by mode, that moves 8 bf16 (16 bytes)
  * per thread when the shapes and pointers allow. The backward with a bias
  * gradient uses a (32 x 8)-thread block over a (32 V columns x 256 rows)
@@ -130,4 +131,50 @@ extern "C" int kern_gelu_bwd_cuda(kern_bf16 *dinp, const kern_bf16 *dout, const 
 extern "C" int kern_bias_grad_cuda(float *dbias, const kern_bf16 *dout, int N, int C,
                                    cudaStream_t stream) {
   return bias_grad_launch<false>(NULL, dbias, (const bf16 *)dout, NULL, NULL, N, C, stream);
+}
+
+/* SwiGLU: thread i handles outputs [i V, i V + V) of the (N, F) result;
+ * F % V == 0 when V > 1, so a thread's outputs sit in one row. */
+template <bool BWD, int V>
+__global__ void swiglu_kernel(bf16 *o, const bf16 *dout, const bf16 *inp, long n, int F) {
+  long i = ((long)blockIdx.x * blockDim.x + threadIdx.x) * V;
+  if (i >= n) return;
+  long row = i / F, col = i % F;
+  const bf16 *g = inp + row * 2 * F + col, *u = g + F;
+  float a[V], b[V], d[V];
+  vload<V>(a, g);
+  vload<V>(b, u);
+  if (BWD) {
+    vload<V>(d, dout + i);
+    float dg[V], du[V];
+#pragma unroll
+    for (int k = 0; k < V; k++) dg[k] = d[k] * b[k] * kern_silu_grad(a[k]), du[k] = d[k] * kern_silu(a[k]);
+    vstore<V>(o + row * 2 * F + col, dg);
+    vstore<V>(o + row * 2 * F + F + col, du);
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; k++) a[k] = kern_silu(a[k]) * b[k];
+    vstore<V>(o + i, a);
+  }
+}
+
+template <bool BWD>
+static int swiglu_launch(bf16 *o, const bf16 *dout, const bf16 *inp, int N, int F, cudaStream_t stream) {
+  long n = (long)N * F;
+  const void *p[] = {o, dout, inp};
+  if (F % 8 == 0 && kern_aligned16(p, 3))
+    KERN_LAUNCH(kern_cdiv(n / 8, 256), 256, 0, stream, swiglu_kernel<BWD, 8>)(o, dout, inp, n, F);
+  else
+    KERN_LAUNCH(kern_cdiv(n, 256), 256, 0, stream, swiglu_kernel<BWD, 1>)(o, dout, inp, n, F);
+  KERN_LAUNCH_TRY();
+  return 0;
+}
+
+extern "C" int kern_swiglu_fwd_cuda(kern_bf16 *out, const kern_bf16 *inp, int N, int F, cudaStream_t stream) {
+  return swiglu_launch<false>((bf16 *)out, NULL, (const bf16 *)inp, N, F, stream);
+}
+
+extern "C" int kern_swiglu_bwd_cuda(kern_bf16 *dinp, const kern_bf16 *dout, const kern_bf16 *inp, int N, int F,
+                                    cudaStream_t stream) {
+  return swiglu_launch<true>((bf16 *)dinp, (const bf16 *)dout, (const bf16 *)inp, N, F, stream);
 }

@@ -28,7 +28,7 @@ typedef struct {
     void *h1, *h2;               /* LayerNorm outputs (Nl, C) */
     void *q, *k, *v, *ao, *att;  /* (N, nh*HS), (N, g*HS) x 2, (N, nh*HS), saved attention */
     void *x2;                    /* residual after attention (Nl, C) (standard block) */
-    void *pre, *gl;              /* GeLU input (bias added) and output (N, Ft) */
+    void *pre, *gl;              /* activation input (bias added) (N, Fw) and output (N, Ft) */
     void *cat;                   /* parallel block: [ao | gl] (N, nh*HS + Ft) */
     void *x3;                    /* layer output (Nl, C) */
     int x3_owned;
@@ -369,6 +369,17 @@ static int layer_out(gpt_t *m, layer_saved_t *s, const void *x2, const void *z, 
     return OP->add(RT, s->x3, x2, z, (long)m->Nl * m->C);
 }
 
+/* The standard block's FC2 and the second residual add. */
+static int fc2_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *out)
+{
+    void *z;
+    RT_TRY(alloc_act(m, &z, (long)m->Nl * m->C));
+    RT_TRY(row_fwd(m, z, s->gl, P(m, c, l, T_FC2_W), P(m, c, l, T_FC2_B), m->Ft));
+    RT_TRY(layer_out(m, s, s->x2, z, out));
+    drop(m, z);
+    return 0;
+}
+
 static int standard_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *out)
 {
     int C = m->C, Ft = m->Ft, q = m->nh * m->HS;
@@ -387,10 +398,15 @@ static int standard_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *out)
     RT_TRY(alloc_ln(m, &s->mean2, &s->rstd2, &s->h2));
     RT_TRY(ln_fwd(m, s->x2, s->h2, s->mean2, s->rstd2, s->x_in, z, P(m, c, l, T_LN2_W), P(m, c, l, T_LN2_B)));
     drop(m, z);
-    RT_TRY(alloc_act(m, &s->pre, (long)m->N * Ft));
+    RT_TRY(alloc_act(m, &s->pre, (long)m->N * m->Fw));
     RT_TRY(alloc_act(m, &s->gl, (long)m->N * Ft));
-    RT_TRY(col_fwd(m, s->pre, s->h2, P(m, c, l, T_FC1_W), -1, C, Ft));
     int tb1 = P(m, c, l, T_FC1_B);
+    if (m->swiglu) { /* the GEMM adds FC1's bias; SwiGLU over [gate | up] */
+        RT_TRY(col_fwd(m, s->pre, s->h2, P(m, c, l, T_FC1_W), tb1, C, m->Fw));
+        RT_TRY(OP->swiglu_fwd(RT, s->gl, s->pre, m->N, Ft));
+        return fc2_fwd(m, c, l, s, out);
+    }
+    RT_TRY(col_fwd(m, s->pre, s->h2, P(m, c, l, T_FC1_W), -1, C, Ft));
     const void *b1 = tb1 >= 0 ? gpt_param(m, tb1) : NULL;
     if (!b1) { /* --disable-bias-linear: GeLU alone */
         RT_TRY(OP->gelu_fwd(RT, s->gl, s->pre, (long)m->N * Ft));
@@ -400,20 +416,28 @@ static int standard_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *out)
         RT_TRY(OP->bias_add(RT, s->pre, s->pre, b1, m->N, Ft));
         RT_TRY(OP->gelu_fwd(RT, s->gl, s->pre, (long)m->N * Ft));
     }
-    RT_TRY(alloc_act(m, &z, rows));
-    RT_TRY(row_fwd(m, z, s->gl, P(m, c, l, T_FC2_W), P(m, c, l, T_FC2_B), Ft));
-    RT_TRY(layer_out(m, s, s->x2, z, out));
-    drop(m, z);
-    return 0;
+    return fc2_fwd(m, c, l, s, out);
 }
+
+static int attn_half_bwd(gpt_t *m, int c, int l, layer_saved_t *s, void *dres, void *dh);
 
 static int standard_bwd(gpt_t *m, int c, int l, layer_saved_t *s, void *dres)
 {
-    int C = m->C, Ft = m->Ft, q = m->nh * m->HS;
-    void *dg, *dh, *dao, *dy;
+    int C = m->C, Ft = m->Ft;
+    void *dg, *dh;
     RT_TRY(alloc_act(m, &dg, (long)m->N * Ft));
     RT_TRY(row_bwd(m, dg, dres, s->gl, P(m, c, l, T_FC2_W), P(m, c, l, T_FC2_B), Ft));
     int tb1 = P(m, c, l, T_FC1_B);
+    if (m->swiglu) { /* [dgate | dup], then FC1's backward with its bias gradient */
+        void *dpre;
+        RT_TRY(alloc_act(m, &dpre, (long)m->N * m->Fw));
+        RT_TRY(OP->swiglu_bwd(RT, dpre, dg, s->pre, m->N, Ft));
+        drop(m, dg);
+        RT_TRY(alloc_act(m, &dh, (long)m->Nl * C));
+        RT_TRY(col_bwd(m, dh, dpre, s->h2, P(m, c, l, T_FC1_W), tb1, m->Fw));
+        drop(m, dpre);
+        return attn_half_bwd(m, c, l, s, dres, dh);
+    }
     if (tb1 < 0) { /* --disable-bias-linear */
         RT_TRY(OP->gelu_bwd(RT, dg, dg, s->pre, (long)m->N * Ft));
     } else if (m->fused) {
@@ -426,6 +450,15 @@ static int standard_bwd(gpt_t *m, int c, int l, layer_saved_t *s, void *dres)
     RT_TRY(alloc_act(m, &dh, (long)m->Nl * C));
     RT_TRY(col_bwd(m, dh, dg, s->h2, P(m, c, l, T_FC1_W), -1, Ft));
     drop(m, dg);
+    return attn_half_bwd(m, c, l, s, dres, dh);
+}
+
+/* The standard block's backward from the second norm down, dh holding
+ * the gradient of that norm's output (freed here). */
+static int attn_half_bwd(gpt_t *m, int c, int l, layer_saved_t *s, void *dres, void *dh)
+{
+    int q = m->nh * m->HS;
+    void *dao, *dy;
     RT_TRY(ln_bwd(m, dres, dh, s->x2, s->mean2, s->rstd2, P(m, c, l, T_LN2_W), P(m, c, l, T_LN2_B)));
     RT_TRY(alloc_act(m, &dao, (long)m->N * q));
     RT_TRY(row_bwd(m, dao, dres, s->ao, P(m, c, l, T_PROJ_W), P(m, c, l, T_PROJ_B), q));
@@ -443,19 +476,22 @@ static int standard_bwd(gpt_t *m, int c, int l, layer_saved_t *s, void *dres)
  * GEMM [QKV | FC1] and one fused output GEMM [proj | FC2]. */
 static int parallel_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *out)
 {
-    int C = m->C, Ft = m->Ft, q = m->nh * m->HS, ny = m->qkvn + Ft, nc = q + Ft;
+    int C = m->C, Ft = m->Ft, q = m->nh * m->HS, ny = m->qkvn + m->Fw, nc = q + Ft;
     void *y, *z;
     RT_TRY(alloc_ln(m, &s->mean1, &s->rstd1, &s->h1));
     RT_TRY(ln_fwd(m, NULL, s->h1, s->mean1, s->rstd1, s->x_in, NULL, P(m, c, l, T_LN1_W), P(m, c, l, T_LN1_B)));
     RT_TRY(alloc_act(m, &y, (long)m->N * ny));
     RT_TRY(col_fwd(m, y, s->h1, P(m, c, l, T_QKV_W), P(m, c, l, T_QKV_B), C, ny));
     RT_TRY(split_qkv(m, s, y, ny));
-    RT_TRY(alloc_act(m, &s->pre, (long)m->N * Ft)); /* FC1 output, bias added by the GEMM */
-    RT_TRY(cols_out(m, s->pre, y, m->N, ny, m->qkvn, Ft));
+    RT_TRY(alloc_act(m, &s->pre, (long)m->N * m->Fw)); /* FC1 output, bias added by the GEMM */
+    RT_TRY(cols_out(m, s->pre, y, m->N, ny, m->qkvn, m->Fw));
     drop(m, y);
     RT_TRY(attn_fwd(m, s));
     RT_TRY(alloc_act(m, &s->gl, (long)m->N * Ft));
-    RT_TRY(OP->gelu_fwd(RT, s->gl, s->pre, (long)m->N * Ft));
+    if (m->swiglu)
+        RT_TRY(OP->swiglu_fwd(RT, s->gl, s->pre, m->N, Ft));
+    else
+        RT_TRY(OP->gelu_fwd(RT, s->gl, s->pre, (long)m->N * Ft));
     RT_TRY(alloc_act(m, &s->cat, (long)m->N * nc));
     RT_TRY(cols_in(m, s->cat, nc, 0, s->ao, m->N, q));
     RT_TRY(cols_in(m, s->cat, nc, q, s->gl, m->N, Ft));
@@ -468,7 +504,7 @@ static int parallel_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *out)
 
 static int parallel_bwd(gpt_t *m, int c, int l, layer_saved_t *s, void *dres)
 {
-    int Ft = m->Ft, q = m->nh * m->HS, ny = m->qkvn + Ft, nc = q + Ft;
+    int Ft = m->Ft, q = m->nh * m->HS, ny = m->qkvn + m->Fw, nc = q + Ft;
     void *dcat, *dao, *dg, *dy, *dh;
     RT_TRY(alloc_act(m, &dcat, (long)m->N * nc));
     RT_TRY(row_bwd(m, dcat, dres, s->cat, P(m, c, l, T_PROJ_W), P(m, c, l, T_PROJ_B), nc));
@@ -477,10 +513,18 @@ static int parallel_bwd(gpt_t *m, int c, int l, layer_saved_t *s, void *dres)
     RT_TRY(cols_out(m, dao, dcat, m->N, nc, 0, q));
     RT_TRY(cols_out(m, dg, dcat, m->N, nc, q, Ft));
     drop(m, dcat);
-    RT_TRY(OP->gelu_bwd(RT, dg, dg, s->pre, (long)m->N * Ft));
+    if (m->swiglu) { /* [dgate | dup] replaces dg */
+        void *dpre;
+        RT_TRY(alloc_act(m, &dpre, (long)m->N * m->Fw));
+        RT_TRY(OP->swiglu_bwd(RT, dpre, dg, s->pre, m->N, Ft));
+        drop(m, dg);
+        dg = dpre;
+    } else {
+        RT_TRY(OP->gelu_bwd(RT, dg, dg, s->pre, (long)m->N * Ft));
+    }
     RT_TRY(alloc_act(m, &dy, (long)m->N * ny));
     RT_TRY(attn_bwd(m, s, dao, dy, ny));
-    RT_TRY(cols_in(m, dy, ny, m->qkvn, dg, m->N, Ft));
+    RT_TRY(cols_in(m, dy, ny, m->qkvn, dg, m->N, m->Fw));
     drop(m, dao), drop(m, dg);
     RT_TRY(alloc_act(m, &dh, (long)m->Nl * m->C));
     RT_TRY(col_bwd(m, dh, dy, s->h1, P(m, c, l, T_QKV_W), P(m, c, l, T_QKV_B), ny));

@@ -9,7 +9,9 @@
  * The model is GPT-2 shaped, as model/workload.c counts it: learned
  * position embeddings, pre-LN blocks (LayerNorm, or RMSNorm without biases;
  * standard, or PaLM's parallel block),
- * biases in every linear layer (or none: --disable-bias-linear), tanh GeLU,
+ * biases in every linear layer (or none: --disable-bias-linear), tanh GeLU
+ * (or SwiGLU: FC1 twice as wide, each TP rank holding its slice of the
+ * gate rows and of the up rows, as Megatron-LM cuts them),
  * causal attention with an optional sliding window and grouped queries,
  * the output layer tied to the word embedding (or its own weight:
  * --untie-embeddings-and-output-weights).
@@ -31,7 +33,7 @@
 #include "real/comm.h"
 #include "real/rt.h"
 
-#define GPT_MAX_SEGS 4
+#define GPT_MAX_SEGS 5
 
 /* Per-layer tensors, in their order within a layer. With the parallel
  * block, QKV_W is the fused QKV+FC1 weight and PROJ_W the fused proj+FC2
@@ -73,6 +75,7 @@ typedef struct {
     int t, tp_i, stage, pp, vpp, dp, dp_i;
     int layers_per_chunk;
     int B, T, C, F, Ft, V, NH, nh, G, g, HS, qkvn;
+    int Fw;                  /* FC1 output width per TP rank: Ft, or 2 Ft with SwiGLU ([gate | up]) */
     int N, Nl;               /* tokens of a micro-batch; rows held outside TP regions */
     int window;              /* attention window for the kernels (0 = causal) */
     int attn;                /* attn_t: flash, flash1 or unfused */
@@ -80,6 +83,7 @@ typedef struct {
     int bias;                /* linear layers have biases (not --disable-bias-linear) */
     int tied;                /* the output layer is the word embedding (not --untie-...) */
     int rms;                 /* RMSNorm (no norm biases) instead of LayerNorm */
+    int swiglu;              /* SwiGLU MLP (FC1 holds gate and up) instead of GeLU */
 
     gpt_tensor_t *tensors;
     int ntensors;

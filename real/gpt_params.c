@@ -52,6 +52,17 @@ static gpt_tensor_t *vec(layout_t *L, const char *name, int id, int n, int one, 
     return t;
 }
 
+/* Rows of FC1's output held by this TP rank, from local row `at`, whose
+ * output starts at global row `g0`: its slice of the F rows, or with SwiGLU
+ * its slices of the gate rows and of the up rows. Returns the next segment. */
+static int fc1_rows(const gpt_t *m, gpt_tensor_t *t, int seg, int at, int g0)
+{
+    t->rseg[seg++] = (gpt_seg_t){at, g0 + m->tp_i * m->Ft, m->Ft};
+    if (m->swiglu)
+        t->rseg[seg++] = (gpt_seg_t){at + m->Ft, g0 + m->F + m->tp_i * m->Ft, m->Ft};
+    return seg;
+}
+
 /* Rows of the fused QKV(+FC1) output held by this TP rank: its query
  * heads, its key and value groups, its slice of FC1. */
 static void qkv_rows(const gpt_t *m, gpt_tensor_t *t, int with_fc1)
@@ -62,7 +73,7 @@ static void qkv_rows(const gpt_t *m, gpt_tensor_t *t, int with_fc1)
     t->rseg[2] = (gpt_seg_t){q + kv, NQ + NKV + m->tp_i * kv, kv};
     t->nrseg = 3;
     if (with_fc1)
-        t->rseg[3] = (gpt_seg_t){q + 2 * kv, NQ + 2 * NKV + m->tp_i * m->Ft, m->Ft}, t->nrseg = 4;
+        t->nrseg = fc1_rows(m, t, 3, q + 2 * kv, NQ + 2 * NKV);
     t->tp_split = m->t > 1;
 }
 
@@ -82,8 +93,9 @@ static int layer(layout_t *L, int chunk, int l, int gl)
     gpt_t *m = L->m;
     int *idx = m->layer_tensor + ((long)chunk * m->layers_per_chunk + l) * T_PER_LAYER;
     int base = 16 + gl * 16, par = m->parallel, C = m->C;
-    int NQKV = (m->NH + 2 * m->G) * m->HS + (par ? m->F : 0);
-    int nqkv = m->qkvn + (par ? m->Ft : 0), nproj = m->nh * m->HS + (par ? m->Ft : 0);
+    int Fg = m->swiglu ? 2 * m->F : m->F; /* FC1's whole output */
+    int NQKV = (m->NH + 2 * m->G) * m->HS + (par ? Fg : 0);
+    int nqkv = m->qkvn + (par ? m->Fw : 0), nproj = m->nh * m->HS + (par ? m->Ft : 0);
     float resid_std = 0.02f / sqrtf(2.0f * m->job->num_layers);
     char nm[40];
     gpt_tensor_t *t;
@@ -113,11 +125,11 @@ static int layer(layout_t *L, int chunk, int l, int gl)
     KEEP(T_LN2_W, vec(L, NAME("ln2_w"), base + T_LN2_W, C, 1, m->sp));
     if (!m->rms)
         KEEP(T_LN2_B, vec(L, NAME("ln2_b"), base + T_LN2_B, C, 0, m->sp));
-    KEEP(T_FC1_W, add(L, NAME("fc1_w"), base + T_FC1_W, m->Ft, C, m->F, C));
-    t->rseg[0] = (gpt_seg_t){0, m->tp_i * m->Ft, m->Ft}, t->tp_split = m->t > 1;
+    KEEP(T_FC1_W, add(L, NAME("fc1_w"), base + T_FC1_W, m->Fw, C, Fg, C));
+    t->nrseg = fc1_rows(m, t, 0, 0, 0), t->tp_split = m->t > 1;
     if (m->bias) {
-        KEEP(T_FC1_B, add(L, NAME("fc1_b"), base + T_FC1_B, m->Ft, 1, m->F, 1));
-        t->rseg[0] = (gpt_seg_t){0, m->tp_i * m->Ft, m->Ft}, t->tp_split = m->t > 1, t->init_std = 0;
+        KEEP(T_FC1_B, add(L, NAME("fc1_b"), base + T_FC1_B, m->Fw, 1, Fg, 1));
+        t->nrseg = fc1_rows(m, t, 0, 0, 0), t->tp_split = m->t > 1, t->init_std = 0;
     }
     KEEP(T_FC2_W, add(L, NAME("fc2_w"), base + T_FC2_W, C, m->Ft, C, m->F));
     t->cseg[0] = (gpt_seg_t){0, m->tp_i * m->Ft, m->Ft}, t->tp_split = m->t > 1, t->init_std = resid_std;
@@ -246,11 +258,6 @@ static int check_plan(const job_t *j, char *err, int errlen)
                  j->position_embedding == POS_ROPE ? "rope" : "none");
         return -1;
     }
-    if (j->swiglu) {
-        snprintf(err, errlen, "--swiglu is not run by the real backend, whose GPT has a GeLU MLP; the model and "
-                 "simulator price it");
-        return -1;
-    }
     if (j->recompute == RECOMPUTE_FULL && j->recompute_fraction < 1) {
         snprintf(err, errlen, "--recompute-method block with recompute-num-layers %d of a chunk's %d layers is not "
                  "run by the real backend, which recomputes whole chunks (--recompute-method uniform); the model "
@@ -281,6 +288,7 @@ int gpt_init(gpt_t *m, const job_t *j, rt_t *rt, comm_t *comm, char *err, int er
     m->overlap = j->tp_comm_overlap && m->t > 1, m->parallel = j->parallel_block;
     m->recompute = j->recompute == RECOMPUTE_FULL;
     m->bias = !j->disable_bias_linear, m->tied = !j->untie_embeddings, m->rms = j->normalization == NORM_RMSNORM;
+    m->swiglu = j->swiglu, m->Fw = m->swiglu ? 2 * m->Ft : m->Ft;
     if (layout(m)) {
         snprintf(err, errlen, "out of host memory laying out the model");
         return -1;

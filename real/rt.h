@@ -125,6 +125,9 @@ typedef struct {
     int (*gelu_fwd)(rt_t *rt, void *out, const void *inp, long n);
     int (*gelu_bwd)(rt_t *rt, void *dinp, const void *dout, const void *inp, long n);
     int (*bias_grad)(rt_t *rt, float *dbias, const void *dout, int N, int C);
+    /* SwiGLU over FC1's [gate | up] (N, 2F) -> (N, F); dinp (N, 2F) */
+    int (*swiglu_fwd)(rt_t *rt, void *out, const void *inp, int N, int F);
+    int (*swiglu_bwd)(rt_t *rt, void *dinp, const void *dout, const void *inp, int N, int F);
     int (*add)(rt_t *rt, void *out, const void *a, const void *b, long n); /* out may alias a */
     /* attention of kind `attn` (attn_t: ATTN_FLASH FlashAttention-2 style,
      * ATTN_FLASH1 FlashAttention-1 style, ATTN_UNFUSED): the flash kinds

@@ -368,6 +368,18 @@ static int c_bias_grad(rt_t *rt, float *dbias, const void *dout, int N, int C)
     return 0;
 }
 
+static int c_swiglu_fwd(rt_t *rt, void *out, const void *inp, int N, int F)
+{
+    kern_swiglu_fwd_ref(out, inp, N, F);
+    return 0;
+}
+
+static int c_swiglu_bwd(rt_t *rt, void *dinp, const void *dout, const void *inp, int N, int F)
+{
+    kern_swiglu_bwd_ref(dinp, dout, inp, N, F);
+    return 0;
+}
+
 static int c_add(rt_t *rt, void *out, const void *a, const void *b, long n)
 {
     float *o = out;
@@ -482,7 +494,8 @@ static const rt_ops_t cpu_ops = {
     c_mark_ready, c_mark_start, c_mark_end, c_iter_begin, c_iter_end,
     c_embedding_fwd, c_embedding_bwd, c_layernorm_fwd, c_layernorm_bwd, c_rmsnorm_fwd, c_rmsnorm_bwd,
     c_linear_fwd, c_linear_dgrad, c_linear_wgrad,
-    c_bias_gelu_fwd, c_bias_gelu_bwd, c_bias_add, c_gelu_fwd, c_gelu_bwd, c_bias_grad, c_add,
+    c_bias_gelu_fwd, c_bias_gelu_bwd, c_bias_add, c_gelu_fwd, c_gelu_bwd, c_bias_grad, c_swiglu_fwd, c_swiglu_bwd,
+    c_add,
     c_attn_fwd, c_attn_bwd, c_xent_fwd, c_xent_bwd,
     c_adamw, c_lamb_norms, c_lamb_apply,
     c_native, c_destroy,

@@ -1,6 +1,7 @@
 /* tests/kernels/test_gelu_ref.c: fused bias + GeLU against the unfused
  * sequence (bias add, GeLU; GeLU backward, bias gradient), which must agree
- * to fp32 rounding, and the fused backward against finite differences. */
+ * to fp32 rounding, and the fused backward against finite differences; the
+ * SwiGLU backward against finite differences of its forward. */
 #include <stdio.h>
 #include <stdlib.h>
 #include "kern_check.h"
@@ -37,8 +38,28 @@ static int run(int N, int C, kc_rng *r) {
   return bad;
 }
 
+typedef struct { int N, F; float *inp, *out, *proj; } sw_ctx_t;
+
+static double sw_loss(void *p) {
+  sw_ctx_t *c = p;
+  kern_swiglu_fwd_ref(c->out, c->inp, c->N, c->F);
+  return kc_dot(c->out, c->proj, (long)c->N * c->F);
+}
+
+static int run_swiglu(int N, int F, kc_rng *r) {
+  long n = (long)N * F;
+  sw_ctx_t c = {N, F, kc_rand(r, 2 * n, -3, 3), kc_zeros(n), kc_rand(r, n, -1, 1)};
+  printf("SwiGLU: shape N=%d F=%d\n", N, F);
+  float *dinp = kc_zeros(2 * n);
+  sw_loss(&c);
+  kern_swiglu_bwd_ref(dinp, c.proj, c.inp, N, F);
+  int bad = kc_fd_check("dinp [gate | up]", c.inp, dinp, 2 * n, sw_loss, &c, r, 40);
+  free(c.inp), free(c.out), free(c.proj), free(dinp);
+  return bad;
+}
+
 int main(void) {
   kc_rng r = {3};
-  int bad = run(3, 5, &r) + run(16, 40, &r);
+  int bad = run(3, 5, &r) + run(16, 40, &r) + run_swiglu(3, 5, &r) + run_swiglu(8, 24, &r);
   return kc_finish("kern_gelu_ref", bad);
 }

@@ -6,8 +6,9 @@ expected, what it got and where the expected value comes from.
   equivalence  the losses of 8-rank plans (TP 2 x PP 2 interleaved x DP 2, SP,
                ZeRO-2), with each overlap switch off and on, equal the
                single-rank run's, step by step; the parallel block, no linear
-               biases, an untied output layer and RMSNorm likewise against
-               their own single-rank runs (which each switch must change)
+               biases, an untied output layer, RMSNorm and SwiGLU likewise
+               against their own single-rank runs (which each switch must
+               change)
   learns       the loss falls on the shipped corpus
   resume       a run stopped at a checkpoint and resumed gives the
                uninterrupted run's losses
@@ -68,6 +69,8 @@ def expect_losses(label, want, got, source="single rank", tol=REL_TOL):
 ARCH_SWITCHES = [([], ["--disable-bias-linear"], "no linear biases"),
                  ([], ["--untie-embeddings-and-output-weights"], "untied output layer"),
                  ([], ["--normalization", "RMSNorm"], "RMSNorm"),
+                 ([], ["--swiglu"], "SwiGLU"),
+                 (["--parallel-block"], ["--swiglu"], "parallel block, SwiGLU"),
                  (["--parallel-block"], ["--disable-bias-linear"], "parallel block, no linear biases")]
 
 
@@ -190,8 +193,8 @@ def gpu_emu():
       - 1 rank, flash attention + fused element-wise kernels, and the
         unfused attention (cuBLASLt batched GEMMs), each against the fp32
         CPU run; likewise without linear biases, with an untied output
-        layer and RMSNorm (GEMMs without a bias epilogue, GeLU alone, the
-        norm kernels' RMS variants);
+        layer, RMSNorm and SwiGLU (GEMMs without a bias epilogue, the norm
+        kernels' RMS variants, the SwiGLU kernels);
       - 8 ranks (TP 2 + SP, PP 2 interleaved, DP 2, ZeRO-2: the equivalence
         plan), every overlap off (grouped NCCL transfers) and on (decoupled
         pipeline links, chunked TP GEMMs on the second compute stream, DP
@@ -217,10 +220,12 @@ def gpu_emu():
     expect_bf16("emulated GPU, flash + fused, vs 1 CPU rank (fp32)", cpu, flash, EMU_TOL)
     unfused, _ = run(1, ["--device", "gpu", "--attention", "unfused"], iters=ITERS_EMU)
     expect_bf16("emulated GPU, unfused attention, vs 1 CPU rank (fp32)", cpu, unfused, EMU_TOL)
-    arch = ["--disable-bias-linear", "--untie-embeddings-and-output-weights", "--normalization", "RMSNorm"]
+    arch = ["--disable-bias-linear", "--untie-embeddings-and-output-weights", "--normalization", "RMSNorm",
+            "--swiglu"]
     cpu_arch, _ = run(1, arch, iters=ITERS_EMU)
     gpu_arch, _ = run(1, gpu + arch, iters=ITERS_EMU)
-    expect_bf16("emulated GPU, no linear biases, untied output layer, RMSNorm, vs 1 CPU rank (fp32)", cpu_arch, gpu_arch,
+    expect_bf16("emulated GPU, no linear biases, untied output layer, RMSNorm, SwiGLU, vs 1 CPU rank (fp32)",
+                cpu_arch, gpu_arch,
                 EMU_TOL)
     every = sum(OVERLAPS, [])
     for ov in ([], every):
