@@ -10,7 +10,7 @@ __global__ void embedding_fwd_kernel(bf16 *out, const int *tokens, const bf16 *w
   if (idx >= (long)B * T * C) return;
   long bt = idx / C;
   int c = (int)(idx % C), t = (int)(bt % T);
-  st(out + idx, ld(wte + (long)tokens[bt] * C + c) + ld(wpe + (long)t * C + c));
+  st(out + idx, ld(wte + (long)tokens[bt] * C + c) + (wpe ? ld(wpe + (long)t * C + c) : 0.0f));
 }
 
 __global__ void embedding_bwd_wte_kernel(float *dwte, const bf16 *dout, const int *tokens,
@@ -47,6 +47,7 @@ extern "C" int kern_embedding_bwd_cuda(float *dwte, float *dwpe, const kern_bf16
   KERN_LAUNCH(kern_cdiv(n, 256), 256, 0, stream, embedding_bwd_wte_kernel)(dwte, (const bf16 *)dout,
                                                                    tokens, B, T, C);
   KERN_LAUNCH_TRY();
+  if (!dwpe) return 0; /* no position table */
   KERN_LAUNCH(kern_cdiv((long)T * C, 256), 256, 0, stream, embedding_bwd_wpe_kernel)(
       dwpe, (const bf16 *)dout, B, T, C);
   KERN_LAUNCH_TRY();

@@ -1,7 +1,8 @@
 /* kernels/embedding.h: token + position embedding, forward and backward.
  *   out (B, T, C) = wte[tokens[b, t]] + wpe[t]
  * tokens (B, T) int in [0, V); wte (V, C); wpe (maxT, C) with T <= maxT.
- * Backward accumulates (+=) into fp32 dwte (V, C) and dwpe (maxT, C). */
+ * Backward accumulates (+=) into fp32 dwte (V, C) and dwpe (maxT, C).
+ * wpe (and dwpe) NULL: no position table (rotary or no positions). */
 #ifndef KERN_EMBEDDING_H
 #define KERN_EMBEDDING_H
 #include "kernels/kern_common.h"

@@ -28,6 +28,8 @@ static const opt_def defs[] = {
     {"position-embedding-type", OPT_ENUM, J(position_embedding), 0, 0, "learned_absolute",
      "learned_absolute|rope|none", "model",
      "positions: learned s x h embedding (GPT-3), rotary (LLaMA: no weights, a pass over Q and K), or none"},
+    {"rotary-base", OPT_REAL, J(rotary_base), 1, 1e12, "10000", 0, "model",
+     "RoPE's base theta (Megatron-LM's default; LLaMA-3: 500000): numerics only, the real backend's rotation"},
     {"normalization", OPT_ENUM, J(normalization), 0, 0, "LayerNorm", "LayerNorm|RMSNorm", "model",
      "LayerNorm (weight and bias) or RMSNorm (weight only)"},
     {"disable-bias-linear", OPT_BOOL, J(disable_bias_linear), 0, 1, "false", 0, "model",
@@ -120,7 +122,7 @@ static const struct {
     {"fp16", 0},
     /* numerics, data, logging and checkpointing of a modern launch line */
     {"train-iters", 1}, {"seed", 1}, {"num-workers", 1}, {"data-impl", 1}, {"make-vocab-size-divisible-by", 1},
-    {"transformer-impl", 1}, {"rotary-base", 1}, {"rotary-percent", 1}, {"tokenizer-model", 1},
+    {"transformer-impl", 1}, {"rotary-percent", 1}, {"tokenizer-model", 1},
     {"norm-epsilon", 1}, {"exit-duration-in-mins", 1}, {"start-weight-decay", 1}, {"end-weight-decay", 1},
     {"weight-decay-incr-style", 1}, {"lr-warmup-init", 1}, {"hysteresis", 1}, {"loss-scale-window", 1},
     {"min-loss-scale", 1}, {"data-cache-path", 1}, {"train-data-path", 1}, {"valid-data-path", 1},

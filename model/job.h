@@ -40,6 +40,7 @@ typedef struct {
     int swiglu;          /* gated MLP: FC1 gives gate and up (2 ffn), SiLU(gate) x up feeds FC2 */
     int untie_embeddings;/* the output layer has its own weights (no tied-gradient sync) */
     int position_embedding, normalization, disable_bias_linear; /* pos_emb_t, norm_t; no linear biases */
+    double rotary_base;  /* RoPE's theta base (numerics only: real/) */
     /* parallel plan */
     int tp, pp, layers_per_vstage, num_gpus;
     int sequence_parallel, recompute, distributed_optimizer, zero_stage;

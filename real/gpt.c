@@ -329,6 +329,10 @@ static int split_qkv(gpt_t *m, layer_saved_t *s, const void *y, int ld)
 static int attn_fwd(gpt_t *m, layer_saved_t *s)
 {
     kern_attn_shape sh = attn_shape(m);
+    if (m->pos == POS_ROPE) { /* the queries and keys turn by their tokens' places, in place */
+        RT_TRY(OP->rope(RT, s->q, m->N, m->T, m->nh, m->HS, m->job->rotary_base, 0));
+        RT_TRY(OP->rope(RT, s->k, m->N, m->T, m->g, m->HS, m->job->rotary_base, 0));
+    }
     RT_TRY(alloc_act(m, &s->ao, (long)m->N * m->nh * m->HS));
     RT_TRY(OP->alloc(RT, &s->att, rt_attn_saved_bytes(RT, m->attn, sh), RT_POOL_MAIN));
     return OP->attn_fwd(RT, m->attn, s->ao, s->att, s->q, s->k, s->v, sh);
@@ -343,6 +347,10 @@ static int attn_bwd(gpt_t *m, layer_saved_t *s, const void *dao, void *dy, int l
     RT_TRY(alloc_act(m, &dk, (long)m->N * kv));
     RT_TRY(alloc_act(m, &dv, (long)m->N * kv));
     RT_TRY(OP->attn_bwd(RT, m->attn, dq, dk, dv, dao, s->q, s->k, s->v, s->ao, s->att, attn_shape(m)));
+    if (m->pos == POS_ROPE) { /* back through the turn: the inverse turn */
+        RT_TRY(OP->rope(RT, dq, m->N, m->T, m->nh, m->HS, m->job->rotary_base, 1));
+        RT_TRY(OP->rope(RT, dk, m->N, m->T, m->g, m->HS, m->job->rotary_base, 1));
+    }
     RT_TRY(cols_in(m, dy, ld, 0, dq, m->N, q));
     RT_TRY(cols_in(m, dy, ld, q, dk, m->N, kv));
     RT_TRY(cols_in(m, dy, ld, q + kv, dv, m->N, kv));
@@ -597,8 +605,8 @@ int gpt_chunk_fwd(gpt_t *m, int chunk, const void *x_in, void *x_out, const int 
     sv->losses = losses;
     if (gpt_has_embedding(m, chunk)) {
         RT_TRY(alloc_act(m, &sv->emb, (long)m->N * m->C));
-        RT_TRY(OP->embedding_fwd(RT, sv->emb, tokens, gpt_param(m, m->t_wte), gpt_param(m, m->t_wpe), m->B, m->T,
-                              m->C));
+        RT_TRY(OP->embedding_fwd(RT, sv->emb, tokens, gpt_param(m, m->t_wte),
+                                 m->t_wpe >= 0 ? gpt_param(m, m->t_wpe) : NULL, m->B, m->T, m->C));
     }
     RT_TRY(layers_fwd(m, sv, chunk_input(m, sv), x_out));
     if (gpt_has_head(m, chunk))
@@ -632,7 +640,7 @@ static int head_bwd(gpt_t *m, gpt_saved_t *sv, void *dres, float dloss)
 
 static int embedding_bwd(gpt_t *m, gpt_saved_t *sv, const void *dres)
 {
-    float *dwte = gpt_grad(m, m->t_wte), *dwpe = gpt_grad(m, m->t_wpe);
+    float *dwte = gpt_grad(m, m->t_wte), *dwpe = m->t_wpe >= 0 ? gpt_grad(m, m->t_wpe) : NULL;
     if (!m->sp)
         return OP->embedding_bwd(RT, dwte, dwpe, dres, sv->tokens, m->B, m->T, m->C);
     /* this rank's rows only: the others' gradients come with the TP sum */

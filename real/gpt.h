@@ -7,7 +7,7 @@
  * --tp-comm-overlap).
  *
  * The model is GPT-2 shaped, as model/workload.c counts it: learned
- * position embeddings, pre-LN blocks (LayerNorm, or RMSNorm without biases;
+ * position embeddings (or rotary ones turning q and k, or none), pre-LN blocks (LayerNorm, or RMSNorm without biases;
  * standard, or PaLM's parallel block),
  * biases in every linear layer (or none: --disable-bias-linear), tanh GeLU
  * (or SwiGLU: FC1 twice as wide, each TP rank holding its slice of the
@@ -84,6 +84,7 @@ typedef struct {
     int tied;                /* the output layer is the word embedding (not --untie-...) */
     int rms;                 /* RMSNorm (no norm biases) instead of LayerNorm */
     int swiglu;              /* SwiGLU MLP (FC1 holds gate and up) instead of GeLU */
+    int pos;                 /* pos_emb_t: learned table (wpe), rotary (q, k turned), or none */
 
     gpt_tensor_t *tensors;
     int ntensors;

@@ -186,7 +186,7 @@ static int layout(gpt_t *m)
                 return -1;
             m->t_wte = m->ntensors - 1;
         }
-        if (gpt_has_embedding(m, c)) {
+        if (gpt_has_embedding(m, c) && m->pos == POS_LEARNED) {
             if (!(t = add(&L, "wpe", 1, m->T, m->C, m->job->seq_length, m->C)))
                 return -1;
             t->sp_partial = m->sp, m->t_wpe = m->ntensors - 1;
@@ -252,10 +252,9 @@ static int check_plan(const job_t *j, char *err, int errlen)
                  "model and simulator price it");
         return -1;
     }
-    if (j->position_embedding != POS_LEARNED) {
-        snprintf(err, errlen, "--position-embedding-type %s: the real backend's GPT has learned positions "
-                 "(GPT-2/3 style); the model and simulator price the others",
-                 j->position_embedding == POS_ROPE ? "rope" : "none");
+    if (j->position_embedding == POS_ROPE && j->head_dim % 2) {
+        snprintf(err, errlen, "--position-embedding-type rope needs an even head size (hidden / heads), got %d: "
+                 "rotary embedding turns pairs of elements", j->head_dim);
         return -1;
     }
     if (j->recompute == RECOMPUTE_FULL && j->recompute_fraction < 1) {
@@ -288,7 +287,7 @@ int gpt_init(gpt_t *m, const job_t *j, rt_t *rt, comm_t *comm, char *err, int er
     m->overlap = j->tp_comm_overlap && m->t > 1, m->parallel = j->parallel_block;
     m->recompute = j->recompute == RECOMPUTE_FULL;
     m->bias = !j->disable_bias_linear, m->tied = !j->untie_embeddings, m->rms = j->normalization == NORM_RMSNORM;
-    m->swiglu = j->swiglu, m->Fw = m->swiglu ? 2 * m->Ft : m->Ft;
+    m->swiglu = j->swiglu, m->Fw = m->swiglu ? 2 * m->Ft : m->Ft, m->pos = j->position_embedding;
     if (layout(m)) {
         snprintf(err, errlen, "out of host memory laying out the model");
         return -1;

@@ -125,6 +125,9 @@ typedef struct {
     int (*gelu_fwd)(rt_t *rt, void *out, const void *inp, long n);
     int (*gelu_bwd)(rt_t *rt, void *dinp, const void *dout, const void *inp, long n);
     int (*bias_grad)(rt_t *rt, float *dbias, const void *dout, int N, int C);
+    /* rotary position embedding in place on x (N, H, HS), row n at t = n mod
+     * T; inverse 1 turns back (the backward) */
+    int (*rope)(rt_t *rt, void *x, int N, int T, int H, int HS, double base, int inverse);
     /* SwiGLU over FC1's [gate | up] (N, 2F) -> (N, F); dinp (N, 2F) */
     int (*swiglu_fwd)(rt_t *rt, void *out, const void *inp, int N, int F);
     int (*swiglu_bwd)(rt_t *rt, void *dinp, const void *dout, const void *inp, int N, int F);

@@ -26,6 +26,7 @@
 #include "kernels/embedding.h"
 #include "kernels/gelu.h"
 #include "kernels/layernorm.h"
+#include "kernels/rope.h"
 #include "kernels/matmul.h"
 
 #include <cuda_runtime_api.h>
@@ -566,6 +567,11 @@ static int g_bias_grad(rt_t *rt, float *dbias, const void *dout, int N, int C)
     return kern_bias_grad_cuda(dbias, dout, N, C, CS(rt));
 }
 
+static int g_rope(rt_t *rt, void *x, int N, int T, int H, int HS, double base, int inverse)
+{
+    return kern_rope_cuda(x, N, T, H, HS, base, inverse, CS(rt));
+}
+
 static int g_swiglu_fwd(rt_t *rt, void *out, const void *inp, int N, int F)
 {
     return kern_swiglu_fwd_cuda(out, inp, N, F, CS(rt));
@@ -695,7 +701,7 @@ static const rt_ops_t gpu_ops = {
     g_mark_ready, g_mark_start, g_mark_end, g_iter_begin, g_iter_end,
     g_embedding_fwd, g_embedding_bwd, g_layernorm_fwd, g_layernorm_bwd, g_rmsnorm_fwd, g_rmsnorm_bwd,
     g_linear_fwd, g_linear_dgrad, g_linear_wgrad,
-    g_bias_gelu_fwd, g_bias_gelu_bwd, g_bias_add, g_gelu_fwd, g_gelu_bwd, g_bias_grad, g_swiglu_fwd, g_swiglu_bwd,
+    g_bias_gelu_fwd, g_bias_gelu_bwd, g_bias_add, g_gelu_fwd, g_gelu_bwd, g_bias_grad, g_rope, g_swiglu_fwd, g_swiglu_bwd,
     g_add,
     g_attn_fwd, g_attn_bwd, g_xent_fwd, g_xent_bwd,
     g_adamw, g_lamb_norms, g_lamb_apply,

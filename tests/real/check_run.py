@@ -6,10 +6,10 @@ expected, what it got and where the expected value comes from.
   equivalence  the losses of 8-rank plans (TP 2 x PP 2 interleaved x DP 2, SP,
                ZeRO-2), with each overlap switch off and on, equal the
                single-rank run's, step by step; the parallel block, no linear
-               biases, an untied output layer, RMSNorm and SwiGLU likewise
-               against their own single-rank runs (which each switch must
-               change)
-  learns       the loss falls on the shipped corpus
+               biases, an untied output layer, RMSNorm, SwiGLU, rotary and no
+               positions likewise against their own single-rank runs (which
+               each switch must change)
+  learns       the loss falls on the shipped corpus, GPT and LLaMA-style
   resume       a run stopped at a checkpoint and resumed gives the
                uninterrupted run's losses
   outputs      --out writes the measured result file, --trace the Chrome trace
@@ -35,6 +35,8 @@ PLAN8 = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", 
 OVERLAPS = [["--overlap-grad-reduce", "--overlap-param-gather"], ["--tp-comm-overlap"],
             ["--pp-comm-overlap"], ["--async-data-loader"]]
 ITERS_EMU = 3
+LLAMA = ["--position-embedding-type", "rope", "--normalization", "RMSNorm", "--swiglu", "--disable-bias-linear",
+         "--untie-embeddings-and-output-weights"]
 failures = 0
 
 
@@ -71,6 +73,10 @@ ARCH_SWITCHES = [([], ["--disable-bias-linear"], "no linear biases"),
                  ([], ["--normalization", "RMSNorm"], "RMSNorm"),
                  ([], ["--swiglu"], "SwiGLU"),
                  (["--parallel-block"], ["--swiglu"], "parallel block, SwiGLU"),
+                 ([], ["--position-embedding-type", "rope"], "rotary positions"),
+                 ([], ["--position-embedding-type", "none"], "no positions"),
+                 (["--parallel-block"], ["--position-embedding-type", "rope", "--rotary-base", "500000"],
+                  "parallel block, rotary positions (LLaMA-3's base)"),
                  (["--parallel-block"], ["--disable-bias-linear"], "parallel block, no linear biases")]
 
 
@@ -99,14 +105,15 @@ def equivalence():
 
 def learns():
     global failures
-    steps, _ = run(2, [], iters=20)
-    first, last = steps[0]["loss"], min(s["loss"] for s in steps[-5:])
-    # ln(256) = 5.545: a byte-level model starts near uniform; 20 AdamW steps
-    # at lr 2e-3 on repetitive licence text reach well under 4.5 nats.
-    ok = abs(first - 5.545) < 0.1 and last < 4.5
-    failures += not ok
-    print(f"{'ok  ' if ok else 'FAIL'} first loss {first:.4f} (expected ln 256 = 5.545 +- 0.1, uniform start), "
-          f"best of the last 5 of 20 steps {last:.4f} (expected < 4.5)")
+    for extra, name in (([], "GPT"), (LLAMA, "LLaMA-style")):
+        steps, _ = run(2, extra, iters=20)
+        first, last = steps[0]["loss"], min(s["loss"] for s in steps[-5:])
+        # ln(256) = 5.545: a byte-level model starts near uniform; 20 AdamW steps
+        # at lr 2e-3 on repetitive licence text reach well under 4.5 nats.
+        ok = abs(first - 5.545) < 0.1 and last < 4.5
+        failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {name}: first loss {first:.4f} (expected ln 256 = 5.545 +- 0.1, uniform "
+              f"start), best of the last 5 of 20 steps {last:.4f} (expected < 4.5)")
 
 
 def resume(device=()):
@@ -192,9 +199,9 @@ def gpu_emu():
     """The GPU backend's own code on the emulated GPU module (no GPU needed):
       - 1 rank, flash attention + fused element-wise kernels, and the
         unfused attention (cuBLASLt batched GEMMs), each against the fp32
-        CPU run; likewise without linear biases, with an untied output
-        layer, RMSNorm and SwiGLU (GEMMs without a bias epilogue, the norm
-        kernels' RMS variants, the SwiGLU kernels);
+        CPU run; likewise the LLaMA-style model (rotary positions, RMSNorm,
+        SwiGLU, no linear biases, an untied output layer: the RoPE, RMS and
+        SwiGLU kernels, GEMMs without a bias epilogue);
       - 8 ranks (TP 2 + SP, PP 2 interleaved, DP 2, ZeRO-2: the equivalence
         plan), every overlap off (grouped NCCL transfers) and on (decoupled
         pipeline links, chunked TP GEMMs on the second compute stream, DP
@@ -220,12 +227,11 @@ def gpu_emu():
     expect_bf16("emulated GPU, flash + fused, vs 1 CPU rank (fp32)", cpu, flash, EMU_TOL)
     unfused, _ = run(1, ["--device", "gpu", "--attention", "unfused"], iters=ITERS_EMU)
     expect_bf16("emulated GPU, unfused attention, vs 1 CPU rank (fp32)", cpu, unfused, EMU_TOL)
-    arch = ["--disable-bias-linear", "--untie-embeddings-and-output-weights", "--normalization", "RMSNorm",
-            "--swiglu"]
+    arch = LLAMA
     cpu_arch, _ = run(1, arch, iters=ITERS_EMU)
     gpu_arch, _ = run(1, gpu + arch, iters=ITERS_EMU)
-    expect_bf16("emulated GPU, no linear biases, untied output layer, RMSNorm, SwiGLU, vs 1 CPU rank (fp32)",
-                cpu_arch, gpu_arch,
+    expect_bf16("emulated GPU, LLaMA-style (rotary, RMSNorm, SwiGLU, no linear biases, untied), vs 1 CPU rank "
+                "(fp32)", cpu_arch, gpu_arch,
                 EMU_TOL)
     every = sum(OVERLAPS, [])
     for ov in ([], every):
