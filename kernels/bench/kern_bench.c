@@ -25,6 +25,7 @@
 #include "kernels/crossentropy.h"
 #include "kernels/gelu.h"
 #include "kernels/layernorm.h"
+#include "kernels/rope.h"
 #include "kernels/matmul.h"
 #include "kernels/optimizer.h"
 
@@ -226,7 +227,7 @@ static void bench_attention(bench *b, const char *label, kern_attn_shape s) {
 
 /* ---- memory-bound kernels ----------------------------------------------------- */
 
-typedef struct { int N, C; kern_bf16 *x, *y, *res, *out, *w, *bias; float *mean, *rstd, *dw, *db; } ew_arg;
+typedef struct { int N, C; kern_bf16 *x, *y, *res, *out, *w, *bias, *wide; float *mean, *rstd, *dw, *db; } ew_arg;
 
 static int ln_fwd(bench *b, void *p) {
   ew_arg *a = p;
@@ -237,6 +238,27 @@ static int ln_bwd(bench *b, void *p) {
   ew_arg *a = p;
   return kern_layernorm_bwd_cuda(a->res, a->dw, a->db, a->x, a->y, a->w, a->mean, a->rstd, a->N,
                                  a->C, b->stream);
+}
+static int rms_fwd(bench *b, void *p) {
+  ew_arg *a = p;
+  return kern_rmsnorm_fwd_cuda(a->res, a->out, a->rstd, a->x, a->y, a->w, a->N, a->C, b->stream);
+}
+static int rms_bwd(bench *b, void *p) {
+  ew_arg *a = p;
+  return kern_rmsnorm_bwd_cuda(a->res, a->dw, a->x, a->y, a->w, a->rstd, a->N, a->C, b->stream);
+}
+/* RoPE over the rows as heads of 128 (the q of a layer whose hidden size is C) */
+static int rope_fwd(bench *b, void *p) {
+  ew_arg *a = p;
+  return kern_rope_cuda(a->out, a->N, 2048, a->C / 128, 128, 10000.0, 0, b->stream);
+}
+static int swiglu_fwd(bench *b, void *p) {
+  ew_arg *a = p;
+  return kern_swiglu_fwd_cuda(a->out, a->wide, a->N, a->C, b->stream);
+}
+static int swiglu_bwd(bench *b, void *p) {
+  ew_arg *a = p;
+  return kern_swiglu_bwd_cuda(a->wide, a->y, a->wide, a->N, a->C, b->stream);
 }
 static int gelu_fused(bench *b, void *p) {
   ew_arg *a = p;
@@ -262,7 +284,7 @@ static int gelu_bwd_unfused(bench *b, void *p) {
  * TP, so each family takes its own shapes. */
 static void bench_elementwise(bench *b, int ln, const char *label, int N, int C) {
   long n = (long)N * C;
-  ew_arg a = {N, C, dbuf(2 * n), dbuf(2 * n), dbuf(2 * n), dbuf(2 * n), dbuf(2L * C), dbuf(2L * C),
+  ew_arg a = {N, C, dbuf(2 * n), dbuf(2 * n), dbuf(2 * n), dbuf(2 * n), dbuf(2L * C), dbuf(2L * C), dbuf(4 * n),
               dbuf(4L * N), dbuf(4L * N), dbuf(4L * C), dbuf(4L * C)};
   char shape[64];
   snprintf(shape, sizeof shape, "N%d C%d %s", N, C, label);
@@ -270,12 +292,20 @@ static void bench_elementwise(bench *b, int ln, const char *label, int N, int C)
     row(b, "layernorm_residual_fwd", shape, time_us(b, ln_fwd, &a), 0, 8.0 * n, 0);
   if (ln && want(b, "layernorm_residual_bwd")) /* read dout, xln, dres; write dres */
     row(b, "layernorm_residual_bwd", shape, time_us(b, ln_bwd, &a), 0, 8.0 * n, 0);
+  if (ln && want(b, "rmsnorm_residual_fwd")) row(b, "rmsnorm_residual_fwd", shape, time_us(b, rms_fwd, &a), 0, 8.0 * n, 0);
+  if (ln && want(b, "rmsnorm_residual_bwd")) row(b, "rmsnorm_residual_bwd", shape, time_us(b, rms_bwd, &a), 0, 8.0 * n, 0);
+  if (ln && C % 128 == 0 && want(b, "rope_fwd")) /* read, write */
+    row(b, "rope_fwd", shape, time_us(b, rope_fwd, &a), 0, 4.0 * n, 0);
+  /* SwiGLU over [gate | up] (N, 2C): forward reads 2n, writes n; backward
+   * reads dout n and 2n, writes 2n (in place of its input) */
+  if (!ln && want(b, "swiglu_fwd")) row(b, "swiglu_fwd", shape, time_us(b, swiglu_fwd, &a), 0, 6.0 * n, 0);
+  if (!ln && want(b, "swiglu_bwd")) row(b, "swiglu_bwd", shape, time_us(b, swiglu_bwd, &a), 0, 10.0 * n, 0);
   /* GeLU rows count the fused kernel's bytes for both, so GB/s compare time */
   if (!ln && want(b, "bias_gelu_fwd_fused")) row(b, "bias_gelu_fwd_fused", shape, time_us(b, gelu_fused, &a), 0, 4.0 * n, 0);
   if (!ln && want(b, "bias_gelu_fwd_unfused")) row(b, "bias_gelu_fwd_unfused", shape, time_us(b, gelu_unfused, &a), 0, 4.0 * n, 0);
   if (!ln && want(b, "bias_gelu_bwd_fused")) row(b, "bias_gelu_bwd_fused", shape, time_us(b, gelu_bwd_fused, &a), 0, 6.0 * n, 0);
   if (!ln && want(b, "bias_gelu_bwd_unfused")) row(b, "bias_gelu_bwd_unfused", shape, time_us(b, gelu_bwd_unfused, &a), 0, 6.0 * n, 0);
-  void *bufs[] = {a.x, a.y, a.res, a.out, a.w, a.bias, a.mean, a.rstd, a.dw, a.db};
+  void *bufs[] = {a.x, a.y, a.res, a.out, a.w, a.bias, a.wide, a.mean, a.rstd, a.dw, a.db};
   for (unsigned i = 0; i < sizeof bufs / sizeof bufs[0]; i++) CUDA(cudaFree(bufs[i]));
 }
 
