@@ -13,15 +13,18 @@ static void ln_row_stats(const float *x, int C, float *mean, float *rstd) {
   *rstd = 1.0f / sqrtf((float)(v / C) + KERN_LN_EPS);
 }
 
+/* Row n of the norm's input: inp, or residual = inp + skip when skip is given. */
+static const float *residual_row(float *residual, const float *inp, const float *skip, long n, int C) {
+  if (!skip) return inp + n * C;
+  for (int c = 0; c < C; c++) residual[n * C + c] = inp[n * C + c] + skip[n * C + c];
+  return residual + n * C;
+}
+
 void kern_layernorm_fwd_ref(float *residual, float *out, float *mean, float *rstd,
                             const float *inp, const float *skip, const float *w,
                             const float *b, int N, int C) {
   for (long n = 0; n < N; n++) {
-    const float *x = inp + n * C;
-    if (skip) {
-      for (int c = 0; c < C; c++) residual[n * C + c] = x[c] + skip[n * C + c];
-      x = residual + n * C;
-    }
+    const float *x = residual_row(residual, inp, skip, n, C);
     ln_row_stats(x, C, &mean[n], &rstd[n]);
     for (int c = 0; c < C; c++) out[n * C + c] = (x[c] - mean[n]) * rstd[n] * w[c] + b[c];
   }
@@ -52,11 +55,7 @@ void kern_layernorm_bwd_ref(float *dres, float *dw, float *db, const float *dout
 void kern_rmsnorm_fwd_ref(float *residual, float *out, float *rstd, const float *inp, const float *skip,
                           const float *w, int N, int C) {
   for (long n = 0; n < N; n++) {
-    const float *x = inp + n * C;
-    if (skip) {
-      for (int c = 0; c < C; c++) residual[n * C + c] = x[c] + skip[n * C + c];
-      x = residual + n * C;
-    }
+    const float *x = residual_row(residual, inp, skip, n, C);
     double ss = 0.0;
     for (int c = 0; c < C; c++) ss += (double)x[c] * x[c];
     rstd[n] = 1.0f / sqrtf((float)(ss / C) + KERN_LN_EPS);
