@@ -35,8 +35,9 @@ PLAN8 = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", 
 OVERLAPS = [["--overlap-grad-reduce", "--overlap-param-gather"], ["--tp-comm-overlap"],
             ["--pp-comm-overlap"], ["--async-data-loader"]]
 ITERS_EMU = 3
-LLAMA = ["--position-embedding-type", "rope", "--normalization", "RMSNorm", "--swiglu", "--disable-bias-linear",
-         "--untie-embeddings-and-output-weights"]
+# The LLaMA-style model: rotary positions, RMSNorm, SwiGLU, no linear
+# biases, an untied output layer and grouped queries.
+LLAMA = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "experiments", "real", "tiny-llama.json")]
 failures = 0
 
 
@@ -77,6 +78,7 @@ ARCH_SWITCHES = [([], ["--disable-bias-linear"], "no linear biases"),
                  ([], ["--position-embedding-type", "none"], "no positions"),
                  (["--parallel-block"], ["--position-embedding-type", "rope", "--rotary-base", "500000"],
                   "parallel block, rotary positions (LLaMA-3's base)"),
+                 ([], LLAMA, "experiments/real/tiny-llama.json (all of them, grouped queries)"),
                  (["--parallel-block"], ["--disable-bias-linear"], "parallel block, no linear biases")]
 
 
@@ -96,7 +98,8 @@ def equivalence():
         moved = max(abs(r["loss"] - b["loss"]) / b["loss"] for r, b in zip(ref, base))
         ok = moved > 1e-5
         failures += not ok
-        print(f"{'ok  ' if ok else 'FAIL'} {' '.join(switch)} changes the single-rank losses of "
+        what = " ".join(os.path.basename(a) if a.endswith(".json") else a for a in switch)
+        print(f"{'ok  ' if ok else 'FAIL'} {what} changes the single-rank losses of "
               f"{' '.join(block) or 'the standard block'}: largest relative change over {len(ref)} steps {moved:.1e} "
               f"(expected > 1e-5)")
         got, _ = run(8, PLAN8 + block + switch + sum(OVERLAPS, []))
@@ -230,8 +233,8 @@ def gpu_emu():
     arch = LLAMA
     cpu_arch, _ = run(1, arch, iters=ITERS_EMU)
     gpu_arch, _ = run(1, gpu + arch, iters=ITERS_EMU)
-    expect_bf16("emulated GPU, LLaMA-style (rotary, RMSNorm, SwiGLU, no linear biases, untied), vs 1 CPU rank "
-                "(fp32)", cpu_arch, gpu_arch,
+    expect_bf16("emulated GPU, tiny-llama.json (rotary, RMSNorm, SwiGLU, no linear biases, untied, GQA), vs 1 "
+                "CPU rank (fp32)", cpu_arch, gpu_arch,
                 EMU_TOL)
     every = sum(OVERLAPS, [])
     for ov in ([], every):
