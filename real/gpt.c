@@ -42,7 +42,8 @@ struct gpt_saved {
     float *losses;
     void *emb;                   /* embedding output (N, C) when the chunk embeds */
     layer_saved_t *ls;           /* [layers_per_chunk]; layers dropped under full recompute */
-    int have_layers;
+    int have_layers;             /* the first layers' saved state is held (else rerun in the backward) */
+    void *kept;                  /* block recompute: the first rerun layers' output, kept as the next layer's input */
     void *xf, *logits;           /* head: final LayerNorm output (Nl, C), logits (Nl, V) */
     float *meanf, *rstdf, *lse;
 };
@@ -555,9 +556,11 @@ static void free_layer(gpt_t *m, layer_saved_t *s)
 
 /* ---- the chunk --------------------------------------------------------------------------- */
 
-static int layers_fwd(gpt_t *m, gpt_saved_t *sv, const void *x, void *out)
+/* The chunk's first n layers from x; the last layer's output into out
+ * when n covers the chunk. */
+static int layers_fwd(gpt_t *m, gpt_saved_t *sv, const void *x, void *out, int n)
 {
-    for (int l = 0; l < m->layers_per_chunk; l++) {
+    for (int l = 0; l < n; l++) {
         layer_saved_t *s = &sv->ls[l];
         s->x_in = x;
         int last = l == m->layers_per_chunk - 1;
@@ -608,14 +611,19 @@ int gpt_chunk_fwd(gpt_t *m, int chunk, const void *x_in, void *x_out, const int 
         RT_TRY(OP->embedding_fwd(RT, sv->emb, tokens, gpt_param(m, m->t_wte),
                                  m->t_wpe >= 0 ? gpt_param(m, m->t_wpe) : NULL, m->B, m->T, m->C));
     }
-    RT_TRY(layers_fwd(m, sv, chunk_input(m, sv), x_out));
+    RT_TRY(layers_fwd(m, sv, chunk_input(m, sv), x_out, m->layers_per_chunk));
     if (gpt_has_head(m, chunk))
         RT_TRY(head_fwd(m, sv, sv->ls[m->layers_per_chunk - 1].x3));
-    if (m->recompute) { /* keep the inputs only: the backward runs the layers again */
+    int L = m->layers_per_chunk, R = m->recompute_layers;
+    if (R == L) { /* keep the inputs only: the backward runs the layers again */
         if (gpt_has_head(m, chunk)) /* the head's input stays: it is the last layer's output */
-            sv->ls[m->layers_per_chunk].x3 = sv->ls[m->layers_per_chunk - 1].x3,
-            sv->ls[m->layers_per_chunk - 1].x3_owned = 0;
-        for (int l = 0; l < m->layers_per_chunk; l++)
+            sv->ls[L].x3 = sv->ls[L - 1].x3, sv->ls[L - 1].x3_owned = 0;
+        for (int l = 0; l < L; l++)
+            free_layer(m, &sv->ls[l]);
+        sv->have_layers = 0;
+    } else if (R > 0) { /* block: drop the first R layers, keep their output (layer R's input) */
+        sv->kept = sv->ls[R - 1].x3, sv->ls[R - 1].x3_owned = 0;
+        for (int l = 0; l < R; l++)
             free_layer(m, &sv->ls[l]);
         sv->have_layers = 0;
     }
@@ -654,12 +662,14 @@ int gpt_chunk_bwd(gpt_t *m, gpt_saved_t *sv, void *dres, float dloss)
 {
     int head = gpt_has_head(m, sv->chunk), L = m->layers_per_chunk;
     void *keep = NULL, *tmp_out = NULL;
-    if (!sv->have_layers) { /* full recomputation: the layers again, the output aside */
+    if (!sv->have_layers && m->recompute_layers == L) { /* full recomputation: the layers again, the output aside */
         keep = sv->ls[L].x3;
         if (!head)
             RT_TRY(alloc_act(m, &tmp_out, (long)m->Nl * m->C));
-        RT_TRY(layers_fwd(m, sv, chunk_input(m, sv), head ? NULL : tmp_out));
+        RT_TRY(layers_fwd(m, sv, chunk_input(m, sv), head ? NULL : tmp_out, L));
         drop(m, keep);
+    } else if (!sv->have_layers) { /* block: the first layers again; layer R still reads the kept output */
+        RT_TRY(layers_fwd(m, sv, chunk_input(m, sv), NULL, m->recompute_layers));
     }
     if (head)
         RT_TRY(head_bwd(m, sv, dres, dloss));
@@ -669,6 +679,7 @@ int gpt_chunk_bwd(gpt_t *m, gpt_saved_t *sv, void *dres, float dloss)
         free_layer(m, s);
     }
     drop(m, tmp_out);
+    drop(m, sv->kept);
     if (sv->emb)
         RT_TRY(embedding_bwd(m, sv, dres));
     if (head) {

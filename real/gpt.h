@@ -80,6 +80,8 @@ typedef struct {
     int window;              /* attention window for the kernels (0 = causal) */
     int attn;                /* attn_t: flash, flash1 or unfused */
     int fused, sp, overlap, parallel, recompute;
+    int recompute_layers;    /* with recompute: the chunk's first layers rerun in the backward (all of them,
+                                or --recompute-method block's --recompute-num-layers) */
     int bias;                /* linear layers have biases (not --disable-bias-linear) */
     int tied;                /* the output layer is the word embedding (not --untie-...) */
     int rms;                 /* RMSNorm (no norm biases) instead of LayerNorm */

@@ -257,12 +257,6 @@ static int check_plan(const job_t *j, char *err, int errlen)
                  "rotary embedding turns pairs of elements", j->head_dim);
         return -1;
     }
-    if (j->recompute == RECOMPUTE_FULL && j->recompute_fraction < 1) {
-        snprintf(err, errlen, "--recompute-method block with recompute-num-layers %d of a chunk's %d layers is not "
-                 "run by the real backend, which recomputes whole chunks (--recompute-method uniform); the model "
-                 "and simulator price it", j->recompute_num_layers, j->num_layers / (j->pp * j->vpp));
-        return -1;
-    }
     return 0;
 }
 
@@ -286,6 +280,9 @@ int gpt_init(gpt_t *m, const job_t *j, rt_t *rt, comm_t *comm, char *err, int er
     m->attn = j->attention, m->fused = j->fused_elementwise;
     m->overlap = j->tp_comm_overlap && m->t > 1, m->parallel = j->parallel_block;
     m->recompute = j->recompute == RECOMPUTE_FULL;
+    m->recompute_layers = !m->recompute ? 0
+                          : j->recompute_method == RECOMPUTE_BLOCK ? j->recompute_num_layers
+                                                                   : m->layers_per_chunk;
     m->bias = !j->disable_bias_linear, m->tied = !j->untie_embeddings, m->rms = j->normalization == NORM_RMSNORM;
     m->swiglu = j->swiglu, m->Fw = m->swiglu ? 2 * m->Ft : m->Ft, m->pos = j->position_embedding;
     if (layout(m)) {
