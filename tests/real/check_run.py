@@ -204,9 +204,10 @@ def expect_bf16(label, want, got, tol):
 
 
 def gpu():
-    """GPU path (label gpu): the tiny GPT in bf16 on one GPU follows the fp32
-    CPU run's losses within GPU_TOL, and with two GPUs TP 2 + SP equals one
-    GPU within the same bound. Exit 77 (skipped) without a GPU."""
+    """GPU path (label gpu): the tiny GPT, and the tiny LLaMA-style model, in
+    bf16 on one GPU follow the fp32 CPU run's losses within GPU_TOL, and with
+    two GPUs TP 2 + SP equals one GPU within the same bound. Exit 77
+    (skipped) without a GPU."""
     probe, p = run(1, ["--device", "gpu"], iters=1, check=False)
     if p.returncode != 0 and "no usable GPU" in p.stderr:
         print("skipped: no GPU (megasim run --device gpu: no usable GPU)")
@@ -214,6 +215,9 @@ def gpu():
     cpu, _ = run(1, [], iters=5)
     one, _ = run(1, ["--device", "gpu", "--attention", "flash", "--fused-elementwise"], iters=5)
     pairs = [("1 GPU (bf16) vs 1 CPU rank (fp32)", cpu, one)]
+    llama_cpu, _ = run(1, LLAMA, iters=5)
+    llama_gpu, _ = run(1, LLAMA + ["--device", "gpu", "--attention", "flash"], iters=5)
+    pairs.append(("tiny-llama.json, 1 GPU (bf16) vs 1 CPU rank (fp32)", llama_cpu, llama_gpu))
     try:
         ngpu = len(subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.splitlines())
     except OSError:
