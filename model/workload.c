@@ -107,22 +107,24 @@ double workload_layer_activation_bytes(const job_t *j)
     double h = j->hidden_size, f = j->ffn_hidden_size, t = j->tp;
     double a = j->num_attention_heads, s = j->seq_length, kvl = kv_local_dim(j);
     double sp = j->sequence_parallel ? t : 1;
+    double e = j->bf16 ? 2 : 4; /* bytes per stored activation element (bf16, or fp32 without --bf16) */
     if (j->recompute == RECOMPUTE_FULL)
-        return T * 2 * h / sp; /* only the layer input is kept */
-    /* Bytes per token (Korthikanti et al. 2022, section 4): tensors outside
-     * the TP regions are replicated unless sequence parallel splits them. */
+        return T * e * h / sp; /* only the layer input is kept */
+    /* Bytes per token (Korthikanti et al. 2022, section 4, in bf16: e = 2):
+     * tensors outside the TP regions are replicated unless sequence
+     * parallel splits them. */
     double mask = j->hidden_dropout > 0 ? 1 : 0; /* 1-byte dropout masks, per residual branch */
-    double repl = j->parallel_block ? 2 * h + 2 * h + mask * h        /* LN in, shared LN out, mask */
-                                    : 4 * h + 2 * h + 2 * h + 2 * mask * h; /* LN ins, QKV in, FC1 in, masks */
-    double split = 2 * h / t + 4 * kvl + 2 * h / t /* Q, K and V, proj input */
-                   + 2 * (workload_fc1_width(j) + f) / t;     /* GeLU (SwiGLU) input, FC2 input */
+    double repl = j->parallel_block ? e * h + e * h + mask * h            /* LN in, shared LN out, mask */
+                                    : 2 * e * h + e * h + e * h + 2 * mask * h; /* LN ins, QKV in, FC1 in, masks */
+    double split = e * h / t + 2 * e * kvl + e * h / t /* Q, K and V, proj input */
+                   + e * (workload_fc1_width(j) + f) / t; /* GeLU (SwiGLU) input, FC2 input */
     double core;
     if (attn_is_flash(j->attention))
         core = 4 * a / t; /* flash kernels: log-sum-exp per head, fp32 */
     else if (j->recompute == RECOMPUTE_SELECTIVE)
         core = 0;         /* the s x s scores are recomputed */
-    else
-        core = (j->attention_dropout > 0 ? 5 : 2) * a * s / t; /* softmax out (2), dropout mask (1) and out (2) */
+    else /* softmax out, dropout mask (1 byte) and out */
+        core = (j->attention_dropout > 0 ? 2 * e + 1 : e) * a * s / t;
     return T * (repl / sp + split + core);
 }
 
@@ -168,8 +170,8 @@ static void stage_memory(const job_t *j, const hw_t *hw, int stage, memory_t *m)
             kept = ceil(layers_per_chunk / n) * in, rebuilt = n * all;
     }
     m->activations_bytes = workload_inflight_chunks(j, stage) * kept + rebuilt;
-    if (stage == j->pp - 1) /* logits in bf16 and the fp32 loss copy */
-        m->activations_bytes += T * j->padded_vocab_size / t * (2 + 4);
+    if (stage == j->pp - 1) /* logits (bf16, or fp32) and the fp32 loss copy */
+        m->activations_bytes += T * j->padded_vocab_size / t * (wb + 4);
     m->comm_buffers_bytes = (t > 1 ? 2 * T * h * wb : 0) + (j->pp > 1 ? 4 * T * h / t * wb : 0);
     m->runtime_bytes = hw->cluster.runtime_reserved_gib * GIB;
     m->total_bytes = m->weights_bytes + m->grads_bytes + m->optimizer_bytes +
