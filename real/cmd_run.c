@@ -150,7 +150,9 @@ static int parse(run_t *R, int argc, char **argv)
 static void plan(const run_t *R, size_t p[RT_NPOOLS])
 {
     memory_t mem;
-    workload_memory(&R->job, &R->hw, &mem);
+    job_t j = R->job;
+    j.bf16 = R->o.device == DEV_GPU; /* the CPU path stores everything in fp32 */
+    workload_memory(&j, &R->hw, &mem);
     double main = mem.weights_bytes + mem.grads_bytes + mem.optimizer_bytes + mem.activations_bytes +
                   mem.comm_buffers_bytes;
     p[RT_POOL_MAIN] = (size_t)main;

@@ -41,9 +41,8 @@ struct gpt_saved {
     const int *tokens, *targets;
     float *losses;
     void *emb;                   /* embedding output (N, C) when the chunk embeds */
-    layer_saved_t *ls;           /* [layers_per_chunk]; layers dropped under full recompute */
-    int have_layers;             /* the first layers' saved state is held (else rerun in the backward) */
-    void *kept;                  /* block recompute: the first rerun layers' output, kept as the next layer's input */
+    layer_saved_t *ls;           /* [layers_per_chunk]; under recomputation the first recompute_layers
+                                    hold only their output (the next layer's input) until the backward */
     void *xf, *logits;           /* head: final LayerNorm output (Nl, C), logits (Nl, V) */
     float *meanf, *rstdf, *lse;
 };
@@ -556,19 +555,38 @@ static void free_layer(gpt_t *m, layer_saved_t *s)
 
 /* ---- the chunk --------------------------------------------------------------------------- */
 
-/* The chunk's first n layers from x; the last layer's output into out
- * when n covers the chunk. */
-static int layers_fwd(gpt_t *m, gpt_saved_t *sv, const void *x, void *out, int n)
+/* Frees what layer s saved for its backward except its output x3, which
+ * is the next layer's input: a recomputed layer's checkpoint. */
+static void strip_layer(gpt_t *m, layer_saved_t *s)
 {
-    for (int l = 0; l < n; l++) {
+    void *x3 = s->x3;
+    const void *x_in = s->x_in;
+    int owned = s->x3_owned;
+    s->x3_owned = 0;
+    free_layer(m, s);
+    s->x3 = x3, s->x_in = x_in, s->x3_owned = owned;
+}
+
+static int layer_fwd(gpt_t *m, gpt_saved_t *sv, int l, layer_saved_t *s, void *out)
+{
+    return m->parallel ? parallel_fwd(m, sv->chunk, l, s, out) : standard_fwd(m, sv->chunk, l, s, out);
+}
+
+/* The chunk's layers from x; the last layer's output into out. Under
+ * recomputation (every layer: Megatron-LM's uniform method with one layer
+ * per group; or block: the first N) each such layer keeps only its output,
+ * the next layer's input, from the end of its forward, and reruns in the
+ * backward. */
+static int layers_fwd(gpt_t *m, gpt_saved_t *sv, const void *x, void *out)
+{
+    for (int l = 0; l < m->layers_per_chunk; l++) {
         layer_saved_t *s = &sv->ls[l];
         s->x_in = x;
-        int last = l == m->layers_per_chunk - 1;
-        RT_TRY(m->parallel ? parallel_fwd(m, sv->chunk, l, s, last ? out : NULL)
-                        : standard_fwd(m, sv->chunk, l, s, last ? out : NULL));
+        RT_TRY(layer_fwd(m, sv, l, s, l == m->layers_per_chunk - 1 ? out : NULL));
+        if (l < m->recompute_layers)
+            strip_layer(m, s);
         x = s->x3;
     }
-    sv->have_layers = 1;
     return 0;
 }
 
@@ -598,7 +616,7 @@ int gpt_chunk_fwd(gpt_t *m, int chunk, const void *x_in, void *x_out, const int 
                   float *losses, gpt_saved_t **saved)
 {
     gpt_saved_t *sv = calloc(1, sizeof *sv);
-    if (!sv || !(sv->ls = calloc((size_t)m->layers_per_chunk + 1, sizeof *sv->ls))) {
+    if (!sv || !(sv->ls = calloc((size_t)m->layers_per_chunk, sizeof *sv->ls))) {
         free(sv);
         fprintf(stderr, "%s:%d: out of host memory\n", __FILE__, __LINE__);
         return -1;
@@ -611,22 +629,9 @@ int gpt_chunk_fwd(gpt_t *m, int chunk, const void *x_in, void *x_out, const int 
         RT_TRY(OP->embedding_fwd(RT, sv->emb, tokens, gpt_param(m, m->t_wte),
                                  m->t_wpe >= 0 ? gpt_param(m, m->t_wpe) : NULL, m->B, m->T, m->C));
     }
-    RT_TRY(layers_fwd(m, sv, chunk_input(m, sv), x_out, m->layers_per_chunk));
+    RT_TRY(layers_fwd(m, sv, chunk_input(m, sv), x_out));
     if (gpt_has_head(m, chunk))
         RT_TRY(head_fwd(m, sv, sv->ls[m->layers_per_chunk - 1].x3));
-    int L = m->layers_per_chunk, R = m->recompute_layers;
-    if (R == L) { /* keep the inputs only: the backward runs the layers again */
-        if (gpt_has_head(m, chunk)) /* the head's input stays: it is the last layer's output */
-            sv->ls[L].x3 = sv->ls[L - 1].x3, sv->ls[L - 1].x3_owned = 0;
-        for (int l = 0; l < L; l++)
-            free_layer(m, &sv->ls[l]);
-        sv->have_layers = 0;
-    } else if (R > 0) { /* block: drop the first R layers, keep their output (layer R's input) */
-        sv->kept = sv->ls[R - 1].x3, sv->ls[R - 1].x3_owned = 0;
-        for (int l = 0; l < R; l++)
-            free_layer(m, &sv->ls[l]);
-        sv->have_layers = 0;
-    }
     return 0;
 }
 
@@ -661,25 +666,24 @@ static int embedding_bwd(gpt_t *m, gpt_saved_t *sv, const void *dres)
 int gpt_chunk_bwd(gpt_t *m, gpt_saved_t *sv, void *dres, float dloss)
 {
     int head = gpt_has_head(m, sv->chunk), L = m->layers_per_chunk;
-    void *keep = NULL, *tmp_out = NULL;
-    if (!sv->have_layers && m->recompute_layers == L) { /* full recomputation: the layers again, the output aside */
-        keep = sv->ls[L].x3;
-        if (!head)
-            RT_TRY(alloc_act(m, &tmp_out, (long)m->Nl * m->C));
-        RT_TRY(layers_fwd(m, sv, chunk_input(m, sv), head ? NULL : tmp_out, L));
-        drop(m, keep);
-    } else if (!sv->have_layers) { /* block: the first layers again; layer R still reads the kept output */
-        RT_TRY(layers_fwd(m, sv, chunk_input(m, sv), NULL, m->recompute_layers));
-    }
-    if (head)
+    if (head) /* reads the last layer's output, which every method keeps */
         RT_TRY(head_bwd(m, sv, dres, dloss));
     for (int l = L - 1; l >= 0; l--) {
         layer_saved_t *s = &sv->ls[l];
+        void *out = s->x3;
+        int owned = 0;
+        if (l < m->recompute_layers) { /* rerun from the kept input; the kept output's readers are done */
+            const void *x_in = s->x_in;
+            owned = s->x3_owned;
+            memset(s, 0, sizeof *s);
+            s->x_in = x_in;
+            RT_TRY(layer_fwd(m, sv, l, s, NULL));
+        }
         RT_TRY(m->parallel ? parallel_bwd(m, sv->chunk, l, s, dres) : standard_bwd(m, sv->chunk, l, s, dres));
         free_layer(m, s);
+        if (owned)
+            drop(m, out);
     }
-    drop(m, tmp_out);
-    drop(m, sv->kept);
     if (sv->emb)
         RT_TRY(embedding_bwd(m, sv, dres));
     if (head) {
