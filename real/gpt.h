@@ -81,7 +81,7 @@ typedef struct {
     int attn;                /* attn_t: flash, flash1 or unfused */
     int fused, sp, overlap, parallel, recompute;
     int recompute_layers;    /* with recompute: the chunk's first layers rerun in the backward (all of them,
-                                or --recompute-method block's --recompute-num-layers) */
+                                each its own checkpoint even when uniform groups N; or block's first N) */
     int bias;                /* linear layers have biases (not --disable-bias-linear) */
     int tied;                /* the output layer is the word embedding (not --untie-...) */
     int rms;                 /* RMSNorm (no norm biases) instead of LayerNorm */
