@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/closed-loop-cpu.sh: the CPU backend's closed loop (issue 8): on
 # this machine, calibrate a profile (megasim calibrate --quick, 2 MPI
-# ranks), train the tiny GPT under several 2-rank plans with that profile
+# ranks), train the tiny GPT (and its LLaMA-style sibling) under several
+# 2-rank plans with that profile
 # (megasim run --hardware), and compare each measured run with its
 # simulation (megasim compare). A benchmark, not a test: the target is
 # |error| <= 15%.
@@ -17,7 +18,8 @@
 #   usage: scripts/closed-loop-cpu.sh [build-dir]   (default: build)
 #   env:   ITERS=8 (steps per run; the first is left out as warm-up)
 #          ROUNDS=5 (calibrations; every plan runs once after each)
-#          PLANS="0 1 2 3 4" (which of the plans below to run, by index)
+#          PLANS="0 1 2 3 4 5" (which of the plans below to run, by index;
+#                    5 is the LLaMA-style tiny model)
 #          KEEP=DIR (keep the last round's profile, DIR/cpu-profile.json,
 #                    and each plan's last run, DIR/run-INDEX.h5)
 # Run it on an otherwise idle machine: 2 ranks on 2 cores, one core each,
@@ -37,7 +39,8 @@ plans=("--pipeline-model-parallel-size 2"
        "--pipeline-model-parallel-size 2 --attention flash --fused-elementwise"
        "--use-distributed-optimizer --zero-stage 1"
        "--attention flash --fused-elementwise --async-data-loader"
-       "--tensor-model-parallel-size 2 --sequence-parallel")
+       "--tensor-model-parallel-size 2 --sequence-parallel"
+       "$root/experiments/real/tiny-llama.json --pipeline-model-parallel-size 2")
 chosen=${PLANS:-${!plans[*]}}
 for i in $chosen; do
   [[ $i =~ ^[0-9]+$ ]] && [ "$i" -lt ${#plans[@]} ] ||
@@ -64,12 +67,14 @@ python3 - "$work/rows.txt" "${plans[@]}" <<'EOF'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
 plans = sys.argv[2:]
-print("%-72s %10s %10s %8s %8s  %s" % ("plan (2 ranks, tiny GPT; medians over rounds)", "measured_s",
+print("%-72s %10s %10s %8s %8s  %s" % ("plan (2 ranks, tiny models; medians over rounds)", "measured_s",
                                       "simulated", "error", "spread", "errors per round"))
 hit = 0
 ran = sorted({int(r[1]) for r in rows})
 for i in ran:
-    p = plans[i]
+    # a job file from the checkout's experiments/ on, not its absolute path
+    p = " ".join("experiments/" + a.split("/experiments/", 1)[1] if "/experiments/" in a else a
+                 for a in plans[i].split())
     mine = [r for r in rows if int(r[1]) == i]
     meas = [float(r[2]) for r in mine]
     sim = [float(r[3]) for r in mine]
