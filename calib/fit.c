@@ -235,6 +235,31 @@ calib_linfit_t calib_fit_linear(const double *x, const double *y, int n, double 
     return r;
 }
 
+calib_linfit_t calib_fit_linear_bounded(const double *x, const double *y, int n, double x_lo, double x_hi,
+                                        double a_max, double *resid)
+{
+    calib_linfit_t r = {0}, free_fit = calib_fit_linear(x, y, n, x_lo, x_hi, NULL);
+    double a = fmin(fmax(free_fit.a, 0), fmax(a_max, 0));
+    double *xs = malloc(sizeof(double) * (n + 1)), *ys = malloc(sizeof(double) * (n + 1));
+    double *rs = malloc(sizeof(double) * (n + 1));
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (x[i] >= x_lo && x[i] <= x_hi)
+            xs[m] = x[i], ys[m++] = y[i] - a;
+    r.a = a, r.n = m;
+    double cov, ss;
+    if (m >= 3 && gsl_fit_mul(xs, 1, ys, 1, (size_t)m, &r.b, &cov, &ss) == GSL_SUCCESS) {
+        r.se_b = sqrt(cov), r.ok = r.b > 0;
+        for (int i = 0; i < m; i++)
+            rs[i] = ys[i] - r.b * xs[i];
+        r.r2 = r_squared(ys, rs, m, &r.rms);
+    }
+    for (int i = 0; resid && i < n; i++)
+        resid[i] = x[i] >= x_lo && x[i] <= x_hi && r.ok ? y[i] - a - r.b * x[i] : 0;
+    free(xs), free(ys), free(rs);
+    return r;
+}
+
 /* ---- a few bounded parameters, any model ------------------------------- */
 
 typedef struct {

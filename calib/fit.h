@@ -80,6 +80,13 @@ calib_wavefit_t calib_fit_attn_waves(const double *bh, const double *seq, const 
 calib_linfit_t calib_fit_linear(const double *x, const double *y, int n, double x_lo, double x_hi,
                                 double *resid);
 
+/* The same with the intercept held in [0, max(a_max, 0)]: the least-squares
+ * error is convex in a, so the free intercept clamped to the interval is
+ * the bounded optimum; b is then fitted through the origin of y - a
+ * (gsl_fit_mul). se_a is 0. */
+calib_linfit_t calib_fit_linear_bounded(const double *x, const double *y, int n, double x_lo, double x_hi,
+                                        double a_max, double *resid);
+
 #define CALIB_FIT_MAX_PARAMS 8
 
 typedef struct {

@@ -7,8 +7,6 @@
 #include "sim/h5attr.h"
 
 #include <hdf5.h>
-#include <gsl/gsl_errno.h>
-#include <gsl/gsl_fit.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,13 +145,10 @@ static double largest_copy_gbps(const calib_table_t *t)
 /* One collective's alpha-beta fit over the sizes in [lo, hi]. With alpha_us
  * NAN both terms are fitted (the small regime: latency and a bandwidth).
  * Otherwise (the large regime) the latency is held in [0, alpha_us], the
- * small regime's: in the large regime the latency is a tiny part of each
- * time, and a free intercept there, pulled by cache and protocol changes
- * across the sizes, comes out negative (Hockney's method: alpha from small
- * messages, beta from large). The least-squares error is convex in the
- * intercept, so the free one clamped to the interval is the bounded
- * optimum; the bandwidth is then refitted through the origin of t - a
- * (gsl_fit_mul). */
+ * small regime's (calib_fit_linear_bounded): in the large regime the
+ * latency is a tiny part of each time, and a free intercept there, pulled
+ * by cache and protocol changes across the sizes, comes out negative
+ * (Hockney's method: alpha from small messages, beta from large). */
 static calib_fitrec_t *fit_coll(calib_result_t *r, int c, const char *regime, double lo, double hi, double alpha_us)
 {
     char name[48];
@@ -173,28 +168,7 @@ static calib_fitrec_t *fit_coll(calib_result_t *r, int c, const char *regime, do
     }
     f->how = "y = a + b x, a held in [0, the small regime's], b by least squares through the origin of y - a "
              "(gsl_fit_mul)";
-    calib_linfit_t free_fit = calib_fit_linear(f->x, f->y, m, lo * fac, hi * fac, NULL);
-    double a = fmin(fmax(free_fit.a, 0), fmax(alpha_us, 0));
-    double *xs = calloc(m + 1, sizeof(double)), *ys = calloc(m + 1, sizeof(double));
-    int k = 0;
-    for (int i = 0; i < m; i++)
-        if (f->x[i] >= lo * fac && f->x[i] <= hi * fac)
-            xs[k] = f->x[i], ys[k++] = f->y[i] - a;
-    calib_linfit_t *l = &f->lin;
-    l->a = a, l->n = k;
-    double cov, ss;
-    if (k >= 3 && gsl_fit_mul(xs, 1, ys, 1, (size_t)k, &l->b, &cov, &ss) == GSL_SUCCESS) {
-        l->se_b = sqrt(cov), l->ok = l->b > 0;
-        double mean = 0, tot = 0;
-        for (int i = 0; i < k; i++)
-            mean += ys[i] / k;
-        for (int i = 0; i < k; i++)
-            tot += (ys[i] - mean) * (ys[i] - mean);
-        l->rms = sqrt(ss / k), l->r2 = tot > 0 ? 1 - ss / tot : 1;
-    }
-    for (int i = 0; i < m; i++)
-        f->resid[i] = f->x[i] >= lo * fac && f->x[i] <= hi * fac && l->ok ? f->y[i] - a - l->b * f->x[i] : 0;
-    free(xs), free(ys);
+    f->lin = calib_fit_linear_bounded(f->x, f->y, m, lo * fac, hi * fac, alpha_us, f->resid);
     return f;
 }
 

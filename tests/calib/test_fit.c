@@ -193,6 +193,16 @@ static int linear(void)
     printf("     small: alpha %.4f +- %.4f us (R^2 %.4f, %d samples); large: bw %.4f GB/s, beta se %.3g (R^2 %.6f, %d)\n",
            s.a, s.se_a, s.r2, s.n, 1e-3 / l.b, l.se_b, l.r2, l.n);
     check_true("sample counts", s.n == 14 && l.n == 5, "8 B..64 KiB is 14 sizes, 64 MiB..1 GiB is 5");
+    /* The large regime with its intercept held in [0, the small alpha]
+     * (calib_fit_linear_bounded): the bound is the intercept whenever the
+     * free one lies above it, and the bandwidth is still recovered. */
+    calib_linfit_t b = calib_fit_linear_bounded(x, y, n, 64 << 20, 1e30, s.a, NULL);
+    check_true("bounded large-message intercept within [0, small alpha]", b.a >= 0 && b.a <= s.a,
+               "the clamp of the free intercept");
+    check_rel("bounded: the free intercept clamped", fmin(fmax(l.a, 0), s.a), b.a, 1e-12, "convex in a");
+    check_rel("bounded: large-message bandwidth (GB/s)", bw_gbps, 1e-3 / b.b, 0.03, src);
+    calib_linfit_t z = calib_fit_linear_bounded(x, y, n, 64 << 20, 1e30, -5, NULL);
+    check_rel("bounded with a negative bound: intercept 0", 0, z.a, 0, "[0, max(a_max, 0)]");
     return check_done("calib_fit_linear");
 }
 
