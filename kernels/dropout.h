@@ -1,0 +1,79 @@
+/* kernels/dropout.h: dropout drawn from a counter-based generator
+ * (Philox4x32-10, Salmon et al., SC'11, as FlashAttention and cuRAND use),
+ * so a mask is a pure function of (seed, site, step, element index): the
+ * backward and a recomputed forward regenerate it instead of storing it,
+ * the CPU reference and the CUDA kernel draw the same bits, and, with
+ * element indices taken in the whole model (global sample, token, column
+ * or head), every parallel plan drops the same elements.
+ *
+ * Element e of a call keeps with probability 1 - p and is then scaled by
+ * 1 / (1 - p) (inverted dropout, as torch.nn.Dropout): keep iff the first
+ * Philox word of counter (e lo, e hi, site, step) under key (seed lo,
+ * seed hi) is >= p 2^32.
+ *
+ * Indices: an elementwise call (hidden dropout) numbers element i of its
+ * array base + i. Attention (kernels/attention.h) numbers probability
+ * (b, h, i, j) of a call (((base + b) heads + head0 + h) T + i) T + j:
+ * base the call's first sample, heads the model's query heads, head0 the
+ * call's first (tensor parallelism holds a slice of them). */
+#ifndef KERN_DROPOUT_H
+#define KERN_DROPOUT_H
+#include "kernels/kern_common.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kern_dropout {
+  float p;                 /* drop probability, [0, 1); 0: the identity, nothing drawn */
+  float scale;             /* 1 / (1 - p) */
+  uint32_t thresh;         /* p 2^32: keep iff the draw >= thresh */
+  uint32_t site, step;     /* which dropout of the model (kern_dropout_site), and the iteration */
+  uint32_t seed_lo, seed_hi;
+  long long base;          /* see the index rules above */
+  int heads, head0;        /* attention only */
+} kern_dropout;
+
+/* Sites: one per dropout of layer `layer` (in the whole model). */
+enum { KERN_DROP_ATTN, KERN_DROP_AFTER_ATTN, KERN_DROP_AFTER_MLP, KERN_DROP_EMBED, KERN_DROP_KINDS };
+static inline uint32_t kern_dropout_site(int layer, int kind) {
+  return (uint32_t)layer * KERN_DROP_KINDS + (uint32_t)kind;
+}
+
+/* A descriptor with p, seed, site and step; base, heads, head0 0. */
+kern_dropout kern_dropout_make(float p, unsigned long long seed, uint32_t site, uint32_t step);
+
+/* Philox4x32-10 of counter c under key k, into c (all four words). */
+static inline KERN_HD void kern_philox4x32_10(uint32_t c[4], uint32_t k0, uint32_t k1) {
+  for (int r = 0; r < 10; r++) {
+    uint64_t p0 = (uint64_t)0xD2511F53u * c[0], p1 = (uint64_t)0xCD9E8D57u * c[2];
+    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c[1] ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c[3] ^ k1;
+    c[1] = (uint32_t)p1, c[3] = (uint32_t)p0, c[0] = n0, c[2] = n2;
+    k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;
+  }
+}
+
+/* The multiplier of element e: 0 (dropped) or scale (kept). */
+static inline KERN_HD float kern_dropout_mult(const kern_dropout *d, long long e) {
+  uint32_t c[4] = {(uint32_t)e, (uint32_t)((unsigned long long)e >> 32), d->site, d->step};
+  kern_philox4x32_10(c, d->seed_lo, d->seed_hi);
+  return c[0] >= d->thresh ? d->scale : 0.0f;
+}
+
+/* The multiplier of attention probability (b, h, i, j) (index rule above). */
+static inline KERN_HD float kern_dropout_attn_mult(const kern_dropout *d, int b, int h, int i, int j, int T) {
+  long long bh = (d->base + b) * d->heads + d->head0 + h;
+  return kern_dropout_mult(d, (bh * T + i) * T + j);
+}
+
+/* out[i] = in[i] * mult(base + i), i < n; out may alias in. The forward
+ * and the backward are the same call (the backward on the gradient). */
+void kern_dropout_ref(float *out, const float *in, long n, kern_dropout d);
+
+#ifdef KERN_HAVE_CUDA
+int kern_dropout_cuda(kern_bf16 *out, const kern_bf16 *in, long n, kern_dropout d, cudaStream_t stream);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif

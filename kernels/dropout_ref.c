@@ -1,0 +1,23 @@
+/* kernels/dropout_ref.c: the descriptor and the fp32 reference of
+ * elementwise dropout (see dropout.h). */
+#include "kernels/dropout.h"
+
+kern_dropout kern_dropout_make(float p, unsigned long long seed, uint32_t site, uint32_t step) {
+  kern_dropout d;
+  memset(&d, 0, sizeof d);
+  d.p = p;
+  d.scale = p > 0.0f ? 1.0f / (1.0f - p) : 1.0f;
+  double t = (double)p * 4294967296.0;
+  d.thresh = t >= 4294967295.0 ? 0xFFFFFFFFu : (uint32_t)t;
+  d.site = site, d.step = step;
+  d.seed_lo = (uint32_t)seed, d.seed_hi = (uint32_t)(seed >> 32);
+  return d;
+}
+
+void kern_dropout_ref(float *out, const float *in, long n, kern_dropout d) {
+  if (d.p <= 0.0f) {
+    if (out != in) memmove(out, in, sizeof(float) * (size_t)n);
+    return;
+  }
+  for (long i = 0; i < n; i++) out[i] = in[i] * kern_dropout_mult(&d, d.base + i);
+}

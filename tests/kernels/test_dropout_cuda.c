@@ -1,0 +1,35 @@
+/* tests/kernels/test_dropout_cuda.c: the CUDA dropout vs the reference:
+ * the same elements dropped (bit-identical draws) and the kept ones scaled
+ * alike, at a large counter base (the high word in use), an odd length and
+ * in place. */
+#include <stdlib.h>
+#include <string.h>
+#include "kern_gpu.h"
+#include "kernels/dropout.h"
+
+static int run(long n, float p, long long base, int in_place, kc_rng *r) {
+  printf("n %ld p %.2f base %lld%s\n", n, p, base, in_place ? " in place" : "");
+  float *x = kc_rand(r, n, 0.5f, 2.0f), *want = kc_zeros(n), *got = kc_zeros(n);
+  kc_round_bf16(x, n);
+  kern_dropout d = kern_dropout_make(p, 0x123456789abcULL, kern_dropout_site(5, KERN_DROP_AFTER_ATTN), 11);
+  d.base = base;
+  kern_bf16 *in = kg_bf16(x, n), *out = in;
+  if (!in_place) KG_CUDA(cudaMalloc((void **)&out, sizeof(kern_bf16) * n));
+  KG_CHECK(kern_dropout_cuda(out, in, n, d, 0));
+  kern_dropout_ref(want, x, n, d);
+  kg_get_bf16(got, out, n);
+  long differ = 0;
+  for (long i = 0; i < n; i++) differ += (got[i] == 0.0f) != (want[i] == 0.0f);
+  printf("  elements dropped by one and not the other: expected 0, got %ld\n", differ);
+  int bad = (differ != 0) + kc_compare("dropout", got, want, n, KG_ATOL_OUT, KG_RTOL_OUT);
+  KG_CUDA(cudaDeviceReset());
+  free(x), free(want), free(got);
+  return bad;
+}
+
+int main(void) {
+  kg_require_gpu("kern_dropout_cuda");
+  kc_rng r = {32};
+  int bad = run(1, 0.1f, 0, 0, &r) + run(100003, 0.1f, 5LL << 32, 0, &r) + run(65536, 0.5f, 77, 1, &r);
+  return kc_finish("kern_dropout_cuda", bad);
+}
