@@ -240,7 +240,7 @@ static void attn_bwd_call(void *p)
 
 static void attn_point(const calib_plan_t *p, calib_table_t *t, int T, int NH, int HS)
 {
-    kern_attn_shape s = {1, T, NH, NH, HS, 0};
+    kern_attn_shape s = {1, T, NH, NH, HS, 0, KERN_NO_DROPOUT};
     size_t n = (size_t)T * NH * HS;
     attn_ctx_t a = {calib_rand_floats(n, 1), calib_rand_floats((size_t)NH * T, 2), calib_rand_floats(n, 3),
                     calib_rand_floats(n, 4), calib_rand_floats(n, 5), calib_rand_floats(n, 6),

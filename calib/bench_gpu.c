@@ -449,7 +449,7 @@ static int attn_v2_call(void *p)
 /* Forward then backward (which reads the forward's out and lse). */
 static void attn_point(const calib_plan_t *p, calib_table_t *t, int T, int NH, int NKV, int HS, int window)
 {
-    kern_attn_shape s = {1, T, NH, NKV, HS, window};
+    kern_attn_shape s = {1, T, NH, NKV, HS, window, KERN_NO_DROPOUT};
     size_t nq = (size_t)T * NH * HS, nkv = (size_t)T * NKV * HS;
     attn_ctx_t a = {.q = dbf16(nq, 1), .k = dbf16(nkv, 2), .v = dbf16(nkv, 3), .out = dalloc(2 * nq),
                     .dout = dbf16(nq, 4), .dq = dalloc(2 * nq), .dk = dalloc(2 * nkv), .dv = dalloc(2 * nkv),
@@ -715,7 +715,7 @@ static double gpu_comm_slowdown(const calib_plan_t *p, int ncores)
 static double gpu_flash1_rel(const calib_plan_t *p)
 {
     int tiny = p->level == CALIB_TINY, T = tiny ? 256 : 2048, NH = tiny ? 4 : 16, HS = tiny ? 64 : 128;
-    kern_attn_shape s = {1, T, NH, NH, HS, 0};
+    kern_attn_shape s = {1, T, NH, NH, HS, 0, KERN_NO_DROPOUT};
     size_t nq = (size_t)T * NH * HS, sc = kern_attention_fwd_v1_scratch_bytes(s);
     if (kern_attention_bwd_v1_scratch_bytes(s) > sc)
         sc = kern_attention_bwd_v1_scratch_bytes(s);

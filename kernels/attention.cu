@@ -116,7 +116,7 @@ template <int DPT>
 __device__ __forceinline__ void fa_tile(float (&acc)[DPT], float &m, float &l,
                                         const float (&qr)[DPT], const bf16 (*ks)[4 * DPT],
                                         const bf16 (*vs)[4 * DPT], float (*ss)[FA_BC + 1],
-                                        kern_attn_shape s, int i, int j0) {
+                                        kern_attn_shape s, int b, int h, int i, int j0) {
   int row = threadIdx.x / 4, sub = threadIdx.x % 4, lo = kern_attn_lo(i, s.window);
   bool valid = i < s.T;
   __syncwarp(); /* the row's threads may still be reading ss[row] from the last call */
@@ -141,6 +141,7 @@ __device__ __forceinline__ void fa_tile(float (&acc)[DPT], float &m, float &l,
   for (int jj = 0; jj < FA_BC; jj++) {
     float p = exp2f(ss[row][jj] - mnew);
     l += p;
+    p *= kern_attn_drop(&s, b, h, i, j0 + jj); /* dropout scales the terms of acc only */
 #pragma unroll
     for (int e = 0; e < DPT; e++) acc[e] += p * __bfloat162float(vs[jj][4 * e + sub]);
   }
@@ -177,7 +178,7 @@ __global__ void __launch_bounds__(256)
   int ilast = min(i0 + FA_BR, s.T) - 1;
   for (int j0 = kern_attn_lo(i0, s.window) / FA_BC * FA_BC; j0 <= ilast; j0 += FA_BC) {
     fa_load_kv<HD>(ks, vs, k, v, s, b, g, j0);
-    fa_tile<DPT>(acc, m, l, qr, ks, vs, ss, s, i, j0);
+    fa_tile<DPT>(acc, m, l, qr, ks, vs, ss, s, b, h, i, j0);
   }
   if (i < s.T) fa_store<DPT>(out, lse, acc, m, l, s, b, h, i);
 }
@@ -259,7 +260,9 @@ __device__ __forceinline__ void fb_key_tile(bf16 *dk, bf16 *dv, float *dq_acc, c
         x = quad_sum(x);
         dp = quad_sum(dp);
         bool ok = valid && i < s.T && j <= i && j >= kern_attn_lo(i, s.window);
-        float p = ok ? __expf(x * scale - ls[ii]) : 0.0f, ds = p * (dp - Ds[ii]) * scale;
+        float mk = ok ? kern_attn_drop(&s, b, h, i, j) : 1.0f;
+        float p = ok ? __expf(x * scale - ls[ii]) : 0.0f, ds = p * (dp * mk - Ds[ii]) * scale;
+        p *= mk; /* dV from the dropped probabilities */
 #pragma unroll
         for (int e = 0; e < DPT; e++) {
           dvr[e] += p * __bfloat162float(dos[ii][4 * e + sub]);
@@ -542,18 +545,30 @@ __global__ void masked_softmax_kernel(bf16 *att, const float *scores, kern_attn_
     att[r * s.T + j] = __float2bfloat16_rn((j >= lo && j <= i) ? __expf(x[j] - m) * inv : 0.0f);
 }
 
-/* datt = att * (dp - rowsum(att * dp)); dp in scores. One warp per row. */
+/* dst = att with dropout (kern_attn_drop) on each probability; one thread
+ * per element of (B, NH, T, T). */
+__global__ void attn_dropout_kernel(bf16 *dst, const bf16 *att, kern_attn_shape s) {
+  long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= (long)s.B * s.NH * s.T * s.T) return;
+  long r = idx / s.T;
+  int j = (int)(idx % s.T), i = (int)(r % s.T), h = (int)(r / s.T % s.NH), b = (int)(r / s.T / s.NH);
+  st(dst + idx, ld(att + idx) * kern_attn_drop(&s, b, h, i, j));
+}
+
+/* datt = att * (dp' - rowsum(att * dp')), dp' = dp through the dropout
+ * mask (dp = dout v^T in scores). One warp per row. */
 __global__ void softmax_bwd_kernel(bf16 *datt, const bf16 *att, const float *dp,
                                    kern_attn_shape s) {
   long r = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   if (r >= (long)s.B * s.NH * s.T) return;
-  int lane = threadIdx.x % 32;
+  int lane = threadIdx.x % 32, i = (int)(r % s.T), h = (int)(r / s.T % s.NH), b = (int)(r / s.T / s.NH);
   const bf16 *a = att + r * s.T;
   const float *x = dp + r * s.T;
   float sum = 0.0f;
-  for (int j = lane; j < s.T; j += 32) sum += ld(a + j) * x[j];
+  for (int j = lane; j < s.T; j += 32) sum += ld(a + j) * x[j] * kern_attn_drop(&s, b, h, i, j);
   sum = warp_sum(sum);
-  for (int j = lane; j < s.T; j += 32) st(datt + r * s.T + j, ld(a + j) * (x[j] - sum));
+  for (int j = lane; j < s.T; j += 32)
+    st(datt + r * s.T + j, ld(a + j) * (x[j] * kern_attn_drop(&s, b, h, i, j) - sum));
 }
 
 /* One batched GEMM per (b, kv head) over the grp query heads of the group.
@@ -616,8 +631,14 @@ extern "C" int kern_attention_unfused_fwd_cuda(const kern_ctx *ctx, kern_bf16 *o
   KERN_TRY(attn_gemm_run(ctx, s, qk, scores, OPD_TT, q, OPD_Q, k, OPD_KV, 1, stream));
   KERN_LAUNCH(kern_cdiv(nrows, 8), 256, 0, stream, masked_softmax_kernel)((bf16 *)att, scores, s);
   KERN_LAUNCH_TRY();
-  attn_gemm pv = {T, HS, T, 0, 0, 0, 1.0f, 0.0f}; /* out = att v */
-  return attn_gemm_run(ctx, s, pv, out, OPD_Q, att, OPD_TT, v, OPD_KV, 1, stream);
+  const kern_bf16 *p = att;
+  if (s.drop.p > 0.0f) { /* the dropped probabilities, in bf16 over the spent scores; att stays undropped */
+    KERN_LAUNCH(kern_cdiv(nrows * T, 256), 256, 0, stream, attn_dropout_kernel)((bf16 *)scores, (const bf16 *)att, s);
+    KERN_LAUNCH_TRY();
+    p = (const kern_bf16 *)scores;
+  }
+  attn_gemm pv = {T, HS, T, 0, 0, 0, 1.0f, 0.0f}; /* out = p v */
+  return attn_gemm_run(ctx, s, pv, out, OPD_Q, p, OPD_TT, v, OPD_KV, 1, stream);
 }
 
 extern "C" int kern_attention_unfused_bwd_cuda(const kern_ctx *ctx, kern_bf16 *dq,
@@ -630,8 +651,14 @@ extern "C" int kern_attention_unfused_bwd_cuda(const kern_ctx *ctx, kern_bf16 *d
   int T = s.T, HS = s.HS;
   long nrows = (long)s.B * s.NH * T;
   float scale = rsqrtf((float)HS);
-  attn_gemm dvg = {T, HS, T, 1, 0, 0, 1.0f, 0.0f}; /* dv = sum_h att^T dout */
-  KERN_TRY(attn_gemm_run(ctx, s, dvg, dv, OPD_KV, att, OPD_TT, dout, OPD_Q, 0, stream));
+  const kern_bf16 *p = att;
+  if (s.drop.p > 0.0f) { /* the forward's dropped probabilities again, in datt until the softmax backward */
+    KERN_LAUNCH(kern_cdiv(nrows * T, 256), 256, 0, stream, attn_dropout_kernel)((bf16 *)datt, (const bf16 *)att, s);
+    KERN_LAUNCH_TRY();
+    p = datt;
+  }
+  attn_gemm dvg = {T, HS, T, 1, 0, 0, 1.0f, 0.0f}; /* dv = sum_h p^T dout */
+  KERN_TRY(attn_gemm_run(ctx, s, dvg, dv, OPD_KV, p, OPD_TT, dout, OPD_Q, 0, stream));
   attn_gemm dpg = {T, T, HS, 0, 1, 1, 1.0f, 0.0f}; /* dp = dout v^T */
   KERN_TRY(attn_gemm_run(ctx, s, dpg, scores, OPD_TT, dout, OPD_Q, v, OPD_KV, 1, stream));
   KERN_LAUNCH(kern_cdiv(nrows, 8), 256, 0, stream, softmax_bwd_kernel)((bf16 *)datt, (const bf16 *)att,

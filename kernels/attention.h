@@ -20,9 +20,17 @@
  * inner, the running output and softmax statistics in fp32 HBM scratch;
  * one block per (batch, kv head) in the backward; CUDA only, its reference
  * is flash's) and "unfused" (GEMM, masked softmax, GEMM, materialising the
- * T x T probabilities). */
+ * T x T probabilities).
+ *
+ * Dropout on the probabilities (shape.drop, p > 0; kernels/dropout.h):
+ * out_i = sum_j p_ij m_ij v_j, m_ij 0 or 1 / (1 - p) drawn from Philox at
+ * probability (b, h, i, j)'s index, as FlashAttention's dropout: lse stays
+ * that of the undropped softmax, every kind regenerates the mask in its
+ * backward (nothing stored), and the backward's D = rowsum(dout * out)
+ * holds as before (sum_j p_ij dp_ij, with dp_ij = m_ij dout_i . v_j). */
 #ifndef KERN_ATTENTION_H
 #define KERN_ATTENTION_H
+#include "kernels/dropout.h"
 #include "kernels/kern_common.h"
 #ifdef __cplusplus
 extern "C" {
@@ -31,14 +39,20 @@ extern "C" {
 typedef struct kern_attn_shape {
   int B, T, NH, NKV, HS;
   int window; /* 0: full causal */
+  kern_dropout drop; /* on the probabilities; p 0 (the zero value): none */
 } kern_attn_shape;
+
+/* The dropout multiplier of probability (b, h, i, j): 1 without dropout. */
+static inline KERN_HD float kern_attn_drop(const kern_attn_shape *s, int b, int h, int i, int j) {
+  return s->drop.p > 0.0f ? kern_dropout_attn_mult(&s->drop, b, h, i, j, s->T) : 1.0f;
+}
 
 /* First key visible from query i. */
 static inline KERN_HD int kern_attn_lo(int i, int window) {
   return (window > 0 && i - window + 1 > 0) ? i - window + 1 : 0;
 }
 
-/* 0 when the shape is usable, else -1 (prints nothing). */
+/* 0 when the shape is usable (dropout p in [0, 1)), else -1 (prints nothing). */
 int kern_attn_shape_check(kern_attn_shape s);
 
 /* Flash reference: O(T HS) extra memory per call in the forward, none in

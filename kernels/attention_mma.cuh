@@ -208,6 +208,16 @@ __global__ void __launch_bounds__(128)
         for (int n = 0; n < NO; n++) o[mt][n][2 * hf] *= corr, o[mt][n][2 * hf + 1] *= corr;
       }
     }
+    /* Dropout scales P's terms of O, after l took them undropped. */
+    if (s.drop.p > 0.0f) {
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int n = 0; n < NS; n++)
+#pragma unroll
+          for (int e = 0; e < 4; e++)
+            sc[mt][n][e] *= kern_attn_drop(&s, b, h, row(2 * mt + e / 2), j0 + 8 * n + 2 * tq + e % 2);
+    }
     /* O += P V: P in bf16 (l stays fp32, as FlashAttention-2). */
 #pragma unroll
     for (int kk = 0; kk < BC / 16; kk++) {
@@ -344,9 +354,9 @@ __global__ void __launch_bounds__(32 * NW)
       for (int e = 0; e < 4; e++) {
         int c = 8 * n + 2 * tq + e % 2, i = it + c, j = key[e / 2];
         bool ok = j < s.T && i < s.T && j <= i && j >= kern_attn_lo(i, s.window);
-        float pv = ok ? exp2f(st[n][e] * scale2 - lb[c]) : 0.0f;
-        st[n][e] = pv;
-        dpt[n][e] = pv * (dpt[n][e] - Db[c]) * scale;
+        float pv = ok ? exp2f(st[n][e] * scale2 - lb[c]) : 0.0f, mk = ok ? kern_attn_drop(&s, b, h, i, j) : 1.0f;
+        st[n][e] = pv * mk; /* dropout: dV from the dropped P, dP through the mask */
+        dpt[n][e] = pv * (dpt[n][e] * mk - Db[c]) * scale;
       }
     /* dV += P^T dO, dK += dS^T Q: dO and Q are (k = query, n = dim). */
 #pragma unroll

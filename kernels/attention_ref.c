@@ -10,6 +10,7 @@
 
 int kern_attn_shape_check(kern_attn_shape s) {
   if (s.B < 1 || s.T < 1 || s.NH < 1 || s.NKV < 1 || s.HS < 1 || s.window < 0) return -1;
+  if (!(s.drop.p >= 0.0f && s.drop.p < 1.0f)) return -1;
   return s.NH % s.NKV == 0 ? 0 : -1;
 }
 
@@ -45,8 +46,8 @@ void kern_attention_fwd_ref(float *out, float *lse, const float *q, const float 
             m = x;
           }
           float p = expf(x - m);
-          l += p;
-          axpyf(o, p, ROW(v, s, b, j, s.NKV, h / grp), s.HS);
+          l += p; /* the undropped sum: dropout scales the terms of o only */
+          axpyf(o, p * kern_attn_drop(&s, b, h, i, j), ROW(v, s, b, j, s.NKV, h / grp), s.HS);
         }
         for (int d = 0; d < s.HS; d++) o[d] /= l;
         lse[((long)b * s.NH + h) * s.T + i] = m + logf(l);
@@ -70,9 +71,9 @@ void kern_attention_bwd_ref(float *dq, float *dk, float *dv, const float *dout, 
         float D = dotf(doi, ROW(out, s, b, i, s.NH, h), s.HS); /* = sum_j p_ij dp_ij */
         for (int j = kern_attn_lo(i, s.window); j <= i; j++) {
           const float *kj = ROW(k, s, b, j, s.NKV, h / grp), *vj = ROW(v, s, b, j, s.NKV, h / grp);
-          float p = expf(scale * dotf(qi, kj, s.HS) - L);
-          float ds = p * (dotf(doi, vj, s.HS) - D);
-          axpyf(ROW(dv, s, b, j, s.NKV, h / grp), p, doi, s.HS);
+          float p = expf(scale * dotf(qi, kj, s.HS) - L), mk = kern_attn_drop(&s, b, h, i, j);
+          float ds = p * (mk * dotf(doi, vj, s.HS) - D);
+          axpyf(ROW(dv, s, b, j, s.NKV, h / grp), p * mk, doi, s.HS);
           axpyf(dqi, scale * ds, kj, s.HS);
           axpyf(ROW(dk, s, b, j, s.NKV, h / grp), scale * ds, qi, s.HS);
         }
@@ -97,7 +98,8 @@ void kern_attention_unfused_fwd_ref(float *out, float *att, const float *q, cons
         for (int j = 0; j < s.T; j++) l += (a[j] = expf(a[j] - m));
         float *o = ROW(out, s, b, i, s.NH, h);
         memset(o, 0, sizeof(float) * s.HS);
-        for (int j = lo; j <= i; j++) axpyf(o, (a[j] /= l), ROW(v, s, b, j, s.NKV, h / grp), s.HS);
+        for (int j = lo; j <= i; j++) /* att keeps the undropped probabilities */
+          axpyf(o, (a[j] /= l) * kern_attn_drop(&s, b, h, i, j), ROW(v, s, b, j, s.NKV, h / grp), s.HS);
         for (int j = 0; j < lo; j++) a[j] = 0.0f;
       }
 }
@@ -117,9 +119,10 @@ void kern_attention_unfused_bwd_ref(float *dq, float *dk, float *dv, const float
         const float *doi = ROW(dout, s, b, i, s.NH, h), *qi = ROW(q, s, b, i, s.NH, h);
         float sum = 0.0f;
         for (int j = 0; j <= i; j++) {
-          datt[j] = dotf(doi, ROW(v, s, b, j, s.NKV, h / grp), s.HS);
+          float mk = kern_attn_drop(&s, b, h, i, j);
+          datt[j] = mk * dotf(doi, ROW(v, s, b, j, s.NKV, h / grp), s.HS);
           sum += a[j] * datt[j];
-          axpyf(ROW(dv, s, b, j, s.NKV, h / grp), a[j], doi, s.HS);
+          axpyf(ROW(dv, s, b, j, s.NKV, h / grp), a[j] * mk, doi, s.HS);
         }
         for (int j = 0; j <= i; j++) {
           float ds = scale * a[j] * (datt[j] - sum);

@@ -119,7 +119,7 @@ __device__ __forceinline__ void tc_mma(nvcuda::wmma::fragment<nvcuda::wmma::accu
 /* One key tile (K, V in shared memory, keys j0 ..) for warp w's 16 query
  * rows i0 + 16 w ..: the invariant of fa_tile, kept in t.o, t.m, t.l. */
 template <int HD>
-__device__ __forceinline__ void tc_tile(const tc_tiles<HD> &t, kern_attn_shape s, int i0, int j0) {
+__device__ __forceinline__ void tc_tile(const tc_tiles<HD> &t, kern_attn_shape s, int b, int h, int i0, int j0) {
   namespace wm = nvcuda::wmma;
   constexpr int LQ = tc_tiles<HD>::LQ, LP = tc_tiles<HD>::LP, LS = tc_tiles<HD>::LS, LO = tc_tiles<HD>::LO;
   int w = threadIdx.x / 32, lane = threadIdx.x % 32, r0 = 16 * w;
@@ -151,7 +151,8 @@ __device__ __forceinline__ void tc_tile(const tc_tiles<HD> &t, kern_attn_shape s
     corr = exp2f(mold - mnew); /* 0 when mold = -INF (O, l are 0 then) */
     for (int c = c0; c < c0 + TC_BC / 2; c++) {
       float p = exp2f(srow[c] - mnew);
-      prow[c] = __float2bfloat16_rn(p); /* P V in bf16, l in fp32, as FlashAttention-2 */
+      /* P V in bf16, l in fp32, as FlashAttention-2; dropout scales P V's terms only */
+      prow[c] = __float2bfloat16_rn(p * kern_attn_drop(&s, b, h, i, j0 + c));
       sum += p;
     }
   }
@@ -257,7 +258,7 @@ __global__ void __launch_bounds__(128)
       tc_load_rows<HD>(t.q + 16 * w * tc_tiles<HD>::LQ, tc_tiles<HD>::LQ, q, s, b, i0 + 16 * w, 16, s.NH, h,
                        lane, 32);
       tc_state_load<HD>(t, st, s, b, h, i0);
-      tc_tile<HD>(t, s, i0, j0);
+      tc_tile<HD>(t, s, b, h, i0, j0);
       tc_state_save<HD>(t, st, s, b, h, i0);
     }
   }
@@ -348,9 +349,9 @@ __device__ __forceinline__ void tb_key_tile(const tb_tiles<HD> &t, bf16 *dk, bf1
       for (int e = lane; e < 16 * TB_BQ; e += 32) {
         int rr = r0 + e / TB_BQ, c = e % TB_BQ, j = j0 + rr, i = it + c;
         bool ok = j < s.T && i < s.T && j <= i && j >= kern_attn_lo(i, s.window);
-        float p = ok ? expf(t.st[rr * LS + c] * scale - t.lse[c]) : 0.0f;
-        float ds = p * (t.dpt[rr * LS + c] - t.D[c]) * scale;
-        t.pt[rr * LP + c] = __float2bfloat16_rn(p);
+        float p = ok ? expf(t.st[rr * LS + c] * scale - t.lse[c]) : 0.0f, mk = ok ? kern_attn_drop(&s, b, h, i, j) : 1.0f;
+        float ds = p * (t.dpt[rr * LS + c] * mk - t.D[c]) * scale;
+        t.pt[rr * LP + c] = __float2bfloat16_rn(p * mk); /* dV from the dropped probabilities */
         t.dst[rr * LP + c] = __float2bfloat16_rn(ds);
       }
       __syncwarp();

@@ -33,6 +33,9 @@ typedef struct kern_dropout {
   int heads, head0;        /* attention only */
 } kern_dropout;
 
+/* No dropout: a kern_dropout field's initialiser where p is 0. */
+#define KERN_NO_DROPOUT {0.0f, 1.0f, 0u, 0u, 0u, 0u, 0u, 0LL, 0, 0}
+
 /* Sites: one per dropout of layer `layer` (in the whole model). */
 enum { KERN_DROP_ATTN, KERN_DROP_AFTER_ATTN, KERN_DROP_AFTER_MLP, KERN_DROP_EMBED, KERN_DROP_KINDS };
 static inline uint32_t kern_dropout_site(int layer, int kind) {

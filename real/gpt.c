@@ -311,7 +311,7 @@ static int col_bwd(gpt_t *m, void *dx, const void *dout, const void *inp, int tw
 
 static kern_attn_shape attn_shape(const gpt_t *m)
 {
-    return (kern_attn_shape){m->B, m->T, m->nh, m->g, m->HS, m->window};
+    return (kern_attn_shape){m->B, m->T, m->nh, m->g, m->HS, m->window, KERN_NO_DROPOUT};
 }
 
 /* q, k, v out of the fused projection (N, ld), columns from col0. */

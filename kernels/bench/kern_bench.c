@@ -441,11 +441,11 @@ int main(int argc, char **argv) {
    * every shape (each row prints its own), keeping head size 128, GQA's
    * 4 query heads per kv head and the GEMMs' proportions. */
   int t = b.tiny;
-  kern_attn_shape s175 = {1, t ? 128 : 2048, t ? 2 : 16, t ? 2 : 16, 128, 0};
+  kern_attn_shape s175 = {1, t ? 128 : 2048, t ? 2 : 16, t ? 2 : 16, 128, 0, KERN_NO_DROPOUT};
   bench_attention(&b, "175B/TP8,1.3B", s175);
   s175.window = t ? 32 : 512;
   bench_attention(&b, "sliding window", s175);
-  kern_attn_shape gqa = {1, t ? 256 : 4096, t ? 4 : 16, t ? 1 : 4, 128, 0};
+  kern_attn_shape gqa = {1, t ? 256 : 4096, t ? 4 : 16, t ? 1 : 4, 128, 0, KERN_NO_DROPOUT};
   bench_attention(&b, "GQA 4", gqa);
   /* LayerNorm over the hidden size: 1.3B (h 2048) on 8 sequences of 2048,
    * 175B (h 12288) on one sequence (without SP; SP gives each TP rank 1/8

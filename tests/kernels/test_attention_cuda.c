@@ -148,7 +148,8 @@ static int check_bwd(const flash_algo *a, kern_attn_shape s, const attn_dev *d,
 static int run(kern_attn_shape s, kc_rng *r) {
   long nq = (long)s.B * s.T * s.NH * s.HS, nkv = (long)s.B * s.T * s.NKV * s.HS;
   long nl = (long)s.B * s.NH * s.T, ntt = nl * s.T;
-  printf("shape B=%d T=%d NH=%d NKV=%d HS=%d window=%d\n", s.B, s.T, s.NH, s.NKV, s.HS, s.window);
+  printf("shape B=%d T=%d NH=%d NKV=%d HS=%d window=%d dropout=%.2f\n", s.B, s.T, s.NH, s.NKV, s.HS, s.window,
+         s.drop.p);
   float *q = kc_rand(r, nq, -2, 2), *k = kc_rand(r, nkv, -2, 2), *v = kc_rand(r, nkv, -1, 1);
   float *dout = kc_rand(r, nq, -1, 1), *out = kc_zeros(nq), *lse = kc_zeros(nl), *att = kc_zeros(ntt);
   float *dq = kc_zeros(nq), *dk = kc_zeros(nkv), *dv = kc_zeros(nkv);
@@ -200,14 +201,21 @@ int main(void) {
   kg_require_gpu("kern_attention_cuda");
   kc_rng r = {16};
   kern_attn_shape shapes[] = {
-      {1, 100, 4, 4, 64, 0},   /* T not a multiple of any tile */
-      {2, 130, 8, 2, 128, 0},  /* GQA 4, B = 2 */
-      {1, 200, 8, 1, 48, 37},  /* MQA, HS 48 (padded lanes), window 37 */
-      {1, 90, 4, 2, 64, 500},  /* window larger than T */
-      {1, 512, 16, 2, 128, 0}, /* GQA 8, several full tiles */
+      {1, 100, 4, 4, 64, 0, KERN_NO_DROPOUT},   /* T not a multiple of any tile */
+      {2, 130, 8, 2, 128, 0, KERN_NO_DROPOUT},  /* GQA 4, B = 2 */
+      {1, 200, 8, 1, 48, 37, KERN_NO_DROPOUT},  /* MQA, HS 48 (padded lanes), window 37 */
+      {1, 90, 4, 2, 64, 500, KERN_NO_DROPOUT},  /* window larger than T */
+      {1, 512, 16, 2, 128, 0, KERN_NO_DROPOUT}, /* GQA 8, several full tiles */
+      {1, 100, 4, 4, 64, 0, KERN_NO_DROPOUT},   /* the first three again with dropout on the probabilities */
+      {2, 130, 8, 2, 128, 0, KERN_NO_DROPOUT},
+      {1, 200, 8, 1, 48, 37, KERN_NO_DROPOUT},
   };
   int bad = 0;
   unsigned n = sizeof shapes / sizeof shapes[0];
+  for (unsigned i = 5; i < n; i++) { /* a tensor-parallel slice: heads 8 .. of 32, samples 3 .. */
+    shapes[i].drop = kern_dropout_make(0.2f, 77, kern_dropout_site(3, KERN_DROP_ATTN), 2);
+    shapes[i].drop.base = 3, shapes[i].drop.heads = 32, shapes[i].drop.head0 = 8;
+  }
   for (unsigned i = 0; i < n; i++) bad += run(shapes[i], &r);
   return kc_finish("kern_attention_cuda", bad);
 }

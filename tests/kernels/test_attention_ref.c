@@ -4,7 +4,12 @@
  * 3. both backwards against finite differences of their forwards,
  * on odd shapes: T not a multiple of anything, GQA (NH / NKV = 2, 4), a
  * sliding window smaller than T and one larger than T (must equal full
- * causal, checked against window 0). */
+ * causal, checked against window 0);
+ * 4. all of it again with dropout on the probabilities, and the dropped
+ *    output of a tensor-parallel slice of the heads equal to those heads of
+ *    the whole call (both draw each probability's mask at its index in
+ *    the whole model). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +31,8 @@ static double loss(void *p) {
 }
 
 static int run(kern_attn_shape s, kc_rng *r) {
-  printf("shape B=%d T=%d NH=%d NKV=%d HS=%d window=%d\n", s.B, s.T, s.NH, s.NKV, s.HS, s.window);
+  printf("shape B=%d T=%d NH=%d NKV=%d HS=%d window=%d dropout=%.2f\n", s.B, s.T, s.NH, s.NKV, s.HS, s.window,
+         s.drop.p);
   ctx_t c = {s, 0, kc_rand(r, nq(s), -1, 1), kc_rand(r, nkv(s), -1, 1), kc_rand(r, nkv(s), -1, 1),
              kc_zeros(nq(s)), kc_zeros((long)s.B * s.NH * s.T),
              kc_zeros((long)s.B * s.NH * s.T * s.T), kc_rand(r, nq(s), -1, 1)};
@@ -66,15 +72,57 @@ static int run(kern_attn_shape s, kc_rng *r) {
   return bad;
 }
 
+/* Columns [c0, c0 + w) of the (rows, ld) array x into (rows, w). */
+static float *cols(const float *x, long rows, int ld, int c0, int w) {
+  float *y = kc_zeros(rows * w);
+  for (long r = 0; r < rows; r++) memcpy(y + r * w, x + r * ld + c0, sizeof(float) * w);
+  return y;
+}
+
+/* Heads 2, 3 of 4 (kv head 1 of 2) on their own, as tensor-parallel rank 1
+ * of 2 holds them, against the whole call: the same dropped output. */
+static int tp_slice(kc_rng *r) {
+  kern_attn_shape s = {2, 9, 4, 2, 8, 0, kern_dropout_make(0.3f, 41, kern_dropout_site(6, KERN_DROP_ATTN), 4)};
+  s.drop.heads = 4;
+  long n = (long)s.B * s.T;
+  float *q = kc_rand(r, n * 32, -1, 1), *k = kc_rand(r, n * 16, -1, 1), *v = kc_rand(r, n * 16, -1, 1);
+  float *out = kc_zeros(n * 32), *lse = kc_zeros(n * 4), *out1 = kc_zeros(n * 16), *lse1 = kc_zeros(n * 2);
+  kern_attention_fwd_ref(out, lse, q, k, v, s);
+  kern_attn_shape s1 = s;
+  s1.NH = 2, s1.NKV = 1, s1.drop.head0 = 2;
+  float *q1 = cols(q, n, 32, 16, 16), *k1 = cols(k, n, 16, 8, 8), *v1 = cols(v, n, 16, 8, 8);
+  kern_attention_fwd_ref(out1, lse1, q1, k1, v1, s1);
+  float *want = cols(out, n, 32, 16, 16);
+  int bad = kc_compare("dropout: heads 2, 3 alone (head0 2 of 4) = those heads of the whole call", out1, want,
+                       n * 16, 0, 0);
+  s.drop.p = 0;
+  kern_attention_fwd_ref(out, lse, q, k, v, s);
+  float *plain = cols(out, n, 32, 16, 16);
+  double diff = 0;
+  for (long i = 0; i < n * 16; i++) diff += fabs(plain[i] - want[i]);
+  printf("dropout 0.3 changes the output: mean |difference| %.3g (expected > 0)\n", diff / (n * 16));
+  bad += !(diff > 0);
+  free(q), free(k), free(v), free(out), free(lse), free(out1), free(lse1), free(q1), free(k1), free(v1);
+  free(want), free(plain);
+  return bad;
+}
+
 int main(void) {
   kc_rng r = {5};
   kern_attn_shape shapes[] = {
-      {1, 5, 2, 2, 4, 0},   /* plain causal, MHA */
-      {2, 7, 4, 2, 8, 3},   /* GQA 2, window 3 < T */
-      {1, 6, 4, 1, 6, 10},  /* GQA 4 (MQA), window 10 > T */
-      {1, 13, 2, 1, 16, 5}, /* odd T, window 5 */
+      {1, 5, 2, 2, 4, 0, KERN_NO_DROPOUT},   /* plain causal, MHA */
+      {2, 7, 4, 2, 8, 3, KERN_NO_DROPOUT},   /* GQA 2, window 3 < T */
+      {1, 6, 4, 1, 6, 10, KERN_NO_DROPOUT},  /* GQA 4 (MQA), window 10 > T */
+      {1, 13, 2, 1, 16, 5, KERN_NO_DROPOUT}, /* odd T, window 5 */
+      {2, 7, 4, 2, 8, 3, KERN_NO_DROPOUT},   /* GQA 2, window 3, and MHA odd T, with dropout */
+      {1, 13, 2, 2, 16, 0, KERN_NO_DROPOUT},
   };
   int bad = 0;
+  for (unsigned i = 4; i < sizeof shapes / sizeof shapes[0]; i++) { /* heads 4 .. of 8, samples 1 .. */
+    shapes[i].drop = kern_dropout_make(0.25f, 9, kern_dropout_site(1, KERN_DROP_ATTN), 3);
+    shapes[i].drop.base = 1, shapes[i].drop.heads = 8, shapes[i].drop.head0 = 4;
+  }
   for (unsigned i = 0; i < sizeof shapes / sizeof shapes[0]; i++) bad += run(shapes[i], &r);
+  bad += tp_slice(&r);
   return kc_finish("kern_attention_ref", bad);
 }
