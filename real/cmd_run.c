@@ -118,14 +118,6 @@ static int parse(run_t *R, int argc, char **argv)
     free(av);
     if (rc)
         return bad(R, err);
-    /* The GPT (gpt.c) and its kernels have no dropout; a job that asks for
-     * it would train another model than the one the simulation prices. */
-    if (R->job.attention_dropout > 0 || R->job.hidden_dropout > 0) {
-        snprintf(err, sizeof err, "--attention-dropout = %g, --hidden-dropout = %g: the real backend trains without "
-                 "dropout (its kernels have none); give 0 for both (the default of run's job, "
-                 "experiments/real/tiny-gpt.json)", R->job.attention_dropout, R->job.hidden_dropout);
-        return bad(R, err);
-    }
     if (R->job.num_gpus != R->world) {
         snprintf(err, sizeof err, "--num-gpus %d does not match the MPI world size %d (start with mpirun -np %d, "
                  "or leave --num-gpus out: the world size is the number of GPUs)",

@@ -96,6 +96,7 @@ int exec_init(exec_t *x, const job_t *job, rt_t *rt, comm_t *comm, gpt_t *m, dat
         return -1;
     }
     gpt_init_values(m, seed, host);
+    m->drop_seed = seed;
     for (int p = 0; p < m->npieces; p++) {
         long lo, hi;
         owned(x, p, &lo, &hi);
@@ -202,7 +203,8 @@ static int run_fwd(exec_t *x, const sched_op_t *o)
     }
     long tok = (long)mb * m->N;
     gpt_saved_t *sv;
-    RT_TRY(gpt_chunk_fwd(m, c, in, out, x->tok_dev + tok, x->tgt_dev + tok, x->losses_dev + (long)mb * m->Nl, &sv));
+    RT_TRY(gpt_chunk_fwd(m, c, mb, in, out, x->tok_dev + tok, x->tgt_dev + tok, x->losses_dev + (long)mb * m->Nl,
+                         &sv));
     x->saved[(long)c * x->job->num_microbatches + mb] = sv;
     return 0;
 }
@@ -478,6 +480,7 @@ static int reserve(exec_t *x)
 int exec_iteration(exec_t *x, double *loss, double *time_s)
 {
     long first = x->nrecs;
+    x->m->drop_step = x->iter; /* this iteration's dropout masks */
     RT_TRY(reserve(x));
     RT_TRY(begin_iteration(x));
     int64_t t0 = rt_now_ns();

@@ -32,10 +32,13 @@ typedef struct {
     void *cat;                   /* parallel block: [ao | gl] (N, nh*HS + Ft) */
     void *x3;                    /* layer output (Nl, C) */
     int x3_owned;
+    int layer;                   /* in the whole model: the dropout sites */
+    long long sample0;           /* the micro-batch's first sample in the global batch: dropout indices */
 } layer_saved_t;
 
 struct gpt_saved {
     int chunk;
+    long long sample0;           /* the micro-batch's first sample in the global batch */
     const void *x_in;
     void *x_out;
     const int *tokens, *targets;
@@ -309,9 +312,58 @@ static int col_bwd(gpt_t *m, void *dx, const void *dout, const void *inp, int tw
 
 /* ---- attention core ------------------------------------------------------------------- */
 
-static kern_attn_shape attn_shape(const gpt_t *m)
+/* The attention of layer s: this rank's heads, and their dropout (indices
+ * over the model's heads, from this rank's first). */
+static kern_attn_shape attn_shape(const gpt_t *m, const layer_saved_t *s)
 {
-    return (kern_attn_shape){m->B, m->T, m->nh, m->g, m->HS, m->window, KERN_NO_DROPOUT};
+    kern_attn_shape sh = {m->B, m->T, m->nh, m->g, m->HS, m->window, KERN_NO_DROPOUT};
+    if (m->adrop > 0) {
+        sh.drop = kern_dropout_make(m->adrop, m->drop_seed, kern_dropout_site(s->layer, KERN_DROP_ATTN),
+                                    (uint32_t)m->drop_step);
+        sh.drop.base = s->sample0, sh.drop.heads = m->NH, sh.drop.head0 = m->tp_i * m->nh;
+    }
+    return sh;
+}
+
+/* Hidden dropout `kind` of layer `layer` on `rows` rows of the micro-batch
+ * from row0, into out (may alias in): the forward on a branch output, the
+ * backward on its gradient. Nothing without --hidden-dropout. */
+static int hidden_dropout(gpt_t *m, void *out, const void *in, long long sample0, int layer, int kind, long rows,
+                          long row0)
+{
+    if (m->hdrop <= 0)
+        return 0;
+    kern_dropout d = kern_dropout_make(m->hdrop, m->drop_seed, kern_dropout_site(layer, kind), (uint32_t)m->drop_step);
+    d.base = (sample0 * m->T + row0) * m->C;
+    return OP->dropout(RT, out, in, rows * m->C, d);
+}
+
+/* The rows held outside TP regions: this rank's slice of the tokens with
+ * SP, all of them (as every TP rank) without. */
+static long row0_local(const gpt_t *m) { return m->sp ? (long)m->tp_i * m->Nl : 0; }
+
+/* hidden_dropout in place on the (Nl, C) branch output x of layer s. */
+static int layer_dropout(gpt_t *m, const layer_saved_t *s, void *x, int kind)
+{
+    return hidden_dropout(m, x, x, s->sample0, s->layer, kind, m->Nl, row0_local(m));
+}
+
+/* The gradient of layer s's dropped branch output: dres through its mask,
+ * into *dz (allocated; dres itself without hidden dropout). Free with
+ * branch_grad_free. */
+static int branch_grad(gpt_t *m, const layer_saved_t *s, const void *dres, void **dz, int kind)
+{
+    *dz = (void *)dres;
+    if (m->hdrop <= 0)
+        return 0;
+    RT_TRY(alloc_act(m, dz, (long)m->Nl * m->C));
+    return hidden_dropout(m, *dz, dres, s->sample0, s->layer, kind, m->Nl, row0_local(m));
+}
+
+static void branch_grad_free(gpt_t *m, void *dz, const void *dres)
+{
+    if (dz != dres)
+        drop(m, dz);
 }
 
 /* q, k, v out of the fused projection (N, ld), columns from col0. */
@@ -328,7 +380,7 @@ static int split_qkv(gpt_t *m, layer_saved_t *s, const void *y, int ld)
 
 static int attn_fwd(gpt_t *m, layer_saved_t *s)
 {
-    kern_attn_shape sh = attn_shape(m);
+    kern_attn_shape sh = attn_shape(m, s);
     if (m->pos == POS_ROPE) { /* the queries and keys turn by their tokens' places, in place */
         RT_TRY(OP->rope(RT, s->q, m->N, m->T, m->nh, m->HS, m->job->rotary_base, 0));
         RT_TRY(OP->rope(RT, s->k, m->N, m->T, m->g, m->HS, m->job->rotary_base, 0));
@@ -346,7 +398,7 @@ static int attn_bwd(gpt_t *m, layer_saved_t *s, const void *dao, void *dy, int l
     RT_TRY(alloc_act(m, &dq, (long)m->N * q));
     RT_TRY(alloc_act(m, &dk, (long)m->N * kv));
     RT_TRY(alloc_act(m, &dv, (long)m->N * kv));
-    RT_TRY(OP->attn_bwd(RT, m->attn, dq, dk, dv, dao, s->q, s->k, s->v, s->ao, s->att, attn_shape(m)));
+    RT_TRY(OP->attn_bwd(RT, m->attn, dq, dk, dv, dao, s->q, s->k, s->v, s->ao, s->att, attn_shape(m, s)));
     if (m->pos == POS_ROPE) { /* back through the turn: the inverse turn */
         RT_TRY(OP->rope(RT, dq, m->N, m->T, m->nh, m->HS, m->job->rotary_base, 1));
         RT_TRY(OP->rope(RT, dk, m->N, m->T, m->g, m->HS, m->job->rotary_base, 1));
@@ -383,6 +435,7 @@ static int fc2_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *out)
     void *z;
     RT_TRY(alloc_act(m, &z, (long)m->Nl * m->C));
     RT_TRY(row_fwd(m, z, s->gl, P(m, c, l, T_FC2_W), P(m, c, l, T_FC2_B), m->Ft));
+    RT_TRY(layer_dropout(m, s, z, KERN_DROP_AFTER_MLP));
     RT_TRY(layer_out(m, s, s->x2, z, out));
     drop(m, z);
     return 0;
@@ -402,6 +455,7 @@ static int standard_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *out)
     RT_TRY(attn_fwd(m, s));
     RT_TRY(alloc_act(m, &z, rows));
     RT_TRY(row_fwd(m, z, s->ao, P(m, c, l, T_PROJ_W), P(m, c, l, T_PROJ_B), q));
+    RT_TRY(layer_dropout(m, s, z, KERN_DROP_AFTER_ATTN));
     RT_TRY(alloc_act(m, &s->x2, rows));
     RT_TRY(alloc_ln(m, &s->mean2, &s->rstd2, &s->h2));
     RT_TRY(ln_fwd(m, s->x2, s->h2, s->mean2, s->rstd2, s->x_in, z, P(m, c, l, T_LN2_W), P(m, c, l, T_LN2_B)));
@@ -432,9 +486,11 @@ static int attn_half_bwd(gpt_t *m, int c, int l, layer_saved_t *s, void *dres, v
 static int standard_bwd(gpt_t *m, int c, int l, layer_saved_t *s, void *dres)
 {
     int C = m->C, Ft = m->Ft;
-    void *dg, *dh;
+    void *dg, *dh, *dz;
     RT_TRY(alloc_act(m, &dg, (long)m->N * Ft));
-    RT_TRY(row_bwd(m, dg, dres, s->gl, P(m, c, l, T_FC2_W), P(m, c, l, T_FC2_B), Ft));
+    RT_TRY(branch_grad(m, s, dres, &dz, KERN_DROP_AFTER_MLP));
+    RT_TRY(row_bwd(m, dg, dz, s->gl, P(m, c, l, T_FC2_W), P(m, c, l, T_FC2_B), Ft));
+    branch_grad_free(m, dz, dres);
     int tb1 = P(m, c, l, T_FC1_B);
     if (m->swiglu) { /* [dgate | dup], then FC1's backward with its bias gradient */
         void *dpre;
@@ -466,10 +522,12 @@ static int standard_bwd(gpt_t *m, int c, int l, layer_saved_t *s, void *dres)
 static int attn_half_bwd(gpt_t *m, int c, int l, layer_saved_t *s, void *dres, void *dh)
 {
     int q = m->nh * m->HS;
-    void *dao, *dy;
+    void *dao, *dy, *dz;
     RT_TRY(ln_bwd(m, dres, dh, s->x2, s->mean2, s->rstd2, P(m, c, l, T_LN2_W), P(m, c, l, T_LN2_B)));
     RT_TRY(alloc_act(m, &dao, (long)m->N * q));
-    RT_TRY(row_bwd(m, dao, dres, s->ao, P(m, c, l, T_PROJ_W), P(m, c, l, T_PROJ_B), q));
+    RT_TRY(branch_grad(m, s, dres, &dz, KERN_DROP_AFTER_ATTN));
+    RT_TRY(row_bwd(m, dao, dz, s->ao, P(m, c, l, T_PROJ_W), P(m, c, l, T_PROJ_B), q));
+    branch_grad_free(m, dz, dres);
     RT_TRY(alloc_act(m, &dy, (long)m->N * m->qkvn));
     RT_TRY(attn_bwd(m, s, dao, dy, m->qkvn));
     drop(m, dao);
@@ -505,6 +563,7 @@ static int parallel_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *out)
     RT_TRY(cols_in(m, s->cat, nc, q, s->gl, m->N, Ft));
     RT_TRY(alloc_act(m, &z, (long)m->Nl * C));
     RT_TRY(row_fwd(m, z, s->cat, P(m, c, l, T_PROJ_W), P(m, c, l, T_PROJ_B), nc));
+    RT_TRY(layer_dropout(m, s, z, KERN_DROP_AFTER_ATTN));
     RT_TRY(layer_out(m, s, s->x_in, z, out));
     drop(m, z);
     return 0;
@@ -513,9 +572,11 @@ static int parallel_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *out)
 static int parallel_bwd(gpt_t *m, int c, int l, layer_saved_t *s, void *dres)
 {
     int Ft = m->Ft, q = m->nh * m->HS, ny = m->qkvn + m->Fw, nc = q + Ft;
-    void *dcat, *dao, *dg, *dy, *dh;
+    void *dcat, *dao, *dg, *dy, *dh, *dz;
     RT_TRY(alloc_act(m, &dcat, (long)m->N * nc));
-    RT_TRY(row_bwd(m, dcat, dres, s->cat, P(m, c, l, T_PROJ_W), P(m, c, l, T_PROJ_B), nc));
+    RT_TRY(branch_grad(m, s, dres, &dz, KERN_DROP_AFTER_ATTN));
+    RT_TRY(row_bwd(m, dcat, dz, s->cat, P(m, c, l, T_PROJ_W), P(m, c, l, T_PROJ_B), nc));
+    branch_grad_free(m, dz, dres);
     RT_TRY(alloc_act(m, &dao, (long)m->N * q));
     RT_TRY(alloc_act(m, &dg, (long)m->N * Ft));
     RT_TRY(cols_out(m, dao, dcat, m->N, nc, 0, q));
@@ -569,6 +630,8 @@ static void strip_layer(gpt_t *m, layer_saved_t *s)
 
 static int layer_fwd(gpt_t *m, gpt_saved_t *sv, int l, layer_saved_t *s, void *out)
 {
+    s->layer = (sv->chunk * m->pp + m->stage) * m->layers_per_chunk + l; /* as gpt_params.c lays them out */
+    s->sample0 = sv->sample0;
     return m->parallel ? parallel_fwd(m, sv->chunk, l, s, out) : standard_fwd(m, sv->chunk, l, s, out);
 }
 
@@ -612,8 +675,8 @@ static int head_fwd(gpt_t *m, gpt_saved_t *sv, const void *x)
     return OP->xent_fwd(RT, sv->losses, sv->lse, sv->logits, tg, Nl, V);
 }
 
-int gpt_chunk_fwd(gpt_t *m, int chunk, const void *x_in, void *x_out, const int *tokens, const int *targets,
-                  float *losses, gpt_saved_t **saved)
+int gpt_chunk_fwd(gpt_t *m, int chunk, int mb, const void *x_in, void *x_out, const int *tokens,
+                  const int *targets, float *losses, gpt_saved_t **saved)
 {
     gpt_saved_t *sv = calloc(1, sizeof *sv);
     if (!sv || !(sv->ls = calloc((size_t)m->layers_per_chunk, sizeof *sv->ls))) {
@@ -624,10 +687,12 @@ int gpt_chunk_fwd(gpt_t *m, int chunk, const void *x_in, void *x_out, const int 
     *saved = sv;
     sv->chunk = chunk, sv->x_in = x_in, sv->x_out = x_out, sv->tokens = tokens, sv->targets = targets;
     sv->losses = losses;
+    sv->sample0 = ((long long)m->dp_i * m->job->num_microbatches + mb) * m->B; /* as real/data.c numbers them */
     if (gpt_has_embedding(m, chunk)) {
         RT_TRY(alloc_act(m, &sv->emb, (long)m->N * m->C));
         RT_TRY(OP->embedding_fwd(RT, sv->emb, tokens, gpt_param(m, m->t_wte),
                                  m->t_wpe >= 0 ? gpt_param(m, m->t_wpe) : NULL, m->B, m->T, m->C));
+        RT_TRY(hidden_dropout(m, sv->emb, sv->emb, sv->sample0, 0, KERN_DROP_EMBED, m->N, 0)); /* every row */
     }
     RT_TRY(layers_fwd(m, sv, chunk_input(m, sv), x_out));
     if (gpt_has_head(m, chunk))
@@ -651,9 +716,12 @@ static int head_bwd(gpt_t *m, gpt_saved_t *sv, void *dres, float dloss)
     return 0;
 }
 
-static int embedding_bwd(gpt_t *m, gpt_saved_t *sv, const void *dres)
+/* dres: the embedding output's gradient (this rank's rows), through the
+ * embedding dropout's mask in place. */
+static int embedding_bwd(gpt_t *m, gpt_saved_t *sv, void *dres)
 {
     float *dwte = gpt_grad(m, m->t_wte), *dwpe = m->t_wpe >= 0 ? gpt_grad(m, m->t_wpe) : NULL;
+    RT_TRY(hidden_dropout(m, dres, dres, sv->sample0, 0, KERN_DROP_EMBED, m->Nl, row0_local(m)));
     if (!m->sp)
         return OP->embedding_bwd(RT, dwte, dwpe, dres, sv->tokens, m->B, m->T, m->C);
     /* this rank's rows only: the others' gradients come with the TP sum */

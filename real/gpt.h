@@ -15,7 +15,14 @@
  * causal attention with an optional sliding window and grouped queries,
  * the output layer tied to the word embedding (or its own weight:
  * --untie-embeddings-and-output-weights).
- * Dropout is 0. Two departures from Megatron, both exact in the maths:
+ * Dropout as Megatron-LM places it: on the embedding output and before
+ * each residual add (--hidden-dropout), and on the attention probabilities
+ * (--attention-dropout), each mask drawn from Philox at the element's
+ * index in the whole model (kernels/dropout.h: global sample, token,
+ * column or head), so every parallel plan drops the same elements and a
+ * recomputed forward or a backward regenerates the mask instead of keeping
+ * it (Megatron keeps the hidden masks; the memory model counts them).
+ * Two departures from Megatron, both exact in the maths:
  * the word embedding is replicated across TP ranks instead of split by
  * vocabulary (the corpus is byte-level, V = 256), and with sequence
  * parallelism each TP rank runs the output layer and the loss on its own
@@ -87,6 +94,9 @@ typedef struct {
     int rms;                 /* RMSNorm (no norm biases) instead of LayerNorm */
     int swiglu;              /* SwiGLU MLP (FC1 holds gate and up) instead of GeLU */
     int pos;                 /* pos_emb_t: learned table (wpe), rotary (q, k turned), or none */
+    float hdrop, adrop;      /* --hidden-dropout, --attention-dropout (0: none) */
+    unsigned long long drop_seed; /* the masks' key (the run's seed) */
+    int drop_step;           /* the iteration being run: the masks' step (set by the executor) */
 
     gpt_tensor_t *tensors;
     int ntensors;
@@ -114,15 +124,16 @@ void gpt_init_values(const gpt_t *m, unsigned long long seed, float *host);
 int gpt_has_embedding(const gpt_t *m, int chunk);
 int gpt_has_head(const gpt_t *m, int chunk);
 
-/* Forward of model chunk `chunk` on one micro-batch. x_in (Nl, C) is the
+/* Forward of model chunk `chunk` on micro-batch mb of this DP rank (its
+ * samples' places in the global batch number the dropout masks). x_in (Nl, C) is the
  * received activation (NULL on the first virtual stage: tokens are
  * embedded); x_out (Nl, C) receives the output (NULL on the last virtual
  * stage: the loss of each of its Nl rows goes to losses; without SP every TP
  * rank computes the whole loss and only TP rank 0's is counted).
  * tokens, targets (B, T) are device ints. *saved keeps what the backward
  * needs (with full recomputation, only the inputs). */
-int gpt_chunk_fwd(gpt_t *m, int chunk, const void *x_in, void *x_out, const int *tokens, const int *targets,
-                  float *losses, gpt_saved_t **saved);
+int gpt_chunk_fwd(gpt_t *m, int chunk, int mb, const void *x_in, void *x_out, const int *tokens,
+                  const int *targets, float *losses, gpt_saved_t **saved);
 
 /* Backward of the same. dres (Nl, C): in, the gradient of the chunk's
  * output (ignored on the last virtual stage, which starts from the loss,

@@ -247,6 +247,11 @@ static int check_plan(const job_t *j, char *err, int errlen)
                  "splits them evenly", N, j->tp);
         return -1;
     }
+    if (j->attention_dropout >= 1 || j->hidden_dropout >= 1) {
+        snprintf(err, errlen, "--attention-dropout %g, --hidden-dropout %g: a dropout probability must be below 1 "
+                 "(allowed: 0 <= p < 1; 1 drops everything)", j->attention_dropout, j->hidden_dropout);
+        return -1;
+    }
     if (j->zero_stage >= 3) {
         snprintf(err, errlen, "--zero-stage 3 is not run by the real backend (allowed: 0, 1, 2); the "
                  "model and simulator price it");
@@ -285,6 +290,7 @@ int gpt_init(gpt_t *m, const job_t *j, rt_t *rt, comm_t *comm, char *err, int er
                                                                    : m->layers_per_chunk;
     m->bias = !j->disable_bias_linear, m->tied = !j->untie_embeddings, m->rms = j->normalization == NORM_RMSNORM;
     m->swiglu = j->swiglu, m->Fw = m->swiglu ? 2 * m->Ft : m->Ft, m->pos = j->position_embedding;
+    m->hdrop = (float)j->hidden_dropout, m->adrop = (float)j->attention_dropout;
     if (layout(m)) {
         snprintf(err, errlen, "out of host memory laying out the model");
         return -1;

@@ -132,6 +132,9 @@ typedef struct {
     int (*swiglu_fwd)(rt_t *rt, void *out, const void *inp, int N, int F);
     int (*swiglu_bwd)(rt_t *rt, void *dinp, const void *dout, const void *inp, int N, int F);
     int (*add)(rt_t *rt, void *out, const void *a, const void *b, long n); /* out may alias a */
+    /* out (n) = inp with dropout d (kernels/dropout.h: element i at index
+     * d.base + i); out may alias inp; the backward is the same call */
+    int (*dropout)(rt_t *rt, void *out, const void *inp, long n, kern_dropout d);
     /* attention of kind `attn` (attn_t: ATTN_FLASH FlashAttention-2 style,
      * ATTN_FLASH1 FlashAttention-1 style, ATTN_UNFUSED): the flash kinds
      * save lse (B, NH, T) fp32 in `saved`; unfused saves the probabilities

@@ -12,6 +12,7 @@
 #include "kernels/gelu.h"
 #include "kernels/layernorm.h"
 #include "kernels/rope.h"
+#include "kernels/dropout.h"
 #include "kernels/matmul.h"
 
 #include <stdio.h>
@@ -369,6 +370,12 @@ static int c_bias_grad(rt_t *rt, float *dbias, const void *dout, int N, int C)
     return 0;
 }
 
+static int c_dropout(rt_t *rt, void *out, const void *inp, long n, kern_dropout d)
+{
+    kern_dropout_ref(out, inp, n, d);
+    return 0;
+}
+
 static int c_rope(rt_t *rt, void *x, int N, int T, int H, int HS, double base, int inverse)
 {
     kern_rope_ref(x, N, T, H, HS, base, inverse);
@@ -502,7 +509,7 @@ static const rt_ops_t cpu_ops = {
     c_embedding_fwd, c_embedding_bwd, c_layernorm_fwd, c_layernorm_bwd, c_rmsnorm_fwd, c_rmsnorm_bwd,
     c_linear_fwd, c_linear_dgrad, c_linear_wgrad,
     c_bias_gelu_fwd, c_bias_gelu_bwd, c_bias_add, c_gelu_fwd, c_gelu_bwd, c_bias_grad, c_rope, c_swiglu_fwd, c_swiglu_bwd,
-    c_add,
+    c_add, c_dropout,
     c_attn_fwd, c_attn_bwd, c_xent_fwd, c_xent_bwd,
     c_adamw, c_lamb_norms, c_lamb_apply,
     c_native, c_destroy,

@@ -26,6 +26,7 @@
 #include "kernels/gelu.h"
 #include "kernels/layernorm.h"
 #include "kernels/rope.h"
+#include "kernels/dropout.h"
 #include "kernels/matmul.h"
 #include "kernels/optimizer.h"
 
@@ -199,6 +200,11 @@ static void bench_attention(bench *b, const char *label, kern_attn_shape s) {
    * same shape; the backward scratch serves all */
   static const char *const algo[] = {"attention_flash", "attention_flash1", "attention_flash_simt"};
   for (a.v1 = 0; a.v1 < 3; a.v1++) bench_flash(b, &a, algo[a.v1], shape, fwd);
+  if (want(b, "attention_flash_dropout_fwdbwd")) { /* FA-2 with --attention-dropout 0.1: Philox in the kernels */
+    attn_arg d = a;
+    d.v1 = 0, d.s.drop = kern_dropout_make(0.1f, 1, kern_dropout_site(0, KERN_DROP_ATTN), 0), d.s.drop.heads = s.NH;
+    row(b, "attention_flash_dropout_fwdbwd", shape, time_us(b, attn_fwdbwd, &d), 3.5 * fwd, 0, 1);
+  }
   /* The FA-2 forward's tiles (m-tiles per warp x keys per tile) and the
    * backward's warps per block, to pick kernels/attention_mma.cuh's
    * mf_tile and mb_warps by measurement. */
@@ -252,6 +258,12 @@ static int rope_fwd(bench *b, void *p) {
   ew_arg *a = p;
   return kern_rope_cuda(a->out, a->N, 2048, a->C / 128, 128, 10000.0, 0, b->stream);
 }
+/* Hidden dropout 0.1 over the rows (the draw in registers, no mask) */
+static int dropout_fwd(bench *b, void *p) {
+  ew_arg *a = p;
+  kern_dropout d = kern_dropout_make(0.1f, 1, kern_dropout_site(0, KERN_DROP_AFTER_ATTN), 0);
+  return kern_dropout_cuda(a->out, a->x, (long)a->N * a->C, d, b->stream);
+}
 static int swiglu_fwd(bench *b, void *p) {
   ew_arg *a = p;
   return kern_swiglu_fwd_cuda(a->out, a->wide, a->N, a->C, b->stream);
@@ -296,6 +308,8 @@ static void bench_elementwise(bench *b, int ln, const char *label, int N, int C)
   if (ln && want(b, "rmsnorm_residual_bwd")) row(b, "rmsnorm_residual_bwd", shape, time_us(b, rms_bwd, &a), 0, 8.0 * n, 0);
   if (ln && C % 128 == 0 && want(b, "rope_fwd")) /* read, write */
     row(b, "rope_fwd", shape, time_us(b, rope_fwd, &a), 0, 4.0 * n, 0);
+  if (ln && want(b, "dropout_fwd")) /* read, write */
+    row(b, "dropout_fwd", shape, time_us(b, dropout_fwd, &a), 0, 4.0 * n, 0);
   /* SwiGLU over [gate | up] (N, 2C): forward reads 2n, writes n; backward
    * reads dout n and 2n, writes 2n (in place of its input) */
   if (!ln && want(b, "swiglu_fwd")) row(b, "swiglu_fwd", shape, time_us(b, swiglu_fwd, &a), 0, 6.0 * n, 0);

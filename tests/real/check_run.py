@@ -7,9 +7,10 @@ expected, what it got and where the expected value comes from.
                ZeRO-2), with each overlap switch off and on, equal the
                single-rank run's, step by step; the parallel block, no linear
                biases, an untied output layer, RMSNorm, SwiGLU, rotary and no
-               positions likewise against their own single-rank runs (which
-               each switch must change)
-  recompute    block recomputation keeps the losses and lands its peak memory
+               positions, dropout likewise against their own single-rank runs
+               (which each switch must change)
+  recompute    block recomputation keeps the losses (with dropout too: the
+               rerun forward draws the same masks) and lands its peak memory
                between no and full recomputation's
   learns       the loss falls on the shipped corpus, GPT and LLaMA-style
   resume       a run stopped at a checkpoint and resumed gives the
@@ -40,6 +41,9 @@ ITERS_EMU = 3
 # The LLaMA-style model: rotary positions, RMSNorm, SwiGLU, no linear
 # biases, an untied output layer and grouped queries.
 LLAMA = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "experiments", "real", "tiny-llama.json")]
+# Megatron-LM's default dropouts (tiny-gpt.json has none): every plan draws
+# each mask at the element's place in the whole model (kernels/dropout.h).
+DROPOUT = ["--attention-dropout", "0.1", "--hidden-dropout", "0.1"]
 failures = 0
 
 
@@ -81,7 +85,10 @@ ARCH_SWITCHES = [([], ["--disable-bias-linear"], "no linear biases"),
                  (["--parallel-block"], ["--position-embedding-type", "rope", "--rotary-base", "500000"],
                   "parallel block, rotary positions (LLaMA-3's base)"),
                  ([], LLAMA, "experiments/real/tiny-llama.json (all of them, grouped queries)"),
-                 (["--parallel-block"], ["--disable-bias-linear"], "parallel block, no linear biases")]
+                 (["--parallel-block"], ["--disable-bias-linear"], "parallel block, no linear biases"),
+                 ([], DROPOUT, "dropout 0.1 on the attention probabilities and before each residual add"),
+                 (["--parallel-block"], DROPOUT + ["--attention", "unfused"],
+                  "parallel block, dropout, unfused attention")]
 
 
 def equivalence():
@@ -121,6 +128,10 @@ def recompute():
     got, _ = run(8, ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2",
                      "--sequence-parallel", "--use-distributed-optimizer", "--zero-stage", "2"] + block)
     expect_losses("block recomputation (1 of 2 layers per chunk), 8 ranks", ref, got, "single rank, no recomputation")
+    ref, _ = run(1, DROPOUT)
+    got, _ = run(8, ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2",
+                     "--sequence-parallel", "--use-distributed-optimizer", "--zero-stage", "2"] + block + DROPOUT)
+    expect_losses("block recomputation with dropout 0.1, 8 ranks", ref, got, "single rank, dropout, no recomputation")
     peaks = {}
     shape = ["--num-layers", "8", "--micro-batch-size", "8", "--global-batch-size", "64",
              "--pipeline-model-parallel-size", "2"]
@@ -157,11 +168,11 @@ def resume(device=()):
     d = tempfile.mkdtemp(prefix="megasim-ckpt-")
     try:
         plan = ["--tensor-model-parallel-size", "2", "--use-distributed-optimizer", "--zero-stage", "1",
-                "--optimizer", "lamb", "--lr", "0.01"] + list(device)
+                "--optimizer", "lamb", "--lr", "0.01"] + DROPOUT + list(device)  # masks drawn by step
         whole, _ = run(4, plan, iters=4)
         run(4, plan + ["--save", d, "--save-interval", "2"], iters=2)
         later, _ = run(4, plan + ["--save", d, "--resume"], iters=2)
-        expect_losses(f"resumed at step 2 (4 ranks, TP 2, ZeRO-1, LAMB{', ' + ' '.join(device) if device else ''})",
+        expect_losses(f"resumed at step 2 (4 ranks, TP 2, ZeRO-1, LAMB, dropout{', ' + ' '.join(device) if device else ''})",
                       whole[2:], later, "uninterrupted run")
     finally:
         shutil.rmtree(d, ignore_errors=True)
@@ -240,7 +251,7 @@ def gpu_emu():
     """The GPU backend's own code on the emulated GPU module (no GPU needed):
       - 1 rank, flash attention + fused element-wise kernels, and the
         unfused attention (cuBLASLt batched GEMMs), each against the fp32
-        CPU run; likewise the LLaMA-style model (rotary positions, RMSNorm,
+        CPU run, and each with dropout (the same masks on both); likewise the LLaMA-style model (rotary positions, RMSNorm,
         SwiGLU, no linear biases, an untied output layer: the RoPE, RMS and
         SwiGLU kernels, GEMMs without a bias epilogue);
       - 8 ranks (TP 2 + SP, PP 2 interleaved, DP 2, ZeRO-2: the equivalence
@@ -274,6 +285,10 @@ def gpu_emu():
     expect_bf16("emulated GPU, tiny-llama.json (rotary, RMSNorm, SwiGLU, no linear biases, untied, GQA), vs 1 "
                 "CPU rank (fp32)", cpu_arch, gpu_arch,
                 EMU_TOL)
+    cpu_drop, _ = run(1, DROPOUT, iters=ITERS_EMU)
+    for attn in ("flash", "unfused"):  # the dropout kernels, and the attention kernels' masks
+        gpu_drop, _ = run(1, ["--device", "gpu", "--attention", attn] + DROPOUT, iters=ITERS_EMU)
+        expect_bf16(f"emulated GPU, dropout 0.1, {attn} attention, vs 1 CPU rank (fp32)", cpu_drop, gpu_drop, EMU_TOL)
     every = sum(OVERLAPS, [])
     for ov in ([], every):
         got, _ = run(8, PLAN8 + gpu + ov, iters=ITERS_EMU)
