@@ -150,9 +150,15 @@ static void stage_memory(const job_t *j, const hw_t *hw, int stage, memory_t *m)
     m->weights_bytes = P * wb / (j->zero_stage >= 3 ? dp : 1);
     if (j->zero_stage >= 3) /* two layers gathered at a time */
         m->weights_bytes += 2 * params_per_layer(j) / t * wb;
-    /* ZeRO-2 keeps the shard plus one piece (chunk or bucket) of full
-     * gradients while its reduce-scatter is in flight. */
-    m->grads_bytes = j->zero_stage >= 2 ? P * gb / dp + P / workload_dp_pieces(j, P) * gb : P * gb;
+    /* Gradients are sharded (the shard plus the piece whose reduce-scatter
+     * is in flight) only where each is reduce-scattered once complete and
+     * never added to again: ZeRO-2 without gradient accumulation (one
+     * micro-batch), and ZeRO-3 as Rajbhandari et al. count it. ZeRO-2's one
+     * reduce-scatter per iteration after several micro-batches (MegaScale's
+     * and the op program's, model/sched.c) needs every full gradient while
+     * they accumulate, as ZeRO-1 does. */
+    int sharded = j->zero_stage >= 3 || (j->zero_stage == 2 && j->num_microbatches == 1);
+    m->grads_bytes = sharded ? P * gb / dp + P / workload_dp_pieces(j, P) * gb : P * gb;
     /* Adam and LAMB both keep m and v in fp32, plus an fp32 master copy
      * under mixed precision. */
     m->optimizer_bytes = P * (8 + (j->bf16 ? 4 : 0)) / (j->zero_stage >= 1 ? dp : 1);

@@ -96,9 +96,11 @@ static void zero_memory(void)
      * weights and gradients and K = 12 bytes of optimizer state per
      * parameter: stage 0: (2 + 2 + 12) P; stage 1: 2P + 2P + 12P/N;
      * stage 2: 2P + 2P/N + 12P/N (+ one bucket of full gradients while it
-     * is reduce-scattered); stage 3: 16P/N (+ two gathered layers). */
+     * is reduce-scattered); stage 3: 16P/N (+ two gathered layers). The
+     * paper's figure has no gradient accumulation: one micro-batch. */
     job_t j = gpt(32, 4096, 32, 1, 1, 64);
     j.grads_fp32 = 0, j.vpp = 1;
+    j.global_batch_size = 64, j.num_microbatches = 1;
     hw_t hw;
     char err[OPT_ERR_LEN];
     job_hardware(&j, &hw, err);
@@ -118,6 +120,13 @@ static void zero_memory(void)
         check_rel(names[z], expect[z], m.weights_bytes + m.grads_bytes + m.optimizer_bytes, 1e-9,
                   "Rajbhandari et al. 2020, Figure 1");
     }
+    /* With 8 micro-batches, ZeRO-2's one reduce-scatter per iteration
+     * (model/sched.c, MegaScale's) comes after every gradient has
+     * accumulated whole: ZeRO-1's gradient memory, 2P. */
+    j.global_batch_size = 512, j.num_microbatches = 8, j.zero_stage = 2;
+    workload_memory(&j, &hw, &m);
+    check_rel("ZeRO-2 gradients, 8 micro-batches", 2 * P, m.grads_bytes, 1e-12,
+              "full gradients while micro-batches accumulate (one reduce-scatter per iteration)");
 }
 
 /* Without dropout (--attention-dropout 0 --hidden-dropout 0, as modern
