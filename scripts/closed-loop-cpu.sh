@@ -18,7 +18,7 @@
 #   usage: scripts/closed-loop-cpu.sh [build-dir]   (default: build)
 #   env:   ITERS=8 (steps per run; the first is left out as warm-up)
 #          ROUNDS=5 (calibrations; every plan runs once after each)
-#          PLANS="0 1 2 3 4 5" (which of the plans below to run, by index;
+#          PLANS="0 1 2 3 4 5 6" (which of the plans below to run, by index;
 #                    5 is the LLaMA-style tiny model)
 #          KEEP=DIR (keep the last round's profile, DIR/cpu-profile.json,
 #                    and each plan's last run, DIR/run-INDEX.h5)
@@ -40,7 +40,8 @@ plans=("--pipeline-model-parallel-size 2"
        "--use-distributed-optimizer --zero-stage 1"
        "--attention flash --fused-elementwise --async-data-loader"
        "--tensor-model-parallel-size 2 --sequence-parallel"
-       "$root/experiments/real/tiny-llama.json --pipeline-model-parallel-size 2")
+       "$root/experiments/real/tiny-llama.json --pipeline-model-parallel-size 2"
+       "--pipeline-model-parallel-size 2 --attention unfused --attention-dropout 0.1 --hidden-dropout 0.1")
 chosen=${PLANS:-${!plans[*]}}
 for i in $chosen; do
   [[ $i =~ ^[0-9]+$ ]] && [ "$i" -lt ${#plans[@]} ] ||
