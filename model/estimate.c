@@ -231,11 +231,83 @@ static void dp_exposure(const hw_t *hw, const job_t *j, const stage_times_t *st,
         phase_delay(st->dp_gather_s, n, win_f, wrap, s, &gat);
     else
         phase_delay(0, steps, win_f, wrap, s, &gat), gat.dp_s = st->dp_gather_s;
-    if (j->zero_stage >= 3 && !j->overlap_param_gather) /* weights gathered again for backward */
-        gat.dp_s += st->dp_gather_s;
     *exposed_s = red.dp_s + gat.dp_s;
     *slowdown_s = red.slowdown_s + gat.slowdown_s;
     *wrap_s = red.stall_s + gat.stall_s;
+}
+
+/* ZeRO-3 (FSDP; model/sched.c's fsdp_compute, PP 1): the gathers before
+ * every pass, the reductions after every backward and the passes
+ * themselves, replayed piece by piece with the op program's dependencies
+ * (gather piece i of a pass once part i - 2 is done, counting back into the
+ * pass before; part i once piece i is in; reduction piece i once backward
+ * part i is done, on its own stream) and the simulator's slowdown (a part
+ * slowed by comm_slowdown for the time a DP collective still runs beside
+ * it). The first micro-batches are replayed; each later one repeats the
+ * last one's pattern, so the ends are extended linearly. Returns the time
+ * beyond the passes' own (exposed DP) and the slowdown. */
+typedef struct {
+    double c, d, r;      /* compute, gather stream and reduction stream free at (r: the last reduction's end) */
+    double r_start, r_before; /* the last reduction's start, and the end of the one before it */
+    double slow;         /* slowdown so far */
+    double end1, end2;   /* the last part's end, and the one before's (0 before any) */
+} fsdp_replay_t;
+
+/* A part from `ready`. The slowdown counts the collectives running when it
+ * starts, as the simulator sees them: a gather or a reduction released by
+ * the same event starts after the part (the compute stream goes first), so
+ * each part meets only an earlier reduction still running. */
+static void fsdp_part(fsdp_replay_t *x, double ready, double comp_s, double tp_s, double s)
+{
+    double t = fmax(x->c, ready), busy = (x->r_start < t ? x->r : x->r_before) - t;
+    double extra = busy > 0 ? s * fmin(comp_s, busy) : 0;
+    x->slow += extra;
+    x->c = t + comp_s + extra + tp_s;
+    x->end2 = x->end1, x->end1 = x->c;
+}
+
+static void fsdp_exposure(const hw_t *hw, const job_t *j, const stage_times_t *st, double *exposed_s,
+                          double *slowdown_s)
+{
+    int n = st->dp_pieces, og = j->overlap_param_gather, orr = j->overlap_grad_reduce;
+    long m = j->num_microbatches, mm = m < 3 ? m : 3;
+    double g = st->dp_gather_s, rd = st->dp_reduce_s, s = hw->gpu.comm_slowdown;
+    double cf = st->first_fwd_s, tf = st->tp_exposed_fwd_s, cb = st->first_bwd_s, tb = st->tp_exposed_bwd_s;
+    fsdp_replay_t x = {0};
+    double end_c[3] = {0}, end_r[3] = {0}, slow[3] = {0};
+    for (long k = 0; k < mm; k++) {
+        for (int bwd = 0; bwd <= 1; bwd++) {
+            double comp = bwd ? cb : cf, tp = bwd ? tb : tf;
+            int parts = og || (bwd && orr) ? n : 1;
+            if (!og) /* the whole round, blocking */
+                x.c += g;
+            for (int i = 0; i < parts; i++) {
+                double ready = 0;
+                if (og) { /* piece i: after part i - 2, counting back into the pass before */
+                    x.d = fmax(x.d, x.end2) + g;
+                    ready = x.d;
+                }
+                fsdp_part(&x, ready, comp / parts, tp / parts, s);
+                if (bwd && orr) { /* reduction piece i after part i */
+                    x.r_before = x.r, x.r_start = fmax(x.r, x.c);
+                    x.r = x.r_start + rd;
+                }
+            }
+            if (bwd && !orr) { /* the whole reduction, blocking; the simulator issues what follows it,
+                                  the next round's gathers included, once it is done */
+                x.c += rd, x.end2 = x.end1, x.end1 = x.c;
+                x.d = fmax(x.d, x.c);
+            }
+        }
+        end_c[k] = x.c, end_r[k] = x.r, slow[k] = x.slow;
+    }
+    /* micro-batches beyond the replayed ones repeat the last one */
+    long last = mm - 1, more = m - mm;
+    double dc = mm > 1 ? end_c[last] - end_c[last - 1] : 0, dr = mm > 1 ? end_r[last] - end_r[last - 1] : 0;
+    double ds = mm > 1 ? slow[last] - slow[last - 1] : 0;
+    double total = fmax(end_c[last] + more * dc, end_r[last] + more * dr);
+    *slowdown_s = slow[last] + more * ds;
+    *exposed_s = fmax(0, total - m * (cf + tf + cb + tb) - *slowdown_s);
 }
 
 void estimate_job(const job_t *j, const hw_t *hw, estimate_t *e)
@@ -254,8 +326,11 @@ void estimate_job(const job_t *j, const hw_t *hw, estimate_t *e)
      * interleaved: (p - 1)/v micro-batch times for equal stages (1F1B,
      * interleaved and GPipe alike; Narayanan et al. 2021), less when the
      * slowest stage is slower than the rest. */
-    double dp_exp, dp_slow, wrap_s;
-    dp_exposure(hw, j, st, &dp_exp, &dp_slow, &wrap_s);
+    double dp_exp, dp_slow, wrap_s = 0;
+    if (j->zero_stage >= 3)
+        fsdp_exposure(hw, j, st, &dp_exp, &dp_slow);
+    else
+        dp_exposure(hw, j, st, &dp_exp, &dp_slow, &wrap_s);
     br->compute_s = m * per_mb_compute + dp_slow;
     br->exposed_tp_comm_s = m * per_mb_tp;
     br->bubble_s = fmax(0, st->all_stages_s - (per_mb_compute + per_mb_tp)) / v; /* PP 1: rounding, not -1e-17 s */

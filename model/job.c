@@ -61,8 +61,9 @@ static const opt_def defs[] = {
     {"use-distributed-optimizer", OPT_BOOL, J(distributed_optimizer), 0, 1, "false", 0, "parallel plan",
      "shard optimizer states over DP (ZeRO-1; grads reduce-scattered)"},
     {"zero-stage", OPT_INT, J(zero_stage), 0, 3, "0", 0, "parallel plan",
-     "ZeRO stage: 1 shards optimizer states, 2 also gradients, 3 also weights (unset: 1 under "
-     "--use-distributed-optimizer, else 0)"},
+     "ZeRO stage: 1 shards optimizer states; 2 also gradients, reduce-scattered once per iteration (whole "
+     "while micro-batches accumulate); 3 also weights, as FSDP: gathered for every micro-batch's forward and "
+     "backward, gradients reduce-scattered after each backward (unset: 1 under --use-distributed-optimizer, else 0)"},
     {"overlap-grad-reduce", OPT_BOOL, J(overlap_grad_reduce), 0, 1, "false", 0, "parallel plan",
      "overlap the DP gradient reduction with backward"},
     {"overlap-param-gather", OPT_BOOL, J(overlap_param_gather), 0, 1, "false", 0, "parallel plan",
@@ -494,8 +495,9 @@ int job_finalize(job_t *j, int gpus_per_node, char *err)
          "on): give --no-use-distributed-optimizer for no sharding, or zero-stage 1 or 2");
     if (j->distributed_optimizer && j->zero_stage == 0)
         j->zero_stage = 1;
-    RULE(j->zero_stage < 3 || j->pp == 1,
-         "zero-stage = 3 needs pipeline-model-parallel-size = 1 (weights are gathered per layer)");
+    RULE(j->zero_stage < 3 || (j->pp == 1 && j->vpp == 1),
+         "zero-stage = 3 needs pipeline-model-parallel-size = 1 and no virtual stages (FSDP: the weights are "
+         "gathered again for every micro-batch's forward and backward)");
     j->head_dim = j->hidden_size / j->num_attention_heads;
     if (j->sliding_window < 0)
         j->sliding_window = j->seq_length / 2;

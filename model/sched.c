@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-const char *const sched_stream_names[STREAM_COUNT] = {"compute", "dp", "pp_send", "pp_recv"};
+const char *const sched_stream_names[STREAM_COUNT] = {"compute", "dp", "pp_send", "pp_recv", "dp_reduce"};
 
 enum { PH_PROLOGUE, PH_WARMUP, PH_STEADY, PH_COOLDOWN, PH_EPILOGUE, PH_END };
 
@@ -129,8 +129,57 @@ static void dp_op(sched_iter_t *it, int kind, int stream, int piece, int parts, 
     sched_op_t *o = emit(it, kind, stream);
     o->chunk = piece, o->parts = parts, o->bytes = P / pieces * per;
     o->wait[0] = wait, o->wait_for[0] = wait_for;
-    if (stream == STREAM_DP)
+    if (sched_stream_dp(stream))
         o->bump_part = kind == SOP_DP_GATHER ? CNT_GATHER_DONE : CNT_REDUCE_DONE;
+}
+
+/* ZeRO-3, as FSDP runs it (PP 1, no chunks): only the shard of each
+ * weight and gradient stays between uses, so every forward and every
+ * backward gathers the stage's weights again, and every backward's
+ * gradients are reduce-scattered into the shard. Pass r (forward k: 2k,
+ * backward k: 2k + 1) runs in one part per DP piece.
+ *   --overlap-param-gather: gather round r runs piece by piece on the DP
+ *     stream, piece i once part i - 2 of pass r is done (one piece
+ *     prefetched while the one before computes; piece 0 beside the last
+ *     part of pass r - 1), and part i waits for piece i. Without it each
+ *     round blocks the compute stream before its pass.
+ *   --overlap-grad-reduce: backward k's reduction runs piece by piece on
+ *     STREAM_DP_REDUCE after each part, beside the gathers (FSDP's second
+ *     stream); without it, on the compute stream after the pass.
+ * The optimizer waits for every reduction. */
+static int fsdp(const job_t *j) { return j->zero_stage >= 3; }
+
+/* Parts done (CNT_PART_DONE) before pass r: every pass's when the gathers
+ * are prefetched, only the backwards' when just the reductions overlap. */
+static long fsdp_parts_before(const job_t *j, long r)
+{
+    long n = dp_pieces(j);
+    return j->overlap_param_gather ? r * n : j->overlap_grad_reduce ? r / 2 * n : 0;
+}
+
+static void fsdp_compute(sched_iter_t *it, int fwd, long k)
+{
+    const job_t *j = it->job;
+    int n = dp_pieces(j);
+    long r = 2 * k + !fwd, before = fsdp_parts_before(j, r);
+    if (j->overlap_param_gather)
+        dp_op(it, SOP_DP_GATHER, STREAM_DP, -1, n, CNT_PART_DONE, before - 1);
+    else
+        dp_op(it, SOP_DP_GATHER, STREAM_COMPUTE, -1, 1, CNT_NONE, 0);
+    sched_op_t *o = emit(it, fwd ? SOP_FWD : SOP_BWD, STREAM_COMPUTE);
+    o->chunk = 0, o->mb = (int)k;
+    o->bump = fwd ? CNT_FWD_DONE : CNT_BWD_DONE;
+    if (j->overlap_param_gather || (!fwd && j->overlap_grad_reduce))
+        o->parts = n, o->bump_part = CNT_PART_DONE;
+    if (j->overlap_param_gather)
+        o->wait[0] = CNT_GATHER_DONE, o->wait_for[0] = (int32_t)(r * n + 1);
+    if (fwd)
+        return;
+    if (j->overlap_grad_reduce) { /* piece i of this micro-batch's gradients is final once part i is done */
+        dp_op(it, SOP_DP_REDUCE, STREAM_DP_REDUCE, -1, n, CNT_PART_DONE, before + 1);
+    } else {
+        dp_op(it, SOP_DP_REDUCE, STREAM_COMPUTE, -1, 1, CNT_NONE, 0);
+    }
 }
 
 /* Forward or backward number k. Without chunks, the first forward and the
@@ -139,6 +188,10 @@ static void dp_op(sched_iter_t *it, int kind, int stream, int piece, int parts, 
 static void compute(sched_iter_t *it, int fwd, long k)
 {
     const job_t *j = it->job;
+    if (fsdp(j)) {
+        fsdp_compute(it, fwd, k);
+        return;
+    }
     int c = sched_chunk(j, k, fwd);
     int decoupled = j->pp_comm_overlap && j->pp > 1;
     int split_b = !fwd && j->vpp == 1 && j->overlap_grad_reduce && k == j->num_microbatches - 1;
@@ -170,7 +223,9 @@ static void prologue(sched_iter_t *it)
     const job_t *j = it->job;
     if (!j->async_data_loader)
         emit(it, SOP_HOST, STREAM_COMPUTE);
-    if (j->zero_stage >= 1 && j->overlap_param_gather) /* prefetched, chunk by chunk */
+    if (fsdp(j)) /* its gathers come with each pass */
+        ;
+    else if (j->zero_stage >= 1 && j->overlap_param_gather) /* prefetched, chunk by chunk */
         dp_op(it, SOP_DP_GATHER, STREAM_DP, -1, j->vpp > 1 ? j->vpp : dp_pieces(j), CNT_NONE, 0);
     else if (j->zero_stage >= 1)
         dp_op(it, SOP_DP_GATHER, STREAM_COMPUTE, -1, 1, CNT_NONE, 0);
@@ -183,7 +238,12 @@ static void prologue(sched_iter_t *it)
 static void epilogue(sched_iter_t *it)
 {
     const job_t *j = it->job;
-    if (!j->overlap_grad_reduce) {
+    if (fsdp(j)) { /* every backward reduced its own gradients */
+        if (j->overlap_grad_reduce) {
+            sched_op_t *o = emit(it, SOP_JOIN, STREAM_COMPUTE);
+            o->wait[0] = CNT_REDUCE_DONE, o->wait_for[0] = (int32_t)((long)j->num_microbatches * dp_pieces(j));
+        }
+    } else if (!j->overlap_grad_reduce) {
         dp_op(it, SOP_DP_REDUCE, STREAM_COMPUTE, -1, 1, CNT_NONE, 0);
     } else { /* the optimizer needs every reduced piece */
         sched_op_t *o = emit(it, SOP_JOIN, STREAM_COMPUTE);

@@ -147,18 +147,19 @@ static void stage_memory(const job_t *j, const hw_t *hw, int stage, memory_t *m)
     double wb = j->bf16 ? 2 : 4, gb = j->grads_fp32 ? 4 : wb, dp = j->dp;
     double T = (double)j->seq_length * j->micro_batch_size;
     double h = j->hidden_size, t = j->tp;
-    m->weights_bytes = P * wb / (j->zero_stage >= 3 ? dp : 1);
-    if (j->zero_stage >= 3) /* two layers gathered at a time */
-        m->weights_bytes += 2 * params_per_layer(j) / t * wb;
+    double piece = P / workload_dp_pieces(j, P);
+    /* ZeRO-3 (FSDP, model/sched.c): the shard, the piece computing and the
+     * one gathered beside it; otherwise every weight, all the time. */
+    m->weights_bytes = j->zero_stage >= 3 ? P * wb / dp + 2 * piece * wb : P * wb;
     /* Gradients are sharded (the shard plus the piece whose reduce-scatter
      * is in flight) only where each is reduce-scattered once complete and
-     * never added to again: ZeRO-2 without gradient accumulation (one
-     * micro-batch), and ZeRO-3 as Rajbhandari et al. count it. ZeRO-2's one
-     * reduce-scatter per iteration after several micro-batches (MegaScale's
-     * and the op program's, model/sched.c) needs every full gradient while
-     * they accumulate, as ZeRO-1 does. */
+     * never added to again: ZeRO-3 (each micro-batch's) and ZeRO-2 without
+     * gradient accumulation (one micro-batch). ZeRO-2's one reduce-scatter
+     * per iteration after several micro-batches (MegaScale's, and the op
+     * program's) needs every full gradient while they accumulate, as ZeRO-1
+     * does. */
     int sharded = j->zero_stage >= 3 || (j->zero_stage == 2 && j->num_microbatches == 1);
-    m->grads_bytes = sharded ? P * gb / dp + P / workload_dp_pieces(j, P) * gb : P * gb;
+    m->grads_bytes = sharded ? P * gb / dp + piece * gb : P * gb;
     /* Adam and LAMB both keep m and v in fp32, plus an fp32 master copy
      * under mixed precision. */
     m->optimizer_bytes = P * (8 + (j->bf16 ? 4 : 0)) / (j->zero_stage >= 1 ? dp : 1);

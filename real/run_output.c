@@ -15,7 +15,7 @@
 static void account(sim_account_t *a, const sim_rec_t *o)
 {
     int64_t dur = o->t_end_ns - o->t_start_ns, wait = o->t_start_ns - o->t_ready_ns;
-    if (o->stream == STREAM_DP) {
+    if (sched_stream_dp(o->stream)) {
         a->dp_busy += dur;
         return;
     }

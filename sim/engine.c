@@ -171,7 +171,10 @@ static uint64_t meet_key(int kind, long gid, long seq) { return ((uint64_t)(kind
 static int meet(sim_t *S, int ent, int stream, int kind, long gid, int need, int64_t dur)
 {
     entity_t *e = &S->e[ent];
-    sim_meet_t *m = sim_meet_get(&S->meets, meet_key(kind, gid, e->seq[kind]++));
+    /* The two DP streams meet in their own sequences: their ops start in
+     * an order that timing decides, the same on every member per stream. */
+    int seqk = kind == GK_DP && stream == STREAM_DP_REDUCE ? 3 : kind;
+    sim_meet_t *m = sim_meet_get(&S->meets, meet_key(seqk, gid, e->seq[seqk]++));
     if (!m)
         return -1;
     m->need = need, m->stream = stream;
@@ -186,7 +189,7 @@ static int meet(sim_t *S, int ent, int stream, int kind, long gid, int need, int
     for (int i = 0; i < n; i++) {
         queue_t *q = &S->e[S->mem[i]].q[stream];
         q->s[q->head].t_work = S->now;
-        if (stream == STREAM_DP)
+        if (sched_stream_dp(stream))
             q->busy_until = S->now + m->dur;
     }
     if (S->net && kind == GK_DP && n > 1)
@@ -258,7 +261,7 @@ static int start(sim_t *S, int ent, int stream, int slot)
     s->state = SLOT_RUNNING;
     s->blocked = 0;
     s->t_work = S->now;
-    e->q[stream].busy = stream == STREAM_COMPUTE || stream == STREAM_DP ? 1 : e->q[stream].busy;
+    e->q[stream].busy = !is_pool(stream) ? 1 : e->q[stream].busy;
     switch (op->kind) {
     case SOP_FWD:
     case SOP_BWD: {
@@ -266,10 +269,13 @@ static int start(sim_t *S, int ent, int stream, int slot)
         double slow = op->kind == SOP_FWD || !S->opts->slow_forward_only ? e->factor : 1;
         double comp = (op->kind == SOP_FWD ? c->fwd_s : c->bwd_s) * slow / op->parts;
         double tp = (op->kind == SOP_FWD ? c->fwd_tp_s : c->bwd_tp_s) / op->parts;
-        /* Compute shares the GPU with a DP collective still running. */
-        const queue_t *dq = &e->q[STREAM_DP];
-        if (dq->busy && dq->busy_until > S->now)
-            comp += S->hw->gpu.comm_slowdown * fmin(comp, (dq->busy_until - S->now) * 1e-9);
+        /* Compute shares the GPU with DP collectives still running. */
+        int64_t until = 0;
+        for (int st = 0; st < STREAM_COUNT; st++)
+            if (sched_stream_dp(st) && e->q[st].busy && e->q[st].busy_until > until)
+                until = e->q[st].busy_until;
+        if (until > S->now)
+            comp += S->hw->gpu.comm_slowdown * fmin(comp, (until - S->now) * 1e-9);
         int64_t dur = ns(comp + tp);
         if (S->E_tp > 1)
             return meet(S, ent, stream, GK_TP, (long)e->cls * S->p + e->stage, S->E_tp, dur);
@@ -285,7 +291,7 @@ static int start(sim_t *S, int ent, int stream, int slot)
     case SOP_DP_GATHER:
     case SOP_DP_REDUCE: {
         int64_t dur = coll_ns(S, e, op, GROUP_DP);
-        if (stream == STREAM_DP)
+        if (sched_stream_dp(stream))
             e->q[stream].busy_until = -1; /* known once all members meet */
         return meet(S, ent, stream, GK_DP, (long)e->stage * S->E_tp + e->tp_i, S->classes, dur);
     }
@@ -311,7 +317,7 @@ static int try_start(sim_t *S, int ent)
         return -1;
     for (int st = 0; st < STREAM_COUNT; st++) {
         queue_t *q = &e->q[st];
-        if (st == STREAM_COMPUTE || st == STREAM_DP) {
+        if (!is_pool(st)) {
             if (q->n == 0)
                 continue;
             slot_t *s = &q->s[q->head];
@@ -463,7 +469,7 @@ static int complete(sim_t *S, int ent, int stream, int slot)
         s->work_ns += S->now - (s->t_work < 0 ? S->now : s->t_work);
     if (stream == STREAM_COMPUTE)
         account(S, e, s);
-    else if (stream == STREAM_DP)
+    else if (sched_stream_dp(stream))
         e->acc.dp_busy += s->work_ns;
     else
         e->acc.pp_busy += s->work_ns;
@@ -471,7 +477,7 @@ static int complete(sim_t *S, int ent, int stream, int slot)
     if (e->traced && record(S, ent, stream, s))
         return -1;
     s->state = SLOT_FREE;
-    if (stream == STREAM_COMPUTE || stream == STREAM_DP) {
+    if (!is_pool(stream)) {
         q->head = (q->head + 1) % q->cap, q->n--, q->busy = 0;
     } else {
         q->n--, q->free_idx[q->nfree++] = slot;

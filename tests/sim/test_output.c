@@ -185,7 +185,7 @@ static void check_timeline(hid_t f, const sim_result_t *r)
     check_rel("/timeline rows with t_ready <= t_start <= t_end", n, n - bad, 0, "causality");
     hid_t d = H5Dopen2(f, "/timeline", H5P_DEFAULT);
     char *sn = read_attr_str(d, "stream_names"), *kn = read_attr_str(d, "kind_names");
-    check_true("/timeline stream_names", sn && !strcmp(sn, "compute,dp,pp_send,pp_recv"), sn ? sn : "(missing)");
+    check_true("/timeline stream_names", sn && !strcmp(sn, "compute,dp,pp_send,pp_recv,dp_reduce"), sn ? sn : "(missing)");
     check_true("/timeline kind_names",
                kn && !strcmp(kn, "fwd,bwd,xfer,dp_gather,dp_reduce,emb_sync,optim,host,join"), kn ? kn : "(missing)");
     free(sn), free(kn), free(ready), free(start), free(end);
@@ -305,8 +305,10 @@ static void check_lanes(void)
     }
     char got[64];
     snprintf(got, sizeof got, "tids %d %d %d, \"pp_send 2\" named %d time(s)", tids[0], tids[1], tids[2], named);
-    check_true("overlapping sends: tids 2 6 2, lane named once",
-               tids[0] == 2 && tids[1] == 6 && tids[2] == 2 && named == 1, got);
+    check_true("overlapping sends: tids 2, 2 + STREAM_COUNT, 2, lane named once",
+               tids[0] == STREAM_PP_SEND && tids[1] == STREAM_PP_SEND + STREAM_COUNT && tids[2] == STREAM_PP_SEND &&
+                   named == 1,
+               got);
     cJSON_Delete(j);
     free(s);
     remove(p);
