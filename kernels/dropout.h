@@ -69,11 +69,21 @@ static inline KERN_HD float kern_dropout_attn_mult(const kern_dropout *d, int b,
 }
 
 /* out[i] = in[i] * mult(base + i), i < n; out may alias in. The forward
- * and the backward are the same call (the backward on the gradient). */
-void kern_dropout_ref(float *out, const float *in, long n, kern_dropout d);
+ * and the backward are the same call (the backward on the gradient). With
+ * mask (may be NULL), mask[i] = 1 where element i is kept, else 0: the
+ * 1-byte mask torch.nn.Dropout keeps for its backward (Megatron-LM's hidden
+ * dropout), which kern_dropout_masked applies instead of drawing again. */
+void kern_dropout_ref(float *out, uint8_t *mask, const float *in, long n, kern_dropout d);
+
+/* out[i] = in[i] * (mask[i] ? scale : 0): dropout's backward from its kept
+ * mask (scale = 1 / (1 - p)); out may alias in. */
+void kern_dropout_masked_ref(float *out, const float *in, const uint8_t *mask, long n, float scale);
 
 #ifdef KERN_HAVE_CUDA
-int kern_dropout_cuda(kern_bf16 *out, const kern_bf16 *in, long n, kern_dropout d, cudaStream_t stream);
+int kern_dropout_cuda(kern_bf16 *out, uint8_t *mask, const kern_bf16 *in, long n, kern_dropout d,
+                      cudaStream_t stream);
+int kern_dropout_masked_cuda(kern_bf16 *out, const kern_bf16 *in, const uint8_t *mask, long n, float scale,
+                             cudaStream_t stream);
 #endif
 
 #ifdef __cplusplus

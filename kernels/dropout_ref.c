@@ -14,10 +14,19 @@ kern_dropout kern_dropout_make(float p, unsigned long long seed, uint32_t site, 
   return d;
 }
 
-void kern_dropout_ref(float *out, const float *in, long n, kern_dropout d) {
+void kern_dropout_ref(float *out, uint8_t *mask, const float *in, long n, kern_dropout d) {
   if (d.p <= 0.0f) {
     if (out != in) memmove(out, in, sizeof(float) * (size_t)n);
+    if (mask) memset(mask, 1, (size_t)n);
     return;
   }
-  for (long i = 0; i < n; i++) out[i] = in[i] * kern_dropout_mult(&d, d.base + i);
+  for (long i = 0; i < n; i++) {
+    float m = kern_dropout_mult(&d, d.base + i);
+    out[i] = in[i] * m;
+    if (mask) mask[i] = m != 0.0f;
+  }
+}
+
+void kern_dropout_masked_ref(float *out, const float *in, const uint8_t *mask, long n, float scale) {
+  for (long i = 0; i < n; i++) out[i] = mask[i] ? in[i] * scale : 0.0f;
 }

@@ -32,6 +32,7 @@ typedef struct {
     void *cat;                   /* parallel block: [ao | gl] (N, nh*HS + Ft) */
     void *x3;                    /* layer output (Nl, C) */
     int x3_owned;
+    uint8_t *mask_a, *mask_m;    /* hidden dropout's kept masks (Nl, C) after attention and after the MLP */
     int layer;                   /* in the whole model: the dropout sites */
     long long sample0;           /* the micro-batch's first sample in the global batch: dropout indices */
 } layer_saved_t;
@@ -44,6 +45,7 @@ struct gpt_saved {
     const int *tokens, *targets;
     float *losses;
     void *emb;                   /* embedding output (N, C) when the chunk embeds */
+    uint8_t *emb_mask;           /* its dropout's kept mask (N, C) */
     layer_saved_t *ls;           /* [layers_per_chunk]; under recomputation the first recompute_layers
                                     hold only their output (the next layer's input) until the backward */
     void *xf, *logits;           /* head: final LayerNorm output (Nl, C), logits (Nl, V) */
@@ -325,39 +327,46 @@ static kern_attn_shape attn_shape(const gpt_t *m, const layer_saved_t *s)
     return sh;
 }
 
-/* Hidden dropout `kind` of layer `layer` on `rows` rows of the micro-batch
- * from row0, into out (may alias in): the forward on a branch output, the
- * backward on its gradient. Nothing without --hidden-dropout. */
-static int hidden_dropout(gpt_t *m, void *out, const void *in, long long sample0, int layer, int kind, long rows,
+/* Hidden dropout `kind` of layer `layer` in place on x, `rows` rows of the
+ * micro-batch from row0, keeping its 1-byte mask in *mask (allocated here)
+ * for the backward, as torch.nn.Dropout under Megatron-LM does. Nothing
+ * without --hidden-dropout. */
+static int hidden_dropout(gpt_t *m, void *x, uint8_t **mask, long long sample0, int layer, int kind, long rows,
                           long row0)
 {
     if (m->hdrop <= 0)
         return 0;
+    RT_TRY(OP->alloc(RT, (void **)mask, (size_t)rows * m->C, RT_POOL_MAIN));
     kern_dropout d = kern_dropout_make(m->hdrop, m->drop_seed, kern_dropout_site(layer, kind), (uint32_t)m->drop_step);
     d.base = (sample0 * m->T + row0) * m->C;
-    return OP->dropout(RT, out, in, rows * m->C, d);
+    return OP->dropout(RT, x, *mask, x, rows * m->C, d);
 }
+
+/* The scale of kept elements: the forward's, bit for bit. */
+static float hidden_scale(const gpt_t *m) { return kern_dropout_make(m->hdrop, 0, 0, 0).scale; }
 
 /* The rows held outside TP regions: this rank's slice of the tokens with
  * SP, all of them (as every TP rank) without. */
 static long row0_local(const gpt_t *m) { return m->sp ? (long)m->tp_i * m->Nl : 0; }
 
-/* hidden_dropout in place on the (Nl, C) branch output x of layer s. */
-static int layer_dropout(gpt_t *m, const layer_saved_t *s, void *x, int kind)
+/* hidden_dropout on the (Nl, C) branch output x of layer s. */
+static int layer_dropout(gpt_t *m, layer_saved_t *s, void *x, int kind)
 {
-    return hidden_dropout(m, x, x, s->sample0, s->layer, kind, m->Nl, row0_local(m));
+    uint8_t **mask = kind == KERN_DROP_AFTER_MLP ? &s->mask_m : &s->mask_a;
+    return hidden_dropout(m, x, mask, s->sample0, s->layer, kind, m->Nl, row0_local(m));
 }
 
-/* The gradient of layer s's dropped branch output: dres through its mask,
- * into *dz (allocated; dres itself without hidden dropout). Free with
- * branch_grad_free. */
+/* The gradient of layer s's dropped branch output: dres through its kept
+ * mask, into *dz (allocated; dres itself without hidden dropout). Free
+ * with branch_grad_free. */
 static int branch_grad(gpt_t *m, const layer_saved_t *s, const void *dres, void **dz, int kind)
 {
     *dz = (void *)dres;
     if (m->hdrop <= 0)
         return 0;
     RT_TRY(alloc_act(m, dz, (long)m->Nl * m->C));
-    return hidden_dropout(m, *dz, dres, s->sample0, s->layer, kind, m->Nl, row0_local(m));
+    const uint8_t *mask = kind == KERN_DROP_AFTER_MLP ? s->mask_m : s->mask_a;
+    return OP->dropout_masked(RT, *dz, dres, mask, (long)m->Nl * m->C, hidden_scale(m));
 }
 
 static void branch_grad_free(gpt_t *m, void *dz, const void *dres)
@@ -606,7 +615,7 @@ static int parallel_bwd(gpt_t *m, int c, int l, layer_saved_t *s, void *dres)
 static void free_layer(gpt_t *m, layer_saved_t *s)
 {
     void *ps[] = {s->mean1, s->rstd1, s->mean2, s->rstd2, s->h1, s->h2, s->q, s->k, s->v, s->ao, s->att,
-                  s->x2, s->pre, s->gl, s->cat};
+                  s->x2, s->pre, s->gl, s->cat, s->mask_a, s->mask_m};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
         drop(m, ps[i]);
     if (s->x3_owned)
@@ -692,7 +701,7 @@ int gpt_chunk_fwd(gpt_t *m, int chunk, int mb, const void *x_in, void *x_out, co
         RT_TRY(alloc_act(m, &sv->emb, (long)m->N * m->C));
         RT_TRY(OP->embedding_fwd(RT, sv->emb, tokens, gpt_param(m, m->t_wte),
                                  m->t_wpe >= 0 ? gpt_param(m, m->t_wpe) : NULL, m->B, m->T, m->C));
-        RT_TRY(hidden_dropout(m, sv->emb, sv->emb, sv->sample0, 0, KERN_DROP_EMBED, m->N, 0)); /* every row */
+        RT_TRY(hidden_dropout(m, sv->emb, &sv->emb_mask, sv->sample0, 0, KERN_DROP_EMBED, m->N, 0)); /* every row */
     }
     RT_TRY(layers_fwd(m, sv, chunk_input(m, sv), x_out));
     if (gpt_has_head(m, chunk))
@@ -717,11 +726,13 @@ static int head_bwd(gpt_t *m, gpt_saved_t *sv, void *dres, float dloss)
 }
 
 /* dres: the embedding output's gradient (this rank's rows), through the
- * embedding dropout's mask in place. */
+ * embedding dropout's kept mask in place. */
 static int embedding_bwd(gpt_t *m, gpt_saved_t *sv, void *dres)
 {
     float *dwte = gpt_grad(m, m->t_wte), *dwpe = m->t_wpe >= 0 ? gpt_grad(m, m->t_wpe) : NULL;
-    RT_TRY(hidden_dropout(m, dres, dres, sv->sample0, 0, KERN_DROP_EMBED, m->Nl, row0_local(m)));
+    if (sv->emb_mask)
+        RT_TRY(OP->dropout_masked(RT, dres, dres, sv->emb_mask + row0_local(m) * m->C, (long)m->Nl * m->C,
+                                  hidden_scale(m)));
     if (!m->sp)
         return OP->embedding_bwd(RT, dwte, dwpe, dres, sv->tokens, m->B, m->T, m->C);
     /* this rank's rows only: the others' gradients come with the TP sum */
@@ -758,7 +769,7 @@ int gpt_chunk_bwd(gpt_t *m, gpt_saved_t *sv, void *dres, float dloss)
         drop(m, sv->xf), drop(m, sv->logits);
         drop(m, sv->meanf), drop(m, sv->rstdf), drop(m, sv->lse);
     }
-    drop(m, sv->emb);
+    drop(m, sv->emb), drop(m, sv->emb_mask);
     free(sv->ls);
     free(sv);
     return 0;

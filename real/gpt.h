@@ -20,8 +20,10 @@
  * (--attention-dropout), each mask drawn from Philox at the element's
  * index in the whole model (kernels/dropout.h: global sample, token,
  * column or head), so every parallel plan drops the same elements and a
- * recomputed forward or a backward regenerates the mask instead of keeping
- * it (Megatron keeps the hidden masks; the memory model counts them).
+ * recomputed forward draws the same mask. The hidden dropouts keep their
+ * 1-byte masks for the backward, as Megatron-LM's (and the memory model
+ * counts them); the attention kernels draw theirs again, as
+ * FlashAttention's do.
  * Two departures from Megatron, both exact in the maths:
  * the word embedding is replicated across TP ranks instead of split by
  * vocabulary (the corpus is byte-level, V = 256), and with sequence

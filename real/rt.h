@@ -133,8 +133,10 @@ typedef struct {
     int (*swiglu_bwd)(rt_t *rt, void *dinp, const void *dout, const void *inp, int N, int F);
     int (*add)(rt_t *rt, void *out, const void *a, const void *b, long n); /* out may alias a */
     /* out (n) = inp with dropout d (kernels/dropout.h: element i at index
-     * d.base + i); out may alias inp; the backward is the same call */
-    int (*dropout)(rt_t *rt, void *out, const void *inp, long n, kern_dropout d);
+     * d.base + i), its 1-byte mask into mask unless NULL; out may alias
+     * inp. dropout_masked: the backward from the kept mask (scale = d.scale) */
+    int (*dropout)(rt_t *rt, void *out, uint8_t *mask, const void *inp, long n, kern_dropout d);
+    int (*dropout_masked)(rt_t *rt, void *out, const void *inp, const uint8_t *mask, long n, float scale);
     /* attention of kind `attn` (attn_t: ATTN_FLASH FlashAttention-2 style,
      * ATTN_FLASH1 FlashAttention-1 style, ATTN_UNFUSED): the flash kinds
      * save lse (B, NH, T) fp32 in `saved`; unfused saves the probabilities

@@ -370,9 +370,15 @@ static int c_bias_grad(rt_t *rt, float *dbias, const void *dout, int N, int C)
     return 0;
 }
 
-static int c_dropout(rt_t *rt, void *out, const void *inp, long n, kern_dropout d)
+static int c_dropout(rt_t *rt, void *out, uint8_t *mask, const void *inp, long n, kern_dropout d)
 {
-    kern_dropout_ref(out, inp, n, d);
+    kern_dropout_ref(out, mask, inp, n, d);
+    return 0;
+}
+
+static int c_dropout_masked(rt_t *rt, void *out, const void *inp, const uint8_t *mask, long n, float scale)
+{
+    kern_dropout_masked_ref(out, inp, mask, n, scale);
     return 0;
 }
 
@@ -509,7 +515,7 @@ static const rt_ops_t cpu_ops = {
     c_embedding_fwd, c_embedding_bwd, c_layernorm_fwd, c_layernorm_bwd, c_rmsnorm_fwd, c_rmsnorm_bwd,
     c_linear_fwd, c_linear_dgrad, c_linear_wgrad,
     c_bias_gelu_fwd, c_bias_gelu_bwd, c_bias_add, c_gelu_fwd, c_gelu_bwd, c_bias_grad, c_rope, c_swiglu_fwd, c_swiglu_bwd,
-    c_add, c_dropout,
+    c_add, c_dropout, c_dropout_masked,
     c_attn_fwd, c_attn_bwd, c_xent_fwd, c_xent_bwd,
     c_adamw, c_lamb_norms, c_lamb_apply,
     c_native, c_destroy,

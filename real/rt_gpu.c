@@ -568,9 +568,14 @@ static int g_bias_grad(rt_t *rt, float *dbias, const void *dout, int N, int C)
     return kern_bias_grad_cuda(dbias, dout, N, C, CS(rt));
 }
 
-static int g_dropout(rt_t *rt, void *out, const void *inp, long n, kern_dropout d)
+static int g_dropout(rt_t *rt, void *out, uint8_t *mask, const void *inp, long n, kern_dropout d)
 {
-    return kern_dropout_cuda(out, inp, n, d, CS(rt));
+    return kern_dropout_cuda(out, mask, inp, n, d, CS(rt));
+}
+
+static int g_dropout_masked(rt_t *rt, void *out, const void *inp, const uint8_t *mask, long n, float scale)
+{
+    return kern_dropout_masked_cuda(out, inp, mask, n, scale, CS(rt));
 }
 
 static int g_rope(rt_t *rt, void *x, int N, int T, int H, int HS, double base, int inverse)
@@ -708,7 +713,7 @@ static const rt_ops_t gpu_ops = {
     g_embedding_fwd, g_embedding_bwd, g_layernorm_fwd, g_layernorm_bwd, g_rmsnorm_fwd, g_rmsnorm_bwd,
     g_linear_fwd, g_linear_dgrad, g_linear_wgrad,
     g_bias_gelu_fwd, g_bias_gelu_bwd, g_bias_add, g_gelu_fwd, g_gelu_bwd, g_bias_grad, g_rope, g_swiglu_fwd, g_swiglu_bwd,
-    g_add, g_dropout,
+    g_add, g_dropout, g_dropout_masked,
     g_attn_fwd, g_attn_bwd, g_xent_fwd, g_xent_bwd,
     g_adamw, g_lamb_norms, g_lamb_apply,
     g_native, g_destroy,

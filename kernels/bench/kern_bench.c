@@ -258,11 +258,11 @@ static int rope_fwd(bench *b, void *p) {
   ew_arg *a = p;
   return kern_rope_cuda(a->out, a->N, 2048, a->C / 128, 128, 10000.0, 0, b->stream);
 }
-/* Hidden dropout 0.1 over the rows (the draw in registers, no mask) */
+/* Hidden dropout 0.1 over the rows, keeping its 1-byte mask (in res) as Megatron-LM's does */
 static int dropout_fwd(bench *b, void *p) {
   ew_arg *a = p;
   kern_dropout d = kern_dropout_make(0.1f, 1, kern_dropout_site(0, KERN_DROP_AFTER_ATTN), 0);
-  return kern_dropout_cuda(a->out, a->x, (long)a->N * a->C, d, b->stream);
+  return kern_dropout_cuda(a->out, (uint8_t *)a->res, a->x, (long)a->N * a->C, d, b->stream);
 }
 static int swiglu_fwd(bench *b, void *p) {
   ew_arg *a = p;
@@ -308,8 +308,8 @@ static void bench_elementwise(bench *b, int ln, const char *label, int N, int C)
   if (ln && want(b, "rmsnorm_residual_bwd")) row(b, "rmsnorm_residual_bwd", shape, time_us(b, rms_bwd, &a), 0, 8.0 * n, 0);
   if (ln && C % 128 == 0 && want(b, "rope_fwd")) /* read, write */
     row(b, "rope_fwd", shape, time_us(b, rope_fwd, &a), 0, 4.0 * n, 0);
-  if (ln && want(b, "dropout_fwd")) /* read, write */
-    row(b, "dropout_fwd", shape, time_us(b, dropout_fwd, &a), 0, 4.0 * n, 0);
+  if (ln && want(b, "dropout_fwd")) /* read, write, and the mask */
+    row(b, "dropout_fwd", shape, time_us(b, dropout_fwd, &a), 0, 5.0 * n, 0);
   /* SwiGLU over [gate | up] (N, 2C): forward reads 2n, writes n; backward
    * reads dout n and 2n, writes 2n (in place of its input) */
   if (!ln && want(b, "swiglu_fwd")) row(b, "swiglu_fwd", shape, time_us(b, swiglu_fwd, &a), 0, 6.0 * n, 0);

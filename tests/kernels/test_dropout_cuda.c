@@ -1,7 +1,7 @@
 /* tests/kernels/test_dropout_cuda.c: the CUDA dropout vs the reference:
  * the same elements dropped (bit-identical draws) and the kept ones scaled
  * alike, at a large counter base (the high word in use), an odd length and
- * in place. */
+ * in place; the same 1-byte mask, and the backward from it. */
 #include <stdlib.h>
 #include <string.h>
 #include "kern_gpu.h"
@@ -13,15 +13,27 @@ static int run(long n, float p, long long base, int in_place, kc_rng *r) {
   kc_round_bf16(x, n);
   kern_dropout d = kern_dropout_make(p, 0x123456789abcULL, kern_dropout_site(5, KERN_DROP_AFTER_ATTN), 11);
   d.base = base;
-  kern_bf16 *in = kg_bf16(x, n), *out = in;
+  kern_bf16 *in = kg_bf16(x, n), *out = in, *back = kg_bf16(NULL, n);
+  unsigned char *dmask, *mask = malloc((size_t)n), *want_mask = malloc((size_t)n);
+  KG_CUDA(cudaMalloc((void **)&dmask, (size_t)n));
   if (!in_place) KG_CUDA(cudaMalloc((void **)&out, sizeof(kern_bf16) * n));
-  KG_CHECK(kern_dropout_cuda(out, in, n, d, 0));
-  kern_dropout_ref(want, x, n, d);
+  KG_CHECK(kern_dropout_cuda(out, dmask, in, n, d, 0));
+  kern_dropout_ref(want, want_mask, x, n, d);
   kg_get_bf16(got, out, n);
-  long differ = 0;
-  for (long i = 0; i < n; i++) differ += (got[i] == 0.0f) != (want[i] == 0.0f);
-  printf("  elements dropped by one and not the other: expected 0, got %ld\n", differ);
-  int bad = (differ != 0) + kc_compare("dropout", got, want, n, KG_ATOL_OUT, KG_RTOL_OUT);
+  KG_CUDA(cudaMemcpy(mask, dmask, (size_t)n, cudaMemcpyDeviceToHost));
+  long differ = 0, mask_differ = 0;
+  for (long i = 0; i < n; i++) differ += (got[i] == 0.0f) != (want[i] == 0.0f), mask_differ += mask[i] != want_mask[i];
+  printf("  elements dropped by one and not the other: expected 0, got %ld; mask bytes differing: expected 0, got "
+         "%ld\n", differ, mask_differ);
+  int bad = (differ != 0) + (mask_differ != 0) + kc_compare("dropout", got, want, n, KG_ATOL_OUT, KG_RTOL_OUT);
+  /* the backward from the kept mask, on the output as the gradient */
+  kc_round_bf16(want, n);
+  float *dref = kc_zeros(n);
+  kern_dropout_masked_ref(dref, want, want_mask, n, d.scale);
+  KG_CHECK(kern_dropout_masked_cuda(back, out, dmask, n, d.scale, 0));
+  kg_get_bf16(got, back, n);
+  bad += kc_compare("dropout backward from the mask", got, dref, n, KG_ATOL_OUT, KG_RTOL_OUT);
+  free(dref), free(mask), free(want_mask);
   KG_CUDA(cudaDeviceReset());
   free(x), free(want), free(got);
   return bad;

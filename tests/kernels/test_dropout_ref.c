@@ -4,7 +4,7 @@
  * seed, site and step, a slice of a call equal to the call on the slice's
  * indices (what lets tensor and sequence parallelism drop the elements a
  * single rank drops), p = 0 the identity, and the backward (the same call
- * on the gradient) against finite differences. */
+ * on the gradient, or the kept mask applied) against finite differences. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +39,7 @@ static int statistics(float p, long n) {
   for (long i = 0; i < n; i++) x[i] = 1.0f;
   kern_dropout d = kern_dropout_make(p, 1234, kern_dropout_site(7, KERN_DROP_AFTER_MLP), 3);
   d.base = 1LL << 33; /* the counter's high word in use */
-  kern_dropout_ref(y, x, n, d);
+  kern_dropout_ref(y, NULL, x, n, d);
   long kept = 0;
   double sum = 0.0;
   for (long i = 0; i < n; i++) kept += y[i] != 0.0f, sum += y[i];
@@ -84,12 +84,12 @@ static int slices(kc_rng *r) {
   float *x = kc_rand(r, n, -1, 1), *whole = kc_zeros(n), *part = kc_zeros(500);
   kern_dropout d = kern_dropout_make(0.3f, 7, kern_dropout_site(0, KERN_DROP_EMBED), 1);
   d.base = 123456789;
-  kern_dropout_ref(whole, x, n, d);
+  kern_dropout_ref(whole, NULL, x, n, d);
   d.base += 1000;
-  kern_dropout_ref(part, x + 1000, 500, d);
+  kern_dropout_ref(part, NULL, x + 1000, 500, d);
   int bad = kc_compare("slice of a call = the call on the slice's indices", part, whole + 1000, 500, 0, 0);
   float *same = kc_copy(x, n);
-  kern_dropout_ref(same, same, n, kern_dropout_make(0.0f, 7, 0, 1));
+  kern_dropout_ref(same, NULL, same, n, kern_dropout_make(0.0f, 7, 0, 1));
   bad += kc_compare("p = 0 is the identity", same, x, n, 0, 0);
   free(x), free(whole), free(part), free(same);
   return bad;
@@ -99,7 +99,7 @@ typedef struct { long n; kern_dropout d; float *x, *y, *proj; } ctx_t;
 
 static double loss(void *p) {
   ctx_t *c = p;
-  kern_dropout_ref(c->y, c->x, c->n, c->d);
+  kern_dropout_ref(c->y, NULL, c->x, c->n, c->d);
   return kc_dot(c->y, c->proj, c->n);
 }
 
@@ -108,8 +108,15 @@ static int backward(kc_rng *r) {
   ctx_t c = {n, kern_dropout_make(0.25f, 5, kern_dropout_site(1, KERN_DROP_AFTER_ATTN), 9), kc_rand(r, n, -2, 2),
              kc_zeros(n), kc_rand(r, n, -1, 1)};
   float *dx = kc_zeros(n);
-  kern_dropout_ref(dx, c.proj, n, c.d);
+  kern_dropout_ref(dx, NULL, c.proj, n, c.d);
   int bad = kc_fd_check("dx", c.x, dx, n, loss, &c, r, 60);
+  /* the backward from the forward's kept mask equals the one drawn again */
+  unsigned char *mask = malloc((size_t)n);
+  float *dxm = kc_zeros(n);
+  kern_dropout_ref(c.y, mask, c.x, n, c.d);
+  kern_dropout_masked_ref(dxm, c.proj, mask, n, c.d.scale);
+  bad += kc_compare("backward from the kept mask = drawn again", dxm, dx, n, 0, 0);
+  free(mask), free(dxm);
   free(c.x), free(c.y), free(c.proj), free(dx);
   return bad;
 }
