@@ -223,11 +223,10 @@ static void prologue(sched_iter_t *it)
     const job_t *j = it->job;
     if (!j->async_data_loader)
         emit(it, SOP_HOST, STREAM_COMPUTE);
-    if (fsdp(j)) /* its gathers come with each pass */
-        ;
-    else if (j->zero_stage >= 1 && j->overlap_param_gather) /* prefetched, chunk by chunk */
+    int once = j->zero_stage >= 1 && !fsdp(j); /* ZeRO-3's gathers come with each pass */
+    if (once && j->overlap_param_gather) /* prefetched, chunk by chunk */
         dp_op(it, SOP_DP_GATHER, STREAM_DP, -1, j->vpp > 1 ? j->vpp : dp_pieces(j), CNT_NONE, 0);
-    else if (j->zero_stage >= 1)
+    else if (once)
         dp_op(it, SOP_DP_GATHER, STREAM_COMPUTE, -1, 1, CNT_NONE, 0);
     if (j->pp_comm_overlap)
         post_recvs(it);
