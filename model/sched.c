@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-const char *const sched_stream_names[STREAM_COUNT] = {"compute", "dp", "pp_send", "pp_recv", "dp_reduce"};
+const char *const sched_stream_names[STREAM_COUNT] = {"compute", "dp", "pp_send", "pp_recv", "dp_grad"};
 
 enum { PH_PROLOGUE, PH_WARMUP, PH_STEADY, PH_COOLDOWN, PH_EPILOGUE, PH_END };
 
@@ -144,7 +144,7 @@ static void dp_op(sched_iter_t *it, int kind, int stream, int piece, int parts, 
  *     part of pass r - 1), and part i waits for piece i. Without it each
  *     round blocks the compute stream before its pass.
  *   --overlap-grad-reduce: backward k's reduction runs piece by piece on
- *     STREAM_DP_REDUCE after each part, beside the gathers (FSDP's second
+ *     STREAM_DP_GRAD after each part, beside the gathers (FSDP's second
  *     stream); without it, on the compute stream after the pass.
  * The optimizer waits for every reduction. */
 static int fsdp(const job_t *j) { return j->zero_stage >= 3; }
@@ -176,7 +176,7 @@ static void fsdp_compute(sched_iter_t *it, int fwd, long k)
     if (fwd)
         return;
     if (j->overlap_grad_reduce) { /* piece i of this micro-batch's gradients is final once part i is done */
-        dp_op(it, SOP_DP_REDUCE, STREAM_DP_REDUCE, -1, n, CNT_PART_DONE, before + 1);
+        dp_op(it, SOP_DP_REDUCE, STREAM_DP_GRAD, -1, n, CNT_PART_DONE, before + 1);
     } else {
         dp_op(it, SOP_DP_REDUCE, STREAM_COMPUTE, -1, 1, CNT_NONE, 0);
     }

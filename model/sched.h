@@ -22,14 +22,14 @@
 
 #include <stdint.h>
 
-/* STREAM_DP_REDUCE carries ZeRO-3's per-micro-batch gradient
+/* STREAM_DP_GRAD carries ZeRO-3's per-micro-batch gradient
  * reduce-scatters beside its weight gathers on STREAM_DP (FSDP's two
  * communication streams); no other program uses it. The DP streams and
  * the compute stream run their ops one after another (FIFO); the pipeline
  * streams are pools. */
-typedef enum { STREAM_COMPUTE, STREAM_DP, STREAM_PP_SEND, STREAM_PP_RECV, STREAM_DP_REDUCE, STREAM_COUNT } stream_t;
+typedef enum { STREAM_COMPUTE, STREAM_DP, STREAM_PP_SEND, STREAM_PP_RECV, STREAM_DP_GRAD, STREAM_COUNT } stream_t;
 
-static inline int sched_stream_dp(int stream) { return stream == STREAM_DP || stream == STREAM_DP_REDUCE; }
+static inline int sched_stream_dp(int stream) { return stream == STREAM_DP || stream == STREAM_DP_GRAD; }
 
 typedef enum {
     SOP_FWD,       /* forward of model chunk `chunk` on micro-batch `mb` */

@@ -265,12 +265,12 @@ static void print_kinds(const cmp_t *c)
 
 static void print_streams(const cmp_t *c)
 {
-    printf("per stream (ms per rank per iteration)\n  %-8s %10s %10s %8s %10s %10s\n", "stream", "meas_busy",
+    printf("per stream (ms per rank per iteration)\n  %-9s %10s %10s %8s %10s %10s\n", "stream", "meas_busy",
            "sim_busy", "error_%", "meas_wait", "sim_wait");
     for (int s = 0; s < STREAM_COUNT; s++) {
         double mb = cmp_per_rank_iter(&c->sm, c->sm.busy_s[s]), sb = cmp_per_rank_iter(&c->ss, c->ss.busy_s[s]);
         char b[5][32];
-        printf("  %-8s %10s %10s %8s %10s %10s\n", sched_stream_names[s], fmt(b[0], 32, 10, 3, mb * 1e3),
+        printf("  %-9s %10s %10s %8s %10s %10s\n", sched_stream_names[s], fmt(b[0], 32, 10, 3, mb * 1e3),
                fmt(b[1], 32, 10, 3, sb * 1e3), cmp_fmt_pct(b[2], 32, 8, cmp_err_pct(mb, sb)),
                fmt(b[3], 32, 10, 3, cmp_per_rank_iter(&c->sm, c->sm.wait_s[s]) * 1e3),
                fmt(b[4], 32, 10, 3, cmp_per_rank_iter(&c->ss, c->ss.wait_s[s]) * 1e3));

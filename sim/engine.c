@@ -173,7 +173,7 @@ static int meet(sim_t *S, int ent, int stream, int kind, long gid, int need, int
     entity_t *e = &S->e[ent];
     /* The two DP streams meet in their own sequences: their ops start in
      * an order that timing decides, the same on every member per stream. */
-    int seqk = kind == GK_DP && stream == STREAM_DP_REDUCE ? 3 : kind;
+    int seqk = kind == GK_DP && stream == STREAM_DP_GRAD ? 3 : kind;
     sim_meet_t *m = sim_meet_get(&S->meets, meet_key(seqk, gid, e->seq[seqk]++));
     if (!m)
         return -1;

@@ -58,7 +58,7 @@ typedef struct {
     int cls, stage, tp_i;
     double factor;       /* compute time multiplier (stragglers) */
     double link_factor;  /* transfer time multiplier (slow NICs) */
-    long seq[4];         /* meetings issued per group kind, DP's per DP stream (the last: STREAM_DP_REDUCE's) */
+    long seq[4];         /* meetings issued per group kind, DP's per DP stream (the last: STREAM_DP_GRAD's) */
     int traced;          /* one of the traced ranks folds into it */
     sim_account_t acc;
 } entity_t;

@@ -185,7 +185,7 @@ static void check_timeline(hid_t f, const sim_result_t *r)
     check_rel("/timeline rows with t_ready <= t_start <= t_end", n, n - bad, 0, "causality");
     hid_t d = H5Dopen2(f, "/timeline", H5P_DEFAULT);
     char *sn = read_attr_str(d, "stream_names"), *kn = read_attr_str(d, "kind_names");
-    check_true("/timeline stream_names", sn && !strcmp(sn, "compute,dp,pp_send,pp_recv,dp_reduce"), sn ? sn : "(missing)");
+    check_true("/timeline stream_names", sn && !strcmp(sn, "compute,dp,pp_send,pp_recv,dp_grad"), sn ? sn : "(missing)");
     check_true("/timeline kind_names",
                kn && !strcmp(kn, "fwd,bwd,xfer,dp_gather,dp_reduce,emb_sync,optim,host,join"), kn ? kn : "(missing)");
     free(sn), free(kn), free(ready), free(start), free(end);
