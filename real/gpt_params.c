@@ -253,8 +253,9 @@ static int check_plan(const job_t *j, char *err, int errlen)
         return -1;
     }
     if (j->zero_stage >= 3) {
-        snprintf(err, errlen, "--zero-stage 3 is not run by the real backend (allowed: 0, 1, 2); the "
-                 "model and simulator price it");
+        snprintf(err, errlen, "--zero-stage 3 is not run by the real backend (allowed: 0, 1, 2): its FSDP "
+                 "gathers need weights in per-bucket buffers, this GPT keeps them in one; predict and "
+                 "simulate price it");
         return -1;
     }
     if (j->position_embedding == POS_ROPE && j->head_dim % 2) {
