@@ -6,6 +6,7 @@
 #include "calib/calib.h"
 
 #include "kernels/attention.h"
+#include "kernels/dropout.h"
 #include "kernels/gelu.h"
 #include "kernels/layernorm.h"
 #include "kernels/matmul.h"
@@ -172,7 +173,7 @@ double calib_attn_flops(int B, int T, int NH, int HS, int window, int bwd)
 
 double calib_mem_bytes(int kind, long n, int act_bytes, int row)
 {
-    const double per_elem[4] = {2.0 * act_bytes, 4.0 * act_bytes, 2.0 * act_bytes, 28};
+    const double per_elem[CALIB_MEM_KINDS] = {2.0 * act_bytes, 4.0 * act_bytes, 2.0 * act_bytes, 28, 2.0 * act_bytes + 1};
     return per_elem[kind] * n + (kind == 1 ? 8.0 * (n / row) : 0);
 }
 
@@ -268,7 +269,8 @@ void calib_bench_attention(const calib_plan_t *p, calib_table_t *t)
 
 /* ---- memory-bound kernels ------------------------------------------------ */
 
-const char *const calib_mem_kernels[4] = {"copy", "layernorm_fwd", "bias_gelu_fwd", "adamw"};
+const char *const calib_mem_kernels[CALIB_MEM_KINDS] = {"copy", "layernorm_fwd", "bias_gelu_fwd", "adamw",
+                                                        "dropout_fwd"};
 
 #define LN_C 768 /* row width of the LayerNorm and bias+GeLU samples (GPT-2 small) */
 
@@ -292,6 +294,9 @@ static void mem_call(void *p)
         break;
     case 2:
         kern_bias_gelu_fwd_ref(x[0], x[1], x[2], rows, LN_C);
+        break;
+    case 4: /* the hidden dropout's forward: out, its mask (in x[2]) <- inp */
+        kern_dropout_ref(x[0], (uint8_t *)x[2], x[1], m->n, kern_dropout_make(0.1f, 1, 0, 0));
         break;
     default: {
         kern_opt_tensor ts = {x[0], x[1], x[2], x[3], NULL, m->n};
@@ -322,7 +327,7 @@ void calib_bench_memory(const calib_plan_t *p, calib_table_t *t)
 {
     calib_mem_table(t);
     double top = p->level == CALIB_FULL ? 1 << 30 : p->level == CALIB_QUICK ? 1 << 27 : 1 << 23;
-    for (int kind = 0; kind < 4; kind++)
+    for (int kind = 0; kind < CALIB_MEM_KINDS; kind++)
         for (double b = 1 << 12; b <= top; b *= 4)
             if (b >= calib_mem_bytes(kind, kind == 1 || kind == 2 ? LN_C : 1, 4, LN_C))
                 mem_point(p, t, kind, b);

@@ -74,7 +74,8 @@ void calib_gemm_row(calib_table_t *t, int m, int n, int k, const calib_stat_t *s
 void calib_attn_row(calib_table_t *t, int bwd, int B, int T, int NH, int NKV, int HS, int window,
                     const calib_stat_t *s);
 void calib_mem_row(calib_table_t *t, int kind, double bytes, double elems, const calib_stat_t *s);
-extern const char *const calib_mem_kernels[4];
+#define CALIB_MEM_KINDS 5
+extern const char *const calib_mem_kernels[CALIB_MEM_KINDS];
 
 /* FLOPs of one flash attention call as the cost model counts them
  * (model/cost.c op_flops): 4 HS per visible key per query and head over
@@ -88,7 +89,8 @@ double calib_attn_flops(int B, int T, int NH, int HS, int window, int bwd);
  * elements: copy reads and writes n; LayerNorm reads inp and skip, writes
  * residual and out, plus fp32 mean and rstd per row; bias+GeLU reads and
  * writes n; AdamW (fp32 master weights) reads param, grad, m, v and writes
- * param, m, v: 28 bytes per parameter. */
+ * param, m, v: 28 bytes per parameter; dropout reads and writes n and
+ * writes its 1-byte mask (each element one Philox draw). */
 double calib_mem_bytes(int kind, long n, int act_bytes, int row);
 
 /* Collectives, nccl-tests style (calib/coll.c): one harness over a table

@@ -22,6 +22,11 @@
 
 static calib_fitrec_t *new_fit(calib_result_t *r, const char *name, const char *xn, const char *yn, int n)
 {
+    if (r->nfits == CALIB_MAX_FITS) { /* a programming error: the table is sized for every fit calib makes */
+        fprintf(stderr, "%s:%d: more than CALIB_MAX_FITS (%d) fits; raise it in calib/profile.h\n", __FILE__, __LINE__,
+                CALIB_MAX_FITS);
+        abort();
+    }
     calib_fitrec_t *f = &r->fits[r->nfits++];
     memset(f, 0, sizeof *f);
     snprintf(f->name, sizeof f->name, "%s", name);
@@ -180,7 +185,8 @@ static calib_fitrec_t *fit_coll(calib_result_t *r, int c, const char *regime, do
  * compute-bound (tanh, sqrt, division), so the copies give mem_eff (their
  * rate over the largest copy's: the model does not credit the caches) and
  * each kernel's samples its math rate (fit_rate). */
-static const char *const math_fit_names[3] = {"norm_rate", "gelu_rate", "optim_rate"};
+#define MATH_RATES 4 /* the memory-bound kinds after the copy (calib_mem_kernels) */
+static const char *const math_fit_names[MATH_RATES] = {"norm_rate", "gelu_rate", "optim_rate", "dropout_rate"};
 
 /* time_us = elems x b through the origin, least squares on the relative
  * error (every size weighs alike, as the model meets them all): with
@@ -205,14 +211,14 @@ static calib_linfit_t fit_rate(const double *x, const double *y, int n, double *
 
 static void fit_memory_bound(calib_result_t *r)
 {
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < MATH_RATES; k++)
         r->math_gelems[k] = -1;
     if (r->device) {
         fit_eff(r, "mem_eff", &r->mem, 0, -1, 1, 5, r->copy_gbps, "bytes");
         return;
     }
     fit_eff(r, "mem_eff", &r->mem, 0, 0, 1, 5, r->copy_gbps, "bytes");
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < MATH_RATES; k++) {
         calib_fitrec_t *f = new_fit(r, math_fit_names[k], "elems", "time_us", r->mem.n);
         f->linear = 1;
         int m = 0;
@@ -405,8 +411,8 @@ int calib_make_profile(const calib_result_t *r, const char *base_gpu, const char
         hw->cluster.host_stall_s = r->host_stall_s;
     if (r->flash1_rel > 0)
         g->flash1_rel = clamp(r->flash1_rel, 1e-3, 1);
-    double *rates[3] = {&g->norm_gelems, &g->gelu_gelems, &g->optim_gparams};
-    for (int k = 0; k < 3; k++)
+    double *rates[MATH_RATES] = {&g->norm_gelems, &g->gelu_gelems, &g->optim_gparams, &g->dropout_gdraws};
+    for (int k = 0; k < MATH_RATES; k++)
         if (r->math_gelems[k] > 0)
             *rates[k] = clamp(r->math_gelems[k], 1e-6, 1e7);
     /* megasim's own executor (real/exec.c): its blocking exchanges are
@@ -551,8 +557,8 @@ static void field_sources(cJSON *p, const calib_result_t *r)
     if (!r->device) {
         snprintf(buf, sizeof buf, "gpu: peak_bf16_tflops, peak_tf32_tflops, hbm_gbps, sm_count (cores), hbm_gib "
                  "(MemTotal), kernel_gap_us, gemm_eff, flash_fwd_eff, flash_bwd_eff, mem_eff (copies), norm_gelems, "
-                 "gelu_gelems, optim_gparams (LayerNorm, bias+GeLU, AdamW: elements over time, least squares on "
-                 "the relative error), flash1_rel = 1 (one flash reference serves both flash kinds on the CPU)%s; "
+                 "gelu_gelems, optim_gparams, dropout_gdraws (LayerNorm, bias+GeLU, AdamW, dropout: elements over "
+                 "time, least squares on the relative error), flash1_rel = 1 (one flash reference serves both flash kinds on the CPU)%s; "
                  "cluster: %s%s",
                  coll ? ", nvlink_gbps (all-reduce busbw)" : "",
                  coll ? "alpha_nvlink_us, coll_launch_us, nvlink_eff (MPI within this node), " : "",
@@ -583,7 +589,8 @@ static void field_sources(cJSON *p, const calib_result_t *r)
     snprintf(buf, sizeof buf, "gpu peak_tf32_tflops = the "
              "measured bf16 peak x the base's tf32/bf16 ratio (kern_gemm_cuda is bf16 only); norm_gelems, "
              "gelu_gelems, optim_gparams (data-sheet math rates: those kernels are bandwidth-bound on a GPU, so "
-             "their samples give mem_eff)%s%s; cluster topology "
+             "their samples give mem_eff), dropout_gdraws (the base's: its dropout_fwd samples are bandwidth-bound "
+             "too; the draws inside attention are not separated yet)%s%s; cluster topology "
              "and network fields (no second node to measure), runtime_reserved_gib%s",
              r->comm_slowdown >= 0 ? "" : "; gpu comm_slowdown (needs >= 2 ranks, one GPU each)",
              r->flash1_rel > 0 ? "" : "; gpu flash1_rel (its measurement failed)", no_coll);
@@ -688,8 +695,8 @@ void calib_print_report(const calib_result_t *r, const hw_t *hw)
     if (r->host_stall_s >= 0)
         printf("  host stall         %8.3f us  (synchronous loading of one iteration of run's default job)\n",
                r->host_stall_s * 1e6);
-    static const char *const math_what[3] = {"LayerNorm", "bias+GeLU", "AdamW"};
-    for (int k = 0; k < 3; k++)
+    static const char *const math_what[MATH_RATES] = {"LayerNorm", "bias+GeLU", "AdamW", "dropout, its mask draws"};
+    for (int k = 0; k < MATH_RATES; k++)
         if (r->math_gelems[k] > 0)
             printf("  %-18s %8.4f G/s (%s: elements over time)\n", math_fit_names[k], r->math_gelems[k],
                    math_what[k]);

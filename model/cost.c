@@ -145,7 +145,12 @@ double cost_attn_s(const hw_t *hw, const op_t *op)
                                    op->attn_window, bwd);
     double eff = fmin(1, curve_eval(bwd ? &g->flash_bwd_eff : &g->flash_fwd_eff, flops) * hw->cluster.compute_scale) *
                  (op->attn_v1 ? g->flash1_rel : 1) * we;
-    return flops / (g->peak_bf16_tflops * 1e12 * eff) + g->kernel_gap_us * US;
+    return flops / (g->peak_bf16_tflops * 1e12 * eff) + g->kernel_gap_us * US + cost_draws_s(hw, op->draws);
+}
+
+double cost_draws_s(const hw_t *hw, double draws)
+{
+    return draws > 0 && hw->gpu.dropout_gdraws > 0 ? draws / (hw->gpu.dropout_gdraws * 1e9) : 0;
 }
 
 double cost_elem_s(const hw_t *hw, double bytes)
@@ -276,11 +281,13 @@ double cost_op_s(const hw_t *hw, const job_t *job, const op_t *op)
         return cost_gemm_s(hw, job, op->m, op->n, op->k, op->batch);
     case OP_ATTN:
         return cost_attn_s(hw, op);
-    case OP_ELEM:
+    case OP_ELEM: { /* the draws add to the kernel's math; the longer of math and bytes */
+        double draws = cost_draws_s(hw, op->draws);
         if (op->elem_kind == ELEM_STREAM)
-            return cost_elem_s(hw, op->bytes);
-        return cost_elem_math_s(hw, op->bytes, op->elems,
-                                op->elem_kind == ELEM_NORM ? hw->gpu.norm_gelems : hw->gpu.gelu_gelems);
+            return fmax(cost_elem_s(hw, op->bytes), draws + hw->gpu.kernel_gap_us * US);
+        double math = op->elems / ((op->elem_kind == ELEM_NORM ? hw->gpu.norm_gelems : hw->gpu.gelu_gelems) * 1e9);
+        return fmax(cost_elem_s(hw, op->bytes), math + draws + hw->gpu.kernel_gap_us * US);
+    }
     case OP_COLL: {
         group_layout_t g = cost_group_layout(job, hw, op->group);
         return cost_coll_s(hw, op->coll, op->bytes, &g);

@@ -49,6 +49,9 @@ double cost_attn_wave_eff(int block, int sms, double bh, double s, double w, int
  * its wave efficiency; FlashAttention-1 (attn_v1) at flash1_rel of that. */
 double cost_attn_s(const hw_t *hw, const op_t *op);
 double cost_elem_s(const hw_t *hw, double bytes);
+/* Time of `draws` dropout mask draws at the profile's dropout_gdraws (0
+ * when it is 0: not charged). */
+double cost_draws_s(const hw_t *hw, double draws);
 /* A memory-bound kernel that also computes: the longer of its bytes at
  * mem_eff and its elements at the math rate (billions per second). */
 double cost_elem_math_s(const hw_t *hw, double bytes, double elems, double gelems_per_s);

@@ -39,6 +39,8 @@ static const opt_def gpu_defs[] = {
      "bias + GeLU math rate, billions of elements per second"},
     {"optim-gparams", OPT_REAL, G(optim_gparams), 1e-6, 1e7, 0, 0, "gpu",
      "optimizer step math rate, billions of parameters per second"},
+    {"dropout-gdraws", OPT_REAL, G(dropout_gdraws), 0, 1e7, 0, 0, "gpu",
+     "dropout mask draws, billions per second (0: not charged)"},
 };
 
 static const opt_def cluster_defs[] = {

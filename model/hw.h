@@ -40,6 +40,12 @@ typedef struct {
      * its elements at this rate: far above bandwidth on a GPU, the bound on
      * a CPU's scalar reference code (tanh, sqrt, division). */
     double norm_gelems, gelu_gelems, optim_gparams;
+    /* Dropout mask draws (Philox4x32-10), billions per second, charged on
+     * the ops that draw: the hidden dropouts' forward (in the longer of a
+     * kernel's bytes and its math) and the attention probabilities' draws
+     * (added to the attention kernel's time). 0: not charged; the built-in
+     * profiles hold 0 until a GPU measures it (ASSUMPTIONS.md). */
+    double dropout_gdraws;
 } hw_gpu_t;
 
 typedef struct {

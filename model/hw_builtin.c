@@ -42,6 +42,10 @@ static void math_rates(hw_gpu_t *g, double fp32_tflops)
     g->norm_gelems = fp32_tflops * 1e3 / 10;
     g->gelu_gelems = fp32_tflops * 1e3 / 15;
     g->optim_gparams = fp32_tflops * 1e3 / 20;
+    /* Dropout's Philox draws are integer work whose rate depends on how a
+     * kernel shares one counter's four words (torch's dropout and
+     * FlashAttention's differ): not charged until a GPU measures it. */
+    g->dropout_gdraws = 0;
 }
 
 /* Ampere SXM4 80GB: NVIDIA A100 Tensor Core GPU datasheet (2021): 312

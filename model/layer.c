@@ -113,6 +113,8 @@ static void residual_norm(builder_t *b, const char *name, double scale)
     double per = (b->j->fused_elementwise ? 4 * b->wb : 5 * b->wb) + mask;
     double elems = scale * b->Tl * b->j->hidden_size;
     elem_math(b, name, ELEM_NORM, elems * per, elems);
+    if (scale == 1) /* the forward draws the mask; the backward reads it */
+        b->ops[b->n - 1].draws = mask * elems;
 }
 
 static void attention_core(builder_t *b, int bwd)
@@ -121,10 +123,11 @@ static void attention_core(builder_t *b, int bwd)
     double s = j->seq_length, d = j->head_dim;
     double bh = (double)j->micro_batch_size * j->num_attention_heads / j->tp;
     if (attn_is_flash(j->attention)) {
-        push(b, (op_t){.kind = OP_ATTN, .name = bwd ? "attn_bwd" : "attn", .batch = bh,
-                       .attn_keys = workload_causal_keys(s, j->window), .attn_seq = s,
-                       .attn_window = j->window < s ? j->window : s, .attn_d = d,
-                       .attn_bwd = bwd, .attn_v1 = j->attention == ATTN_FLASH1, .pair = -1});
+        double keys = workload_causal_keys(s, j->window); /* the mask drawn in both passes, as FlashAttention */
+        push(b, (op_t){.kind = OP_ATTN, .name = bwd ? "attn_bwd" : "attn", .batch = bh, .attn_keys = keys,
+                       .attn_seq = s, .attn_window = j->window < s ? j->window : s, .attn_d = d,
+                       .attn_bwd = bwd, .attn_v1 = j->attention == ATTN_FLASH1, .pair = -1,
+                       .draws = j->attention_dropout > 0 ? bh * keys : 0});
         return;
     }
     /* Unfused: scores over all s x s pairs (the mask does not save work);
@@ -134,8 +137,10 @@ static void attention_core(builder_t *b, int bwd)
     if (!bwd) {
         push(b, (op_t){.kind = OP_GEMM, .name = "qk", .m = s, .n = s, .k = d, .batch = bh, .pair = -1});
         elem(b, "softmax", 2 * sq);          /* scale-mask-softmax: read, write */
-        if (drop)
+        if (drop) { /* every score's mask drawn, kept for the backward */
             elem(b, "attn_dropout", 2 * sq + sq / b->wb);
+            b->ops[b->n - 1].draws = bh * s * s;
+        }
         push(b, (op_t){.kind = OP_GEMM, .name = "pv", .m = s, .n = d, .k = s, .batch = bh, .pair = -1});
         return;
     }

@@ -32,6 +32,7 @@ typedef struct {
     double bytes;         /* ELEM: bytes read + written; COLL/P2P: tensor bytes
                              (all-gather output, reduce-scatter input) */
     double elems;         /* ELEM: elements computed (NORM, GELU) */
+    double draws;         /* ELEM, ATTN: dropout mask draws (hw dropout_gdraws) */
     elem_kind_t elem_kind;
     coll_t coll;
     group_t group;

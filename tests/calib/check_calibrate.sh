@@ -92,6 +92,9 @@ if sys.argv[2] == 'cpu':
     print('     CPU math rates (G/s): LayerNorm %.3g, bias+GeLU %.3g, AdamW %.3g; expected all > 0, GeLU below LayerNorm'
           % tuple(r), '; flash1_rel', g['flash1_rel'], '(expected 1)')
     assert min(r) > 0 and r[1] < r[0] and g['flash1_rel'] == 1
+    # ten Philox rounds per element outweigh LayerNorm's handful of flops
+    print('     CPU dropout draws: %.3g G/s; expected > 0 and below LayerNorm\'s %.3g' % (g['dropout_gdraws'], r[0]))
+    assert 0 < g['dropout_gdraws'] < r[0]
 PY
 echo "ok   the profile carries the executor's terms (and, on the CPU, measured math rates)"
 

@@ -113,6 +113,25 @@ int main(void)
     double cpu_rate = 0.063;
     check_rel("CPU-like bias+GeLU: the math rate decides", el / (cpu_rate * 1e9) + hw.gpu.kernel_gap_us * 1e-6,
               cost_elem_math_s(&hw, gb, el, cpu_rate), 1e-12, "elements / rate + launch gap");
+    /* Dropout mask draws (dropout_gdraws): not charged at the built-in
+     * profiles' 0; at a CPU-like 0.113 G/s, the hidden dropout's draws over
+     * the same elements add to the LayerNorm's math (0.5 G/s), and the
+     * attention's add to its kernel. */
+    op_t ln = {.kind = OP_ELEM, .elem_kind = ELEM_NORM, .bytes = gb, .elems = el, .draws = el};
+    op_t ln0 = ln;
+    ln0.draws = 0;
+    check_rel("draws not charged at dropout_gdraws 0 (built-in)", cost_op_s(&hw, &j, &ln0), cost_op_s(&hw, &j, &ln), 0,
+              "hw_builtin.c: 0 until measured");
+    hw_t cpu = hw;
+    cpu.gpu.norm_gelems = 0.5, cpu.gpu.dropout_gdraws = 0.113;
+    check_rel("CPU-like LayerNorm with its dropout: elements / rate + draws / rate",
+              el / 0.5e9 + el / 0.113e9 + hw.gpu.kernel_gap_us * 1e-6, cost_op_s(&cpu, &j, &ln), 1e-12,
+              "math and draws in one kernel, longer than its bytes");
+    op_t atd = {.kind = OP_ATTN, .batch = 16, .attn_d = 128, .attn_keys = 2048.0 * 2049 / 2};
+    op_t atd1 = atd;
+    atd1.draws = 16 * atd.attn_keys;
+    check_rel("attention with dropout: + draws / rate", atd1.draws / 0.113e9,
+              cost_op_s(&cpu, &j, &atd1) - cost_op_s(&cpu, &j, &atd), 1e-9, "every visible score's draw");
     /* FlashAttention-1 (--attention flash1) at flash1_rel of the flash
      * kernel's rate (0.5, the FA-2 paper's "around 2x"): the 175B layer's
      * forward attention at TP 8, 16 heads x 2048 causal keys, takes twice
