@@ -29,6 +29,7 @@
 #include "kernels/layernorm.h"
 #include "kernels/matmul.h"
 #include "kernels/optimizer.h"
+#include "model/workload.h"
 #include "real/rt.h"
 
 #include <cuda_runtime_api.h>
@@ -713,10 +714,10 @@ static double gpu_comm_slowdown(const calib_plan_t *p, int ncores)
     return slow;
 }
 
-/* FA-2 style over FA-1 time, forward + backward, at the 1.3B model's shape
- * (16 heads of 128, micro-batch 1, 2048 tokens; 4 heads of 64 over 256
- * with --tiny): the profile's flash1_rel. */
-static double gpu_flash1_rel(const calib_plan_t *p)
+/* The flash attention buffers at the 1.3B model's shape (16 heads of 128,
+ * micro-batch 1, 2048 tokens; 4 heads of 64 over 256 with --tiny), for
+ * both the FA-2 style and the FA-1 kernels. */
+static attn_ctx_t attn_shape_ctx(const calib_plan_t *p)
 {
     int tiny = p->level == CALIB_TINY, T = tiny ? 256 : 2048, NH = tiny ? 4 : 16, HS = tiny ? 64 : 128;
     kern_attn_shape s = {1, T, NH, NH, HS, 0, KERN_NO_DROPOUT};
@@ -725,14 +726,42 @@ static double gpu_flash1_rel(const calib_plan_t *p)
         sc = kern_attention_bwd_v1_scratch_bytes(s);
     if (kern_attention_bwd_scratch_bytes(s) > sc)
         sc = kern_attention_bwd_scratch_bytes(s);
-    attn_ctx_t a = {.q = dbf16(nq, 1), .k = dbf16(nq, 2), .v = dbf16(nq, 3), .out = dalloc(2 * nq),
-                    .dout = dbf16(nq, 4), .dq = dalloc(2 * nq), .dk = dalloc(2 * nq), .dv = dalloc(2 * nq),
-                    .lse = dalloc(sizeof(float) * NH * T), .scratch = dalloc(sc), .s = s};
-    calib_stat_t v2 = gpu_time(attn_v2_call, &a, p), v1 = gpu_time(attn_v1_call, &a, p);
-    void *bufs[] = {a.q, a.k, a.v, a.out, a.dout, a.dq, a.dk, a.dv, a.lse, a.scratch};
+    return (attn_ctx_t){.q = dbf16(nq, 1), .k = dbf16(nq, 2), .v = dbf16(nq, 3), .out = dalloc(2 * nq),
+                        .dout = dbf16(nq, 4), .dq = dalloc(2 * nq), .dk = dalloc(2 * nq), .dv = dalloc(2 * nq),
+                        .lse = dalloc(sizeof(float) * NH * T), .scratch = dalloc(sc), .s = s};
+}
+
+static void attn_ctx_free(attn_ctx_t *a)
+{
+    void *bufs[] = {a->q, a->k, a->v, a->out, a->dout, a->dq, a->dk, a->dv, a->lse, a->scratch};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         CUDA_CK(cudaFree(bufs[i]));
+}
+
+/* FA-2 style over FA-1 time, forward + backward: the profile's flash1_rel. */
+static double gpu_flash1_rel(const calib_plan_t *p)
+{
+    attn_ctx_t a = attn_shape_ctx(p);
+    calib_stat_t v2 = gpu_time(attn_v2_call, &a, p), v1 = gpu_time(attn_v1_call, &a, p);
+    attn_ctx_free(&a);
     return v1.med_s > 0 ? v2.med_s / v1.med_s : -1;
+}
+
+/* The flash kernel's forward + backward with dropout 0.1 against without,
+ * at the same shape: each visible score draws its mask once in each pass,
+ * and the draws over the time they add are the profile's dropout_gdraws
+ * (what the model charges them inside attention). < 0 when dropout adds no
+ * measurable time. */
+static double gpu_dropout_gdraws(const calib_plan_t *p)
+{
+    attn_ctx_t a = attn_shape_ctx(p);
+    calib_stat_t plain = gpu_time(attn_v2_call, &a, p);
+    a.s.drop = kern_dropout_make(0.1f, 1, kern_dropout_site(0, KERN_DROP_ATTN), 0);
+    a.s.drop.heads = a.s.NH;
+    calib_stat_t drop = gpu_time(attn_v2_call, &a, p);
+    double draws = 2.0 * a.s.B * a.s.NH * workload_causal_keys(a.s.T, a.s.T), extra = drop.med_s - plain.med_s;
+    attn_ctx_free(&a);
+    return extra > 0 ? draws / extra * 1e-9 : -1;
 }
 
 const calib_device_t calib_gpu_device = {
@@ -747,4 +776,5 @@ const calib_device_t calib_gpu_device = {
     .collectives = gpu_collectives,
     .comm_slowdown = gpu_comm_slowdown,
     .flash1_rel = gpu_flash1_rel,
+    .dropout_gdraws = gpu_dropout_gdraws,
 };

@@ -156,7 +156,10 @@ typedef struct {
  * rank, and only with >= 2 ranks. comm_slowdown: the fractional slowdown
  * of a GEMM beside an all-reduce, < 0 when it cannot be measured.
  * flash1_rel: FlashAttention-1's speed over the flash kernel's (forward +
- * backward at one shape), < 0 when it cannot be measured. */
+ * backward at one shape), < 0 when it cannot be measured. dropout_gdraws
+ * (NULL: the memory-bound kinds' fit gives it): the flash kernel's draws
+ * with dropout over the time they add, 1e9 per second, < 0 when it cannot
+ * be measured. */
 typedef struct {
     const char *name;                     /* "cpu", "gpu" */
     const char *gemm_what, *attn_what, *mem_what, *coll_what;
@@ -166,6 +169,7 @@ typedef struct {
     void (*collectives)(const calib_plan_t *p, calib_table_t *t, int verbose);
     double (*comm_slowdown)(const calib_plan_t *p, int ncores);
     double (*flash1_rel)(const calib_plan_t *p);
+    double (*dropout_gdraws)(const calib_plan_t *p);
 } calib_device_t;
 
 extern const calib_device_t calib_cpu_device; /* bench.c, bench_mpi.c */

@@ -147,6 +147,10 @@ static void run_compute(const calib_device_t *d, const calib_plan_t *p, calib_re
     r->host_stall_s = host_stall(p);
     progress("FlashAttention-1 against the flash kernel");
     r->flash1_rel = d->flash1_rel(p);
+    if (d->dropout_gdraws) {
+        progress("the flash kernel with dropout against without");
+        r->dropout_gdraws = d->dropout_gdraws(p);
+    }
 }
 
 /* The device table; for the GPU every rank takes its GPU first (all or
@@ -205,7 +209,7 @@ static int calibrate_main(calib_opts_t *o, int argc, char **argv)
     char err[OPT_ERR_LEN];
     memset(&r, 0, sizeof r);
     r.host_stall_s = -1;
-    r.flash1_rel = -1;
+    r.flash1_rel = -1, r.dropout_gdraws = -1;
     r.nranks = mpi_size, r.ncores = (int)sysconf(_SC_NPROCESSORS_ONLN);
     double t0 = t_start_s = calib_now_s();
     const calib_device_t *d = open_device(o->device, &r, err);

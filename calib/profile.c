@@ -415,6 +415,8 @@ int calib_make_profile(const calib_result_t *r, const char *base_gpu, const char
     for (int k = 0; k < MATH_RATES; k++)
         if (r->math_gelems[k] > 0)
             *rates[k] = clamp(r->math_gelems[k], 1e-6, 1e7);
+    if (r->dropout_gdraws > 0)
+        g->dropout_gdraws = clamp(r->dropout_gdraws, 1e-6, 1e7);
     /* megasim's own executor (real/exec.c): its blocking exchanges are
      * ordered on the stream, with no host synchronisation, and an
      * iteration's time is its op program's; the base's values describe
@@ -580,8 +582,10 @@ static void field_sources(cJSON *p, const calib_result_t *r)
              "quantisation on sm_count SMs best explains the GEMM samples, fits/gemm_eff), "
              "flash_fwd_eff, flash_bwd_eff and attn_block_q/k (kern_attention_*_cuda; the curves and the block "
              "among 32, 64 and 128 rows whose wave quantisation best explains the samples, fits/flash_*_eff), mem_eff (LayerNorm, bias+GeLU, AdamW "
-             "kernels), flash1_rel (kern_attention_*_v1_cuda over kern_attention_*_cuda, forward + backward)%s%s; "
+             "kernels), flash1_rel (kern_attention_*_v1_cuda over kern_attention_*_cuda, forward + backward)%s%s%s; "
              "cluster: %s%s",
+             r->dropout_gdraws > 0 ? ", dropout_gdraws (kern_attention_*_cuda forward + backward with dropout 0.1 "
+                                     "against without: its draws over the time they add)" : "",
              coll ? ", nvlink_gbps (ncclAllReduce busbw)" : "",
              r->comm_slowdown >= 0 ? ", comm_slowdown (a GEMM beside an ncclAllReduce on another stream)" : "",
              coll ? "alpha_nvlink_us, coll_launch_us, nvlink_eff (NCCL within this node), " : "", host_stall_what);
@@ -589,11 +593,12 @@ static void field_sources(cJSON *p, const calib_result_t *r)
     snprintf(buf, sizeof buf, "gpu peak_tf32_tflops = the "
              "measured bf16 peak x the base's tf32/bf16 ratio (kern_gemm_cuda is bf16 only); norm_gelems, "
              "gelu_gelems, optim_gparams (data-sheet math rates: those kernels are bandwidth-bound on a GPU, so "
-             "their samples give mem_eff), dropout_gdraws (the base's: its dropout_fwd samples are bandwidth-bound "
-             "too; the draws inside attention are not separated yet)%s%s; cluster topology "
+             "their samples give mem_eff)%s%s%s; cluster topology "
              "and network fields (no second node to measure), runtime_reserved_gib%s",
              r->comm_slowdown >= 0 ? "" : "; gpu comm_slowdown (needs >= 2 ranks, one GPU each)",
-             r->flash1_rel > 0 ? "" : "; gpu flash1_rel (its measurement failed)", no_coll);
+             r->flash1_rel > 0 ? "" : "; gpu flash1_rel (its measurement failed)",
+             r->dropout_gdraws > 0 ? "" : "; gpu dropout_gdraws (dropout added no measurable time to the flash kernel)",
+             no_coll);
     cJSON_AddStringToObject(p, "kept_from_base", buf);
 }
 
@@ -703,6 +708,9 @@ void calib_print_report(const calib_result_t *r, const hw_t *hw)
     if (r->flash1_rel > 0)
         printf("  flash1_rel         %8.3f    (FlashAttention-1 speed / flash kernel speed, forward + backward%s)\n",
                r->flash1_rel, r->device ? "" : ": one reference serves both on the CPU");
+    if (r->dropout_gdraws > 0)
+        printf("  dropout draws      %8.4f G/s (the flash kernel with dropout 0.1 against without: draws over the "
+               "time they add)\n", r->dropout_gdraws);
     if (r->have_coll)
         printf("  all-reduce         %8.3f us alpha, %.3f GB/s busbw -> nvlink_gbps; alpha_nvlink_us %.3f, "
                "coll_launch_us %.3f\n", r->ar_alpha_us, r->ar_bw_gbps, hw->cluster.alpha_nvlink_us,

@@ -37,6 +37,7 @@ typedef struct {
     double peak_gflops, copy_gbps, gap_us;
     double host_stall_s;   /* synchronous loading of one iteration's batch, or < 0 */
     double flash1_rel;     /* FlashAttention-1 speed / FlashAttention-2 style speed, or < 0 */
+    double dropout_gdraws; /* the device's measurement of dropout draws (1e9 / s), or < 0 (CPU: math_gelems[3]) */
     double math_gelems[4]; /* LayerNorm, bias+GeLU, AdamW, dropout math rates (1e9 / s), or < 0 */
     double ar_alpha_us, ar_bw_gbps, p2p_alpha_us; /* all-reduce and send/recv fits */
     calib_fitrec_t fits[CALIB_MAX_FITS];
