@@ -24,6 +24,13 @@ static void axpyf(float *y, float a, const float *x, int n) {
   for (int i = 0; i < n; i++) y[i] += a * x[i];
 }
 
+/* kern_attn_drop over one query row's keys in increasing order, one Philox
+ * call per four (blk: the row's cache, q = -1 at its start). */
+static float drop_at(const kern_attn_shape *s, int b, int h, int i, int j, kern_dropout_block *blk) {
+  if (s->drop.p <= 0.0f) return 1.0f;
+  return kern_dropout_mult_block(&s->drop, kern_dropout_attn_index(&s->drop, b, h, i, j, s->T), blk);
+}
+
 /* Pointers to row t of head h in a (B, T, H, HS) tensor. */
 #define ROW(base, s, b, t, H, h) ((base) + ((((long)(b) * (s).T + (t)) * (H) + (h)) * (s).HS))
 
@@ -37,6 +44,7 @@ void kern_attention_fwd_ref(float *out, float *lse, const float *q, const float 
         const float *qi = ROW(q, s, b, i, s.NH, h);
         float *o = ROW(out, s, b, i, s.NH, h), m = -INFINITY, l = 0.0f;
         memset(o, 0, sizeof(float) * s.HS);
+        kern_dropout_block blk = {-1, {0}};
         for (int j = kern_attn_lo(i, s.window); j <= i; j++) {
           float x = scale * dotf(qi, ROW(k, s, b, j, s.NKV, h / grp), s.HS);
           if (x > m) { /* invariant: o and l are sums of exp(x_j - m) terms */
@@ -47,7 +55,7 @@ void kern_attention_fwd_ref(float *out, float *lse, const float *q, const float 
           }
           float p = expf(x - m);
           l += p; /* the undropped sum: dropout scales the terms of o only */
-          axpyf(o, p * kern_attn_drop(&s, b, h, i, j), ROW(v, s, b, j, s.NKV, h / grp), s.HS);
+          axpyf(o, p * drop_at(&s, b, h, i, j, &blk), ROW(v, s, b, j, s.NKV, h / grp), s.HS);
         }
         for (int d = 0; d < s.HS; d++) o[d] /= l;
         lse[((long)b * s.NH + h) * s.T + i] = m + logf(l);
@@ -69,9 +77,10 @@ void kern_attention_bwd_ref(float *dq, float *dk, float *dv, const float *dout, 
         float *dqi = ROW(dq, s, b, i, s.NH, h);
         float L = lse[((long)b * s.NH + h) * s.T + i];
         float D = dotf(doi, ROW(out, s, b, i, s.NH, h), s.HS); /* = sum_j p_ij dp_ij */
+        kern_dropout_block blk = {-1, {0}};
         for (int j = kern_attn_lo(i, s.window); j <= i; j++) {
           const float *kj = ROW(k, s, b, j, s.NKV, h / grp), *vj = ROW(v, s, b, j, s.NKV, h / grp);
-          float p = expf(scale * dotf(qi, kj, s.HS) - L), mk = kern_attn_drop(&s, b, h, i, j);
+          float p = expf(scale * dotf(qi, kj, s.HS) - L), mk = drop_at(&s, b, h, i, j, &blk);
           float ds = p * (mk * dotf(doi, vj, s.HS) - D);
           axpyf(ROW(dv, s, b, j, s.NKV, h / grp), p * mk, doi, s.HS);
           axpyf(dqi, scale * ds, kj, s.HS);
@@ -98,8 +107,9 @@ void kern_attention_unfused_fwd_ref(float *out, float *att, const float *q, cons
         for (int j = 0; j < s.T; j++) l += (a[j] = expf(a[j] - m));
         float *o = ROW(out, s, b, i, s.NH, h);
         memset(o, 0, sizeof(float) * s.HS);
+        kern_dropout_block blk = {-1, {0}};
         for (int j = lo; j <= i; j++) /* att keeps the undropped probabilities */
-          axpyf(o, (a[j] /= l) * kern_attn_drop(&s, b, h, i, j), ROW(v, s, b, j, s.NKV, h / grp), s.HS);
+          axpyf(o, (a[j] /= l) * drop_at(&s, b, h, i, j, &blk), ROW(v, s, b, j, s.NKV, h / grp), s.HS);
         for (int j = 0; j < lo; j++) a[j] = 0.0f;
       }
 }
@@ -118,8 +128,9 @@ void kern_attention_unfused_bwd_ref(float *dq, float *dk, float *dv, const float
         const float *a = att + (((long)b * s.NH + h) * s.T + i) * s.T;
         const float *doi = ROW(dout, s, b, i, s.NH, h), *qi = ROW(q, s, b, i, s.NH, h);
         float sum = 0.0f;
+        kern_dropout_block blk = {-1, {0}};
         for (int j = 0; j <= i; j++) {
-          float mk = kern_attn_drop(&s, b, h, i, j);
+          float mk = drop_at(&s, b, h, i, j, &blk);
           datt[j] = mk * dotf(doi, ROW(v, s, b, j, s.NKV, h / grp), s.HS);
           sum += a[j] * datt[j];
           axpyf(ROW(dv, s, b, j, s.NKV, h / grp), a[j] * mk, doi, s.HS);

@@ -7,9 +7,11 @@
  * or head), every parallel plan drops the same elements.
  *
  * Element e of a call keeps with probability 1 - p and is then scaled by
- * 1 / (1 - p) (inverted dropout, as torch.nn.Dropout): keep iff the first
- * Philox word of counter (e lo, e hi, site, step) under key (seed lo,
- * seed hi) is >= p 2^32.
+ * 1 / (1 - p) (inverted dropout, as torch.nn.Dropout): keep iff word e mod
+ * 4 of Philox at counter (e / 4 lo, e / 4 hi, site, step) under key (seed
+ * lo, seed hi) is >= p 2^32. Four elements share one Philox call, as
+ * torch's dropout uses all four words; kern_dropout_block lets a loop over
+ * consecutive elements pay one call per four.
  *
  * Indices: an elementwise call (hidden dropout) numbers element i of its
  * array base + i. Attention (kernels/attention.h) numbers probability
@@ -55,17 +57,40 @@ static inline KERN_HD void kern_philox4x32_10(uint32_t c[4], uint32_t k0, uint32
   }
 }
 
-/* The multiplier of element e: 0 (dropped) or scale (kept). */
-static inline KERN_HD float kern_dropout_mult(const kern_dropout *d, long long e) {
-  uint32_t c[4] = {(uint32_t)e, (uint32_t)((unsigned long long)e >> 32), d->site, d->step};
+/* The four words of elements 4 q .. 4 q + 3. */
+static inline KERN_HD void kern_dropout_words(const kern_dropout *d, long long q, uint32_t c[4]) {
+  c[0] = (uint32_t)q, c[1] = (uint32_t)((unsigned long long)q >> 32), c[2] = d->site, c[3] = d->step;
   kern_philox4x32_10(c, d->seed_lo, d->seed_hi);
-  return c[0] >= d->thresh ? d->scale : 0.0f;
 }
 
-/* The multiplier of attention probability (b, h, i, j) (index rule above). */
-static inline KERN_HD float kern_dropout_attn_mult(const kern_dropout *d, int b, int h, int i, int j, int T) {
+/* The multiplier of element e: 0 (dropped) or scale (kept). */
+static inline KERN_HD float kern_dropout_mult(const kern_dropout *d, long long e) {
+  uint32_t c[4];
+  kern_dropout_words(d, e >> 2, c);
+  return c[e & 3] >= d->thresh ? d->scale : 0.0f;
+}
+
+/* kern_dropout_mult with the last call's four words kept (q < 0: none yet):
+ * the same multipliers, one Philox call per four consecutive elements. */
+typedef struct kern_dropout_block {
+  long long q;
+  uint32_t w[4];
+} kern_dropout_block;
+
+static inline KERN_HD float kern_dropout_mult_block(const kern_dropout *d, long long e, kern_dropout_block *b) {
+  if (b->q != e >> 2) b->q = e >> 2, kern_dropout_words(d, b->q, b->w);
+  return b->w[e & 3] >= d->thresh ? d->scale : 0.0f;
+}
+
+/* The index of attention probability (b, h, i, j) (index rule above). */
+static inline KERN_HD long long kern_dropout_attn_index(const kern_dropout *d, int b, int h, int i, int j, int T) {
   long long bh = (d->base + b) * d->heads + d->head0 + h;
-  return kern_dropout_mult(d, (bh * T + i) * T + j);
+  return (bh * T + i) * T + j;
+}
+
+/* The multiplier of attention probability (b, h, i, j). */
+static inline KERN_HD float kern_dropout_attn_mult(const kern_dropout *d, int b, int h, int i, int j, int T) {
+  return kern_dropout_mult(d, kern_dropout_attn_index(d, b, h, i, j, T));
 }
 
 /* out[i] = in[i] * mult(base + i), i < n; out may alias in. The forward

@@ -20,8 +20,9 @@ void kern_dropout_ref(float *out, uint8_t *mask, const float *in, long n, kern_d
     if (mask) memset(mask, 1, (size_t)n);
     return;
   }
+  kern_dropout_block blk = {-1, {0}};
   for (long i = 0; i < n; i++) {
-    float m = kern_dropout_mult(&d, d.base + i);
+    float m = kern_dropout_mult_block(&d, d.base + i, &blk);
     out[i] = in[i] * m;
     if (mask) mask[i] = m != 0.0f;
   }
