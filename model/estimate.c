@@ -79,6 +79,12 @@ static void embedding_extra(const hw_t *hw, const job_t *j, double *fwd, double 
     double Tl = j->sequence_parallel ? T / j->tp : T;
     *fwd = cost_elem_s(hw, Tl * h * wb * 3);      /* gather rows, add positions */
     *bwd = cost_elem_s(hw, Tl * h * (wb + 4) * 2); /* scatter-add into fp32 grads */
+    if (j->hidden_dropout > 0) { /* Megatron's embedding dropout: read, write, 1-byte mask; the backward applies it */
+        op_t d = {.kind = OP_ELEM, .elem_kind = ELEM_STREAM, .bytes = Tl * h * (2 * wb + 1), .draws = Tl * h};
+        *fwd += cost_op_s(hw, j, &d);
+        d.draws = 0;
+        *bwd += cost_op_s(hw, j, &d);
+    }
 }
 
 static void output_extra(const hw_t *hw, const job_t *j, double *fwd, double *bwd)
