@@ -62,14 +62,16 @@ static void bubbles(void)
         {"gpipe", 4, 0, 8}, {"1f1b", 8, 6, 8}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[768];
-        /* No DP (one replica), TP 1, a tiny vocabulary: equal stages. The
+        /* No DP (one replica), TP 1, a tiny vocabulary, no dropout (no
+         * embedding dropout pass on the first chunk): equal stages. The
          * unfused attention's heavier layers keep the output layer's chunk
          * close to the others, as the per-stage formula below assumes. */
         snprintf(args, sizeof args,
                  "--preset megatron-lm --hardware %s --num-layers 48 --hidden-size 1024 --num-attention-heads 16 "
                  "--padded-vocab-size 8 --tensor-model-parallel-size 1 --pipeline-model-parallel-size %d "
                  "--num-layers-per-virtual-pipeline-stage %d --num-gpus %d --global-batch-size %d "
-                 "--pipeline-schedule %s --no-use-distributed-optimizer --attention unfused",
+                 "--pipeline-schedule %s --no-use-distributed-optimizer --attention unfused --attention-dropout 0 "
+                 "--hidden-dropout 0",
                  hwf, cases[i].p, cases[i].lpv, cases[i].p, cases[i].m, cases[i].sched);
         job_t j;
         hw_t hw;
