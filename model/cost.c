@@ -159,10 +159,16 @@ double cost_elem_s(const hw_t *hw, double bytes)
     return bytes / (g->hbm_gbps * 1e9 * curve_eval(&g->mem_eff, bytes)) + g->kernel_gap_us * US;
 }
 
+/* A memory-bound kernel whose math (and dropout draws) takes math_s: the
+ * longer of its bytes and that, each with the launch gap. */
+static double elem_time_s(const hw_t *hw, double bytes, double math_s)
+{
+    return fmax(cost_elem_s(hw, bytes), math_s + hw->gpu.kernel_gap_us * US);
+}
+
 double cost_elem_math_s(const hw_t *hw, double bytes, double elems, double gelems_per_s)
 {
-    double mem = cost_elem_s(hw, bytes), math = elems / (gelems_per_s * 1e9) + hw->gpu.kernel_gap_us * US;
-    return fmax(mem, math);
+    return elem_time_s(hw, bytes, elems / (gelems_per_s * 1e9));
 }
 
 group_layout_t cost_group_layout(const job_t *job, const hw_t *hw, group_t grp)
@@ -281,12 +287,10 @@ double cost_op_s(const hw_t *hw, const job_t *job, const op_t *op)
         return cost_gemm_s(hw, job, op->m, op->n, op->k, op->batch);
     case OP_ATTN:
         return cost_attn_s(hw, op);
-    case OP_ELEM: { /* the draws add to the kernel's math; the longer of math and bytes */
-        double draws = cost_draws_s(hw, op->draws);
-        if (op->elem_kind == ELEM_STREAM)
-            return fmax(cost_elem_s(hw, op->bytes), draws + hw->gpu.kernel_gap_us * US);
-        double math = op->elems / ((op->elem_kind == ELEM_NORM ? hw->gpu.norm_gelems : hw->gpu.gelu_gelems) * 1e9);
-        return fmax(cost_elem_s(hw, op->bytes), math + draws + hw->gpu.kernel_gap_us * US);
+    case OP_ELEM: { /* the draws add to the kernel's math */
+        double math = op->elem_kind == ELEM_STREAM ? 0
+                      : op->elems / ((op->elem_kind == ELEM_NORM ? hw->gpu.norm_gelems : hw->gpu.gelu_gelems) * 1e9);
+        return elem_time_s(hw, op->bytes, math + cost_draws_s(hw, op->draws));
     }
     case OP_COLL: {
         group_layout_t g = cost_group_layout(job, hw, op->group);

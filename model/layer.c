@@ -27,10 +27,16 @@ static int gemm(builder_t *b, const char *name, double m, double n, double k)
 }
 
 /* A memory-bound op; NORM and GELU also compute on each of `elems`
- * elements (see elem_kind_t). */
+ * elements (see elem_kind_t), and a dropout draws `draws` mask elements. */
+static void elem_draw(builder_t *b, const char *name, elem_kind_t kind, double bytes, double elems, double draws)
+{
+    push(b, (op_t){.kind = OP_ELEM, .name = name, .bytes = bytes, .elems = elems, .draws = draws, .elem_kind = kind,
+                   .pair = -1});
+}
+
 static void elem_math(builder_t *b, const char *name, elem_kind_t kind, double bytes, double elems)
 {
-    push(b, (op_t){.kind = OP_ELEM, .name = name, .bytes = bytes, .elems = elems, .elem_kind = kind, .pair = -1});
+    elem_draw(b, name, kind, bytes, elems, 0);
 }
 
 static void elem(builder_t *b, const char *name, double bytes) { elem_math(b, name, ELEM_STREAM, bytes, 0); }
@@ -106,15 +112,14 @@ static const char *act_name(const job_t *j, int bwd)
 /* Dropout, residual add and LayerNorm around one residual branch:
  * Megatron's bias-dropout-add (read x and residual, write sum, and a
  * 1-byte mask when --hidden-dropout > 0) then LayerNorm (read, write);
- * fused: one kernel writing both. */
-static void residual_norm(builder_t *b, const char *name, double scale)
+ * fused: one kernel writing both. The backward moves twice the elements;
+ * the forward draws the mask, the backward reads it. */
+static void residual_norm(builder_t *b, const char *name, int bwd)
 {
     double mask = b->j->hidden_dropout > 0 ? 1 : 0;
     double per = (b->j->fused_elementwise ? 4 * b->wb : 5 * b->wb) + mask;
-    double elems = scale * b->Tl * b->j->hidden_size;
-    elem_math(b, name, ELEM_NORM, elems * per, elems);
-    if (scale == 1) /* the forward draws the mask; the backward reads it */
-        b->ops[b->n - 1].draws = mask * elems;
+    double elems = (bwd ? 2 : 1) * b->Tl * b->j->hidden_size;
+    elem_draw(b, name, ELEM_NORM, elems * per, elems, bwd ? 0 : mask * elems);
 }
 
 static void attention_core(builder_t *b, int bwd)
@@ -137,10 +142,8 @@ static void attention_core(builder_t *b, int bwd)
     if (!bwd) {
         push(b, (op_t){.kind = OP_GEMM, .name = "qk", .m = s, .n = s, .k = d, .batch = bh, .pair = -1});
         elem(b, "softmax", 2 * sq);          /* scale-mask-softmax: read, write */
-        if (drop) { /* every score's mask drawn, kept for the backward */
-            elem(b, "attn_dropout", 2 * sq + sq / b->wb);
-            b->ops[b->n - 1].draws = bh * s * s;
-        }
+        if (drop) /* every score's mask drawn, kept for the backward */
+            elem_draw(b, "attn_dropout", ELEM_STREAM, 2 * sq + sq / b->wb, 0, bh * s * s);
         push(b, (op_t){.kind = OP_GEMM, .name = "pv", .m = s, .n = d, .k = s, .batch = bh, .pair = -1});
         return;
     }
@@ -166,7 +169,7 @@ static void forward(builder_t *b)
     if (j->parallel_block) {
         /* PaLM-style: one LayerNorm, one gather feeding the fused QKV+FC1
          * GEMM, one reduce-scatter of the fused proj+FC2 output. */
-        residual_norm(b, "ln", 1);
+        residual_norm(b, "ln", 0);
         int in = b->n + (j->sequence_parallel && j->tp > 1);
         fwd_gather(b, "ag_in", in);
         gemm(b, "qkv_fc1", T, qkv_n(j) + fc1_n(j), h);
@@ -177,13 +180,13 @@ static void forward(builder_t *b)
         fwd_reduce(b, "rs_out", out);
         return;
     }
-    residual_norm(b, "ln1", 1);
+    residual_norm(b, "ln1", 0);
     fwd_gather(b, "ag_qkv", b->n + (j->sequence_parallel && j->tp > 1));
     gemm(b, "qkv", T, qkv_n(j), h);
     rope(b, "rope");
     attention_core(b, 0);
     fwd_reduce(b, "rs_proj", gemm(b, "proj", T, h, h / j->tp));
-    residual_norm(b, "ln2", 1);
+    residual_norm(b, "ln2", 0);
     fwd_gather(b, "ag_fc1", b->n + (j->sequence_parallel && j->tp > 1));
     gemm(b, "fc1", T, fc1_n(j), h);
     elem_math(b, act_name(j, 0), ELEM_GELU, gelu_bytes(j, T, b->wb), gelu_elems(j, T));
@@ -231,18 +234,18 @@ static void backward(builder_t *b)
         attention_core(b, 1);
         rope(b, "rope_bwd");
         col_backward(b, "qkv_fc1_dgrad", "qkv_fc1_wgrad", qkv_n(j) + fc1_n(j));
-        residual_norm(b, "ln_bwd", 2);
+        residual_norm(b, "ln_bwd", 1);
         return;
     }
     row_backward(b, "fc2_dgrad", "fc2_wgrad", ft);
     elem_math(b, act_name(j, 1), ELEM_GELU, gelu_bwd_bytes(j, T, b->wb), gelu_elems(j, T));
     col_backward(b, "fc1_dgrad", "fc1_wgrad", fc1_n(j));
-    residual_norm(b, "ln2_bwd", 2);
+    residual_norm(b, "ln2_bwd", 1);
     row_backward(b, "proj_dgrad", "proj_wgrad", j->hidden_size / j->tp);
     attention_core(b, 1);
     rope(b, "rope_bwd");
     col_backward(b, "qkv_dgrad", "qkv_wgrad", qkv_n(j));
-    residual_norm(b, "ln1_bwd", 2);
+    residual_norm(b, "ln1_bwd", 1);
 }
 
 int layer_ops(const job_t *job, pass_t pass, op_t *ops)
