@@ -492,6 +492,18 @@ static int standard_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *out)
 
 static int attn_half_bwd(gpt_t *m, int c, int l, layer_saved_t *s, void *dres, void *dh);
 
+/* SwiGLU's backward: *dg, the gradient of its output (N, Ft), is replaced
+ * by that of its input [dgate | dup] (N, Fw). */
+static int swiglu_grad(gpt_t *m, const layer_saved_t *s, void **dg)
+{
+    void *dpre;
+    RT_TRY(alloc_act(m, &dpre, (long)m->N * m->Fw));
+    RT_TRY(OP->swiglu_bwd(RT, dpre, *dg, s->pre, m->N, m->Ft));
+    drop(m, *dg);
+    *dg = dpre;
+    return 0;
+}
+
 static int standard_bwd(gpt_t *m, int c, int l, layer_saved_t *s, void *dres)
 {
     int C = m->C, Ft = m->Ft;
@@ -502,13 +514,10 @@ static int standard_bwd(gpt_t *m, int c, int l, layer_saved_t *s, void *dres)
     branch_grad_free(m, dz, dres);
     int tb1 = P(m, c, l, T_FC1_B);
     if (m->swiglu) { /* [dgate | dup], then FC1's backward with its bias gradient */
-        void *dpre;
-        RT_TRY(alloc_act(m, &dpre, (long)m->N * m->Fw));
-        RT_TRY(OP->swiglu_bwd(RT, dpre, dg, s->pre, m->N, Ft));
-        drop(m, dg);
+        RT_TRY(swiglu_grad(m, s, &dg));
         RT_TRY(alloc_act(m, &dh, (long)m->Nl * C));
-        RT_TRY(col_bwd(m, dh, dpre, s->h2, P(m, c, l, T_FC1_W), tb1, m->Fw));
-        drop(m, dpre);
+        RT_TRY(col_bwd(m, dh, dg, s->h2, P(m, c, l, T_FC1_W), tb1, m->Fw));
+        drop(m, dg);
         return attn_half_bwd(m, c, l, s, dres, dh);
     }
     if (tb1 < 0) { /* --disable-bias-linear */
@@ -591,15 +600,10 @@ static int parallel_bwd(gpt_t *m, int c, int l, layer_saved_t *s, void *dres)
     RT_TRY(cols_out(m, dao, dcat, m->N, nc, 0, q));
     RT_TRY(cols_out(m, dg, dcat, m->N, nc, q, Ft));
     drop(m, dcat);
-    if (m->swiglu) { /* [dgate | dup] replaces dg */
-        void *dpre;
-        RT_TRY(alloc_act(m, &dpre, (long)m->N * m->Fw));
-        RT_TRY(OP->swiglu_bwd(RT, dpre, dg, s->pre, m->N, Ft));
-        drop(m, dg);
-        dg = dpre;
-    } else {
+    if (m->swiglu)
+        RT_TRY(swiglu_grad(m, s, &dg));
+    else
         RT_TRY(OP->gelu_bwd(RT, dg, dg, s->pre, (long)m->N * Ft));
-    }
     RT_TRY(alloc_act(m, &dy, (long)m->N * ny));
     RT_TRY(attn_bwd(m, s, dao, dy, ny));
     RT_TRY(cols_in(m, dy, ny, m->qkvn, dg, m->N, m->Fw));
