@@ -82,8 +82,9 @@ static void fit_gemm(calib_result_t *r)
         f->x[i] = calib_table_get(t, i, 3), f->y[i] = fmin(1, calib_table_get(t, i, 7) / r->peak_gflops);
     }
     int sms = r->device ? r->gpu.sm_count : r->ncores;
-    f->wfit = r->device ? calib_fit_gemm_waves(m, n, f->x, f->y, t->n, sms, gpu_tiles, 4, f->wave, f->resid)
-                        : calib_fit_gemm_waves(m, n, f->x, f->y, t->n, sms, cpu_tiles, 1, f->wave, f->resid);
+    const int(*tiles)[2] = r->device ? gpu_tiles : cpu_tiles;
+    int ntiles = r->device ? (int)(sizeof gpu_tiles / sizeof gpu_tiles[0]) : (int)(sizeof cpu_tiles / sizeof cpu_tiles[0]);
+    f->wfit = calib_fit_gemm_waves(m, n, f->x, f->y, t->n, sms, tiles, ntiles, f->wave, f->resid);
     f->sat = f->wfit.sat;
     f->sat.ok = f->wfit.ok;
     free(m), free(n);
@@ -115,10 +116,10 @@ static void fit_attn(calib_result_t *r, int bwd)
         }
     f->n = m;
     int sms = r->device ? r->gpu.sm_count : r->ncores;
-    f->wfit = r->device ? calib_fit_attn_waves(bh, seq, win, bwd, f->x, f->y, m, sms, gpu_attn_blocks, 3, f->wave,
-                                               f->resid)
-                        : calib_fit_attn_waves(bh, seq, win, bwd, f->x, f->y, m, sms, cpu_attn_blocks, 1, f->wave,
-                                               f->resid);
+    const int *blocks = r->device ? gpu_attn_blocks : cpu_attn_blocks;
+    int nblocks = r->device ? (int)(sizeof gpu_attn_blocks / sizeof gpu_attn_blocks[0])
+                            : (int)(sizeof cpu_attn_blocks / sizeof cpu_attn_blocks[0]);
+    f->wfit = calib_fit_attn_waves(bh, seq, win, bwd, f->x, f->y, m, sms, blocks, nblocks, f->wave, f->resid);
     f->sat = f->wfit.sat;
     f->sat.ok = f->wfit.ok;
     free(bh), free(seq), free(win);
