@@ -123,15 +123,16 @@ def recompute():
     each within 15% of the memory model's plan."""
     global failures
     import re
-    ref, _ = run(1, [])
     block = ["--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers", "1"]
-    got, _ = run(8, ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2",
-                     "--sequence-parallel", "--use-distributed-optimizer", "--zero-stage", "2"] + block)
-    expect_losses("block recomputation (1 of 2 layers per chunk), 8 ranks", ref, got, "single rank, no recomputation")
-    ref, _ = run(1, DROPOUT)
-    got, _ = run(8, ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2",
-                     "--sequence-parallel", "--use-distributed-optimizer", "--zero-stage", "2"] + block + DROPOUT)
-    expect_losses("block recomputation with dropout 0.1, 8 ranks", ref, got, "single rank, dropout, no recomputation")
+    plan = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2", "--sequence-parallel",
+            "--use-distributed-optimizer", "--zero-stage", "2"] + block
+    for extra, label, source in (([], "block recomputation (1 of 2 layers per chunk), 8 ranks",
+                                  "single rank, no recomputation"),
+                                 (DROPOUT, "block recomputation with dropout 0.1, 8 ranks",
+                                  "single rank, dropout, no recomputation")):
+        ref, _ = run(1, extra)
+        got, _ = run(8, plan + extra)
+        expect_losses(label, ref, got, source)
     peaks = {}
     shape = ["--num-layers", "8", "--micro-batch-size", "8", "--global-batch-size", "64",
              "--pipeline-model-parallel-size", "2"]
