@@ -290,7 +290,7 @@ static void mem_call(void *p)
         memcpy(x[0], x[1], sizeof(float) * m->n);
         break;
     case 1: /* residual, out, mean, rstd <- inp, skip, w, b */
-        kern_layernorm_fwd_ref(x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], rows, LN_C);
+        kern_layernorm_fwd_ref(x[0], x[1], x[2], x[3], x[4], x[5], NULL, NULL, x[6], x[7], rows, LN_C);
         break;
     case 2:
         kern_bias_gelu_fwd_ref(x[0], x[1], x[2], rows, LN_C);

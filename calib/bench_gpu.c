@@ -529,7 +529,7 @@ static int mem_call(void *p)
         return e == cudaSuccess ? 0 : kern_report_cuda((int)e, "cudaMemcpyAsync", __FILE__, __LINE__);
     }
     case 1:
-        return kern_layernorm_fwd_cuda(x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], rows, ROW, G.s);
+        return kern_layernorm_fwd_cuda(x[0], x[1], x[2], x[3], x[4], x[5], NULL, NULL, x[6], x[7], rows, ROW, G.s);
     case 2:
         return kern_bias_gelu_fwd_cuda(x[0], x[1], x[2], rows, ROW, G.s);
     default: {

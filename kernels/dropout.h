@@ -100,6 +100,12 @@ static inline KERN_HD float kern_dropout_attn_mult(const kern_dropout *d, int b,
  * dropout), which kern_dropout_masked applies instead of drawing again. */
 void kern_dropout_ref(float *out, uint8_t *mask, const float *in, long n, kern_dropout d);
 
+/* out[i] = x[i] + in[i] * mult(base + i): Megatron-LM's bias-dropout-add
+ * (the bias already added by the GEMM's epilogue), the residual add of a
+ * dropped branch in one pass instead of dropout then add; mask as
+ * kern_dropout_ref's. out may alias x or in. */
+void kern_dropout_add_ref(float *out, uint8_t *mask, const float *x, const float *in, long n, kern_dropout d);
+
 /* out[i] = in[i] * (mask[i] ? scale : 0): dropout's backward from its kept
  * mask (scale = 1 / (1 - p)); out may alias in. */
 void kern_dropout_masked_ref(float *out, const float *in, const uint8_t *mask, long n, float scale);
@@ -107,6 +113,8 @@ void kern_dropout_masked_ref(float *out, const float *in, const uint8_t *mask, l
 #ifdef KERN_HAVE_CUDA
 int kern_dropout_cuda(kern_bf16 *out, uint8_t *mask, const kern_bf16 *in, long n, kern_dropout d,
                       cudaStream_t stream);
+int kern_dropout_add_cuda(kern_bf16 *out, uint8_t *mask, const kern_bf16 *x, const kern_bf16 *in, long n,
+                          kern_dropout d, cudaStream_t stream);
 int kern_dropout_masked_cuda(kern_bf16 *out, const kern_bf16 *in, const uint8_t *mask, long n, float scale,
                              cudaStream_t stream);
 #endif

@@ -14,18 +14,27 @@ kern_dropout kern_dropout_make(float p, unsigned long long seed, uint32_t site, 
   return d;
 }
 
+/* out[i] = (x ? x[i] : 0) + in[i] * mult(base + i), and the kept mask. */
+static void dropout_into(float *out, uint8_t *mask, const float *x, const float *in, long n, kern_dropout d) {
+  kern_dropout_block blk = {-1, {0}};
+  for (long i = 0; i < n; i++) {
+    float m = d.p > 0.0f ? kern_dropout_mult_block(&d, d.base + i, &blk) : 1.0f;
+    out[i] = (x ? x[i] : 0.0f) + in[i] * m;
+    if (mask) mask[i] = m != 0.0f;
+  }
+}
+
 void kern_dropout_ref(float *out, uint8_t *mask, const float *in, long n, kern_dropout d) {
   if (d.p <= 0.0f) {
     if (out != in) memmove(out, in, sizeof(float) * (size_t)n);
     if (mask) memset(mask, 1, (size_t)n);
     return;
   }
-  kern_dropout_block blk = {-1, {0}};
-  for (long i = 0; i < n; i++) {
-    float m = kern_dropout_mult_block(&d, d.base + i, &blk);
-    out[i] = in[i] * m;
-    if (mask) mask[i] = m != 0.0f;
-  }
+  dropout_into(out, mask, NULL, in, n, d);
+}
+
+void kern_dropout_add_ref(float *out, uint8_t *mask, const float *x, const float *in, long n, kern_dropout d) {
+  dropout_into(out, mask, x, in, n, d);
 }
 
 void kern_dropout_masked_ref(float *out, const float *in, const uint8_t *mask, long n, float scale) {

@@ -12,26 +12,43 @@
  * 2048); otherwise, or where the GPU allows less shared memory (sm_86 and
  * sm_89: 99 KB), it sums them per block in shared memory with atomics
  * (2 C floats). Either adds them to global
- * memory once per block. */
+ * memory once per block. The forward can drop the skip branch before the
+ * add (dropout.h's draws, one Philox call per four elements of a chunk). */
 #include "kernels/layernorm.h"
 #include "kernels/kern_cuda.cuh"
 
 #define LN_WARPS 8
 #define LN_BWD_ROWS_PER_BLOCK 64
 
+/* The skip branch's V elements from index e of the call dropped by d (p
+ * 0: untouched), their kept mask to mask when given. */
+template <int V>
+__device__ __forceinline__ void drop_skip(float *y, const kern_dropout &d, uint8_t *mask, long e,
+                                          kern_dropout_block *blk) {
+  if (d.p <= 0.0f) return;
+  for (int i = 0; i < V; i++) {
+    float m = kern_dropout_mult_block(&d, d.base + e + i, blk);
+    y[i] *= m;
+    if (mask) mask[e + i] = m != 0.0f;
+  }
+}
+
 template <int V, bool RMS>
 __global__ void __launch_bounds__(32 * LN_WARPS)
     ln_fwd_kernel(bf16 *residual, bf16 *out, float *mean, float *rstd, const bf16 *inp,
-                  const bf16 *skip, const bf16 *w, const bf16 *b, int N, int C) {
+                  const bf16 *skip, kern_dropout d, uint8_t *mask, const bf16 *w, const bf16 *b,
+                  int N, int C) {
   int lane = threadIdx.x % 32;
   long n = (long)blockIdx.x * LN_WARPS + threadIdx.x / 32;
   if (n >= N) return;
   const bf16 *x = skip ? residual + n * C : inp + n * C;
   float s = 0.0f, x8[V], y8[V];
+  kern_dropout_block blk = {-1, {0}};
   for (int c = lane * V; c < C; c += 32 * V) {
     vload<V>(x8, inp + n * C + c);
     if (skip) {
       vload<V>(y8, skip + n * C + c);
+      drop_skip<V>(y8, d, mask, n * C + c, &blk);
       for (int i = 0; i < V; i++) x8[i] += y8[i];
       vstore<V>(residual + n * C + c, x8);
       vload<V>(x8, residual + n * C + c); /* the rounded value is what LN sees */
@@ -65,12 +82,14 @@ __global__ void __launch_bounds__(32 * LN_WARPS)
 template <int NCH, bool RMS>
 __global__ void __launch_bounds__(32 * LN_WARPS)
     ln_fwd_cached_kernel(bf16 *residual, bf16 *out, float *mean, float *rstd, const bf16 *inp,
-                         const bf16 *skip, const bf16 *w, const bf16 *b, int N, int C) {
+                         const bf16 *skip, kern_dropout d, uint8_t *mask, const bf16 *w, const bf16 *b,
+                         int N, int C) {
   int lane = threadIdx.x % 32;
   long n = (long)blockIdx.x * LN_WARPS + threadIdx.x / 32;
   if (n >= N) return;
   bvec<8> xr[NCH];
   float s = 0.0f;
+  kern_dropout_block blk = {-1, {0}};
 #pragma unroll
   for (int k = 0; k < NCH; k++) {
     int c = (32 * k + lane) * 8;
@@ -79,6 +98,7 @@ __global__ void __launch_bounds__(32 * LN_WARPS)
     vload<8>(x8, inp + n * C + c);
     if (skip) {
       vload<8>(y8, skip + n * C + c);
+      drop_skip<8>(y8, d, mask, n * C + c, &blk);
       for (int i = 0; i < 8; i++) x8[i] += y8[i];
       vstore<8>(residual + n * C + c, x8);
     }
@@ -237,36 +257,38 @@ static bool ln_vec8_ok(int C, const void *const *ptrs, int np) {
 
 template <bool RMS>
 static int ln_fwd(kern_bf16 *residual, kern_bf16 *out, float *mean, float *rstd, const kern_bf16 *inp,
-                  const kern_bf16 *skip, const kern_bf16 *w, const kern_bf16 *b, int N, int C,
-                  cudaStream_t stream) {
+                  const kern_bf16 *skip, const kern_dropout *drop, uint8_t *mask, const kern_bf16 *w,
+                  const kern_bf16 *b, int N, int C, cudaStream_t stream) {
   const void *p[] = {residual, out, inp, skip, w, b};
+  kern_dropout D = KERN_NO_DROPOUT;
+  if (skip && drop) D = *drop;
   unsigned grid = kern_cdiv(N, LN_WARPS);
   bool vec = ln_vec8_ok(C, p, 6);
   bf16 *R = (bf16 *)residual, *O = (bf16 *)out;
   const bf16 *X = (const bf16 *)inp, *S = (const bf16 *)skip, *W = (const bf16 *)w, *B = (const bf16 *)b;
   if (vec && C <= 256 * 8)
-    KERN_LAUNCH(grid, 32 * LN_WARPS, 0, stream, ln_fwd_cached_kernel<8, RMS>)(R, O, mean, rstd, X, S, W, B, N, C);
+    KERN_LAUNCH(grid, 32 * LN_WARPS, 0, stream, ln_fwd_cached_kernel<8, RMS>)(R, O, mean, rstd, X, S, D, mask, W, B, N, C);
   else if (vec && C <= 256 * 16)
-    KERN_LAUNCH(grid, 32 * LN_WARPS, 0, stream, ln_fwd_cached_kernel<16, RMS>)(R, O, mean, rstd, X, S, W, B, N, C);
+    KERN_LAUNCH(grid, 32 * LN_WARPS, 0, stream, ln_fwd_cached_kernel<16, RMS>)(R, O, mean, rstd, X, S, D, mask, W, B, N, C);
   else if (vec)
-    KERN_LAUNCH(grid, 32 * LN_WARPS, 0, stream, ln_fwd_kernel<8, RMS>)(R, O, mean, rstd, X, S, W, B, N, C);
+    KERN_LAUNCH(grid, 32 * LN_WARPS, 0, stream, ln_fwd_kernel<8, RMS>)(R, O, mean, rstd, X, S, D, mask, W, B, N, C);
   else
-    KERN_LAUNCH(grid, 32 * LN_WARPS, 0, stream, ln_fwd_kernel<1, RMS>)(R, O, mean, rstd, X, S, W, B, N, C);
+    KERN_LAUNCH(grid, 32 * LN_WARPS, 0, stream, ln_fwd_kernel<1, RMS>)(R, O, mean, rstd, X, S, D, mask, W, B, N, C);
   KERN_LAUNCH_TRY();
   return 0;
 }
 
 extern "C" int kern_layernorm_fwd_cuda(kern_bf16 *residual, kern_bf16 *out, float *mean,
                                        float *rstd, const kern_bf16 *inp, const kern_bf16 *skip,
-                                       const kern_bf16 *w, const kern_bf16 *b, int N, int C,
-                                       cudaStream_t stream) {
-  return ln_fwd<false>(residual, out, mean, rstd, inp, skip, w, b, N, C, stream);
+                                       const kern_dropout *drop, uint8_t *mask, const kern_bf16 *w,
+                                       const kern_bf16 *b, int N, int C, cudaStream_t stream) {
+  return ln_fwd<false>(residual, out, mean, rstd, inp, skip, drop, mask, w, b, N, C, stream);
 }
 
 extern "C" int kern_rmsnorm_fwd_cuda(kern_bf16 *residual, kern_bf16 *out, float *rstd, const kern_bf16 *inp,
-                                     const kern_bf16 *skip, const kern_bf16 *w, int N, int C,
-                                     cudaStream_t stream) {
-  return ln_fwd<true>(residual, out, NULL, rstd, inp, skip, w, NULL, N, C, stream);
+                                     const kern_bf16 *skip, const kern_dropout *drop, uint8_t *mask,
+                                     const kern_bf16 *w, int N, int C, cudaStream_t stream) {
+  return ln_fwd<true>(residual, out, NULL, rstd, inp, skip, drop, mask, w, NULL, N, C, stream);
 }
 
 template <int V, bool RMS>

@@ -1,6 +1,6 @@
 /* kernels/layernorm_ref.c: fp32 reference of residual add + LayerNorm
  * (two passes per row: mean, then variance about the mean, for accuracy)
- * and of residual add + RMSNorm. */
+ * and of residual add + RMSNorm, either with the skip branch dropped. */
 #include <math.h>
 #include "kernels/layernorm.h"
 
@@ -13,18 +13,26 @@ static void ln_row_stats(const float *x, int C, float *mean, float *rstd) {
   *rstd = 1.0f / sqrtf((float)(v / C) + KERN_LN_EPS);
 }
 
-/* Row n of the norm's input: inp, or residual = inp + skip when skip is given. */
-static const float *residual_row(float *residual, const float *inp, const float *skip, long n, int C) {
+/* Row n of the norm's input: inp, or residual = inp + skip (dropped by
+ * drop when given) when skip is given. */
+static const float *residual_row(float *residual, const float *inp, const float *skip, const kern_dropout *drop,
+                                 uint8_t *mask, long n, int C) {
   if (!skip) return inp + n * C;
-  for (int c = 0; c < C; c++) residual[n * C + c] = inp[n * C + c] + skip[n * C + c];
+  if (drop) {
+    kern_dropout d = *drop;
+    d.base += n * C;
+    kern_dropout_add_ref(residual + n * C, mask ? mask + n * C : NULL, inp + n * C, skip + n * C, C, d);
+  } else {
+    for (int c = 0; c < C; c++) residual[n * C + c] = inp[n * C + c] + skip[n * C + c];
+  }
   return residual + n * C;
 }
 
 void kern_layernorm_fwd_ref(float *residual, float *out, float *mean, float *rstd,
-                            const float *inp, const float *skip, const float *w,
-                            const float *b, int N, int C) {
+                            const float *inp, const float *skip, const kern_dropout *drop, uint8_t *mask,
+                            const float *w, const float *b, int N, int C) {
   for (long n = 0; n < N; n++) {
-    const float *x = residual_row(residual, inp, skip, n, C);
+    const float *x = residual_row(residual, inp, skip, drop, mask, n, C);
     ln_row_stats(x, C, &mean[n], &rstd[n]);
     for (int c = 0; c < C; c++) out[n * C + c] = (x[c] - mean[n]) * rstd[n] * w[c] + b[c];
   }
@@ -53,9 +61,9 @@ void kern_layernorm_bwd_ref(float *dres, float *dw, float *db, const float *dout
 }
 
 void kern_rmsnorm_fwd_ref(float *residual, float *out, float *rstd, const float *inp, const float *skip,
-                          const float *w, int N, int C) {
+                          const kern_dropout *drop, uint8_t *mask, const float *w, int N, int C) {
   for (long n = 0; n < N; n++) {
-    const float *x = residual_row(residual, inp, skip, n, C);
+    const float *x = residual_row(residual, inp, skip, drop, mask, n, C);
     double ss = 0.0;
     for (int c = 0; c < C; c++) ss += (double)x[c] * x[c];
     rstd[n] = 1.0f / sqrtf((float)(ss / C) + KERN_LN_EPS);

@@ -237,8 +237,8 @@ typedef struct { int N, C; kern_bf16 *x, *y, *res, *out, *w, *bias, *wide; float
 
 static int ln_fwd(bench *b, void *p) {
   ew_arg *a = p;
-  return kern_layernorm_fwd_cuda(a->res, a->out, a->mean, a->rstd, a->x, a->y, a->w, a->bias,
-                                 a->N, a->C, b->stream);
+  return kern_layernorm_fwd_cuda(a->res, a->out, a->mean, a->rstd, a->x, a->y, NULL, NULL, a->w,
+                                 a->bias, a->N, a->C, b->stream);
 }
 static int ln_bwd(bench *b, void *p) {
   ew_arg *a = p;
@@ -247,7 +247,7 @@ static int ln_bwd(bench *b, void *p) {
 }
 static int rms_fwd(bench *b, void *p) {
   ew_arg *a = p;
-  return kern_rmsnorm_fwd_cuda(a->res, a->out, a->rstd, a->x, a->y, a->w, a->N, a->C, b->stream);
+  return kern_rmsnorm_fwd_cuda(a->res, a->out, a->rstd, a->x, a->y, NULL, NULL, a->w, a->N, a->C, b->stream);
 }
 static int rms_bwd(bench *b, void *p) {
   ew_arg *a = p;
@@ -263,6 +263,19 @@ static int dropout_fwd(bench *b, void *p) {
   ew_arg *a = p;
   kern_dropout d = kern_dropout_make(0.1f, 1, kern_dropout_site(0, KERN_DROP_AFTER_ATTN), 0);
   return kern_dropout_cuda(a->out, (uint8_t *)a->res, a->x, (long)a->N * a->C, d, b->stream);
+}
+/* The same dropout inside the residual add (bias-dropout-add: x + drop(y)), mask in wide */
+static int dropout_add_fwd(bench *b, void *p) {
+  ew_arg *a = p;
+  kern_dropout d = kern_dropout_make(0.1f, 1, kern_dropout_site(0, KERN_DROP_AFTER_ATTN), 0);
+  return kern_dropout_add_cuda(a->res, (uint8_t *)a->wide, a->x, a->y, (long)a->N * a->C, d, b->stream);
+}
+/* ... and inside the residual add + LayerNorm (--fused-elementwise) */
+static int ln_dropout_fwd(bench *b, void *p) {
+  ew_arg *a = p;
+  kern_dropout d = kern_dropout_make(0.1f, 1, kern_dropout_site(0, KERN_DROP_AFTER_ATTN), 0);
+  return kern_layernorm_fwd_cuda(a->res, a->out, a->mean, a->rstd, a->x, a->y, &d, (uint8_t *)a->wide, a->w,
+                                 a->bias, a->N, a->C, b->stream);
 }
 static int swiglu_fwd(bench *b, void *p) {
   ew_arg *a = p;
@@ -310,6 +323,10 @@ static void bench_elementwise(bench *b, int ln, const char *label, int N, int C)
     row(b, "rope_fwd", shape, time_us(b, rope_fwd, &a), 0, 4.0 * n, 0);
   if (ln && want(b, "dropout_fwd")) /* read, write, and the mask */
     row(b, "dropout_fwd", shape, time_us(b, dropout_fwd, &a), 0, 5.0 * n, 0);
+  if (ln && want(b, "dropout_add_fwd")) /* read x, y; write the sum and the mask */
+    row(b, "dropout_add_fwd", shape, time_us(b, dropout_add_fwd, &a), 0, 7.0 * n, 0);
+  if (ln && want(b, "layernorm_residual_dropout_fwd")) /* layernorm_residual_fwd's bytes and the mask */
+    row(b, "layernorm_residual_dropout_fwd", shape, time_us(b, ln_dropout_fwd, &a), 0, 9.0 * n, 0);
   /* SwiGLU over [gate | up] (N, 2C): forward reads 2n, writes n; backward
    * reads dout n and 2n, writes 2n (in place of its input) */
   if (!ln && want(b, "swiglu_fwd")) row(b, "swiglu_fwd", shape, time_us(b, swiglu_fwd, &a), 0, 6.0 * n, 0);

@@ -4,7 +4,8 @@
  * seed, site and step, a slice of a call equal to the call on the slice's
  * indices (what lets tensor and sequence parallelism drop the elements a
  * single rank drops), p = 0 the identity, and the backward (the same call
- * on the gradient, or the kept mask applied) against finite differences. */
+ * on the gradient, or the kept mask applied) against finite differences;
+ * and the fused dropout-add equal to dropout then add, bit for bit. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +96,30 @@ static int slices(kc_rng *r) {
   return bad;
 }
 
+/* kern_dropout_add_ref = kern_dropout_ref then the add, mask included, at
+ * p 0.2 and 0 (where nothing is drawn and every element is kept), in place. */
+static int fused_add(kc_rng *r) {
+  long n = 1001;
+  int bad = 0;
+  for (int k = 0; k < 2; k++) {
+    float *x = kc_rand(r, n, -1, 1), *z = kc_rand(r, n, -1, 1), *want = kc_zeros(n), *got = kc_copy(x, n);
+    uint8_t *mw = malloc((size_t)n), *mg = malloc((size_t)n);
+    kern_dropout d = kern_dropout_make(k ? 0.0f : 0.2f, 3, kern_dropout_site(4, KERN_DROP_AFTER_MLP), 2);
+    d.base = 77;
+    kern_dropout_ref(want, mw, z, n, d);
+    for (long i = 0; i < n; i++) want[i] += x[i];
+    kern_dropout_add_ref(got, mg, got, z, n, d); /* out aliasing x */
+    printf("dropout-add, p %.1f:\n", d.p);
+    bad += kc_compare("  x + dropout(z) = dropout then add", got, want, n, 0, 0);
+    long md = 0;
+    for (long i = 0; i < n; i++) md += mw[i] != mg[i];
+    printf("  mask bytes differing: expected 0, got %ld\n", md);
+    bad += md != 0;
+    free(x), free(z), free(want), free(got), free(mw), free(mg);
+  }
+  return bad;
+}
+
 typedef struct { long n; kern_dropout d; float *x, *y, *proj; } ctx_t;
 
 static double loss(void *p) {
@@ -124,6 +149,6 @@ static int backward(kc_rng *r) {
 int main(void) {
   kc_rng r = {31};
   int bad = philox_kat() + statistics(0.1f, 1000000) + statistics(0.5f, 200000) + independence() + slices(&r) +
-            backward(&r);
+            backward(&r) + fused_add(&r);
   return kc_finish("kern_dropout_ref", bad);
 }
