@@ -22,6 +22,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A norm that a layer's last residual add can run fused with (under
+ * --fused-elementwise): the next layer's first, or the final one. */
+typedef struct {
+    void **h;                    /* its output (Nl, C), allocated by whoever runs it */
+    float **mean, **rstd;
+    int tw, tb;                  /* its weight and bias tensors */
+} norm_dst_t;
+
 typedef struct {
     const void *x_in;            /* layer input (Nl, C), not owned */
     float *mean1, *rstd1, *mean2, *rstd2;
@@ -35,6 +43,8 @@ typedef struct {
     uint8_t *mask_a, *mask_m;    /* hidden dropout's kept masks (Nl, C) after attention and after the MLP */
     int layer;                   /* in the whole model: the dropout sites */
     long long sample0;           /* the micro-batch's first sample in the global batch: dropout indices */
+    const norm_dst_t *fuse_next; /* forward only: the norm its output add runs fused with (NULL: none); when
+                                    set, the next layer finds h1, mean1, rstd1 (or the head its xf) filled */
 } layer_saved_t;
 
 struct gpt_saved {
@@ -88,22 +98,36 @@ static int copy_act(gpt_t *m, void *dst, const void *src, long elems)
 
 /* LayerNorm, or RMSNorm (m->rms: no bias tensor, tb < 0, and no mean). */
 static int norm_fwd(gpt_t *m, void *residual, void *out, float *mean, float *rstd, const void *inp, const void *skip,
-                    int tw, int tb)
+                    const kern_dropout *drop, uint8_t *mask, int tw, int tb)
 {
     const void *w = gpt_param(m, tw);
     if (m->rms)
-        return OP->rmsnorm_fwd(RT, residual, out, rstd, inp, skip, w, m->Nl, m->C);
-    return OP->layernorm_fwd(RT, residual, out, mean, rstd, inp, skip, w, gpt_param(m, tb), m->Nl, m->C);
+        return OP->rmsnorm_fwd(RT, residual, out, rstd, inp, skip, drop, mask, w, m->Nl, m->C);
+    return OP->layernorm_fwd(RT, residual, out, mean, rstd, inp, skip, drop, mask, w, gpt_param(m, tb), m->Nl,
+                             m->C);
 }
 
-static int ln_fwd(gpt_t *m, void *residual, void *out, float *mean, float *rstd, const void *inp, const void *skip,
-                  int tw, int tb)
+/* residual = inp + skip (skip dropped by drop when given, its kept mask to
+ * mask), the residual add of a branch: Megatron-LM's bias-dropout-add
+ * (the bias came with the GEMM), one pass. */
+static int residual_add(gpt_t *m, void *residual, const void *inp, const void *skip, const kern_dropout *drop,
+                        uint8_t *mask)
 {
-    if (skip && !m->fused) { /* Megatron's unfused path: the add, then the norm */
-        RT_TRY(OP->add(RT, residual, inp, skip, (long)m->Nl * m->C));
-        return norm_fwd(m, NULL, out, mean, rstd, residual, NULL, tw, tb);
+    long n = (long)m->Nl * m->C;
+    return drop ? OP->dropout_add(RT, residual, mask, inp, skip, n, *drop) : OP->add(RT, residual, inp, skip, n);
+}
+
+/* The norm of inp, or of residual = inp + skip (dropped by drop) when skip
+ * is given: one kernel under --fused-elementwise, else the residual add and
+ * then the norm, as Megatron-LM's unfused path. */
+static int ln_fwd(gpt_t *m, void *residual, void *out, float *mean, float *rstd, const void *inp, const void *skip,
+                  const kern_dropout *drop, uint8_t *mask, int tw, int tb)
+{
+    if (skip && !m->fused) {
+        RT_TRY(residual_add(m, residual, inp, skip, drop, mask));
+        return norm_fwd(m, NULL, out, mean, rstd, residual, NULL, NULL, NULL, tw, tb);
     }
-    return norm_fwd(m, residual, out, mean, rstd, inp, skip, tw, tb);
+    return norm_fwd(m, residual, out, mean, rstd, inp, skip, drop, mask, tw, tb);
 }
 
 static int ln_bwd(gpt_t *m, void *dres, const void *dout, const void *xln, const float *mean, const float *rstd,
@@ -327,19 +351,22 @@ static kern_attn_shape attn_shape(const gpt_t *m, const layer_saved_t *s)
     return sh;
 }
 
-/* Hidden dropout `kind` of layer `layer` in place on x, `rows` rows of the
- * micro-batch from row0, keeping its 1-byte mask in *mask (allocated here)
- * for the backward, as torch.nn.Dropout under Megatron-LM does. Nothing
- * without --hidden-dropout. */
-static int hidden_dropout(gpt_t *m, void *x, uint8_t **mask, long long sample0, int layer, int kind, long rows,
-                          long row0)
+/* Hidden dropout `kind` of layer `layer` over `rows` rows of the
+ * micro-batch from row0: *dp = d, filled with its descriptor, and a 1-byte
+ * mask for its kept elements in *mask (allocated here), kept for the
+ * backward as torch.nn.Dropout under Megatron-LM keeps it. *dp = NULL
+ * (nothing allocated) without --hidden-dropout. */
+static int hidden_drop(gpt_t *m, long long sample0, int layer, int kind, long rows, long row0, kern_dropout *d,
+                       uint8_t **mask, const kern_dropout **dp)
 {
+    *dp = NULL;
     if (m->hdrop <= 0)
         return 0;
     RT_TRY(OP->alloc(RT, (void **)mask, (size_t)rows * m->C, RT_POOL_MAIN));
-    kern_dropout d = kern_dropout_make(m->hdrop, m->drop_seed, kern_dropout_site(layer, kind), (uint32_t)m->drop_step);
-    d.base = (sample0 * m->T + row0) * m->C;
-    return OP->dropout(RT, x, *mask, x, rows * m->C, d);
+    *d = kern_dropout_make(m->hdrop, m->drop_seed, kern_dropout_site(layer, kind), (uint32_t)m->drop_step);
+    d->base = (sample0 * m->T + row0) * m->C;
+    *dp = d;
+    return 0;
 }
 
 /* The scale of kept elements: the forward's, bit for bit. */
@@ -349,11 +376,15 @@ static float hidden_scale(const gpt_t *m) { return kern_dropout_make(m->hdrop, 0
  * SP, all of them (as every TP rank) without. */
 static long row0_local(const gpt_t *m) { return m->sp ? (long)m->tp_i * m->Nl : 0; }
 
-/* hidden_dropout on the (Nl, C) branch output x of layer s. */
-static int layer_dropout(gpt_t *m, layer_saved_t *s, void *x, int kind)
+/* hidden_drop for the (Nl, C) branch output of layer s, applied by the
+ * residual add that takes it; *mask is the kept mask (NULL without). */
+static int branch_drop(gpt_t *m, layer_saved_t *s, int kind, kern_dropout *d, const kern_dropout **dp,
+                       uint8_t **mask)
 {
-    uint8_t **mask = kind == KERN_DROP_AFTER_MLP ? &s->mask_m : &s->mask_a;
-    return hidden_dropout(m, x, mask, s->sample0, s->layer, kind, m->Nl, row0_local(m));
+    uint8_t **kept = kind == KERN_DROP_AFTER_MLP ? &s->mask_m : &s->mask_a;
+    RT_TRY(hidden_drop(m, s->sample0, s->layer, kind, m->Nl, row0_local(m), d, kept, dp));
+    *mask = *kept;
+    return 0;
 }
 
 /* The gradient of layer s's dropped branch output: dres through its kept
@@ -428,14 +459,34 @@ static int alloc_ln(gpt_t *m, float **mean, float **rstd, void **h)
     return alloc_act(m, h, (long)m->Nl * m->C);
 }
 
-/* x3 = x2 + z, or into out when given (the chunk's output). */
-static int layer_out(gpt_t *m, layer_saved_t *s, const void *x2, const void *z, void *out)
+/* Layer s's first norm, of its input; done already when the previous
+ * layer's output add ran it (fuse_next). */
+static int layer_ln1(gpt_t *m, int c, int l, layer_saved_t *s)
+{
+    if (s->h1)
+        return 0;
+    RT_TRY(alloc_ln(m, &s->mean1, &s->rstd1, &s->h1));
+    return ln_fwd(m, NULL, s->h1, s->mean1, s->rstd1, s->x_in, NULL, NULL, NULL, P(m, c, l, T_LN1_W),
+                  P(m, c, l, T_LN1_B));
+}
+
+/* x3 = x2 + z, z dropped as branch `kind`, into out when given (the
+ * chunk's output); with s->fuse_next, the same kernel runs that norm. */
+static int layer_out(gpt_t *m, layer_saved_t *s, const void *x2, const void *z, void *out, int kind)
 {
     s->x3_owned = out == NULL;
     s->x3 = out;
     if (!out)
         RT_TRY(alloc_act(m, &s->x3, (long)m->Nl * m->C));
-    return OP->add(RT, s->x3, x2, z, (long)m->Nl * m->C);
+    kern_dropout d;
+    const kern_dropout *dp;
+    uint8_t *mask;
+    RT_TRY(branch_drop(m, s, kind, &d, &dp, &mask));
+    const norm_dst_t *nx = s->fuse_next;
+    if (!nx)
+        return residual_add(m, s->x3, x2, z, dp, mask);
+    RT_TRY(alloc_ln(m, nx->mean, nx->rstd, nx->h));
+    return norm_fwd(m, s->x3, *nx->h, *nx->mean, *nx->rstd, x2, z, dp, mask, nx->tw, nx->tb);
 }
 
 /* The standard block's FC2 and the second residual add. */
@@ -444,8 +495,7 @@ static int fc2_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *out)
     void *z;
     RT_TRY(alloc_act(m, &z, (long)m->Nl * m->C));
     RT_TRY(row_fwd(m, z, s->gl, P(m, c, l, T_FC2_W), P(m, c, l, T_FC2_B), m->Ft));
-    RT_TRY(layer_dropout(m, s, z, KERN_DROP_AFTER_MLP));
-    RT_TRY(layer_out(m, s, s->x2, z, out));
+    RT_TRY(layer_out(m, s, s->x2, z, out, KERN_DROP_AFTER_MLP));
     drop(m, z);
     return 0;
 }
@@ -455,8 +505,7 @@ static int standard_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *out)
     int C = m->C, Ft = m->Ft, q = m->nh * m->HS;
     long rows = (long)m->Nl * C;
     void *y, *z;
-    RT_TRY(alloc_ln(m, &s->mean1, &s->rstd1, &s->h1));
-    RT_TRY(ln_fwd(m, NULL, s->h1, s->mean1, s->rstd1, s->x_in, NULL, P(m, c, l, T_LN1_W), P(m, c, l, T_LN1_B)));
+    RT_TRY(layer_ln1(m, c, l, s));
     RT_TRY(alloc_act(m, &y, (long)m->N * m->qkvn));
     RT_TRY(col_fwd(m, y, s->h1, P(m, c, l, T_QKV_W), P(m, c, l, T_QKV_B), C, m->qkvn));
     RT_TRY(split_qkv(m, s, y, m->qkvn));
@@ -464,10 +513,14 @@ static int standard_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *out)
     RT_TRY(attn_fwd(m, s));
     RT_TRY(alloc_act(m, &z, rows));
     RT_TRY(row_fwd(m, z, s->ao, P(m, c, l, T_PROJ_W), P(m, c, l, T_PROJ_B), q));
-    RT_TRY(layer_dropout(m, s, z, KERN_DROP_AFTER_ATTN));
+    kern_dropout d;
+    const kern_dropout *dp;
+    uint8_t *mask;
+    RT_TRY(branch_drop(m, s, KERN_DROP_AFTER_ATTN, &d, &dp, &mask));
     RT_TRY(alloc_act(m, &s->x2, rows));
     RT_TRY(alloc_ln(m, &s->mean2, &s->rstd2, &s->h2));
-    RT_TRY(ln_fwd(m, s->x2, s->h2, s->mean2, s->rstd2, s->x_in, z, P(m, c, l, T_LN2_W), P(m, c, l, T_LN2_B)));
+    RT_TRY(ln_fwd(m, s->x2, s->h2, s->mean2, s->rstd2, s->x_in, z, dp, mask, P(m, c, l, T_LN2_W),
+                  P(m, c, l, T_LN2_B)));
     drop(m, z);
     RT_TRY(alloc_act(m, &s->pre, (long)m->N * m->Fw));
     RT_TRY(alloc_act(m, &s->gl, (long)m->N * Ft));
@@ -562,8 +615,7 @@ static int parallel_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *out)
 {
     int C = m->C, Ft = m->Ft, q = m->nh * m->HS, ny = m->qkvn + m->Fw, nc = q + Ft;
     void *y, *z;
-    RT_TRY(alloc_ln(m, &s->mean1, &s->rstd1, &s->h1));
-    RT_TRY(ln_fwd(m, NULL, s->h1, s->mean1, s->rstd1, s->x_in, NULL, P(m, c, l, T_LN1_W), P(m, c, l, T_LN1_B)));
+    RT_TRY(layer_ln1(m, c, l, s));
     RT_TRY(alloc_act(m, &y, (long)m->N * ny));
     RT_TRY(col_fwd(m, y, s->h1, P(m, c, l, T_QKV_W), P(m, c, l, T_QKV_B), C, ny));
     RT_TRY(split_qkv(m, s, y, ny));
@@ -581,8 +633,7 @@ static int parallel_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *out)
     RT_TRY(cols_in(m, s->cat, nc, q, s->gl, m->N, Ft));
     RT_TRY(alloc_act(m, &z, (long)m->Nl * C));
     RT_TRY(row_fwd(m, z, s->cat, P(m, c, l, T_PROJ_W), P(m, c, l, T_PROJ_B), nc));
-    RT_TRY(layer_dropout(m, s, z, KERN_DROP_AFTER_ATTN));
-    RT_TRY(layer_out(m, s, s->x_in, z, out));
+    RT_TRY(layer_out(m, s, s->x_in, z, out, KERN_DROP_AFTER_ATTN));
     drop(m, z);
     return 0;
 }
@@ -652,13 +703,29 @@ static int layer_fwd(gpt_t *m, gpt_saved_t *sv, int l, layer_saved_t *s, void *o
  * recomputation (every layer: Megatron-LM's uniform method with one layer
  * per group; or block: the first N) each such layer keeps only its output,
  * the next layer's input, from the end of its forward, and reruns in the
- * backward. */
+ * backward. Under --fused-elementwise each layer's output add runs in one
+ * kernel with the next layer's first norm, or with the final norm, as the
+ * model prices it (model/layer.c, residual_norm); a rerun layer does not
+ * (the next layer's norm is done). */
 static int layers_fwd(gpt_t *m, gpt_saved_t *sv, const void *x, void *out)
 {
-    for (int l = 0; l < m->layers_per_chunk; l++) {
+    int L = m->layers_per_chunk;
+    for (int l = 0; l < L; l++) {
         layer_saved_t *s = &sv->ls[l];
+        norm_dst_t next;
         s->x_in = x;
-        RT_TRY(layer_fwd(m, sv, l, s, l == m->layers_per_chunk - 1 ? out : NULL));
+        s->fuse_next = NULL;
+        if (m->fused && l + 1 < L) {
+            layer_saved_t *n = &sv->ls[l + 1];
+            next = (norm_dst_t){&n->h1, &n->mean1, &n->rstd1, P(m, sv->chunk, l + 1, T_LN1_W),
+                                P(m, sv->chunk, l + 1, T_LN1_B)};
+            s->fuse_next = &next;
+        } else if (m->fused && gpt_has_head(m, sv->chunk)) {
+            next = (norm_dst_t){&sv->xf, &sv->meanf, &sv->rstdf, m->t_lnf_w, m->t_lnf_b};
+            s->fuse_next = &next;
+        }
+        RT_TRY(layer_fwd(m, sv, l, s, l == L - 1 ? out : NULL));
+        s->fuse_next = NULL;
         if (l < m->recompute_layers)
             strip_layer(m, s);
         x = s->x3;
@@ -679,8 +746,10 @@ static int out_weight(const gpt_t *m) { return m->tied ? m->t_wte : m->t_wout; }
 static int head_fwd(gpt_t *m, gpt_saved_t *sv, const void *x)
 {
     int Nl = m->Nl, C = m->C, V = m->V;
-    RT_TRY(alloc_ln(m, &sv->meanf, &sv->rstdf, &sv->xf));
-    RT_TRY(ln_fwd(m, NULL, sv->xf, sv->meanf, sv->rstdf, x, NULL, m->t_lnf_w, m->t_lnf_b));
+    if (!sv->xf) { /* else the last layer's output add ran it (fuse_next) */
+        RT_TRY(alloc_ln(m, &sv->meanf, &sv->rstdf, &sv->xf));
+        RT_TRY(ln_fwd(m, NULL, sv->xf, sv->meanf, sv->rstdf, x, NULL, NULL, NULL, m->t_lnf_w, m->t_lnf_b));
+    }
     RT_TRY(alloc_act(m, &sv->logits, (long)Nl * V));
     RT_TRY(alloc_f32(m, &sv->lse, Nl));
     RT_TRY(OP->linear_fwd(RT, sv->logits, sv->xf, gpt_param(m, out_weight(m)), NULL, Nl, C, V));
@@ -705,7 +774,11 @@ int gpt_chunk_fwd(gpt_t *m, int chunk, int mb, const void *x_in, void *x_out, co
         RT_TRY(alloc_act(m, &sv->emb, (long)m->N * m->C));
         RT_TRY(OP->embedding_fwd(RT, sv->emb, tokens, gpt_param(m, m->t_wte),
                                  m->t_wpe >= 0 ? gpt_param(m, m->t_wpe) : NULL, m->B, m->T, m->C));
-        RT_TRY(hidden_dropout(m, sv->emb, &sv->emb_mask, sv->sample0, 0, KERN_DROP_EMBED, m->N, 0)); /* every row */
+        kern_dropout d;
+        const kern_dropout *dp;
+        RT_TRY(hidden_drop(m, sv->sample0, 0, KERN_DROP_EMBED, m->N, 0, &d, &sv->emb_mask, &dp)); /* every row */
+        if (dp)
+            RT_TRY(OP->dropout(RT, sv->emb, sv->emb_mask, sv->emb, (long)m->N * m->C, *dp));
     }
     RT_TRY(layers_fwd(m, sv, chunk_input(m, sv), x_out));
     if (gpt_has_head(m, chunk))

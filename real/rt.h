@@ -101,13 +101,16 @@ typedef struct {
                          int T, int C);
     int (*embedding_bwd)(rt_t *rt, float *dwte, float *dwpe, const void *dout, const int *tokens, int B,
                          int T, int C);
+    /* drop (may be NULL) drops skip before the add, its kept mask to mask
+     * (kernels/layernorm.h) */
     int (*layernorm_fwd)(rt_t *rt, void *residual, void *out, float *mean, float *rstd, const void *inp,
-                         const void *skip, const void *w, const void *b, int N, int C);
+                         const void *skip, const kern_dropout *drop, uint8_t *mask, const void *w, const void *b,
+                         int N, int C);
     int (*layernorm_bwd)(rt_t *rt, void *dres, float *dw, float *db, const void *dout, const void *xln,
                          const void *w, const float *mean, const float *rstd, int N, int C);
     /* RMSNorm: the same without centring or bias (--normalization RMSNorm) */
     int (*rmsnorm_fwd)(rt_t *rt, void *residual, void *out, float *rstd, const void *inp, const void *skip,
-                       const void *w, int N, int C);
+                       const kern_dropout *drop, uint8_t *mask, const void *w, int N, int C);
     int (*rmsnorm_bwd)(rt_t *rt, void *dres, float *dw, const void *dout, const void *xln, const void *w,
                        const float *rstd, int N, int C);
     /* out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias; bias may be NULL */
@@ -137,6 +140,9 @@ typedef struct {
      * inp. dropout_masked: the backward from the kept mask (scale = d.scale) */
     int (*dropout)(rt_t *rt, void *out, uint8_t *mask, const void *inp, long n, kern_dropout d);
     int (*dropout_masked)(rt_t *rt, void *out, const void *inp, const uint8_t *mask, long n, float scale);
+    /* out (n) = x + inp with dropout d, mask as dropout's: the residual add
+     * of a dropped branch (bias-dropout-add); out may alias x or inp */
+    int (*dropout_add)(rt_t *rt, void *out, uint8_t *mask, const void *x, const void *inp, long n, kern_dropout d);
     /* attention of kind `attn` (attn_t: ATTN_FLASH FlashAttention-2 style,
      * ATTN_FLASH1 FlashAttention-1 style, ATTN_UNFUSED): the flash kinds
      * save lse (B, NH, T) fp32 in `saved`; unfused saves the probabilities

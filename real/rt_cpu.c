@@ -284,9 +284,10 @@ static int c_embedding_bwd(rt_t *rt, float *dwte, float *dwpe, const void *dout,
 }
 
 static int c_layernorm_fwd(rt_t *rt, void *residual, void *out, float *mean, float *rstd, const void *inp,
-                           const void *skip, const void *w, const void *b, int N, int C)
+                           const void *skip, const kern_dropout *drop, uint8_t *mask, const void *w, const void *b,
+                           int N, int C)
 {
-    kern_layernorm_fwd_ref(residual, out, mean, rstd, inp, skip, w, b, N, C);
+    kern_layernorm_fwd_ref(residual, out, mean, rstd, inp, skip, drop, mask, w, b, N, C);
     return 0;
 }
 
@@ -298,9 +299,9 @@ static int c_layernorm_bwd(rt_t *rt, void *dres, float *dw, float *db, const voi
 }
 
 static int c_rmsnorm_fwd(rt_t *rt, void *residual, void *out, float *rstd, const void *inp, const void *skip,
-                         const void *w, int N, int C)
+                         const kern_dropout *drop, uint8_t *mask, const void *w, int N, int C)
 {
-    kern_rmsnorm_fwd_ref(residual, out, rstd, inp, skip, w, N, C);
+    kern_rmsnorm_fwd_ref(residual, out, rstd, inp, skip, drop, mask, w, N, C);
     return 0;
 }
 
@@ -379,6 +380,12 @@ static int c_dropout(rt_t *rt, void *out, uint8_t *mask, const void *inp, long n
 static int c_dropout_masked(rt_t *rt, void *out, const void *inp, const uint8_t *mask, long n, float scale)
 {
     kern_dropout_masked_ref(out, inp, mask, n, scale);
+    return 0;
+}
+
+static int c_dropout_add(rt_t *rt, void *out, uint8_t *mask, const void *x, const void *inp, long n, kern_dropout d)
+{
+    kern_dropout_add_ref(out, mask, x, inp, n, d);
     return 0;
 }
 
@@ -515,7 +522,7 @@ static const rt_ops_t cpu_ops = {
     c_embedding_fwd, c_embedding_bwd, c_layernorm_fwd, c_layernorm_bwd, c_rmsnorm_fwd, c_rmsnorm_bwd,
     c_linear_fwd, c_linear_dgrad, c_linear_wgrad,
     c_bias_gelu_fwd, c_bias_gelu_bwd, c_bias_add, c_gelu_fwd, c_gelu_bwd, c_bias_grad, c_rope, c_swiglu_fwd, c_swiglu_bwd,
-    c_add, c_dropout, c_dropout_masked,
+    c_add, c_dropout, c_dropout_masked, c_dropout_add,
     c_attn_fwd, c_attn_bwd, c_xent_fwd, c_xent_bwd,
     c_adamw, c_lamb_norms, c_lamb_apply,
     c_native, c_destroy,

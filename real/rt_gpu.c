@@ -488,9 +488,10 @@ static int g_embedding_bwd(rt_t *rt, float *dwte, float *dwpe, const void *dout,
 }
 
 static int g_layernorm_fwd(rt_t *rt, void *residual, void *out, float *mean, float *rstd, const void *inp,
-                           const void *skip, const void *w, const void *b, int N, int C)
+                           const void *skip, const kern_dropout *drop, uint8_t *mask, const void *w, const void *b,
+                           int N, int C)
 {
-    return kern_layernorm_fwd_cuda(residual, out, mean, rstd, inp, skip, w, b, N, C, CS(rt));
+    return kern_layernorm_fwd_cuda(residual, out, mean, rstd, inp, skip, drop, mask, w, b, N, C, CS(rt));
 }
 
 static int g_layernorm_bwd(rt_t *rt, void *dres, float *dw, float *db, const void *dout, const void *xln,
@@ -500,9 +501,9 @@ static int g_layernorm_bwd(rt_t *rt, void *dres, float *dw, float *db, const voi
 }
 
 static int g_rmsnorm_fwd(rt_t *rt, void *residual, void *out, float *rstd, const void *inp, const void *skip,
-                         const void *w, int N, int C)
+                         const kern_dropout *drop, uint8_t *mask, const void *w, int N, int C)
 {
-    return kern_rmsnorm_fwd_cuda(residual, out, rstd, inp, skip, w, N, C, CS(rt));
+    return kern_rmsnorm_fwd_cuda(residual, out, rstd, inp, skip, drop, mask, w, N, C, CS(rt));
 }
 
 static int g_rmsnorm_bwd(rt_t *rt, void *dres, float *dw, const void *dout, const void *xln, const void *w,
@@ -576,6 +577,11 @@ static int g_dropout(rt_t *rt, void *out, uint8_t *mask, const void *inp, long n
 static int g_dropout_masked(rt_t *rt, void *out, const void *inp, const uint8_t *mask, long n, float scale)
 {
     return kern_dropout_masked_cuda(out, inp, mask, n, scale, CS(rt));
+}
+
+static int g_dropout_add(rt_t *rt, void *out, uint8_t *mask, const void *x, const void *inp, long n, kern_dropout d)
+{
+    return kern_dropout_add_cuda(out, mask, x, inp, n, d, CS(rt));
 }
 
 static int g_rope(rt_t *rt, void *x, int N, int T, int H, int HS, double base, int inverse)
@@ -713,7 +719,7 @@ static const rt_ops_t gpu_ops = {
     g_embedding_fwd, g_embedding_bwd, g_layernorm_fwd, g_layernorm_bwd, g_rmsnorm_fwd, g_rmsnorm_bwd,
     g_linear_fwd, g_linear_dgrad, g_linear_wgrad,
     g_bias_gelu_fwd, g_bias_gelu_bwd, g_bias_add, g_gelu_fwd, g_gelu_bwd, g_bias_grad, g_rope, g_swiglu_fwd, g_swiglu_bwd,
-    g_add, g_dropout, g_dropout_masked,
+    g_add, g_dropout, g_dropout_masked, g_dropout_add,
     g_attn_fwd, g_attn_bwd, g_xent_fwd, g_xent_bwd,
     g_adamw, g_lamb_norms, g_lamb_apply,
     g_native, g_destroy,

@@ -8,7 +8,8 @@ expected, what it got and where the expected value comes from.
                single-rank run's, step by step; the parallel block, no linear
                biases, an untied output layer, RMSNorm, SwiGLU, rotary and no
                positions, dropout likewise against their own single-rank runs
-               (which each switch must change)
+               (which each switch must change); fused element-wise kernels
+               (dropout-add-norm) against the unfused ones
   recompute    block recomputation keeps the losses (with dropout too: the
                rerun forward draws the same masks) and lands its peak memory
                between no and full recomputation's
@@ -44,6 +45,9 @@ LLAMA = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "e
 # Megatron-LM's default dropouts (tiny-gpt.json has none): every plan draws
 # each mask at the element's place in the whole model (kernels/dropout.h).
 DROPOUT = ["--attention-dropout", "0.1", "--hidden-dropout", "0.1"]
+# Each residual add (and its dropout) in one kernel with the norm after it,
+# across layers too (real/gpt.c, layers_fwd): in fp32 the same sums.
+FUSED = ["--fused-elementwise"]
 failures = 0
 
 
@@ -113,6 +117,11 @@ def equivalence():
               f"(expected > 1e-5)")
         got, _ = run(8, PLAN8 + block + switch + sum(OVERLAPS, []))
         expect_losses(f"{name}, 8 ranks, every overlap", ref, got)
+    for block in ([], ["--parallel-block"]):  # fusing must not change the maths
+        ref, _ = run(1, block + DROPOUT)
+        got, _ = run(1, block + DROPOUT + FUSED)
+        expect_losses(f"{' '.join(block) or 'standard block'}, dropout, fused element-wise, 1 rank", ref, got,
+                      "single rank, unfused")
 
 
 def recompute():
@@ -129,7 +138,11 @@ def recompute():
     for extra, label, source in (([], "block recomputation (1 of 2 layers per chunk), 8 ranks",
                                   "single rank, no recomputation"),
                                  (DROPOUT, "block recomputation with dropout 0.1, 8 ranks",
-                                  "single rank, dropout, no recomputation")):
+                                  "single rank, dropout, no recomputation"),
+                                 # two layers per chunk: layer 0's output add runs layer 1's first norm,
+                                 # except in its rerun; layer 1's runs the final norm
+                                 (DROPOUT + FUSED, "block recomputation, dropout, fused element-wise, 8 ranks",
+                                  "single rank, dropout, no recomputation, fused")):
         ref, _ = run(1, extra)
         got, _ = run(8, plan + extra)
         expect_losses(label, ref, got, source)
@@ -287,9 +300,11 @@ def gpu_emu():
                 "CPU rank (fp32)", cpu_arch, gpu_arch,
                 EMU_TOL)
     cpu_drop, _ = run(1, DROPOUT, iters=ITERS_EMU)
-    for attn in ("flash", "unfused"):  # the dropout kernels, and the attention kernels' masks
-        gpu_drop, _ = run(1, ["--device", "gpu", "--attention", attn] + DROPOUT, iters=ITERS_EMU)
-        expect_bf16(f"emulated GPU, dropout 0.1, {attn} attention, vs 1 CPU rank (fp32)", cpu_drop, gpu_drop, EMU_TOL)
+    # the dropout kernels (fused into the add and the norm, or the dropout-add), the attention kernels' masks
+    for attn, fuse in (("flash", FUSED), ("unfused", [])):
+        gpu_drop, _ = run(1, ["--device", "gpu", "--attention", attn] + fuse + DROPOUT, iters=ITERS_EMU)
+        expect_bf16(f"emulated GPU, dropout 0.1, {attn} attention{', fused element-wise' if fuse else ''}, vs 1 "
+                    f"CPU rank (fp32)", cpu_drop, gpu_drop, EMU_TOL)
     every = sum(OVERLAPS, [])
     for ov in ([], every):
         got, _ = run(8, PLAN8 + gpu + ov, iters=ITERS_EMU)
