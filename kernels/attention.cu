@@ -138,10 +138,11 @@ __device__ __forceinline__ void fa_tile(float (&acc)[DPT], float &m, float &l,
   l *= corr;
 #pragma unroll
   for (int e = 0; e < DPT; e++) acc[e] *= corr;
+  kern_dropout_block blk = {-1, {0}};
   for (int jj = 0; jj < FA_BC; jj++) {
     float p = exp2f(ss[row][jj] - mnew);
     l += p;
-    p *= kern_attn_drop(&s, b, h, i, j0 + jj); /* dropout scales the terms of acc only */
+    p *= kern_attn_drop_block(&s, b, h, i, j0 + jj, &blk); /* dropout scales the terms of acc only */
 #pragma unroll
     for (int e = 0; e < DPT; e++) acc[e] += p * __bfloat162float(vs[jj][4 * e + sub]);
   }

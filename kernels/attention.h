@@ -47,6 +47,15 @@ static inline KERN_HD float kern_attn_drop(const kern_attn_shape *s, int b, int 
   return s->drop.p > 0.0f ? kern_dropout_attn_mult(&s->drop, b, h, i, j, s->T) : 1.0f;
 }
 
+/* kern_attn_drop with the last Philox call's words kept in blk (q < 0:
+ * none yet): a thread walking consecutive keys of a row pays one call per
+ * four of them (kernels/dropout.h, kern_dropout_block). */
+static inline KERN_HD float kern_attn_drop_block(const kern_attn_shape *s, int b, int h, int i, int j,
+                                                 kern_dropout_block *blk) {
+  return s->drop.p > 0.0f ? kern_dropout_mult_block(&s->drop, kern_dropout_attn_index(&s->drop, b, h, i, j, s->T), blk)
+                          : 1.0f;
+}
+
 /* First key visible from query i. */
 static inline KERN_HD int kern_attn_lo(int i, int window) {
   return (window > 0 && i - window + 1 > 0) ? i - window + 1 : 0;

@@ -208,15 +208,19 @@ __global__ void __launch_bounds__(128)
         for (int n = 0; n < NO; n++) o[mt][n][2 * hf] *= corr, o[mt][n][2 * hf + 1] *= corr;
       }
     }
-    /* Dropout scales P's terms of O, after l took them undropped. */
+    /* Dropout scales P's terms of O, after l took them undropped. A
+     * thread's two keys of a row (2 tq, 2 tq + 1) share one Philox call
+     * when their indices do (an even row start: T even). */
     if (s.drop.p > 0.0f) {
 #pragma unroll
       for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int n = 0; n < NS; n++)
+        for (int n = 0; n < NS; n++) {
+          kern_dropout_block blk = {-1, {0}};
 #pragma unroll
           for (int e = 0; e < 4; e++)
-            sc[mt][n][e] *= kern_attn_drop(&s, b, h, row(2 * mt + e / 2), j0 + 8 * n + 2 * tq + e % 2);
+            sc[mt][n][e] *= kern_attn_drop_block(&s, b, h, row(2 * mt + e / 2), j0 + 8 * n + 2 * tq + e % 2, &blk);
+        }
     }
     /* O += P V: P in bf16 (l stays fp32, as FlashAttention-2). */
 #pragma unroll

@@ -149,10 +149,11 @@ __device__ __forceinline__ void tc_tile(const tc_tiles<HD> &t, kern_attn_shape s
     for (int c = c0; c < c0 + TC_BC / 2; c++) prow[c] = __float2bfloat16(0.0f);
   } else {
     corr = exp2f(mold - mnew); /* 0 when mold = -INF (O, l are 0 then) */
+    kern_dropout_block blk = {-1, {0}};
     for (int c = c0; c < c0 + TC_BC / 2; c++) {
       float p = exp2f(srow[c] - mnew);
       /* P V in bf16, l in fp32, as FlashAttention-2; dropout scales P V's terms only */
-      prow[c] = __float2bfloat16_rn(p * kern_attn_drop(&s, b, h, i, j0 + c));
+      prow[c] = __float2bfloat16_rn(p * kern_attn_drop_block(&s, b, h, i, j0 + c, &blk));
       sum += p;
     }
   }

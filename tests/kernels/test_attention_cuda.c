@@ -209,6 +209,7 @@ int main(void) {
       {1, 100, 4, 4, 64, 0, KERN_NO_DROPOUT},   /* the first three again with dropout on the probabilities */
       {2, 130, 8, 2, 128, 0, KERN_NO_DROPOUT},
       {1, 200, 8, 1, 48, 37, KERN_NO_DROPOUT},
+      {1, 77, 4, 2, 64, 0, KERN_NO_DROPOUT},    /* odd T: a row's keys start mid-way through a Philox call */
   };
   int bad = 0;
   unsigned n = sizeof shapes / sizeof shapes[0];
