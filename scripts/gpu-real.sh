@@ -6,6 +6,8 @@
 #
 #   usage: scripts/gpu-real.sh [build-dir]      (default: build-gpu-real)
 #   env:   ARCH=90 (sm_90; 80 for A100)  MB=4  GB=16  ITERS=20  WARMUP=3
+#          DROPOUT=0.1 (hidden and attention dropout, both sides: Megatron-LM's
+#          and megasim's default; 0 turns them off)
 #          NCCL_ROOT=DIR (a tree with include/nccl.h and lib/libnccl.so*)
 #          OUT_DIR=DIR (default: <build-dir>/gpu-real)
 #          PROFILE=FILE (a measured profile, scripts/gpu-calibrate.sh's: the
@@ -20,7 +22,8 @@
 # instead of ~4%, which both sides count the same way. A global batch of
 # 16 sequences in micro-batches of 4 (4 accumulation steps), one GPU, no
 # TP/PP/DP; flash attention and the fused elementwise kernels on our side,
-# SDPA (flash) and AMP bf16 with fused AdamW on PyTorch's. ~38 GB per GPU.
+# SDPA (flash) and AMP bf16 with fused AdamW on PyTorch's; the same dropouts
+# in the same places on both (DROPOUT). ~38 GB per GPU.
 #
 # MFU = F / (step time x 989.4 TFLOP/s), F = Megatron's model FLOPs per
 # iteration without recomputation (Narayanan et al., SC'21):
@@ -50,6 +53,7 @@ mb=${MB:-4}
 gb=${GB:-16}
 iters=${ITERS:-20}
 warmup=${WARMUP:-3}
+dropout=${DROPOUT:-0.1}
 out=${OUT_DIR:-$build/gpu-real}
 corpus=$root/experiments/data/corpus.txt
 nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
@@ -159,7 +163,8 @@ mkdir -p "$out"
 
 # ---- the two runs ------------------------------------------------------------
 model=(--num-layers 24 --hidden-size 2048 --ffn-hidden-size 8192 --num-attention-heads 16 --seq-length 2048
-       --padded-vocab-size 256 --micro-batch-size "$mb" --global-batch-size "$gb" --train-iters "$iters")
+       --padded-vocab-size 256 --micro-batch-size "$mb" --global-batch-size "$gb" --train-iters "$iters"
+       --hidden-dropout "$dropout" --attention-dropout "$dropout")
 # fattree: a cluster profile without the MegaScale environment's loader
 # stall and per-iteration overhead (0.65 s of a step; ASSUMPTIONS.md).
 plan=(--preset none --num-query-groups 16 --num-gpus 1 --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1

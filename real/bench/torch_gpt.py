@@ -7,7 +7,10 @@ blocks (LayerNorm eps 1e-5), bias in every Linear and LayerNorm, tanh GeLU,
 MLP 4h (or --ffn-hidden-size), a final LayerNorm, output layer tied to the
 token embedding (no bias), causal attention through
 torch.nn.functional.scaled_dot_product_attention, mean cross-entropy over
-the global batch, AdamW. Mixed precision as megasim's GPU path keeps it:
+the global batch, AdamW. Dropout where Megatron-LM (and megasim) puts it,
+at the same defaults (0.1): the embedding output and each branch before
+its residual add (--hidden-dropout), the attention probabilities inside
+SDPA (--attention-dropout); 0 turns each off. Mixed precision as megasim's GPU path keeps it:
 fp32 master weights, gradients and moments, bf16 matmuls (torch.autocast),
 or --precision bf16 for weights stored in bf16 (no master copy).
 
@@ -45,6 +48,10 @@ def parse_args(argv=None):
     m.add_argument("--num-attention-heads", type=int, default=16, help="attention heads")
     m.add_argument("--seq-length", type=int, default=2048, help="sequence length s (tokens)")
     m.add_argument("--padded-vocab-size", type=int, default=256, help="vocabulary V (byte-level: 256)")
+    m.add_argument("--hidden-dropout", type=float, default=0.1,
+                   help="dropout of the embedding output and before each residual add (megasim's default)")
+    m.add_argument("--attention-dropout", type=float, default=0.1,
+                   help="dropout on the attention probabilities (megasim's default)")
     b = p.add_argument_group("batch and training")
     b.add_argument("--micro-batch-size", type=int, default=4, help="sequences per micro-batch")
     b.add_argument("--global-batch-size", type=int, default=16, help="sequences per step B")
@@ -67,6 +74,8 @@ def parse_args(argv=None):
     a = p.parse_args(argv)
     if a.global_batch_size % a.micro_batch_size or a.hidden_size % a.num_attention_heads:
         p.error("--global-batch-size must be a multiple of --micro-batch-size, --hidden-size of the heads")
+    if not (0 <= a.hidden_dropout < 1 and 0 <= a.attention_dropout < 1):
+        p.error("--hidden-dropout and --attention-dropout must lie in [0, 1)")
     return a
 
 
@@ -80,9 +89,9 @@ def gpt_classes(torch):
     nn, F = torch.nn, torch.nn.functional
 
     class Block(nn.Module):
-        def __init__(self, h, nh, ffn):
+        def __init__(self, h, nh, ffn, hdrop, adrop):
             super().__init__()
-            self.nh = nh
+            self.nh, self.hdrop, self.adrop = nh, hdrop, adrop
             self.ln1, self.ln2 = nn.LayerNorm(h, eps=1e-5), nn.LayerNorm(h, eps=1e-5)
             self.qkv, self.proj = nn.Linear(h, 3 * h), nn.Linear(h, h)
             self.fc, self.fc2 = nn.Linear(h, ffn), nn.Linear(ffn, h)
@@ -90,12 +99,13 @@ def gpt_classes(torch):
         def attention(self, x):  # x (B, T, C) -> (B, T, C)
             B, T, C = x.shape
             q, k, v = (t.view(B, T, self.nh, C // self.nh).transpose(1, 2) for t in self.qkv(x).split(C, dim=2))
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, NH, T, HS)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                               dropout_p=self.adrop if self.training else 0.0)  # (B, NH, T, HS)
             return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
         def forward(self, x):
-            x = x + self.attention(self.ln1(x))
-            return x + self.fc2(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+            x = x + F.dropout(self.attention(self.ln1(x)), self.hdrop, self.training)
+            return x + F.dropout(self.fc2(F.gelu(self.fc(self.ln2(x)), approximate="tanh")), self.hdrop, self.training)
 
     class GPT(nn.Module):
         def __init__(self, a):
@@ -103,7 +113,9 @@ def gpt_classes(torch):
             h, ffn = a.hidden_size, a.ffn_hidden_size or 4 * a.hidden_size
             self.wte = nn.Embedding(a.padded_vocab_size, h)
             self.wpe = nn.Embedding(a.seq_length, h)
-            self.blocks = nn.ModuleList(Block(h, a.num_attention_heads, ffn) for _ in range(a.num_layers))
+            self.hdrop = a.hidden_dropout
+            self.blocks = nn.ModuleList(Block(h, a.num_attention_heads, ffn, a.hidden_dropout, a.attention_dropout)
+                                        for _ in range(a.num_layers))
             self.ln_f = nn.LayerNorm(h, eps=1e-5)
             self.init_weights(a.num_layers)
 
@@ -119,7 +131,7 @@ def gpt_classes(torch):
 
         def forward(self, idx, targets):  # idx, targets (B, T) -> mean loss
             pos = torch.arange(idx.shape[1], device=idx.device)
-            x = self.wte(idx) + self.wpe(pos)
+            x = F.dropout(self.wte(idx) + self.wpe(pos), self.hdrop, self.training)
             for blk in self.blocks:
                 x = blk(x)
             logits = F.linear(self.ln_f(x), self.wte.weight)  # tied output layer (B, T, V)
@@ -185,6 +197,7 @@ def summary(torch, recs, a, flops, nparams):
     med, mean = statistics.median(kept), statistics.fmean(kept)
     return {"summary": True, "system": "pytorch-eager", "torch": torch.__version__,
             "device_name": torch.cuda.get_device_name(), "precision": a.precision, "adamw": a.adamw,
+            "hidden_dropout": a.hidden_dropout, "attention_dropout": a.attention_dropout,
             "params": nparams, "flops_per_iter": flops, "steps_kept": len(kept),
             "median_step_time_s": med, "mean_step_time_s": mean,
             "tokens_per_s": a.global_batch_size * a.seq_length / med, "tflops": flops / med * 1e-12,
@@ -202,7 +215,8 @@ def run(torch, a):
     nparams = sum(p.numel() for p in model.parameters())
     flops = flops_per_iter(a.global_batch_size, a.seq_length, a.num_layers, a.hidden_size, a.padded_vocab_size)
     print(f"torch_gpt: {nparams:,} parameters, {flops:.4g} FLOPs per step, {torch.cuda.get_device_name()}, "
-          f"torch {torch.__version__}, {a.precision}, AdamW {a.adamw}", file=sys.stderr)
+          f"torch {torch.__version__}, {a.precision}, AdamW {a.adamw}, dropout {a.hidden_dropout} (hidden) "
+          f"{a.attention_dropout} (attention)", file=sys.stderr)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     recs = []
     for step in range(1, a.train_iters + 1):
