@@ -1,8 +1,10 @@
 /* job: the options table of a training job, presets, parsing of files and
  * flags, and the cross-field rules (see job.h). */
 #include "model/job.h"
+#include "model/workload.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +70,9 @@ static const opt_def defs[] = {
      "overlap the DP gradient reduction with backward"},
     {"overlap-param-gather", OPT_BOOL, J(overlap_param_gather), 0, 1, "false", 0, "parallel plan",
      "overlap the DP parameter all-gather with forward (prefetch)"},
+    {"ddp-bucket-size", OPT_REAL, J(ddp_bucket_size), 0, 1e12, "0", 0, "parallel plan",
+     "parameters per DP bucket, each reduced (gathered) on its own when overlapped (0 = Megatron-LM's "
+     "max(4e7, 1e6 x DP); interleaved: one bucket per model chunk)"},
     {"tp-comm-overlap", OPT_BOOL, J(tp_comm_overlap), 0, 1, "false", 0, "parallel plan",
      "overlap the SP all-gather and reduce-scatter with the GEMMs, one ring step per TP rank"},
     {"accumulate-allreduce-grads-in-fp32", OPT_BOOL, J(grads_fp32), 0, 1, "true", 0, "parallel plan",
@@ -503,6 +508,11 @@ int job_finalize(job_t *j, int gpus_per_node, char *err)
         j->sliding_window = j->seq_length / 2;
     j->window = (j->sliding_window == 0 || j->sliding_window > j->seq_length) ? j->seq_length
                                                                               : j->sliding_window;
+    double P = workload_stage_params_local(j, 0);
+    RULE(j->vpp > 1 || j->ddp_bucket_size == 0 || ceil(P / j->ddp_bucket_size) <= JOB_MAX_DP_BUCKETS,
+         "ddp-bucket-size = %g cuts the first stage's %.4g parameters into %.0f buckets; allowed at most %d "
+         "(a bucket of at least %.0f parameters)", j->ddp_bucket_size, P, ceil(P / j->ddp_bucket_size),
+         JOB_MAX_DP_BUCKETS, ceil(P / JOB_MAX_DP_BUCKETS));
     return 0;
 }
 

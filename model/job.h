@@ -46,6 +46,7 @@ typedef struct {
     int sequence_parallel, recompute, distributed_optimizer, zero_stage;
     int recompute_method, recompute_num_layers;
     int overlap_grad_reduce, overlap_param_gather, tp_comm_overlap;
+    double ddp_bucket_size;    /* parameters per DP bucket; 0 = Megatron-LM's max(4e7, 1e6 DP) */
     int grads_fp32, bf16, pipeline_schedule;
     /* MegaScale techniques */
     int parallel_block, sliding_window, optimizer, pp_comm_overlap;
@@ -67,6 +68,9 @@ typedef struct {
 } job_t;
 
 extern const opt_table job_opts;
+
+/* At most this many DP buckets per stage (--ddp-bucket-size). */
+#define JOB_MAX_DP_BUCKETS 4096
 
 /* Megatron-LM flags that do not change performance (learning rate, paths,
  * logging...). They are accepted and ignored so a user can paste a launch

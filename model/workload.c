@@ -7,7 +7,8 @@
 
 int workload_dp_pieces(const job_t *j, double P)
 {
-    return j->vpp > 1 ? j->vpp : (int)fmax(1, ceil(P / fmax(40e6, 1e6 * j->dp)));
+    double bucket = j->ddp_bucket_size > 0 ? j->ddp_bucket_size : fmax(40e6, 1e6 * j->dp);
+    return j->vpp > 1 ? j->vpp : (int)fmax(1, ceil(P / bucket));
 }
 
 double workload_causal_keys(double s, double w)

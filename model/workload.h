@@ -41,8 +41,8 @@ double workload_inflight_chunks(const job_t *job, int stage);
 void workload_memory(const job_t *job, const hw_t *hw, memory_t *m);
 
 /* DP collectives are issued in pieces: one per model chunk when
- * interleaved (MegaScale's per-chunk ZeRO-2), else Megatron-LM's buckets of
- * max(40M, 1M x DP) parameters. */
+ * interleaved (MegaScale's per-chunk ZeRO-2), else buckets of
+ * --ddp-bucket-size parameters (Megatron-LM's default: max(40M, 1M x DP)). */
 int workload_dp_pieces(const job_t *job, double params_local);
 
 /* Sum over a causal window: keys attended by s queries (window w <= s). */

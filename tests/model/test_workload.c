@@ -121,6 +121,16 @@ static void zero_memory(void)
     /* With 8 micro-batches, ZeRO-2's one reduce-scatter per iteration
      * (model/sched.c, MegaScale's) comes after every gradient has
      * accumulated whole: ZeRO-1's gradient memory, 2P. */
+    /* --ddp-bucket-size: Megatron-LM's max(40M, 1M x DP) buckets unless given */
+    check_rel("DP buckets, Megatron-LM's default max(40M, 1M x 64)", ceil(P / 64e6), workload_dp_pieces(&j, P), 0,
+              "Megatron-LM DistributedDataParallelConfig.bucket_size");
+    j.ddp_bucket_size = P / 3.5;
+    check_rel("DP buckets, --ddp-bucket-size P / 3.5", 4, workload_dp_pieces(&j, P), 0, "ceil(3.5)");
+    j.zero_stage = 3;
+    workload_memory(&j, &hw, &m);
+    check_rel("ZeRO-3 weights with 4 buckets", 2 * P / N + 2 * 2 * P / 4, m.weights_bytes, 1e-9,
+              "the shard and two gathered buckets of P / 4");
+    j.ddp_bucket_size = 0;
     j.global_batch_size = 512, j.num_microbatches = 8, j.zero_stage = 2;
     workload_memory(&j, &hw, &m);
     check_rel("ZeRO-2 gradients, 8 micro-batches", 2 * P, m.grads_bytes, 1e-12,

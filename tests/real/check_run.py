@@ -9,7 +9,8 @@ expected, what it got and where the expected value comes from.
                biases, an untied output layer, RMSNorm, SwiGLU, rotary and no
                positions, dropout likewise against their own single-rank runs
                (which each switch must change); fused element-wise kernels
-               (dropout-add-norm) against the unfused ones
+               (dropout-add-norm) against the unfused ones; DP in several
+               buckets (--ddp-bucket-size), overlapped, ZeRO-2 and all-reduce
   recompute    block recomputation keeps the losses (with dropout too: the
                rerun forward draws the same masks) and lands its peak memory
                between no and full recomputation's
@@ -117,6 +118,16 @@ def equivalence():
               f"(expected > 1e-5)")
         got, _ = run(8, PLAN8 + block + switch + sum(OVERLAPS, []))
         expect_losses(f"{name}, 8 ranks, every overlap", ref, got)
+    # Megatron-LM's buckets (not interleaved: PP 2 with 2 layers per stage):
+    # --ddp-bucket-size 20000 cuts the first stage's ~63k parameters per rank
+    # into 4 buckets, each reduced (gathered) on its own beside the backward
+    # (forward); the default's one bucket leaves those paths untried.
+    buckets = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2", "--sequence-parallel",
+               "--ddp-bucket-size", "20000", "--overlap-grad-reduce"]
+    for zero, name in ((["--use-distributed-optimizer", "--zero-stage", "2", "--overlap-param-gather"],
+                        "ZeRO-2, 4 buckets, both DP overlaps"), ([], "all-reduce, 4 buckets, overlapped")):
+        got, _ = run(8, buckets + zero)
+        expect_losses(f"{name}, 8 ranks (TP 2 x PP 2 x DP 2, SP)", refs[()], got)
     for block in ([], ["--parallel-block"]):  # fusing must not change the maths
         ref, _ = run(1, block + DROPOUT)
         got, _ = run(1, block + DROPOUT + FUSED)
