@@ -46,9 +46,10 @@ static int build_segments(exec_t *x)
             if (x->nsegs == cap)
                 return -1;
             long sh = base + (a - lo);
-            x->segs[x->nsegs] = (kern_opt_tensor){x->master + sh, (x->zero ? x->gshard + sh : m->grads + a),
-                                                   x->mom1 + sh, x->mom2 + sh,
-                                                   (kern_bf16 *)((char *)m->params + a * x->rt->act_bytes), b - a};
+            kern_bf16 *act = (kern_bf16 *)((char *)m->params + a * x->rt->act_bytes);
+            x->segs[x->nsegs] = (kern_opt_tensor){x->master_in_params ? (float *)act : x->master + sh,
+                                                   (x->zero ? x->gshard + sh : m->grads + a), x->mom1 + sh,
+                                                   x->mom2 + sh, x->master_in_params ? NULL : act, b - a};
             x->seg_tensor[x->nsegs++] = i;
         }
         base += hi - lo;
@@ -63,6 +64,7 @@ int exec_init(exec_t *x, const job_t *job, rt_t *rt, comm_t *comm, gpt_t *m, dat
     memset(x, 0, sizeof *x);
     x->job = job, x->rt = rt, x->comm = comm, x->m = m, x->data = data, x->hp = *hp;
     x->zero = job->zero_stage >= 1 && job->dp > 1;
+    x->master_in_params = rt->act_bytes == sizeof(float);
     x->shard_base = calloc((size_t)m->npieces + 1, sizeof *x->shard_base);
     long nshard = 0;
     for (int p = 0; p < m->npieces; p++) {
@@ -72,7 +74,8 @@ int exec_init(exec_t *x, const job_t *job, rt_t *rt, comm_t *comm, gpt_t *m, dat
     }
     size_t f = sizeof(float), nb = (size_t)(nshard ? nshard : 1) * f;
     long toks = (long)job->num_microbatches * m->N;
-    if (OP->alloc(rt, (void **)&x->master, nb, RT_POOL_MAIN) || OP->alloc(rt, (void **)&x->mom1, nb, RT_POOL_MAIN) ||
+    if ((!x->master_in_params && OP->alloc(rt, (void **)&x->master, nb, RT_POOL_MAIN)) ||
+        OP->alloc(rt, (void **)&x->mom1, nb, RT_POOL_MAIN) ||
         OP->alloc(rt, (void **)&x->mom2, nb, RT_POOL_MAIN) ||
         (x->zero && OP->alloc(rt, (void **)&x->gshard, nb, RT_POOL_MAIN)) ||
         OP->alloc(rt, (void **)&x->tok_dev, (size_t)toks * sizeof(int), RT_POOL_MAIN) ||
@@ -88,7 +91,7 @@ int exec_init(exec_t *x, const job_t *job, rt_t *rt, comm_t *comm, gpt_t *m, dat
         snprintf(err, errlen, "out of memory for the optimizer's segments");
         return -1;
     }
-    /* the seed's weights: act copy everywhere, fp32 master of the shard */
+    /* the seed's weights: act copy everywhere, fp32 master of the shard (the act copy itself when fp32) */
     float *host = malloc((size_t)(m->nparams ? m->nparams : 1) * f), *shard = malloc(nb);
     if (!host || !shard) {
         free(host), free(shard);
@@ -102,7 +105,8 @@ int exec_init(exec_t *x, const job_t *job, rt_t *rt, comm_t *comm, gpt_t *m, dat
         owned(x, p, &lo, &hi);
         memcpy(shard + x->shard_base[p], host + lo, (size_t)(hi - lo) * f);
     }
-    int rc = OP->act_from_f32(rt, m->params, host, m->nparams) || OP->h2d(rt, x->master, shard, (size_t)nshard * f) ||
+    int rc = OP->act_from_f32(rt, m->params, host, m->nparams) ||
+             (x->master && OP->h2d(rt, x->master, shard, (size_t)nshard * f)) ||
              OP->memset0(rt, x->mom1, nb, STREAM_COMPUTE) || OP->memset0(rt, x->mom2, nb, STREAM_COMPUTE) ||
              OP->sync(rt);
     free(host), free(shard);
@@ -509,14 +513,24 @@ int exec_state_get(exec_t *x, float *host3)
 {
     size_t b = (size_t)x->nshard * sizeof(float);
     RT_TRY(OP->sync(x->rt));
-    return OP->d2h(x->rt, host3, x->master, b) || OP->d2h(x->rt, host3 + x->nshard, x->mom1, b) ||
-           OP->d2h(x->rt, host3 + 2 * x->nshard, x->mom2, b);
+    if (!x->master_in_params) {
+        RT_TRY(OP->d2h(x->rt, host3, x->master, b));
+    } else { /* the owned parts of the weights, piece by piece, in shard order */
+        for (int p = 0; p < x->m->npieces; p++) {
+            long lo, hi;
+            owned(x, p, &lo, &hi);
+            RT_TRY(OP->d2h(x->rt, host3 + x->shard_base[p], (float *)x->m->params + lo,
+                           (size_t)(hi - lo) * sizeof(float)));
+        }
+    }
+    return OP->d2h(x->rt, host3 + x->nshard, x->mom1, b) || OP->d2h(x->rt, host3 + 2 * x->nshard, x->mom2, b);
 }
 
 int exec_state_set(exec_t *x, const float *host3, int step)
 {
     size_t b = (size_t)x->nshard * sizeof(float);
-    RT_TRY(OP->h2d(x->rt, x->master, host3, b));
+    if (x->master) /* else the act copy below is the master */
+        RT_TRY(OP->h2d(x->rt, x->master, host3, b));
     RT_TRY(OP->h2d(x->rt, x->mom1, host3 + x->nshard, b));
     RT_TRY(OP->h2d(x->rt, x->mom2, host3 + 2 * x->nshard, b));
     /* the act copy of the owned parts; the others arrive with the DP gather */
