@@ -300,7 +300,7 @@ static void mem_call(void *p)
         break;
     default: {
         kern_opt_tensor ts = {x[0], x[1], x[2], x[3], NULL, m->n};
-        kern_adamw_ref(&ts, 1, (kern_opt_hparams){1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1});
+        kern_adamw_ref(&ts, 1, (kern_opt_hparams){1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 1.0f});
     }
     }
 }

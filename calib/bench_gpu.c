@@ -534,7 +534,7 @@ static int mem_call(void *p)
         return kern_bias_gelu_fwd_cuda(x[0], x[1], x[2], rows, ROW, G.s);
     default: {
         kern_opt_tensor ts = {x[0], x[1], x[2], x[3], NULL, m->n};
-        return kern_adamw_cuda(&ts, 1, (kern_opt_hparams){1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1}, G.s);
+        return kern_adamw_cuda(&ts, 1, (kern_opt_hparams){1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 1.0f}, G.s);
     }
     }
 }

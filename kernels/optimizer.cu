@@ -4,7 +4,8 @@
  * per chunk, and block_start[] (a prefix sum) maps a block to its tensor.
  * LAMB: launch 1 updates m, v and adds each chunk's sums of w^2 and u^2 to
  * norms[] (fp32 atomics); launch 2 recomputes u from the new m, v and
- * applies the per-tensor trust ratio. */
+ * applies the per-tensor trust ratio. The gradient-norm pass of clipping
+ * adds each chunk's sum of g^2 to its tensor's slot the same way. */
 #include <math.h>
 #include "kernels/kern_cuda.cuh"
 #include "kernels/optimizer.h"
@@ -64,6 +65,17 @@ __global__ void __launch_bounds__(OPT_THREADS)
   }
 }
 
+/* sums[first + k] += the chunk's sum of g^2 (clipping's norm pass). */
+__global__ void __launch_bounds__(OPT_THREADS) grad_sumsq_kernel(opt_batch bt, float *sums) {
+  int k = opt_find(bt, blockIdx.x);
+  const kern_opt_tensor &t = bt.t[k];
+  long i0 = (blockIdx.x - bt.block_start[k]) * (long)OPT_CHUNK, i1 = min(i0 + OPT_CHUNK, t.n);
+  float g2 = 0.0f;
+  for (long i = i0 + threadIdx.x; i < i1; i += blockDim.x) g2 += t.grad[i] * t.grad[i];
+  g2 = block_sum(g2);
+  if (threadIdx.x == 0) atomicAdd(sums + bt.first + k, g2);
+}
+
 /* Fills bt with tensors [first, first + count) and returns the block count. */
 static long opt_fill(opt_batch *bt, const kern_opt_tensor *ts, int first, int count) {
   bt->count = count;
@@ -94,6 +106,19 @@ static int opt_run(const kern_opt_tensor *ts, int count, kern_opt_hparams hp, fl
 extern "C" int kern_adamw_cuda(const kern_opt_tensor *ts, int count, kern_opt_hparams hp,
                                cudaStream_t stream) {
   return opt_run<OPT_ADAMW>(ts, count, hp, NULL, stream);
+}
+
+extern "C" int kern_grad_sumsq_cuda(const kern_opt_tensor *ts, int count, float *sums, cudaStream_t stream) {
+  KERN_CUDA_TRY(cudaMemsetAsync(sums, 0, sizeof(float) * count, stream));
+  for (int first = 0; first < count; first += KERN_OPT_MAX_TENSORS) {
+    opt_batch bt;
+    int c = count - first < KERN_OPT_MAX_TENSORS ? count - first : KERN_OPT_MAX_TENSORS;
+    long blocks = opt_fill(&bt, ts, first, c);
+    if (blocks == 0) continue;
+    KERN_LAUNCH((unsigned)blocks, OPT_THREADS, 0, stream, grad_sumsq_kernel)(bt, sums);
+    KERN_LAUNCH_TRY();
+  }
+  return 0;
 }
 
 extern "C" int kern_lamb_norms_cuda(const kern_opt_tensor *ts, int count, kern_opt_hparams hp,

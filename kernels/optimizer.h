@@ -8,6 +8,9 @@
  *   LAMB:  w -= lr * r * u,  r = ||w|| / ||u|| per tensor (the layer-wise
  *          trust ratio; r = 1 when either norm is 0), norms over the tensor
  *          before the update.
+ * g is the gradient times grad_scale: gradient clipping by global norm
+ * (Megatron-LM's --clip-grad: scale = min(1, clip / (||g|| + 1e-6)), the
+ * norm from kern_grad_sumsq over every rank's part) folded into the step.
  * param, m, v, grad are fp32 (master weights and gradients); param_bf16,
  * when non-NULL, receives the updated weights rounded to bf16 (the copy the
  * forward pass reads). */
@@ -29,8 +32,13 @@ typedef struct kern_opt_tensor {
 
 typedef struct kern_opt_hparams {
   float lr, beta1, beta2, eps, weight_decay;
-  int step; /* >= 1 */
+  int step;         /* >= 1 */
+  float grad_scale; /* 1: the gradient as it is */
 } kern_opt_hparams;
+
+/* sums[k] = sum of grad^2 over tensor k (the gradient-norm pass of
+ * clipping; the caller adds the parts held by other ranks). */
+void kern_grad_sumsq_ref(const kern_opt_tensor *ts, int count, float *sums);
 
 void kern_adamw_ref(const kern_opt_tensor *ts, int count, kern_opt_hparams hp);
 void kern_lamb_ref(const kern_opt_tensor *ts, int count, kern_opt_hparams hp);
@@ -54,6 +62,8 @@ int kern_adamw_cuda(const kern_opt_tensor *ts, int count, kern_opt_hparams hp,
  * recomputed from the new m, v rather than stored). */
 int kern_lamb_cuda(const kern_opt_tensor *ts, int count, kern_opt_hparams hp, float *norms,
                    cudaStream_t stream);
+/* sums: device, count floats (fp32 atomics across a tensor's chunks). */
+int kern_grad_sumsq_cuda(const kern_opt_tensor *ts, int count, float *sums, cudaStream_t stream);
 /* The two launches of kern_lamb_cuda on their own (see kern_lamb_norms_ref). */
 int kern_lamb_norms_cuda(const kern_opt_tensor *ts, int count, kern_opt_hparams hp, float *norms,
                          cudaStream_t stream);
@@ -65,6 +75,7 @@ int kern_lamb_apply_cuda(const kern_opt_tensor *ts, int count, kern_opt_hparams 
  * and the kernels. bc1 = 1 - b1^t, bc2 = 1 - b2^t. */
 static inline KERN_HD float kern_adam_dir(float w, float g, float *m, float *v,
                                           kern_opt_hparams hp, float bc1, float bc2) {
+  g *= hp.grad_scale;
   *m = hp.beta1 * *m + (1.0f - hp.beta1) * g;
   *v = hp.beta2 * *v + (1.0f - hp.beta2) * g * g;
   return (*m / bc1) / (sqrtf(*v / bc2) + hp.eps) + hp.weight_decay * w;

@@ -15,6 +15,14 @@ static void store(const kern_opt_tensor *t, long i, float w) {
   if (t->param_bf16) t->param_bf16[i] = kern_float_to_bf16(w);
 }
 
+void kern_grad_sumsq_ref(const kern_opt_tensor *ts, int count, float *sums) {
+  for (int k = 0; k < count; k++) {
+    double s = 0.0;
+    for (long i = 0; i < ts[k].n; i++) s += (double)ts[k].grad[i] * ts[k].grad[i];
+    sums[k] = (float)s;
+  }
+}
+
 void kern_adamw_ref(const kern_opt_tensor *ts, int count, kern_opt_hparams hp) {
   float bc1, bc2;
   bias_corrections(hp, &bc1, &bc2);

@@ -33,7 +33,7 @@
 
 typedef struct {
     int train_iters, seed, device, json, save_interval, resume, help;
-    double lr, beta1, beta2, eps, weight_decay;
+    double lr, beta1, beta2, eps, weight_decay, clip_grad;
     int warmup;
     char data[1024], out[1024], trace[1024], save[1024], load[1024];
 } run_opts_t;
@@ -48,7 +48,8 @@ static const opt_def run_defs[] = {
     {"device", OPT_ENUM, RO(device), 0, 0, "cpu", "cpu|gpu", "run",
      "cpu: reference kernels (fp32) and MPI; gpu: CUDA kernels (bf16) and NCCL, one GPU per rank"},
     {"json", OPT_BOOL, RO(json), 0, 1, "false", 0, "run",
-     "rank 0 prints one JSON object per step (step, loss, step_time_s, tokens_per_s, mfu) instead of text"},
+     "rank 0 prints one JSON object per step (step, loss, step_time_s, tokens_per_s, mfu, grad_norm) instead of "
+     "text"},
     {"data", OPT_STR, RO(data), 0, 1024, MEGASIM_EXPERIMENTS_DIR "/data/corpus.txt", 0, "run",
      "training text, one token per byte (vocabulary 256)"},
     {"lr", OPT_REAL, RO(lr), 0, 10, "0.002", 0, "run", "learning rate (Megatron's --lr)"},
@@ -57,6 +58,8 @@ static const opt_def run_defs[] = {
     {"adam-beta2", OPT_REAL, RO(beta2), 0, 0.999999, "0.95", 0, "run", "Adam/LAMB beta2"},
     {"adam-eps", OPT_REAL, RO(eps), 1e-30, 1, "1e-8", 0, "run", "Adam/LAMB epsilon"},
     {"weight-decay", OPT_REAL, RO(weight_decay), 0, 10, "0.01", 0, "run", "decoupled weight decay"},
+    {"clip-grad", OPT_REAL, RO(clip_grad), 0, 1e6, "1.0", 0, "run",
+     "clip the gradients to this global L2 norm, as Megatron-LM's --clip-grad (default 1.0); 0: no clipping"},
     {"out", OPT_STR, RO(out), 0, 1024, "", 0, "run",
      "write the measured result file FILE.h5 (sim/SCHEMA.md, kind measurement): per-rank accounts, every op "
      "of every iteration, /iterations"},
@@ -236,7 +239,7 @@ static int setup(run_t *R)
     if (all_ok(rc))
         return bad(R, err[0] ? err : "a rank could not open the data");
     exec_hparams_t hp = {(float)R->o.lr, (float)R->o.beta1, (float)R->o.beta2, (float)R->o.eps,
-                         (float)R->o.weight_decay, R->o.warmup};
+                         (float)R->o.weight_decay, R->o.warmup, (float)R->o.clip_grad};
     rc = exec_init(&R->x, &R->job, R->rt, R->comm, &R->m, &R->data, &hp, (unsigned long long)R->o.seed, err, sizeof err);
     if (all_ok(rc))
         return bad(R, err[0] ? err : "a rank could not set up its executor");
@@ -288,11 +291,11 @@ static void report_step(run_t *R, const sim_iter_t *s)
     if (R->rank != 0)
         return;
     if (R->o.json) {
-        printf("{\"step\": %d, \"loss\": %.9g, \"step_time_s\": %.6f, \"tokens_per_s\": %.1f, \"mfu\": %.6f}\n",
-               s->step, s->loss, s->step_time_s, s->tokens_per_s, s->mfu);
+        printf("{\"step\": %d, \"loss\": %.9g, \"step_time_s\": %.6f, \"tokens_per_s\": %.1f, \"mfu\": %.6f, "
+               "\"grad_norm\": %.9g}\n", s->step, s->loss, s->step_time_s, s->tokens_per_s, s->mfu, R->x.grad_norm);
     } else {
-        printf("step %5d | loss %.4f | %9.2f ms | %10.0f tokens/s | MFU %6.2f%%\n", s->step, s->loss,
-               s->step_time_s * 1e3, s->tokens_per_s, 100 * s->mfu);
+        printf("step %5d | loss %.4f | grad norm %8.4f | %9.2f ms | %10.0f tokens/s | MFU %6.2f%%\n", s->step,
+               s->loss, R->x.grad_norm, s->step_time_s * 1e3, s->tokens_per_s, 100 * s->mfu);
     }
     fflush(stdout);
 }

@@ -338,7 +338,8 @@ static kern_opt_hparams hparams(const exec_t *x)
     float lr = x->hp.lr;
     if (x->hp.warmup_iters > 0 && x->step < x->hp.warmup_iters)
         lr *= (float)(x->step + 1) / x->hp.warmup_iters;
-    return (kern_opt_hparams){lr, x->hp.beta1, x->hp.beta2, x->hp.eps, x->hp.weight_decay, x->step + 1};
+    return (kern_opt_hparams){lr, x->hp.beta1, x->hp.beta2, x->hp.eps, x->hp.weight_decay, x->step + 1,
+                              x->grad_scale};
 }
 
 /* LAMB's per-tensor norms over every rank holding a piece of the tensor:
@@ -366,8 +367,37 @@ static int lamb_sum_norms(exec_t *x)
     return OP->h2d(x->rt, x->norms_dev, x->norms_host, (size_t)2 * x->nsegs * sizeof(float));
 }
 
+/* The global gradient norm, as Megatron-LM's clip_grad_norm counts it:
+ * every element of the model once (a tensor every TP rank holds whole
+ * counts TP rank 0's; without ZeRO every DP rank holds the same reduced
+ * gradients, so DP rank 0's count; the tied embedding on the last stage is
+ * the first stage's copy), summed over the world; then the factor that
+ * brings it down to --clip-grad, which the optimizer applies. */
+static int clip_gradients(exec_t *x)
+{
+    gpt_t *m = x->m;
+    x->grad_scale = 1.0f;
+    RT_TRY(OP->grad_sumsq(x->rt, x->segs, x->nsegs, x->norms_dev));
+    RT_TRY(OP->d2h(x->rt, x->norms_host, x->norms_dev, (size_t)x->nsegs * sizeof(float)));
+    double sum = 0;
+    for (int k = 0; k < x->nsegs; k++) {
+        int i = x->seg_tensor[k];
+        if ((!m->tensors[i].tp_split && m->tp_i != 0) || (!x->zero && m->dp_i != 0) ||
+            (i == m->t_wte && m->stage != 0))
+            continue;
+        sum += x->norms_host[k];
+    }
+    RT_TRY(comm_host_sum_f64(x->comm, GRP_WORLD, &sum, 1));
+    x->grad_norm = sqrt(sum);
+    double coeff = x->hp.clip_grad / (x->grad_norm + 1e-6);
+    if (x->hp.clip_grad > 0 && coeff < 1.0)
+        x->grad_scale = (float)coeff;
+    return 0;
+}
+
 static int run_optim(exec_t *x)
 {
+    RT_TRY(clip_gradients(x));
     kern_opt_hparams hp = hparams(x);
     if (x->job->optimizer == OPTIM_LAMB) {
         RT_TRY(OP->lamb_norms(x->rt, x->segs, x->nsegs, hp, x->norms_dev));

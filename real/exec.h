@@ -22,6 +22,7 @@
 typedef struct {
     float lr, beta1, beta2, eps, weight_decay;
     int warmup_iters;
+    float clip_grad;          /* global gradient norm to clip to (Megatron-LM's --clip-grad); 0: none */
 } exec_hparams_t;
 
 typedef struct {
@@ -50,6 +51,8 @@ typedef struct {
     float *norms_dev, *norms_host;
     double *tensor_norms;     /* [ntensors][2] */
     int step;                 /* optimizer steps taken */
+    double grad_norm;         /* the last step's global gradient norm (every rank's part, each element once) */
+    float grad_scale;         /* the last step's clipping factor (1: not clipped) */
 
     /* this iteration */
     int *tok_dev, *tgt_dev;   /* (m, B, T) */

@@ -166,6 +166,8 @@ typedef struct {
     int (*lamb_norms)(rt_t *rt, const kern_opt_tensor *ts, int count, kern_opt_hparams hp, float *norms);
     int (*lamb_apply)(rt_t *rt, const kern_opt_tensor *ts, int count, kern_opt_hparams hp,
                       const float *norms);
+    /* sums (device, count): each segment's sum of grad^2, clipping's norm pass */
+    int (*grad_sumsq)(rt_t *rt, const kern_opt_tensor *ts, int count, float *sums);
 
     /* the native stream handle (cudaStream_t on the GPU, NULL on the CPU) */
     void *(*native_stream)(rt_t *rt, int stream);

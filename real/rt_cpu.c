@@ -497,6 +497,12 @@ static int c_lamb_apply(rt_t *rt, const kern_opt_tensor *ts, int count, kern_opt
     return 0;
 }
 
+static int c_grad_sumsq(rt_t *rt, const kern_opt_tensor *ts, int count, float *sums)
+{
+    kern_grad_sumsq_ref(ts, count, sums);
+    return 0;
+}
+
 static void *c_native(rt_t *rt, int stream) { return NULL; }
 
 static void c_destroy(rt_t *rt)
@@ -524,7 +530,7 @@ static const rt_ops_t cpu_ops = {
     c_bias_gelu_fwd, c_bias_gelu_bwd, c_bias_add, c_gelu_fwd, c_gelu_bwd, c_bias_grad, c_rope, c_swiglu_fwd, c_swiglu_bwd,
     c_add, c_dropout, c_dropout_masked, c_dropout_add,
     c_attn_fwd, c_attn_bwd, c_xent_fwd, c_xent_bwd,
-    c_adamw, c_lamb_norms, c_lamb_apply,
+    c_adamw, c_lamb_norms, c_lamb_apply, c_grad_sumsq,
     c_native, c_destroy,
 };
 

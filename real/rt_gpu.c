@@ -669,6 +669,11 @@ static int g_lamb_apply(rt_t *rt, const kern_opt_tensor *ts, int count, kern_opt
     return kern_lamb_apply_cuda(ts, count, hp, norms, CS(rt));
 }
 
+static int g_grad_sumsq(rt_t *rt, const kern_opt_tensor *ts, int count, float *sums)
+{
+    return kern_grad_sumsq_cuda(ts, count, sums, CS(rt));
+}
+
 /* NULL (never one of ours) for a stream out of range. */
 static void *g_native(rt_t *rt, int stream)
 {
@@ -721,7 +726,7 @@ static const rt_ops_t gpu_ops = {
     g_bias_gelu_fwd, g_bias_gelu_bwd, g_bias_add, g_gelu_fwd, g_gelu_bwd, g_bias_grad, g_rope, g_swiglu_fwd, g_swiglu_bwd,
     g_add, g_dropout, g_dropout_masked, g_dropout_add,
     g_attn_fwd, g_attn_bwd, g_xent_fwd, g_xent_bwd,
-    g_adamw, g_lamb_norms, g_lamb_apply,
+    g_adamw, g_lamb_norms, g_lamb_apply, g_grad_sumsq,
     g_native, g_destroy,
 };
 

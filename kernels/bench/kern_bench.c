@@ -398,12 +398,12 @@ static void bench_matmul(bench *b, const char *label, int N, int C, int OC) {
 typedef struct { kern_opt_tensor t[OPT_TENSORS]; float *norms; } opt_arg;
 static int opt_adamw(bench *b, void *p) {
   opt_arg *a = p;
-  kern_opt_hparams hp = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10};
+  kern_opt_hparams hp = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10, 1.0f};
   return kern_adamw_cuda(a->t, OPT_TENSORS, hp, b->stream);
 }
 static int opt_lamb(bench *b, void *p) {
   opt_arg *a = p;
-  kern_opt_hparams hp = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10};
+  kern_opt_hparams hp = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10, 1.0f};
   return kern_lamb_cuda(a->t, OPT_TENSORS, hp, a->norms, b->stream);
 }
 

@@ -4,14 +4,17 @@
  *   AdamW: w1 = w0 - lr u
  *   LAMB:  w1 = w0 - lr (||w0|| / ||u||) u    per tensor.
  * Then step 2 on a list of three tensors in one call must equal one call
- * per tensor (the fused list changes nothing but the launch count). */
+ * per tensor (the fused list changes nothing but the launch count).
+ * Clipping: kern_grad_sumsq_ref on a worked case (3, 4 -> 25), and a step
+ * with grad_scale s equal, bit for bit, to the step on gradients times s
+ * (s a power of two: the product is exact). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include "kern_check.h"
 #include "kernels/optimizer.h"
 
-static const kern_opt_hparams HP = {1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1};
+static const kern_opt_hparams HP = {1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 1.0f};
 
 static kern_opt_tensor make(long n, kc_rng *r) {
   kern_opt_tensor t = {kc_rand(r, n, -1, 1), kc_rand(r, n, -1, 1), kc_zeros(n), kc_zeros(n),
@@ -70,9 +73,47 @@ static int fused_list(int lamb, kc_rng *r) {
   return bad;
 }
 
+static int clipping(kc_rng *r) {
+  float g[2] = {3.0f, 4.0f}, sums[2];
+  kern_opt_tensor w = {g, g, g, g, NULL, 2}, one = {g, g, g, g, NULL, 1};
+  kern_opt_tensor two[2] = {w, one};
+  kern_grad_sumsq_ref(two, 2, sums);
+  int bad = fabsf(sums[0] - 25.0f) > 0 || fabsf(sums[1] - 9.0f) > 0;
+  printf("sum of g^2: (3, 4) expected 25, got %g; (3) expected 9, got %g: %s\n", sums[0], sums[1],
+         bad ? "FAIL" : "ok");
+  for (int lamb = 0; lamb < 2; lamb++) {
+    /* step 3 with the moments under way (Adam's step 1 ignores the
+     * gradient's scale): a with grad_scale 0.25, b on gradients x 0.25, c
+     * unscaled */
+    long n = 300;
+    kern_opt_tensor t[3] = {make(n, r), make(n, r), make(n, r)};
+    for (long i = 0; i < n; i++)
+      for (int k = 1; k < 3; k++) {
+        t[k].param[i] = t[0].param[i], ((float *)t[k].grad)[i] = (k == 1 ? 0.25f : 1.0f) * t[0].grad[i];
+        t[0].m[i] = t[k].m[i] = 0.01f * t[0].grad[(i + 7) % n], t[0].v[i] = t[k].v[i] = 1e-4f * (1 + i % 5);
+      }
+    kern_opt_hparams hp[3] = {HP, HP, HP};
+    hp[0].grad_scale = 0.25f;
+    for (int k = 0; k < 3; k++) {
+      hp[k].step = 3;
+      lamb ? kern_lamb_ref(&t[k], 1, hp[k]) : kern_adamw_ref(&t[k], 1, hp[k]);
+    }
+    bad += kc_compare(lamb ? "LAMB, grad_scale 0.25 = gradients x 0.25" : "AdamW, grad_scale 0.25 = gradients x 0.25",
+                      t[0].param, t[1].param, n, 0, 0);
+    double moved = 0;
+    for (long i = 0; i < n; i++) moved = fmax(moved, fabs((double)t[0].param[i] - t[2].param[i]));
+    printf("  unscaled step differs from the scaled one: expected > 1e-6, got %.3g\n", moved);
+    bad += !(moved > 1e-6);
+    for (int k = 0; k < 3; k++)
+      free(t[k].param), free((float *)t[k].grad), free(t[k].m), free(t[k].v), free(t[k].param_bf16);
+  }
+  return bad;
+}
+
 int main(void) {
   kc_rng r = {7};
+  int bad0 = clipping(&r);
   int bad = step1(0, 100, &r) + step1(1, 100, &r) + step1(1, 7, &r);
-  bad += fused_list(0, &r) + fused_list(1, &r);
+  bad += fused_list(0, &r) + fused_list(1, &r) + bad0;
   return kc_finish("kern_optimizer_ref", bad);
 }

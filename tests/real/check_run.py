@@ -3,9 +3,10 @@
 reference kernels + MPI, mpirun --oversubscribe). Every case prints what it
 expected, what it got and where the expected value comes from.
 
-  equivalence  the losses of 8-rank plans (TP 2 x PP 2 interleaved x DP 2, SP,
-               ZeRO-2), with each overlap switch off and on, equal the
-               single-rank run's, step by step; the parallel block, no linear
+  equivalence  the losses and global gradient norms of 8-rank plans (TP 2 x
+               PP 2 interleaved x DP 2, SP, ZeRO-2), with each overlap switch
+               off and on, equal the single-rank run's, step by step (the
+               gradients clipped to norm 1.0, Megatron-LM's default); the parallel block, no linear
                biases, an untied output layer, RMSNorm, SwiGLU, rotary and no
                positions, dropout likewise against their own single-rank runs
                (which each switch must change); fused element-wise kernels
@@ -63,14 +64,20 @@ def run(np, args, iters=3, check=True):
     return steps, p
 
 
-def expect_losses(label, want, got, source="single rank", tol=REL_TOL):
+def expect_losses(label, want, got, source="single rank", tol=REL_TOL, norm_tol=None):
+    """Loss and global gradient norm of each step (the norm counts every
+    element of the model once whatever the plan, and clipping by it, at
+    --clip-grad 1.0 by default, acts on every step of these runs)."""
     global failures
+    norm_tol = tol if norm_tol is None else norm_tol
     for w, g in zip(want, got):
         rel = abs(g["loss"] - w["loss"]) / abs(w["loss"])
-        ok = rel <= tol and w["step"] == g["step"]
+        rel_n = abs(g["grad_norm"] - w["grad_norm"]) / abs(w["grad_norm"])
+        ok = rel <= tol and rel_n <= norm_tol and w["step"] == g["step"]
         failures += not ok
-        print(f"{'ok  ' if ok else 'FAIL'} {label} step {g['step']}: expected {w['loss']:.9f} ({source}), "
-              f"got {g['loss']:.9f}, relative difference {rel:.2e} (allowed {tol:.0e})")
+        print(f"{'ok  ' if ok else 'FAIL'} {label} step {g['step']}: expected loss {w['loss']:.9f}, gradient norm "
+              f"{w['grad_norm']:.6f} ({source}), got {g['loss']:.9f} and {g['grad_norm']:.6f}, relative "
+              f"differences {rel:.2e} and {rel_n:.2e} (allowed {tol:.0e} and {norm_tol:.0e})")
     if len(want) != len(got):
         failures += 1
         print(f"FAIL {label}: expected {len(want)} steps, got {len(got)}")
@@ -93,7 +100,8 @@ ARCH_SWITCHES = [([], ["--disable-bias-linear"], "no linear biases"),
                  (["--parallel-block"], ["--disable-bias-linear"], "parallel block, no linear biases"),
                  ([], DROPOUT, "dropout 0.1 on the attention probabilities and before each residual add"),
                  (["--parallel-block"], DROPOUT + ["--attention", "unfused"],
-                  "parallel block, dropout, unfused attention")]
+                  "parallel block, dropout, unfused attention"),
+                 ([], ["--clip-grad", "0"], "no gradient clipping (every other run clips to 1.0)")]
 
 
 def equivalence():
@@ -240,7 +248,10 @@ GPU_TOL = EMU_TOL
 
 
 def expect_bf16(label, want, got, tol):
-    expect_losses(label, want, got, "bf16 against the reference run", tol)
+    """bf16 against fp32: the gradient norm within 1e-2 (bf16's unit
+    roundoff is 3.9e-3; the emulated GPU's norms came 1.7e-4 to 4.7e-3
+    below the CPU's, 2026-11-25), or tol where that is wider."""
+    expect_losses(label, want, got, "bf16 against the reference run", tol, max(tol, 1e-2))
 
 
 def gpu():
