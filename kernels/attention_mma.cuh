@@ -279,10 +279,35 @@ __global__ void __launch_bounds__(128)
  * are written once, in bf16. BQ = 32 for head size 128 (fewer live
  * registers), 64 below. The default (mb_warps): NW = 8, 128 keys per block
  * as FlashAttention-2's backward at head size 128 (half the atomics and
- * half the Q, dO loads of NW = 4); ptxas (nvcc 13.0, sm_90): 241 registers
- * at head size 128 (245 with NW = 4), no spills; shared memory: K, V, twice Q and dO, dS^T
+ * half the Q, dO loads of NW = 4); ptxas (nvcc 13.0, sm_90): 246 registers
+ * at head size 128 (247 with NW = 4), no spills, a 32-byte stack frame
+ * (2026-11-25, with the dropout draws); shared memory: K, V, twice Q and dO, dS^T
  * in bf16 and twice lse, D, 113 KB (NW = 8) or 74 KB (NW = 4) at head size
  * 128. kern_bench times NW = 4 too. */
+/* Word k of w[4], k a runtime index, by selects (no local-memory array). */
+__device__ __forceinline__ uint32_t word_of(const uint32_t (&w)[4], int k) {
+  return k == 0 ? w[0] : k == 1 ? w[1] : k == 2 ? w[2] : w[3];
+}
+
+/* The dropout multipliers of a backward thread's four probabilities of an
+ * 8-query tile, (query i0 + e % 2, key key[e / 2]), e = 0..3, at one Philox
+ * call per four, where the quad of lanes with keys 4a .. 4a + 3 of the warp
+ * (lane bits 2-3, m = gr & 3; the same tq) shares four Philox calls: lane m
+ * draws the group of its element e = m (keys 4a .. 4a + 3 of one query:
+ * one call, since a row starts on a multiple of 4 when T % 4 == 0), and a
+ * 4 x 4 transpose by xor shuffles hands each lane word m of every group
+ * (lane m ^ d sends word m of its group). All 32 lanes must call it. */
+__device__ __forceinline__ void drop_quad(const kern_attn_shape &s, int b, int h, int i0, const int (&key)[2], int m,
+                                          float (&mk)[4]) {
+  uint32_t w[4], got[4];
+  kern_dropout_words(&s.drop, kern_dropout_attn_index(&s.drop, b, h, i0 + (m & 1), key[m >> 1], s.T) >> 2, w);
+  got[0] = word_of(w, m);
+#pragma unroll
+  for (int d = 1; d < 4; d++) got[d] = __shfl_xor_sync(0xffffffffu, word_of(w, m ^ d), 4 * d);
+#pragma unroll
+  for (int e = 0; e < 4; e++) mk[e] = word_of(got, m ^ e) >= s.drop.thresh ? s.drop.scale : 0.0f;
+}
+
 template <int HD, int NW> struct mb_smem {
   static constexpr int BK = 16 * NW, BQ = HD > 64 ? 32 : 64, LD = HD + 8, LP = BQ + 8;
   static constexpr size_t bytes =
@@ -351,17 +376,24 @@ __global__ void __launch_bounds__(32 * NW)
         mma_pair(&dpt[n], va, bo);
       }
     }
-    /* P^T and dS^T in place of S^T and dP^T. */
+    /* P^T and dS^T in place of S^T and dP^T. Dropout: the quad-shared
+     * draws where rows start on a multiple of 4 (T % 4 == 0), else one
+     * call per probability. */
+    bool quad = s.drop.p > 0.0f && s.T % 4 == 0;
 #pragma unroll
-    for (int n = 0; n < NQ; n++)
+    for (int n = 0; n < NQ; n++) {
+      float mq[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+      if (quad) drop_quad(s, b, h, it + 8 * n + 2 * tq, key, gr & 3, mq);
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         int c = 8 * n + 2 * tq + e % 2, i = it + c, j = key[e / 2];
         bool ok = j < s.T && i < s.T && j <= i && j >= kern_attn_lo(i, s.window);
-        float pv = ok ? exp2f(st[n][e] * scale2 - lb[c]) : 0.0f, mk = ok ? kern_attn_drop(&s, b, h, i, j) : 1.0f;
+        float pv = ok ? exp2f(st[n][e] * scale2 - lb[c]) : 0.0f;
+        float mk = !ok ? 1.0f : quad ? mq[e] : kern_attn_drop(&s, b, h, i, j);
         st[n][e] = pv * mk; /* dropout: dV from the dropped P, dP through the mask */
         dpt[n][e] = pv * (dpt[n][e] * mk - Db[c]) * scale;
       }
+    }
     /* dV += P^T dO, dK += dS^T Q: dO and Q are (k = query, n = dim). */
 #pragma unroll
     for (int kq = 0; kq < BQ / 16 && seen; kq++) {
