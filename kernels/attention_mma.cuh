@@ -78,6 +78,52 @@ __device__ __forceinline__ void mma_pair(float (*c)[4], const uint32_t (&a)[4], 
   mma_16816(c[1], a, b[2], b[3]);
 }
 
+/* Word k of w[4], k a runtime index, by selects (no local-memory array). */
+__device__ __forceinline__ uint32_t word_of(const uint32_t (&w)[4], int k) {
+  return k == 0 ? w[0] : k == 1 ? w[1] : k == 2 ? w[2] : w[3];
+}
+
+/* The dropout multipliers of a forward thread's four probabilities of an
+ * 8-key tile, (row r_{e / 2}, key j + e % 2), e = 0..3, j = the thread's
+ * first key (2 tq of the tile), at one Philox call per four: the two lanes
+ * tq = 2 c, 2 c + 1 hold keys 4 c .. 4 c + 3 of both rows (one call each
+ * when T % 4 == 0); lane t = tq & 1 draws row r_t's group and keeps words
+ * 2 t, 2 t + 1, and sends its partner (lane ^ 1) the other two. p[e] is
+ * multiplied by its multiplier. All 32 lanes must call it. */
+__device__ __forceinline__ void drop_pair(const kern_attn_shape &s, int b, int h, int r0, int r1, int j, int t,
+                                          float (&p)[4]) {
+  uint32_t w[4];
+  kern_dropout_words(&s.drop, kern_dropout_attn_index(&s.drop, b, h, t ? r1 : r0, j, s.T) >> 2, w);
+  /* own words 2 t, 2 t + 1 (row r_t); the partner's 2 t, 2 t + 1 of row r_(1-t) */
+  uint32_t own0 = t ? w[2] : w[0], own1 = t ? w[3] : w[1];
+  uint32_t oth0 = __shfl_xor_sync(0xffffffffu, t ? w[0] : w[2], 1);
+  uint32_t oth1 = __shfl_xor_sync(0xffffffffu, t ? w[1] : w[3], 1);
+  uint32_t x0 = t ? oth0 : own0, x1 = t ? oth1 : own1, x2 = t ? own0 : oth0, x3 = t ? own1 : oth1;
+  p[0] *= x0 >= s.drop.thresh ? s.drop.scale : 0.0f;
+  p[1] *= x1 >= s.drop.thresh ? s.drop.scale : 0.0f;
+  p[2] *= x2 >= s.drop.thresh ? s.drop.scale : 0.0f;
+  p[3] *= x3 >= s.drop.thresh ? s.drop.scale : 0.0f;
+}
+
+/* The dropout multipliers of a backward thread's four probabilities of an
+ * 8-query tile, (query i0 + e % 2, key key[e / 2]), e = 0..3, at one Philox
+ * call per four, where the quad of lanes with keys 4a .. 4a + 3 of the warp
+ * (lane bits 2-3, m = gr & 3; the same tq) shares four Philox calls: lane m
+ * draws the group of its element e = m (keys 4a .. 4a + 3 of one query:
+ * one call, since a row starts on a multiple of 4 when T % 4 == 0), and a
+ * 4 x 4 transpose by xor shuffles hands each lane word m of every group
+ * (lane m ^ d sends word m of its group). All 32 lanes must call it. */
+__device__ __forceinline__ void drop_quad(const kern_attn_shape &s, int b, int h, int i0, const int (&key)[2], int m,
+                                          float (&mk)[4]) {
+  uint32_t w[4], got[4];
+  kern_dropout_words(&s.drop, kern_dropout_attn_index(&s.drop, b, h, i0 + (m & 1), key[m >> 1], s.T) >> 2, w);
+  got[0] = word_of(w, m);
+#pragma unroll
+  for (int d = 1; d < 4; d++) got[d] = __shfl_xor_sync(0xffffffffu, word_of(w, m ^ d), 4 * d);
+#pragma unroll
+  for (int e = 0; e < 4; e++) mk[e] = word_of(got, m ^ e) >= s.drop.thresh ? s.drop.scale : 0.0f;
+}
+
 /* ---- forward --------------------------------------------------------------
  * Grid (T / (64 MT), NH, B), 4 warps; warp w owns query rows i0 + 16 MT w
  * .., MT 16-row m-tiles, so each K and V fragment read from shared memory
@@ -208,18 +254,27 @@ __global__ void __launch_bounds__(128)
         for (int n = 0; n < NO; n++) o[mt][n][2 * hf] *= corr, o[mt][n][2 * hf + 1] *= corr;
       }
     }
-    /* Dropout scales P's terms of O, after l took them undropped. A
-     * thread's two keys of a row (2 tq, 2 tq + 1) share one Philox call
-     * when their indices do (an even row start: T even). */
-    if (s.drop.p > 0.0f) {
+    /* Dropout scales P's terms of O, after l took them undropped: one
+     * Philox call per four probabilities shared by a pair of lanes where
+     * rows start on a multiple of 4 (T % 4 == 0); else one call per
+     * probability (a cache of the last call's words, as the SIMT kernel
+     * keeps, pushed the head-size-64 kernel past 255 registers into
+     * spills, ptxas 13.0). */
+    if (s.drop.p > 0.0f && s.T % 4 == 0) {
 #pragma unroll
       for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int n = 0; n < NS; n++) {
-          kern_dropout_block blk = {-1, {0}};
+          drop_pair(s, b, h, row(2 * mt), row(2 * mt + 1), j0 + 8 * n + 2 * tq, tq & 1, sc[mt][n]);
+        }
+    } else if (s.drop.p > 0.0f) {
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int n = 0; n < NS; n++) {
 #pragma unroll
           for (int e = 0; e < 4; e++)
-            sc[mt][n][e] *= kern_attn_drop_block(&s, b, h, row(2 * mt + e / 2), j0 + 8 * n + 2 * tq + e % 2, &blk);
+            sc[mt][n][e] *= kern_attn_drop(&s, b, h, row(2 * mt + e / 2), j0 + 8 * n + 2 * tq + e % 2);
         }
     }
     /* O += P V: P in bf16 (l stays fp32, as FlashAttention-2). */
@@ -284,30 +339,6 @@ __global__ void __launch_bounds__(128)
  * (2026-11-25, with the dropout draws); shared memory: K, V, twice Q and dO, dS^T
  * in bf16 and twice lse, D, 113 KB (NW = 8) or 74 KB (NW = 4) at head size
  * 128. kern_bench times NW = 4 too. */
-/* Word k of w[4], k a runtime index, by selects (no local-memory array). */
-__device__ __forceinline__ uint32_t word_of(const uint32_t (&w)[4], int k) {
-  return k == 0 ? w[0] : k == 1 ? w[1] : k == 2 ? w[2] : w[3];
-}
-
-/* The dropout multipliers of a backward thread's four probabilities of an
- * 8-query tile, (query i0 + e % 2, key key[e / 2]), e = 0..3, at one Philox
- * call per four, where the quad of lanes with keys 4a .. 4a + 3 of the warp
- * (lane bits 2-3, m = gr & 3; the same tq) shares four Philox calls: lane m
- * draws the group of its element e = m (keys 4a .. 4a + 3 of one query:
- * one call, since a row starts on a multiple of 4 when T % 4 == 0), and a
- * 4 x 4 transpose by xor shuffles hands each lane word m of every group
- * (lane m ^ d sends word m of its group). All 32 lanes must call it. */
-__device__ __forceinline__ void drop_quad(const kern_attn_shape &s, int b, int h, int i0, const int (&key)[2], int m,
-                                          float (&mk)[4]) {
-  uint32_t w[4], got[4];
-  kern_dropout_words(&s.drop, kern_dropout_attn_index(&s.drop, b, h, i0 + (m & 1), key[m >> 1], s.T) >> 2, w);
-  got[0] = word_of(w, m);
-#pragma unroll
-  for (int d = 1; d < 4; d++) got[d] = __shfl_xor_sync(0xffffffffu, word_of(w, m ^ d), 4 * d);
-#pragma unroll
-  for (int e = 0; e < 4; e++) mk[e] = word_of(got, m ^ e) >= s.drop.thresh ? s.drop.scale : 0.0f;
-}
-
 template <int HD, int NW> struct mb_smem {
   static constexpr int BK = 16 * NW, BQ = HD > 64 ? 32 : 64, LD = HD + 8, LP = BQ + 8;
   static constexpr size_t bytes =
