@@ -140,8 +140,9 @@ __device__ __forceinline__ void drop_quad(const kern_attn_shape &s, int b, int h
  * flight), bf16 rows of HD + 8 (16-byte aligned; 8 consecutive rows fall
  * in distinct banks for ldmatrix).
  * The default tile (mf_tile): MT = 2; BC = 64, or 32 at head size 128,
- * where 64 needs more than 255 registers (ptxas, nvcc 13.0, sm_90: 247
- * registers, no spills, 68 KB of shared memory). The bench times the
+ * where 64 needs more than 255 registers (ptxas, nvcc 13.0, sm_90: 252
+ * registers with the dropout draws, no spills, 68 KB of shared memory;
+ * head size 64's default also 252, 2026-11-25). The bench times the
  * others (kern_attention_fwd_tile_cuda) so a GPU can tell which is best. */
 template <int HD, int MT, int BC> struct mf_smem {
   static constexpr int BR = 64 * MT, LD = HD + 8;
