@@ -547,13 +547,17 @@ __global__ void masked_softmax_kernel(bf16 *att, const float *scores, kern_attn_
 }
 
 /* dst = att with dropout (kern_attn_drop) on each probability; one thread
- * per element of (B, NH, T, T). */
+ * per four consecutive keys of a row of (B, NH, T, T) (one Philox call
+ * when the row starts on a multiple of 4, T % 4 == 0; at most two). */
 __global__ void attn_dropout_kernel(bf16 *dst, const bf16 *att, kern_attn_shape s) {
-  long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (idx >= (long)s.B * s.NH * s.T * s.T) return;
-  long r = idx / s.T;
-  int j = (int)(idx % s.T), i = (int)(r % s.T), h = (int)(r / s.T % s.NH), b = (int)(r / s.T / s.NH);
-  st(dst + idx, ld(att + idx) * kern_attn_drop(&s, b, h, i, j));
+  int quads = (s.T + 3) / 4;
+  long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= (long)s.B * s.NH * s.T * quads) return;
+  long r = t / quads;
+  int j0 = 4 * (int)(t % quads), i = (int)(r % s.T), h = (int)(r / s.T % s.NH), b = (int)(r / s.T / s.NH);
+  kern_dropout_block blk = {-1, {0}};
+  for (int j = j0; j < j0 + 4 && j < s.T; j++)
+    st(dst + r * s.T + j, ld(att + r * s.T + j) * kern_attn_drop_block(&s, b, h, i, j, &blk));
 }
 
 /* datt = att * (dp' - rowsum(att * dp')), dp' = dp through the dropout
@@ -566,10 +570,14 @@ __global__ void softmax_bwd_kernel(bf16 *datt, const bf16 *att, const float *dp,
   const bf16 *a = att + r * s.T;
   const float *x = dp + r * s.T;
   float sum = 0.0f;
-  for (int j = lane; j < s.T; j += 32) sum += ld(a + j) * x[j] * kern_attn_drop(&s, b, h, i, j);
+  kern_dropout_block blk = {-1, {0}}; /* each lane walks four consecutive keys at a time: one Philox call each */
+  for (int j0 = 4 * lane; j0 < s.T; j0 += 128)
+    for (int j = j0; j < j0 + 4 && j < s.T; j++) sum += ld(a + j) * x[j] * kern_attn_drop_block(&s, b, h, i, j, &blk);
   sum = warp_sum(sum);
-  for (int j = lane; j < s.T; j += 32)
-    st(datt + r * s.T + j, ld(a + j) * (x[j] * kern_attn_drop(&s, b, h, i, j) - sum));
+  blk.q = -1;
+  for (int j0 = 4 * lane; j0 < s.T; j0 += 128)
+    for (int j = j0; j < j0 + 4 && j < s.T; j++)
+      st(datt + r * s.T + j, ld(a + j) * (x[j] * kern_attn_drop_block(&s, b, h, i, j, &blk) - sum));
 }
 
 /* One batched GEMM per (b, kv head) over the grp query heads of the group.
@@ -634,7 +642,8 @@ extern "C" int kern_attention_unfused_fwd_cuda(const kern_ctx *ctx, kern_bf16 *o
   KERN_LAUNCH_TRY();
   const kern_bf16 *p = att;
   if (s.drop.p > 0.0f) { /* the dropped probabilities, in bf16 over the spent scores; att stays undropped */
-    KERN_LAUNCH(kern_cdiv(nrows * T, 256), 256, 0, stream, attn_dropout_kernel)((bf16 *)scores, (const bf16 *)att, s);
+    KERN_LAUNCH(kern_cdiv(nrows * ((T + 3) / 4), 256), 256, 0, stream, attn_dropout_kernel)((bf16 *)scores,
+                                                                                           (const bf16 *)att, s);
     KERN_LAUNCH_TRY();
     p = (const kern_bf16 *)scores;
   }
@@ -654,7 +663,8 @@ extern "C" int kern_attention_unfused_bwd_cuda(const kern_ctx *ctx, kern_bf16 *d
   float scale = rsqrtf((float)HS);
   const kern_bf16 *p = att;
   if (s.drop.p > 0.0f) { /* the forward's dropped probabilities again, in datt until the softmax backward */
-    KERN_LAUNCH(kern_cdiv(nrows * T, 256), 256, 0, stream, attn_dropout_kernel)((bf16 *)datt, (const bf16 *)att, s);
+    KERN_LAUNCH(kern_cdiv(nrows * ((T + 3) / 4), 256), 256, 0, stream, attn_dropout_kernel)((bf16 *)datt,
+                                                                                           (const bf16 *)att, s);
     KERN_LAUNCH_TRY();
     p = datt;
   }
