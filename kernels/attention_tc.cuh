@@ -347,13 +347,20 @@ __device__ __forceinline__ void tb_key_tile(const tb_tiles<HD> &t, bf16 *dk, bf1
         wm::store_matrix_sync(t.dpt + r0 * LS + 16 * n, c, LS, wm::mem_row_major);
       }
       __syncwarp();
-      for (int e = lane; e < 16 * TB_BQ; e += 32) {
-        int rr = r0 + e / TB_BQ, c = e % TB_BQ, j = j0 + rr, i = it + c;
-        bool ok = j < s.T && i < s.T && j <= i && j >= kern_attn_lo(i, s.window);
-        float p = ok ? expf(t.st[rr * LS + c] * scale - t.lse[c]) : 0.0f, mk = ok ? kern_attn_drop(&s, b, h, i, j) : 1.0f;
-        float ds = p * (t.dpt[rr * LS + c] * mk - t.D[c]) * scale;
-        t.pt[rr * LP + c] = __float2bfloat16_rn(p * mk); /* dV from the dropped probabilities */
-        t.dst[rr * LP + c] = __float2bfloat16_rn(ds);
+      /* Each lane takes four consecutive keys of one query at a time: one
+       * Philox call draws their dropout (kern_attn_drop_block). */
+      for (int gi = lane; gi < 4 * TB_BQ; gi += 32) {
+        int c = gi % TB_BQ, i = it + c;
+        kern_dropout_block blk = {-1, {0}};
+        for (int kq = 0; kq < 4; kq++) {
+          int rr = r0 + 4 * (gi / TB_BQ) + kq, j = j0 + rr;
+          bool ok = j < s.T && i < s.T && j <= i && j >= kern_attn_lo(i, s.window);
+          float p = ok ? expf(t.st[rr * LS + c] * scale - t.lse[c]) : 0.0f;
+          float mk = ok ? kern_attn_drop_block(&s, b, h, i, j, &blk) : 1.0f;
+          float ds = p * (t.dpt[rr * LS + c] * mk - t.D[c]) * scale;
+          t.pt[rr * LP + c] = __float2bfloat16_rn(p * mk); /* dV from the dropped probabilities */
+          t.dst[rr * LP + c] = __float2bfloat16_rn(ds);
+        }
       }
       __syncwarp();
       /* dV += P^T dO, dK += dS^T Q: dO and Q row-major are the B operands. */
