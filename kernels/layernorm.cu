@@ -4,8 +4,10 @@
  * element at a time (V = 1). Statistics in fp32. The forward keeps the row
  * in registers when C <= 4096 (and V = 8), so each input is read once and
  * every load of a row is in flight at once; longer rows take three passes
- * over it (the later two mostly from L1/L2). ptxas (nvcc 13.0, sm_90): 95
- * registers for C <= 2048, 167 for C <= 4096; 8192 would spill.
+ * over it (the later two mostly from L1/L2). ptxas (nvcc 13.0, sm_90): 124
+ * registers for C <= 2048, 196 for C <= 4096, no spills (95 and 167
+ * before the skip branch's dropout, the same blocks per SM: 2 and 1,
+ * 2026-11-25); 8192 would spill.
  * The backward, for C <= 2048 (and V = 8), also holds the row in registers
  * and sums dw, db in per-warp shared slices, lane by lane without atomics
  * (ln_bwd_cached_kernel, 248 registers, 128 KB of shared memory at C =
