@@ -33,8 +33,8 @@
 
 typedef struct {
     int train_iters, seed, device, json, save_interval, resume, help;
-    double lr, beta1, beta2, eps, weight_decay, clip_grad;
-    int warmup;
+    double lr, beta1, beta2, eps, weight_decay, clip_grad, min_lr;
+    int warmup, decay_style, decay_iters;
     char data[1024], out[1024], trace[1024], save[1024], load[1024];
 } run_opts_t;
 
@@ -48,12 +48,18 @@ static const opt_def run_defs[] = {
     {"device", OPT_ENUM, RO(device), 0, 0, "cpu", "cpu|gpu", "run",
      "cpu: reference kernels (fp32) and MPI; gpu: CUDA kernels (bf16) and NCCL, one GPU per rank"},
     {"json", OPT_BOOL, RO(json), 0, 1, "false", 0, "run",
-     "rank 0 prints one JSON object per step (step, loss, step_time_s, tokens_per_s, mfu, grad_norm) instead of "
-     "text"},
+     "rank 0 prints one JSON object per step (step, loss, step_time_s, tokens_per_s, mfu, grad_norm, lr) instead "
+     "of text"},
     {"data", OPT_STR, RO(data), 0, 1024, MEGASIM_EXPERIMENTS_DIR "/data/corpus.txt", 0, "run",
      "training text, one token per byte (vocabulary 256)"},
     {"lr", OPT_REAL, RO(lr), 0, 10, "0.002", 0, "run", "learning rate (Megatron's --lr)"},
     {"lr-warmup-iters", OPT_INT, RO(warmup), 0, 1000000, "0", 0, "run", "linear warm-up of the learning rate"},
+    {"lr-decay-style", OPT_ENUM, RO(decay_style), 0, 0, "constant", "constant|linear|cosine", "run",
+     "learning-rate decay after the warm-up, to --min-lr at --lr-decay-iters (Megatron-LM's; its default is "
+     "linear over the whole run, megasim run's constant, since --train-iters counts only this invocation)"},
+    {"lr-decay-iters", OPT_INT, RO(decay_iters), 0, 100000000, "0", 0, "run",
+     "the optimizer step the decay ends at (needed by linear and cosine; beyond --lr-warmup-iters)"},
+    {"min-lr", OPT_REAL, RO(min_lr), 0, 10, "0", 0, "run", "learning rate at and after --lr-decay-iters"},
     {"adam-beta1", OPT_REAL, RO(beta1), 0, 0.999999, "0.9", 0, "run", "Adam/LAMB beta1"},
     {"adam-beta2", OPT_REAL, RO(beta2), 0, 0.999999, "0.95", 0, "run", "Adam/LAMB beta2"},
     {"adam-eps", OPT_REAL, RO(eps), 1e-30, 1, "1e-8", 0, "run", "Adam/LAMB epsilon"},
@@ -136,6 +142,12 @@ static int parse(run_t *R, int argc, char **argv)
         return bad(R, "--resume needs --save DIR (or --load DIR): the checkpoint directory to continue from");
     if (R->o.save_interval && !R->o.save[0])
         return bad(R, "--save-interval needs --save DIR");
+    if (R->o.decay_style != LR_CONSTANT && R->o.decay_iters <= R->o.warmup) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "--lr-decay-style linear or cosine needs --lr-decay-iters beyond --lr-warmup-iters "
+                 "(got %d and %d): the step the decay ends at", R->o.decay_iters, R->o.warmup);
+        return bad(R, msg);
+    }
     return 0;
 }
 
@@ -239,7 +251,8 @@ static int setup(run_t *R)
     if (all_ok(rc))
         return bad(R, err[0] ? err : "a rank could not open the data");
     exec_hparams_t hp = {(float)R->o.lr, (float)R->o.beta1, (float)R->o.beta2, (float)R->o.eps,
-                         (float)R->o.weight_decay, R->o.warmup, (float)R->o.clip_grad};
+                         (float)R->o.weight_decay, R->o.warmup, (float)R->o.clip_grad, R->o.decay_style,
+                         R->o.decay_iters, (float)R->o.min_lr};
     rc = exec_init(&R->x, &R->job, R->rt, R->comm, &R->m, &R->data, &hp, (unsigned long long)R->o.seed, err, sizeof err);
     if (all_ok(rc))
         return bad(R, err[0] ? err : "a rank could not set up its executor");
@@ -292,10 +305,11 @@ static void report_step(run_t *R, const sim_iter_t *s)
         return;
     if (R->o.json) {
         printf("{\"step\": %d, \"loss\": %.9g, \"step_time_s\": %.6f, \"tokens_per_s\": %.1f, \"mfu\": %.6f, "
-               "\"grad_norm\": %.9g}\n", s->step, s->loss, s->step_time_s, s->tokens_per_s, s->mfu, R->x.grad_norm);
+               "\"grad_norm\": %.9g, \"lr\": %.9g}\n", s->step, s->loss, s->step_time_s, s->tokens_per_s, s->mfu,
+               R->x.grad_norm, R->x.lr);
     } else {
-        printf("step %5d | loss %.4f | grad norm %8.4f | %9.2f ms | %10.0f tokens/s | MFU %6.2f%%\n", s->step,
-               s->loss, R->x.grad_norm, s->step_time_s * 1e3, s->tokens_per_s, 100 * s->mfu);
+        printf("step %5d | loss %.4f | grad norm %8.4f | lr %.3e | %9.2f ms | %10.0f tokens/s | MFU %6.2f%%\n",
+               s->step, s->loss, R->x.grad_norm, R->x.lr, s->step_time_s * 1e3, s->tokens_per_s, 100 * s->mfu);
     }
     fflush(stdout);
 }

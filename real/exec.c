@@ -333,12 +333,25 @@ static int run_emb_sync(exec_t *x)
 
 /* ---- optimizer --------------------------------------------------------------------------- */
 
-static kern_opt_hparams hparams(const exec_t *x)
+double exec_lr(const exec_hparams_t *hp, long step)
 {
-    float lr = x->hp.lr;
-    if (x->hp.warmup_iters > 0 && x->step < x->hp.warmup_iters)
-        lr *= (float)(x->step + 1) / x->hp.warmup_iters;
-    return (kern_opt_hparams){lr, x->hp.beta1, x->hp.beta2, x->hp.eps, x->hp.weight_decay, x->step + 1,
+    double max = hp->lr, min = hp->min_lr;
+    long W = hp->warmup_iters, D = hp->decay_iters;
+    if (W > 0 && step <= W)
+        return max * (double)step / W;
+    if (hp->decay_style == LR_CONSTANT)
+        return max;
+    if (step >= D)
+        return min;
+    double ratio = (double)(step - W) / (double)(D - W);
+    double coeff = hp->decay_style == LR_LINEAR ? 1.0 - ratio : 0.5 * (cos(3.14159265358979323846 * ratio) + 1.0);
+    return min + coeff * (max - min);
+}
+
+static kern_opt_hparams hparams(exec_t *x)
+{
+    x->lr = exec_lr(&x->hp, x->step + 1);
+    return (kern_opt_hparams){(float)x->lr, x->hp.beta1, x->hp.beta2, x->hp.eps, x->hp.weight_decay, x->step + 1,
                               x->grad_scale};
 }
 

@@ -19,11 +19,21 @@
 #include "real/gpt.h"
 #include "sim/engine.h"
 
+enum { LR_CONSTANT, LR_LINEAR, LR_COSINE }; /* --lr-decay-style */
+
 typedef struct {
     float lr, beta1, beta2, eps, weight_decay;
     int warmup_iters;
     float clip_grad;          /* global gradient norm to clip to (Megatron-LM's --clip-grad); 0: none */
+    int decay_style, decay_iters; /* Megatron-LM's --lr-decay-style, --lr-decay-iters (the step it ends at) */
+    float min_lr;
 } exec_hparams_t;
+
+/* The learning rate of optimizer step `step` (1-based), as Megatron-LM's
+ * OptimizerParamScheduler gives it: linear warm-up to lr over the first
+ * warmup_iters steps (step / warmup_iters of it), then constant, or a
+ * linear or cosine decay to min_lr at decay_iters, min_lr after. */
+double exec_lr(const exec_hparams_t *hp, long step);
 
 typedef struct {
     void *buf[4096];
@@ -52,6 +62,7 @@ typedef struct {
     double *tensor_norms;     /* [ntensors][2] */
     int step;                 /* optimizer steps taken */
     double grad_norm;         /* the last step's global gradient norm (every rank's part, each element once) */
+    double lr;                /* the last step's learning rate */
     float grad_scale;         /* the last step's clipping factor (1: not clipped) */
 
     /* this iteration */

@@ -15,9 +15,10 @@ expected, what it got and where the expected value comes from.
   recompute    block recomputation keeps the losses (with dropout too: the
                rerun forward draws the same masks) and lands its peak memory
                between no and full recomputation's
-  learns       the loss falls on the shipped corpus, GPT and LLaMA-style
+  learns       the loss falls on the shipped corpus, GPT and LLaMA-style; the
+               learning rate follows each --lr-decay-style step by step
   resume       a run stopped at a checkpoint and resumed gives the
-               uninterrupted run's losses
+               uninterrupted run's losses (a cosine learning rate included)
   outputs      --out writes the measured result file, --trace the Chrome trace
   gpu          (label gpu) the GPU path on the GPUs at hand; skipped without
   gpu_emu      the GPU path's own code (real/rt_gpu.c, comm_nccl.c, the CUDA
@@ -184,8 +185,30 @@ def recompute():
           f"block {peaks['block 2 of 4']} > full {peaks['full']} MiB (expected strictly decreasing)")
 
 
+def schedule():
+    """The learning rate of each step, as Megatron-LM's scheduler gives it
+    (worked by hand): --lr 0.01, warm-up 2 steps (k / 2 of it), then decay
+    to --min-lr 0.001 at step 5 and constant after: cosine 0.005, 0.01,
+    0.00775 (0.001 + 0.009 (cos(pi / 3) + 1) / 2), 0.00325, 0.001, 0.001;
+    linear 0.005, 0.01, 0.007, 0.004, 0.001, 0.001; constant 0.005, 0.01
+    and 0.01 after."""
+    global failures
+    base = ["--lr", "0.01", "--lr-warmup-iters", "2", "--lr-decay-iters", "5", "--min-lr", "0.001"]
+    want = {"cosine": [0.005, 0.01, 0.00775, 0.00325, 0.001, 0.001],
+            "linear": [0.005, 0.01, 0.007, 0.004, 0.001, 0.001],
+            "constant": [0.005, 0.01, 0.01, 0.01, 0.01, 0.01]}
+    for style, lrs in want.items():
+        got, _ = run(1, base + ["--lr-decay-style", style], iters=6)
+        g = [s["lr"] for s in got]
+        ok = len(g) == len(lrs) and all(abs(a - b) <= 1e-9 + 1e-6 * b for a, b in zip(g, lrs))
+        failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} --lr-decay-style {style}: learning rates expected {lrs} (Megatron-LM's "
+              f"OptimizerParamScheduler, by hand), got {[round(x, 9) for x in g]}")
+
+
 def learns():
     global failures
+    schedule()
     for extra, name in (([], "GPT"), (LLAMA, "LLaMA-style")):
         steps, _ = run(2, extra, iters=20)
         first, last = steps[0]["loss"], min(s["loss"] for s in steps[-5:])
@@ -202,11 +225,12 @@ def resume(device=()):
     try:
         plan = ["--tensor-model-parallel-size", "2", "--use-distributed-optimizer", "--zero-stage", "1",
                 "--optimizer", "lamb", "--lr", "0.01"] + DROPOUT + list(device)  # masks drawn by step
+        plan += ["--lr-warmup-iters", "1", "--lr-decay-style", "cosine", "--lr-decay-iters", "4"]  # rates by step
         whole, _ = run(4, plan, iters=4)
         run(4, plan + ["--save", d, "--save-interval", "2"], iters=2)
         later, _ = run(4, plan + ["--save", d, "--resume"], iters=2)
-        expect_losses(f"resumed at step 2 (4 ranks, TP 2, ZeRO-1, LAMB, dropout{', ' + ' '.join(device) if device else ''})",
-                      whole[2:], later, "uninterrupted run")
+        expect_losses(f"resumed at step 2 (4 ranks, TP 2, ZeRO-1, LAMB, dropout, cosine learning rate"
+                      f"{', ' + ' '.join(device) if device else ''})", whole[2:], later, "uninterrupted run")
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
