@@ -306,10 +306,10 @@ static void report_step(run_t *R, const sim_iter_t *s)
     if (R->o.json) {
         printf("{\"step\": %d, \"loss\": %.9g, \"step_time_s\": %.6f, \"tokens_per_s\": %.1f, \"mfu\": %.6f, "
                "\"grad_norm\": %.9g, \"lr\": %.9g}\n", s->step, s->loss, s->step_time_s, s->tokens_per_s, s->mfu,
-               R->x.grad_norm, R->x.lr);
+               s->grad_norm, s->lr);
     } else {
         printf("step %5d | loss %.4f | grad norm %8.4f | lr %.3e | %9.2f ms | %10.0f tokens/s | MFU %6.2f%%\n",
-               s->step, s->loss, R->x.grad_norm, R->x.lr, s->step_time_s * 1e3, s->tokens_per_s, 100 * s->mfu);
+               s->step, s->loss, s->grad_norm, s->lr, s->step_time_s * 1e3, s->tokens_per_s, 100 * s->mfu);
     }
     fflush(stdout);
 }
@@ -345,7 +345,8 @@ static int train(run_t *R)
             return bad(R, "a training iteration failed (the message above names the rank's reason)");
         MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         sim_iter_t *s = &R->iters[R->niters++];
-        *s = (sim_iter_t){it + 1, loss, tmax, tokens / tmax, R->model_flops / (tmax * R->job.num_gpus * R->peak_flops)};
+        *s = (sim_iter_t){it + 1, loss, tmax, tokens / tmax, R->model_flops / (tmax * R->job.num_gpus * R->peak_flops),
+                          R->x.grad_norm, R->x.lr};
         report_step(R, s);
         if (!isfinite(loss))
             return bad(R, "the loss is not finite; lower --lr");

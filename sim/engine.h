@@ -41,6 +41,7 @@ typedef struct {
 typedef struct {
     int step;
     double loss, step_time_s, tokens_per_s, mfu;
+    double grad_norm, lr;    /* the global gradient norm (before clipping) and the learning rate of the step */
 } sim_iter_t;
 
 typedef enum { SIM_NET_ALPHA_BETA, SIM_NET_FLOWS } sim_network_t;

@@ -247,6 +247,7 @@ def outputs():
         checks = [("root attribute kind", "measurement" in kind),
                   ("config_json records the communicators' creation time (comm_init_s)", "comm_init_s" in cfg),
                   ("/iterations dataset", "DATASET \"iterations\"" in dump),
+                  ("/iterations columns grad_norm and lr", "\"grad_norm\"" in dump and "\"lr\"" in dump),
                   ("/timeline with an iteration column", "\"iteration\"" in dump),
                   ("/ranks dataset", "DATASET \"ranks\"" in dump)]
         with open(trace) as f:
