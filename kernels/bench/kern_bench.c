@@ -407,6 +407,12 @@ static int opt_lamb(bench *b, void *p) {
   return kern_lamb_cuda(a->t, OPT_TENSORS, hp, a->norms, b->stream);
 }
 
+/* gradient clipping's norm pass (the sums of g^2 per tensor; a.norms holds 2 x 64) */
+static int opt_grad_norm(bench *b, void *p) {
+  opt_arg *a = p;
+  return kern_grad_sumsq_cuda(a->t, OPT_TENSORS, a->norms, b->stream);
+}
+
 static void bench_optimizer(bench *b, long per_tensor) {
   opt_arg a;
   for (int k = 0; k < OPT_TENSORS; k++)
@@ -420,6 +426,9 @@ static void bench_optimizer(bench *b, long per_tensor) {
   if (want(b, "adamw_multi_tensor")) row(b, "adamw_multi_tensor", shape, time_us(b, opt_adamw, &a), 0, 30 * n, 0);
   /* LAMB reads w, g, m, v then w, m, v again */
   if (want(b, "lamb_multi_tensor")) row(b, "lamb_multi_tensor", shape, time_us(b, opt_lamb, &a), 0, 42 * n, 0);
+  /* read g: the 4 bytes per parameter the model's optimizer price gives clipping (model/cost.c) */
+  if (want(b, "grad_norm_multi_tensor"))
+    row(b, "grad_norm_multi_tensor", shape, time_us(b, opt_grad_norm, &a), 0, 4 * n, 0);
   for (int k = 0; k < OPT_TENSORS; k++) {
     CUDA(cudaFree(a.t[k].param)); CUDA(cudaFree((void *)a.t[k].grad)); CUDA(cudaFree(a.t[k].m));
     CUDA(cudaFree(a.t[k].v)); CUDA(cudaFree(a.t[k].param_bf16));

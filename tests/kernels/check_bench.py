@@ -36,6 +36,7 @@ EXPECTED = {
     **{k: 5 for k in ("gemm_cublas_plain", "matmul_fwd_bias", "matmul_fwd_bias_gelu", "matmul_fwd_4_row_chunks")},
     "adamw_multi_tensor": 1,
     "lamb_multi_tensor": 1,
+    "grad_norm_multi_tensor": 1,
 }
 
 
