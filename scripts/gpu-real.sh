@@ -8,6 +8,7 @@
 #   env:   ARCH=90 (sm_90; 80 for A100)  MB=4  GB=16  ITERS=20  WARMUP=3
 #          DROPOUT=0.1 (hidden and attention dropout, both sides: Megatron-LM's
 #          and megasim's default; 0 turns them off)
+#          CLIP=1.0 (gradient clipping's global norm, both sides; 0: none)
 #          NCCL_ROOT=DIR (a tree with include/nccl.h and lib/libnccl.so*)
 #          OUT_DIR=DIR (default: <build-dir>/gpu-real)
 #          PROFILE=FILE (a measured profile, scripts/gpu-calibrate.sh's: the
@@ -23,7 +24,8 @@
 # 16 sequences in micro-batches of 4 (4 accumulation steps), one GPU, no
 # TP/PP/DP; flash attention and the fused elementwise kernels on our side,
 # SDPA (flash) and AMP bf16 with fused AdamW on PyTorch's; the same dropouts
-# in the same places on both (DROPOUT). ~38 GB per GPU.
+# in the same places on both (DROPOUT), and the same gradient clipping
+# (CLIP). ~38 GB per GPU.
 #
 # MFU = F / (step time x 989.4 TFLOP/s), F = Megatron's model FLOPs per
 # iteration without recomputation (Narayanan et al., SC'21):
@@ -54,6 +56,7 @@ gb=${GB:-16}
 iters=${ITERS:-20}
 warmup=${WARMUP:-3}
 dropout=${DROPOUT:-0.1}
+clip=${CLIP:-1.0}
 out=${OUT_DIR:-$build/gpu-real}
 corpus=$root/experiments/data/corpus.txt
 nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
@@ -164,7 +167,7 @@ mkdir -p "$out"
 # ---- the two runs ------------------------------------------------------------
 model=(--num-layers 24 --hidden-size 2048 --ffn-hidden-size 8192 --num-attention-heads 16 --seq-length 2048
        --padded-vocab-size 256 --micro-batch-size "$mb" --global-batch-size "$gb" --train-iters "$iters"
-       --hidden-dropout "$dropout" --attention-dropout "$dropout")
+       --hidden-dropout "$dropout" --attention-dropout "$dropout" --clip-grad "$clip")
 # fattree: a cluster profile without the MegaScale environment's loader
 # stall and per-iteration overhead (0.65 s of a step; ASSUMPTIONS.md).
 plan=(--preset none --num-query-groups 16 --num-gpus 1 --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1

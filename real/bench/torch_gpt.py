@@ -10,7 +10,9 @@ torch.nn.functional.scaled_dot_product_attention, mean cross-entropy over
 the global batch, AdamW. Dropout where Megatron-LM (and megasim) puts it,
 at the same defaults (0.1): the embedding output and each branch before
 its residual add (--hidden-dropout), the attention probabilities inside
-SDPA (--attention-dropout); 0 turns each off. Mixed precision as megasim's GPU path keeps it:
+SDPA (--attention-dropout); 0 turns each off. Gradients clipped to a global
+norm of --clip-grad (1.0, megasim's and Megatron-LM's default) inside the
+timed step, as megasim's optimizer step does. Mixed precision as megasim's GPU path keeps it:
 fp32 master weights, gradients and moments, bf16 matmuls (torch.autocast),
 or --precision bf16 for weights stored in bf16 (no master copy).
 
@@ -62,6 +64,8 @@ def parse_args(argv=None):
     b.add_argument("--adam-beta2", type=float, default=0.95)
     b.add_argument("--adam-eps", type=float, default=1e-8)
     b.add_argument("--weight-decay", type=float, default=0.01)
+    b.add_argument("--clip-grad", type=float, default=1.0,
+                   help="clip gradients to this global L2 norm, as megasim run and Megatron-LM (0: no clipping)")
     b.add_argument("--seed", type=int, default=1234)
     b.add_argument("--data", default="", help="file of bytes (one token per byte); empty: uniform random tokens")
     r = p.add_argument_group("implementation")
@@ -172,7 +176,8 @@ def make_optimizer(torch, model, a):
 
 
 def train_step(torch, model, opt, host_batch, a):
-    """One global batch; returns the mean loss as a device tensor."""
+    """One global batch; returns the mean loss and the gradient norm
+    (before clipping) as device tensors."""
     toks = host_batch.to("cuda", non_blocking=True)
     m = toks.shape[0]
     loss_sum = torch.zeros((), device="cuda")
@@ -181,9 +186,11 @@ def train_step(torch, model, opt, host_batch, a):
             loss = model(toks[k, :, :-1], toks[k, :, 1:]) / m
         loss.backward()
         loss_sum += loss.detach()
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip_grad if a.clip_grad > 0 else float("inf"),
+                                          foreach=True)
     opt.step()
     opt.zero_grad(set_to_none=True)
-    return loss_sum
+    return loss_sum, norm
 
 
 def step_record(step, loss, t_s, a, flops):
@@ -197,7 +204,7 @@ def summary(torch, recs, a, flops, nparams):
     med, mean = statistics.median(kept), statistics.fmean(kept)
     return {"summary": True, "system": "pytorch-eager", "torch": torch.__version__,
             "device_name": torch.cuda.get_device_name(), "precision": a.precision, "adamw": a.adamw,
-            "hidden_dropout": a.hidden_dropout, "attention_dropout": a.attention_dropout,
+            "hidden_dropout": a.hidden_dropout, "attention_dropout": a.attention_dropout, "clip_grad": a.clip_grad,
             "params": nparams, "flops_per_iter": flops, "steps_kept": len(kept),
             "median_step_time_s": med, "mean_step_time_s": mean,
             "tokens_per_s": a.global_batch_size * a.seq_length / med, "tflops": flops / med * 1e-12,
@@ -223,10 +230,11 @@ def run(torch, a):
         batch = data.next()
         torch.cuda.synchronize()
         start.record()
-        loss = train_step(torch, model, opt, batch, a)
+        loss, norm = train_step(torch, model, opt, batch, a)
         end.record()
         end.synchronize()
         rec = step_record(step, loss.item(), start.elapsed_time(end) * 1e-3, a, flops)
+        rec["grad_norm"] = norm.item()
         recs.append(rec)
         print(json.dumps(rec), flush=True)
         print(f"step {step:4d} | loss {rec['loss']:.4f} | {rec['step_time_s'] * 1e3:9.2f} ms | "
