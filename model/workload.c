@@ -172,8 +172,12 @@ static void stage_memory(const job_t *j, const hw_t *hw, int stage, memory_t *m)
         keep_all.recompute = RECOMPUTE_NONE;
         double in = workload_layer_activation_bytes(j), all = workload_layer_activation_bytes(&keep_all);
         double n = fmin(j->recompute_num_layers, layers_per_chunk);
-        if (j->recompute_method == RECOMPUTE_BLOCK) /* n layers checkpointed one by one, the rest kept */
-            kept = n * in + (layers_per_chunk - n) * all, rebuilt = all;
+        /* Block: the first n layers checkpointed one by one, the rest kept.
+         * The backward reaches the first n last, when the kept layers of
+         * its micro-batch are freed: a rebuilt layer takes their place, and
+         * adds to the peak only when every layer is rebuilt. */
+        if (j->recompute_method == RECOMPUTE_BLOCK)
+            kept = n * in + (layers_per_chunk - n) * all, rebuilt = n < layers_per_chunk ? 0 : all;
         else /* one input per group of n layers; a whole group rebuilt at a time */
             kept = ceil(layers_per_chunk / n) * in, rebuilt = n * all;
     }
