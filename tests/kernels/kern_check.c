@@ -37,6 +37,13 @@ double kc_dot(const float *a, const float *b, long n) {
   return s;
 }
 
+int kc_compare_bytes(const char *what, const unsigned char *got, const unsigned char *ref, long n) {
+  long differ = 0;
+  for (long i = 0; i < n; i++) differ += got[i] != ref[i];
+  printf("  %s: bytes differing: expected 0, got %ld\n", what, differ);
+  return differ != 0;
+}
+
 int kc_compare(const char *what, const float *got, const float *ref, long n, float atol,
                float rtol) {
   int bad = 0;

@@ -25,6 +25,10 @@ double kc_dot(const float *a, const float *b, long n);
 int kc_compare(const char *what, const float *got, const float *ref, long n, float atol,
                float rtol);
 
+/* Byte arrays that must match exactly (dropout's kept masks): prints
+ * "what: bytes differing: expected 0, got k"; returns 1 when k > 0. */
+int kc_compare_bytes(const char *what, const unsigned char *got, const unsigned char *ref, long n);
+
 /* FD tolerance: truncation O(h^2) and fp32 rounding of L, O(ulp(L) / h). */
 #define KC_FD_EPS 1e-2f
 #define KC_FD_ATOL 2e-3f
