@@ -98,11 +98,9 @@ __device__ __forceinline__ void drop_pair(const kern_attn_shape &s, int b, int h
   uint32_t own0 = t ? w[2] : w[0], own1 = t ? w[3] : w[1];
   uint32_t oth0 = __shfl_xor_sync(0xffffffffu, t ? w[0] : w[2], 1);
   uint32_t oth1 = __shfl_xor_sync(0xffffffffu, t ? w[1] : w[3], 1);
-  uint32_t x0 = t ? oth0 : own0, x1 = t ? oth1 : own1, x2 = t ? own0 : oth0, x3 = t ? own1 : oth1;
-  p[0] *= x0 >= s.drop.thresh ? s.drop.scale : 0.0f;
-  p[1] *= x1 >= s.drop.thresh ? s.drop.scale : 0.0f;
-  p[2] *= x2 >= s.drop.thresh ? s.drop.scale : 0.0f;
-  p[3] *= x3 >= s.drop.thresh ? s.drop.scale : 0.0f;
+  uint32_t x[4] = {t ? oth0 : own0, t ? oth1 : own1, t ? own0 : oth0, t ? own1 : oth1};
+#pragma unroll
+  for (int e = 0; e < 4; e++) p[e] *= kern_dropout_word_mult(&s.drop, x[e]);
 }
 
 /* The dropout multipliers of a backward thread's four probabilities of an
@@ -121,7 +119,7 @@ __device__ __forceinline__ void drop_quad(const kern_attn_shape &s, int b, int h
 #pragma unroll
   for (int d = 1; d < 4; d++) got[d] = __shfl_xor_sync(0xffffffffu, word_of(w, m ^ d), 4 * d);
 #pragma unroll
-  for (int e = 0; e < 4; e++) mk[e] = word_of(got, m ^ e) >= s.drop.thresh ? s.drop.scale : 0.0f;
+  for (int e = 0; e < 4; e++) mk[e] = kern_dropout_word_mult(&s.drop, word_of(got, m ^ e));
 }
 
 /* ---- forward --------------------------------------------------------------

@@ -17,7 +17,7 @@ __global__ void dropout_kernel(bf16 *out, uint8_t *mask, const bf16 *x, const bf
   for (int k = 0; k < 4; k++) {
     long i = i0 + k;
     if (i < 0 || i >= n) continue;
-    float m = w[k] >= d.thresh ? d.scale : 0.0f;
+    float m = kern_dropout_word_mult(&d, w[k]);
     st(out + i, (x ? ld(x + i) : 0.0f) + ld(in + i) * m);
     if (mask) mask[i] = m != 0.0f;
   }

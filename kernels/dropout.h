@@ -63,11 +63,16 @@ static inline KERN_HD void kern_dropout_words(const kern_dropout *d, long long q
   kern_philox4x32_10(c, d->seed_lo, d->seed_hi);
 }
 
-/* The multiplier of element e: 0 (dropped) or scale (kept). */
+/* The multiplier an element's Philox word gives it: 0 (dropped) or scale. */
+static inline KERN_HD float kern_dropout_word_mult(const kern_dropout *d, uint32_t word) {
+  return word >= d->thresh ? d->scale : 0.0f;
+}
+
+/* The multiplier of element e. */
 static inline KERN_HD float kern_dropout_mult(const kern_dropout *d, long long e) {
   uint32_t c[4];
   kern_dropout_words(d, e >> 2, c);
-  return c[e & 3] >= d->thresh ? d->scale : 0.0f;
+  return kern_dropout_word_mult(d, c[e & 3]);
 }
 
 /* kern_dropout_mult with the last call's four words kept (q < 0: none yet):
@@ -79,7 +84,7 @@ typedef struct kern_dropout_block {
 
 static inline KERN_HD float kern_dropout_mult_block(const kern_dropout *d, long long e, kern_dropout_block *b) {
   if (b->q != e >> 2) b->q = e >> 2, kern_dropout_words(d, b->q, b->w);
-  return b->w[e & 3] >= d->thresh ? d->scale : 0.0f;
+  return kern_dropout_word_mult(d, b->w[e & 3]);
 }
 
 /* The index of attention probability (b, h, i, j) (index rule above). */
