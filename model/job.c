@@ -508,11 +508,13 @@ int job_finalize(job_t *j, int gpus_per_node, char *err)
         j->sliding_window = j->seq_length / 2;
     j->window = (j->sliding_window == 0 || j->sliding_window > j->seq_length) ? j->seq_length
                                                                               : j->sliding_window;
-    double P = workload_stage_params_local(j, 0);
-    RULE(j->vpp > 1 || j->ddp_bucket_size == 0 || ceil(P / j->ddp_bucket_size) <= JOB_MAX_DP_BUCKETS,
-         "ddp-bucket-size = %g cuts the first stage's %.4g parameters into %.0f buckets; allowed at most %d "
-         "(a bucket of at least %.0f parameters)", j->ddp_bucket_size, P, ceil(P / j->ddp_bucket_size),
-         JOB_MAX_DP_BUCKETS, ceil(P / JOB_MAX_DP_BUCKETS));
+    if (j->vpp == 1 && j->ddp_bucket_size > 0) { /* interleaved plans cut one bucket per chunk */
+        double P = workload_stage_params_local(j, 0);
+        RULE(ceil(P / j->ddp_bucket_size) <= JOB_MAX_DP_BUCKETS,
+             "ddp-bucket-size = %g cuts the first stage's %.4g parameters into %.0f buckets; allowed at most %d "
+             "(a bucket of at least %.0f parameters)", j->ddp_bucket_size, P, ceil(P / j->ddp_bucket_size),
+             JOB_MAX_DP_BUCKETS, ceil(P / JOB_MAX_DP_BUCKETS));
+    }
     return 0;
 }
 
