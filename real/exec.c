@@ -47,9 +47,9 @@ static int build_segments(exec_t *x)
                 return -1;
             long sh = base + (a - lo);
             kern_bf16 *act = (kern_bf16 *)((char *)m->params + a * x->rt->act_bytes);
-            x->segs[x->nsegs] = (kern_opt_tensor){x->master_in_params ? (float *)act : x->master + sh,
+            x->segs[x->nsegs] = (kern_opt_tensor){x->master ? x->master + sh : (float *)act,
                                                    (x->zero ? x->gshard + sh : m->grads + a), x->mom1 + sh,
-                                                   x->mom2 + sh, x->master_in_params ? NULL : act, b - a};
+                                                   x->mom2 + sh, x->master ? act : NULL, b - a};
             x->seg_tensor[x->nsegs++] = i;
         }
         base += hi - lo;
@@ -64,7 +64,6 @@ int exec_init(exec_t *x, const job_t *job, rt_t *rt, comm_t *comm, gpt_t *m, dat
     memset(x, 0, sizeof *x);
     x->job = job, x->rt = rt, x->comm = comm, x->m = m, x->data = data, x->hp = *hp;
     x->zero = job->zero_stage >= 1 && job->dp > 1;
-    x->master_in_params = rt->act_bytes == sizeof(float);
     x->shard_base = calloc((size_t)m->npieces + 1, sizeof *x->shard_base);
     long nshard = 0;
     for (int p = 0; p < m->npieces; p++) {
@@ -74,7 +73,7 @@ int exec_init(exec_t *x, const job_t *job, rt_t *rt, comm_t *comm, gpt_t *m, dat
     }
     size_t f = sizeof(float), nb = (size_t)(nshard ? nshard : 1) * f;
     long toks = (long)job->num_microbatches * m->N;
-    if ((!x->master_in_params && OP->alloc(rt, (void **)&x->master, nb, RT_POOL_MAIN)) ||
+    if ((rt->act_bytes != sizeof(float) && OP->alloc(rt, (void **)&x->master, nb, RT_POOL_MAIN)) ||
         OP->alloc(rt, (void **)&x->mom1, nb, RT_POOL_MAIN) ||
         OP->alloc(rt, (void **)&x->mom2, nb, RT_POOL_MAIN) ||
         (x->zero && OP->alloc(rt, (void **)&x->gshard, nb, RT_POOL_MAIN)) ||
@@ -556,7 +555,7 @@ int exec_state_get(exec_t *x, float *host3)
 {
     size_t b = (size_t)x->nshard * sizeof(float);
     RT_TRY(OP->sync(x->rt));
-    if (!x->master_in_params) {
+    if (x->master) {
         RT_TRY(OP->d2h(x->rt, host3, x->master, b));
     } else { /* the owned parts of the weights, piece by piece, in shard order */
         for (int p = 0; p < x->m->npieces; p++) {

@@ -52,10 +52,10 @@ typedef struct {
     /* optimizer state: this rank's shard (ZeRO) or all of its parameters */
     long nshard;
     long *shard_base;         /* [piece]: where its owned part starts in the shard */
-    float *master, *mom1, *mom2, *gshard; /* fp32 (nshard); gshard: ZeRO's reduced gradients */
-    int master_in_params;     /* the weights the kernels read are fp32 (the CPU path): they are the master
-                                 weights, updated in place (no copy, as the memory model counts fp32
-                                 training); master is then NULL */
+    float *master, *mom1, *mom2, *gshard; /* fp32 (nshard); gshard: ZeRO's reduced gradients; master NULL
+                                             where the weights the kernels read are fp32 (the CPU path): they
+                                             are then the master weights, updated in place (no copy, as the
+                                             memory model counts fp32 training) */
     kern_opt_tensor *segs;    /* owned parts of tensors */
     int *seg_tensor, nsegs;
     float *norms_dev, *norms_host;
