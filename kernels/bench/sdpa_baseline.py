@@ -1,14 +1,20 @@
 #!/usr/bin/env python3
 """kernels/bench/sdpa_baseline.py: PyTorch scaled_dot_product_attention
 (flash backend) forward + backward at kern_bench's attention shapes, printed
-in kern_bench's columns so the two can be read side by side.
+in kern_bench's columns (the same shape strings) so the two can be read side
+by side. kern_bench's sliding-window shape has no row here: SDPA takes a
+window only as an explicit mask, which rules the flash backend out. GQA runs
+with enable_gqa (torch >= 2.5); an older torch, or a backend that refuses
+it, gets a '#' line saying so instead of a row.
 FLOPs: 4 B H D x (visible query-key pairs) forward, 2.5x that backward."""
 import sys
 import torch
 import torch.nn.functional as F
 
-SHAPES = [  # (label, B, T, H, D): causal, as kern_bench
-    ("175B/TP8,1.3B", 1, 2048, 16, 128),
+SHAPES = [  # (label, B, T, query heads, key/value heads, D): causal, as kern_bench
+    ("175B/TP8", 1, 2048, 12, 12, 128),
+    ("1.3B", 1, 2048, 16, 16, 128),
+    ("GQA 4", 1, 4096, 16, 4, 128),
 ]
 
 
@@ -31,15 +37,23 @@ def main():
         return 77
     print(f"# torch {torch.__version__} SDPA flash backend on {torch.cuda.get_device_name()}")
     print(f"{'# kernel':<26} {'shape':<34} {'time_us':>10} {'TFLOP/s':>10}")
-    for label, B, T, H, D in SHAPES:
-        q, k, v = (torch.randn(B, H, T, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-                   for _ in range(3))
+    for label, B, T, H, HKV, D in SHAPES:
+        q = torch.randn(B, H, T, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        k, v = (torch.randn(B, HKV, T, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+                for _ in range(2))
         dout = torch.randn(B, H, T, D, device="cuda", dtype=torch.bfloat16)
         fwd_flops = 4.0 * B * H * D * T * (T + 1) / 2
-        shape = f"B{B} T{T} H{H}/{H} D{D} w0 {label}"
+        shape = f"B{B} T{T} H{H}/{HKV} D{D} w0 {label}"
+        gqa = {"enable_gqa": True} if HKV != H else {}
         with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.FLASH_ATTENTION):
             def fwd():
-                return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                return F.scaled_dot_product_attention(q, k, v, is_causal=True, **gqa)
+
+            try:
+                fwd()
+            except (TypeError, RuntimeError) as e:
+                print(f"# {shape}: SDPA flash refused it ({str(e).splitlines()[0][:100]}); no row")
+                continue
 
             def fwdbwd():
                 fwd().backward(dout)
