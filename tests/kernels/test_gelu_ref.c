@@ -1,7 +1,8 @@
 /* tests/kernels/test_gelu_ref.c: fused bias + GeLU against the unfused
  * sequence (bias add, GeLU; GeLU backward, bias gradient), which must agree
- * to fp32 rounding, and the fused backward against finite differences; the
- * SwiGLU backward against finite differences of its forward. */
+ * to fp32 rounding; the fused backward, and each unfused backward piece
+ * (GeLU backward, bias gradient) on its own, against finite differences;
+ * the SwiGLU backward against finite differences of its forward. */
 #include <stdio.h>
 #include <stdlib.h>
 #include "kern_check.h"
@@ -13,6 +14,32 @@ static double loss(void *p) {
   ctx_t *c = p;
   kern_bias_gelu_fwd_ref(c->out, c->inp, c->bias, c->N, c->C);
   return kc_dot(c->out, c->proj, (long)c->N * c->C);
+}
+
+/* The unfused pieces alone: L = sum(gelu(x) .* proj) for the GeLU
+ * backward, L = sum((x + b) .* proj) for the bias gradient. */
+static double gelu_loss(void *p) {
+  ctx_t *c = p;
+  kern_gelu_fwd_ref(c->out, c->inp, (long)c->N * c->C);
+  return kc_dot(c->out, c->proj, (long)c->N * c->C);
+}
+static double bias_loss(void *p) {
+  ctx_t *c = p;
+  kern_bias_add_ref(c->out, c->inp, c->bias, c->N, c->C);
+  return kc_dot(c->out, c->proj, (long)c->N * c->C);
+}
+
+static int run_unfused(int N, int C, kc_rng *r) {
+  long n = (long)N * C;
+  ctx_t c = {N, C, kc_rand(r, n, -3, 3), kc_rand(r, C, -1, 1), kc_zeros(n), kc_rand(r, n, -1, 1)};
+  printf("unfused pieces: shape N=%d C=%d\n", N, C);
+  float *dinp = kc_zeros(n), *db = kc_zeros(C);
+  kern_gelu_bwd_ref(dinp, c.proj, c.inp, n);
+  kern_bias_grad_ref(db, c.proj, N, C);
+  int bad = kc_fd_check("gelu_bwd dinp", c.inp, dinp, n, gelu_loss, &c, r, 30) +
+            kc_fd_check("bias_grad dbias", c.bias, db, C, bias_loss, &c, r, 30);
+  free(c.inp), free(c.bias), free(c.out), free(c.proj), free(dinp), free(db);
+  return bad;
 }
 
 static int run(int N, int C, kc_rng *r) {
@@ -60,6 +87,6 @@ static int run_swiglu(int N, int F, kc_rng *r) {
 
 int main(void) {
   kc_rng r = {3};
-  int bad = run(3, 5, &r) + run(16, 40, &r) + run_swiglu(3, 5, &r) + run_swiglu(8, 24, &r);
+  int bad = run(3, 5, &r) + run(16, 40, &r) + run_unfused(7, 9, &r) + run_swiglu(3, 5, &r) + run_swiglu(8, 24, &r);
   return kc_finish("kern_gelu_ref", bad);
 }

@@ -1,5 +1,6 @@
 /* tests/kernels/test_matmul_cuda.c: cuBLASLt GEMMs vs the reference:
- * forward with bias, with bias + GeLU epilogue (and its saved input),
+ * forward with bias, without it, with bias + GeLU epilogue (and its saved
+ * input),
  * backward (dinp, fp32 dweight accumulated onto a non-zero start, dbias)
  * with and without the DGELU epilogue, and every chunk of the chunked
  * forward. Sums over K of bf16 products in fp32: the error is the bf16
@@ -38,6 +39,9 @@ static int run(int N, int C, int OC, kc_rng *r) {
   kern_matmul_fwd_ref(out, NULL, inp, w, b, N, C, OC);
   KG_CHECK(kern_matmul_fwd_cuda(&ctx, d_out, NULL, d_inp, d_w, d_b, N, C, OC, 0));
   bad += cmp16("fwd + bias", d_out, out, no, sc);
+  kern_matmul_fwd_ref(out, NULL, inp, w, NULL, N, C, OC);
+  KG_CHECK(kern_matmul_fwd_cuda(&ctx, d_out, NULL, d_inp, d_w, NULL, N, C, OC, 0));
+  bad += cmp16("fwd, no bias", d_out, out, no, sc);
   if (OC % 8 == 0) {
     kern_matmul_fwd_ref(out, pre, inp, w, b, N, C, OC);
     KG_CHECK(kern_matmul_fwd_cuda(&ctx, d_out, d_pre, d_inp, d_w, d_b, N, C, OC, 0));

@@ -2,8 +2,10 @@
  * 1. kern_gemm_ref, all four transpose cases, odd sizes (edges of the 4x4
  *    and 64 / 256 blocks), beta = 0 and 1, against a naive triple loop in
  *    double; a 2x2 worked example;
- * 2. the linear layer backward (dinp, dweight, dbias, and dinp through
- *    the GeLU of the previous layer) against finite differences;
+ * 2. the linear layer backward (dinp, dweight, dbias; dinp through the
+ *    GeLU of the previous layer, and without it) against finite
+ *    differences; the GeLU epilogue's pre against the plain forward's out
+ *    and against a naive inp @ w^T + b;
  * 3. every chunk of the chunked forward, rows and columns, against the
  *    full forward: the chunks must tile the output exactly. */
 #include <stdio.h>
@@ -45,34 +47,46 @@ static int check_gemm(int M, int N, int K, kc_rng *r) {
   return bad;
 }
 
-typedef struct { int N, C, OC; float *x, *inp, *w, *b, *out, *proj; } ctx_t;
+typedef struct { int N, C, OC, gelu; float *x, *inp, *w, *b, *out, *proj; } ctx_t;
 
-/* out = gelu(x) @ w^T + b: so d loss / d x is dinp through the GeLU. */
+/* out = act(x) @ w^T + b, act = GeLU (gelu) or the identity: d loss / d x
+ * is dinp through the GeLU, or dinp itself. */
 static double loss(void *p) {
   ctx_t *c = p;
-  kern_gelu_fwd_ref(c->inp, c->x, (long)c->N * c->C);
+  if (c->gelu)
+    kern_gelu_fwd_ref(c->inp, c->x, (long)c->N * c->C);
+  else
+    memcpy(c->inp, c->x, sizeof(float) * c->N * c->C);
   kern_matmul_fwd_ref(c->out, NULL, c->inp, c->w, c->b, c->N, c->C, c->OC);
   return kc_dot(c->out, c->proj, (long)c->N * c->OC);
 }
 
-static int check_bwd(int N, int C, int OC, kc_rng *r) {
-  printf("linear layer N=%d C=%d OC=%d\n", N, C, OC);
-  ctx_t c = {N, C, OC, kc_rand(r, (long)N * C, -2, 2), kc_zeros((long)N * C),
+static int check_bwd(int N, int C, int OC, int gelu, kc_rng *r) {
+  printf("linear layer N=%d C=%d OC=%d, %s\n", N, C, OC, gelu ? "input through GeLU" : "plain input");
+  ctx_t c = {N, C, OC, gelu, kc_rand(r, (long)N * C, -2, 2), kc_zeros((long)N * C),
              kc_rand(r, (long)OC * C, -1, 1), kc_rand(r, OC, -1, 1), kc_zeros((long)N * OC),
              kc_rand(r, (long)N * OC, -1, 1)};
   float *dinp = kc_zeros((long)N * C), *dw = kc_zeros((long)OC * C), *db = kc_zeros(OC);
   loss(&c);
-  kern_matmul_bwd_ref(dinp, dw, db, c.proj, c.inp, c.w, c.x, N, C, OC);
-  int bad = kc_fd_check("dinp (via gelu)", c.x, dinp, (long)N * C, loss, &c, r, 20) +
+  kern_matmul_bwd_ref(dinp, dw, db, c.proj, c.inp, c.w, gelu ? c.x : NULL, N, C, OC);
+  int bad = kc_fd_check(gelu ? "dinp (via gelu)" : "dinp", c.x, dinp, (long)N * C, loss, &c, r, 20) +
             kc_fd_check("dweight", c.w, dw, (long)OC * C, loss, &c, r, 20) +
             kc_fd_check("dbias", c.b, db, OC, loss, &c, r, 20);
-  /* GeLU epilogue: out = gelu(pre), pre = inp @ w^T + b */
-  float *pre = kc_zeros((long)N * OC), *out2 = kc_zeros((long)N * OC);
+  /* GeLU epilogue: pre = inp @ w^T + b, the plain forward's out (c.out,
+   * from loss() again: the finite differences left it at a shifted
+   * point) bit for bit, and a naive double sum to fp32 rounding;
+   * out = gelu(pre) */
+  loss(&c);
+  float *pre = kc_zeros((long)N * OC), *out2 = kc_zeros((long)N * OC), *e = kc_zeros((long)N * OC);
   kern_matmul_fwd_ref(out2, pre, c.inp, c.w, c.b, N, C, OC);
+  bad += kc_compare("gelu epilogue: pre vs the plain forward", pre, c.out, (long)N * OC, 0, 0);
+  naive(e, c.inp, c.w, N, OC, C, 0, 1, 0.0f);
+  for (long i = 0; i < (long)N * OC; i++) e[i] += c.b[i % OC];
+  bad += kc_compare("gelu epilogue: pre vs naive inp @ w^T + b", pre, e, (long)N * OC, 1e-5f * C, 1e-5f);
   kern_gelu_fwd_ref(pre, pre, (long)N * OC);
-  bad += kc_compare("gelu epilogue", out2, pre, (long)N * OC, 0, 0);
+  bad += kc_compare("gelu epilogue: out vs gelu(pre)", out2, pre, (long)N * OC, 0, 0);
   free(c.x), free(c.inp), free(c.w), free(c.b), free(c.out), free(c.proj);
-  free(dinp), free(dw), free(db), free(pre), free(out2);
+  free(dinp), free(dw), free(db), free(pre), free(out2), free(e);
   return bad;
 }
 
@@ -101,7 +115,7 @@ int main(void) {
   kern_gemm_ref(c, a, b, 2, 2, 2, 0, 0, 2, 2, 2, 0.0f);
   int bad = kc_compare("2x2 worked example", c, e, 4, 0, 0);
   bad += check_gemm(5, 7, 3, &r) + check_gemm(9, 70, 300, &r) + check_gemm(66, 13, 257, &r);
-  bad += check_bwd(5, 6, 7, &r) + check_bwd(8, 12, 16, &r);
+  bad += check_bwd(5, 6, 7, 1, &r) + check_bwd(8, 12, 16, 1, &r) + check_bwd(7, 9, 5, 0, &r);
   bad += check_chunks(10, 9, 11, 3, &r) + check_chunks(64, 32, 48, 4, &r);
   return kc_finish("kern_matmul_ref", bad);
 }

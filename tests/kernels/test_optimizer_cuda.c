@@ -3,7 +3,8 @@
  * from 1 to 3 chunks and odd; fp32 state, so tolerances are fp32-tight
  * (1e-6 + 1e-5 |ref|; LAMB's norms are summed in a different order); the
  * gradients scaled by 0.5 (clipping's grad_scale); and the per-tensor sums
- * of g^2 of clipping's norm pass. */
+ * of g^2 of clipping's norm pass. Each tensor's param, m, v and bf16 copy
+ * are compared. */
 #include <stdlib.h>
 #include "kern_gpu.h"
 #include "kernels/optimizer.h"
@@ -38,6 +39,7 @@ static int run(int lamb, kc_rng *r) {
     kg_get_f32(got, d[k].param, h[k].n);
     int b = kc_compare(what, got, h[k].param, h[k].n, 1e-6f, 1e-5f);
     kg_get_f32(got, d[k].m, h[k].n), b += kc_compare("  m", got, h[k].m, h[k].n, 1e-7f, 1e-5f);
+    kg_get_f32(got, d[k].v, h[k].n), b += kc_compare("  v", got, h[k].v, h[k].n, 1e-9f, 1e-5f);
     kg_get_bf16(got, d[k].param_bf16, h[k].n);
     for (long i = 0; i < h[k].n; i++) ref16[i] = h[k].param[i];
     kc_round_bf16(ref16, h[k].n);
