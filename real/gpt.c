@@ -427,7 +427,25 @@ static int attn_fwd(gpt_t *m, layer_saved_t *s)
     }
     RT_TRY(alloc_act(m, &s->ao, (long)m->N * m->nh * m->HS));
     RT_TRY(OP->alloc(RT, &s->att, rt_attn_saved_bytes(RT, m->attn, sh), RT_POOL_MAIN));
-    return OP->attn_fwd(RT, m->attn, s->ao, s->att, s->q, s->k, s->v, sh);
+    RT_TRY(OP->attn_fwd(RT, m->attn, s->ao, s->att, s->q, s->k, s->v, sh));
+    if (m->recompute_core) /* rebuilt by attn_bwd */
+        drop(m, s->att), s->att = NULL;
+    return 0;
+}
+
+/* Selective recomputation: the core's forward again, from the kept
+ * (already turned) q, k, v, for its probabilities; its output, the same
+ * as the kept ao, is thrown away. The dropout masks are drawn again at the
+ * same places, so they are the same. */
+static int attn_rebuild(gpt_t *m, layer_saved_t *s)
+{
+    kern_attn_shape sh = attn_shape(m, s);
+    void *out;
+    RT_TRY(OP->alloc(RT, &s->att, rt_attn_saved_bytes(RT, m->attn, sh), RT_POOL_MAIN));
+    RT_TRY(alloc_act(m, &out, (long)m->N * m->nh * m->HS));
+    RT_TRY(OP->attn_fwd(RT, m->attn, out, s->att, s->q, s->k, s->v, sh));
+    drop(m, out);
+    return 0;
 }
 
 /* dy (N, ld) receives [dq | dk | dv] from column 0. */
@@ -438,6 +456,8 @@ static int attn_bwd(gpt_t *m, layer_saved_t *s, const void *dao, void *dy, int l
     RT_TRY(alloc_act(m, &dq, (long)m->N * q));
     RT_TRY(alloc_act(m, &dk, (long)m->N * kv));
     RT_TRY(alloc_act(m, &dv, (long)m->N * kv));
+    if (!s->att)
+        RT_TRY(attn_rebuild(m, s));
     RT_TRY(OP->attn_bwd(RT, m->attn, dq, dk, dv, dao, s->q, s->k, s->v, s->ao, s->att, attn_shape(m, s)));
     if (m->pos == POS_ROPE) { /* back through the turn: the inverse turn */
         RT_TRY(OP->rope(RT, dq, m->N, m->T, m->nh, m->HS, m->job->rotary_base, 1));

@@ -91,6 +91,10 @@ typedef struct {
     int fused, sp, overlap, parallel, recompute;
     int recompute_layers;    /* with recompute: the chunk's first layers rerun in the backward (all of them,
                                 each its own checkpoint even when uniform groups N; or block's first N) */
+    int recompute_core;      /* selective recomputation with unfused attention: the (B, nh, T, T)
+                                probabilities are dropped after the forward and rebuilt from the kept q, k, v
+                                in the backward (Megatron-LM's checkpointed core attention); flash kernels
+                                keep no probabilities, so there it changes nothing */
     int bias;                /* linear layers have biases (not --disable-bias-linear) */
     int tied;                /* the output layer is the word embedding (not --untie-...) */
     int rms;                 /* RMSNorm (no norm biases) instead of LayerNorm */
