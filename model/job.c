@@ -111,43 +111,57 @@ static const opt_def defs[] = {
 
 const opt_table job_opts = {defs, sizeof defs / sizeof defs[0], "job"};
 
-/* Flags of Megatron-LM that change numerics or bookkeeping, not speed. */
+/* Flags of Megatron-LM that change numerics or bookkeeping, not speed:
+ * predict, simulate and search accept and ignore them. `maths` marks those
+ * that change what a real training computes (initialisation, precision and
+ * loss scaling, the data, schedules counted in samples), which `megasim
+ * run` must refuse rather than train without (it has its own --lr,
+ * --min-lr, --lr-decay-style, --lr-decay-iters, --lr-warmup-iters,
+ * --weight-decay, --clip-grad, --adam-*, --train-iters, --seed, --save,
+ * --load, --save-interval and --data, which it reads before this list). */
 static const struct {
     const char *name;
-    int takes_value;
+    int takes_value, maths;
 } ignored[] = {
-    {"lr", 1}, {"min-lr", 1}, {"lr-decay-style", 1}, {"lr-decay-iters", 1}, {"lr-decay-samples", 1},
-    {"lr-warmup-fraction", 1}, {"lr-warmup-iters", 1}, {"lr-warmup-samples", 1}, {"weight-decay", 1},
-    {"clip-grad", 1}, {"adam-beta1", 1}, {"adam-beta2", 1}, {"adam-eps", 1}, {"init-method-std", 1},
-    {"train-samples", 1}, {"log-interval", 1}, {"eval-interval", 1}, {"eval-iters", 1},
-    {"save", 1}, {"load", 1}, {"save-interval", 1}, {"data-path", 1}, {"vocab-file", 1},
-    {"merge-file", 1}, {"tokenizer-type", 1}, {"split", 1},
-    {"max-position-embeddings", 1}, {"distributed-backend", 1},
-    {"tensorboard-dir", 1}, {"exit-interval", 1}, {"loss-scale", 1}, {"initial-loss-scale", 1},
-    {"group-query-attention", 0}, {"use-mcore-models", 0}, {"no-masked-softmax-fusion", 0},
-    {"fp16", 0},
+    {"lr", 1, 0}, {"min-lr", 1, 0}, {"lr-decay-style", 1, 0}, {"lr-decay-iters", 1, 0}, {"lr-decay-samples", 1, 1},
+    {"lr-warmup-fraction", 1, 1}, {"lr-warmup-iters", 1, 0}, {"lr-warmup-samples", 1, 1}, {"weight-decay", 1, 0},
+    {"clip-grad", 1, 0}, {"adam-beta1", 1, 0}, {"adam-beta2", 1, 0}, {"adam-eps", 1, 0}, {"init-method-std", 1, 1},
+    {"train-samples", 1, 1}, {"log-interval", 1, 0}, {"eval-interval", 1, 0}, {"eval-iters", 1, 0},
+    {"save", 1, 0}, {"load", 1, 0}, {"save-interval", 1, 0}, {"data-path", 1, 1}, {"vocab-file", 1, 1},
+    {"merge-file", 1, 1}, {"tokenizer-type", 1, 1}, {"split", 1, 1},
+    {"max-position-embeddings", 1, 0}, {"distributed-backend", 1, 0},
+    {"tensorboard-dir", 1, 0}, {"exit-interval", 1, 0}, {"loss-scale", 1, 1}, {"initial-loss-scale", 1, 1},
+    {"group-query-attention", 0, 0}, {"use-mcore-models", 0, 0}, {"no-masked-softmax-fusion", 0, 0},
+    {"fp16", 0, 1},
     /* numerics, data, logging and checkpointing of a modern launch line */
-    {"train-iters", 1}, {"seed", 1}, {"num-workers", 1}, {"data-impl", 1}, {"make-vocab-size-divisible-by", 1},
-    {"transformer-impl", 1}, {"rotary-percent", 1}, {"tokenizer-model", 1},
-    {"norm-epsilon", 1}, {"exit-duration-in-mins", 1}, {"start-weight-decay", 1}, {"end-weight-decay", 1},
-    {"weight-decay-incr-style", 1}, {"lr-warmup-init", 1}, {"hysteresis", 1}, {"loss-scale-window", 1},
-    {"min-loss-scale", 1}, {"data-cache-path", 1}, {"train-data-path", 1}, {"valid-data-path", 1},
-    {"test-data-path", 1}, {"tensorboard-log-interval", 1}, {"timing-log-level", 1}, {"wandb-project", 1},
-    {"wandb-exp-name", 1}, {"ckpt-format", 1}, {"attention-softmax-in-fp32", 0}, {"apply-layernorm-1p", 0},
-    {"no-load-optim", 0}, {"no-load-rng", 0}, {"no-save-optim", 0}, {"no-save-rng", 0}, {"finetune", 0},
-    {"mock-data", 0}, {"log-throughput", 0}, {"log-params-norm", 0}, {"log-num-zeros-in-grad", 0},
-    {"use-checkpoint-args", 0}, {"no-rope-fusion", 0}, {"no-gradient-accumulation-fusion", 0},
-    {"no-async-tensor-model-parallel-allreduce", 0},
+    {"train-iters", 1, 0}, {"seed", 1, 0}, {"num-workers", 1, 0}, {"data-impl", 1, 0},
+    {"make-vocab-size-divisible-by", 1, 0}, {"transformer-impl", 1, 0}, {"rotary-percent", 1, 1},
+    {"tokenizer-model", 1, 1}, {"norm-epsilon", 1, 1}, {"exit-duration-in-mins", 1, 0}, {"start-weight-decay", 1, 1},
+    {"end-weight-decay", 1, 1}, {"weight-decay-incr-style", 1, 1}, {"lr-warmup-init", 1, 1}, {"hysteresis", 1, 1},
+    {"loss-scale-window", 1, 1}, {"min-loss-scale", 1, 1}, {"data-cache-path", 1, 0}, {"train-data-path", 1, 1},
+    {"valid-data-path", 1, 0}, {"test-data-path", 1, 0}, {"tensorboard-log-interval", 1, 0},
+    {"timing-log-level", 1, 0}, {"wandb-project", 1, 0}, {"wandb-exp-name", 1, 0}, {"ckpt-format", 1, 0},
+    {"attention-softmax-in-fp32", 0, 0}, {"apply-layernorm-1p", 0, 1}, {"no-load-optim", 0, 1},
+    {"no-load-rng", 0, 0}, {"no-save-optim", 0, 0}, {"no-save-rng", 0, 0}, {"finetune", 0, 1}, {"mock-data", 0, 1},
+    {"log-throughput", 0, 0}, {"log-params-norm", 0, 0}, {"log-num-zeros-in-grad", 0, 0},
+    {"use-checkpoint-args", 0, 1}, {"no-rope-fusion", 0, 0}, {"no-gradient-accumulation-fusion", 0, 0},
+    {"no-async-tensor-model-parallel-allreduce", 0, 0},
 };
+
+static int ignored_index(const char *name)
+{
+    for (size_t i = 0; i < sizeof ignored / sizeof ignored[0]; i++)
+        if (!strcmp(ignored[i].name, name))
+            return (int)i;
+    return -1;
+}
 
 int job_is_ignored_megatron_flag(const char *name, int *takes_value)
 {
-    for (size_t i = 0; i < sizeof ignored / sizeof ignored[0]; i++)
-        if (!strcmp(ignored[i].name, name)) {
-            *takes_value = ignored[i].takes_value;
-            return 1;
-        }
-    return 0;
+    int i = ignored_index(name);
+    if (i >= 0)
+        *takes_value = ignored[i].takes_value;
+    return i >= 0;
 }
 
 void job_apply_preset(job_t *j, preset_t p)
@@ -357,6 +371,8 @@ static int apply_flags(job_t *job, int argc, char **argv, const opt_table *extra
         int takes;
         if (rc == 1 && job_is_ignored_megatron_flag(name, &takes)) {
             i += takes && !eq;
+            if (ignored[ignored_index(name)].maths && !job->numerics_flag[0])
+                snprintf(job->numerics_flag, sizeof job->numerics_flag, "--%s", name);
             rc = 0;
         }
         if (rc == 1) {

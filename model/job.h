@@ -65,6 +65,9 @@ typedef struct {
     double recompute_fraction; /* of the layers whose recompute pass runs: 1, or
                                   recompute-num-layers / layers per chunk (block) */
     int zero_stage_given;/* job_parse: a file or flag set zero-stage (a preset does not) */
+    char numerics_flag[48]; /* job_parse: the first accepted Megatron-LM flag that changes the training's maths
+                               (initialisation, loss scaling, data, schedules by samples), which the cost
+                               model rightly ignores and `megasim run` must refuse; "" when none */
 } job_t;
 
 extern const opt_table job_opts;

@@ -127,6 +127,19 @@ static int parse(run_t *R, int argc, char **argv)
     free(av);
     if (rc)
         return bad(R, err);
+    if (R->job.numerics_flag[0]) {
+        snprintf(err, sizeof err, "%s is a Megatron-LM flag that changes the training's maths, which megasim run "
+                 "does not implement (predict and simulate accept and ignore it; run's own: --lr, --min-lr, "
+                 "--lr-decay-style, --lr-decay-iters, --lr-warmup-iters, --weight-decay, --clip-grad, --adam-beta1, "
+                 "--adam-beta2, --adam-eps, --train-iters, --seed, --data)", R->job.numerics_flag);
+        return bad(R, err);
+    }
+    if (!R->job.grads_fp32)
+        return bad(R, "--accumulate-allreduce-grads-in-fp32 false is not run: megasim run keeps and reduces the "
+                      "gradients in fp32 (allowed: true, the default; Megatron-LM requires it with bf16)");
+    if (R->o.device == DEV_GPU && !R->job.bf16)
+        return bad(R, "--bf16 false with --device gpu: the GPU path trains in bf16 with fp32 master weights "
+                      "(allowed: --bf16 true; --device cpu trains in fp32)");
     if (R->job.num_gpus != R->world) {
         snprintf(err, sizeof err, "--num-gpus %d does not match the MPI world size %d (start with mpirun -np %d, "
                  "or leave --num-gpus out: the world size is the number of GPUs)",
