@@ -100,6 +100,9 @@ typedef struct {
     sim_iter_t *iters;
     int niters;
     double ckpt_stage1_s;
+    /* memory per rank (bytes): planned (the pools), and the fullest rank's peak, beyond-plan part and
+     * runtime memory outside the pools (run_memory) */
+    double mem_planned, mem_peak, mem_beyond, mem_outside;
 } run_t;
 
 /* One message, on rank 0 only; every rank returns 2. */
@@ -181,7 +184,7 @@ static void plan(const run_t *R, size_t p[RT_NPOOLS])
         sched_iter_t it;
         sched_op_t o;
         long n = 0;
-        sched_iter_init(&it, &R->job, R->comm ? R->comm->stage : 0);
+        sched_iter_init(&it, &R->job, R->rank / (R->job.tp * R->job.dp)); /* this rank's stage: comm_groups_init's */
         while (sched_next(&it, &o))
             n += o.kind == SOP_XFER ? o.nx : 0;
         p[RT_POOL_XFER] = (size_t)(n * layer_p2p_bytes(&R->job) * (R->o.device == DEV_CPU ? 2 : 1) + 65536);
@@ -374,12 +377,31 @@ static int train(run_t *R)
     return 0;
 }
 
-static cJSON *run_config(const run_t *R)
+/* The memory every rank used, against its plan: the fullest rank's. */
+static void run_memory(run_t *R)
+{
+    const rt_t *rt = R->rt;
+    double mine[3] = {(double)(rt->pool[RT_POOL_MAIN].peak + rt->pool[RT_POOL_XFER].peak),
+                      (double)(rt->pool[RT_POOL_MAIN].extra_peak + rt->pool[RT_POOL_XFER].extra_peak),
+                      (double)rt->outside_peak}, most[3];
+    MPI_Allreduce(mine, most, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    R->mem_planned = (double)(rt->pool[RT_POOL_MAIN].size + rt->pool[RT_POOL_XFER].size);
+    R->mem_peak = most[0], R->mem_beyond = most[1], R->mem_outside = most[2];
+}
+
+static cJSON *run_config(const run_t *R, double step_s)
 {
     cJSON *c = opts_to_json(&run_opts, &R->o);
     cJSON_AddNumberToObject(c, "world_size", R->world);
     cJSON_AddStringToObject(c, "device_name", R->rt->device_name);
     cJSON_AddNumberToObject(c, "comm_init_s", R->comm_init_s); /* measured: communicator creation, slowest rank */
+    /* measured: memory per rank (rank 0's plan; the fullest rank's use), and the cost of timing */
+    cJSON_AddNumberToObject(c, "memory_planned_bytes", R->mem_planned);
+    cJSON_AddNumberToObject(c, "memory_peak_bytes", R->mem_peak);
+    cJSON_AddNumberToObject(c, "memory_beyond_plan_bytes", R->mem_beyond);
+    cJSON_AddNumberToObject(c, "memory_outside_pools_bytes", R->mem_outside);
+    cJSON_AddNumberToObject(c, "timing_overhead_ns_per_op", R->overhead_ns);
+    cJSON_AddNumberToObject(c, "timing_overhead_fraction", R->overhead_ns * R->ops_per_iter / (step_s * 1e9));
     return c;
 }
 
@@ -401,7 +423,7 @@ static int write_outputs(run_t *R, sim_result_t *r)
     if (R->rank == 0 && R->o.out[0]) {
         estimate_t e;
         estimate_job(&R->job, &R->hw, &e);
-        cJSON *c = run_config(R);
+        cJSON *c = run_config(R, mean_step(R));
         rc = sim_write_h5(R->o.out, &R->job, &R->hw, c, &e, r, err, sizeof err);
         cJSON_Delete(c);
     }
@@ -414,10 +436,7 @@ static int write_outputs(run_t *R, sim_result_t *r)
 
 static void report_end(run_t *R, const sim_result_t *r)
 {
-    size_t used = R->rt->pool[RT_POOL_MAIN].peak + R->rt->pool[RT_POOL_XFER].peak;
-    size_t planned = R->rt->pool[RT_POOL_MAIN].size + R->rt->pool[RT_POOL_XFER].size;
-    double used_max = (double)used, t = mean_step(R);
-    MPI_Allreduce(MPI_IN_PLACE, &used_max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    double t = mean_step(R);
     if (R->rank != 0 || R->o.json)
         return;
     printf("\n%s, %d rank(s): TP %d x PP %d (%d chunk(s)) x DP %d, %d micro-batches of %d x %d tokens\n",
@@ -427,7 +446,12 @@ static void report_end(run_t *R, const sim_result_t *r)
            (double)R->job.global_batch_size * R->job.seq_length / t,
            100 * R->model_flops / (t * R->job.num_gpus * R->peak_flops), R->peak_flops * 1e-12);
     printf("memory per rank: planned %.1f MiB (memory model), used at peak %.1f MiB (the fullest rank)\n",
-           planned / 1048576.0, used_max / 1048576.0);
+           R->mem_planned / 1048576.0, R->mem_peak / 1048576.0);
+    if (R->mem_beyond > 0)
+        printf("  of which %.1f MiB beyond the plan, served outside the arena\n", R->mem_beyond / 1048576.0);
+    if (R->mem_outside > 0)
+        printf("  and %.1f MiB of attention scratch outside the pools (working memory the model does not plan)\n",
+               R->mem_outside / 1048576.0);
     printf("timing: %.0f ns per op, %ld ops per step on rank 0: %.3f%% of the step\n", R->overhead_ns,
            R->ops_per_iter, 100 * R->overhead_ns * R->ops_per_iter / (t * 1e9));
     printf("communicators: TP, DP, PP and embedding groups (%s) created in %.3f s (slowest rank)\n",
@@ -469,6 +493,8 @@ static int run(run_t *R, int argc, char **argv)
     r.kind = "measurement", r.iters = R->iters, r.niters = R->niters;
     r.iteration_ns = (int64_t)(mean_step(R) * 1e9);
     r.events = R->x.nrecs;
+    run_memory(R);
+    r.peak_memory_bytes = R->mem_peak;
     rc = write_outputs(R, &r);
     if (!rc)
         report_end(R, &r);

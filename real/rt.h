@@ -180,6 +180,8 @@ struct rt {
     int act_bytes;       /* 4 (fp32) on the CPU, 2 (bf16) on the GPU */
     char device_name[128];
     arena_t pool[RT_NPOOLS];  /* the rank's memory: planned size, peak used */
+    size_t outside_peak;      /* most bytes held outside the pools at once: the GPU's attention scratch
+                                 (working memory the memory model does not plan); 0 on the CPU */
     void *impl;
 };
 

@@ -460,6 +460,8 @@ static void *scratch(rt_t *rt, size_t bytes)
         return NULL;
     }
     g->scratch = p, g->scratch_bytes = bytes;
+    if (bytes > rt->outside_peak)
+        rt->outside_peak = bytes;
     return p;
 }
 

@@ -95,6 +95,7 @@ typedef struct {
     const char *kind;           /* root attribute `kind`; NULL: "simulation" */
     sim_iter_t *iters;          /* /iterations rows */
     int niters;
+    double peak_memory_bytes;   /* the fullest rank's measured peak (its pools), else 0: the model's */
 } sim_result_t;
 
 /* Parses "R:F,R:F" (rank or node : factor > 1) into list; -1 with a message. */

@@ -51,8 +51,9 @@ void sim_summary(const job_t *job, const estimate_t *e, const sim_result_t *r, s
         .mfu = e->work.model_flops_per_iter / gpu_s,
         .hfu = e->work.hw_flops_per_iter / gpu_s,
         .model_flops_per_iteration = e->work.model_flops_per_iter,
-        .peak_memory_per_gpu_bytes = e->mem.total_bytes,
-        .fits_in_memory = e->mem.fits ? 1 : 0,
+        /* a measurement's is measured (it fitted: it ran) */
+        .peak_memory_per_gpu_bytes = r->peak_memory_bytes > 0 ? r->peak_memory_bytes : e->mem.total_bytes,
+        .fits_in_memory = r->peak_memory_bytes > 0 || e->mem.fits ? 1 : 0,
         .compute_s = a->compute * 1e-9, .bubble_s = a->bubble * 1e-9,
         .exposed_tp_comm_s = a->tp * 1e-9, .exposed_pp_comm_s = a->pp * 1e-9,
         .exposed_dp_comm_s = a->dp * 1e-9, .optimizer_s = a->optimizer * 1e-9, .other_s = a->other * 1e-9,

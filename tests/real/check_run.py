@@ -258,7 +258,20 @@ def outputs():
         dump = subprocess.run(["h5dump", "-H", h5], capture_output=True, text=True).stdout
         kind = subprocess.run(["h5dump", "-a", "/kind", h5], capture_output=True, text=True).stdout
         cfg = subprocess.run(["h5dump", "-a", "/config_json", h5], capture_output=True, text=True).stdout
+        peak = subprocess.run(["h5dump", "-a", "/summary/peak_memory_per_gpu_bytes", h5], capture_output=True,
+                              text=True).stdout
+        import re
+        num = lambda key: float((re.search(r'\\?"%s\\?":\s*([0-9.e+-]+)' % key, cfg) or [0, "nan"])[1])
+        got_peak = float((re.search(r"\(0\): ([0-9.e+-]+)", peak) or [0, "nan"])[1])
+        planned, used, ovh = num("memory_planned_bytes"), num("memory_peak_bytes"), num("timing_overhead_fraction")
+        print(f"     /summary peak_memory_per_gpu_bytes {got_peak:.0f}, config_json memory_peak_bytes {used:.0f}, "
+              f"memory_planned_bytes {planned:.0f}, timing_overhead_fraction {ovh:.2e}")
         checks = [("root attribute kind", "measurement" in kind),
+                  ("/summary peak_memory_per_gpu_bytes is the measured peak (config_json memory_peak_bytes), "
+                   "within 15% of the plan (memory_planned_bytes)",
+                   abs(got_peak / used - 1) < 1e-5 and abs(used / planned - 1) <= 0.15),  # h5dump: 6 digits
+                  ("config_json records the cost of timing (timing_overhead_fraction, under 1% of a step)",
+                   0 < ovh < 0.01),
                   ("config_json records the communicators' creation time (comm_init_s)", "comm_init_s" in cfg),
                   ("/iterations dataset", "DATASET \"iterations\"" in dump),
                   ("/iterations columns grad_norm and lr", "\"grad_norm\"" in dump and "\"lr\"" in dump),
