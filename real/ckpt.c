@@ -48,6 +48,14 @@ static void paths(const ckpt_t *c, int step, char *stepdir, size_t n1, char *fil
     snprintf(file, n2, "%s/rank-%05d.bin", stepdir, c->rank);
 }
 
+/* fflush, fsync (the data on the disk, not only in the page cache, before
+ * the rename makes it the file), fclose: 0 when all succeed. */
+static int close_durable(FILE *f)
+{
+    int bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
+    return fclose(f) != 0 || bad;
+}
+
 /* Stage 2, on its own thread: header, configuration, state; then rename. */
 static void *writer(void *arg)
 {
@@ -60,7 +68,7 @@ static void *writer(void *arg)
     FILE *f = (mkdir(stepdir, 0777) == 0 || errno == EEXIST) ? fopen(tmp, "wb") : NULL;
     int ok = f && fwrite(&h, sizeof h, 1, f) == 1 && fwrite(c->config, 1, (size_t)h.config_len, f) == (size_t)h.config_len &&
              fwrite(c->state, sizeof(float), 3 * (size_t)c->nshard, f) == 3 * (size_t)c->nshard;
-    if (f && fclose(f))
+    if (f && close_durable(f))
         ok = 0;
     if (ok && rename(tmp, file))
         ok = 0;
@@ -90,7 +98,7 @@ int ckpt_finish(ckpt_t *c, char *err, int errlen)
             snprintf(tmp, sizeof tmp, "%s.tmp.%d", latest, (int)getpid());
             FILE *f = fopen(tmp, "w");
             int ok = f && fprintf(f, "%d\n", c->step) > 0;
-            if (f && fclose(f))
+            if (f && close_durable(f))
                 ok = 0;
             if (!ok || rename(tmp, latest)) {
                 unlink(tmp);
