@@ -5,10 +5,12 @@ expected, what it got and where the expected value comes from.
 
   equivalence  the losses and global gradient norms of 8-rank plans (TP 2 x
                PP 2 interleaved x DP 2, SP, ZeRO-2), with each overlap switch
-               off and on, equal the single-rank run's, step by step (the
+               off and on (one at a time, then all), flash attention and the
+               GPipe schedule, equal the single-rank run's, step by step (the
                gradients clipped to norm 1.0, Megatron-LM's default); the parallel block, no linear
                biases, an untied output layer, RMSNorm, SwiGLU, rotary and no
-               positions, dropout likewise against their own single-rank runs
+               positions, dropout, a sliding window, LAMB likewise against
+               their own single-rank runs
                (which each switch must change); fused element-wise kernels
                (dropout-add-norm) against the unfused ones; DP in several
                buckets (--ddp-bucket-size), overlapped, ZeRO-2 and all-reduce
@@ -42,7 +44,7 @@ REL_TOL = 1e-5
 PLAN8 = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2",
          "--num-layers-per-virtual-pipeline-stage", "1", "--sequence-parallel",
          "--use-distributed-optimizer", "--zero-stage", "2"]
-OVERLAPS = [["--overlap-grad-reduce", "--overlap-param-gather"], ["--tp-comm-overlap"],
+OVERLAPS = [["--overlap-grad-reduce"], ["--overlap-param-gather"], ["--tp-comm-overlap"],
             ["--pp-comm-overlap"], ["--async-data-loader"]]
 ITERS_EMU = 3
 # The LLaMA-style model: rotary positions, RMSNorm, SwiGLU, no linear
@@ -105,7 +107,11 @@ ARCH_SWITCHES = [([], ["--disable-bias-linear"], "no linear biases"),
                  ([], DROPOUT, "dropout 0.1 on the attention probabilities and before each residual add"),
                  (["--parallel-block"], DROPOUT + ["--attention", "unfused"],
                   "parallel block, dropout, unfused attention"),
-                 ([], ["--clip-grad", "0"], "no gradient clipping (every other run clips to 1.0)")]
+                 ([], ["--clip-grad", "0"], "no gradient clipping (every other run clips to 1.0)"),
+                 ([], ["--sliding-window", "16"], "sliding-window attention (16 of 64 tokens)"),
+                 (["--parallel-block"], ["--sliding-window", "-1", "--attention", "flash"],
+                  "parallel block, flash attention with a window of half the sequence"),
+                 ([], ["--optimizer", "lamb"], "LAMB (per-tensor trust ratios over TP and ZeRO shards)")]
 
 
 def equivalence():
@@ -140,6 +146,13 @@ def equivalence():
                         "ZeRO-2, 4 buckets, both DP overlaps"), ([], "all-reduce, 4 buckets, overlapped")):
         got, _ = run(8, buckets + zero)
         expect_losses(f"{name}, 8 ranks (TP 2 x PP 2 x DP 2, SP)", refs[()], got)
+    # Switches that change no maths, only the order of the work: each 8-rank
+    # run against the single rank without it.
+    for switch, name in ((["--attention", "flash"], "flash attention (online softmax) against unfused"),
+                         (["--pipeline-schedule", "gpipe", "--num-layers-per-virtual-pipeline-stage", "0"],
+                          "GPipe schedule (all forwards, then all backwards)")):
+        got, _ = run(8, PLAN8 + switch)
+        expect_losses(f"{name}, 8 ranks", refs[()], got, "single rank, unfused attention, 1F1B")
     for block in ([], ["--parallel-block"]):  # fusing must not change the maths
         ref, _ = run(1, block + DROPOUT)
         got, _ = run(1, block + DROPOUT + FUSED)
