@@ -13,7 +13,10 @@
 # judges the medians: median measured step against median simulated step,
 # both sampling the same drifting machine. It also prints each plan's
 # spread (max/min of its measured rounds): the machine's noise floor,
-# against which a 15% target is to be read.
+# against which a 15% target is to be read. A second table breaks each
+# plan's step into op classes (compare's compute-stream time per class per
+# iteration, medians over rounds) and names the class whose difference in
+# seconds dominates the plan's error.
 #
 #   usage: scripts/closed-loop-cpu.sh [build-dir]   (default: build)
 #   env:   ITERS=8 (steps per run; the first is left out as warm-up)
@@ -59,15 +62,21 @@ for r in $(seq 1 "$rounds"); do
     [ -z "$keep" ] || cp "$work/run.h5" "$keep/run-$i.h5"
     "$megasim" compare "$work/run.h5" --json --plot "$work/cmp" 2>/dev/null | python3 -c '
 import json, sys
-it = json.load(sys.stdin)["iteration"]
+d = json.load(sys.stdin)
+it = d["iteration"]
 print(sys.argv[1], sys.argv[2], it["measured_s"], it["simulated_s"])
-' "$r" "$i" >> "$work/rows.txt"
+with open(sys.argv[3], "a") as f:
+    for c in d["op_classes"]:
+        print(sys.argv[1], sys.argv[2], c["kind"], c["compute_stream_measured_s"], c["compute_stream_simulated_s"],
+              file=f)
+' "$r" "$i" "$work/classes.txt" >> "$work/rows.txt"
   done
 done
-python3 - "$work/rows.txt" "${plans[@]}" <<'EOF'
+python3 - "$work/rows.txt" "$work/classes.txt" "${plans[@]}" <<'EOF'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
-plans = sys.argv[2:]
+classes = [l.split() for l in open(sys.argv[2])]
+plans = sys.argv[3:]
 print("%-72s %10s %10s %8s %8s  %s" % ("plan (2 ranks, tiny models; medians over rounds)", "measured_s",
                                       "simulated", "error", "spread", "errors per round"))
 hit = 0
@@ -86,4 +95,24 @@ for i in ran:
     print("%-72s %10.4f %10.4f %+7.1f%% %7.2fx  %s" % (p, mm, ms, err, max(meas) / min(meas), per))
 print("within 15%%: %d of %d plans (medians over %d rounds); spread = slowest / fastest measured round"
       % (hit, len(ran), len({r[0] for r in rows})))
+print()
+print("per op class: compute-stream time per iteration (ms, medians over rounds; a blocking exchange's or join's")
+print("time includes its wait for the other rank), error = (simulated - measured) / measured")
+print("%-6s %-10s %12s %12s %8s %10s" % ("plan", "class", "measured_ms", "simulated_ms", "error", "diff_ms"))
+for i in ran:
+    kinds = []
+    for c in classes:
+        if int(c[1]) == i and c[2] not in kinds:
+            kinds.append(c[2])
+    worst = None
+    for k in kinds:
+        mine = [c for c in classes if int(c[1]) == i and c[2] == k]
+        mm = 1e3 * statistics.median(float(c[3]) for c in mine)
+        ms = 1e3 * statistics.median(float(c[4]) for c in mine)
+        err = "%+7.1f%%" % (100 * (ms - mm) / mm) if mm > 0 else "    n/a"
+        print("%-6d %-10s %12.3f %12.3f %8s %+10.3f" % (i, k, mm, ms, err, ms - mm))
+        if worst is None or abs(ms - mm) > abs(worst[1]):
+            worst = (k, ms - mm)
+    if worst:
+        print("%-6d dominated by %s: %+.3f ms of the step's difference" % (i, worst[0], worst[1]))
 EOF
