@@ -719,11 +719,20 @@ static int layer_fwd(gpt_t *m, gpt_saved_t *sv, int l, layer_saved_t *s, void *o
     return m->parallel ? parallel_fwd(m, sv->chunk, l, s, out) : standard_fwd(m, sv->chunk, l, s, out);
 }
 
+/* Layer l closes its checkpoint group: under uniform recomputation in
+ * groups of N (Megatron-LM's --recompute-num-layers) the group's last
+ * layer, or the chunk's; else every layer. */
+static int group_end(const gpt_t *m, int l)
+{
+    return (l + 1) % m->recompute_group == 0 || l == m->layers_per_chunk - 1;
+}
+
 /* The chunk's layers from x; the last layer's output into out. Under
- * recomputation (every layer: Megatron-LM's uniform method with one layer
- * per group; or block: the first N) each such layer keeps only its output,
- * the next layer's input, from the end of its forward, and reruns in the
- * backward. Under --fused-elementwise each layer's output add runs in one
+ * recomputation (uniform: every layer, in groups of N; block: the first N,
+ * one by one) each group keeps only its last layer's output, the next
+ * group's input, from the end of its forward, and reruns whole in the
+ * backward: a layer inside a group frees its output once the next layer
+ * has read it. Under --fused-elementwise each layer's output add runs in one
  * kernel with the next layer's first norm, or with the final norm, as the
  * model prices it (model/layer.c, residual_norm); a rerun layer does not
  * (the next layer's norm is done). */
@@ -748,6 +757,34 @@ static int layers_fwd(gpt_t *m, gpt_saved_t *sv, const void *x, void *out)
         s->fuse_next = NULL;
         if (l < m->recompute_layers)
             strip_layer(m, s);
+        if (l > 0 && l - 1 < m->recompute_layers && !group_end(m, l - 1)) { /* read by layer l: rebuilt later */
+            layer_saved_t *p = &sv->ls[l - 1];
+            if (p->x3_owned)
+                drop(m, p->x3);
+            p->x3 = NULL, p->x3_owned = 0;
+        }
+        x = s->x3;
+    }
+    return 0;
+}
+
+/* The backward reached layer `last`, the end of a checkpoint group: rerun
+ * the group's forward from its kept input, each layer keeping all it saves
+ * (its output add on its own: the next layer's first norm reruns too).
+ * The group's last output is kept (the next group read it); *kept and
+ * *kept_owned return it, for the caller to free after that layer's
+ * backward. */
+static int group_rerun(gpt_t *m, gpt_saved_t *sv, int last, void **kept, int *kept_owned)
+{
+    int first = last - last % m->recompute_group;
+    const void *x = sv->ls[first].x_in;
+    for (int l = first; l <= last; l++) {
+        layer_saved_t *s = &sv->ls[l];
+        if (l == last)
+            *kept = s->x3, *kept_owned = s->x3_owned;
+        memset(s, 0, sizeof *s);
+        s->x_in = x;
+        RT_TRY(layer_fwd(m, sv, l, s, NULL));
         x = s->x3;
     }
     return 0;
@@ -846,17 +883,12 @@ int gpt_chunk_bwd(gpt_t *m, gpt_saved_t *sv, void *dres, float dloss)
         RT_TRY(head_bwd(m, sv, dres, dloss));
     for (int l = L - 1; l >= 0; l--) {
         layer_saved_t *s = &sv->ls[l];
-        void *out = s->x3;
+        void *out = NULL;
         int owned = 0;
-        if (l < m->recompute_layers) { /* rerun from the kept input; the kept output's readers are done */
-            const void *x_in = s->x_in;
-            owned = s->x3_owned;
-            memset(s, 0, sizeof *s);
-            s->x_in = x_in;
-            RT_TRY(layer_fwd(m, sv, l, s, NULL));
-        }
+        if (l < m->recompute_layers && group_end(m, l)) /* the kept output's readers are done */
+            RT_TRY(group_rerun(m, sv, l, &out, &owned));
         RT_TRY(m->parallel ? parallel_bwd(m, sv->chunk, l, s, dres) : standard_bwd(m, sv->chunk, l, s, dres));
-        free_layer(m, s);
+        free_layer(m, s); /* a rerun layer's output too: the layer after it is done */
         if (owned)
             drop(m, out);
     }

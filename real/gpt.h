@@ -89,8 +89,10 @@ typedef struct {
     int window;              /* attention window for the kernels (0 = causal) */
     int attn;                /* attn_t: flash, flash1 or unfused */
     int fused, sp, overlap, parallel, recompute;
-    int recompute_layers;    /* with recompute: the chunk's first layers rerun in the backward (all of them,
-                                each its own checkpoint even when uniform groups N; or block's first N) */
+    int recompute_layers;    /* with recompute: the chunk's first layers rerun in the backward (uniform: all
+                                of them; block: the first N, each its own checkpoint) */
+    int recompute_group;     /* layers per checkpoint: uniform's N (--recompute-num-layers), whose group keeps
+                                only its input and reruns whole in the backward; 1 otherwise */
     int recompute_core;      /* selective recomputation with unfused attention: the (B, nh, T, T)
                                 probabilities are dropped after the forward and rebuilt from the kept q, k, v
                                 in the backward (Megatron-LM's checkpointed core attention); flash kernels

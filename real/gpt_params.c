@@ -289,6 +289,7 @@ int gpt_init(gpt_t *m, const job_t *j, rt_t *rt, comm_t *comm, char *err, int er
     m->recompute_layers = !m->recompute ? 0
                           : j->recompute_method == RECOMPUTE_BLOCK ? j->recompute_num_layers
                                                                    : m->layers_per_chunk;
+    m->recompute_group = m->recompute && j->recompute_method == RECOMPUTE_UNIFORM ? j->recompute_num_layers : 1;
     m->recompute_core = j->recompute == RECOMPUTE_SELECTIVE && !attn_is_flash(j->attention);
     m->bias = !j->disable_bias_linear, m->tied = !j->untie_embeddings, m->rms = j->normalization == NORM_RMSNORM;
     m->swiglu = j->swiglu, m->Fw = m->swiglu ? 2 * m->Ft : m->Ft, m->pos = j->position_embedding;

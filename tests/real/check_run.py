@@ -16,7 +16,8 @@ expected, what it got and where the expected value comes from.
                buckets (--ddp-bucket-size), overlapped, ZeRO-2 and all-reduce
   recompute    block recomputation keeps the losses (with dropout too: the
                rerun forward draws the same masks) and lands its peak memory
-               between no and full recomputation's; selective recomputation
+               between no and full recomputation's; uniform recomputation in
+               groups of N likewise (a group reruns whole); selective recomputation
                (the unfused attention's probabilities rebuilt in the backward)
                keeps the losses and lowers the peak
   learns       the loss falls on the shipped corpus, GPT and LLaMA-style; the
@@ -185,6 +186,13 @@ def recompute():
         ref, _ = run(1, extra)
         got, _ = run(8, plan + extra)
         expect_losses(label, ref, got, source)
+    # Uniform in groups of 2 (a chunk of 2 layers: one group): the group keeps
+    # its input only and reruns whole, the second layer's first norm with it
+    ref, _ = run(1, DROPOUT + FUSED)
+    got, _ = run(8, plan0 + DROPOUT + FUSED + ["--recompute-granularity", "full", "--recompute-method", "uniform",
+                                               "--recompute-num-layers", "2"])
+    expect_losses("uniform recomputation in groups of 2, dropout, fused element-wise, 8 ranks", ref, got,
+                  "single rank, dropout, no recomputation, fused")
     # Selective: the unfused core's probabilities dropped after the forward
     # and rebuilt from q, k, v (the attention dropout drawn again, the same)
     unfused = ["--attention", "unfused"] + DROPOUT
@@ -196,7 +204,8 @@ def recompute():
     shape = ["--num-layers", "8", "--micro-batch-size", "8", "--global-batch-size", "64",
              "--pipeline-model-parallel-size", "2"]
     for name, extra in (("none", []), ("selective", ["--recompute-granularity", "selective"]),
-                        ("block 2 of 4", block[:-1] + ["2"]), ("full", block[:2])):
+                        ("block 2 of 4", block[:-1] + ["2"]), ("full", block[:2]),
+                        ("uniform, groups of 2", block[:2] + ["--recompute-num-layers", "2"])):
         cmd = [MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np", "2"] + MPI_ENV + [
             MEGASIM, "run", "--train-iters", "2", "--attention", "unfused"] + shape + extra  # the end report has the peak
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -206,11 +215,13 @@ def recompute():
         failures += not ok
         print(f"{'ok  ' if ok else 'FAIL'} {name}: measured peak {peaks[name]} MiB against the memory model's "
               f"{planned} MiB: {100 * (peaks[name] / planned - 1):+.1f}% (allowed 15%)")
-    ok = peaks["none"] > peaks["block 2 of 4"] > peaks["full"] and peaks["none"] > peaks["selective"]
+    ok = peaks["none"] > peaks["block 2 of 4"] > peaks["full"] and peaks["none"] > peaks["selective"] and \
+        peaks["none"] > peaks["uniform, groups of 2"] > peaks["full"]
     failures += not ok
     print(f"{'ok  ' if ok else 'FAIL'} peak memory per rank (PP 2, 8 layers, 8 micro-batches, unfused attention): none "
-          f"{peaks['none']} > block {peaks['block 2 of 4']} > full {peaks['full']} MiB, and none > selective "
-          f"{peaks['selective']} MiB (expected)")
+          f"{peaks['none']} > block {peaks['block 2 of 4']} > full {peaks['full']} MiB, none > selective "
+          f"{peaks['selective']} MiB, and none > uniform in groups of 2 {peaks['uniform, groups of 2']} > full "
+          f"(one layer per group) MiB (expected)")
 
 
 def schedule():
