@@ -1,5 +1,6 @@
 /* calib/bench: timing harness, sample tables and the compute benchmarks of
- * the CPU backend: GEMM, flash attention and memory-bound kernels of the
+ * the CPU backend: the linear layers' GEMMs (forward and both backward
+ * passes), flash and unfused attention and memory-bound kernels of the
  * reference library (kernels/, fp32, one thread), plus a plain copy. The
  * table layouts, FLOP and byte counts here are the GPU's too (bench_gpu.c). */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
@@ -139,6 +140,12 @@ void calib_attn_table(calib_table_t *t)
     calib_table_init(t, "attention", cols, 12);
 }
 
+void calib_attn_unfused_table(calib_table_t *t)
+{
+    calib_attn_table(t);
+    t->name = "attention_unfused";
+}
+
 void calib_mem_table(calib_table_t *t)
 {
     static const char *const cols[] = {"kernel", "bytes", "time_med_s", "time_min_s", "time_max_s", "gbps", "elems"};
@@ -152,12 +159,23 @@ void calib_gemm_row(calib_table_t *t, int m, int n, int k, const calib_stat_t *s
                                   hidden});
 }
 
+static void attn_row(calib_table_t *t, double flops, int bwd, int B, int T, int NH, int NKV, int HS, int window,
+                     const calib_stat_t *s)
+{
+    calib_table_add(t, (double[]){bwd, T, NH, HS, flops, s->med_s, s->min_s, s->max_s, flops / s->med_s * 1e-9,
+                                  NKV, window, B});
+}
+
 void calib_attn_row(calib_table_t *t, int bwd, int B, int T, int NH, int NKV, int HS, int window,
                     const calib_stat_t *s)
 {
-    double flops = calib_attn_flops(B, T, NH, HS, window, bwd);
-    calib_table_add(t, (double[]){bwd, T, NH, HS, flops, s->med_s, s->min_s, s->max_s, flops / s->med_s * 1e-9,
-                                  NKV, window, B});
+    attn_row(t, calib_attn_flops(B, T, NH, HS, window, bwd), bwd, B, T, NH, NKV, HS, window, s);
+}
+
+void calib_attn_unfused_row(calib_table_t *t, int bwd, int B, int T, int NH, int NKV, int HS, int window,
+                            const calib_stat_t *s)
+{
+    attn_row(t, calib_attn_unfused_flops(B, T, NH, HS, bwd), bwd, B, T, NH, NKV, HS, window, s);
 }
 
 void calib_mem_row(calib_table_t *t, int kind, double bytes, double elems, const calib_stat_t *s)
@@ -171,6 +189,11 @@ double calib_attn_flops(int B, int T, int NH, int HS, int window, int bwd)
     return 4.0 * B * NH * HS * keys * (bwd ? 2.5 : 1);
 }
 
+double calib_attn_unfused_flops(int B, int T, int NH, int HS, int bwd)
+{
+    return 4.0 * B * NH * (double)T * T * HS * (bwd ? 2 : 1);
+}
+
 double calib_mem_bytes(int kind, long n, int act_bytes, int row)
 {
     const double per_elem[CALIB_MEM_KINDS] = {2.0 * act_bytes, 4.0 * act_bytes, 2.0 * act_bytes, 28, 2.0 * act_bytes + 1};
@@ -179,31 +202,56 @@ double calib_mem_bytes(int kind, long n, int act_bytes, int row)
 
 /* ---- GEMM -------------------------------------------------------------- */
 
+void calib_linear_dims(int N, int C, int OC, int pass, int *m, int *n, int *k)
+{
+    *m = pass == 2 ? OC : N, *n = pass == 0 ? OC : C, *k = pass == 0 ? C : pass == 1 ? OC : N;
+}
+
+void calib_linear_pass_ref(int pass, float *y, float *dx, float *dw, const float *x, const float *w, int N, int C,
+                           int OC)
+{
+    if (pass == 0)
+        kern_matmul_fwd_ref(y, NULL, x, w, NULL, N, C, OC);
+    else if (pass == 1) /* kern_matmul_bwd_ref's dinp GEMM: dy (N, OC) @ w (OC, C) */
+        kern_gemm_ref(dx, y, w, N, C, OC, 0, 0, OC, C, C, 0.0f);
+    else /* its dweight GEMM: dw (OC, C) += dy^T @ x (N, C) */
+        kern_gemm_ref(dw, y, x, OC, C, N, 1, 0, OC, C, C, 1.0f);
+}
+
 typedef struct {
-    float *c, *a, *b;
-    int m, n, k;
+    float *x, *w, *y, *dx, *dw; /* inp (N, C), weight (OC, C), out = dout (N, OC), dinp (N, C), dweight (OC, C) */
+    int N, C, OC, pass;
 } gemm_ctx_t;
 
-/* c (m, n) = a (m, k) @ b (n, k)^T: the linear layer's forward layout. */
 static void gemm_call(void *p)
 {
     gemm_ctx_t *g = p;
-    kern_gemm_ref(g->c, g->a, g->b, g->m, g->n, g->k, 0, 1, g->k, g->k, g->n, 0.0f);
+    calib_linear_pass_ref(g->pass, g->y, g->dx, g->dw, g->x, g->w, g->N, g->C, g->OC);
 }
 
-static void gemm_point(const calib_plan_t *p, calib_table_t *t, int m, int n, int k, int tp, int h)
+/* Passes 0..last of a linear layer over N tokens, C -> OC (rows:
+ * pass 0, 1, 2 as the GPU's; the square grid runs the forward only). */
+static void gemm_point(const calib_plan_t *p, calib_table_t *t, int N, int C, int OC, int last, int tp, int h)
 {
-    gemm_ctx_t g = {calib_rand_floats((size_t)m * n, 1), calib_rand_floats((size_t)m * k, 2),
-                    calib_rand_floats((size_t)n * k, 3), m, n, k};
-    calib_stat_t s = calib_time(gemm_call, &g, p->warmup, p->reps, p->min_sample_s);
-    calib_gemm_row(t, m, n, k, &s, tp, 0, h);
-    free(g.c), free(g.a), free(g.b);
+    gemm_ctx_t g = {calib_rand_floats((size_t)N * C, 1), calib_rand_floats((size_t)OC * C, 2),
+                    calib_rand_floats((size_t)N * OC, 3), NULL, NULL, N, C, OC, 0};
+    if (last > 0)
+        g.dx = calib_rand_floats((size_t)N * C, 4), g.dw = calib_rand_floats((size_t)OC * C, 5);
+    for (g.pass = 0; g.pass <= last; g.pass++) {
+        calib_stat_t s = calib_time(gemm_call, &g, p->warmup, p->reps, p->min_sample_s);
+        int m, n, k;
+        calib_linear_dims(N, C, OC, g.pass, &m, &n, &k);
+        calib_gemm_row(t, m, n, k, &s, tp, g.pass, h);
+    }
+    free(g.x), free(g.w), free(g.y), free(g.dx), free(g.dw);
 }
 
-/* The four GEMMs of a GPT block's forward with tensor parallelism tp
+/* The four linear layers of a GPT block with tensor parallelism tp
  * (Megatron-LM's column/row split): QKV (h -> 3h/tp), attention projection
  * (h/tp -> h), MLP up (h -> 4h/tp), MLP down (4h/tp -> h), over `tokens`
- * rows; then square sizes on a log grid (tp = 0 in the table). */
+ * rows, each forward and both backward GEMMs as the CPU backend runs them
+ * (kern_matmul_fwd_ref, kern_matmul_bwd_ref); then square forward GEMMs on
+ * a log grid (tp = 0 in the table). */
 void calib_bench_gemm(const calib_plan_t *p, calib_table_t *t)
 {
     calib_gemm_table(t);
@@ -211,19 +259,19 @@ void calib_bench_gemm(const calib_plan_t *p, calib_table_t *t)
     int tokens = p->level == CALIB_FULL ? 1024 : p->level == CALIB_QUICK ? 256 : 64;
     int top = p->level == CALIB_FULL ? 1024 : p->level == CALIB_QUICK ? 512 : 128;
     for (int tp = 1; tp <= 2; tp++) {
-        gemm_point(p, t, tokens, 3 * h / tp, h, tp, h);
-        gemm_point(p, t, tokens, h, h / tp, tp, h);
-        gemm_point(p, t, tokens, 4 * h / tp, h, tp, h);
-        gemm_point(p, t, tokens, h, 4 * h / tp, tp, h);
+        gemm_point(p, t, tokens, h, 3 * h / tp, 2, tp, h);
+        gemm_point(p, t, tokens, h / tp, h, 2, tp, h);
+        gemm_point(p, t, tokens, h, 4 * h / tp, 2, tp, h);
+        gemm_point(p, t, tokens, 4 * h / tp, h, 2, tp, h);
     }
     for (int s = 8; s <= top; s *= 2)
-        gemm_point(p, t, s, s, s, 0, 0);
+        gemm_point(p, t, s, s, s, 0, 0, 0);
 }
 
 /* ---- attention --------------------------------------------------------- */
 
 typedef struct {
-    float *out, *lse, *q, *k, *v, *dq, *dk, *dv, *dout;
+    float *out, *lse, *q, *k, *v, *dq, *dk, *dv, *dout, *att; /* att (B, NH, T, T): unfused only */
     kern_attn_shape s;
 } attn_ctx_t;
 
@@ -239,32 +287,62 @@ static void attn_bwd_call(void *p)
     kern_attention_bwd_ref(a->dq, a->dk, a->dv, a->dout, a->q, a->k, a->v, a->out, a->lse, a->s);
 }
 
-static void attn_point(const calib_plan_t *p, calib_table_t *t, int T, int NH, int HS)
+static void unfused_fwd_call(void *p)
 {
-    kern_attn_shape s = {1, T, NH, NH, HS, 0, KERN_NO_DROPOUT};
-    size_t n = (size_t)T * NH * HS;
-    attn_ctx_t a = {calib_rand_floats(n, 1), calib_rand_floats((size_t)NH * T, 2), calib_rand_floats(n, 3),
-                    calib_rand_floats(n, 4), calib_rand_floats(n, 5), calib_rand_floats(n, 6),
-                    calib_rand_floats(n, 7), calib_rand_floats(n, 8), calib_rand_floats(n, 9), s};
-    for (int bwd = 0; bwd <= 1; bwd++) {
-        calib_stat_t st = calib_time(bwd ? attn_bwd_call : attn_fwd_call, &a, p->warmup, p->reps, p->min_sample_s);
-        calib_attn_row(t, bwd, s.B, T, NH, s.NKV, HS, s.window, &st);
-    }
-    free(a.out), free(a.lse), free(a.q), free(a.k), free(a.v);
-    free(a.dq), free(a.dk), free(a.dv), free(a.dout);
+    attn_ctx_t *a = p;
+    kern_attention_unfused_fwd_ref(a->out, a->att, a->q, a->k, a->v, a->s);
 }
 
-void calib_bench_attention(const calib_plan_t *p, calib_table_t *t)
+static void unfused_bwd_call(void *p)
+{
+    attn_ctx_t *a = p;
+    kern_attention_unfused_bwd_ref(a->dq, a->dk, a->dv, a->dout, a->q, a->k, a->v, a->att, a->s);
+}
+
+/* Forward then backward (which reads the forward's out and lse, or att)
+ * of one shape, batch 1: flash rows into t, or unfused rows into t. */
+static void attn_point(const calib_plan_t *p, calib_table_t *t, int unfused, int T, int NH, int NKV, int HS,
+                       int window)
+{
+    kern_attn_shape s = {1, T, NH, NKV, HS, window, KERN_NO_DROPOUT};
+    size_t nq = (size_t)T * NH * HS, nkv = (size_t)T * NKV * HS;
+    attn_ctx_t a = {calib_rand_floats(nq, 1), calib_rand_floats((size_t)NH * T, 2), calib_rand_floats(nq, 3),
+                    calib_rand_floats(nkv, 4), calib_rand_floats(nkv, 5), calib_rand_floats(nq, 6),
+                    calib_rand_floats(nkv, 7), calib_rand_floats(nkv, 8), calib_rand_floats(nq, 9),
+                    unfused ? calib_rand_floats((size_t)NH * T * T, 10) : NULL, s};
+    for (int bwd = 0; bwd <= 1; bwd++) {
+        void (*fn)(void *) = unfused ? (bwd ? unfused_bwd_call : unfused_fwd_call)
+                                     : bwd   ? attn_bwd_call
+                                             : attn_fwd_call;
+        calib_stat_t st = calib_time(fn, &a, p->warmup, p->reps, p->min_sample_s);
+        (unfused ? calib_attn_unfused_row : calib_attn_row)(t, bwd, s.B, T, NH, NKV, HS, window, &st);
+    }
+    free(a.out), free(a.lse), free(a.q), free(a.k), free(a.v);
+    free(a.dq), free(a.dk), free(a.dv), free(a.dout), free(a.att);
+}
+
+/* Flash: sequences 16 to the level's top at nh heads of 64; then at half
+ * the top: other head counts (not --tiny), twice the heads at half the
+ * size (the same width), GQA (a quarter of the KV heads), and at the top
+ * a sliding window of a quarter of it. Unfused: the same sequences at nh
+ * heads of 64. */
+void calib_bench_attention(const calib_plan_t *p, calib_table_t *t, calib_table_t *unfused)
 {
     calib_attn_table(t);
+    calib_attn_unfused_table(unfused);
     int top = p->level == CALIB_FULL ? 2048 : p->level == CALIB_QUICK ? 512 : 128;
     int nh = p->level == CALIB_FULL ? 12 : 4;
     for (int T = 16; T <= top; T *= 2)
-        attn_point(p, t, T, nh, 64);
+        attn_point(p, t, 0, T, nh, nh, 64, 0);
     if (p->level != CALIB_TINY) /* heads: the same T, fewer and more of them */
         for (int h = 1; h <= 2 * nh; h *= 2)
             if (h != nh)
-                attn_point(p, t, top / 2, h, 64);
+                attn_point(p, t, 0, top / 2, h, h, 64, 0);
+    attn_point(p, t, 0, top / 2, 2 * nh, 2 * nh, 32, 0);
+    attn_point(p, t, 0, top / 2, nh, nh / 4, 64, 0);
+    attn_point(p, t, 0, top, nh, nh, 64, top / 4);
+    for (int T = 16; T <= top; T *= 2)
+        attn_point(p, unfused, 1, T, nh, nh, 64, 0);
 }
 
 /* ---- memory-bound kernels ------------------------------------------------ */
@@ -305,6 +383,10 @@ static void mem_call(void *p)
     }
 }
 
+/* Buffers of n floats each kind reads or writes (mem_call's x[0..]); the
+ * others (LayerNorm's w and b, bias+GeLU's bias) hold one row. */
+static const int mem_nbufs[CALIB_MEM_KINDS] = {2, 6, 2, 4, 3};
+
 static void mem_point(const calib_plan_t *p, calib_table_t *t, int kind, double target_bytes)
 {
     long n = (long)(target_bytes / calib_mem_bytes(kind, 1, 4, LN_C));
@@ -312,7 +394,7 @@ static void mem_point(const calib_plan_t *p, calib_table_t *t, int kind, double 
         n = (n / LN_C > 0 ? n / LN_C : 1) * LN_C;
     mem_ctx_t m = {kind, n, {0}};
     for (int i = 0; i < 8; i++)
-        m.x[i] = calib_rand_floats(i < 6 ? n : LN_C, 11 + i);
+        m.x[i] = calib_rand_floats(i < mem_nbufs[kind] ? n : LN_C, 11 + i);
     if (kind == 3) /* v must be >= 0 */
         for (long i = 0; i < n; i++)
             m.x[3][i] = fabsf(m.x[3][i]);
@@ -322,15 +404,44 @@ static void mem_point(const calib_plan_t *p, calib_table_t *t, int kind, double 
         free(m.x[i]);
 }
 
-/* Sizes from 16 KiB (LayerNorm: a few rows) by x4 up to the level's top. */
+double calib_llc_bytes(void)
+{
+    double best = 0;
+    for (int i = 0; i < 8; i++) {
+        char path[96], type[32] = "";
+        unsigned long kib = 0;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            break;
+        int ok = fscanf(f, "%31s", type) == 1;
+        fclose(f);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        if (!ok || !strcmp(type, "Instruction") || !(f = fopen(path, "r")))
+            continue;
+        if (fscanf(f, "%luK", &kib) == 1)
+            best = fmax(best, kib * 1024.0);
+        fclose(f);
+    }
+    return best > 0 ? best : CALIB_LLC_DEFAULT_BYTES;
+}
+
+/* Every kind from 4 KiB (LayerNorm: a few rows) by x4 up to the level's
+ * top (1 GiB, 128 MiB --quick, 8 MiB --tiny). The copy stops short of
+ * twice the last-level cache there and goes on from it by x2 up to
+ * max(top, 8 x LLC): at least three DRAM-resident sizes, which the
+ * memory-bandwidth fit (calib/profile.c) takes. */
 void calib_bench_memory(const calib_plan_t *p, calib_table_t *t)
 {
     calib_mem_table(t);
     double top = p->level == CALIB_FULL ? 1 << 30 : p->level == CALIB_QUICK ? 1 << 27 : 1 << 23;
+    double dram = 2 * calib_llc_bytes();
     for (int kind = 0; kind < CALIB_MEM_KINDS; kind++)
-        for (double b = 1 << 12; b <= top; b *= 4)
+        for (double b = 1 << 12; b <= top && (kind || b < dram); b *= 4)
             if (b >= calib_mem_bytes(kind, kind == 1 || kind == 2 ? LN_C : 1, 4, LN_C))
                 mem_point(p, t, kind, b);
+    for (double b = dram; b <= fmax(top, 4 * dram); b *= 2)
+        mem_point(p, t, 0, b);
 }
 
 /* The CPU backend runs its one flash reference for both flash kinds (they
@@ -343,8 +454,8 @@ static double cpu_flash1_rel(const calib_plan_t *p)
 
 const calib_device_t calib_cpu_device = {
     .name = "cpu",
-    .gemm_what = "GEMM (kern_gemm_ref)",
-    .attn_what = "attention forward and backward (kern_attention_*_ref)",
+    .gemm_what = "GEMM (kern_matmul_fwd_ref, kern_matmul_bwd_ref's two GEMMs, kern_gemm_ref)",
+    .attn_what = "attention forward and backward, flash and unfused (kern_attention_*_ref)",
     .mem_what = "memory-bound kernels (copy, LayerNorm, bias+GeLU, AdamW, dropout)",
     .coll_what = "collectives over MPI",
     .gemm = calib_bench_gemm,

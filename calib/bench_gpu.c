@@ -366,7 +366,8 @@ static void linear_point(const calib_plan_t *p, calib_table_t *t, int N, int C, 
             c.g = (kern_gemm_desc){.M = OC, .N = C, .K = N, .ta = 1, .batch = 1, .c_fp32 = 1, .lda = OC, .ldb = C,
                                    .ldc = C, .alpha = 1, .beta = 1};
         calib_stat_t s = gpu_time(gemm_call, &c, p);
-        int m = c.pass == 2 ? OC : N, n = c.pass == 0 ? OC : C, k = c.pass == 0 ? C : c.pass == 1 ? OC : N;
+        int m, n, k;
+        calib_linear_dims(N, C, OC, c.pass, &m, &n, &k);
         calib_gemm_row(t, m, n, k, &s, tp, c.pass, h);
     }
     gemm_release(&c);
@@ -416,6 +417,8 @@ typedef struct {
     kern_bf16 *q, *k, *v, *out, *dout, *dq, *dk, *dv; /* (B, T, NH|NKV, HS) */
     float *lse, *scratch;                             /* (B, NH, T); the backward's */
     kern_attn_shape s;
+    kern_bf16 *att, *datt; /* unfused: probabilities and their gradient (B, NH, T, T) */
+    float *scores;         /* unfused: fp32 scores, the backward's scratch too (B, NH, T, T) */
 } attn_ctx_t;
 
 static int attn_fwd_call(void *p)
@@ -448,6 +451,39 @@ static int attn_v2_call(void *p)
     return rc ? rc : attn_bwd_call(p);
 }
 
+static int unfused_fwd_call(void *p)
+{
+    attn_ctx_t *a = p;
+    return kern_attention_unfused_fwd_cuda(&G.kc, a->out, a->att, a->scores, a->q, a->k, a->v, a->s, G.s);
+}
+
+static int unfused_bwd_call(void *p)
+{
+    attn_ctx_t *a = p;
+    return kern_attention_unfused_bwd_cuda(&G.kc, a->dq, a->dk, a->dv, a->datt, a->scores, a->dout, a->q, a->k, a->v,
+                                           a->att, a->s, G.s);
+}
+
+/* The unfused kernels (cuBLASLt GEMMs, masked softmax) forward then
+ * backward at one shape, batch 1: rows of the attention_unfused table,
+ * raw samples only (calib.h: the model prices unfused attention from
+ * gemm_eff and the memory-bound rates; no profile field to feed). */
+static void unfused_point(const calib_plan_t *p, calib_table_t *t, int T, int NH, int HS)
+{
+    kern_attn_shape s = {1, T, NH, NH, HS, 0, KERN_NO_DROPOUT};
+    size_t nq = (size_t)T * NH * HS, nsq = (size_t)NH * T * T;
+    attn_ctx_t a = {.q = dbf16(nq, 1), .k = dbf16(nq, 2), .v = dbf16(nq, 3), .out = dalloc(2 * nq),
+                    .dout = dbf16(nq, 4), .dq = dalloc(2 * nq), .dk = dalloc(2 * nq), .dv = dalloc(2 * nq),
+                    .s = s, .att = dalloc(2 * nsq), .datt = dalloc(2 * nsq), .scores = dalloc(4 * nsq)};
+    for (int bwd = 0; bwd <= 1; bwd++) {
+        calib_stat_t st = gpu_time(bwd ? unfused_bwd_call : unfused_fwd_call, &a, p);
+        calib_attn_unfused_row(t, bwd, s.B, T, NH, NH, HS, 0, &st);
+    }
+    void *bufs[] = {a.q, a.k, a.v, a.out, a.dout, a.dq, a.dk, a.dv, a.att, a.datt, a.scores};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        CUDA_CK(cudaFree(bufs[i]));
+}
+
 /* Forward then backward (which reads the forward's out and lse). */
 static void attn_point(const calib_plan_t *p, calib_table_t *t, int T, int NH, int NKV, int HS, int window)
 {
@@ -473,8 +509,10 @@ static void attn_point(const calib_plan_t *p, calib_table_t *t, int T, int NH, i
  * wave loss (calib_fit_attn_waves) from the curve, heads of 64 (32 of them, the
  * same width), GQA (4 query heads per KV head); and a sliding window of a
  * quarter of a 4096 sequence. --tiny: 4 heads of 64, sequences 128 to 512,
- * the same special cases at 256. */
-static void gpu_attention(const calib_plan_t *p, calib_table_t *t)
+ * the same special cases at 256. The unfused kernels over the same
+ * sequences up to 4096 (their fp32 scores and bf16 probabilities and
+ * gradient take 8 x heads x T^2 bytes: 2 GiB at 16 heads of 4096). */
+static void gpu_attention(const calib_plan_t *p, calib_table_t *t, calib_table_t *unfused)
 {
     int tiny = p->level == CALIB_TINY;
     int nh = tiny ? 4 : 16, hs = tiny ? 64 : 128, seq = tiny ? 256 : 2048;
@@ -488,6 +526,9 @@ static void gpu_attention(const calib_plan_t *p, calib_table_t *t)
     attn_point(p, t, seq, 2 * nh, 2 * nh, hs / 2, 0);
     attn_point(p, t, seq, nh, nh / 4, hs, 0);
     attn_point(p, t, 2 * seq, nh, nh, hs, seq / 2);
+    calib_attn_unfused_table(unfused);
+    for (int T = tiny ? 128 : 256; T <= (top < 4096 ? top : 4096); T *= 2)
+        unfused_point(p, unfused, T, nh, hs);
 }
 
 /* ---- memory-bound kernels ------------------------------------------------------- */
@@ -769,7 +810,7 @@ static double gpu_dropout_gdraws(const calib_plan_t *p)
 const calib_device_t calib_gpu_device = {
     .name = "gpu",
     .gemm_what = "GEMM (kern_matmul_fwd_cuda, kern_gemm_cuda: cuBLASLt, bf16)",
-    .attn_what = "attention forward and backward (kern_attention_*_cuda, flash)",
+    .attn_what = "attention forward and backward (kern_attention_*_cuda: flash, then unfused)",
     .mem_what = "memory-bound kernels (cudaMemcpyAsync, LayerNorm, bias+GeLU, AdamW)",
     .coll_what = "collectives over NCCL",
     .gemm = gpu_gemm,

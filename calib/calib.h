@@ -64,15 +64,38 @@ calib_plan_t calib_plan(calib_level_t level);
  *         (tp = hidden = 0: the square log grid)
  *   attn: bwd, T, NH, HS, flops, time_med_s, time_min_s, time_max_s,
  *         gflops, NKV, window (0 full causal), B
- *   mem:  kernel (0 copy, 1 layernorm, 2 bias_gelu, 3 adamw), bytes,
- *         time_med_s, time_min_s, time_max_s, gbps, elems (elements, or
- *         parameters for adamw) */
+ *   attention_unfused: the same columns for the unfused kernels (GEMM,
+ *         masked softmax, GEMM over the T x T probabilities); flops as the
+ *         model counts them (calib_attn_unfused_flops). Raw samples only:
+ *         the model prices unfused attention from gemm_eff and the
+ *         memory-bound rates (model/layer.c attention_core), and the
+ *         profile has no field they would feed.
+ *   mem:  kernel (0 copy, 1 layernorm, 2 bias_gelu, 3 adamw, 4
+ *         dropout_fwd), bytes, time_med_s, time_min_s, time_max_s, gbps,
+ *         elems (elements, or parameters for adamw) */
 void calib_gemm_table(calib_table_t *t);
 void calib_attn_table(calib_table_t *t);
+void calib_attn_unfused_table(calib_table_t *t);
 void calib_mem_table(calib_table_t *t);
 void calib_gemm_row(calib_table_t *t, int m, int n, int k, const calib_stat_t *s, int tp, int pass, int hidden);
 void calib_attn_row(calib_table_t *t, int bwd, int B, int T, int NH, int NKV, int HS, int window,
                     const calib_stat_t *s);
+void calib_attn_unfused_row(calib_table_t *t, int bwd, int B, int T, int NH, int NKV, int HS, int window,
+                            const calib_stat_t *s);
+
+/* The GEMM of pass `pass` (0 forward, 1 backward dinp, 2 backward
+ * dweight) of a linear layer out (N, OC) = inp (N, C) @ weight (OC, C)^T,
+ * as an m x n output over k: forward N x OC over C; dinp = dout @ weight,
+ * N x C over OC; dweight = dout^T @ inp, OC x C over N. */
+void calib_linear_dims(int N, int C, int OC, int pass, int *m, int *n, int *k);
+
+/* The CPU backend's GEMMs of one linear layer, pass by pass (pass 0:
+ * y = kern_matmul_fwd_ref without bias; passes 1 and 2: the two
+ * kern_gemm_ref calls of kern_matmul_bwd_ref, dx = dy @ w and dw += dy^T
+ * @ x, with its arguments), so that each is timed on its own. x (N, C),
+ * w (OC, C), y = dy (N, OC), dx (N, C), dw (OC, C). */
+void calib_linear_pass_ref(int pass, float *y, float *dx, float *dw, const float *x, const float *w, int N, int C,
+                           int OC);
 void calib_mem_row(calib_table_t *t, int kind, double bytes, double elems, const calib_stat_t *s);
 #define CALIB_MEM_KINDS 5
 extern const char *const calib_mem_kernels[CALIB_MEM_KINDS];
@@ -83,6 +106,10 @@ extern const char *const calib_mem_kernels[CALIB_MEM_KINDS];
  * without a window); x 2.5 for the backward (FlashAttention-2's five
  * matmuls). GQA does not change it: every query head does the same work. */
 double calib_attn_flops(int B, int T, int NH, int HS, int window, int bwd);
+/* FLOPs of one unfused attention call as the model counts them
+ * (model/layer.c attention_core): the GEMMs over all T x T pairs (the mask
+ * saves no work), 2 of 2 T^2 HS per head forward (QK^T, PV), 4 backward. */
+double calib_attn_unfused_flops(int B, int T, int NH, int HS, int bwd);
 
 /* Bytes one memory-bound call over n elements moves, activations of
  * act_bytes each (4 on the CPU, bf16 2 on the GPU), rows of `row`
@@ -132,7 +159,8 @@ typedef struct {
 /* Every rank of MPI_COMM_WORLD calls: sizes 8 B to the level's top
  * (calib_coll_top_bytes: 1 GiB, 16 MiB with --quick, 1 MiB with --tiny;
  * a library sizes its own buffers from it), one checked call then timed
- * samples per size. verbose: rows to stderr as they are measured. */
+ * samples per size. verbose 1: one progress line on stderr per collective
+ * and size group (8 B.., 1 KiB.., 1 MiB..); 2: every row as measured. */
 long calib_coll_top_bytes(const calib_plan_t *p);
 void calib_coll_sweep(const calib_plan_t *p, const calib_coll_lib_t *lib, void *impl, calib_table_t *t,
                       int verbose);
@@ -164,7 +192,8 @@ typedef struct {
     const char *name;                     /* "cpu", "gpu" */
     const char *gemm_what, *attn_what, *mem_what, *coll_what;
     void (*gemm)(const calib_plan_t *p, calib_table_t *t);
-    void (*attention)(const calib_plan_t *p, calib_table_t *t);
+    /* flash into t, unfused into unfused (calib_attn_unfused_table) */
+    void (*attention)(const calib_plan_t *p, calib_table_t *t, calib_table_t *unfused);
     void (*memory)(const calib_plan_t *p, calib_table_t *t);
     void (*collectives)(const calib_plan_t *p, calib_table_t *t, int verbose);
     double (*comm_slowdown)(const calib_plan_t *p, int ncores);
@@ -177,8 +206,15 @@ extern const calib_device_t calib_cpu_device; /* bench.c, bench_mpi.c */
 /* CPU benchmarks (the reference kernels, one process; collectives over
  * MPI_COMM_WORLD). */
 void calib_bench_gemm(const calib_plan_t *p, calib_table_t *t);
-void calib_bench_attention(const calib_plan_t *p, calib_table_t *t);
+void calib_bench_attention(const calib_plan_t *p, calib_table_t *t, calib_table_t *unfused);
 void calib_bench_memory(const calib_plan_t *p, calib_table_t *t);
+
+/* The largest data or unified cache of cpu0 in bytes (sysfs), or
+ * CALIB_LLC_DEFAULT_BYTES when the system does not say: copies of at least
+ * twice it are DRAM-resident (a streaming copy under LRU misses every line
+ * once its working set exceeds the cache). */
+#define CALIB_LLC_DEFAULT_BYTES (32.0 * (1 << 20))
+double calib_llc_bytes(void);
 void calib_bench_collectives(const calib_plan_t *p, calib_table_t *t, int verbose);
 
 /* Slowdown of a GEMM on rank 0 while the other ranks all-reduce among

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct {
@@ -140,7 +141,7 @@ static void run_compute(const calib_device_t *d, const calib_plan_t *p, calib_re
     progress(d->gemm_what);
     d->gemm(p, &r->gemm);
     progress(d->attn_what);
-    d->attention(p, &r->attn);
+    d->attention(p, &r->attn, &r->attn_unfused);
     progress(d->mem_what);
     d->memory(p, &r->mem);
     progress("host stall of the synchronous data loader (real/data.c)");
@@ -159,8 +160,10 @@ static void run_compute(const calib_device_t *d, const calib_plan_t *p, calib_re
 static const calib_device_t *open_device(int gpu, calib_result_t *r, char *err)
 {
     r->device = gpu;
-    if (!gpu)
+    if (!gpu) {
+        r->llc_bytes = calib_llc_bytes();
         return &calib_cpu_device;
+    }
     int bad = calib_gpu_init(err, OPT_ERR_LEN) != 0, any = bad, bad0 = bad;
     if (mpi_size > 1) {
         MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
@@ -172,8 +175,10 @@ static const calib_device_t *open_device(int gpu, calib_result_t *r, char *err)
         snprintf(err, OPT_ERR_LEN, "--device gpu: another rank could not take its GPU (its message is above)");
     if (any)
         return NULL;
-    if (mpi_rank == 0)
+    if (mpi_rank == 0) {
         calib_gpu_describe(&r->gpu);
+        r->llc_bytes = r->gpu.l2_mib * (1 << 20);
+    }
     return calib_gpu_table();
 }
 
@@ -202,6 +207,18 @@ static int finish(const calib_opts_t *o, calib_result_t *r, const calib_plan_t *
     return 0;
 }
 
+/* MPI_Barrier, but a waiting rank sleeps 1 ms between polls: Open MPI's
+ * blocking barrier spins, and a rank spinning through rank 0's compute
+ * benchmarks takes a core from it on a host running anything else. */
+static void sleepy_barrier(void)
+{
+    MPI_Request req;
+    int done = 0;
+    MPI_Ibarrier(MPI_COMM_WORLD, &req);
+    for (MPI_Test(&req, &done, MPI_STATUS_IGNORE); !done; MPI_Test(&req, &done, MPI_STATUS_IGNORE))
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+}
+
 static int calibrate_main(calib_opts_t *o, int argc, char **argv)
 {
     calib_plan_t p = calib_plan(o->tiny ? CALIB_TINY : o->quick ? CALIB_QUICK : CALIB_FULL);
@@ -220,9 +237,9 @@ static int calibrate_main(calib_opts_t *o, int argc, char **argv)
     if (mpi_rank == 0)
         run_compute(d, &p, &r);
     if (mpi_size > 1) { /* the other ranks wait here while rank 0 computes */
-        MPI_Barrier(MPI_COMM_WORLD);
+        sleepy_barrier();
         progress(d->coll_what);
-        d->collectives(&p, &r.coll, 0);
+        d->collectives(&p, &r.coll, 1);
         r.have_coll = 1;
         progress("compute beside a collective");
     } else {

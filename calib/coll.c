@@ -171,6 +171,28 @@ static float *host_floats(long bytes)
     return p;
 }
 
+/* "8 B", "64 KiB", "16 MiB": sizes as a progress line shows them. */
+static void size_str(char *buf, size_t len, double bytes)
+{
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 3)
+        bytes /= 1024, u++;
+    snprintf(buf, len, "%.0f %s", bytes, unit[u]);
+}
+
+/* verbose 1: "all_reduce (MPI_Allreduce): 1 KiB .. 512 KiB, 10 sizes, 0.4 s"
+ * (the group's time) on stderr when a size group (below 1 KiB, below
+ * 1 MiB, the rest) ends. */
+static void group_done(const calib_coll_lib_t *lib, int c, double lo, double hi, int sizes, double t0_s)
+{
+    char a[32], b[32];
+    size_str(a, sizeof a, lo), size_str(b, sizeof b, hi);
+    fprintf(stderr, "megasim calibrate:   %s (%s): %s .. %s, %d size%s, %.1f s\n", calib_colls[c].name,
+            lib->nccl ? calib_colls[c].nccl_call : calib_colls[c].mpi_call, a, b, sizes, sizes == 1 ? "" : "s",
+            MPI_Wtime() - t0_s);
+}
+
 void calib_coll_sweep(const calib_plan_t *p, const calib_coll_lib_t *lib, void *impl, calib_table_t *t,
                       int verbose)
 {
@@ -183,8 +205,10 @@ void calib_coll_sweep(const calib_plan_t *p, const calib_coll_lib_t *lib, void *
     long top = calib_coll_top_bytes(p);
     b.send = host_floats(top), b.recv = host_floats(top);
     for (int c = 0; c < CALIB_NCOLL; c++) {
-        if (verbose && b.rank == 0)
+        if (verbose > 1 && b.rank == 0)
             calib_coll_print_header(stderr, c, b.n, lib->nccl ? calib_colls[c].nccl_call : calib_colls[c].mpi_call);
+        double t0 = MPI_Wtime(), lo = 0;
+        int sizes = 0;
         for (long size = 8; size <= top; size *= 2) {
             long unit = checks[c].blocked ? 4L * b.n : 4; /* blocked collectives: whole blocks per rank */
             if (size < unit)
@@ -195,8 +219,14 @@ void calib_coll_sweep(const calib_plan_t *p, const calib_coll_lib_t *lib, void *
             double bytes = b.count * 4.0, algbw = bytes / s.med_s * 1e-9;
             calib_table_add(t, (double[]){c, bytes, b.count, s.med_s * 1e6, s.min_s * 1e6, s.max_s * 1e6, algbw,
                                           algbw * calib_bus_factor(c, b.n), wrong});
-            if (verbose && b.rank == 0)
+            if (verbose > 1 && b.rank == 0)
                 calib_coll_print_row(stderr, t, t->n - 1);
+            lo = sizes++ ? lo : bytes;
+            int group_end = size * 2 > top || size * 2 == 1024 || size * 2 == 1L << 20;
+            if (verbose == 1 && b.rank == 0 && group_end)
+                group_done(lib, c, lo, bytes, sizes, t0);
+            if (group_end)
+                sizes = 0, t0 = MPI_Wtime();
         }
     }
     free(b.send), free(b.recv);

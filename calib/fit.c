@@ -260,6 +260,32 @@ calib_linfit_t calib_fit_linear_bounded(const double *x, const double *y, int n,
     return r;
 }
 
+/* With r_i = x_i / y_i the sample's rate, minimising sum (b x_i / y_i - 1)^2
+ * gives b = sum r_i / sum r_i^2. */
+calib_linfit_t calib_fit_rate(const double *x, const double *y, int n, double *resid)
+{
+    calib_linfit_t f = {0};
+    double s1 = 0, s2 = 0, var = 0;
+    for (int i = 0; i < n; i++) {
+        if (!(x[i] > 0 && y[i] > 0))
+            return f;
+        s1 += x[i] / y[i], s2 += x[i] * x[i] / (y[i] * y[i]);
+    }
+    if (n < 3)
+        return f;
+    f.b = s1 / s2, f.n = n, f.ok = 1;
+    double *res = resid ? resid : malloc(sizeof(double) * n);
+    for (int i = 0; i < n; i++) {
+        double dr = x[i] / y[i] - 1 / f.b;
+        res[i] = y[i] - x[i] * f.b, var += dr * dr;
+    }
+    f.se_b = f.b * f.b * sqrt(var / (n - 1) / n); /* the rates' standard error, d(1/r) = dr / r^2 */
+    f.r2 = r_squared(y, res, n, &f.rms);
+    if (!resid)
+        free(res);
+    return f;
+}
+
 /* ---- a few bounded parameters, any model ------------------------------- */
 
 typedef struct {

@@ -8,7 +8,10 @@
  *               among candidates by the smallest relative error;
  *   linear:     t = a + b * x (gsl_fit_linear), the alpha-beta model of a
  *               collective with x = bytes * bus factor: a is the latency,
- *               1 / b the bus bandwidth;
+ *               1 / b the bus bandwidth; of a DRAM-resident copy: 1 / b
+ *               the memory bandwidth;
+ *   rate:       t = b * x through the origin on the relative error, a
+ *               memory-bound kernel's math rate 1 / b;
  *   few params: any model y_i(p) of a few bounded parameters, nonlinear
  *               least squares (GSL multifit_nlinear, finite-difference
  *               Jacobian): the compute-efficiency scale and the host terms
@@ -86,6 +89,13 @@ calib_linfit_t calib_fit_linear(const double *x, const double *y, int n, double 
  * (gsl_fit_mul). se_a is 0. */
 calib_linfit_t calib_fit_linear_bounded(const double *x, const double *y, int n, double x_lo, double x_hi,
                                         double a_max, double *resid);
+
+/* y = b x through the origin (a = 0), least squares on the relative error
+ * (every sample weighs alike however small: a kernel's time at each size
+ * the model meets): a math rate, time_us against elements. ok = at least 3
+ * samples with x, y > 0; se_b from the spread of the samples' rates; r2 and
+ * rms of y - b x. resid (n long) receives y - b x. */
+calib_linfit_t calib_fit_rate(const double *x, const double *y, int n, double *resid);
 
 #define CALIB_FIT_MAX_PARAMS 8
 

@@ -37,7 +37,7 @@ static calib_fitrec_t *new_fit(calib_result_t *r, const char *name, const char *
 }
 
 /* Efficiency samples y = rate / best, at most 1 (an efficiency; a CPU's
- * in-cache copies beat the largest copy, `best`), from the rows of t where
+ * in-cache copies beat the DRAM bandwidth, `best`), from the rows of t where
  * col sel == want (sel < 0: all rows; want < 0: rows where col sel !=
  * -want - 1), fitted by the saturating model. */
 static int row_selected(const calib_table_t *t, int i, int sel, double want)
@@ -134,8 +134,8 @@ static double col_max(const calib_table_t *t, int col, int sel, double want)
     return best;
 }
 
-/* The copy rate at the largest size measured: memory (DRAM) bandwidth,
- * not the in-cache rate of mid-sized copies, which the best rate is. */
+/* The copy rate at the largest size measured: the stand-in for the memory
+ * bandwidth when the hbm_bw fit has too few DRAM-resident sizes. */
 static double largest_copy_gbps(const calib_table_t *t)
 {
     double bytes = -1, gbps = 0;
@@ -184,30 +184,42 @@ static calib_fitrec_t *fit_coll(calib_result_t *r, int c, const char *regime, do
  * samples give mem_eff (their rates over the copy's) and the math rates
  * stay the base's data-sheet ones. On the CPU the scalar reference code is
  * compute-bound (tanh, sqrt, division), so the copies give mem_eff (their
- * rate over the largest copy's: the model does not credit the caches) and
- * each kernel's samples its math rate (fit_rate). */
+ * rate over hbm_gbps, at most 1: the model does not credit the caches, so
+ * on a CPU, whose in-cache copies beat DRAM, the curve sits at 1 to the
+ * noise) and each kernel's samples its math rate (calib_fit_rate). */
 #define MATH_RATES 4 /* the memory-bound kinds after the copy (calib_mem_kernels) */
 static const char *const math_fit_names[MATH_RATES] = {"norm_rate", "gelu_rate", "optim_rate", "dropout_rate"};
 
-/* time_us = elems x b through the origin, least squares on the relative
- * error (every size weighs alike, as the model meets them all): with
- * r_i = x_i / y_i the sample's rate, 1 / b = sum r_i^2 / sum r_i. */
-static calib_linfit_t fit_rate(const double *x, const double *y, int n, double *resid)
+/* Memory bandwidth: time_us = a + b bytes over the copies of at least
+ * twice the last-level cache (DRAM-resident: calib_bench_memory measures
+ * three or more such sizes on a CPU), hbm_gbps = 1e-3 / b, with its
+ * residuals and R^2. Each copy's fastest sample, as STREAM reports: the
+ * device's bandwidth, not what a neighbour on a shared host left of it.
+ * The fixed cost a is held in [0, the smallest copy's time] (it cannot be
+ * more): over sizes of 10 ms, a free intercept is noise, and on a shared
+ * VM came out at -0.8 ms (as the collectives' large regime, fit_coll).
+ * In-cache copies run faster (a CPU's by several times) and stay out of
+ * it: the model's mem_eff (<= 1) credits no cache.
+ * With fewer than 3 such sizes or no positive slope (ok = 0) the copy rate
+ * at the largest size stands in, and the provenance says so. */
+static void fit_hbm(calib_result_t *r)
 {
-    calib_linfit_t f = {0};
-    double s1 = 0, s2 = 0, mean = 0, tot = 0, res = 0, var = 0;
-    for (int i = 0; i < n; i++)
-        s1 += x[i] / y[i], s2 += x[i] * x[i] / (y[i] * y[i]), mean += y[i] / n;
-    if (n < 3 || s1 <= 0)
-        return f;
-    f.b = s1 / s2, f.n = n, f.ok = 1;
-    for (int i = 0; i < n; i++) {
-        double e = y[i] - x[i] * f.b, dr = x[i] / y[i] - 1 / f.b;
-        resid[i] = e, res += e * e, tot += (y[i] - mean) * (y[i] - mean), var += dr * dr;
-    }
-    f.se_b = f.b * f.b * sqrt(var / (n - 1) / n); /* the rates' standard error, d(1/r) = dr / r^2 */
-    f.rms = sqrt(res / n), f.r2 = tot > 0 ? 1 - res / tot : 1;
-    return f;
+    calib_fitrec_t *f = new_fit(r, "hbm_bw", "bytes", "time_min_us", r->mem.n);
+    f->linear = 1;
+    f->how = "y = a + b x, y each copy's fastest sample, over the copies of >= 2x the last-level cache; a held in "
+             "[0, the smallest copy's time], b by least squares through the origin of y - a (gsl_fit_mul); "
+             "bandwidth = hbm_gbps";
+    int m = 0;
+    double fastest_us = INFINITY;
+    for (int i = 0; i < r->mem.n; i++)
+        if (calib_table_get(&r->mem, i, 0) == 0) {
+            f->x[m] = calib_table_get(&r->mem, i, 1), f->y[m] = calib_table_get(&r->mem, i, 3) * 1e6;
+            fastest_us = fmin(fastest_us, f->y[m++]);
+        }
+    f->n = m;
+    f->lin = calib_fit_linear_bounded(f->x, f->y, m, 2 * r->llc_bytes, INFINITY, m ? fastest_us : 0, f->resid);
+    r->hbm_fitted = f->lin.ok;
+    r->copy_gbps = f->lin.ok ? 1e-3 / f->lin.b : largest_copy_gbps(&r->mem);
 }
 
 static void fit_memory_bound(calib_result_t *r)
@@ -227,7 +239,7 @@ static void fit_memory_bound(calib_result_t *r)
             if (calib_table_get(&r->mem, i, 0) == k + 1)
                 f->x[m] = calib_table_get(&r->mem, i, 6), f->y[m++] = calib_table_get(&r->mem, i, 2) * 1e6;
         f->n = m;
-        f->lin = fit_rate(f->x, f->y, m, f->resid);
+        f->lin = calib_fit_rate(f->x, f->y, m, f->resid);
         f->how = "y = b x, least squares on the relative error";
         if (f->lin.ok)
             r->math_gelems[k] = 1e-3 / f->lin.b; /* elements per us -> 1e9 per s */
@@ -237,10 +249,10 @@ static void fit_memory_bound(calib_result_t *r)
 void calib_fit_all(calib_result_t *r, const calib_plan_t *p)
 {
     r->peak_gflops = col_max(&r->gemm, 7, -1, 0);
-    r->copy_gbps = largest_copy_gbps(&r->mem);
     fit_gemm(r);
     fit_attn(r, 0);
     fit_attn(r, 1);
+    fit_hbm(r);
     fit_memory_bound(r);
     /* Fixed cost of the smallest kernels: the intercept of time against
      * bytes up to 256 KiB (time in us) of back-to-back calls of one small
@@ -549,42 +561,59 @@ static const char host_stall_what[] = "host_stall_s (the real backend's synchron
                                       "efficiency curves are measured as they are)";
 
 /* Which fields were measured and which kept from the base, per device. */
+/* Where hbm_gbps came from (fit_hbm). */
+static void hbm_what(char *buf, size_t len, const calib_result_t *r)
+{
+    const char *copy = r->device ? "cudaMemcpyAsync device to device" : "memcpy";
+    if (r->hbm_fitted)
+        snprintf(buf, len, "hbm_gbps (fits/hbm_bw: %s time against bytes, read + write, over the copies of >= 2x "
+                 "the %.0f MiB last-level cache)", copy, r->llc_bytes / (1 << 20));
+    else
+        snprintf(buf, len, "hbm_gbps (%s at the largest size, read + write bytes: fewer than 3 copies of >= 2x the "
+                 "%.0f MiB last-level cache for fits/hbm_bw)", copy, r->llc_bytes / (1 << 20));
+}
+
 static void field_sources(cJSON *p, const calib_result_t *r)
 {
-    char buf[2048], no_coll[300] = "";
+    char buf[2048], no_coll[300] = "", hbm[300];
+    hbm_what(hbm, sizeof hbm, r);
+    cJSON_AddStringToObject(p, "raw_only", "attention_unfused (the unfused kernels' samples, in the HDF5 file: the "
+                            "model prices unfused attention from gemm_eff and the memory-bound rates, no field of "
+                            "its own)");
     int coll = coll_applied(r);
     if (!coll)
         snprintf(no_coll, sizeof no_coll, "; collective fields (nvlink_gbps, alpha_nvlink_us, coll_launch_us, "
                  "nvlink_eff): %s", !r->have_coll ? "the collective benchmarks need >= 2 MPI ranks, this run had 1"
                                                   : "the all-reduce's large-message fit gave no bandwidth (see fits)");
     if (!r->device) {
-        snprintf(buf, sizeof buf, "gpu: peak_bf16_tflops, peak_tf32_tflops, hbm_gbps, sm_count (cores), hbm_gib "
-                 "(MemTotal), kernel_gap_us, gemm_eff, flash_fwd_eff, flash_bwd_eff, mem_eff (copies), norm_gelems, "
-                 "gelu_gelems, optim_gparams, dropout_gdraws (LayerNorm, bias+GeLU, AdamW, dropout: elements over "
-                 "time, least squares on the relative error), flash1_rel = 1 (one flash reference serves both flash kinds on the CPU)%s; "
-                 "cluster: %s%s",
+        snprintf(buf, sizeof buf, "gpu: peak_bf16_tflops, peak_tf32_tflops (best GEMM), %s, sm_count (cores), "
+                 "hbm_gib (MemTotal), kernel_gap_us, gemm_eff (the linear layers' forward and both backward GEMMs, "
+                 "square forward GEMMs), flash_fwd_eff, flash_bwd_eff, mem_eff (copies over hbm_gbps, at most 1), "
+                 "norm_gelems, gelu_gelems, optim_gparams, dropout_gdraws (LayerNorm, bias+GeLU, AdamW, dropout: "
+                 "elements over time, least squares on the relative error)%s; "
+                 "cluster: %s%s", hbm,
                  coll ? ", nvlink_gbps (all-reduce busbw)" : "",
                  coll ? "alpha_nvlink_us, coll_launch_us, nvlink_eff (MPI within this node), " : "",
                  host_stall_what);
         cJSON_AddStringToObject(p, "measured", buf);
-        snprintf(buf, sizeof buf, "%s%s; gemm_tile_m/n = 4 (kern_gemm_ref's register block); attn_block_q/k = 1 (kern_attention_*_ref's "
-                 "row at a time); "
-                 "cluster topology and network fields (no second node to measure)%s",
+        snprintf(buf, sizeof buf, "%scluster topology and network fields (no second node to measure)%s",
                  r->comm_slowdown >= 0 ? "" : "gpu comm_slowdown (needs >= 3 ranks on as many cores: rank 0 "
-                                             "computes while the others all-reduce)",
-                 r->comm_slowdown >= 0 ? "" : " kept from the base", no_coll);
+                                             "computes while the others all-reduce); ", no_coll);
         cJSON_AddStringToObject(p, "kept_from_base", buf);
+        cJSON_AddStringToObject(p, "by_construction", "gpu gemm_tile_m/n = 4 (kern_gemm_ref's register block), "
+                                "attn_block_q/k = 1 (kern_attention_*_ref's row at a time), flash1_rel = 1 (the CPU "
+                                "backend runs one flash reference for both flash kinds)");
         return;
     }
     snprintf(buf, sizeof buf, "gpu: peak_bf16_tflops (best bf16 GEMM: kern_matmul_fwd_cuda, kern_gemm_cuda), "
-             "hbm_gbps (cudaMemcpyAsync device to device at the largest size, read + write bytes), sm_count, hbm_gib "
+             "%s, sm_count, hbm_gib "
              "(cudaGetDeviceProperties), kernel_gap_us (back-to-back kern_bias_gelu_fwd_cuda launches up to 256 KiB, host ahead of the GPU), "
              "gemm_eff and gemm_tile_m/n (the curve and the tile among 64x64, 128x64, 128x128, 256x128 whose wave "
              "quantisation on sm_count SMs best explains the GEMM samples, fits/gemm_eff), "
              "flash_fwd_eff, flash_bwd_eff and attn_block_q/k (kern_attention_*_cuda; the curves and the block "
              "among 32, 64 and 128 rows whose wave quantisation best explains the samples, fits/flash_*_eff), mem_eff (LayerNorm, bias+GeLU, AdamW "
              "kernels), flash1_rel (kern_attention_*_v1_cuda over kern_attention_*_cuda, forward + backward)%s%s%s; "
-             "cluster: %s%s",
+             "cluster: %s%s", hbm,
              r->dropout_gdraws > 0 ? ", dropout_gdraws (kern_attention_*_cuda forward + backward with dropout 0.1 "
                                      "against without: its draws over the time they add)" : "",
              coll ? ", nvlink_gbps (ncclAllReduce busbw)" : "",
@@ -601,6 +630,49 @@ static void field_sources(cJSON *p, const calib_result_t *r)
              r->dropout_gdraws > 0 ? "" : "; gpu dropout_gdraws (dropout added no measurable time to the flash kernel)",
              no_coll);
     cJSON_AddStringToObject(p, "kept_from_base", buf);
+}
+
+/* /proc/PID/cmdline with its NULs as spaces into buf; its length, or 0. */
+static size_t read_cmdline(const char *path, char *buf, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, len - 1, f) : 0;
+    if (f)
+        fclose(f);
+    while (n > 0 && buf[n - 1] == 0)
+        n--;
+    for (size_t i = 0; i < n; i++)
+        buf[i] = buf[i] ? buf[i] : ' ';
+    buf[n] = 0;
+    return n;
+}
+
+/* The command as typed: on one node Open MPI's mpirun starts the ranks
+ * itself, so the parent's command line is the whole of it (launcher
+ * options, program path, arguments); else this process's own (the
+ * program as invoked), behind "mpirun -np N" when there are ranks; argv
+ * (the subcommand on) when /proc cannot be read. */
+static void command_line(char *cmd, size_t len, int nranks, int argc, char **argv)
+{
+    char path[64], parent[4096], self[4096] = "megasim";
+    snprintf(path, sizeof path, "/proc/%ld/cmdline", (long)getppid());
+    if (nranks > 1 && read_cmdline(path, parent, sizeof parent)) {
+        char *prog = strtok(strcpy(self, parent), " "), *slash = prog ? strrchr(prog, '/') : NULL;
+        const char *base = slash ? slash + 1 : prog ? prog : "";
+        if (!strcmp(base, "mpirun") || !strcmp(base, "mpiexec") || !strcmp(base, "orterun")) {
+            snprintf(cmd, len, "%s", parent);
+            return;
+        }
+    }
+    if (!read_cmdline("/proc/self/cmdline", self, sizeof self)) {
+        snprintf(self, sizeof self, "megasim");
+        for (int i = 0; i < argc; i++) /* argv[0] is the subcommand */
+            snprintf(self + strlen(self), sizeof self - strlen(self), " %s", argv[i]);
+    }
+    char np[32] = "";
+    if (nranks > 1)
+        snprintf(np, sizeof np, "mpirun -np %d ", nranks);
+    snprintf(cmd, len, "%s%s", np, self);
 }
 
 cJSON *calib_provenance(const calib_result_t *r, const char *base_gpu, const char *base_cluster, int argc,
@@ -623,13 +695,8 @@ cJSON *calib_provenance(const calib_result_t *r, const char *base_gpu, const cha
                                         "one GPU per rank: peak_bf16_tflops holds the best bf16 GEMM rate measured"
                                       : "fp32 reference kernels (kernels/*_ref.c), one thread per rank: "
                                         "peak_bf16_tflops and peak_tf32_tflops both hold the fp32 GEMM rate");
-    buf[0] = 0;
-    for (int i = 0; i < argc; i++)
-        snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s", i ? " " : "", argv[i]);
-    char cmd[4200], np[32] = ""; /* argv[0] is the subcommand */
-    if (r->nranks > 1)
-        snprintf(np, sizeof np, "mpirun -np %d ", r->nranks);
-    snprintf(cmd, sizeof cmd, "%smegasim %s", np, buf);
+    char cmd[4200];
+    command_line(cmd, sizeof cmd, r->nranks, argc, argv);
     cJSON_AddStringToObject(p, "command", cmd);
     cJSON_AddStringToObject(p, "megasim_version", MEGASIM_VERSION);
     cJSON_AddStringToObject(p, "level", level);
@@ -696,7 +763,12 @@ void calib_print_report(const calib_result_t *r, const hw_t *hw)
                r->ncores, r->nranks);
     printf("  best GEMM          %8.2f GFLOP/s  -> peak_bf16_tflops %.4g\n", r->peak_gflops,
            hw->gpu.peak_bf16_tflops);
-    printf("  largest copy       %8.2f GB/s     -> hbm_gbps %.4g\n", r->copy_gbps, hw->gpu.hbm_gbps);
+    if (r->hbm_fitted)
+        printf("  memory bandwidth   %8.2f GB/s     -> hbm_gbps %.4g (fits/hbm_bw: copies of >= 2 x %.0f MiB)\n",
+               r->copy_gbps, hw->gpu.hbm_gbps, r->llc_bytes / (1 << 20));
+    else
+        printf("  largest copy       %8.2f GB/s     -> hbm_gbps %.4g (too few copies of >= 2 x %.0f MiB to fit)\n",
+               r->copy_gbps, hw->gpu.hbm_gbps, r->llc_bytes / (1 << 20));
     printf("  kernel gap         %8.3f us\n", r->gap_us);
     if (r->host_stall_s >= 0)
         printf("  host stall         %8.3f us  (synchronous loading of one iteration of run's default job)\n",
@@ -726,6 +798,9 @@ void calib_print_report(const calib_result_t *r, const hw_t *hw)
     else
         printf("  comm slowdown: not measured (needs %s); base value %.3f kept\n",
                r->device ? ">= 2 ranks, one GPU each" : ">= 3 ranks on as many cores", hw->gpu.comm_slowdown);
+    if (r->attn_unfused.n)
+        printf("  unfused attention  %d samples, raw only (HDF5 /attention_unfused: the model prices it from gemm_eff "
+               "and the memory-bound rates)\n", r->attn_unfused.n);
     printf("\nfits:\n");
     for (int i = 0; i < r->nfits; i++)
         print_fit(&r->fits[i]);
@@ -859,12 +934,19 @@ int calib_write_h5(const char *path, const calib_result_t *r, const cJSON *confi
                                                          : "0 all_reduce, 1 all_gather, 2 reduce_scatter, 3 alltoall, "
                                                            "4 broadcast, 5 sendrecv (MPI_Allreduce ... MPI_Sendrecv)") ||
          h5_attr_str(file, "memory_kernel", r->device ? "0 copy (cudaMemcpyAsync), 1 kern_layernorm_fwd_cuda, "
-                                                        "2 kern_bias_gelu_fwd_cuda, 3 kern_adamw_cuda"
+                                                        "2 kern_bias_gelu_fwd_cuda, 3 kern_adamw_cuda (4 dropout_fwd "
+                                                        "is not timed on a GPU: calib/bench_gpu.c)"
                                                       : "0 copy (memcpy), 1 kern_layernorm_fwd_ref, "
-                                                        "2 kern_bias_gelu_fwd_ref, 3 kern_adamw_ref") ||
+                                                        "2 kern_bias_gelu_fwd_ref, 3 kern_adamw_ref, "
+                                                        "4 kern_dropout_ref") ||
+         h5_attr_str(file, "attention_unfused_use",
+                     "the unfused kernels (GEMM, masked softmax, GEMM), raw samples only: the model prices unfused "
+                     "attention from gemm_eff and the memory-bound rates (model/layer.c), no profile field; flops "
+                     "as the model counts them, over all T x T pairs") ||
          h5_attr_str(file, "gemm_pass", "0 forward, 1 backward dinp, 2 backward dweight (fp32, beta 1)") ||
          h5_table(file, gcpl, dcpl, &r->gemm) ||
-         h5_table(file, gcpl, dcpl, &r->attn) || h5_table(file, gcpl, dcpl, &r->mem) ||
+         h5_table(file, gcpl, dcpl, &r->attn) || h5_table(file, gcpl, dcpl, &r->attn_unfused) ||
+         h5_table(file, gcpl, dcpl, &r->mem) ||
          (r->have_coll && h5_table(file, gcpl, dcpl, &r->coll)) ||
          (fg = H5Gcreate2(file, "/fits", H5P_DEFAULT, gcpl, H5P_DEFAULT)) < 0;
     for (int i = 0; !rc && i < r->nfits; i++)
@@ -883,7 +965,8 @@ int calib_write_h5(const char *path, const calib_result_t *r, const cJSON *confi
 
 void calib_result_free(calib_result_t *r)
 {
-    calib_table_free(&r->gemm), calib_table_free(&r->attn), calib_table_free(&r->mem), calib_table_free(&r->coll);
+    calib_table_free(&r->gemm), calib_table_free(&r->attn), calib_table_free(&r->attn_unfused);
+    calib_table_free(&r->mem), calib_table_free(&r->coll);
     for (int i = 0; i < r->nfits; i++)
         free(r->fits[i].x), free(r->fits[i].y), free(r->fits[i].resid), free(r->fits[i].wave);
     r->nfits = 0;

@@ -31,10 +31,14 @@ typedef struct {
 typedef struct {
     int device;            /* 0 cpu, 1 gpu (calib_device_t order) */
     calib_gpu_info_t gpu;  /* device 1: rank 0's GPU */
-    calib_table_t gemm, attn, mem, coll;
+    calib_table_t gemm, attn, attn_unfused, mem, coll; /* attn_unfused: raw samples only (calib.h) */
     int have_coll, nranks, ncores;
+    double llc_bytes;      /* copies of >= 2x this are DRAM-resident (calib_llc_bytes; a GPU's L2) */
+    int hbm_fitted;        /* copy_gbps from the hbm_bw fit (else the largest copy's rate) */
     double comm_slowdown;  /* measured, or < 0 */
-    double peak_gflops, copy_gbps, gap_us;
+    double peak_gflops, gap_us;
+    double copy_gbps;      /* memory bandwidth: the hbm_bw fit's over the DRAM-resident copies (hbm_fitted),
+                              else the copy rate at the largest size */
     double host_stall_s;   /* synchronous loading of one iteration's batch, or < 0 */
     double flash1_rel;     /* FlashAttention-1 speed / FlashAttention-2 style speed, or < 0 */
     double dropout_gdraws; /* the device's measurement of dropout draws (1e9 / s), or < 0 (CPU: math_gelems[3]) */

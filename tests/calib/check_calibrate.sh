@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# check_calibrate.sh MPIEXEC MEGASIM [DEVICE]: a --tiny calibration (the
-# real code path on the tests' grid) of DEVICE (cpu, the default, or gpu)
-# must give a profile that `megasim predict --hardware` accepts (exit 0,
-# JSON that parses) and HDF5 raw samples; copies with a field removed or
-# made negative must be refused with a message naming the field
-# (hw_resolve's checks). Collectives run under `MPIEXEC -np 2` when MPIEXEC
+# check_calibrate.sh MPIEXEC MEGASIM [DEVICE [LEVEL]]: a calibration of
+# DEVICE (cpu, the default, or gpu) at LEVEL (tiny, the default: the real
+# code path on the tests' grid; or quick: what `--quick` runs, its time
+# printed) must give a profile that `megasim predict
+# --hardware` accepts (exit 0, JSON that parses) and HDF5 raw samples;
+# copies with a field removed or made negative must be refused with a
+# message naming it (hw_resolve's checks; a file may leave a whole section
+# out: --hardware then overrides only the sections it has). Collectives run under `MPIEXEC -np 2` when MPIEXEC
 # is given (cpu), or when it is given and two GPUs are visible (gpu: NCCL
 # needs one GPU per rank); then every checked element must be right
 # (#wrong 0 in every nccl-tests row). gpu without a usable GPU: exit 77
 # (ctest's "skipped").
 set -u
-mpiexec=$1 bin=$2 device=${3:-cpu}
+mpiexec=$1 bin=$2 device=${3:-cpu} level=${4:-tiny}
+case "$level" in tiny|quick) ;; *) echo "check_calibrate.sh: LEVEL = '$level' is not allowed; tiny or quick"; exit 2 ;; esac
 dir=$(mktemp -d /tmp/megasim_calib.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -36,13 +39,13 @@ if [ "$device" = cpu ]; then
   [ ${#mpi[@]} -gt 0 ] && run=("${mpi[@]}" "$bin")
 else
   # One process first: it says whether there is a GPU at all.
-  "$bin" calibrate --device gpu --tiny --out "$dir/p.json" >"$dir/report.txt" 2>"$dir/err.txt"; rc=$?
+  "$bin" calibrate --device gpu --"$level" --out "$dir/p.json" >"$dir/report.txt" 2>"$dir/err.txt"; rc=$?
   if [ "$rc" -eq 2 ] && grep -q "no usable GPU" "$dir/err.txt"; then
     echo "skipped: $(cat "$dir/err.txt")"
     exit 77
   fi
   [ "$rc" -eq 0 ] || { cat "$dir/err.txt"; fail "calibrate --device gpu (one process) exited $rc"; }
-  echo "ok   one process: $bin calibrate --device gpu --tiny wrote a profile"
+  echo "ok   one process: $bin calibrate --device gpu --$level wrote a profile"
   n=$(gpus)
   if [ ${#mpi[@]} -gt 0 ] && [ "${n:-0}" -ge 2 ]; then
     run=("${mpi[@]}" "$bin")
@@ -53,12 +56,22 @@ else
 fi
 
 if [ "$rerun" -eq 1 ]; then
-  echo "command: ${run[*]} calibrate --device $device --tiny --out $dir/p.json"
-  "${run[@]}" calibrate --device "$device" --tiny --out "$dir/p.json" >"$dir/report.txt" 2>"$dir/err.txt" ||
+  echo "command: ${run[*]} calibrate --device $device --$level --out $dir/p.json"
+  t0=$SECONDS
+  "${run[@]}" calibrate --device "$device" --"$level" --out "$dir/p.json" >"$dir/report.txt" 2>"$dir/err.txt" ||
     { rc=$?; cat "$dir/err.txt"; fail "calibrate exited $rc"; }
+  secs=$((SECONDS - t0))
+  # the issue's 2 minutes is a speed target: reported here, judged in the README's benchmarks
+  echo "     calibrate --$level took $secs s (the issue's target for --quick: under 2 minutes on 2 cores)"
+  # a progress line per collective and size group (8 B.., 1 KiB.., 1 MiB..)
+  if [ "${run[0]}" != "$bin" ]; then
+    n=$(grep -c '^megasim calibrate:   all_reduce' "$dir/err.txt")
+    echo "     progress: expected 3 all_reduce size-group lines on stderr; got $n"
+    [ "$n" -eq 3 ] || { cat "$dir/err.txt"; fail "no progress line per collective size group"; }
+  fi
 fi
 [ -s "$dir/p.json" ] && [ -s "$dir/p.h5" ] || fail "expected $dir/p.json and $dir/p.h5"
-grep -E "best GEMM|largest copy|kernel gap|all-reduce|collectives|comm slowdown" "$dir/report.txt"
+grep -E "best GEMM|largest copy|memory bandwidth|kernel gap|all-reduce|collectives|comm slowdown" "$dir/report.txt"
 echo "ok   calibrate wrote the profile and the raw HDF5"
 
 # nccl-tests rows: size count type time algbw busbw #wrong.
@@ -80,7 +93,9 @@ python3 -c "import json,sys; p=json.load(open(sys.argv[1]))['provenance']; [p[k]
 echo "ok   predict --hardware accepts it (exit 0, JSON parses); provenance complete"
 # megasim's own executor: no Megatron host terms, curves as measured; on the
 # CPU the memory-bound kernels' math rates are measured, GeLU's (tanh) the
-# slowest per element.
+# slowest per element. (flash1_rel is not checked: on the CPU it is 1 by
+# construction, one flash reference serving both kinds, so a check of it
+# could not fail; the provenance lists it under by_construction.)
 python3 - "$dir/p.json" "$device" <<'PY' || fail "calibrated profile's executor terms or math rates are wrong"
 import json, sys
 p = json.load(open(sys.argv[1])); g, c = p['gpu'], p['cluster']
@@ -90,42 +105,101 @@ assert (c['compute_scale'], c['host_sync_gap_us'], c['iteration_overhead_s'], c[
 if sys.argv[2] == 'cpu':
     r = [g['norm_gelems'], g['gelu_gelems'], g['optim_gparams']]
     print('     CPU math rates (G/s): LayerNorm %.3g, bias+GeLU %.3g, AdamW %.3g; expected all > 0, GeLU below LayerNorm'
-          % tuple(r), '; flash1_rel', g['flash1_rel'], '(expected 1)')
-    assert min(r) > 0 and r[1] < r[0] and g['flash1_rel'] == 1
+          % tuple(r))
+    assert min(r) > 0 and r[1] < r[0]
     # ten Philox rounds per element outweigh LayerNorm's handful of flops
     print('     CPU dropout draws: %.3g G/s; expected > 0 and below LayerNorm\'s %.3g' % (g['dropout_gdraws'], r[0]))
     assert 0 < g['dropout_gdraws'] < r[0]
 PY
 echo "ok   the profile carries the executor's terms (and, on the CPU, measured math rates)"
 
-# gemm_eff is fitted with wave quantisation (calib_fit_gemm_waves): the
-# profile's tile is the fit's, and the raw file keeps each sample's wave
+# The raw samples (h5dump: no h5py needed): every linear layer's GEMM timed
+# in its three passes (forward, backward dinp, backward dweight, as the
+# backend runs them), and the attention sweep's window, GQA and second
+# head size, flash and unfused.
+h5col() { h5dump -d "$2" -y -w 0 "$1" | tr -d ' \n' | sed -n 's/.*DATA{\([^}]*\)}.*/\1/p'; }
+python3 - "$(h5col "$dir/p.h5" /gemm/pass)" "$(h5col "$dir/p.h5" /gemm/tp)" "$(h5col "$dir/p.h5" /attention/window)" \
+  "$(h5col "$dir/p.h5" /attention/NKV)" "$(h5col "$dir/p.h5" /attention/NH)" "$(h5col "$dir/p.h5" /attention/HS)" \
+  "$(h5col "$dir/p.h5" /attention_unfused/T)" <<'PY' || fail "the raw samples lack a GEMM pass or an attention case"
+import sys
+col = lambda i: [float(v) for v in sys.argv[i].split(',') if v]
+passes, tp, win, nkv, nh, hs, unf = (col(i) for i in range(1, 8))
+layer = [p for p, t in zip(passes, tp) if t > 0]
+counts = [layer.count(k) for k in (0, 1, 2)]
+print('     GEMM: linear-layer samples per pass (forward, dinp, dweight): expected equal and > 0; got', counts)
+assert counts[0] > 0 and counts[0] == counts[1] == counts[2]
+cases = {'window': sum(w > 0 for w in win), 'GQA (NKV < NH)': sum(k < h for k, h in zip(nkv, nh)),
+         'head sizes': len(set(hs)), 'unfused': len(unf)}
+print('     attention rows: expected a window, GQA, 2 head sizes, unfused samples; got', cases)
+assert cases['window'] > 0 and cases['GQA (NKV < NH)'] > 0 and cases['head sizes'] >= 2 and cases['unfused'] >= 2
+PY
+echo "ok   raw samples: GEMMs in all three passes; attention with window, GQA, two head sizes; unfused timed"
+
+# gemm_eff is fitted with wave quantisation (calib_fit_gemm_waves). On a
+# GPU the tile is chosen among four candidates and the profile's must be
+# the fit's; on the CPU there is one candidate (kern_gemm_ref's 4 x 4
+# block), so that comparison could not fail and is not made: the curve
+# check below covers the CPU. The raw file keeps each sample's wave
 # efficiency beside its residual.
-python3 - "$dir/p.json" <<'PY' || fail "gemm_eff's tile fit is missing or disagrees with the profile's gemm_tile_m/n"
+python3 - "$dir/p.json" "$device" <<'PY' || fail "gemm_eff's fit is missing or disagrees with the profile's tile"
 import json, sys
 p = json.load(open(sys.argv[1])); f = p['provenance']['fits']['gemm_eff']
 print('     gemm_eff: tile %d x %d, relative rms %.4f, candidates: %s; profile gemm_tile %d x %d'
       % (f['tile_m'], f['tile_n'], f['relative_rms'], f['candidates_relative_rms'], p['gpu']['gemm_tile_m'],
          p['gpu']['gemm_tile_n']))
-assert (f['tile_m'], f['tile_n']) == (p['gpu']['gemm_tile_m'], p['gpu']['gemm_tile_n'])
-assert 0 <= f['relative_rms'] < 1 and 'wave' in f['model']
+assert 'wave' in f['model'] and 0 <= f['relative_rms'] < 1
+assert sys.argv[2] == 'cpu' or (f['tile_m'], f['tile_n']) == (p['gpu']['gemm_tile_m'], p['gpu']['gemm_tile_n'])
 PY
 h5dump -H "$dir/p.h5" | grep -q '"wave_eff"' || fail "expected /fits/gemm_eff/wave_eff in $dir/p.h5"
-echo "ok   gemm_eff fitted with wave quantisation: the profile's tile is the fit's, wave_eff stored"
+echo "ok   gemm_eff fitted with wave quantisation"
 
-# The flash curves likewise (calib_fit_attn_waves): the profile's attention
-# blocks are the fits' (one row at a time on the CPU's reference kernels).
-python3 - "$dir/p.json" "$device" <<'PY' || fail "the flash fits' blocks are missing or disagree with the profile's attn_block_q/k"
+# The flash curves likewise (calib_fit_attn_waves): on a GPU the profile's
+# attention blocks are the fits' (among 32, 64, 128 rows); the CPU's
+# reference kernels have one (a row at a time), not compared for the same
+# reason as the GEMM tile.
+python3 - "$dir/p.json" "$device" <<'PY' || fail "the flash fits are missing or disagree with the profile's attn_block_q/k"
 import json, sys
 p = json.load(open(sys.argv[1])); fits = p['provenance']['fits']; g = p['gpu']
 for name, field in (('flash_fwd_eff', 'attn_block_q'), ('flash_bwd_eff', 'attn_block_k')):
     f = fits[name]
     print('     %s: block of %d rows, relative rms %.4f, candidates: %s; profile %s %d'
           % (name, f['block_rows'], f['relative_rms'], f['candidates_relative_rms'], field, g[field]))
-    assert f['block_rows'] == g[field] and 0 <= f['relative_rms'] < 1 and 'wave' in f['model']
-    assert sys.argv[2] != 'cpu' or g[field] == 1
+    assert 'wave' in f['model'] and 0 <= f['relative_rms'] < 1
+    assert sys.argv[2] == 'cpu' or f['block_rows'] == g[field]
 PY
-echo "ok   flash_fwd_eff and flash_bwd_eff fitted with wave quantisation: the profile's blocks are the fits'"
+echo "ok   flash_fwd_eff and flash_bwd_eff fitted with wave quantisation"
+
+# The profile's curves are the fits' (calib_make_profile's sample_curve):
+# every point (x, y) of gemm_eff, flash_fwd_eff, flash_bwd_eff and mem_eff
+# is min(1, max(1e-4, e_max x / (x + x_half))) of the fit of the same name
+# in the provenance. Fails if the writer samples the wrong fit, or none.
+python3 - "$dir/p.json" <<'PY' || fail "a profile curve is not its fit's"
+import json, sys
+p = json.load(open(sys.argv[1])); fits = p['provenance']['fits']
+for name in ('gemm_eff', 'flash_fwd_eff', 'flash_bwd_eff', 'mem_eff'):
+    f, curve = fits[name], p['gpu'][name]
+    want = [min(1, max(1e-4, f['e_max'] * x / (x + f['x_half']))) for x, _ in curve]
+    worst = max(abs(y - w) for (_, y), w in zip(curve, want))
+    print('     %-14s %2d points; expected the fit e_max %.4g, x_half %.4g; got worst |difference| %.2g'
+          % (name, len(curve), f['e_max'], f['x_half'], worst))
+    assert len(curve) >= 2 and worst <= 1e-9, name
+PY
+echo "ok   the profile's efficiency curves are the fits' curves"
+
+# Memory bandwidth (fit_hbm): on the CPU a fit of copy time against bytes
+# over three or more DRAM-resident sizes, whose bandwidth is the profile's
+# hbm_gbps; its R^2 must show a line (loosely: a neighbour on a shared host
+# moves the points; in-cache sizes, several times faster, would bend it).
+python3 - "$dir/p.json" "$device" <<'PY' || fail "the memory-bandwidth fit is missing, poor, or not the profile's hbm_gbps"
+import json, sys
+p = json.load(open(sys.argv[1])); f = p['provenance']['fits']['hbm_bw']; hbm = p['gpu']['hbm_gbps']
+print('     hbm_bw: %d samples, %.3f +- %.3f GB/s, R^2 %.5f; profile hbm_gbps %.3f'
+      % (f['samples'], f['bandwidth_gbps'], f['bandwidth_se_gbps'], f['r2'], hbm))
+if sys.argv[2] == 'cpu':
+    print('     CPU: expected >= 3 samples, R^2 > 0.5, hbm_gbps = the fit\'s bandwidth')
+    assert f['samples'] >= 3 and f['r2'] > 0.5 and abs(hbm / f['bandwidth_gbps'] - 1) < 1e-9
+PY
+echo "ok   memory bandwidth fitted over DRAM-resident copies"
 
 # Collectives (Hockney's method): each large-message fit holds its latency
 # between 0 and the small regime's, and finds a positive bandwidth.
@@ -141,7 +215,7 @@ for n in large:
 PY
 echo "ok   large-message collective fits: latency within [0, the small regime's], a positive bandwidth"
 
-# Corrupted copies: expected exit 2 and the field named on stderr.
+# Corrupted copies: expected exit 2 and the field (or section) named on stderr.
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); del d['gpu']['hbm_gbps']; json.dump(d, open(sys.argv[2],'w'))" "$dir/p.json" "$dir/missing.json"
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['cluster']['alpha_nvlink_us'] = -1; json.dump(d, open(sys.argv[2],'w'))" "$dir/p.json" "$dir/negative.json"
 for c in "missing|hbm_gbps' is missing" "negative|alpha_nvlink_us"; do
@@ -150,4 +224,4 @@ for c in "missing|hbm_gbps' is missing" "negative|alpha_nvlink_us"; do
   echo "     $name field: expected exit 2 and '$want'; got exit $rc: $(cat "$dir/e.txt")"
   [ "$rc" -eq 2 ] && grep -q "$want" "$dir/e.txt" || fail "corrupted profile ($name) not refused as expected"
 done
-echo "ok   missing and negative fields refused with a message naming the field"
+echo "ok   missing and negative fields refused with a message naming them"

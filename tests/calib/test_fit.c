@@ -1,14 +1,18 @@
 /* test_fit: the calibration fits recover known parameters from synthetic
  * samples with noise (gsl_rng, fixed seed, so every run sees the same
- * noise). Usage: test_fit saturating | gemm_waves | linear | params. */
+ * noise). Usage: test_fit saturating | gemm_waves | attn_waves | linear |
+ * params | rate | memory | collectives | gemm_passes. */
 #include "calib/calib.h"
 #include "calib/fit.h"
+#include "calib/profile.h"
+#include "kernels/matmul.h"
 #include "model/cost.h"
 #include "tests/check.h"
 
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define SEED 20240424 /* fixed: MegaScale's NSDI 2024 week */
@@ -270,6 +274,250 @@ static int params(void)
     return check_done("calib_fit_params");
 }
 
+/* A math rate (calib_fit_rate): time_us = elems / rate, rate 0.24 G
+ * elements/s (the CPU's AdamW reference, experiments/profiles), at
+ * AdamW's sizes in the CPU calibration (146 to 1.5e5 parameters, x4), 3%
+ * relative noise. The least squares on the relative error must recover
+ * the rate and give an honest standard error; the smallest sizes, which
+ * an absolute fit would all but ignore, weigh alike: at 0.8 of the rate
+ * at the smallest three, the fit gives sum r^2 / sum r = 5.92 / 6.4 of it,
+ * 7.5% low (an absolute fit, weighted by x^2, would barely move). */
+static int rate(void)
+{
+    const double rate_gs = 0.24;
+    double x[7], y[7], res[7];
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(rng, SEED);
+    for (int i = 0; i < 7; i++) {
+        x[i] = 146 * pow(4, i);
+        y[i] = x[i] / rate_gs * 1e-3 * (1 + gsl_ran_gaussian(rng, 0.03));
+    }
+    gsl_rng_free(rng);
+    const char *src = "synthetic time_us = elems / 0.24 G/s, 3% noise, seed 20240424";
+    calib_linfit_t f = calib_fit_rate(x, y, 7, res);
+    double got = 1e-3 / f.b, se = 1e-3 * f.se_b / (f.b * f.b);
+    check_true("fit ok (7 samples)", f.ok && f.n == 7, "at least 3 samples, all positive");
+    check_rel("rate (G elements / s)", rate_gs, got, 0.03, src);
+    printf("     fit: rate %.5f +- %.5f G/s, R^2 %.5f, rms %.3g us\n", got, se, f.r2, f.rms);
+    check_true("rate within 3 standard errors", fabs(got - rate_gs) < 3 * se, "the standard error is honest");
+    check_rel("residual of the largest sample = y - b x", y[6] - f.b * x[6], res[6], 1e-12, "definition");
+    /* the smallest three run 20% slower (time x 1.25): relative weighting
+     * lets them pull about 3/7 of the way */
+    double slow[7];
+    for (int i = 0; i < 7; i++)
+        slow[i] = x[i] / rate_gs * 1e-3 * (i < 3 ? 1.25 : 1);
+    calib_linfit_t g = calib_fit_rate(x, slow, 7, NULL);
+    double pulled = 1 - 1e-3 / g.b / rate_gs; /* r_i 0.8 or 1 of the rate: 1 / b = sum r^2 / sum r */
+    double want = 1 - (3 * 0.64 + 4) / (3 * 0.8 + 4);
+    check_rel("slow small sizes pull the rate down by", want, pulled, 1e-9, "3 of 7 rates at 0.8: 1 - 5.92 / 6.4");
+    double neg[3] = {1, -1, 2};
+    check_true("a non-positive time is refused (ok = 0)", !calib_fit_rate(x, neg, 3, NULL).ok, "rates need y > 0");
+    check_true("2 samples are refused (ok = 0)", !calib_fit_rate(x, y, 2, NULL).ok, "at least 3");
+    return check_done("calib_fit_rate");
+}
+
+/* An empty calibration result with the tables calib_fit_all reads (one
+ * static: each call frees and reuses it). */
+static calib_result_t *empty_result(int nranks)
+{
+    static calib_result_t r;
+    calib_result_free(&r);
+    memset(&r, 0, sizeof r);
+    calib_gemm_table(&r.gemm), calib_attn_table(&r.attn), calib_attn_unfused_table(&r.attn_unfused);
+    calib_mem_table(&r.mem);
+    r.nranks = nranks, r.ncores = 2, r.comm_slowdown = -1, r.host_stall_s = -1, r.flash1_rel = -1;
+    r.dropout_gdraws = -1, r.llc_bytes = 32.0 * (1 << 20);
+    return &r;
+}
+
+static void copy_row(calib_result_t *r, double bytes, double t_min_us, double t_med_us)
+{
+    calib_stat_t st = {t_med_us * 1e-6, t_min_us * 1e-6, t_med_us * 1e-6, t_min_us * 1e-6, t_med_us * 1e-6, 7, 1};
+    calib_mem_row(&r->mem, 0, bytes, bytes / 8, &st);
+}
+
+/* The memory fits through calib_fit_all on a CPU-like copy sweep (the
+ * --quick grid: 4 KiB to 16 MiB by x4, then 64, 128, 256 MiB beyond a
+ * 32 MiB last-level cache): in cache t = 0.5 us + bytes / 100 GB/s (the
+ * kernel_gap fit takes the sizes up to 256 KiB, their medians), in DRAM
+ * t = 0.5 us + bytes / 25 GB/s (the hbm_bw fit takes the sizes >= 64 MiB,
+ * their fastest samples, its intercept held in [0, the fastest copy's
+ * time]; medians 5% slower). 1% noise. Expected: gap 0.5 us, hbm_gbps 25;
+ * the in-cache rates (4x DRAM's) must not leak into the bandwidth, nor the
+ * medians into it. */
+static int memory(void)
+{
+    calib_result_t *r = empty_result(1);
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(rng, SEED);
+    for (double b = 4096; b < 64.0 * (1 << 20); b *= 4) {
+        double t = (0.5 + b / 100e3) * (1 + gsl_ran_gaussian(rng, 0.01));
+        copy_row(r, b, 0.97 * t, t);
+    }
+    for (double b = 64.0 * (1 << 20); b <= 256.0 * (1 << 20); b *= 2) {
+        double t = (0.5 + b / 25e3) * (1 + gsl_ran_gaussian(rng, 0.01));
+        copy_row(r, b, t, 1.05 * t);
+    }
+    gsl_rng_free(rng);
+    calib_plan_t p = calib_plan(CALIB_QUICK);
+    calib_fit_all(r, &p);
+    const char *src = "synthetic copies: 0.5 us + B / 100 GB/s in cache, 0.5 us + B / 25 GB/s beyond 2 x 32 MiB, "
+                      "1% noise";
+    check_rel("kernel_gap_us (intercept of copies <= 256 KiB)", 0.5, r->gap_us, 0.1, src);
+    check_true("hbm_bw fitted (3 DRAM-resident copies)", r->hbm_fitted, "64, 128, 256 MiB >= 2 x 32 MiB");
+    check_rel("hbm_gbps (fastest samples >= 64 MiB)", 25, r->copy_gbps, 0.02, src);
+    double fastest_us = INFINITY;
+    for (int i = 0; i < r->mem.n; i++)
+        fastest_us = fmin(fastest_us, calib_table_get(&r->mem, i, 3) * 1e6);
+    for (int i = 0; i < r->nfits; i++)
+        if (!strcmp(r->fits[i].name, "hbm_bw")) {
+            printf("     hbm_bw intercept %.4f us, fastest copy %.4f us\n", r->fits[i].lin.a, fastest_us);
+            check_true("hbm_bw intercept within [0, the fastest copy's time]",
+                       r->fits[i].lin.a >= 0 && r->fits[i].lin.a <= fastest_us, "calib_fit_linear_bounded");
+        }
+    hw_t hw;
+    char err[OPT_ERR_LEN];
+    check_true("profile made", calib_make_profile(r, "a100-sxm-80gb", "megascale", &hw, err) == 0, err);
+    check_rel("profile hbm_gbps = the fit's", r->copy_gbps, hw.gpu.hbm_gbps, 1e-12, "calib_make_profile");
+    /* with one DRAM-resident size the fit cannot be made: the largest copy stands in */
+    calib_result_t *one = empty_result(1);
+    copy_row(one, 4096, 0.5, 0.5), copy_row(one, 1 << 20, 10, 10), copy_row(one, 128.0 * (1 << 20), 5000, 5400);
+    calib_fit_all(one, &p);
+    check_true("1 DRAM-resident size: not fitted", !one->hbm_fitted, "the fit needs 3 sizes");
+    check_rel("  hbm_gbps = the largest copy's median rate", 128.0 * (1 << 20) / 5400e-6 * 1e-9, one->copy_gbps, 1e-9,
+              "the stand-in");
+    calib_result_free(one);
+    return check_done("calib_fit_memory");
+}
+
+/* The collective fits through calib_fit_all and calib_make_profile, on
+ * times from the model's own cost functions (model/cost.c cost_coll_s,
+ * cost_p2p_s) for 4 ranks on one node: coll_launch_us 6, alpha_nvlink_us
+ * (a ring step) 0.8, nvlink_gbps (bus bandwidth) 20 at every size
+ * (nvlink_eff flat 1); nccl-tests' sweep 8 B..16 MiB by x2, 1% noise.
+ * fit_coll splits the sizes into a small regime (<= 64 KiB: alpha =
+ * launch + steps x step, steps 6 for the all-reduce, 3 for the others, 1
+ * for send/recv) and a large one (>= 1 MiB: bandwidth, x = size x the bus
+ * factor, so every collective shows 20 GB/s); split_latency gets launch
+ * and step from the all-reduce's and send/recv's alphas; coll_curve the
+ * efficiency from the all-reduce's times after its latency. */
+static int collectives(void)
+{
+    static const coll_t model_coll[CALIB_NCOLL - 1] = {COLL_ALLREDUCE, COLL_ALLGATHER, COLL_REDUCESCATTER,
+                                                       COLL_ALLTOALL, COLL_BROADCAST};
+    const double launch_us = 6, step_us = 0.8, bw_gbps = 20;
+    const int n = 4;
+    hw_t truth;
+    char err[OPT_ERR_LEN];
+    hw_resolve("a100-sxm-80gb", "megascale", NULL, &truth, err);
+    truth.cluster.coll_launch_us = launch_us, truth.cluster.alpha_nvlink_us = step_us;
+    truth.gpu.nvlink_gbps = bw_gbps, truth.cluster.nvlink_scale = 1;
+    truth.cluster.nvlink_eff = (curve_t){1, {1}, {1}};
+    group_layout_t g = {n, n, 1, -1};
+    calib_result_t *r = empty_result(n);
+    static const char *const cols[] = {"coll", "size_bytes", "count", "time_us", "time_min_us", "time_max_us",
+                                       "algbw_gbps", "busbw_gbps", "wrong"};
+    calib_table_init(&r->coll, "collectives", cols, 9);
+    r->have_coll = 1;
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(rng, SEED);
+    for (int c = 0; c < CALIB_NCOLL; c++)
+        for (double size = 8; size <= 16 << 20; size *= 2) {
+            if (c >= 1 && c <= 3 && size < 4 * n) /* blocked collectives: a float per rank at least */
+                continue;
+            double t_s = c < CALIB_NCOLL - 1 ? cost_coll_s(&truth, model_coll[c], size, &g)
+                                             : cost_p2p_s(&truth, size, &g);
+            double t_us = t_s * 1e6 * (1 + gsl_ran_gaussian(rng, 0.01)), algbw = size / t_us * 1e-3;
+            calib_table_add(&r->coll, (double[]){c, size, size / 4, t_us, t_us, t_us, algbw,
+                                                 algbw * calib_bus_factor(c, n), 0});
+        }
+    gsl_rng_free(rng);
+    calib_plan_t p = calib_plan(CALIB_QUICK);
+    calib_fit_all(r, &p);
+    const char *src = "synthetic: model/cost.c at launch 6 us, step 0.8 us, 20 GB/s bus, 4 ranks, 1% noise";
+    static const double steps[CALIB_NCOLL] = {6, 3, 3, 3, 3, 1};
+    for (int c = 0; c < CALIB_NCOLL; c++) {
+        char name[64], what[96];
+        const calib_fitrec_t *s = NULL, *l = NULL;
+        for (int i = 0; i < r->nfits; i++) {
+            snprintf(name, sizeof name, "%s_small", calib_colls[c].name);
+            s = !strcmp(r->fits[i].name, name) ? &r->fits[i] : s;
+            snprintf(name, sizeof name, "%s_large", calib_colls[c].name);
+            l = !strcmp(r->fits[i].name, name) ? &r->fits[i] : l;
+        }
+        if (!check_true(calib_colls[c].name, s && l, "small and large fits present"))
+            continue;
+        snprintf(what, sizeof what, "%s small alpha (us), %d samples", calib_colls[c].name, s->lin.n);
+        check_rel(what, launch_us + steps[c] * step_us, s->lin.a, 0.03, "launch + steps x step");
+        snprintf(what, sizeof what, "%s large bus bandwidth (GB/s), %d samples", calib_colls[c].name, l->lin.n);
+        check_rel(what, bw_gbps, 1e-3 / l->lin.b, 0.02, "x = size x bus factor");
+    }
+    /* top 16 MiB: small <= min(64 KiB, top / 64), large >= top / 16 */
+    for (int i = 0; i < r->nfits; i++)
+        if (!strcmp(r->fits[i].name, "all_reduce_small") || !strcmp(r->fits[i].name, "all_reduce_large"))
+            check_rel(r->fits[i].name, strstr(r->fits[i].name, "small") ? 14 : 5, r->fits[i].lin.n, 0,
+                      "sizes in the regime: 8 B..64 KiB is 14, 1..16 MiB is 5");
+    hw_t hw;
+    check_true("profile made", calib_make_profile(r, "a100-sxm-80gb", "megascale", &hw, err) == 0, err);
+    check_rel("coll_launch_us (split_latency)", launch_us, hw.cluster.coll_launch_us, 0.05, src);
+    check_rel("alpha_nvlink_us, one ring step (split_latency)", step_us, hw.cluster.alpha_nvlink_us, 0.1, src);
+    check_rel("nvlink_gbps (all-reduce large regime)", bw_gbps, hw.gpu.nvlink_gbps, 0.02, src);
+    const curve_t *e = &hw.cluster.nvlink_eff;
+    int big = 0;
+    for (int i = 0; i < e->n; i++)
+        if (e->x[i] >= 1 << 20) {
+            char what[80];
+            snprintf(what, sizeof what, "nvlink_eff at %.0f B (coll_curve)", e->x[i]);
+            check_rel(what, 1, e->y[i], 0.05, "flat 1 in the model; 1% noise on a time 8x the latency");
+            big++;
+        }
+    check_true("nvlink_eff has points at 1, 4 and 16 MiB", big == 3, "powers of 4 from 4 KiB");
+    return check_done("calib_fit_collectives");
+}
+
+/* The CPU GEMM benchmark times each pass of a linear layer with the calls
+ * the CPU backend makes (calib_linear_pass_ref): passes 1 and 2 must give
+ * exactly kern_matmul_bwd_ref's dinp and dweight (the same kern_gemm_ref
+ * calls, so bit for bit), pass 0 kern_matmul_fwd_ref's out; and
+ * calib_linear_dims gives each pass the m x n x k whose 2 m n k is the
+ * layer's 2 N C OC. */
+static int gemm_passes(void)
+{
+    const int N = 37, C = 24, OC = 40; /* not multiples of the 4 x 4 block: the edges too */
+    float *x = calib_rand_floats((size_t)N * C, 1), *w = calib_rand_floats((size_t)OC * C, 2);
+    float *dy = calib_rand_floats((size_t)N * OC, 3), *dw0 = calib_rand_floats((size_t)OC * C, 4);
+    float *dx_a = calloc((size_t)N * C, 4), *dx_b = calloc((size_t)N * C, 4), *y_a = calloc((size_t)N * OC, 4);
+    float *y_b = calloc((size_t)N * OC, 4), *dw_a = malloc((size_t)OC * C * 4), *dw_b = malloc((size_t)OC * C * 4);
+    memcpy(dw_a, dw0, (size_t)OC * C * 4), memcpy(dw_b, dw0, (size_t)OC * C * 4);
+    kern_matmul_bwd_ref(dx_a, dw_a, NULL, dy, x, w, NULL, N, C, OC);
+    calib_linear_pass_ref(1, dy, dx_b, NULL, x, w, N, C, OC);
+    calib_linear_pass_ref(2, dy, NULL, dw_b, x, w, N, C, OC);
+    kern_matmul_fwd_ref(y_a, NULL, x, w, NULL, N, C, OC);
+    calib_linear_pass_ref(0, y_b, NULL, NULL, x, w, N, C, OC);
+    check_true("pass 1 = kern_matmul_bwd_ref's dinp, bit for bit", !memcmp(dx_a, dx_b, (size_t)N * C * 4),
+               "the same kern_gemm_ref call");
+    check_true("pass 2 = kern_matmul_bwd_ref's dweight (+=), bit for bit", !memcmp(dw_a, dw_b, (size_t)OC * C * 4),
+               "the same kern_gemm_ref call, beta 1");
+    check_true("pass 0 = kern_matmul_fwd_ref's out, bit for bit", !memcmp(y_a, y_b, (size_t)N * OC * 4),
+               "kern_matmul_fwd_ref itself");
+    double changed = 0;
+    for (int i = 0; i < OC * C; i++)
+        changed += dw_b[i] != dw0[i];
+    check_true("pass 2 changed dweight", changed > 0, "a timed pass does work");
+    static const int want[3][3] = {{N, OC, C}, {N, C, OC}, {OC, C, N}};
+    for (int pass = 0; pass < 3; pass++) {
+        int m, n, k;
+        char what[64];
+        calib_linear_dims(N, C, OC, pass, &m, &n, &k);
+        snprintf(what, sizeof what, "pass %d: m x n x k = %d x %d x %d", pass, want[pass][0], want[pass][1],
+                 want[pass][2]);
+        check_true(what, m == want[pass][0] && n == want[pass][1] && k == want[pass][2], "kernels/matmul.h shapes");
+        check_rel("  its FLOPs 2 m n k = 2 N C OC", 2.0 * N * C * OC, 2.0 * m * n * k, 0, "one layer's GEMM");
+    }
+    free(x), free(w), free(dy), free(dw0), free(dx_a), free(dx_b), free(y_a), free(y_b), free(dw_a), free(dw_b);
+    return check_done("calib_gemm_passes");
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "saturating"))
@@ -282,6 +530,12 @@ int main(int argc, char **argv)
         return linear();
     if (argc > 1 && !strcmp(argv[1], "params"))
         return params();
-    fprintf(stderr, "usage: test_fit saturating|gemm_waves|attn_waves|linear|params\n");
+    static const struct { const char *name; int (*fn)(void); } more[] = {
+        {"rate", rate}, {"memory", memory}, {"collectives", collectives}, {"gemm_passes", gemm_passes}};
+    for (size_t i = 0; argc > 1 && i < sizeof more / sizeof more[0]; i++)
+        if (!strcmp(argv[1], more[i].name))
+            return more[i].fn();
+    fprintf(stderr, "usage: test_fit saturating|gemm_waves|attn_waves|linear|params|rate|memory|collectives|"
+                    "gemm_passes\n");
     return 2;
 }
