@@ -52,6 +52,9 @@ typedef struct {
 /* Sums over the timeline rows a side's means cover. */
 typedef struct {
     double n[NKINDS], sum_s[NKINDS], compute_s[NKINDS]; /* ops, their time, on the compute stream */
+    double compute_wait_s[NKINDS]; /* on the compute stream, t_start - t_ready: the wait before each op (the
+                                      partner's, the bubble's), so that busy + wait of every class add up to
+                                      the compute stream's whole step on both sides */
     double busy_s[STREAM_COUNT], wait_s[STREAM_COUNT];
     int niters, nranks;  /* iterations and ranks covered */
     int first_iter, last_iter;

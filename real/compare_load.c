@@ -333,7 +333,7 @@ static void stats_of(const cmp_t *c, const side_t *s, stats_t *st)
         double dur = o->t_end_s - o->t_start_s, wait = o->t_start_s - o->t_ready_s;
         st->n[o->kind]++, st->sum_s[o->kind] += dur;
         if (o->stream == STREAM_COMPUTE)
-            st->compute_s[o->kind] += dur;
+            st->compute_s[o->kind] += dur, st->compute_wait_s[o->kind] += wait;
         st->busy_s[o->stream] += dur, st->wait_s[o->stream] += wait;
         st->niters += !seen_iter[o->iteration], seen_iter[o->iteration] = 1;
         st->nranks += !seen_rank[o->rank], seen_rank[o->rank] = 1;

@@ -15,7 +15,8 @@
 # spread (max/min of its measured rounds): the machine's noise floor,
 # against which a 15% target is to be read. A second table breaks each
 # plan's step into op classes (compare's compute-stream time per class per
-# iteration, medians over rounds) and names the class whose difference in
+# iteration with the wait before each op, so that the classes add up to the
+# step; medians over rounds) and names the class whose difference in
 # seconds dominates the plan's error.
 #
 #   usage: scripts/closed-loop-cpu.sh [build-dir]   (default: build)
@@ -67,8 +68,9 @@ it = d["iteration"]
 print(sys.argv[1], sys.argv[2], it["measured_s"], it["simulated_s"])
 with open(sys.argv[3], "a") as f:
     for c in d["op_classes"]:
-        print(sys.argv[1], sys.argv[2], c["kind"], c["compute_stream_measured_s"], c["compute_stream_simulated_s"],
-              file=f)
+        # busy + the wait before each op: the classes add up to the step on both sides
+        print(sys.argv[1], sys.argv[2], c["kind"], c["compute_stream_measured_s"] + c["compute_stream_wait_measured_s"],
+              c["compute_stream_simulated_s"] + c["compute_stream_wait_simulated_s"], file=f)
 ' "$r" "$i" "$work/classes.txt" >> "$work/rows.txt"
   done
 done
@@ -96,8 +98,9 @@ for i in ran:
 print("within 15%%: %d of %d plans (medians over %d rounds); spread = slowest / fastest measured round"
       % (hit, len(ran), len({r[0] for r in rows})))
 print()
-print("per op class: compute-stream time per iteration (ms, medians over rounds; a blocking exchange's or join's")
-print("time includes its wait for the other rank), error = (simulated - measured) / measured")
+print("per op class: compute-stream time per iteration, each op's time and the wait before it (ms, medians over")
+print("rounds; the classes add up to the step on both sides: a blocking exchange measured on the real backend")
+print("starts before its partner arrives, the simulated one after), error = (simulated - measured) / measured")
 print("%-6s %-10s %12s %12s %8s %10s" % ("plan", "class", "measured_ms", "simulated_ms", "error", "diff_ms"))
 for i in ran:
     kinds = []
