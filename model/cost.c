@@ -186,6 +186,9 @@ group_layout_t cost_group_layout(const job_t *job, const hw_t *hw, group_t grp)
     case GROUP_PP:
         stride = (long long)job->tp * job->dp, size = job->pp;
         break;
+    case GROUP_WORLD:
+        stride = 1, size = job->num_gpus;
+        break;
     default: /* embedding group: first and last pipeline stage */
         stride = (long long)job->tp * job->dp * (job->pp - 1), size = job->pp > 1 ? 2 : 1;
         break;
@@ -278,6 +281,12 @@ double cost_optimizer_s(const hw_t *hw, const job_t *job, double params)
      * per-layer norms of weight and update (8). */
     double per = 34 + (job->optimizer == OPTIM_LAMB ? 8 : 0);
     return cost_elem_math_s(hw, params * per, params, hw->gpu.optim_gparams);
+}
+
+double cost_grad_norm_sync_s(const hw_t *hw, const job_t *job)
+{
+    group_layout_t g = cost_group_layout(job, hw, GROUP_WORLD);
+    return cost_coll_s(hw, COLL_ALLREDUCE, 8, &g);
 }
 
 double cost_op_s(const hw_t *hw, const job_t *job, const op_t *op)

@@ -59,6 +59,10 @@ double cost_coll_s(const hw_t *hw, coll_t c, double bytes, const group_layout_t 
 double cost_p2p_s(const hw_t *hw, double bytes, const group_layout_t *g);
 /* Optimizer step over `params` local parameters (memory bound). */
 double cost_optimizer_s(const hw_t *hw, const job_t *job, double params);
+/* Gradient clipping's sum of squares over every rank before the optimizer
+ * (Megatron-LM's clip_grad_norm all-reduce; megasim run's world sum): one
+ * 8-byte all-reduce over all GPUs. Every rank waits there for the last. */
+double cost_grad_norm_sync_s(const hw_t *hw, const job_t *job);
 
 /* Any op; collectives and transfers use the job's layout of their group. */
 double cost_op_s(const hw_t *hw, const job_t *job, const op_t *op);

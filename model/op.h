@@ -8,7 +8,7 @@
 
 typedef enum { OP_GEMM, OP_ATTN, OP_ELEM, OP_COLL, OP_P2P, OP_OPTIM } op_kind_t;
 typedef enum { COLL_ALLREDUCE, COLL_ALLGATHER, COLL_REDUCESCATTER, COLL_BROADCAST, COLL_ALLTOALL } coll_t;
-typedef enum { GROUP_TP, GROUP_DP, GROUP_PP, GROUP_EMB } group_t;
+typedef enum { GROUP_TP, GROUP_DP, GROUP_PP, GROUP_EMB, GROUP_WORLD } group_t;
 /* How a collective meets compute: exposed on the stream; launched
  * asynchronously beside a paired GEMM (Megatron's backward overlap); or
  * chunked and pipelined with the paired GEMM (--tp-comm-overlap). */

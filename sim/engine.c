@@ -159,6 +159,9 @@ static int members(const sim_t *S, int kind, const entity_t *e0, int *out)
     else if (kind == GK_DP)
         for (int c = 0; c < S->classes; c++)
             out[n++] = ent_id(S, c, e0->stage, e0->tp_i);
+    else if (kind == GK_WORLD)
+        for (n = 0; n < S->ne; n++)
+            out[n] = n;
     else
         for (int s = 0; s < S->p; s += S->p > 1 ? S->p - 1 : 1)
             out[n++] = ent_id(S, e0->cls, s, e0->tp_i);
@@ -173,7 +176,7 @@ static int meet(sim_t *S, int ent, int stream, int kind, long gid, int need, int
     entity_t *e = &S->e[ent];
     /* The two DP streams meet in their own sequences: their ops start in
      * an order that timing decides, the same on every member per stream. */
-    int seqk = kind == GK_DP && stream == STREAM_DP_GRAD ? 3 : kind;
+    int seqk = kind == GK_DP && stream == STREAM_DP_GRAD ? 4 : kind;
     sim_meet_t *m = sim_meet_get(&S->meets, meet_key(seqk, gid, e->seq[seqk]++));
     if (!m)
         return -1;
@@ -298,9 +301,8 @@ static int start(sim_t *S, int ent, int stream, int slot)
     case SOP_EMB_SYNC:
         return meet(S, ent, stream, GK_EMB, (long)e->cls * S->E_tp + e->tp_i, j->pp > 1 ? 2 : 1,
                     coll_ns(S, e, op, GROUP_EMB));
-    case SOP_OPTIM: /* the per-iteration host overhead goes with it (account) */
-        return eng_ev_at(S, S->now + ns(cost_optimizer_s(S->hw, j, op->bytes) * e->factor) + S->overhead_ns,
-                         EV_OP_DONE, ent, stream, slot, 0);
+    case SOP_OPTIM: /* gradient clipping's world sum first: every rank waits for the last (optim_done) */
+        return meet(S, ent, stream, GK_WORLD, 0, S->ne, ns(cost_grad_norm_sync_s(S->hw, j)));
     case SOP_HOST:
         return eng_ev_at(S, S->now + ns(S->hw->cluster.host_stall_s), EV_OP_DONE, ent, stream, slot, 0);
     case SOP_JOIN:
@@ -487,19 +489,31 @@ static int complete(sim_t *S, int ent, int stream, int slot)
     return try_start(S, ent);
 }
 
+/* The optimizer step after the world sum of gradient clipping, on each
+ * entity at its own pace; the per-iteration host overhead goes with it
+ * (account). */
+static int optim_step(sim_t *S, int ent, int stream)
+{
+    entity_t *e = &S->e[ent];
+    int slot = e->q[stream].head;
+    int64_t dur = ns(cost_optimizer_s(S->hw, S->job, e->q[stream].s[slot].op.bytes) * e->factor) + S->overhead_ns;
+    return eng_ev_at(S, S->now + dur, EV_OP_DONE, ent, stream, slot, 0);
+}
+
 /* Every member of a finished meeting completes its op at the head of the
- * meeting's stream. */
+ * meeting's stream (after the world sum, the optimizer goes on). */
 static int meeting_done(sim_t *S, const event_t *ev)
 {
     sim_meet_t m = sim_meet_take(&S->meets, ev->key);
     /* completing members starts new meetings that reuse S->mem: copy it */
-    int local[64], need = S->classes + S->E_tp + 2;
+    int local[64], need = ev->slot == GK_WORLD ? S->ne : S->classes + S->E_tp + 2;
     int *mem = need <= 64 ? local : malloc(sizeof(int) * need);
     if (!mem)
         return -1;
     int n = members(S, ev->slot, &S->e[ev->ent], mem), rc = 0;
     for (int i = 0; i < n && !rc; i++)
-        rc = part_done(S, mem[i], m.stream, S->e[mem[i]].q[m.stream].head);
+        rc = ev->slot == GK_WORLD ? optim_step(S, mem[i], m.stream)
+                                  : part_done(S, mem[i], m.stream, S->e[mem[i]].q[m.stream].head);
     if (mem != local)
         free(mem);
     return rc;
@@ -614,7 +628,7 @@ static int setup(sim_t *S)
     S->e = calloc(S->ne, sizeof *S->e);
     S->ct = malloc(sizeof *S->ct * S->p * S->v);
     S->dp_link = malloc(sizeof(double) * S->p * S->E_tp);
-    S->mem = malloc(sizeof(int) * (S->classes + S->E_tp + 2));
+    S->mem = malloc(sizeof(int) * (S->ne > S->classes + S->E_tp + 2 ? S->ne : S->classes + S->E_tp + 2));
     if (!S->e || !S->ct || !S->dp_link || !S->mem || sim_heap_init(&S->heap, 1024))
         return -1;
     for (int s = 0; s < S->p; s++)

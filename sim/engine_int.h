@@ -13,7 +13,7 @@
 
 enum { SLOT_FREE, SLOT_QUEUED, SLOT_RUNNING };
 enum { EV_OP_DONE, EV_MEET_DONE, EV_XFER_DONE, EV_NET };
-enum { GK_TP, GK_DP, GK_EMB };
+enum { GK_TP, GK_DP, GK_EMB, GK_WORLD };
 
 typedef struct {
     sched_op_t op;
@@ -58,7 +58,7 @@ typedef struct {
     int cls, stage, tp_i;
     double factor;       /* compute time multiplier (stragglers) */
     double link_factor;  /* transfer time multiplier (slow NICs) */
-    long seq[4];         /* meetings issued per group kind, DP's per DP stream (the last: STREAM_DP_GRAD's) */
+    long seq[5];         /* meetings issued per group kind, DP's per DP stream (the last: STREAM_DP_GRAD's) */
     int traced;          /* one of the traced ranks folds into it */
     sim_account_t acc;
 } entity_t;
