@@ -152,6 +152,17 @@ void calib_mem_table(calib_table_t *t)
     calib_table_init(t, "memory", cols, 7);
 }
 
+void calib_overlap_table(calib_table_t *t)
+{
+    static const char *const cols[] = {"gemm_n", "bytes", "alone_s", "busy_s", "slowdown"};
+    calib_table_init(t, "overlap", cols, 5);
+}
+
+void calib_overlap_row(calib_table_t *t, int n, double bytes, double alone_s, double busy_s)
+{
+    calib_table_add(t, (double[]){n, bytes, alone_s, busy_s, busy_s / alone_s - 1});
+}
+
 void calib_gemm_row(calib_table_t *t, int m, int n, int k, const calib_stat_t *s, int tp, int pass, int hidden)
 {
     double flops = 2.0 * m * n * k;

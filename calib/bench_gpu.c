@@ -706,20 +706,16 @@ static double allreduce_s(const calib_coll_buf_t *b)
     return worst;
 }
 
-/* Rank 0 times a 4096^3 GEMM (1024^3 --tiny) alone, then while every rank
- * runs back-to-back all-reduces of the sweep's largest size on the
- * collective stream of the same GPU, enough of them to outlast twice the
- * wall time of the GEMM's timing; slowdown = busy / alone - 1. Needs >= 2
- * ranks (NCCL only runs a collective with its peers). */
-static double gpu_comm_slowdown(const calib_plan_t *p, int ncores)
+/* One overlap sample: rank 0 times an s^3 GEMM alone, then while every
+ * rank runs back-to-back all-reduces of `count` floats on the collective
+ * stream of the same GPU, enough of them to outlast twice the wall time of
+ * the GEMM's timing (slowdown = busy / alone - 1, calib_overlap_row). */
+static void overlap_point(const calib_plan_t *p, int s, long count, calib_table_t *t)
 {
-    if (G.nranks < 2)
-        return -1;
-    nccl_open(p);
-    int s = p->level == CALIB_TINY ? 1024 : 4096, nar = 0, covered = 1;
-    calib_coll_buf_t b = {NULL, NULL, calib_coll_top_bytes(p) / 4, G.rank, G.nranks};
+    int nar = 0, covered = 1;
+    calib_coll_buf_t b = {NULL, NULL, count, G.rank, G.nranks};
     gemm_ctx_t c = {0};
-    double alone = 0, busy = 0, window = 0, slow = -1;
+    double alone = 0, busy = 0, window = 0;
     if (G.rank == 0) {
         gemm_alloc(&c, s, s, s, 0);
         double t0 = calib_now_s();
@@ -748,13 +744,26 @@ static double gpu_comm_slowdown(const calib_plan_t *p, int ncores)
     CUDA_CK(cudaEventDestroy(done));
     if (G.rank == 0) {
         gemm_release(&c);
-        slow = busy / alone - 1;
+        calib_overlap_row(t, s, 4.0 * count, alone, busy);
         if (!covered)
-            fprintf(stderr, "megasim calibrate: warning: the %d all-reduces ended before the GEMM samples did; "
-                            "comm_slowdown may be understated\n", nar);
+            fprintf(stderr, "megasim calibrate: warning: the %d all-reduces of %ld floats ended before the %d^3 GEMM "
+                            "samples did; that comm_slowdown sample may be understated\n", nar, count, s);
     }
-    MPI_Bcast(&slow, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    return slow;
+}
+
+/* The overlap samples over two GEMM sizes (2048^3 and 4096^3; 512^3 and
+ * 1024^3 --tiny) and two all-reduce sizes (the sweep's largest and 1/16 of
+ * it). Needs >= 2 ranks (NCCL only runs a collective with its peers). */
+static void gpu_comm_slowdown(const calib_plan_t *p, int ncores, calib_table_t *t)
+{
+    if (G.nranks < 2)
+        return;
+    nccl_open(p);
+    int big = p->level == CALIB_TINY ? 1024 : 4096;
+    long top = calib_coll_top_bytes(p) / 4;
+    for (int s = big / 2; s <= big; s *= 2)
+        for (long count = top / 16; count <= top; count *= 16)
+            overlap_point(p, s, count, t);
 }
 
 /* The flash attention buffers at the 1.3B model's shape (16 heads of 128,

@@ -89,16 +89,15 @@ static void busy_allreduce(MPI_Comm sub)
     free(s), free(r);
 }
 
-double calib_bench_comm_slowdown(const calib_plan_t *p, int ncores)
+void calib_bench_comm_slowdown(const calib_plan_t *p, int ncores, calib_table_t *overlap)
 {
     int rank, n;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     if (n < 3 || n > ncores)
-        return -1;
+        return;
     MPI_Comm sub;
     MPI_Comm_split(MPI_COMM_WORLD, rank == 0, rank, &sub);
-    double slow = 0;
     int reps = p->reps > 64 ? 64 : p->reps;
     if (rank == 0) {
         float *a = calloc(SLOW_N * SLOW_N, 4), *c = calloc(SLOW_N * SLOW_N, 4);
@@ -107,13 +106,11 @@ double calib_bench_comm_slowdown(const calib_plan_t *p, int ncores)
         double busy = gemm_median_s(c, a, reps);
         int stop = 1;
         MPI_Send(&stop, 1, MPI_INT, 1, 7, MPI_COMM_WORLD);
-        slow = busy / alone - 1;
+        calib_overlap_row(overlap, SLOW_N, SLOW_BYTES, alone, busy);
         free(a), free(c);
     } else {
         MPI_Barrier(MPI_COMM_WORLD);
         busy_allreduce(sub);
     }
-    MPI_Bcast(&slow, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     MPI_Comm_free(&sub);
-    return slow;
 }

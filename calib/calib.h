@@ -179,10 +179,15 @@ typedef struct {
     int mem_bus_bits;
 } calib_gpu_info_t;
 
+/* Compute beside a collective: a square GEMM of n^3 timed alone and while
+ * all-reduces of `bytes` run beside it; slowdown = busy / alone - 1. */
+void calib_overlap_table(calib_table_t *t); /* gemm_n, bytes, alone_s, busy_s, slowdown */
+void calib_overlap_row(calib_table_t *t, int n, double bytes, double alone_s, double busy_s);
+
 /* One device: what calibrate runs, in this order (cmd_calibrate.c). The
  * compute entries run on rank 0; collectives and comm_slowdown on every
- * rank, and only with >= 2 ranks. comm_slowdown: the fractional slowdown
- * of a GEMM beside an all-reduce, < 0 when it cannot be measured.
+ * rank, and only with >= 2 ranks. comm_slowdown: rows of the overlap table
+ * (rank 0), over GEMM and message sizes; none when it cannot be measured.
  * flash1_rel: FlashAttention-1's speed over the flash kernel's (forward +
  * backward at one shape), < 0 when it cannot be measured. dropout_gdraws
  * (NULL: the memory-bound kinds' fit gives it): the flash kernel's draws
@@ -196,7 +201,7 @@ typedef struct {
     void (*attention)(const calib_plan_t *p, calib_table_t *t, calib_table_t *unfused);
     void (*memory)(const calib_plan_t *p, calib_table_t *t);
     void (*collectives)(const calib_plan_t *p, calib_table_t *t, int verbose);
-    double (*comm_slowdown)(const calib_plan_t *p, int ncores);
+    void (*comm_slowdown)(const calib_plan_t *p, int ncores, calib_table_t *overlap);
     double (*flash1_rel)(const calib_plan_t *p);
     double (*dropout_gdraws)(const calib_plan_t *p);
 } calib_device_t;
@@ -218,8 +223,9 @@ double calib_llc_bytes(void);
 void calib_bench_collectives(const calib_plan_t *p, calib_table_t *t, int verbose);
 
 /* Slowdown of a GEMM on rank 0 while the other ranks all-reduce among
- * themselves; < 0 when it cannot be measured (fewer than 3 ranks, or more
- * ranks than cores: the ranks would share cores, not memory). */
-double calib_bench_comm_slowdown(const calib_plan_t *p, int ncores);
+ * themselves, one overlap row; none when it cannot be measured (fewer
+ * than 3 ranks, or more ranks than cores: the ranks would share cores,
+ * not memory). */
+void calib_bench_comm_slowdown(const calib_plan_t *p, int ncores, calib_table_t *overlap);
 
 #endif

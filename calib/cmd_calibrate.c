@@ -247,7 +247,9 @@ static int calibrate_main(calib_opts_t *o, int argc, char **argv)
                         "skipped, the base profile's collective fields are kept\n",
                 o->device ? ", one GPU each," : "");
     }
-    r.comm_slowdown = mpi_size > 1 ? d->comm_slowdown(&p, r.ncores) : -1;
+    calib_overlap_table(&r.overlap);
+    if (mpi_size > 1)
+        d->comm_slowdown(&p, r.ncores, &r.overlap); /* rows on rank 0; fitted by calib_fit_all */
     close_device(o->device); /* before MPI_Finalize: the NCCL communicator */
     int rc = mpi_rank == 0 ? finish(o, &r, &p, argc, argv) : 0;
     if (mpi_rank == 0)

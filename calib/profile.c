@@ -246,6 +246,32 @@ static void fit_memory_bound(calib_result_t *r)
     }
 }
 
+/* comm_slowdown: the mean of the overlap samples' slowdowns (the least
+ * squares of a constant: the model applies one slowdown to any compute
+ * beside any collective, model/estimate.c and sim/engine.c), with its
+ * standard error; each sample's residual (its slowdown less the mean) is
+ * what a dependence on the GEMM or the message size would add. No
+ * samples: < 0, the base profile's is kept. */
+static void fit_overlap(calib_result_t *r)
+{
+    int n = r->overlap.n;
+    r->comm_slowdown = -1;
+    if (n == 0)
+        return;
+    calib_fitrec_t *f = new_fit(r, "comm_slowdown", "bytes", "slowdown", n);
+    f->constant = 1;
+    f->how = "y = a, the mean over the GEMM and all-reduce sizes of the overlap table (busy / alone - 1); "
+             "residuals: each sample less the mean";
+    double mean = 0, ss = 0;
+    for (int i = 0; i < n; i++)
+        f->x[i] = calib_table_get(&r->overlap, i, 1), f->y[i] = calib_table_get(&r->overlap, i, 4), mean += f->y[i] / n;
+    for (int i = 0; i < n; i++)
+        f->resid[i] = f->y[i] - mean, ss += f->resid[i] * f->resid[i];
+    f->n = n;
+    f->lin = (calib_linfit_t){mean, 0, n > 1 ? sqrt(ss / (n - 1) / n) : 0, 0, 0, sqrt(ss / n), n, 1};
+    r->comm_slowdown = mean;
+}
+
 void calib_fit_all(calib_result_t *r, const calib_plan_t *p)
 {
     r->peak_gflops = col_max(&r->gemm, 7, -1, 0);
@@ -254,6 +280,7 @@ void calib_fit_all(calib_result_t *r, const calib_plan_t *p)
     fit_attn(r, 1);
     fit_hbm(r);
     fit_memory_bound(r);
+    fit_overlap(r);
     /* Fixed cost of the smallest kernels: the intercept of time against
      * bytes up to 256 KiB (time in us) of back-to-back calls of one small
      * kernel: memcpy on the CPU; on the GPU bias+GeLU, one launch per call
@@ -480,7 +507,13 @@ static void wave_candidate(char *out, size_t len, const calib_wavefit_t *w, int 
 static cJSON *fit_json(const calib_fitrec_t *f)
 {
     cJSON *o = cJSON_CreateObject();
-    if (f->linear) {
+    if (f->constant) {
+        cJSON_AddStringToObject(o, "model", f->how);
+        cJSON_AddNumberToObject(o, "value", f->lin.a);
+        cJSON_AddNumberToObject(o, "value_se", f->lin.se_a);
+        cJSON_AddNumberToObject(o, "rms_residual", f->lin.rms);
+        cJSON_AddNumberToObject(o, "samples", f->lin.n);
+    } else if (f->linear) {
         cJSON_AddStringToObject(o, "model", f->how ? f->how : "y = a + b x (gsl_fit_linear)");
         cJSON_AddNumberToObject(o, "alpha_us", f->lin.a);
         cJSON_AddNumberToObject(o, "alpha_se_us", f->lin.se_a);
@@ -716,7 +749,10 @@ cJSON *calib_provenance(const calib_result_t *r, const char *base_gpu, const cha
 static void print_fit(const calib_fitrec_t *f)
 {
     int per_elem = !strcmp(f->xname, "elems"); /* a math rate: G elements / s, not GB/s */
-    if (f->linear)
+    if (f->constant)
+        printf("  %-22s %9.4f +- %.4f (mean)   rms %.4f  (%d samples)\n", f->name, f->lin.a, f->lin.se_a, f->lin.rms,
+               f->lin.n);
+    else if (f->linear)
         printf("  %-22s alpha %9.3f +- %.3f us   %s %9.3f +- %.3f %s   R^2 %.4f  rms %.3g us  (%d samples)\n",
                f->name, f->lin.a, f->lin.se_a, per_elem ? "rate" : "bw", f->lin.b > 0 ? 1e-3 / f->lin.b : 0,
                f->lin.b > 0 ? 1e-3 * f->lin.se_b / (f->lin.b * f->lin.b) : 0, per_elem ? "G/s " : "GB/s", f->lin.r2,
@@ -737,7 +773,7 @@ static void print_fit(const calib_fitrec_t *f)
     }
     printf("    residuals (%s at %s):", f->yname, f->xname);
     for (int i = 0; i < f->n; i++)
-        if (!f->linear || f->resid[i] != 0)
+        if (!f->linear || f->constant || f->resid[i] != 0)
             printf(" %.3g@%.3g", f->resid[i], f->x[i]);
     printf("\n");
 }
@@ -792,9 +828,10 @@ void calib_print_report(const calib_result_t *r, const hw_t *hw)
         printf("  collectives: need >= 2 MPI ranks (mpirun -np 2%s); skipped, the base profile's collective fields "
                "kept\n", r->device ? ", one GPU each" : "");
     if (r->comm_slowdown >= 0)
-        printf("  comm slowdown      %8.3f (%s)\n", r->comm_slowdown,
-               r->device ? "GEMM on rank 0 beside an all-reduce on another stream of its GPU"
-                         : "GEMM on rank 0 while the others all-reduce");
+        printf("  comm slowdown      %8.3f (%s; fits/comm_slowdown: the mean of %d samples, HDF5 /overlap)\n",
+               r->comm_slowdown,
+               r->device ? "GEMMs on rank 0 beside all-reduces on another stream of its GPU"
+                         : "GEMM on rank 0 while the others all-reduce", r->overlap.n);
     else
         printf("  comm slowdown: not measured (needs %s); base value %.3f kept\n",
                r->device ? ">= 2 ranks, one GPU each" : ">= 3 ranks on as many cores", hw->gpu.comm_slowdown);
@@ -948,6 +985,7 @@ int calib_write_h5(const char *path, const calib_result_t *r, const cJSON *confi
          h5_table(file, gcpl, dcpl, &r->attn) || h5_table(file, gcpl, dcpl, &r->attn_unfused) ||
          h5_table(file, gcpl, dcpl, &r->mem) ||
          (r->have_coll && h5_table(file, gcpl, dcpl, &r->coll)) ||
+         (r->overlap.n > 0 && h5_table(file, gcpl, dcpl, &r->overlap)) ||
          (fg = H5Gcreate2(file, "/fits", H5P_DEFAULT, gcpl, H5P_DEFAULT)) < 0;
     for (int i = 0; !rc && i < r->nfits; i++)
         rc = h5_fit(fg, gcpl, dcpl, &r->fits[i]);
@@ -966,7 +1004,7 @@ int calib_write_h5(const char *path, const calib_result_t *r, const cJSON *confi
 void calib_result_free(calib_result_t *r)
 {
     calib_table_free(&r->gemm), calib_table_free(&r->attn), calib_table_free(&r->attn_unfused);
-    calib_table_free(&r->mem), calib_table_free(&r->coll);
+    calib_table_free(&r->mem), calib_table_free(&r->coll), calib_table_free(&r->overlap);
     for (int i = 0; i < r->nfits; i++)
         free(r->fits[i].x), free(r->fits[i].y), free(r->fits[i].resid), free(r->fits[i].wave);
     r->nfits = 0;

@@ -17,6 +17,7 @@ typedef struct {
     char name[48];
     const char *xname, *yname;
     int linear;
+    int constant;         /* y = a, the samples' mean (lin.a, lin.se_a, lin.rms; lin.r2 = 0): comm_slowdown */
     const char *how;      /* linear fits: the method, as reported (NULL: y = a + b x, gsl_fit_linear) */
     calib_satfit_t sat;
     calib_linfit_t lin;
@@ -32,10 +33,11 @@ typedef struct {
     int device;            /* 0 cpu, 1 gpu (calib_device_t order) */
     calib_gpu_info_t gpu;  /* device 1: rank 0's GPU */
     calib_table_t gemm, attn, attn_unfused, mem, coll; /* attn_unfused: raw samples only (calib.h) */
+    calib_table_t overlap; /* compute beside a collective (calib_overlap_table); comm_slowdown's fit */
     int have_coll, nranks, ncores;
     double llc_bytes;      /* copies of >= 2x this are DRAM-resident (calib_llc_bytes; a GPU's L2) */
     int hbm_fitted;        /* copy_gbps from the hbm_bw fit (else the largest copy's rate) */
-    double comm_slowdown;  /* measured, or < 0 */
+    double comm_slowdown;  /* the overlap samples' fit (fit_overlap), or < 0 */
     double peak_gflops, gap_us;
     double copy_gbps;      /* memory bandwidth: the hbm_bw fit's over the DRAM-resident copies (hbm_fitted),
                               else the copy rate at the largest size */

@@ -135,6 +135,27 @@ assert cases['window'] > 0 and cases['GQA (NKV < NH)'] > 0 and cases['head sizes
 PY
 echo "ok   raw samples: GEMMs in all three passes; attention with window, GQA, two head sizes; unfused timed"
 
+# Compute beside a collective, on GPUs with 2 ranks (NCCL runs beside the
+# GEMM on each GPU): the overlap table holds two GEMM sizes x two all-reduce
+# sizes, and comm_slowdown is their mean (fits/comm_slowdown), clamped to
+# [0, 1] in the profile.
+if [ "$device" = gpu ] && [ "${run[0]}" != "$bin" ]; then
+  python3 - "$dir/p.json" "$(h5col "$dir/p.h5" /overlap/slowdown)" <<'PY' || fail "the overlap samples or their fit are wrong"
+import json, sys
+p = json.load(open(sys.argv[1]))
+s = [float(v) for v in sys.argv[2].split(',') if v]
+f = p['provenance']['fits'].get('comm_slowdown', {})
+mean = sum(s) / len(s) if s else float('nan')
+want = min(1.0, max(0.0, mean))
+print('     overlap: expected 4 samples, fits/comm_slowdown their mean %.6f and the profile\'s comm_slowdown %.6f; '
+      'got %d samples, %s and %.6f' % (mean, want, len(s), f.get('value'), p['gpu']['comm_slowdown']))
+# h5dump prints about 7 significant digits; the JSON carries the full ones
+assert len(s) == 4 and abs(f['value'] - mean) <= 1e-6 + 1e-4 * abs(mean)
+assert abs(p['gpu']['comm_slowdown'] - min(1.0, max(0.0, f['value']))) <= 1e-12
+PY
+  echo "ok   comm_slowdown fitted over the overlap samples"
+fi
+
 # gemm_eff is fitted with wave quantisation (calib_fit_gemm_waves). On a
 # GPU the tile is chosen among four candidates and the profile's must be
 # the fit's; on the CPU there is one candidate (kern_gemm_ref's 4 x 4
