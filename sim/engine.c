@@ -301,7 +301,7 @@ static int start(sim_t *S, int ent, int stream, int slot)
     case SOP_EMB_SYNC:
         return meet(S, ent, stream, GK_EMB, (long)e->cls * S->E_tp + e->tp_i, j->pp > 1 ? 2 : 1,
                     coll_ns(S, e, op, GROUP_EMB));
-    case SOP_OPTIM: /* gradient clipping's world sum first: every rank waits for the last (optim_done) */
+    case SOP_OPTIM: /* gradient clipping's world sum first: every rank waits for the last (optim_step) */
         return meet(S, ent, stream, GK_WORLD, 0, S->ne, ns(cost_grad_norm_sync_s(S->hw, j)));
     case SOP_HOST:
         return eng_ev_at(S, S->now + ns(S->hw->cluster.host_stall_s), EV_OP_DONE, ent, stream, slot, 0);
