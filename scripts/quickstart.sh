@@ -24,9 +24,10 @@ echo
 echo "== MegaScale's Tables 2 and 3 and Figure 9 rebuilt: paper vs closed form vs simulator"
 build/megasim reproduce
 echo
-echo "== the real backend, three rounds: this machine calibrated (15 s), the tiny GPT trained on 2 CPU ranks"
+echo "== the real backend, three rounds: this machine calibrated (about 25 s), the tiny GPT trained on 2 CPU ranks"
 echo "   (PP 2, 8 steps), simulated on that profile; medians judged (scripts/closed-loop-cpu.sh)"
 ROUNDS=3 PLANS=0 KEEP=results/closed-loop bash scripts/closed-loop-cpu.sh
 echo
 echo "== the last round, op class by op class (megasim compare)"
-build/megasim compare results/closed-loop/run-0.h5 --hardware results/closed-loop/cpu-profile.json | sed -n '1,14p'
+build/megasim compare results/closed-loop/run-0.h5 --hardware results/closed-loop/cpu-profile.json |
+  sed -n '/^iteration time/p; /^per op class/,/^$/p'
