@@ -180,6 +180,11 @@ static void stage_memory(const job_t *j, const hw_t *hw, int stage, memory_t *m)
             kept = n * in + (layers_per_chunk - n) * all, rebuilt = n < layers_per_chunk ? 0 : all;
         else /* one input per group of n layers; a whole group rebuilt at a time */
             kept = ceil(layers_per_chunk / n) * in, rebuilt = n * all;
+    } else if (j->recompute == RECOMPUTE_SELECTIVE && !attn_is_flash(j->attention)) {
+        /* the backward rebuilds one layer's attention core at a time */
+        job_t keep_all = *j;
+        keep_all.recompute = RECOMPUTE_NONE;
+        rebuilt = workload_layer_activation_bytes(&keep_all) - workload_layer_activation_bytes(j);
     }
     m->activations_bytes = workload_inflight_chunks(j, stage) * kept + rebuilt;
     if (stage == j->pp - 1) /* logits (bf16, or fp32) and the fp32 loss copy */
