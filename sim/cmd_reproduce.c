@@ -297,8 +297,11 @@ static void print_set(const row_t *rows, int n, int set, int sim, const fit_t *f
         if (r->set != set)
             continue;
         double ec = 100 * (r->closed_mfu - r->paper_mfu), es = 100 * (r->sim_mfu - r->paper_mfu);
-        printf("  %-26s %6d %6.1f  %8.1f %+6.1f  %8.1f %+6.1f\n", r->name, r->gpus, 100 * r->paper_mfu,
-               100 * r->closed_mfu, ec, 100 * r->sim_mfu, es);
+        printf("  %-26s %6d %6.1f  %8.1f %+6.1f", r->name, r->gpus, 100 * r->paper_mfu, 100 * r->closed_mfu, ec);
+        if (sim)
+            printf("  %8.1f %+6.1f\n", 100 * r->sim_mfu, es);
+        else /* --no-sim: not simulated */
+            printf("  %8s %6s\n", "-", "-");
         sum[0] += fabs(ec), sum[1] += fabs(es), k++;
         ds_sum += fabs(100 * (r->datasheet_mfu - r->paper_mfu));
         ds_worst = fmax(ds_worst, fabs(100 * (r->datasheet_mfu - r->paper_mfu)));
@@ -309,8 +312,11 @@ static void print_set(const row_t *rows, int n, int set, int sim, const fit_t *f
         }
         prev = r;
     }
-    printf("  mean |error| %.2f points (closed form), %.2f (simulator); max %.2f and %.2f\n", sum[0] / k,
-           sim ? sum[1] / k : NAN, worst[0], sim ? worst[1] : NAN);
+    if (sim)
+        printf("  mean |error| %.2f points (closed form), %.2f (simulator); max %.2f and %.2f\n", sum[0] / k,
+               sum[1] / k, worst[0], worst[1]);
+    else
+        printf("  mean |error| %.2f points (closed form; --no-sim: not simulated); max %.2f\n", sum[0] / k, worst[0]);
     if (fit->on)
         printf("  with the built-in profile (nothing fitted by this run), closed form: mean |error| %.2f, max %.2f\n",
                ds_sum / k, ds_worst);
