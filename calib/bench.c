@@ -104,12 +104,24 @@ calib_plan_t calib_plan(calib_level_t level)
 {
     switch (level) {
     case CALIB_TINY:
-        return (calib_plan_t){level, 1, 3, 2e-4};
+        return (calib_plan_t){level, 1, 3, 2e-4, {0}};
     case CALIB_QUICK:
-        return (calib_plan_t){level, 1, 7, 2e-3};
+        return (calib_plan_t){level, 1, 7, 2e-3, {0}};
     default:
-        return (calib_plan_t){level, 2, 9, 5e-3};
+        return (calib_plan_t){level, 2, 9, 5e-3, {0}};
     }
+}
+
+void calib_job_layers(const calib_plan_t *p, void (*point)(void *ctx, int N, int C, int OC, int tp, int h),
+                      void *ctx)
+{
+    const calib_job_shapes_t *j = &p->job;
+    if (!j->on)
+        return;
+    point(ctx, j->tokens, j->h, j->qkv / j->tp, j->tp, j->h);
+    point(ctx, j->tokens, j->attn / j->tp, j->h, j->tp, j->h);
+    point(ctx, j->tokens, j->h, j->fc1 / j->tp, j->tp, j->h);
+    point(ctx, j->tokens, j->ffn / j->tp, j->h, j->tp, j->h);
 }
 
 float *calib_rand_floats(size_t n, unsigned seed)
@@ -257,12 +269,24 @@ static void gemm_point(const calib_plan_t *p, calib_table_t *t, int N, int C, in
     free(g.x), free(g.w), free(g.y), free(g.dx), free(g.dw);
 }
 
+typedef struct {
+    const calib_plan_t *p;
+    calib_table_t *t;
+} job_point_ctx_t;
+
+static void job_point(void *ctx, int N, int C, int OC, int tp, int h)
+{
+    job_point_ctx_t *c = ctx;
+    gemm_point(c->p, c->t, N, C, OC, 2, tp, h);
+}
+
 /* The four linear layers of a GPT block with tensor parallelism tp
  * (Megatron-LM's column/row split): QKV (h -> 3h/tp), attention projection
  * (h/tp -> h), MLP up (h -> 4h/tp), MLP down (4h/tp -> h), over `tokens`
  * rows, each forward and both backward GEMMs as the CPU backend runs them
- * (kern_matmul_fwd_ref, kern_matmul_bwd_ref); then square forward GEMMs on
- * a log grid (tp = 0 in the table). */
+ * (kern_matmul_fwd_ref, kern_matmul_bwd_ref); the same for the job named
+ * on the command line, if any (calib_job_layers); then square forward
+ * GEMMs on a log grid (tp = 0 in the table). */
 void calib_bench_gemm(const calib_plan_t *p, calib_table_t *t)
 {
     calib_gemm_table(t);
@@ -275,6 +299,8 @@ void calib_bench_gemm(const calib_plan_t *p, calib_table_t *t)
         gemm_point(p, t, tokens, h, 4 * h / tp, 2, tp, h);
         gemm_point(p, t, tokens, 4 * h / tp, h, 2, tp, h);
     }
+    job_point_ctx_t jc = {p, t};
+    calib_job_layers(p, job_point, &jc);
     for (int s = 8; s <= top; s *= 2)
         gemm_point(p, t, s, s, s, 0, 0, 0);
 }

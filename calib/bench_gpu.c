@@ -373,6 +373,17 @@ static void linear_point(const calib_plan_t *p, calib_table_t *t, int N, int C, 
     gemm_release(&c);
 }
 
+typedef struct {
+    const calib_plan_t *p;
+    calib_table_t *t;
+} job_point_ctx_t;
+
+static void job_point(void *ctx, int N, int C, int OC, int tp, int h)
+{
+    job_point_ctx_t *c = ctx;
+    linear_point(c->p, c->t, N, C, OC, tp, h);
+}
+
 /* s^3, c = a @ b^T (the forward's layout, the CPU grid's too). */
 static void square_point(const calib_plan_t *p, calib_table_t *t, int s)
 {
@@ -388,7 +399,8 @@ static void square_point(const calib_plan_t *p, calib_table_t *t, int s)
  * (h -> 4h/tp), MLP down (4h/tp -> h), each forward and both backward
  * GEMMs, over tokens = sequence 2048 x micro-batch 1. Models: 1.3B (h 2048)
  * at TP 1, 2, 4, 8 and 175B (h 12288) at TP 8; --quick: 1.3B at TP 1, 2 and
- * 175B at TP 8; --tiny: h 512 at TP 1, 2 over 256 tokens. Then squares on a
+ * 175B at TP 8; --tiny: h 512 at TP 1, 2 over 256 tokens. Then the job
+ * named on the command line, if any (calib_job_layers), and squares on a
  * log grid, 128 to 16384 (8192 --quick, 1024 --tiny). */
 static void gpu_gemm(const calib_plan_t *p, calib_table_t *t)
 {
@@ -407,6 +419,8 @@ static void gpu_gemm(const calib_plan_t *p, calib_table_t *t)
         linear_point(p, t, tokens, h, 4 * h / tp, tp, h);
         linear_point(p, t, tokens, 4 * h / tp, h, tp, h);
     }
+    job_point_ctx_t jc = {p, t};
+    calib_job_layers(p, job_point, &jc);
     for (int s = 128; s <= top; s *= 2)
         square_point(p, t, s);
 }

@@ -49,11 +49,26 @@ float *calib_rand_floats(size_t n, unsigned seed);
  * cores), tiny (--tiny: the tests' reduced grid, same code path). */
 typedef enum { CALIB_FULL, CALIB_QUICK, CALIB_TINY } calib_level_t;
 
+/* The linear layers of a job named on calibrate's command line (JOB.json
+ * or job flags: the shapes the model issues for it), at its TP, over its
+ * micro-batch x sequence tokens: QKV (h -> qkv / tp), the attention
+ * projection (attn / tp -> h), FC1 (h -> fc1 / tp), FC2 (ffn / tp -> h).
+ * on = 0: no job named. */
+typedef struct {
+    int on, h, attn, qkv, fc1, ffn, tokens, tp;
+} calib_job_shapes_t;
+
 typedef struct {
     calib_level_t level;
     int warmup, reps;
     double min_sample_s;
+    calib_job_shapes_t job;
 } calib_plan_t;
+
+/* The job's four linear layers as point(ctx, N, C, OC, tp, h) calls, when
+ * p->job.on. */
+void calib_job_layers(const calib_plan_t *p, void (*point)(void *ctx, int N, int C, int OC, int tp, int h),
+                      void *ctx);
 
 calib_plan_t calib_plan(calib_level_t level);
 

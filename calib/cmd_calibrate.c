@@ -219,12 +219,51 @@ static void sleepy_barrier(void)
         nanosleep(&(struct timespec){0, 1000000}, NULL);
 }
 
-static int calibrate_main(calib_opts_t *o, int argc, char **argv)
+/* Whether the command line names a job (a JOB.json, --config, --preset or
+ * any job flag) beside calibrate's own options, whose linear layers the
+ * GEMM benchmarks then time too. */
+static int names_a_job(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        size_t n = strlen(a);
+        if (strncmp(a, "--", 2)) {
+            if (n > 5 && !strcmp(a + n - 5, ".json"))
+                return 1;
+            continue;
+        }
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)strcspn(a + 2, "="), a + 2);
+        const opt_def *d = opts_find(&calibrate_opts, name);
+        if (d) {
+            i += d->type != OPT_BOOL && !strchr(a, '='); /* its value */
+            continue;
+        }
+        if (opts_find(&job_opts, name) || !strcmp(name, "config") || !strcmp(name, "preset"))
+            return 1;
+    }
+    return 0;
+}
+
+/* The job's linear layers (calib_job_shapes_t) from its options: the same
+ * defaults job_finalize fills (FFN 4h, one query group per head). */
+static calib_job_shapes_t job_shapes(const job_t *j)
+{
+    int h = j->hidden_size, nh = j->num_attention_heads, hs = h / nh;
+    int g = j->num_query_groups ? j->num_query_groups : nh, f = j->ffn_hidden_size ? j->ffn_hidden_size : 4 * h;
+    return (calib_job_shapes_t){1, h, nh * hs, (nh + 2 * g) * hs, (j->swiglu ? 2 : 1) * f, f,
+                                j->micro_batch_size * j->seq_length, j->tp};
+}
+
+static int calibrate_main(calib_opts_t *o, const job_t *job, int argc, char **argv)
 {
     calib_plan_t p = calib_plan(o->tiny ? CALIB_TINY : o->quick ? CALIB_QUICK : CALIB_FULL);
+    if (names_a_job(argc, argv))
+        p.job = job_shapes(job);
     static calib_result_t r;
     char err[OPT_ERR_LEN];
     memset(&r, 0, sizeof r);
+    r.job = p.job;
     r.host_stall_s = -1;
     r.flash1_rel = -1, r.dropout_gdraws = -1;
     r.nranks = mpi_size, r.ncores = (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -263,18 +302,28 @@ int cmd_calibrate(int argc, char **argv)
     if (cli_wants_help(argc, argv))
         return 0;
     calib_opts_t o;
-    job_t unused;
+    job_t job;
     char err[OPT_ERR_LEN];
     opts_set_defaults(&calibrate_opts, &o);
-    if (job_parse(&unused, argc - 1, argv + 1, &calibrate_opts, &o, err) || check_opts(&o, err))
+    if (job_parse(&job, argc - 1, argv + 1, &calibrate_opts, &o, err) || check_opts(&o, err))
         return fail(err);
+    if (names_a_job(argc, argv)) {
+        calib_job_shapes_t s = job_shapes(&job);
+        if (job.hidden_size % job.num_attention_heads || s.qkv % s.tp || s.attn % s.tp || s.fc1 % s.tp ||
+            s.ffn % s.tp) {
+            snprintf(err, sizeof err, "the job's linear layers do not split by its tensor-model-parallel-size %d "
+                     "(hidden %d over %d heads, QKV %d, FFN %d; allowed: heads dividing hidden, each width a "
+                     "multiple of TP)", s.tp, job.hidden_size, job.num_attention_heads, s.qkv, s.fc1);
+            return fail(err);
+        }
+    }
     int mpi_on = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE");
     if (mpi_on) {
         MPI_Init(NULL, NULL);
         MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank);
         MPI_Comm_size(MPI_COMM_WORLD, &mpi_size);
     }
-    int rc = calibrate_main(&o, argc, argv);
+    int rc = calibrate_main(&o, &job, argc, argv);
     if (mpi_on) {
         MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
         MPI_Finalize();

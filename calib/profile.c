@@ -731,6 +731,14 @@ cJSON *calib_provenance(const calib_result_t *r, const char *base_gpu, const cha
     char cmd[4200];
     command_line(cmd, sizeof cmd, r->nranks, argc, argv);
     cJSON_AddStringToObject(p, "command", cmd);
+    if (r->job.on) {
+        char js[300];
+        snprintf(js, sizeof js, "the job on the command line: its linear layers at TP %d over %d tokens, forward and "
+                 "both backward GEMMs (QKV %d -> %d, projection %d -> %d, FC1 %d -> %d, FC2 %d -> %d), in gemm_eff's "
+                 "samples", r->job.tp, r->job.tokens, r->job.h, r->job.qkv / r->job.tp, r->job.attn / r->job.tp,
+                 r->job.h, r->job.h, r->job.fc1 / r->job.tp, r->job.ffn / r->job.tp, r->job.h);
+        cJSON_AddStringToObject(p, "job_layers", js);
+    }
     cJSON_AddStringToObject(p, "megasim_version", MEGASIM_VERSION);
     cJSON_AddStringToObject(p, "level", level);
     cJSON_AddNumberToObject(p, "mpi_ranks", r->nranks);

@@ -34,6 +34,7 @@ typedef struct {
     calib_gpu_info_t gpu;  /* device 1: rank 0's GPU */
     calib_table_t gemm, attn, attn_unfused, mem, coll; /* attn_unfused: raw samples only (calib.h) */
     calib_table_t overlap; /* compute beside a collective (calib_overlap_table); comm_slowdown's fit */
+    calib_job_shapes_t job; /* the job named on the command line, whose linear layers were timed too */
     int have_coll, nranks, ncores;
     double llc_bytes;      /* copies of >= 2x this are DRAM-resident (calib_llc_bytes; a GPU's L2) */
     int hbm_fitted;        /* copy_gbps from the hbm_bw fit (else the largest copy's rate) */
