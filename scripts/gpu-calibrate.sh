@@ -77,7 +77,12 @@ if [ "$np" -ge 2 ]; then
   launch=(mpirun -np "$np")
   [ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
-flags=(--device gpu --base-gpu "$base_gpu" --out "$out")
+# The 1.2B GPT of scripts/gpu-real.sh, named so that its own linear layers
+# (TP 1, micro-batch 4 x 2048 tokens) are timed beside the grid.
+model_job=(--preset none --num-layers 24 --hidden-size 2048 --ffn-hidden-size 8192 --num-attention-heads 16
+           --num-query-groups 16 --seq-length 2048 --padded-vocab-size 256 --micro-batch-size 4
+           --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --num-layers-per-virtual-pipeline-stage 0)
+flags=("${model_job[@]}" --device gpu --base-gpu "$base_gpu" --out "$out")
 [ "$level" = quick ] && flags+=(--quick)
 [ "$level" = tiny ] && flags+=(--tiny)
 echo "== ${launch[*]:-} megasim calibrate ${flags[*]}   ($np rank(s), $n GPU(s) visible)"
@@ -87,10 +92,7 @@ ${launch[@]+"${launch[@]}"} "$build/megasim" calibrate "${flags[@]}" | tee "$wor
 }
 
 echo "== predict with it: a 1.2B GPT on one GPU (scripts/gpu-real.sh's model), built-in vs measured"
-job=(--preset none --num-layers 24 --hidden-size 2048 --ffn-hidden-size 8192 --num-attention-heads 16
-     --num-query-groups 16 --seq-length 2048 --padded-vocab-size 256 --micro-batch-size 4 --global-batch-size 16
-     --num-gpus 1 --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1
-     --num-layers-per-virtual-pipeline-stage 0 --attention flash --fused-elementwise --json)
+job=("${model_job[@]}" --global-batch-size 16 --num-gpus 1 --attention flash --fused-elementwise --json)
 for hw in "--gpu $base_gpu" "--hardware $out"; do
   # shellcheck disable=SC2086 # $hw is two words on purpose
   "$build/megasim" predict "${job[@]}" $hw |
