@@ -220,8 +220,9 @@ static void sleepy_barrier(void)
 }
 
 /* Whether the command line names a job (a JOB.json, --config, --preset or
- * any job flag) beside calibrate's own options, whose linear layers the
- * GEMM benchmarks then time too. */
+ * any job flag but the hardware ones: --gpu, --cluster, --hardware ... say
+ * nothing of the model) beside calibrate's own options, whose linear
+ * layers the GEMM benchmarks then time too. */
 static int names_a_job(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -239,7 +240,8 @@ static int names_a_job(int argc, char **argv)
             i += d->type != OPT_BOOL && !strchr(a, '='); /* its value */
             continue;
         }
-        if (opts_find(&job_opts, name) || !strcmp(name, "config") || !strcmp(name, "preset"))
+        const opt_def *jd = opts_find(&job_opts, name);
+        if ((jd && strcmp(jd->group, "hardware")) || !strcmp(name, "config") || !strcmp(name, "preset"))
             return 1;
     }
     return 0;
@@ -314,6 +316,13 @@ int cmd_calibrate(int argc, char **argv)
             snprintf(err, sizeof err, "the job's linear layers do not split by its tensor-model-parallel-size %d "
                      "(hidden %d over %d heads, QKV %d, FFN %d; allowed: heads dividing hidden, each width a "
                      "multiple of TP)", s.tp, job.hidden_size, job.num_attention_heads, s.qkv, s.fc1);
+            return fail(err);
+        }
+        double flops = 2.0 * s.tokens * s.h * (s.qkv > s.fc1 ? s.qkv : s.fc1) / s.tp;
+        if (o.device == 0 && flops > 5e10) { /* the reference GEMM runs ~10 GFLOP/s on one core */
+            snprintf(err, sizeof err, "the job's largest linear layer is %.3g GFLOP per GEMM (%d tokens, hidden %d, "
+                     "TP %d): too large for the CPU's reference kernels (allowed: up to 50 GFLOP, a few seconds a "
+                     "call; name a smaller job, or none)", flops * 1e-9, s.tokens, s.h, s.tp);
             return fail(err);
         }
     }
