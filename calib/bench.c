@@ -112,16 +112,16 @@ calib_plan_t calib_plan(calib_level_t level)
     }
 }
 
-void calib_job_layers(const calib_plan_t *p, void (*point)(void *ctx, int N, int C, int OC, int tp, int h),
-                      void *ctx)
+void calib_job_layers(const calib_plan_t *p, calib_table_t *t,
+                      void (*point)(const calib_plan_t *p, calib_table_t *t, int N, int C, int OC, int tp, int h))
 {
     const calib_job_shapes_t *j = &p->job;
     if (!j->on)
         return;
-    point(ctx, j->tokens, j->h, j->qkv / j->tp, j->tp, j->h);
-    point(ctx, j->tokens, j->attn / j->tp, j->h, j->tp, j->h);
-    point(ctx, j->tokens, j->h, j->fc1 / j->tp, j->tp, j->h);
-    point(ctx, j->tokens, j->ffn / j->tp, j->h, j->tp, j->h);
+    point(p, t, j->tokens, j->h, j->qkv / j->tp, j->tp, j->h);
+    point(p, t, j->tokens, j->attn / j->tp, j->h, j->tp, j->h);
+    point(p, t, j->tokens, j->h, j->fc1 / j->tp, j->tp, j->h);
+    point(p, t, j->tokens, j->ffn / j->tp, j->h, j->tp, j->h);
 }
 
 float *calib_rand_floats(size_t n, unsigned seed)
@@ -269,15 +269,10 @@ static void gemm_point(const calib_plan_t *p, calib_table_t *t, int N, int C, in
     free(g.x), free(g.w), free(g.y), free(g.dx), free(g.dw);
 }
 
-typedef struct {
-    const calib_plan_t *p;
-    calib_table_t *t;
-} job_point_ctx_t;
-
-static void job_point(void *ctx, int N, int C, int OC, int tp, int h)
+/* One linear layer's three GEMMs (calib_job_layers' point). */
+static void linear_point(const calib_plan_t *p, calib_table_t *t, int N, int C, int OC, int tp, int h)
 {
-    job_point_ctx_t *c = ctx;
-    gemm_point(c->p, c->t, N, C, OC, 2, tp, h);
+    gemm_point(p, t, N, C, OC, 2, tp, h);
 }
 
 /* The four linear layers of a GPT block with tensor parallelism tp
@@ -299,8 +294,7 @@ void calib_bench_gemm(const calib_plan_t *p, calib_table_t *t)
         gemm_point(p, t, tokens, h, 4 * h / tp, 2, tp, h);
         gemm_point(p, t, tokens, 4 * h / tp, h, 2, tp, h);
     }
-    job_point_ctx_t jc = {p, t};
-    calib_job_layers(p, job_point, &jc);
+    calib_job_layers(p, t, linear_point);
     for (int s = 8; s <= top; s *= 2)
         gemm_point(p, t, s, s, s, 0, 0, 0);
 }

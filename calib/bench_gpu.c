@@ -373,17 +373,6 @@ static void linear_point(const calib_plan_t *p, calib_table_t *t, int N, int C, 
     gemm_release(&c);
 }
 
-typedef struct {
-    const calib_plan_t *p;
-    calib_table_t *t;
-} job_point_ctx_t;
-
-static void job_point(void *ctx, int N, int C, int OC, int tp, int h)
-{
-    job_point_ctx_t *c = ctx;
-    linear_point(c->p, c->t, N, C, OC, tp, h);
-}
-
 /* s^3, c = a @ b^T (the forward's layout, the CPU grid's too). */
 static void square_point(const calib_plan_t *p, calib_table_t *t, int s)
 {
@@ -419,8 +408,7 @@ static void gpu_gemm(const calib_plan_t *p, calib_table_t *t)
         linear_point(p, t, tokens, h, 4 * h / tp, tp, h);
         linear_point(p, t, tokens, 4 * h / tp, h, tp, h);
     }
-    job_point_ctx_t jc = {p, t};
-    calib_job_layers(p, job_point, &jc);
+    calib_job_layers(p, t, linear_point);
     for (int s = 128; s <= top; s *= 2)
         square_point(p, t, s);
 }

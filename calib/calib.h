@@ -65,10 +65,10 @@ typedef struct {
     calib_job_shapes_t job;
 } calib_plan_t;
 
-/* The job's four linear layers as point(ctx, N, C, OC, tp, h) calls, when
- * p->job.on. */
-void calib_job_layers(const calib_plan_t *p, void (*point)(void *ctx, int N, int C, int OC, int tp, int h),
-                      void *ctx);
+/* The job's four linear layers as point(p, t, N, C, OC, tp, h) calls (one
+ * linear layer's three GEMMs into t), when p->job.on. */
+void calib_job_layers(const calib_plan_t *p, calib_table_t *t,
+                      void (*point)(const calib_plan_t *p, calib_table_t *t, int N, int C, int OC, int tp, int h));
 
 calib_plan_t calib_plan(calib_level_t level);
 
