@@ -103,6 +103,8 @@ typedef struct {
     /* memory per rank (bytes): planned (the pools), and the fullest rank's peak, beyond-plan part and
      * runtime memory outside the pools (run_memory) */
     double mem_planned, mem_peak, mem_beyond, mem_outside;
+    double step_s;          /* mean step after the first (mean_step), once training is done */
+    double timing_fraction; /* the cost of timing over a step: overhead_ns x ops_per_iter / step_s */
 } run_t;
 
 /* One message, on rank 0 only; every rank returns 2. */
@@ -389,7 +391,7 @@ static void run_memory(run_t *R)
     R->mem_peak = most[0], R->mem_beyond = most[1], R->mem_outside = most[2];
 }
 
-static cJSON *run_config(const run_t *R, double step_s)
+static cJSON *run_config(const run_t *R)
 {
     cJSON *c = opts_to_json(&run_opts, &R->o);
     cJSON_AddNumberToObject(c, "world_size", R->world);
@@ -401,7 +403,7 @@ static cJSON *run_config(const run_t *R, double step_s)
     cJSON_AddNumberToObject(c, "memory_beyond_plan_bytes", R->mem_beyond);
     cJSON_AddNumberToObject(c, "memory_outside_pools_bytes", R->mem_outside);
     cJSON_AddNumberToObject(c, "timing_overhead_ns_per_op", R->overhead_ns);
-    cJSON_AddNumberToObject(c, "timing_overhead_fraction", R->overhead_ns * R->ops_per_iter / (step_s * 1e9));
+    cJSON_AddNumberToObject(c, "timing_overhead_fraction", R->timing_fraction);
     return c;
 }
 
@@ -423,7 +425,7 @@ static int write_outputs(run_t *R, sim_result_t *r)
     if (R->rank == 0 && R->o.out[0]) {
         estimate_t e;
         estimate_job(&R->job, &R->hw, &e);
-        cJSON *c = run_config(R, mean_step(R));
+        cJSON *c = run_config(R);
         rc = sim_write_h5(R->o.out, &R->job, &R->hw, c, &e, r, err, sizeof err);
         cJSON_Delete(c);
     }
@@ -436,7 +438,7 @@ static int write_outputs(run_t *R, sim_result_t *r)
 
 static void report_end(run_t *R, const sim_result_t *r)
 {
-    double t = mean_step(R);
+    double t = R->step_s;
     if (R->rank != 0 || R->o.json)
         return;
     printf("\n%s, %d rank(s): TP %d x PP %d (%d chunk(s)) x DP %d, %d micro-batches of %d x %d tokens\n",
@@ -453,7 +455,7 @@ static void report_end(run_t *R, const sim_result_t *r)
         printf("  and %.1f MiB of attention scratch outside the pools (working memory the model does not plan)\n",
                R->mem_outside / 1048576.0);
     printf("timing: %.0f ns per op, %ld ops per step on rank 0: %.3f%% of the step\n", R->overhead_ns,
-           R->ops_per_iter, 100 * R->overhead_ns * R->ops_per_iter / (t * 1e9));
+           R->ops_per_iter, 100 * R->timing_fraction);
     printf("communicators: TP, DP, PP and embedding groups (%s) created in %.3f s (slowest rank)\n",
            R->rt->kind == RT_CPU ? "MPI_Comm_split" : "ncclCommInitRank, bootstrapped over MPI", R->comm_init_s);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -491,7 +493,9 @@ static int run(run_t *R, int argc, char **argv)
     if (all_ok(run_gather(&R->x, R->x.iter - 1, &r, err, sizeof err)))
         return bad(R, err);
     r.kind = "measurement", r.iters = R->iters, r.niters = R->niters;
-    r.iteration_ns = (int64_t)(mean_step(R) * 1e9);
+    R->step_s = mean_step(R);
+    R->timing_fraction = R->overhead_ns * R->ops_per_iter / (R->step_s * 1e9);
+    r.iteration_ns = (int64_t)(R->step_s * 1e9);
     r.events = R->x.nrecs;
     run_memory(R);
     r.peak_memory_bytes = R->mem_peak;

@@ -418,16 +418,23 @@ static int split_qkv(gpt_t *m, layer_saved_t *s, const void *y, int ld)
     return cols_out(m, s->v, y, m->N, ld, q + kv, kv);
 }
 
-static int attn_fwd(gpt_t *m, layer_saved_t *s)
+/* The attention core from q, k, v into out, saving what its backward
+ * reads (s->att: log-sum-exp, or the unfused probabilities). */
+static int core_fwd(gpt_t *m, layer_saved_t *s, void *out)
 {
     kern_attn_shape sh = attn_shape(m, s);
+    RT_TRY(OP->alloc(RT, &s->att, rt_attn_saved_bytes(RT, m->attn, sh), RT_POOL_MAIN));
+    return OP->attn_fwd(RT, m->attn, out, s->att, s->q, s->k, s->v, sh);
+}
+
+static int attn_fwd(gpt_t *m, layer_saved_t *s)
+{
     if (m->pos == POS_ROPE) { /* the queries and keys turn by their tokens' places, in place */
         RT_TRY(OP->rope(RT, s->q, m->N, m->T, m->nh, m->HS, m->job->rotary_base, 0));
         RT_TRY(OP->rope(RT, s->k, m->N, m->T, m->g, m->HS, m->job->rotary_base, 0));
     }
     RT_TRY(alloc_act(m, &s->ao, (long)m->N * m->nh * m->HS));
-    RT_TRY(OP->alloc(RT, &s->att, rt_attn_saved_bytes(RT, m->attn, sh), RT_POOL_MAIN));
-    RT_TRY(OP->attn_fwd(RT, m->attn, s->ao, s->att, s->q, s->k, s->v, sh));
+    RT_TRY(core_fwd(m, s, s->ao));
     if (m->recompute_core) /* rebuilt by attn_bwd */
         drop(m, s->att), s->att = NULL;
     return 0;
@@ -439,11 +446,9 @@ static int attn_fwd(gpt_t *m, layer_saved_t *s)
  * same places, so they are the same. */
 static int attn_rebuild(gpt_t *m, layer_saved_t *s)
 {
-    kern_attn_shape sh = attn_shape(m, s);
     void *out;
-    RT_TRY(OP->alloc(RT, &s->att, rt_attn_saved_bytes(RT, m->attn, sh), RT_POOL_MAIN));
     RT_TRY(alloc_act(m, &out, (long)m->N * m->nh * m->HS));
-    RT_TRY(OP->attn_fwd(RT, m->attn, out, s->att, s->q, s->k, s->v, sh));
+    RT_TRY(core_fwd(m, s, out));
     drop(m, out);
     return 0;
 }
