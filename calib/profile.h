@@ -1,7 +1,8 @@
 /* calib/profile: from benchmark tables to a hardware profile. Runs the
  * fits, fills every field of a hw_t (measured ones from the fits, the
- * others from the named base profiles, listed as such in the provenance),
- * prints the report and writes the profile JSON and the raw HDF5. The
+ * others from the named base profiles, listed as such in the provenance:
+ * profile.c), prints the report and writes the profile JSON and the raw
+ * HDF5 (profile_out.c). The
  * same for both devices; where they differ (which fields a CPU stands in
  * for, the GPU's description) it says so. */
 #ifndef CALIB_PROFILE_H
@@ -29,6 +30,11 @@ typedef struct {
 
 #define CALIB_MAX_FITS 32
 
+/* The memory-bound kinds after the copy (calib_mem_kernels: LayerNorm,
+ * bias+GeLU, AdamW, dropout), each with a math-rate fit of this name. */
+#define CALIB_MATH_RATES 4
+extern const char *const calib_math_fit_names[CALIB_MATH_RATES];
+
 typedef struct {
     int device;            /* 0 cpu, 1 gpu (calib_device_t order) */
     calib_gpu_info_t gpu;  /* device 1: rank 0's GPU */
@@ -45,11 +51,14 @@ typedef struct {
     double host_stall_s;   /* synchronous loading of one iteration's batch, or < 0 */
     double flash1_rel;     /* FlashAttention-1 speed / FlashAttention-2 style speed, or < 0 */
     double dropout_gdraws; /* the device's measurement of dropout draws (1e9 / s), or < 0 (CPU: math_gelems[3]) */
-    double math_gelems[4]; /* LayerNorm, bias+GeLU, AdamW, dropout math rates (1e9 / s), or < 0 */
+    double math_gelems[CALIB_MATH_RATES]; /* LayerNorm, bias+GeLU, AdamW, dropout math rates (1e9 / s), or < 0 */
     double ar_alpha_us, ar_bw_gbps, p2p_alpha_us; /* all-reduce and send/recv fits */
     calib_fitrec_t fits[CALIB_MAX_FITS];
     int nfits;
 } calib_result_t;
+
+/* The collective fields come from the all-reduce fits when they worked. */
+static inline int calib_coll_applied(const calib_result_t *r) { return r->have_coll && r->ar_bw_gbps > 0; }
 
 /* Runs every fit over the tables (rank 0). */
 void calib_fit_all(calib_result_t *r, const calib_plan_t *p);
