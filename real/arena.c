@@ -1,4 +1,4 @@
-/* real/arena.c: first-fit allocator over one reserved range (arena.h). */
+/* real/arena.c: best-fit allocator over one reserved range (arena.h). */
 #include "real/arena.h"
 
 #include <stdlib.h>
@@ -55,15 +55,22 @@ void *arena_alloc(arena_t *a, size_t bytes)
     bytes = (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
     if (bytes == 0)
         bytes = ARENA_ALIGN;
-    size_t at = 0;
-    int i = 0;
-    for (; i < a->nblocks; i++) { /* first gap that fits */
-        if (a->blocks[i].off - at >= bytes)
-            break;
-        at = a->blocks[i].off + a->blocks[i].bytes;
+    /* Best fit: the smallest gap that holds it, the space after the last
+     * block included, so the small transients of a layer's backward fill
+     * holes rather than split the space a large one will want. */
+    size_t at = 0, best_at = 0, best_gap = (size_t)-1;
+    int i = 0, best_i = -1;
+    for (; i <= a->nblocks; i++) {
+        size_t end = i < a->nblocks ? a->blocks[i].off : a->size;
+        size_t gap = end >= at ? end - at : 0;
+        if (gap >= bytes && gap < best_gap)
+            best_gap = gap, best_at = at, best_i = i;
+        if (i < a->nblocks)
+            at = a->blocks[i].off + a->blocks[i].bytes;
     }
-    if (at + bytes > a->size)
+    if (best_i < 0)
         return alloc_extra(a, bytes);
+    at = best_at, i = best_i;
     if (a->nblocks == a->capblocks && grow((void **)&a->blocks, &a->capblocks, sizeof(arena_block_t)))
         return NULL;
     memmove(a->blocks + i + 1, a->blocks + i, (size_t)(a->nblocks - i) * sizeof(arena_block_t));

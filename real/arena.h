@@ -1,5 +1,5 @@
 /* real/arena.h: one rank's device memory, reserved once at the size the
- * memory model plans (model/workload.c) and handed out by first fit, so
+ * memory model plans (model/workload.c) and handed out by best fit, so
  * the planned and the actually used peak can be laid side by side.
  * Device-agnostic: the runtime gives the base address and a fallback
  * allocator (malloc or cudaMalloc) for requests the plan did not foresee;

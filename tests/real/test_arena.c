@@ -1,4 +1,4 @@
-/* tests/real/test_arena.c: the rank's memory arena (real/arena.h): first
+/* tests/real/test_arena.c: the rank's memory arena (real/arena.h): best
  * fit, reuse of freed gaps, alignment, the peak, and requests beyond the
  * plan served by the fallback allocator and counted as excess. Expected
  * values are worked out in the comments from ARENA_ALIGN = 256. */
@@ -33,7 +33,7 @@ int main(void)
     expect("third block", 1024, p3 - base);
     expect("bytes in use (256 + 768 + 256)", 1280, (long)a.in_use);
     arena_free(&a, p2);
-    char *p4 = arena_alloc(&a, 512); /* first fit: the freed gap at 256 */
+    char *p4 = arena_alloc(&a, 512); /* the freed gap at 256, the smallest that holds it */
     expect("a freed gap is reused first", 256, p4 - base);
     char *big = arena_alloc(&a, 8192); /* beyond the 4096-byte plan */
     expect("a request beyond the plan is served by the fallback", 1, nsys);
@@ -47,6 +47,18 @@ int main(void)
     expect("the whole plan fits again at the base", 0, again - base);
     arena_reset(&a);
     expect("reset frees everything", 0, (long)a.in_use);
+    /* Best fit: a 512-byte gap at 0 and a 256-byte one at 768; a small
+     * request takes the small gap (first fit would split the large one). */
+    char *q1 = arena_alloc(&a, 512), *q2 = arena_alloc(&a, 256), *q3 = arena_alloc(&a, 256);
+    char *q4 = arena_alloc(&a, 256);
+    arena_free(&a, q1), arena_free(&a, q3);
+    char *q5 = arena_alloc(&a, 200);
+    expect("a small request takes the smallest gap that holds it (768, not 0)", 768, q5 - base);
+    char *q6 = arena_alloc(&a, 512);
+    expect("the large gap is still whole for a large request", 0, q6 - base);
+    expect("no fallback allocation", 0, nsys);
+    (void)q2, (void)q4;
+    arena_reset(&a);
     arena_destroy(&a);
     return failures ? 1 : 0;
 }
