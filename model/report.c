@@ -81,6 +81,7 @@ void report_text(FILE *f, const job_t *j, const hw_t *hw, const estimate_t *e)
     line_b(f, "gradients", m->grads_bytes);
     line_b(f, "optimizer states", m->optimizer_bytes);
     line_b(f, "activations", m->activations_bytes);
+    line_b(f, "layer working set", m->workspace_bytes);
     line_b(f, "communication buffers", m->comm_buffers_bytes);
     line_b(f, "runtime reserve", m->runtime_bytes);
     fprintf(f, "  %-28s %10.2f GB of %.2f GB: %s\n", "total", m->total_bytes / GB, m->capacity_bytes / GB,
@@ -122,6 +123,7 @@ cJSON *report_json(const job_t *j, const hw_t *hw, const estimate_t *e)
     cJSON_AddNumberToObject(m, "gradients_bytes", e->mem.grads_bytes);
     cJSON_AddNumberToObject(m, "optimizer_bytes", e->mem.optimizer_bytes);
     cJSON_AddNumberToObject(m, "activations_bytes", e->mem.activations_bytes);
+    cJSON_AddNumberToObject(m, "workspace_bytes", e->mem.workspace_bytes);
     cJSON_AddNumberToObject(m, "comm_buffers_bytes", e->mem.comm_buffers_bytes);
     cJSON_AddNumberToObject(m, "runtime_bytes", e->mem.runtime_bytes);
     cJSON_AddNumberToObject(m, "capacity_bytes", e->mem.capacity_bytes);

@@ -129,6 +129,43 @@ double workload_layer_activation_bytes(const job_t *j)
     return T * (repl / sp + split + core);
 }
 
+double workload_layer_working_bytes(const job_t *j)
+{
+    double N = (double)j->seq_length * j->micro_batch_size, t = j->tp, C = j->hidden_size;
+    double e = j->bf16 ? 2 : 4;
+    double Nl = j->sequence_parallel ? N / t : N; /* rows of a replicated (LayerNorm-side) tensor */
+    double q = C / t, qkv = q + 2 * kv_local_dim(j), Ft = j->ffn_hidden_size / t, Fw = workload_fc1_width(j) / t;
+    double dz = j->hidden_dropout > 0 ? Nl * C : 0; /* a residual branch's gradient through its mask */
+    double Fin = j->swiglu ? Fw : Ft;                  /* FC1 output's gradient width, after SwiGLU's */
+    /* Selective recomputation's rebuild writes an output beside dq, dk, dv. */
+    double rebuild = j->recompute == RECOMPUTE_SELECTIVE && !attn_is_flash(j->attention) ? N * q : 0;
+    double fwd, bwd;
+    /* The order of real/gpt.c, which is autograd's: each phase's live
+     * gradients, largest first found by taking the max. */
+    if (j->parallel_block) {
+        double nc = q + Ft, ny = qkv + Fw;
+        fwd = N * ny + N * nc;                          /* fused input GEMM's output; the output GEMM's input */
+        bwd = fmax(fmax(N * nc + dz,                    /* d[proj | FC2] input */
+                        N * nc + N * q + N * Ft),       /* split into dao and dg */
+                   fmax(j->swiglu ? N * (q + Ft + Fw) : 0,
+                        fmax(N * (q + Fin + ny + q + qkv) + rebuild, /* attention backward: dao, dg, dy, ao, dq dk dv */
+                             N * ny + Nl * C)));        /* the fused input GEMM's dgrad */
+    } else {
+        fwd = N * qkv;                                  /* QKV GEMM's output before the split */
+        bwd = fmax(fmax(N * Ft + dz,                    /* FC2 dgrad */
+                        j->swiglu ? N * (Ft + Fw) : 0), /* SwiGLU backward */
+                   fmax(fmax(N * Fin + Nl * C,          /* FC1 dgrad */
+                             Nl * C + N * q + dz),      /* projection dgrad */
+                        fmax(Nl * C + N * (q + 2 * qkv) + rebuild, /* attention backward: dh, dao, dy, dq dk dv */
+                             Nl * C + N * qkv)));       /* QKV dgrad */
+    }
+    /* The backward carries the residual stream's gradient throughout; with
+     * pipeline stages it arrives in a transfer buffer (comm_buffers_bytes). */
+    if (j->pp == 1)
+        bwd += Nl * C;
+    return e * fmax(fwd, bwd);
+}
+
 double workload_inflight_chunks(const job_t *j, int stage)
 {
     double mv = (double)j->num_microbatches * j->vpp;
@@ -189,10 +226,11 @@ static void stage_memory(const job_t *j, const hw_t *hw, int stage, memory_t *m)
     m->activations_bytes = workload_inflight_chunks(j, stage) * kept + rebuilt;
     if (stage == j->pp - 1) /* logits (bf16, or fp32) and the fp32 loss copy */
         m->activations_bytes += T * j->padded_vocab_size / t * (wb + 4);
+    m->workspace_bytes = workload_layer_working_bytes(j);
     m->comm_buffers_bytes = (t > 1 ? 2 * T * h * wb : 0) + (j->pp > 1 ? 4 * T * h / t * wb : 0);
     m->runtime_bytes = hw->cluster.runtime_reserved_gib * GIB;
     m->total_bytes = m->weights_bytes + m->grads_bytes + m->optimizer_bytes +
-                     m->activations_bytes + m->comm_buffers_bytes + m->runtime_bytes;
+                     m->activations_bytes + m->workspace_bytes + m->comm_buffers_bytes + m->runtime_bytes;
     m->peak_stage = stage;
 }
 

@@ -20,7 +20,7 @@ typedef struct {
 
 typedef struct {
     double weights_bytes, grads_bytes, optimizer_bytes;
-    double activations_bytes, comm_buffers_bytes, runtime_bytes;
+    double activations_bytes, workspace_bytes, comm_buffers_bytes, runtime_bytes;
     double total_bytes, capacity_bytes;
     double inflight_microbatches; /* activations held on the peak stage */
     int peak_stage;
@@ -34,6 +34,12 @@ double workload_stage_params_local(const job_t *job, int stage);
 
 /* Activation bytes of one layer for one micro-batch on one GPU. */
 double workload_layer_activation_bytes(const job_t *job);
+
+/* Bytes one layer holds beside its saved activations while it runs, for
+ * one micro-batch on one GPU: the larger of its forward's intermediates
+ * and its backward's gradients of them (TP's gathered copies excluded:
+ * they are communication buffers). */
+double workload_layer_working_bytes(const job_t *job);
 
 /* Chunk-micro-batches whose activations stage `stage` holds at its peak. */
 double workload_inflight_chunks(const job_t *job, int stage);

@@ -179,7 +179,7 @@ static void plan(const run_t *R, size_t p[RT_NPOOLS])
     j.bf16 = R->o.device == DEV_GPU; /* the CPU path stores everything in fp32 */
     workload_memory(&j, &R->hw, &mem);
     double main = mem.weights_bytes + mem.grads_bytes + mem.optimizer_bytes + mem.activations_bytes +
-                  mem.comm_buffers_bytes;
+                  mem.workspace_bytes + mem.comm_buffers_bytes;
     p[RT_POOL_MAIN] = (size_t)main;
     p[RT_POOL_XFER] = 0;
     if (R->job.pp > 1) { /* every transfer of an iteration, freed at its end */
@@ -447,12 +447,12 @@ static void report_end(run_t *R, const sim_result_t *r)
     printf("mean step %.2f ms (steps after the first) | %.0f tokens/s | MFU %.2f%% of %.3g TFLOP/s per GPU\n", t * 1e3,
            (double)R->job.global_batch_size * R->job.seq_length / t,
            100 * R->model_flops / (t * R->job.num_gpus * R->peak_flops), R->peak_flops * 1e-12);
-    printf("memory per rank: planned %.1f MiB (memory model), used at peak %.1f MiB (the fullest rank)\n",
+    printf("memory per rank: planned %.2f MiB (memory model), used at peak %.2f MiB (the fullest rank)\n",
            R->mem_planned / 1048576.0, R->mem_peak / 1048576.0);
     if (R->mem_beyond > 0)
-        printf("  of which %.1f MiB beyond the plan, served outside the arena\n", R->mem_beyond / 1048576.0);
+        printf("  of which %.2f MiB beyond the plan, served outside the arena\n", R->mem_beyond / 1048576.0);
     if (R->mem_outside > 0)
-        printf("  and %.1f MiB of attention scratch outside the pools (working memory the model does not plan)\n",
+        printf("  and %.2f MiB of attention scratch outside the pools (working memory the model does not plan)\n",
                R->mem_outside / 1048576.0);
     printf("timing: %.0f ns per op, %ld ops per step on rank 0: %.3f%% of the step\n", R->overhead_ns,
            R->ops_per_iter, 100 * R->timing_fraction);

@@ -219,14 +219,20 @@ static int run_bwd(exec_t *x, const sched_op_t *o)
     void *dres = NULL;
     if (!gpt_has_head(m, c) && !(dres = pop(&x->recvq[DIR_BWD])))
         return fail("a backward needs a gradient that no receive delivered", __LINE__);
+    /* The head's gradient: a transfer buffer when it is sent back, else
+     * (one chunk holds the whole model) the layers' working memory. */
+    int sent = !gpt_has_embedding(m, c), local = !dres && !sent;
     if (!dres)
-        RT_TRY(xfer_buf(x, &dres));
+        RT_TRY(local ? OP->alloc(x->rt, &dres, (size_t)act_elems(x) * x->rt->act_bytes, RT_POOL_MAIN)
+                     : xfer_buf(x, &dres));
     void **sv = &x->saved[(long)c * x->job->num_microbatches + mb];
     float dloss = 1.0f / ((float)x->job->global_batch_size * x->job->seq_length);
     RT_TRY(gpt_chunk_bwd(m, *sv, dres, dloss));
     *sv = NULL;
-    if (!gpt_has_embedding(m, c))
+    if (sent)
         RT_TRY(push(&x->sendq[DIR_BWD], dres));
+    else if (local)
+        OP->free(x->rt, dres);
     if (mb == x->job->num_microbatches - 1) /* chunk c's gradients are complete */
         RT_TRY(gpt_sync_sp_grads(m, c));
     return 0;

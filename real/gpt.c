@@ -656,6 +656,10 @@ static int parallel_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *out)
     RT_TRY(alloc_act(m, &s->cat, (long)m->N * nc));
     RT_TRY(cols_in(m, s->cat, nc, 0, s->ao, m->N, q));
     RT_TRY(cols_in(m, s->cat, nc, q, s->gl, m->N, Ft));
+    /* The output GEMM's input is all the backward needs of the two: the
+     * attention backward takes its output back out of it (parallel_bwd). */
+    drop(m, s->ao), drop(m, s->gl);
+    s->ao = s->gl = NULL;
     RT_TRY(alloc_act(m, &z, (long)m->Nl * C));
     RT_TRY(row_fwd(m, z, s->cat, P(m, c, l, T_PROJ_W), P(m, c, l, T_PROJ_B), nc));
     RT_TRY(layer_out(m, s, s->x_in, z, out, KERN_DROP_AFTER_ATTN));
@@ -681,7 +685,10 @@ static int parallel_bwd(gpt_t *m, int c, int l, layer_saved_t *s, void *dres)
     else
         RT_TRY(OP->gelu_bwd(RT, dg, dg, s->pre, (long)m->N * Ft));
     RT_TRY(alloc_act(m, &dy, (long)m->N * ny));
+    RT_TRY(alloc_act(m, &s->ao, (long)m->N * q)); /* the attention output, from the output GEMM's input */
+    RT_TRY(cols_out(m, s->ao, s->cat, m->N, nc, 0, q));
     RT_TRY(attn_bwd(m, s, dao, dy, ny));
+    drop(m, s->ao), s->ao = NULL;
     RT_TRY(cols_in(m, dy, ny, m->qkvn, dg, m->N, m->Fw));
     drop(m, dao), drop(m, dg);
     RT_TRY(alloc_act(m, &dh, (long)m->Nl * m->C));
