@@ -6,7 +6,8 @@
 # cluster parameters fitted on Table 3 are recorded and match the built-in
 # megascale profile's, and the fitted profile written beside the results
 # gives `predict` the same MFU as reproduce's closed form; --fit none gives
-# predict's built-in-profile MFU.
+# predict's built-in-profile MFU. Table 2 against itself prints both
+# bounds with the values an independent least-squares fit gives.
 set -u
 bin=$1
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
@@ -66,4 +67,16 @@ unfit=$(grep "table3-row1" "$dir/none.txt" | awk '{print $4}')
 check "--fit none: Table 3 row 1 = plain predict (built-in profile): $unfit vs 100 x $plain" \
   'awk -v a="$unfit" -v b="$plain" "BEGIN{d=a-100*b; exit !(d < 0.051 && d > -0.051)}"'
 check "--fit none writes no fitted profile" '[ ! -e "$dir/n-profile.json" ]'
+# Table 2 against itself: the two bounds fitted to the paper's own Table 2
+# rows. Expected from the same least squares on MFU done independently
+# (scipy.optimize.least_squares, 2026-11-26): MegaScale flat C 0.1660 s,
+# O 1.15 s, mean 2.03, max 3.32; slow hosts s 0.142, mean 0.50, max 1.02.
+"$bin" reproduce table2 --no-sim --no-plot --out "$dir/t2.h5" > "$dir/t2.txt" 2>/dev/null
+flat=$(awk '$1 == "MegaScale" && $2 == "flat"' "$dir/t2.txt")
+slow=$(awk '$1 == "MegaScale" && $2 == "slow"' "$dir/t2.txt")
+check "MegaScale flat bound: C 0.1660 s, O 1.15 s, mean 2.03, max 3.32 (got '$flat')" \
+  'echo "$flat" | grep -q "C = 0.1660 s per micro-batch, O = 1.15 s: mean |error| 2.03, max 3.32 points"'
+sv=$(echo "$slow" | sed -n 's/.* s = \([0-9.]*\) +-.*/\1/p') sm=$(echo "$slow" | sed -n 's/.*mean |error| \([0-9.]*\),.*/\1/p')
+check "MegaScale slow-hosts bound: s 0.142 within 0.005, mean |error| 0.50 within 0.02 (got s '$sv', mean '$sm')" \
+  'awk -v s="$sv" -v m="$sm" "BEGIN{exit !(s > 0.137 && s < 0.147 && m > 0.48 && m < 0.52)}"'
 [ $fail -eq 0 ] && echo "check_reproduce: $passed passed, 0 failed" || { echo "check_reproduce: failures above"; exit 1; }
