@@ -13,7 +13,7 @@ typedef struct {
 } pass_time_t;
 
 /* Time of a GEMM pipelined with its SP collective under --tp-comm-overlap
- * (which needs SP), as the real backend runs it (real/gpt.c): a ring of t
+ * (which needs SP), as the real backend runs it (real/gpt_layer.c): a ring of t
  * steps, each multiplying one (T/t)-row slice while the next slice travels
  * to the neighbour (all-gather) or the partial sum just made is passed on
  * (reduce-scatter). The first slice is local, so no GEMM waits for a

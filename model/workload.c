@@ -140,7 +140,7 @@ double workload_layer_working_bytes(const job_t *j)
     /* Selective recomputation's rebuild writes an output beside dq, dk, dv. */
     double rebuild = j->recompute == RECOMPUTE_SELECTIVE && !attn_is_flash(j->attention) ? N * q : 0;
     double fwd, bwd;
-    /* The order of real/gpt.c, which is autograd's: each phase's live
+    /* The order of real/gpt_layer.c, which is autograd's: each phase's live
      * gradients, largest first found by taking the max. */
     if (j->parallel_block) {
         double nc = q + Ft, ny = qkv + Fw;

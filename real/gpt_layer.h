@@ -1,0 +1,86 @@
+/* real/gpt_layer.h: inside the GPT of gpt.h, between the chunk driver
+ * (gpt.c: embedding, the layers in order with recomputation's checkpoint
+ * groups, head and loss) and the layers (gpt_layer.c: one transformer
+ * layer's forward and backward with its TP/SP collectives). Only those two
+ * files include it: its short helper names (RT, OP, CM, A, P, drop) are
+ * theirs. */
+#ifndef REAL_GPT_LAYER_H
+#define REAL_GPT_LAYER_H
+
+#include "real/gpt.h"
+
+/* A norm that a layer's last residual add can run fused with (under
+ * --fused-elementwise): the next layer's first, or the final one. */
+typedef struct {
+    void **h;                    /* its output (Nl, C), allocated by whoever runs it */
+    float **mean, **rstd;
+    int tw, tb;                  /* its weight and bias tensors */
+} norm_dst_t;
+
+typedef struct {
+    const void *x_in;            /* layer input (Nl, C), not owned */
+    float *mean1, *rstd1, *mean2, *rstd2;
+    void *h1, *h2;               /* LayerNorm outputs (Nl, C) */
+    void *q, *k, *v, *ao, *att;  /* (N, nh*HS), (N, g*HS) x 2, (N, nh*HS), saved attention */
+    void *x2;                    /* residual after attention (Nl, C) (standard block) */
+    void *pre, *gl;              /* activation input (bias added) (N, Fw) and output (N, Ft) */
+    void *cat;                   /* parallel block: [ao | gl] (N, nh*HS + Ft) */
+    void *x3;                    /* layer output (Nl, C) */
+    int x3_owned;
+    uint8_t *mask_a, *mask_m;    /* hidden dropout's kept masks (Nl, C) after attention and after the MLP */
+    int layer;                   /* in the whole model: the dropout sites */
+    long long sample0;           /* the micro-batch's first sample in the global batch: dropout indices */
+    const norm_dst_t *fuse_next; /* forward only: the norm its output add runs fused with (NULL: none); when
+                                    set, the next layer finds h1, mean1, rstd1 (or the head its xf) filled */
+} layer_saved_t;
+
+#define RT (m->rt)
+#define OP (m->rt->op)
+#define CM (m->comm)
+
+static inline void *A(const gpt_t *m, const void *p, long elems) { return (char *)p + elems * m->rt->act_bytes; }
+
+static inline int alloc_act(gpt_t *m, void **p, long elems)
+{
+    return OP->alloc(RT, p, (size_t)elems * RT->act_bytes, RT_POOL_MAIN);
+}
+static inline int alloc_f32(gpt_t *m, float **p, long n)
+{
+    return OP->alloc(RT, (void **)p, (size_t)n * 4, RT_POOL_MAIN);
+}
+static inline void drop(gpt_t *m, void *p) { OP->free(RT, p); }
+
+/* Tensor k of layer l of model chunk c. */
+static inline int P(const gpt_t *m, int chunk, int l, int k)
+{
+    return m->layer_tensor[((long)chunk * m->layers_per_chunk + l) * T_PER_LAYER + k];
+}
+
+/* One layer's forward of model chunk c, layer l (within the chunk), from
+ * s->x_in: saves in s what its backward needs, its output in s->x3 (out
+ * when given, else allocated and owned). s->layer and s->sample0 name its
+ * dropout sites. */
+int gpt_layer_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *out);
+
+/* Its backward: dres, the gradient of its output (Nl, C), becomes that of
+ * its input, in place; the weights' gradients accumulate. */
+int gpt_layer_bwd(gpt_t *m, int c, int l, layer_saved_t *s, void *dres);
+
+/* Frees everything s holds (its output too when owned) and clears it. */
+void gpt_layer_free(gpt_t *m, layer_saved_t *s);
+
+/* The pieces the driver shares with the layers: a norm's buffers (mean and
+ * rstd (Nl), output (Nl, C)), the norm with its residual add and its
+ * backward, the hidden dropout, and a copy of act elements. */
+int gpt_alloc_ln(gpt_t *m, float **mean, float **rstd, void **h);
+int gpt_ln_fwd(gpt_t *m, void *residual, void *out, float *mean, float *rstd, const void *inp, const void *skip,
+               const kern_dropout *drop, uint8_t *mask, int tw, int tb);
+int gpt_ln_bwd(gpt_t *m, void *dres, const void *dout, const void *xln, const float *mean, const float *rstd, int tw,
+               int tb);
+int gpt_hidden_drop(gpt_t *m, long long sample0, int layer, int kind, long rows, long row0, kern_dropout *d,
+                    uint8_t **mask, const kern_dropout **dp);
+float gpt_hidden_scale(const gpt_t *m);
+long gpt_row0_local(const gpt_t *m);
+int gpt_copy_act(gpt_t *m, void *dst, const void *src, long elems);
+
+#endif
