@@ -407,7 +407,8 @@ static void print_table2_bound(const row_t *rows, int n)
             if (!header++)
                 printf("\nTable 2 against itself (bounds, not predictions): each system's iteration time fitted to its "
                        "own rows;\nflat: T = m C + O, the best any model with one C and one O per system can do;\n"
-                       "slow hosts: T = m C (1 + s P) + O, P = 1 - 0.995^nodes (a cost that grows with the node count):\n");
+                       "slow hosts: T = m C (1 + s P) + O, P = 1 - %g^nodes (a cost that grows with the node count):\n",
+                       1 - SLOW_HOST_RATE);
             printf("  %-11s %-10s C = %.4f s per micro-batch, O = %.2f s", sys[s], c.slow_hosts ? "slow hosts" : "flat",
                    f.p[0], f.p[1]);
             if (c.slow_hosts)
