@@ -178,9 +178,7 @@ static void plan(const run_t *R, size_t p[RT_NPOOLS])
     job_t j = R->job;
     j.bf16 = R->o.device == DEV_GPU; /* the CPU path stores everything in fp32 */
     workload_memory(&j, &R->hw, &mem);
-    double main = mem.weights_bytes + mem.grads_bytes + mem.optimizer_bytes + mem.activations_bytes +
-                  mem.workspace_bytes + mem.comm_buffers_bytes;
-    p[RT_POOL_MAIN] = (size_t)main;
+    p[RT_POOL_MAIN] = (size_t)(mem.total_bytes - mem.runtime_bytes);
     p[RT_POOL_XFER] = 0;
     if (R->job.pp > 1) { /* every transfer of an iteration, freed at its end */
         sched_iter_t it;
