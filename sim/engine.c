@@ -490,13 +490,14 @@ static int complete(sim_t *S, int ent, int stream, int slot)
 }
 
 /* The optimizer step after the world sum of gradient clipping, on each
- * entity at its own pace; the per-iteration host overhead goes with it
- * (account). */
+ * entity at its own pace (a straggler's, unless only its forward passes
+ * are slow); the per-iteration host overhead goes with it (account). */
 static int optim_step(sim_t *S, int ent, int stream)
 {
     entity_t *e = &S->e[ent];
     int slot = e->q[stream].head;
-    int64_t dur = ns(cost_optimizer_s(S->hw, S->job, e->q[stream].s[slot].op.bytes) * e->factor) + S->overhead_ns;
+    double slow = S->opts->slow_forward_only ? 1 : e->factor;
+    int64_t dur = ns(cost_optimizer_s(S->hw, S->job, e->q[stream].s[slot].op.bytes) * slow) + S->overhead_ns;
     return eng_ev_at(S, S->now + dur, EV_OP_DONE, ent, stream, slot, 0);
 }
 

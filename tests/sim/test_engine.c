@@ -180,6 +180,99 @@ static void stragglers(void)
     sim_result_free(&base), sim_result_free(&slow), sim_result_free(&slow_folded);
 }
 
+/* An independent 1F1B pipeline, for worked values: stage s runs
+ * min(p-s-1, m) warm-up forwards, then forward-backward pairs, then the
+ * remaining backwards (Megatron-LM's order); a forward waits for the stage
+ * before, a backward for the stage after; communication is free. Returns
+ * the time the last backward ends. */
+static double pipeline_1f1b_s(const double *fwd, const double *bwd, int p, int m)
+{
+    enum { P = 8, M = 64 };
+    double fend[P][M], bend[P][M], clock[P] = {0};
+    int next_op[P] = {0}, left = 2 * p * m;
+    for (int s = 0; s < p; s++)
+        for (int j = 0; j < m; j++)
+            fend[s][j] = bend[s][j] = -1;
+    while (left) /* sweep the stages, running each one's next op once its input is there */
+        for (int s = 0; s < p; s++) {
+            int w = p - s - 1 < m ? p - s - 1 : m, k = next_op[s];
+            if (k >= 2 * m)
+                continue;
+            int is_fwd = k < w || (k < 2 * m - w && (k - w) % 2 == 0);
+            int j = is_fwd ? (k < w ? k : w + (k - w) / 2) : (k < 2 * m - w ? (k - w) / 2 : k - m);
+            double ready = is_fwd ? (s ? fend[s - 1][j] : 0) : (s < p - 1 ? bend[s + 1][j] : fend[s][j]);
+            if (ready < 0)
+                continue;
+            clock[s] = fmax(clock[s], ready) + (is_fwd ? fwd[s] : bwd[s]);
+            (is_fwd ? fend : bend)[s][j] = clock[s];
+            next_op[s]++, left--;
+        }
+    return clock[0];
+}
+
+/* Stragglers against that pipeline, on stages whose last one carries a
+ * heavy output layer (the slack MegaScale's 175B rows give the stages
+ * before it): a straggler on a stage with slack costs only its fill and
+ * drain; on the slowest stage, every micro-batch. */
+static void straggler_slack(void)
+{
+    job_t j;
+    hw_t hw;
+    char args[768];
+    /* DP 2, TP 1: stage s is ranks 2s and 2s+1. A 16384-token vocabulary
+     * makes the last stage's output layer about a layer and a third. */
+    snprintf(args, sizeof args,
+             "--preset megatron-lm --hardware %s --num-layers 16 --hidden-size 1024 --num-attention-heads 16 "
+             "--padded-vocab-size 16384 --tensor-model-parallel-size 1 --pipeline-model-parallel-size 4 "
+             "--num-layers-per-virtual-pipeline-stage 0 --num-gpus 8 --global-batch-size 64 "
+             "--no-use-distributed-optimizer --attention unfused --attention-dropout 0 --hidden-dropout 0",
+             free_comm_profile());
+    if (make(&j, &hw, args))
+        return;
+    double fwd[8], bwd[8];
+    for (int st = 0; st < j.pp; st++) {
+        chunk_times_t ct;
+        estimate_chunk_times(&j, &hw, st, 0, &ct);
+        fwd[st] = ct.fwd_s, bwd[st] = ct.bwd_s;
+    }
+    sim_result_t base;
+    if (run(&j, &hw, 1, NULL, &base) < 0)
+        return;
+    const struct { const char *what; int stage; double f; int fwd_only; } cases[] = {
+        {"stage 1 forward 1.1x: absorbed by slack", 1, 1.1, 1},
+        {"stage 1 whole step 1.1x: absorbed by slack", 1, 1.1, 0},
+        {"stage 3 (slowest) forward 1.1x: paid m times", 3, 1.1, 1},
+        {"stage 1 whole step 1.5x: becomes the slowest", 1, 1.5, 0},
+    };
+    double t_base = pipeline_1f1b_s(fwd, bwd, j.pp, j.num_microbatches);
+    check_rel("no straggler: pipeline time, s", t_base, (base.iteration_ns - base.critical.optimizer) * 1e-9, 0.001,
+              "a 1F1B pipeline played on the stage times");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        static sim_opts_t o;
+        char err[OPT_ERR_LEN], spec[32], what[128];
+        memset(&o, 0, sizeof o);
+        o.fold = 1, o.slow_forward_only = cases[i].fwd_only;
+        snprintf(spec, sizeof spec, "%d:%g", 2 * cases[i].stage, cases[i].f);
+        sim_parse_slow(spec, "slow-rank", j.num_gpus, o.slow_ranks, &o.nslow_ranks, err, sizeof err);
+        sim_result_t r;
+        if (sim_run(&j, &hw, &o, &r, err, sizeof err)) {
+            check_true(cases[i].what, 0, err);
+            continue;
+        }
+        double fs[8], bs[8];
+        memcpy(fs, fwd, sizeof fs), memcpy(bs, bwd, sizeof bs);
+        int s = cases[i].stage;
+        fs[s] *= cases[i].f, bs[s] *= cases[i].fwd_only ? 1 : cases[i].f;
+        double expect_s = pipeline_1f1b_s(fs, bs, j.pp, j.num_microbatches) - t_base;
+        double got_s = (r.iteration_ns - base.iteration_ns) * 1e-9;
+        snprintf(what, sizeof what, "%s: delay, s", cases[i].what);
+        /* 1% of the delay, or 1e-5 of the iteration when it is small */
+        check_rel(what, expect_s, got_s, fmax(0.01, 1e-5 * t_base / expect_s), "a 1F1B pipeline played on the stage times");
+        sim_result_free(&r);
+    }
+    sim_result_free(&base);
+}
+
 /* Drops stage 1's third forward send. */
 static int broken_next(void *ctx, sched_iter_t *it, sched_op_t *op)
 {
@@ -259,6 +352,7 @@ int main(void)
     bubbles();
     determinism_and_folding();
     stragglers();
+    straggler_slack();
     verifier();
     return check_done("test_engine");
 }
