@@ -41,12 +41,14 @@ static int make(job_t *j, hw_t *hw, const char *args)
     return 0;
 }
 
-static int64_t run(const job_t *j, const hw_t *hw, int fold, const char *slow, sim_result_t *r)
+/* Simulates j; slow: --slow-rank's list (NULL: none), slowing forward
+ * passes only when fwd_only. Returns the iteration in ns, -1 on error. */
+static int64_t run(const job_t *j, const hw_t *hw, int fold, const char *slow, int fwd_only, sim_result_t *r)
 {
     static sim_opts_t o;
     char err[OPT_ERR_LEN];
     memset(&o, 0, sizeof o);
-    o.fold = fold;
+    o.fold = fold, o.slow_forward_only = fwd_only;
     if (slow && sim_parse_slow(slow, "slow-rank", j->num_gpus, o.slow_ranks, &o.nslow_ranks, err, sizeof err))
         printf("slow: %s\n", err);
     if (sim_run(j, hw, &o, r, err, sizeof err)) {
@@ -78,7 +80,7 @@ static void bubbles(void)
         job_t j;
         hw_t hw;
         sim_result_t r;
-        if (make(&j, &hw, args) || run(&j, &hw, 1, NULL, &r) < 0)
+        if (make(&j, &hw, args) || run(&j, &hw, 1, NULL, 0, &r) < 0)
             continue;
         /* Stages differ slightly (embedding, output layer): the steady state
          * runs at the slowest stage's pace, and the fill and drain pass
@@ -124,7 +126,7 @@ static void determinism_and_folding(void)
         sim_result_t a, b, u;
         if (make(&j, &hw, plans[i]))
             continue;
-        int64_t ta = run(&j, &hw, 1, NULL, &a), tb = run(&j, &hw, 1, NULL, &b), tu = run(&j, &hw, 0, NULL, &u);
+        int64_t ta = run(&j, &hw, 1, NULL, 0, &a), tb = run(&j, &hw, 1, NULL, 0, &b), tu = run(&j, &hw, 0, NULL, 0, &u);
         char what[96];
         snprintf(what, sizeof what, "plan %d: two runs bit-identical", i);
         check_true(what, ta == tb && !memcmp(a.per_entity, b.per_entity, sizeof *a.per_entity * a.entities),
@@ -147,10 +149,10 @@ static void stragglers(void)
              "--num-layers-per-virtual-pipeline-stage 0 --global-batch-size 64", free_comm_profile());
     if (make(&j, &hw, args))
         return;
-    run(&j, &hw, 0, NULL, &base);
+    run(&j, &hw, 0, NULL, 0, &base);
     /* Rank 5 = TP rank 1 of DP replica 2, stage 0 (TP fastest, then DP). */
-    run(&j, &hw, 0, "5:1.5", &slow);
-    run(&j, &hw, 1, "5:1.5", &slow_folded);
+    run(&j, &hw, 0, "5:1.5", 0, &slow);
+    run(&j, &hw, 1, "5:1.5", 0, &slow_folded);
     char got[160];
     snprintf(got, sizeof got, "%.4f s -> %.4f s", base.iteration_ns * 1e-9, slow.iteration_ns * 1e-9);
     check_true("a 1.5x straggler delays the iteration", slow.iteration_ns > base.iteration_ns * 1.01, got);
@@ -166,13 +168,8 @@ static void stragglers(void)
               "the dirty replica is its own class");
     /* Slowing forward passes only (MegaScale's observation) costs less
      * than slowing the whole step, and still something. */
-    static sim_opts_t o;
-    char err[OPT_ERR_LEN];
-    memset(&o, 0, sizeof o);
-    o.fold = 1, o.slow_forward_only = 1;
-    sim_parse_slow("5:1.5", "slow-rank", j.num_gpus, o.slow_ranks, &o.nslow_ranks, err, sizeof err);
     sim_result_t fwd;
-    if (!sim_run(&j, &hw, &o, &fwd, err, sizeof err)) {
+    if (run(&j, &hw, 1, "5:1.5", 1, &fwd) >= 0) {
         snprintf(got, sizeof got, "none %.4f < forward only %.4f < whole step %.4f s", base.iteration_ns * 1e-9,
                  fwd.iteration_ns * 1e-9, slow.iteration_ns * 1e-9);
         check_true("--slow-forward-only: between no straggler and a whole-step one",
@@ -267,7 +264,7 @@ static void straggler_slack(void)
             fwd[i] = ct.fwd_s, bwd[i] = ct.bwd_s;
         }
         sim_result_t base;
-        if (run(&j, &hw, 1, NULL, &base) < 0)
+        if (run(&j, &hw, 1, NULL, 0, &base) < 0)
             continue;
         double t_base = pipeline_1f1b_s(fwd, bwd, j.pp, j.vpp, j.num_microbatches);
         char what[128], name[48];
@@ -283,16 +280,12 @@ static void straggler_slack(void)
             {"stage 1 whole step 1.5x, now the slowest", 1, 1.5, 0},
         };
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-            static sim_opts_t o;
-            char err[OPT_ERR_LEN], spec[32];
-            memset(&o, 0, sizeof o);
-            o.fold = 1, o.slow_forward_only = cases[i].fwd_only;
+            char spec[32];
             snprintf(spec, sizeof spec, "%d:%g", 2 * cases[i].stage, cases[i].f);
-            sim_parse_slow(spec, "slow-rank", j.num_gpus, o.slow_ranks, &o.nslow_ranks, err, sizeof err);
+            snprintf(what, sizeof what, "%s %s: %s, s", name, cases[i].what, plans[pl].exact ? "delay" : "time");
             sim_result_t r;
-            snprintf(what, sizeof what, "%s %s: delay, s", name, cases[i].what);
-            if (sim_run(&j, &hw, &o, &r, err, sizeof err)) {
-                check_true(what, 0, err);
+            if (run(&j, &hw, 1, spec, cases[i].fwd_only, &r) < 0) {
+                check_true(what, 0, "the simulation failed (above)");
                 continue;
             }
             double fs[REF_P * REF_V], bs[REF_P * REF_V];
@@ -313,7 +306,6 @@ static void straggler_slack(void)
                 double pipe_s = (r.iteration_ns - r.critical.optimizer) * 1e-9, free_s = expect_s + t_base;
                 char got[96];
                 snprintf(got, sizeof got, "%.6f s >= %.6f s, the pipeline's", pipe_s, free_s);
-                snprintf(what, sizeof what, "%s %s: time, s", name, cases[i].what);
                 check_true(what, pipe_s >= free_s * (1 - 1e-5), got); /* less the ops' rounding to ns */
             }
             sim_result_free(&r);
