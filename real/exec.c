@@ -79,7 +79,7 @@ int exec_init(exec_t *x, const job_t *job, rt_t *rt, comm_t *comm, gpt_t *m, dat
         (x->zero && OP->alloc(rt, (void **)&x->gshard, nb, RT_POOL_MAIN)) ||
         OP->alloc(rt, (void **)&x->tok_dev, (size_t)toks * sizeof(int), RT_POOL_MAIN) ||
         OP->alloc(rt, (void **)&x->tgt_dev, (size_t)toks * sizeof(int), RT_POOL_MAIN) ||
-        OP->alloc(rt, (void **)&x->losses_dev, (size_t)job->num_microbatches * m->Nl * f, RT_POOL_MAIN)) {
+        OP->alloc(rt, (void **)&x->losses_dev, (size_t)toks * f, RT_POOL_MAIN)) {
         snprintf(err, errlen, "cannot allocate the optimizer state (%ld parameters) on the device", nshard);
         return -1;
     }
@@ -206,7 +206,7 @@ static int run_fwd(exec_t *x, const sched_op_t *o)
     }
     long tok = (long)mb * m->N;
     gpt_saved_t *sv;
-    RT_TRY(gpt_chunk_fwd(m, c, mb, in, out, x->tok_dev + tok, x->tgt_dev + tok, x->losses_dev + (long)mb * m->Nl,
+    RT_TRY(gpt_chunk_fwd(m, c, mb, in, out, x->tok_dev + tok, x->tgt_dev + tok, x->losses_dev + tok,
                          &sv));
     x->saved[(long)c * x->job->num_microbatches + mb] = sv;
     return 0;
@@ -489,14 +489,14 @@ static int begin_iteration(exec_t *x)
     return 0;
 }
 
-/* Mean loss of the global batch: the last stage's rows that count (all
- * with SP, TP rank 0's without), summed over the world. */
+/* Mean loss of the global batch: the last stage's rows (every TP rank
+ * holds them all: TP rank 0's count), summed over the world. */
 static int iteration_loss(exec_t *x, double *loss)
 {
     gpt_t *m = x->m;
     double sum = 0;
-    long n = (long)x->job->num_microbatches * m->Nl;
-    if (m->stage == m->pp - 1 && (m->sp || m->tp_i == 0)) {
+    long n = (long)x->job->num_microbatches * m->N;
+    if (m->stage == m->pp - 1 && m->tp_i == 0) {
         float *h = malloc(sizeof(float) * (size_t)n);
         if (!h || OP->d2h(x->rt, h, x->losses_dev, sizeof(float) * (size_t)n)) {
             free(h);

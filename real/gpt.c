@@ -1,8 +1,9 @@
 /* real/gpt.c: forward and backward of one model chunk on one micro-batch
  * (gpt.h): the embedding on the first chunk, the chunk's layers in order
  * (gpt_layer.c) with recomputation's checkpoint groups rerun in the
- * backward, the head and loss on the last; and the sums of the gradients
- * that sequence parallelism leaves partial on each TP rank. */
+ * backward, the head and loss on the last (both split by vocabulary over
+ * TP); and the sums of the gradients that sequence parallelism leaves
+ * partial on each TP rank. */
 #include "real/gpt_layer.h"
 
 #include <stdio.h>
@@ -20,7 +21,8 @@ struct gpt_saved {
     uint8_t *emb_mask;           /* its dropout's kept mask (N, C) */
     layer_saved_t *ls;           /* [layers_per_chunk]; under recomputation the first recompute_layers
                                     hold only their output (the next layer's input) until the backward */
-    void *xf, *logits;           /* head: final LayerNorm output (Nl, C), logits (Nl, V) */
+    void *xf, *logits;           /* head: final LayerNorm output (Nl, C), logits (N, Vl): this TP rank's
+                                    columns of every token's */
     float *meanf, *rstdf, *lse;
 };
 
@@ -126,18 +128,45 @@ static const void *chunk_input(gpt_t *m, gpt_saved_t *sv)
 /* The output layer's weight: the word embedding, or its own when untied. */
 static int out_weight(const gpt_t *m) { return m->tied ? m->t_wte : m->t_wout; }
 
+/* The final hidden states of every token, for the output layer: xf
+ * itself, or (SP) gathered from the TP ranks into *full. */
+static int head_input(gpt_t *m, gpt_saved_t *sv, void **full, const void **x)
+{
+    *full = NULL, *x = sv->xf;
+    if (!m->sp)
+        return 0;
+    RT_TRY(alloc_act(m, full, (long)m->N * m->C));
+    *x = *full;
+    return gpt_tp_gather(m, *full, sv->xf, m->C, STREAM_COMPUTE);
+}
+
+/* The output layer and the loss, split by vocabulary (Megatron-LM's
+ * vocab-parallel cross-entropy): each TP rank's logits are its Vl columns
+ * for all N tokens; the rows' (lse, target logit) of every rank, gathered
+ * over TP, merge into each row's loss on every rank. */
 static int head_fwd(gpt_t *m, gpt_saved_t *sv, const void *x)
 {
-    int Nl = m->Nl, C = m->C, V = m->V;
+    int N = m->N, C = m->C, Vl = m->Vl;
     if (!sv->xf) { /* else the last layer's output add ran it (fuse_next) */
         RT_TRY(gpt_alloc_ln(m, &sv->meanf, &sv->rstdf, &sv->xf));
         RT_TRY(gpt_ln_fwd(m, NULL, sv->xf, sv->meanf, sv->rstdf, x, NULL, NULL, NULL, m->t_lnf_w, m->t_lnf_b));
     }
-    RT_TRY(alloc_act(m, &sv->logits, (long)Nl * V));
-    RT_TRY(alloc_f32(m, &sv->lse, Nl));
-    RT_TRY(OP->linear_fwd(RT, sv->logits, sv->xf, gpt_param(m, out_weight(m)), NULL, Nl, C, V));
-    const int *tg = sv->targets + (m->sp ? m->tp_i * Nl : 0);
-    return OP->xent_fwd(RT, sv->losses, sv->lse, sv->logits, tg, Nl, V);
+    void *full;
+    const void *in;
+    RT_TRY(head_input(m, sv, &full, &in));
+    RT_TRY(alloc_act(m, &sv->logits, (long)N * Vl));
+    RT_TRY(alloc_f32(m, &sv->lse, N));
+    RT_TRY(OP->linear_fwd(RT, sv->logits, in, gpt_param(m, out_weight(m)), NULL, N, C, Vl));
+    drop(m, full);
+    if (m->t == 1)
+        return OP->xent_fwd(RT, sv->losses, sv->lse, sv->logits, sv->targets, N, Vl);
+    float *parts;
+    RT_TRY(alloc_f32(m, &parts, 2L * m->t * N));
+    RT_TRY(OP->xent_part(RT, parts + 2L * m->tp_i * N, sv->logits, sv->targets, m->v0, N, Vl));
+    RT_TRY(CM->op->allgather(CM, GRP_TP, parts, 2L * N, DT_F32, STREAM_COMPUTE));
+    RT_TRY(OP->xent_merge(RT, sv->losses, sv->lse, parts, sv->targets, m->t, N));
+    drop(m, parts);
+    return 0;
 }
 
 int gpt_chunk_fwd(gpt_t *m, int chunk, int mb, const void *x_in, void *x_out, const int *tokens,
@@ -154,9 +183,13 @@ int gpt_chunk_fwd(gpt_t *m, int chunk, int mb, const void *x_in, void *x_out, co
     sv->losses = losses;
     sv->sample0 = ((long long)m->dp_i * m->job->num_microbatches + mb) * m->B; /* as real/data.c numbers them */
     if (gpt_has_embedding(m, chunk)) {
+        /* this rank's rows of the vocabulary, the positions once (TP rank 0), summed over TP */
         RT_TRY(alloc_act(m, &sv->emb, (long)m->N * m->C));
         RT_TRY(OP->embedding_fwd(RT, sv->emb, tokens, gpt_param(m, m->t_wte),
-                                 m->t_wpe >= 0 ? gpt_param(m, m->t_wpe) : NULL, m->B, m->T, m->C));
+                                 m->t_wpe >= 0 && m->tp_i == 0 ? gpt_param(m, m->t_wpe) : NULL, m->v0, m->Vl,
+                                 m->B, m->T, m->C));
+        if (m->t > 1)
+            RT_TRY(CM->op->allreduce(CM, GRP_TP, sv->emb, (long)m->N * m->C, DT_ACT, STREAM_COMPUTE));
         kern_dropout d;
         const kern_dropout *dp;
         RT_TRY(gpt_hidden_drop(m, sv->sample0, 0, KERN_DROP_EMBED, m->N, 0, &d, &sv->emb_mask, &dp)); /* every row */
@@ -169,16 +202,29 @@ int gpt_chunk_fwd(gpt_t *m, int chunk, int mb, const void *x_in, void *x_out, co
     return 0;
 }
 
+/* dlogits in place of the logits; the output layer's weight gradient from
+ * every token's final hidden states (re-gathered under SP, as Megatron-LM's
+ * sequence-parallel linear layers do); their gradient summed over TP
+ * (reduce-scattered to this rank's rows under SP), then the final norm's. */
 static int head_bwd(gpt_t *m, gpt_saved_t *sv, void *dres, float dloss)
 {
-    int Nl = m->Nl, C = m->C, V = m->V;
-    const int *tg = sv->targets + (m->sp ? m->tp_i * Nl : 0);
-    const void *x = sv->ls[m->layers_per_chunk - 1].x3;
-    void *dxf;
-    RT_TRY(OP->xent_bwd(RT, sv->logits, sv->logits, sv->lse, tg, dloss, Nl, V));
-    RT_TRY(alloc_act(m, &dxf, (long)Nl * C));
-    RT_TRY(OP->linear_dgrad(RT, dxf, sv->logits, gpt_param(m, out_weight(m)), Nl, C, V));
-    RT_TRY(OP->linear_wgrad(RT, gpt_grad(m, out_weight(m)), NULL, sv->logits, sv->xf, Nl, C, V));
+    int N = m->N, Nl = m->Nl, C = m->C, Vl = m->Vl;
+    const void *x = sv->ls[m->layers_per_chunk - 1].x3, *in;
+    void *full, *dx, *dxf;
+    RT_TRY(OP->xent_bwd(RT, sv->logits, sv->logits, sv->lse, sv->targets, m->v0, dloss, N, Vl));
+    RT_TRY(alloc_act(m, &dx, (long)N * C));
+    RT_TRY(OP->linear_dgrad(RT, dx, sv->logits, gpt_param(m, out_weight(m)), N, C, Vl));
+    RT_TRY(head_input(m, sv, &full, &in));
+    RT_TRY(OP->linear_wgrad(RT, gpt_grad(m, out_weight(m)), NULL, sv->logits, in, N, C, Vl));
+    drop(m, full);
+    dxf = dx;
+    if (m->sp) {
+        RT_TRY(alloc_act(m, &dxf, (long)Nl * C));
+        RT_TRY(CM->op->reduce_scatter(CM, GRP_TP, dxf, dx, (long)Nl * C, DT_ACT, STREAM_COMPUTE));
+        drop(m, dx);
+    } else if (m->t > 1) {
+        RT_TRY(CM->op->allreduce(CM, GRP_TP, dx, (long)N * C, DT_ACT, STREAM_COMPUTE));
+    }
     RT_TRY(OP->memset0(RT, dres, (size_t)Nl * C * RT->act_bytes, STREAM_COMPUTE));
     RT_TRY(gpt_ln_bwd(m, dres, dxf, x, sv->meanf, sv->rstdf, m->t_lnf_w, m->t_lnf_b));
     drop(m, dxf);
@@ -186,20 +232,20 @@ static int head_bwd(gpt_t *m, gpt_saved_t *sv, void *dres, float dloss)
 }
 
 /* dres: the embedding output's gradient (this rank's rows), through the
- * embedding dropout's kept mask in place. */
+ * embedding dropout's kept mask in place; under SP gathered over TP, as
+ * each rank's rows of the vocabulary take gradients from every token. */
 static int embedding_bwd(gpt_t *m, gpt_saved_t *sv, void *dres)
 {
     float *dwte = gpt_grad(m, m->t_wte), *dwpe = m->t_wpe >= 0 ? gpt_grad(m, m->t_wpe) : NULL;
+    const void *d = dres;
     if (sv->emb_mask)
         RT_TRY(OP->dropout_masked(RT, dres, dres, sv->emb_mask + gpt_row0_local(m) * m->C, (long)m->Nl * m->C,
                                   gpt_hidden_scale(m)));
-    if (!m->sp)
-        return OP->embedding_bwd(RT, dwte, dwpe, dres, sv->tokens, m->B, m->T, m->C);
-    /* this rank's rows only: the others' gradients come with the TP sum */
-    long slice = (long)m->Nl * m->C;
-    RT_TRY(OP->memset0(RT, sv->emb, (size_t)m->N * m->C * RT->act_bytes, STREAM_COMPUTE));
-    RT_TRY(gpt_copy_act(m, A(m, sv->emb, m->tp_i * slice), dres, slice));
-    return OP->embedding_bwd(RT, dwte, dwpe, sv->emb, sv->tokens, m->B, m->T, m->C);
+    if (m->sp) {
+        RT_TRY(gpt_tp_gather(m, sv->emb, dres, m->C, STREAM_COMPUTE));
+        d = sv->emb;
+    }
+    return OP->embedding_bwd(RT, dwte, dwpe, d, sv->tokens, m->v0, m->Vl, m->B, m->T, m->C);
 }
 
 int gpt_chunk_bwd(gpt_t *m, gpt_saved_t *sv, void *dres, float dloss)

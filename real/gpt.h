@@ -24,11 +24,14 @@
  * 1-byte masks for the backward, as Megatron-LM's (and the memory model
  * counts them); the attention kernels draw theirs again, as
  * FlashAttention's do.
- * Two departures from Megatron, both exact in the maths:
- * the word embedding is replicated across TP ranks instead of split by
- * vocabulary (the corpus is byte-level, V = 256), and with sequence
- * parallelism each TP rank runs the output layer and the loss on its own
- * slice of the tokens.
+ * The word embedding and the output layer are split by vocabulary across
+ * TP ranks, as Megatron-LM's VocabParallelEmbedding and vocab-parallel
+ * cross-entropy split them: each rank embeds the tokens of its rows (the
+ * others as 0) and the TP all-reduce adds them; each computes the logits of
+ * its columns for every token (with SP, after gathering the final hidden
+ * states), merges the rows' log-sum-exp and target logits with one small
+ * TP gather, and sums the hidden states' gradient over TP (all-reduce, or
+ * reduce-scatter with SP).
  *
  * Parameters live in one flat space per rank, cut into DP pieces (one per
  * model chunk when interleaved, Megatron's buckets otherwise, and the tied
@@ -84,6 +87,7 @@ typedef struct {
     int t, tp_i, stage, pp, vpp, dp, dp_i;
     int layers_per_chunk;
     int B, T, C, F, Ft, V, NH, nh, G, g, HS, qkvn;
+    int Vl, v0;              /* this TP rank's rows of the vocabulary: [v0, v0 + Vl) of V */
     int Fw;                  /* FC1 output width per TP rank: Ft, or 2 Ft with SwiGLU ([gate | up]) */
     int N, Nl;               /* tokens of a micro-batch; rows held outside TP regions */
     int window;              /* attention window for the kernels (0 = causal) */
@@ -136,8 +140,7 @@ int gpt_has_head(const gpt_t *m, int chunk);
  * samples' places in the global batch number the dropout masks). x_in (Nl, C) is the
  * received activation (NULL on the first virtual stage: tokens are
  * embedded); x_out (Nl, C) receives the output (NULL on the last virtual
- * stage: the loss of each of its Nl rows goes to losses; without SP every TP
- * rank computes the whole loss and only TP rank 0's is counted).
+ * stage: the loss of each of its N rows goes to losses, on every TP rank).
  * tokens, targets (B, T) are device ints. *saved keeps what the backward
  * needs (with full recomputation, only the inputs). */
 int gpt_chunk_fwd(gpt_t *m, int chunk, int mb, const void *x_in, void *x_out, const int *tokens,

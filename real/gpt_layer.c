@@ -140,8 +140,7 @@ static int ring_gather_gemm(gpt_t *m, void *full, const void *inp_l, int rows_fn
     return chunks_end(m);
 }
 
-/* Gathers inp_l (Nl, C) of every TP rank into full (N, C) on `stream`. */
-static int gather(gpt_t *m, void *full, const void *inp_l, int C, int stream)
+int gpt_tp_gather(gpt_t *m, void *full, const void *inp_l, int C, int stream)
 {
     long slice = (long)m->Nl * C;
     RT_TRY(gpt_copy_act(m, A(m, full, m->tp_i * slice), inp_l, slice));
@@ -160,7 +159,7 @@ static int col_fwd(gpt_t *m, void *out, const void *inp, int tw, int tb, int C, 
     if (m->overlap)
         RT_TRY(ring_gather_gemm(m, full, inp, 0, out, W, b, C, OC));
     else {
-        RT_TRY(gather(m, full, inp, C, STREAM_COMPUTE));
+        RT_TRY(gpt_tp_gather(m, full, inp, C, STREAM_COMPUTE));
         RT_TRY(OP->linear_fwd(RT, out, full, W, b, m->N, C, OC));
     }
     drop(m, full);
@@ -242,7 +241,7 @@ static int row_bwd(gpt_t *m, void *dinp, const void *dy, const void *inp, int tw
         if (m->overlap)
             RT_TRY(ring_gather_gemm(m, full, dy, 1, dinp, W, NULL, m->C, K));
         else
-            RT_TRY(gather(m, full, dy, m->C, STREAM_COMPUTE));
+            RT_TRY(gpt_tp_gather(m, full, dy, m->C, STREAM_COMPUTE));
         dyf = full;
     }
     if (!(m->sp && m->overlap))
@@ -265,7 +264,7 @@ static int col_bwd(gpt_t *m, void *dx, const void *dout, const void *inp, int tw
     if (m->sp) { /* re-gather the input beside the dgrad */
         RT_TRY(alloc_act(m, &full, (long)m->N * C));
         RT_TRY(alloc_act(m, &dxf, (long)m->N * C));
-        RT_TRY(gather(m, full, inp, C, RT_STREAM_TP));
+        RT_TRY(gpt_tp_gather(m, full, inp, C, RT_STREAM_TP));
         inpf = full;
     }
     RT_TRY(OP->linear_dgrad(RT, dxf, dout, W, m->N, C, OC));

@@ -160,6 +160,18 @@ static int pieces(gpt_t *m, long start, int k)
     return 0;
 }
 
+/* The word embedding (or the untied output layer): this TP rank's rows of
+ * the vocabulary, whole rows of C. */
+static int vocab_table(layout_t *L, const char *name, int id)
+{
+    gpt_t *m = L->m;
+    gpt_tensor_t *t = add(L, name, id, m->Vl, m->C, m->V, m->C);
+    if (!t)
+        return -1;
+    t->rseg[0] = (gpt_seg_t){0, m->v0, m->Vl}, t->tp_split = m->t > 1;
+    return 0;
+}
+
 int gpt_has_embedding(const gpt_t *m, int chunk) { return m->stage == 0 && chunk == 0; }
 int gpt_has_head(const gpt_t *m, int chunk) { return m->stage == m->pp - 1 && chunk == m->vpp - 1; }
 
@@ -170,7 +182,6 @@ static int layout(gpt_t *m)
      * stages (first and last); untied, the first has wte, the last wout. */
     int separate = m->tied && m->pp > 1 && (m->stage == 0 || m->stage == m->pp - 1);
     int k = m->vpp > 1 ? 1 : workload_dp_pieces(m->job, workload_stage_params_local(m->job, 0));
-    gpt_tensor_t *t;
     m->t_wte = m->t_wpe = m->t_lnf_w = m->t_lnf_b = m->t_wout = -1;
     m->layer_tensor = malloc(sizeof(int) * (size_t)m->vpp * m->layers_per_chunk * T_PER_LAYER);
     m->chunk_piece0 = malloc(sizeof(int) * (size_t)(m->vpp + 1));
@@ -182,14 +193,14 @@ static int layout(gpt_t *m)
         long start = m->nparams = round_up(m->nparams, ALIGN_ELEMS);
         m->chunk_piece0[c] = m->npieces;
         if ((gpt_has_embedding(m, c) || (m->tied && gpt_has_head(m, c))) && !separate && m->t_wte < 0) {
-            if (!add(&L, "wte", 0, m->V, m->C, m->V, m->C))
+            if (vocab_table(&L, "wte", 0))
                 return -1;
             m->t_wte = m->ntensors - 1;
         }
-        if (gpt_has_embedding(m, c) && m->pos == POS_LEARNED) {
-            if (!(t = add(&L, "wpe", 1, m->T, m->C, m->job->seq_length, m->C)))
+        if (gpt_has_embedding(m, c) && m->pos == POS_LEARNED) { /* every rank sees every row's gradient */
+            if (!add(&L, "wpe", 1, m->T, m->C, m->job->seq_length, m->C))
                 return -1;
-            t->sp_partial = m->sp, m->t_wpe = m->ntensors - 1;
+            m->t_wpe = m->ntensors - 1;
         }
         for (int l = 0; l < m->layers_per_chunk; l++)
             if (layer(&L, c, l, (c * m->pp + m->stage) * m->layers_per_chunk + l))
@@ -203,10 +214,10 @@ static int layout(gpt_t *m)
                     return -1;
                 m->t_lnf_b = m->ntensors - 1;
             }
-            if (!m->tied) { /* the output layer's own weight; with SP each rank's slice of tokens: partial */
-                if (!(t = add(&L, "wout", 4, m->V, m->C, m->V, m->C)))
+            if (!m->tied) { /* the output layer's own weight */
+                if (vocab_table(&L, "wout", 4))
                     return -1;
-                t->sp_partial = m->sp, m->t_wout = m->ntensors - 1;
+                m->t_wout = m->ntensors - 1;
             }
         }
         if (pieces(m, start, k))
@@ -216,15 +227,13 @@ static int layout(gpt_t *m)
     m->emb_piece = -1;
     if (separate) {
         long start = m->nparams = round_up(m->nparams, ALIGN_ELEMS);
-        if (!add(&L, "wte", 0, m->V, m->C, m->V, m->C))
+        if (vocab_table(&L, "wte", 0))
             return -1;
         m->t_wte = m->ntensors - 1;
         m->emb_piece = m->npieces;
         if (pieces(m, start, 1))
             return -1;
     }
-    if (m->t_wte >= 0)
-        m->tensors[m->t_wte].sp_partial = m->sp;
     return 0;
 }
 
@@ -277,6 +286,7 @@ int gpt_init(gpt_t *m, const job_t *j, rt_t *rt, comm_t *comm, char *err, int er
     m->layers_per_chunk = j->num_layers / (j->pp * j->vpp);
     m->B = j->micro_batch_size, m->T = j->seq_length, m->C = j->hidden_size;
     m->F = j->ffn_hidden_size, m->Ft = m->F / m->t, m->V = j->padded_vocab_size;
+    m->Vl = m->V / m->t, m->v0 = m->tp_i * m->Vl; /* the job checks V % TP == 0 */
     m->NH = j->num_attention_heads, m->nh = m->NH / m->t, m->G = j->num_query_groups, m->g = m->G / m->t;
     m->HS = j->head_dim, m->qkvn = (m->nh + 2 * m->g) * m->HS;
     m->N = m->B * m->T;

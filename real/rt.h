@@ -97,10 +97,11 @@ typedef struct {
     int (*iter_end)(rt_t *rt);                            /* syncs, resolves every mark */
 
     /* kernels, on the compute stream (see compute_on). N rows, C in, OC out. */
-    int (*embedding_fwd)(rt_t *rt, void *out, const int *tokens, const void *wte, const void *wpe, int B,
-                         int T, int C);
-    int (*embedding_bwd)(rt_t *rt, float *dwte, float *dwpe, const void *dout, const int *tokens, int B,
-                         int T, int C);
+    /* wte holds vocabulary rows [v0, v0 + V) (kernels/embedding.h) */
+    int (*embedding_fwd)(rt_t *rt, void *out, const int *tokens, const void *wte, const void *wpe, int v0,
+                         int V, int B, int T, int C);
+    int (*embedding_bwd)(rt_t *rt, float *dwte, float *dwpe, const void *dout, const int *tokens, int v0,
+                         int V, int B, int T, int C);
     /* drop (may be NULL) drops skip before the add, its kept mask to mask
      * (kernels/layernorm.h) */
     int (*layernorm_fwd)(rt_t *rt, void *residual, void *out, float *mean, float *rstd, const void *inp,
@@ -155,8 +156,12 @@ typedef struct {
                     const void *k, const void *v, const void *out, const void *saved, kern_attn_shape s);
     int (*xent_fwd)(rt_t *rt, float *losses, float *lse, const void *logits, const int *targets, int N,
                     int V);
+    /* split by vocabulary, columns [v0, v0 + V) (kernels/crossentropy.h) */
+    int (*xent_part)(rt_t *rt, float *part, const void *logits, const int *targets, int v0, int N, int V);
+    int (*xent_merge)(rt_t *rt, float *losses, float *lse, const float *parts, const int *targets, int P,
+                      int N);
     int (*xent_bwd)(rt_t *rt, void *dlogits, const void *logits, const float *lse, const int *targets,
-                    float dloss, int N, int V);
+                    int v0, float dloss, int N, int V);
     /* optimizer over segments of fp32 master weights; param_bf16 of each
      * segment points at the act copy to refresh (either type). LAMB in two
      * halves so the per-tensor norms can be summed across ranks between

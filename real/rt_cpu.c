@@ -269,17 +269,17 @@ static int c_iter_end(rt_t *rt) { return c_sync(rt); }
 
 /* ---- kernels: the references ----------------------------------------------------- */
 
-static int c_embedding_fwd(rt_t *rt, void *out, const int *tokens, const void *wte, const void *wpe, int B, int T,
-                           int C)
+static int c_embedding_fwd(rt_t *rt, void *out, const int *tokens, const void *wte, const void *wpe, int v0,
+                           int V, int B, int T, int C)
 {
-    kern_embedding_fwd_ref(out, tokens, wte, wpe, B, T, C);
+    kern_embedding_fwd_ref(out, tokens, wte, wpe, v0, V, B, T, C);
     return 0;
 }
 
-static int c_embedding_bwd(rt_t *rt, float *dwte, float *dwpe, const void *dout, const int *tokens, int B, int T,
-                           int C)
+static int c_embedding_bwd(rt_t *rt, float *dwte, float *dwpe, const void *dout, const int *tokens, int v0,
+                           int V, int B, int T, int C)
 {
-    kern_embedding_bwd_ref(dwte, dwpe, dout, tokens, B, T, C);
+    kern_embedding_bwd_ref(dwte, dwpe, dout, tokens, v0, V, B, T, C);
     return 0;
 }
 
@@ -442,10 +442,22 @@ static int c_xent_fwd(rt_t *rt, float *losses, float *lse, const void *logits, c
     return 0;
 }
 
-static int c_xent_bwd(rt_t *rt, void *dlogits, const void *logits, const float *lse, const int *targets,
+static int c_xent_part(rt_t *rt, float *part, const void *logits, const int *targets, int v0, int N, int V)
+{
+    kern_crossentropy_part_ref(part, logits, targets, v0, N, V);
+    return 0;
+}
+
+static int c_xent_merge(rt_t *rt, float *losses, float *lse, const float *parts, const int *targets, int P, int N)
+{
+    kern_crossentropy_merge_ref(losses, lse, parts, targets, P, N);
+    return 0;
+}
+
+static int c_xent_bwd(rt_t *rt, void *dlogits, const void *logits, const float *lse, const int *targets, int v0,
                       float dloss, int N, int V)
 {
-    kern_crossentropy_bwd_ref(dlogits, logits, lse, targets, dloss, N, V);
+    kern_crossentropy_bwd_ref(dlogits, logits, lse, targets, v0, dloss, N, V);
     return 0;
 }
 
@@ -529,7 +541,7 @@ static const rt_ops_t cpu_ops = {
     c_linear_fwd, c_linear_dgrad, c_linear_wgrad,
     c_bias_gelu_fwd, c_bias_gelu_bwd, c_bias_add, c_gelu_fwd, c_gelu_bwd, c_bias_grad, c_rope, c_swiglu_fwd, c_swiglu_bwd,
     c_add, c_dropout, c_dropout_masked, c_dropout_add,
-    c_attn_fwd, c_attn_bwd, c_xent_fwd, c_xent_bwd,
+    c_attn_fwd, c_attn_bwd, c_xent_fwd, c_xent_part, c_xent_merge, c_xent_bwd,
     c_adamw, c_lamb_norms, c_lamb_apply, c_grad_sumsq,
     c_native, c_destroy,
 };

@@ -477,16 +477,16 @@ static void scratch_free(rt_t *rt)
 
 /* ---- kernels: kernels/ launchers on the compute stream -------------------------------- */
 
-static int g_embedding_fwd(rt_t *rt, void *out, const int *tokens, const void *wte, const void *wpe, int B, int T,
-                           int C)
+static int g_embedding_fwd(rt_t *rt, void *out, const int *tokens, const void *wte, const void *wpe, int v0,
+                           int V, int B, int T, int C)
 {
-    return kern_embedding_fwd_cuda(out, tokens, wte, wpe, B, T, C, CS(rt));
+    return kern_embedding_fwd_cuda(out, tokens, wte, wpe, v0, V, B, T, C, CS(rt));
 }
 
-static int g_embedding_bwd(rt_t *rt, float *dwte, float *dwpe, const void *dout, const int *tokens, int B, int T,
-                           int C)
+static int g_embedding_bwd(rt_t *rt, float *dwte, float *dwpe, const void *dout, const int *tokens, int v0,
+                           int V, int B, int T, int C)
 {
-    return kern_embedding_bwd_cuda(dwte, dwpe, dout, tokens, B, T, C, CS(rt));
+    return kern_embedding_bwd_cuda(dwte, dwpe, dout, tokens, v0, V, B, T, C, CS(rt));
 }
 
 static int g_layernorm_fwd(rt_t *rt, void *residual, void *out, float *mean, float *rstd, const void *inp,
@@ -649,10 +649,20 @@ static int g_xent_fwd(rt_t *rt, float *losses, float *lse, const void *logits, c
     return kern_crossentropy_fwd_cuda(losses, lse, logits, targets, N, V, CS(rt));
 }
 
-static int g_xent_bwd(rt_t *rt, void *dlogits, const void *logits, const float *lse, const int *targets,
+static int g_xent_part(rt_t *rt, float *part, const void *logits, const int *targets, int v0, int N, int V)
+{
+    return kern_crossentropy_part_cuda(part, logits, targets, v0, N, V, CS(rt));
+}
+
+static int g_xent_merge(rt_t *rt, float *losses, float *lse, const float *parts, const int *targets, int P, int N)
+{
+    return kern_crossentropy_merge_cuda(losses, lse, parts, targets, P, N, CS(rt));
+}
+
+static int g_xent_bwd(rt_t *rt, void *dlogits, const void *logits, const float *lse, const int *targets, int v0,
                       float dloss, int N, int V)
 {
-    return kern_crossentropy_bwd_cuda(dlogits, logits, lse, targets, dloss, N, V, CS(rt));
+    return kern_crossentropy_bwd_cuda(dlogits, logits, lse, targets, v0, dloss, N, V, CS(rt));
 }
 
 /* param_bf16 of each segment is the bf16 act copy: the kernels refresh it. */
@@ -727,7 +737,7 @@ static const rt_ops_t gpu_ops = {
     g_linear_fwd, g_linear_dgrad, g_linear_wgrad,
     g_bias_gelu_fwd, g_bias_gelu_bwd, g_bias_add, g_gelu_fwd, g_gelu_bwd, g_bias_grad, g_rope, g_swiglu_fwd, g_swiglu_bwd,
     g_add, g_dropout, g_dropout_masked, g_dropout_add,
-    g_attn_fwd, g_attn_bwd, g_xent_fwd, g_xent_bwd,
+    g_attn_fwd, g_attn_bwd, g_xent_fwd, g_xent_part, g_xent_merge, g_xent_bwd,
     g_adamw, g_lamb_norms, g_lamb_apply, g_grad_sumsq,
     g_native, g_destroy,
 };

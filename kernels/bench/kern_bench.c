@@ -344,7 +344,7 @@ typedef struct { int N, V; kern_bf16 *logits; float *losses, *lse; int *tgt; } c
 static int ce_fwdbwd(bench *b, void *p) {
   ce_arg *a = p;
   return kern_crossentropy_fwd_cuda(a->losses, a->lse, a->logits, a->tgt, a->N, a->V, b->stream) ||
-         kern_crossentropy_bwd_cuda(a->logits, a->logits, a->lse, a->tgt, 1.0f / a->N, a->N, a->V,
+         kern_crossentropy_bwd_cuda(a->logits, a->logits, a->lse, a->tgt, 0, 1.0f / a->N, a->N, a->V,
                                     b->stream);
 }
 

@@ -147,6 +147,15 @@ def equivalence():
                         "ZeRO-2, 4 buckets, both DP overlaps"), ([], "all-reduce, 4 buckets, overlapped")):
         got, _ = run(8, buckets + zero)
         expect_losses(f"{name}, 8 ranks (TP 2 x PP 2 x DP 2, SP)", refs[()], got)
+    # The vocabulary split without SP: the embedding's and the output layer's
+    # TP all-reduces (with SP they are an all-gather and a reduce-scatter),
+    # and an untied output layer, its own weight split by vocabulary.
+    got, _ = run(2, ["--tensor-model-parallel-size", "2"])
+    expect_losses("2 ranks (TP 2, no SP)", refs[()], got)
+    untie = ["--untie-embeddings-and-output-weights"]
+    ref, _ = run(1, untie)
+    got, _ = run(4, ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2"] + untie)
+    expect_losses("untied output layer, 4 ranks (TP 2 x PP 2, no SP)", ref, got)
     # Switches that change no maths, only the order of the work: each 8-rank
     # run against the single rank without it.
     for switch, name in ((["--attention", "flash"], "flash attention (online softmax) against unfused"),
