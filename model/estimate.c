@@ -72,18 +72,34 @@ static pass_time_t pass_time(const hw_t *hw, const job_t *j, pass_t pass)
 
 /* Per micro-batch work outside the transformer layers: the embedding
  * lookup on the first stage's first chunk, the output layer and the fused
- * softmax cross-entropy on the last stage's last chunk (per GPU, TP-split). */
+ * softmax cross-entropy on the last stage's last chunk (per GPU). Both are
+ * split by vocabulary over TP (Megatron-LM's VocabParallelEmbedding and
+ * vocab-parallel cross-entropy, as `run` plays them): each TP rank embeds
+ * every token from its rows and the TP all-reduce adds them; each computes
+ * its columns of every token's logits, and the hidden states' gradient is
+ * summed over TP. */
+static double tp_coll_s(const hw_t *hw, const job_t *j, coll_t kind, double bytes)
+{
+    group_layout_t g = cost_group_layout(j, hw, GROUP_TP);
+    return cost_coll_s(hw, kind, bytes, &g);
+}
+
 static void embedding_extra(const hw_t *hw, const job_t *j, double *fwd, double *bwd)
 {
     double T = (double)j->seq_length * j->micro_batch_size, h = j->hidden_size, wb = j->bf16 ? 2 : 4;
     double Tl = j->sequence_parallel ? T / j->tp : T;
-    *fwd = cost_elem_s(hw, Tl * h * wb * 3);      /* gather rows, add positions */
-    *bwd = cost_elem_s(hw, Tl * h * (wb + 4) * 2); /* scatter-add into fp32 grads */
+    *fwd = cost_elem_s(hw, T * h * wb * 3);      /* gather rows, add positions */
+    *bwd = cost_elem_s(hw, T * h * (wb + 4) * 2); /* scatter-add into fp32 grads */
     if (j->hidden_dropout > 0) { /* Megatron's embedding dropout: read, write, 1-byte mask; the backward applies it */
         op_t d = {.kind = OP_ELEM, .elem_kind = ELEM_STREAM, .bytes = Tl * h * (2 * wb + 1), .draws = Tl * h};
         *fwd += cost_op_s(hw, j, &d);
         d.draws = 0;
         *bwd += cost_op_s(hw, j, &d);
+    }
+    if (j->tp > 1) { /* the slices summed; with SP the rows' gradients gathered back */
+        *fwd += tp_coll_s(hw, j, COLL_ALLREDUCE, T * h * wb);
+        if (j->sequence_parallel)
+            *bwd += tp_coll_s(hw, j, COLL_ALLGATHER, T * h * wb);
     }
 }
 
@@ -93,10 +109,14 @@ static void output_extra(const hw_t *hw, const job_t *j, double *fwd, double *bw
     double wb = j->bf16 ? 2 : 4, Vt = (double)j->padded_vocab_size / j->tp;
     *fwd = cost_gemm_s(hw, j, T, Vt, h, 1) + cost_elem_s(hw, T * Vt * (wb + 4));
     *bwd = cost_gemm_s(hw, j, T, h, Vt, 1) + cost_gemm_s(hw, j, h, Vt, T, 1) + cost_elem_s(hw, T * Vt * (4 + wb));
-    if (j->sequence_parallel && j->tp > 1) { /* gather the final hidden states */
-        group_layout_t g = cost_group_layout(j, hw, GROUP_TP);
-        *fwd += cost_coll_s(hw, COLL_ALLGATHER, T * h * wb, &g);
-        *bwd += cost_coll_s(hw, COLL_REDUCESCATTER, T * h * wb, &g);
+    if (j->tp == 1)
+        return;
+    *fwd += tp_coll_s(hw, j, COLL_ALLGATHER, T * 2 * 4 * j->tp); /* each rank's (lse, target logit) per token */
+    if (j->sequence_parallel) { /* gather the final hidden states; again for the weight gradient */
+        *fwd += tp_coll_s(hw, j, COLL_ALLGATHER, T * h * wb);
+        *bwd += tp_coll_s(hw, j, COLL_ALLGATHER, T * h * wb) + tp_coll_s(hw, j, COLL_REDUCESCATTER, T * h * wb);
+    } else {
+        *bwd += tp_coll_s(hw, j, COLL_ALLREDUCE, T * h * wb);
     }
 }
 
