@@ -338,6 +338,8 @@ static void many_se(const many_data_t *d, calib_fit_t *r, double chi2)
     for (int j = 0; j < d->np; j++) {
         double v = gsl_matrix_get(cov, (size_t)j, (size_t)j);
         r->se[j] = st == GSL_SUCCESS && dof > 0 && v > 0 ? sqrt(chi2 / dof * v) : NAN;
+        for (int k = 0; k < d->np; k++)
+            r->cov[j][k] = st == GSL_SUCCESS && dof > 0 ? chi2 / dof * gsl_matrix_get(cov, (size_t)j, (size_t)k) : NAN;
     }
     gsl_matrix_free(J);
     gsl_matrix_free(cov);
@@ -348,6 +350,9 @@ calib_fit_t calib_fit_params(calib_model_fn model, void *ctx, const double *targ
 {
     calib_fit_t r = {0};
     r.n = n, r.np = np;
+    for (int j = 0; j < CALIB_FIT_MAX_PARAMS; j++)
+        for (int k = 0; k < CALIB_FIT_MAX_PARAMS; k++)
+            r.cov[j][k] = NAN;
     if (np < 1 || np > CALIB_FIT_MAX_PARAMS || n <= np)
         return r;
     for (int j = 0; j < np; j++)
@@ -384,4 +389,25 @@ calib_fit_t calib_fit_params(calib_model_fn model, void *ctx, const double *targ
     gsl_vector_free(u0);
     gsl_multifit_nlinear_free(w);
     return r;
+}
+
+double calib_fit_pred_se(const calib_fit_t *f, calib_model_fn model, void *ctx, int i, const double *lo,
+                         const double *hi)
+{
+    if (!f->ok)
+        return NAN;
+    double g[CALIB_FIT_MAX_PARAMS], q[CALIB_FIT_MAX_PARAMS], var = 0;
+    memcpy(q, f->p, sizeof q);
+    for (int j = 0; j < f->np; j++) {
+        double h = 1e-4 * (hi[j] - lo[j]);
+        q[j] = f->p[j] + h;
+        double up = model(q, i, ctx);
+        q[j] = f->p[j] - h;
+        g[j] = (up - model(q, i, ctx)) / (2 * h);
+        q[j] = f->p[j];
+    }
+    for (int j = 0; j < f->np; j++)
+        for (int k = 0; k < f->np; k++)
+            var += g[j] * f->cov[j][k] * g[k];
+    return isfinite(var) && var >= 0 ? sqrt(var) : NAN;
 }

@@ -102,6 +102,7 @@ calib_linfit_t calib_fit_rate(const double *x, const double *y, int n, double *r
 typedef struct {
     double p[CALIB_FIT_MAX_PARAMS];  /* fitted parameters */
     double se[CALIB_FIT_MAX_PARAMS]; /* their standard errors (NAN if singular) */
+    double cov[CALIB_FIT_MAX_PARAMS][CALIB_FIT_MAX_PARAMS]; /* their covariance, s^2 (J^T J)^-1 (NAN if singular) */
     double rms, mean_abs;           /* of the residuals model - target at the fit */
     int n, np, ok;                  /* ok = converged, every parameter finite and
                                        strictly inside its bounds */
@@ -117,5 +118,14 @@ typedef double (*calib_model_fn)(const double *p, int i, void *ctx);
  * Jacobian at the fit: cov = s^2 (J^T J)^-1, s^2 = chi2 / (n - np). */
 calib_fit_t calib_fit_params(calib_model_fn model, void *ctx, const double *target, int n, int np, const double *p0,
                              const double *lo, const double *hi, double *resid);
+
+/* Standard error of another quantity computed from the fitted parameters,
+ * model(p, i, ctx) (a prediction), by the delta method: sqrt(g^T cov g),
+ * g its gradient at the fit by central differences of 1e-4 (hi - lo) per
+ * parameter. It carries only the parameters' uncertainty (the fit's
+ * residual scatter through the covariance), not the model's own error.
+ * NAN when the fit has no covariance or the model cannot be evaluated. */
+double calib_fit_pred_se(const calib_fit_t *f, calib_model_fn model, void *ctx, int i, const double *lo,
+                         const double *hi);
 
 #endif

@@ -86,6 +86,7 @@ typedef struct {
     char name[64], adds[96];
     int set, system, gpus, batch, row;
     double paper_mfu, paper_iter_s, closed_mfu, closed_iter_s, sim_mfu, sim_iter_s, datasheet_mfu;
+    double closed_mfu_se; /* the closed form's standard error from the fitted parameters (NAN: no fit) */
     job_t job;
     hw_t hw;      /* the row's profile as its file gives it (unfitted) */
     char *config; /* the row's effective configuration, JSON */
@@ -212,6 +213,12 @@ static double closed_mfu_at(const row_t *row, const double *p)
 /* calib_fit_params's model: Table 3 row i's MFU in points. */
 static double fit_model(const double *p, int i, void *ctx) { return 100 * closed_mfu_at(&((const row_t *)ctx)[i], p); }
 
+static void fit_bounds(double *lo, double *hi)
+{
+    for (int j = 0; j < NFP; j++)
+        lo[j] = fit_params[j].lo, hi[j] = fit_params[j].hi;
+}
+
 /* Fits the parameters to every Table 3 row in dir (whatever set is run). */
 static int fit_table3(const char *dir, fit_t *fit, char *err)
 {
@@ -233,8 +240,9 @@ static int fit_table3(const char *dir, fit_t *fit, char *err)
         rc = -1;
     } else if (!rc) {
         double p0[NFP], lo[NFP], hi[NFP];
+        fit_bounds(lo, hi);
         for (int j = 0; j < NFP; j++)
-            p0[j] = fit_params[j].start, lo[j] = fit_params[j].lo, hi[j] = fit_params[j].hi;
+            p0[j] = fit_params[j].start;
         fit->f = calib_fit_params(fit_model, rows, target, n, NFP, p0, lo, hi, NULL);
         if (!fit->f.ok) {
             snprintf(err, OPT_ERR_LEN,
@@ -251,10 +259,16 @@ static int fit_table3(const char *dir, fit_t *fit, char *err)
 }
 
 /* Runs one loaded row: closed form unfitted and with the fitted parameters
- * p (NULL: none), simulator with them. */
-static int run_row(row_t *row, const double *p, int sim, char *err)
+ * (fit off: none), with the fit's standard error of the closed form's MFU
+ * (the delta method through the parameters' covariance), simulator with
+ * them. */
+static int run_row(row_t *row, const fit_t *fit, int sim, char *err)
 {
+    const double *p = fit->on ? fit->f.p : NULL;
+    double lo[NFP], hi[NFP];
+    fit_bounds(lo, hi);
     row->datasheet_mfu = closed_mfu_at(row, NULL);
+    row->closed_mfu_se = fit->on ? calib_fit_pred_se(&fit->f, fit_model, row, 0, lo, hi) / 100 : NAN;
     hw_t hw = fitted_hw(row, p);
     estimate_t e;
     estimate_job(&row->job, &hw, &e);
@@ -281,8 +295,8 @@ static void print_set(const row_t *rows, int n, int set, int sim, const fit_t *f
 {
     static const char *titles[NSETS] = {"Table 2: 175B strong scaling", "Table 3: ablation, 175B on 256 GPUs",
                                         "Figure 9: 530B weak scaling"};
-    double sum[2] = {0, 0}, worst[2] = {0, 0}, ds_sum = 0, ds_worst = 0;
-    int k = 0, signs = 0, signs_ok = 0;
+    double sum[2] = {0, 0}, worst[2] = {0, 0}, ds_sum = 0, ds_worst = 0, se_max = 0;
+    int k = 0, signs = 0, signs_ok = 0, n_se = 0, beyond = 0;
     const row_t *prev = NULL;
     for (int i = 0; i < n; i++)
         k += rows[i].set == set;
@@ -291,7 +305,8 @@ static void print_set(const row_t *rows, int n, int set, int sim, const fit_t *f
     k = 0;
     printf("\n%s (MFU %%; error = predicted - paper, in points%s)\n", titles[set],
            !fit->on ? "; built-in profile" : set == SET_TABLE3 ? "; FIT: the parameters were fitted to these rows" : "; prediction");
-    printf("  %-26s %6s %6s  %8s %6s  %8s %6s\n", "row", "gpus", "paper", "closed", "error", "sim", "error");
+    printf("  %-26s %6s %6s  %8s %6s  %8s %6s  %6s\n", "row", "gpus", "paper", "closed", "error", "sim", "error",
+           "fit se");
     for (int i = 0; i < n; i++) {
         const row_t *r = &rows[i];
         if (r->set != set)
@@ -299,10 +314,16 @@ static void print_set(const row_t *rows, int n, int set, int sim, const fit_t *f
         double ec = 100 * (r->closed_mfu - r->paper_mfu), es = 100 * (r->sim_mfu - r->paper_mfu);
         printf("  %-26s %6d %6.1f  %8.1f %+6.1f", r->name, r->gpus, 100 * r->paper_mfu, 100 * r->closed_mfu, ec);
         if (sim)
-            printf("  %8.1f %+6.1f\n", 100 * r->sim_mfu, es);
+            printf("  %8.1f %+6.1f", 100 * r->sim_mfu, es);
         else /* --no-sim: not simulated */
-            printf("  %8s %6s\n", "-", "-");
+            printf("  %8s %6s", "-", "-");
+        if (isfinite(r->closed_mfu_se))
+            printf("  %6.2f\n", 100 * r->closed_mfu_se);
+        else
+            printf("  %6s\n", "-");
         sum[0] += fabs(ec), sum[1] += fabs(es), k++;
+        n_se += isfinite(r->closed_mfu_se), beyond += fabs(ec) > 3 * 100 * r->closed_mfu_se;
+        se_max = fmax(se_max, 100 * r->closed_mfu_se);
         ds_sum += fabs(100 * (r->datasheet_mfu - r->paper_mfu));
         ds_worst = fmax(ds_worst, fabs(100 * (r->datasheet_mfu - r->paper_mfu)));
         worst[0] = fmax(worst[0], fabs(ec)), worst[1] = fmax(worst[1], fabs(es));
@@ -322,6 +343,9 @@ static void print_set(const row_t *rows, int n, int set, int sim, const fit_t *f
                ds_sum / k, ds_worst);
     if (set == SET_TABLE3 && signs)
         printf("  increments with the paper's sign: %d of %d (%s)\n", signs_ok, signs, sim ? "simulator" : "closed form");
+    if (n_se == k && set != SET_TABLE3)
+        printf("  fit se: the closed form's standard error from the fitted parameters alone (at most %.2f points); "
+               "%d of %d errors exceed 3 of them\n", se_max, beyond, k);
 }
 
 static void print_fit(const fit_t *fit)
@@ -428,14 +452,18 @@ typedef struct {
 
 #define C_I(f) {#f, offsetof(row_t, f), 1}
 #define C_D(f) {#f, offsetof(row_t, f), 0}
-static const col_t cols2[] = {C_I(system), C_I(gpus), C_I(batch), C_D(paper_mfu), C_D(closed_mfu), C_D(sim_mfu),
-                              C_D(paper_iter_s), C_D(closed_iter_s), C_D(sim_iter_s), C_D(datasheet_mfu)};
-static const col_t cols3[] = {C_I(row), C_D(paper_mfu), C_D(closed_mfu), C_D(sim_mfu), C_D(datasheet_mfu)};
-static const col_t cols9[] = {C_I(system), C_I(gpus), C_D(paper_mfu), C_D(closed_mfu), C_D(sim_mfu), C_D(datasheet_mfu)};
+static const col_t cols2[] = {C_I(system),        C_I(gpus),          C_I(batch),       C_D(paper_mfu),
+                              C_D(closed_mfu),    C_D(sim_mfu),       C_D(paper_iter_s), C_D(closed_iter_s),
+                              C_D(sim_iter_s),    C_D(datasheet_mfu), C_D(closed_mfu_se)};
+static const col_t cols3[] = {C_I(row), C_D(paper_mfu), C_D(closed_mfu), C_D(sim_mfu), C_D(datasheet_mfu),
+                              C_D(closed_mfu_se)};
+static const col_t cols9[] = {C_I(system),  C_I(gpus),          C_D(paper_mfu),    C_D(closed_mfu),
+                              C_D(sim_mfu), C_D(datasheet_mfu), C_D(closed_mfu_se)};
+#define NCOLS(a) ((int)(sizeof a / sizeof a[0]))
 static const struct {
     const col_t *cols;
     int n;
-} set_cols[NSETS] = {{cols2, 10}, {cols3, 5}, {cols9, 6}};
+} set_cols[NSETS] = {{cols2, NCOLS(cols2)}, {cols3, NCOLS(cols3)}, {cols9, NCOLS(cols9)}};
 
 /* Packs the set's rows into a little-endian compound dataset, one 4- or
  * 8-byte field per column. */
@@ -786,7 +814,7 @@ int cmd_reproduce(int argc, char **argv)
     rc |= rows ? 0 : -1;
     for (int i = 0; i < n && !rc; i++) {
         fprintf(stderr, "[%d/%d] %s\n", i + 1, n, files[i]);
-        rc = load_row(ro.experiments, files[i], &rows[i], err) || run_row(&rows[i], fit.on ? fit.f.p : NULL, ro.sim, err);
+        rc = load_row(ro.experiments, files[i], &rows[i], err) || run_row(&rows[i], &fit, ro.sim, err);
     }
     if (!rc) {
         if (fit.on)

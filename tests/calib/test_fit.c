@@ -9,6 +9,7 @@
 #include "model/cost.h"
 #include "tests/check.h"
 
+#include <gsl/gsl_fit.h>
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 #include <math.h>
@@ -274,6 +275,54 @@ static int params(void)
     return check_done("calib_fit_params");
 }
 
+/* A prediction's standard error from the fitted parameters
+ * (calib_fit_pred_se, the delta method), on a straight line y = a + b x
+ * fitted by calib_fit_params, against GSL's ordinary least squares
+ * (gsl_fit_linear), whose covariance gives the textbook value
+ * sqrt(cov00 + 2 x0 cov01 + x0^2 cov11) = s sqrt(1/n + (x0 - mean)^2 / Sxx):
+ * inside the fitted range and beyond it (an extrapolation, wider). */
+typedef struct {
+    const double *x;
+    double x0;
+} line_ctx_t;
+
+static double line_model(const double *p, int i, void *ctx)
+{
+    const line_ctx_t *c = ctx;
+    return p[0] + p[1] * (i < 0 ? c->x0 : c->x[i]);
+}
+
+static int pred_se(void)
+{
+    double x[10], y[10];
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(rng, SEED);
+    for (int i = 0; i < 10; i++)
+        x[i] = i, y[i] = 2.0 + 0.5 * x[i] + gsl_ran_gaussian(rng, 0.3);
+    gsl_rng_free(rng);
+    line_ctx_t c = {x, 0};
+    const double p0[2] = {0, 0}, lo[2] = {-100, -100}, hi[2] = {100, 100};
+    calib_fit_t f = calib_fit_params(line_model, &c, y, 10, 2, p0, lo, hi, NULL);
+    double a, b, c00, c01, c11, chi2;
+    gsl_fit_linear(x, 1, y, 1, 10, &a, &b, &c00, &c01, &c11, &chi2);
+    const char *src = "gsl_fit_linear on the same 10 points (y = 2 + 0.5 x, noise 0.3, seed 20240424)";
+    check_true("line fit converged", f.ok, "gsl_multifit_nlinear");
+    check_rel("intercept", a, f.p[0], 1e-5, src);
+    check_rel("slope", b, f.p[1], 1e-5, src);
+    for (double x0 = 4.5; x0 < 40; x0 += 25.5) { /* the mean of x, and far beyond the samples */
+        c.x0 = x0;
+        char what[64];
+        snprintf(what, sizeof what, "standard error of the prediction at x = %g", x0);
+        check_rel(what, sqrt(c00 + 2 * x0 * c01 + x0 * x0 * c11), calib_fit_pred_se(&f, line_model, &c, -1, lo, hi),
+                  1e-4, src);
+    }
+    calib_fit_t bad = f;
+    bad.ok = 0;
+    check_true("no fit, no standard error (NAN)", isnan(calib_fit_pred_se(&bad, line_model, &c, -1, lo, hi)),
+               "calib_fit_pred_se's contract");
+    return check_done("calib_fit_pred_se");
+}
+
 /* A math rate (calib_fit_rate): time_us = elems / rate, rate 0.24 G
  * elements/s (the CPU's AdamW reference, experiments/profiles), at
  * AdamW's sizes in the CPU calibration (146 to 1.5e5 parameters, x4), 3%
@@ -531,11 +580,12 @@ int main(int argc, char **argv)
     if (argc > 1 && !strcmp(argv[1], "params"))
         return params();
     static const struct { const char *name; int (*fn)(void); } more[] = {
-        {"rate", rate}, {"memory", memory}, {"collectives", collectives}, {"gemm_passes", gemm_passes}};
+        {"rate", rate}, {"pred_se", pred_se}, {"memory", memory}, {"collectives", collectives},
+        {"gemm_passes", gemm_passes}};
     for (size_t i = 0; argc > 1 && i < sizeof more / sizeof more[0]; i++)
         if (!strcmp(argv[1], more[i].name))
             return more[i].fn();
-    fprintf(stderr, "usage: test_fit saturating|gemm_waves|attn_waves|linear|params|rate|memory|collectives|"
+    fprintf(stderr, "usage: test_fit saturating|gemm_waves|attn_waves|linear|params|rate|pred_se|memory|collectives|"
                     "gemm_passes\n");
     return 2;
 }

@@ -7,7 +7,8 @@
 # megascale profile's, and the fitted profile written beside the results
 # gives `predict` the same MFU as reproduce's closed form; --fit none gives
 # predict's built-in-profile MFU. Table 2 against itself prints both
-# bounds with the values an independent least-squares fit gives.
+# bounds with the values an independent least-squares fit gives. The fit's
+# standard errors of the closed form obey least squares' hat-matrix trace.
 set -u
 bin=$1
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
@@ -79,4 +80,17 @@ check "MegaScale flat bound: C 0.1660 s, O 1.15 s, mean 2.03, max 3.32 (got '$fl
 sv=$(echo "$slow" | sed -n 's/.* s = \([0-9.]*\) +-.*/\1/p') sm=$(echo "$slow" | sed -n 's/.*mean |error| \([0-9.]*\),.*/\1/p')
 check "MegaScale slow-hosts bound: s 0.142 within 0.005, mean |error| 0.50 within 0.02 (got s '$sv', mean '$sm')" \
   'awk -v s="$sv" -v m="$sm" "BEGIN{exit !(s > 0.137 && s < 0.147 && m > 0.48 && m < 0.52)}"'
+# The fit's standard errors of the closed form (delta method). On the rows
+# fitted, their squares sum to the trace of the hat matrix (the number of
+# parameters, 4) times the residual variance chi2 / (n - 4) = n rms^2 /
+# (n - 4): an identity of least squares, checked on the CSV against the
+# rms recorded in config_json.
+"$bin" reproduce table3 --no-sim --no-plot --out "$dir/t3.h5" > "$dir/t3.txt" 2>/dev/null
+rms=$(h5dump -a /config_json "$dir/t3.h5" | grep -o 'rms_error_points[^,}]*' | head -1 | sed 's/.*://')
+read -r sse want nse < <(awk -F, -v r="$rms" 'NR > 1 {s += ($7 * 100)^2; n++} END {print s, 4 * n * r * r / (n - 4), n}' \
+  "$dir/t3-table3.csv")
+check "Table 3: sum of the $nse rows' squared fit se = 4 n rms^2 / (n - 4): $sse vs $want (rms $rms)" \
+  'awk -v a="$sse" -v b="$want" "BEGIN{exit !(b > 0 && a / b > 0.99 && a / b < 1.01)}"'
+check "Table 2 prints how many errors exceed 3 fit standard errors" \
+  'grep -q "of 16 errors exceed 3 of them" "$dir/t2.txt"'
 [ $fail -eq 0 ] && echo "check_reproduce: $passed passed, 0 failed" || { echo "check_reproduce: failures above"; exit 1; }
