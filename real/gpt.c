@@ -18,7 +18,7 @@ struct gpt_saved {
     const int *tokens, *targets;
     float *losses;
     void *emb;                   /* embedding output (N, C) when the chunk embeds */
-    uint8_t *emb_mask;           /* its dropout's kept mask (N, C) */
+    uint8_t *emb_mask;           /* its dropout's kept mask, this rank's rows (Nl, C) */
     layer_saved_t *ls;           /* [layers_per_chunk]; under recomputation the first recompute_layers
                                     hold only their output (the next layer's input) until the backward */
     void *xf, *logits;           /* head: final LayerNorm output (Nl, C), logits (N, Vl): this TP rank's
@@ -122,7 +122,7 @@ static int group_rerun(gpt_t *m, gpt_saved_t *sv, int last, void **kept, int *ke
  * embedded tokens. */
 static const void *chunk_input(gpt_t *m, gpt_saved_t *sv)
 {
-    return sv->emb ? A(m, sv->emb, m->sp ? (long)m->tp_i * m->Nl * m->C : 0) : sv->x_in;
+    return sv->emb ? A(m, sv->emb, gpt_row0_local(m) * m->C) : sv->x_in;
 }
 
 /* The output layer's weight: the word embedding, or its own when untied. */
@@ -190,11 +190,15 @@ int gpt_chunk_fwd(gpt_t *m, int chunk, int mb, const void *x_in, void *x_out, co
                                  m->B, m->T, m->C));
         if (m->t > 1)
             RT_TRY(CM->op->allreduce(CM, GRP_TP, sv->emb, (long)m->N * m->C, DT_ACT, STREAM_COMPUTE));
+        /* the embedding dropout on this rank's rows (all of them without SP), as Megatron-LM drops after
+           scattering to the sequence-parallel region */
         kern_dropout d;
         const kern_dropout *dp;
-        RT_TRY(gpt_hidden_drop(m, sv->sample0, 0, KERN_DROP_EMBED, m->N, 0, &d, &sv->emb_mask, &dp)); /* every row */
+        long row0 = gpt_row0_local(m);
+        RT_TRY(gpt_hidden_drop(m, sv->sample0, 0, KERN_DROP_EMBED, m->Nl, row0, &d, &sv->emb_mask, &dp));
+        void *rows = A(m, sv->emb, row0 * m->C);
         if (dp)
-            RT_TRY(OP->dropout(RT, sv->emb, sv->emb_mask, sv->emb, (long)m->N * m->C, *dp));
+            RT_TRY(OP->dropout(RT, rows, sv->emb_mask, rows, (long)m->Nl * m->C, *dp));
     }
     RT_TRY(layers_fwd(m, sv, chunk_input(m, sv), x_out));
     if (gpt_has_head(m, chunk))
@@ -239,8 +243,7 @@ static int embedding_bwd(gpt_t *m, gpt_saved_t *sv, void *dres)
     float *dwte = gpt_grad(m, m->t_wte), *dwpe = m->t_wpe >= 0 ? gpt_grad(m, m->t_wpe) : NULL;
     const void *d = dres;
     if (sv->emb_mask)
-        RT_TRY(OP->dropout_masked(RT, dres, dres, sv->emb_mask + gpt_row0_local(m) * m->C, (long)m->Nl * m->C,
-                                  gpt_hidden_scale(m)));
+        RT_TRY(OP->dropout_masked(RT, dres, dres, sv->emb_mask, (long)m->Nl * m->C, gpt_hidden_scale(m)));
     if (m->sp) {
         RT_TRY(gpt_tp_gather(m, sv->emb, dres, m->C, STREAM_COMPUTE));
         d = sv->emb;
