@@ -96,8 +96,10 @@ static void embedding_extra(const hw_t *hw, const job_t *j, double *fwd, double 
         d.draws = 0;
         *bwd += cost_op_s(hw, j, &d);
     }
-    if (j->tp > 1) { /* the slices summed; with SP the rows' gradients gathered back */
-        *fwd += tp_coll_s(hw, j, COLL_ALLREDUCE, T * h * wb);
+    if (j->tp > 1) { /* the slices summed (under SP without learned positions straight to each rank's rows);
+                        with SP the rows' gradients gathered back */
+        int scatter = j->sequence_parallel && j->position_embedding != POS_LEARNED;
+        *fwd += tp_coll_s(hw, j, scatter ? COLL_REDUCESCATTER : COLL_ALLREDUCE, T * h * wb);
         if (j->sequence_parallel)
             *bwd += tp_coll_s(hw, j, COLL_ALLGATHER, T * h * wb);
     }

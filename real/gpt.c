@@ -169,6 +169,30 @@ static int head_fwd(gpt_t *m, gpt_saved_t *sv, const void *x)
     return 0;
 }
 
+/* The embedded tokens into sv->emb (N, C): this rank's rows of the
+ * vocabulary, the learned positions once (TP rank 0), summed over TP as
+ * Megatron-LM's VocabParallelEmbedding sums them: all-reduced, or, under
+ * SP without learned positions, reduce-scattered straight to this rank's
+ * rows (the only ones then filled). */
+static int embedding_fwd(gpt_t *m, gpt_saved_t *sv, const int *tokens)
+{
+    int scatter = m->sp && m->t_wpe < 0;
+    void *out = sv->emb;
+    if (scatter)
+        RT_TRY(alloc_act(m, &out, (long)m->N * m->C));
+    RT_TRY(OP->embedding_fwd(RT, out, tokens, gpt_param(m, m->t_wte),
+                             m->t_wpe >= 0 && m->tp_i == 0 ? gpt_param(m, m->t_wpe) : NULL, m->v0, m->Vl, m->B,
+                             m->T, m->C));
+    if (m->t == 1)
+        return 0;
+    if (!scatter)
+        return CM->op->allreduce(CM, GRP_TP, out, (long)m->N * m->C, DT_ACT, STREAM_COMPUTE);
+    RT_TRY(CM->op->reduce_scatter(CM, GRP_TP, A(m, sv->emb, gpt_row0_local(m) * m->C), out, (long)m->Nl * m->C,
+                                  DT_ACT, STREAM_COMPUTE));
+    drop(m, out);
+    return 0;
+}
+
 int gpt_chunk_fwd(gpt_t *m, int chunk, int mb, const void *x_in, void *x_out, const int *tokens,
                   const int *targets, float *losses, gpt_saved_t **saved)
 {
@@ -183,13 +207,8 @@ int gpt_chunk_fwd(gpt_t *m, int chunk, int mb, const void *x_in, void *x_out, co
     sv->losses = losses;
     sv->sample0 = ((long long)m->dp_i * m->job->num_microbatches + mb) * m->B; /* as real/data.c numbers them */
     if (gpt_has_embedding(m, chunk)) {
-        /* this rank's rows of the vocabulary, the positions once (TP rank 0), summed over TP */
         RT_TRY(alloc_act(m, &sv->emb, (long)m->N * m->C));
-        RT_TRY(OP->embedding_fwd(RT, sv->emb, tokens, gpt_param(m, m->t_wte),
-                                 m->t_wpe >= 0 && m->tp_i == 0 ? gpt_param(m, m->t_wpe) : NULL, m->v0, m->Vl,
-                                 m->B, m->T, m->C));
-        if (m->t > 1)
-            RT_TRY(CM->op->allreduce(CM, GRP_TP, sv->emb, (long)m->N * m->C, DT_ACT, STREAM_COMPUTE));
+        RT_TRY(embedding_fwd(m, sv, tokens));
         /* the embedding dropout on this rank's rows (all of them without SP), as Megatron-LM drops after
            scattering to the sequence-parallel region */
         kern_dropout d;

@@ -27,7 +27,8 @@
  * The word embedding and the output layer are split by vocabulary across
  * TP ranks, as Megatron-LM's VocabParallelEmbedding and vocab-parallel
  * cross-entropy split them: each rank embeds the tokens of its rows (the
- * others as 0) and the TP all-reduce adds them; each computes the logits of
+ * others as 0) and the TP all-reduce adds them (a reduce-scatter under SP
+ * without learned positions); each computes the logits of
  * its columns for every token (with SP, after gathering the final hidden
  * states), merges the rows' log-sum-exp and target logits with one small
  * TP gather, and sums the hidden states' gradient over TP (all-reduce, or
