@@ -92,10 +92,13 @@ typedef struct {
     char *config; /* the row's effective configuration, JSON */
 } row_t;
 
-/* The fit's outcome, reported and recorded. */
+/* The fit's outcome, reported and recorded; loo: Table 3 leave-one-out,
+ * each row's closed-form MFU from a fit to the other rows (NAN: no fit). */
 typedef struct {
     int on;
     calib_fit_t f;
+    double loo_mean, loo_max; /* |error| in points */
+    double loo_mfu[32];       /* by Table 3 row number: its leave-one-out MFU (fraction; NAN: none) */
 } fit_t;
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -219,6 +222,48 @@ static void fit_bounds(double *lo, double *hi)
         lo[j] = fit_params[j].lo, hi[j] = fit_params[j].hi;
 }
 
+/* calib_fit_params's model over Table 3's rows but one (skip). */
+typedef struct {
+    const row_t *rows;
+    int skip;
+} loo_ctx_t;
+
+static double loo_model(const double *p, int i, void *ctx)
+{
+    const loo_ctx_t *c = ctx;
+    return fit_model(p, i < c->skip ? i : i + 1, (void *)c->rows);
+}
+
+/* Leave-one-out over the n fitted rows: each row predicted by the same
+ * least squares on the other n - 1, its |error| in points; an estimate of
+ * how the fit does on rows it has not seen, at Table 3's scale. */
+static void fit_loo(const row_t *rows, const double *target, int n, fit_t *fit)
+{
+    double p0[NFP], lo[NFP], hi[NFP], sub[64];
+    fit_bounds(lo, hi);
+    for (int j = 0; j < NFP; j++)
+        p0[j] = fit_params[j].start;
+    fit->loo_mean = fit->loo_max = NAN;
+    for (int r = 0; r < 32; r++)
+        fit->loo_mfu[r] = NAN;
+    if (n - 1 <= NFP || n > 64)
+        return;
+    double sum = 0, worst = 0;
+    for (int k = 0; k < n; k++) {
+        loo_ctx_t c = {rows, k};
+        for (int i = 0; i < n - 1; i++)
+            sub[i] = target[i < k ? i : i + 1];
+        calib_fit_t f = calib_fit_params(loo_model, &c, sub, n - 1, NFP, p0, lo, hi, NULL);
+        if (!f.ok)
+            return;
+        double y = fit_model(f.p, k, (void *)rows), e = fabs(y - target[k]);
+        sum += e, worst = fmax(worst, e);
+        if (rows[k].row >= 0 && rows[k].row < 32)
+            fit->loo_mfu[rows[k].row] = y / 100;
+    }
+    fit->loo_mean = sum / n, fit->loo_max = worst;
+}
+
 /* Fits the parameters to every Table 3 row in dir (whatever set is run). */
 static int fit_table3(const char *dir, fit_t *fit, char *err)
 {
@@ -253,6 +298,8 @@ static int fit_table3(const char *dir, fit_t *fit, char *err)
                      lo[FP_NVL], hi[FP_NVL]);
             rc = -1;
         }
+        if (!rc)
+            fit_loo(rows, target, n, fit);
     }
     free_names(files, n), free(rows), free(target);
     return rc;
@@ -305,8 +352,9 @@ static void print_set(const row_t *rows, int n, int set, int sim, const fit_t *f
     k = 0;
     printf("\n%s (MFU %%; error = predicted - paper, in points%s)\n", titles[set],
            !fit->on ? "; built-in profile" : set == SET_TABLE3 ? "; FIT: the parameters were fitted to these rows" : "; prediction");
-    printf("  %-26s %6s %6s  %8s %6s  %8s %6s  %6s\n", "row", "gpus", "paper", "closed", "error", "sim", "error",
-           "fit se");
+    int loo = set == SET_TABLE3 && fit->on && isfinite(fit->loo_mean);
+    printf("  %-26s %6s %6s  %8s %6s  %8s %6s  %6s%s\n", "row", "gpus", "paper", "closed", "error", "sim", "error",
+           "fit se", loo ? "     loo  error" : "");
     for (int i = 0; i < n; i++) {
         const row_t *r = &rows[i];
         if (r->set != set)
@@ -318,9 +366,13 @@ static void print_set(const row_t *rows, int n, int set, int sim, const fit_t *f
         else /* --no-sim: not simulated */
             printf("  %8s %6s", "-", "-");
         if (isfinite(r->closed_mfu_se))
-            printf("  %6.2f\n", 100 * r->closed_mfu_se);
+            printf("  %6.2f", 100 * r->closed_mfu_se);
         else
-            printf("  %6s\n", "-");
+            printf("  %6s", "-");
+        double l = loo && r->row >= 0 && r->row < 32 ? fit->loo_mfu[r->row] : NAN;
+        if (isfinite(l))
+            printf("  %6.1f %+6.1f", 100 * l, 100 * (l - r->paper_mfu));
+        putchar('\n');
         sum[0] += fabs(ec), sum[1] += fabs(es), k++;
         n_se += isfinite(r->closed_mfu_se), beyond += fabs(ec) > 3 * 100 * r->closed_mfu_se;
         se_max = fmax(se_max, 100 * r->closed_mfu_se);
@@ -355,6 +407,9 @@ static void print_fit(const fit_t *fit)
     for (int j = 0; j < NFP; j++)
         printf("  %-22s %10.4g +- %-9.2g %-3s %s\n", fit_params[j].name, fit->f.p[j], fit->f.se[j], fit_params[j].unit,
                fit_params[j].what);
+    if (isfinite(fit->loo_mean))
+        printf("Leave-one-out on Table 3 (each row predicted by the same fit to the other %d): mean |error| %.2f, "
+               "max %.2f points (closed form)\n", fit->f.n - 1, fit->loo_mean, fit->loo_max);
     printf("Table 3 below is a fit; Table 2 and Figure 9 are predictions.\n");
 }
 
@@ -534,6 +589,10 @@ static char *config_json(const row_t *rows, int n, const reproduce_opts_t *ro, c
         }
         cJSON_AddNumberToObject(f, "rows", fit->f.n);
         cJSON_AddNumberToObject(f, "rms_error_points", fit->f.rms);
+        if (isfinite(fit->loo_mean)) {
+            cJSON_AddNumberToObject(f, "leave_one_out_mean_abs_points", fit->loo_mean);
+            cJSON_AddNumberToObject(f, "leave_one_out_max_abs_points", fit->loo_max);
+        }
     }
     cJSON *arr = cJSON_AddArrayToObject(c, "rows");
     for (int i = 0; i < n; i++) {

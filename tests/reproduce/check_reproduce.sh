@@ -91,6 +91,13 @@ read -r sse want nse < <(awk -F, -v r="$rms" 'NR > 1 {s += ($7 * 100)^2; n++} EN
   "$dir/t3-table3.csv")
 check "Table 3: sum of the $nse rows' squared fit se = 4 n rms^2 / (n - 4): $sse vs $want (rms $rms)" \
   'awk -v a="$sse" -v b="$want" "BEGIN{exit !(b > 0 && a / b > 0.99 && a / b < 1.01)}"'
+# Leave-one-out: each Table 3 row from a fit to the other eight. A row the
+# fit has not seen is predicted no better than the rows it has: the mean
+# |error| is at least the fit's (printed on the Table 3 summary line).
+loo=$(h5dump -a /config_json "$dir/t3.h5" | grep -o 'leave_one_out_mean_abs_points[^,}]*' | head -1 | sed 's/.*://')
+fitmean=$(sed -n 's/^  mean |error| \([0-9.]*\) points (closed form.*/\1/p' "$dir/t3.txt" | head -1)
+check "Table 3 leave-one-out mean |error| $loo >= the fit's $fitmean, and recorded in config_json" \
+  'awk -v l="$loo" -v f="$fitmean" "BEGIN{exit !(l != \"\" && f != \"\" && l + 0.005 >= f && l < 5)}"'
 check "Table 2 prints how many errors exceed 3 fit standard errors" \
   'grep -q "of 16 errors exceed 3 of them" "$dir/t2.txt"'
 [ $fail -eq 0 ] && echo "check_reproduce: $passed passed, 0 failed" || { echo "check_reproduce: failures above"; exit 1; }
