@@ -340,7 +340,7 @@ static void bench_elementwise(bench *b, int ln, const char *label, int N, int C)
   for (unsigned i = 0; i < sizeof bufs / sizeof bufs[0]; i++) CUDA(cudaFree(bufs[i]));
 }
 
-typedef struct { int N, V; kern_bf16 *logits; float *losses, *lse; int *tgt; } ce_arg;
+typedef struct { int N, V; kern_bf16 *logits; float *losses, *lse; int *tgt; float *parts; } ce_arg;
 static int ce_fwdbwd(bench *b, void *p) {
   ce_arg *a = p;
   return kern_crossentropy_fwd_cuda(a->losses, a->lse, a->logits, a->tgt, a->N, a->V, b->stream) ||
@@ -348,14 +348,32 @@ static int ce_fwdbwd(bench *b, void *p) {
                                     b->stream);
 }
 
+/* One TP rank's slice of the vocabulary (V is the slice, P ranks): the
+ * slice's part, the merge of P parts (gathered beforehand in a real run),
+ * the backward at the slice's first column. */
+#define CE_SPLIT_P 8
+static int ce_split_fwdbwd(bench *b, void *p) {
+  ce_arg *a = p;
+  return kern_crossentropy_part_cuda(a->parts, a->logits, a->tgt, a->V, a->N, a->V, b->stream) ||
+         kern_crossentropy_merge_cuda(a->losses, a->lse, a->parts, a->tgt, CE_SPLIT_P, a->N, b->stream) ||
+         kern_crossentropy_bwd_cuda(a->logits, a->logits, a->lse, a->tgt, a->V, 1.0f / a->N, a->N, a->V,
+                                    b->stream);
+}
+
 static void bench_crossentropy(bench *b, int N, int V) {
-  ce_arg a = {N, V, dbuf(2L * N * V), dbuf(4L * N), dbuf(4L * N), dbuf(4L * N)};
+  ce_arg a = {N, V, dbuf(2L * N * V), dbuf(4L * N), dbuf(4L * N), dbuf(4L * N), dbuf(8L * CE_SPLIT_P * N)};
   CUDA(cudaMemset(a.tgt, 0, 4L * N));
+  CUDA(cudaMemset(a.parts, 0, 8L * CE_SPLIT_P * N));
   char shape[64];
   snprintf(shape, sizeof shape, "N%d V%d", N, V);
   if (want(b, "crossentropy_fwdbwd")) /* read logits twice, write dlogits */
     row(b, "crossentropy_fwdbwd", shape, time_us(b, ce_fwdbwd, &a), 0, 6.0 * N * V, 0);
+  a.V = V / CE_SPLIT_P; /* the same tokens, one rank's columns */
+  snprintf(shape, sizeof shape, "N%d V%d/%d", N, V, CE_SPLIT_P);
+  if (want(b, "crossentropy_split_fwdbwd"))
+    row(b, "crossentropy_split_fwdbwd", shape, time_us(b, ce_split_fwdbwd, &a), 0, 6.0 * N * a.V, 0);
   CUDA(cudaFree(a.logits)); CUDA(cudaFree(a.losses)); CUDA(cudaFree(a.lse)); CUDA(cudaFree(a.tgt));
+  CUDA(cudaFree(a.parts));
 }
 
 /* ---- GEMMs -------------------------------------------------------------------- */

@@ -34,6 +34,7 @@ EXPECTED = {
                       "layernorm_residual_dropout_fwd", "swiglu_fwd",
                       "swiglu_bwd")},
     "crossentropy_fwdbwd": 1,
+    "crossentropy_split_fwdbwd": 1,  # one TP rank's slice of the vocabulary: part, merge, backward
     **{k: GEMM_SHAPES for k in ("gemm_cublas_plain", "matmul_fwd_bias", "matmul_fwd_bias_gelu", "matmul_fwd_4_row_chunks",
                                 "gemm_cublas_plain_bwd", "matmul_bwd_bias", "matmul_bwd_dgelu_bias")},
     "adamw_multi_tensor": 1,
