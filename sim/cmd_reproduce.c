@@ -497,6 +497,55 @@ static void print_table2_bound(const row_t *rows, int n)
     }
 }
 
+/* Table 2's two global batches against each other (a diagnostic): each
+ * shape above fitted to one batch's rows and evaluated on the other's.
+ * Whether a term that grows with the node count, fitted where the paper
+ * measured, would carry to the rows it did not see. */
+static void print_table2_cross(const row_t *rows, int n)
+{
+    static const char *sys[2] = {"Megatron-LM", "MegaScale"};
+    int header = 0;
+    for (int s = 0; s < 2; s++) {
+        bound_ctx_t g[2] = {{.n = 0}, {.n = 0}};
+        double target[2][NSETS * 16];
+        int batch[2] = {-1, -1};
+        for (int i = 0; i < n; i++) {
+            const row_t *r = &rows[i];
+            if (r->set != SET_TABLE2 || r->system != s || !isfinite(r->paper_iter_s))
+                continue;
+            int k = batch[0] < 0 || batch[0] == r->batch ? 0 : batch[1] < 0 || batch[1] == r->batch ? 1 : -1;
+            if (k < 0 || g[k].n == NSETS * 16)
+                continue; /* a third batch: not this diagnostic's */
+            batch[k] = r->batch, target[k][g[k].n] = 100 * r->paper_mfu, g[k].r[g[k].n++] = r;
+        }
+        for (int slow = 0; slow < 2; slow++)
+            for (int a = 0; a < 2; a++) {
+                const double p0[3] = {0.2, 1, 0.05}, lo[3] = {1e-4, -100, -1}, hi[3] = {100, 100, 10};
+                bound_ctx_t *fit = &g[a], *test = &g[1 - a];
+                int np = slow ? 3 : 2;
+                fit->slow_hosts = test->slow_hosts = slow;
+                if (fit->n <= np || test->n == 0)
+                    continue;
+                calib_fit_t f = calib_fit_params(bound_model, fit, target[a], fit->n, np, p0, lo, hi, NULL);
+                if (!f.ok)
+                    continue;
+                double sum = 0, worst = 0;
+                for (int i = 0; i < test->n; i++) {
+                    double e = fabs(bound_model(f.p, i, test) - target[1 - a][i]);
+                    sum += e, worst = fmax(worst, e);
+                }
+                if (!header++)
+                    printf("\nTable 2 across its batches (a diagnostic, not a prediction): each shape fitted to one "
+                           "global batch's rows, evaluated on the other's:\n");
+                printf("  %-11s %-10s fitted at batch %d (%d rows", sys[s], slow ? "slow hosts" : "flat", batch[a],
+                       fit->n);
+                if (slow)
+                    printf(", s = %.3f", f.p[2]);
+                printf("), at batch %d: mean |error| %.2f, max %.2f points\n", batch[1 - a], sum / test->n, worst);
+            }
+    }
+}
+
 /* ---- outputs: HDF5 and CSV ------------------------------------------ */
 
 typedef struct {
@@ -882,6 +931,7 @@ int cmd_reproduce(int argc, char **argv)
             print_set(rows, n, s, ro.sim, &fit);
         print_target(rows, n, ro.sim);
         print_table2_bound(rows, n);
+        print_table2_cross(rows, n);
         fflush(stdout); /* the table ahead of the "wrote" lines on stderr, when both go to one pipe */
         rc = write_h5(ro.out, rows, n, &ro, &fit, err) || write_csv(ro.out, rows, n, err) ||
              (fit.on && write_profile(ro.out, &rows[0], &fit, err));

@@ -73,13 +73,21 @@ check "--fit none writes no fitted profile" '[ ! -e "$dir/n-profile.json" ]'
 # (scipy.optimize.least_squares, 2026-11-26): MegaScale flat C 0.1660 s,
 # O 1.15 s, mean 2.03, max 3.32; slow hosts s 0.142, mean 0.50, max 1.02.
 "$bin" reproduce table2 --no-sim --no-plot --out "$dir/t2.h5" > "$dir/t2.txt" 2>/dev/null
-flat=$(awk '$1 == "MegaScale" && $2 == "flat"' "$dir/t2.txt")
-slow=$(awk '$1 == "MegaScale" && $2 == "slow"' "$dir/t2.txt")
+flat=$(awk '$1 == "MegaScale" && $2 == "flat" && $3 == "C"' "$dir/t2.txt")
+slow=$(awk '$1 == "MegaScale" && $2 == "slow" && $4 == "C"' "$dir/t2.txt")
 check "MegaScale flat bound: C 0.1660 s, O 1.15 s, mean 2.03, max 3.32 (got '$flat')" \
   'echo "$flat" | grep -q "C = 0.1660 s per micro-batch, O = 1.15 s: mean |error| 2.03, max 3.32 points"'
 sv=$(echo "$slow" | sed -n 's/.* s = \([0-9.]*\) +-.*/\1/p') sm=$(echo "$slow" | sed -n 's/.*mean |error| \([0-9.]*\),.*/\1/p')
 check "MegaScale slow-hosts bound: s 0.142 within 0.005, mean |error| 0.50 within 0.02 (got s '$sv', mean '$sm')" \
   'awk -v s="$sv" -v m="$sm" "BEGIN{exit !(s > 0.137 && s < 0.147 && m > 0.48 && m < 0.52)}"'
+# Table 2 across its batches: each shape fitted to one global batch's four
+# rows, evaluated on the other's. Expected from the same least squares done
+# independently (scipy.optimize.least_squares, 2026-11-26): MegaScale flat
+# 3.29 (768 -> 6144) and 4.56 (6144 -> 768), slow hosts 7.53 and 6.38.
+cross=$(grep -A8 "^Table 2 across its batches" "$dir/t2.txt" | awk '$1 == "MegaScale"' |
+  sed -n 's/.*mean |error| \([0-9.]*\),.*/\1/p' | tr '\n' ' ')
+check "MegaScale across batches: flat 3.29 and 4.56, slow hosts 7.53 and 6.38 (got '$cross')" \
+  '[ "$cross" = "3.29 4.56 7.53 6.38 " ]'
 # The fit's standard errors of the closed form (delta method). On the rows
 # fitted, their squares sum to the trace of the hat matrix (the number of
 # parameters, 4) times the residual variance chi2 / (n - 4) = n rms^2 /
