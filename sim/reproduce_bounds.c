@@ -27,6 +27,8 @@
  *   longer forward passes, a third of a micro-batch's compute). */
 #define SLOW_HOST_RATE 0.005
 
+static const char *const sys[2] = {"Megatron-LM", "MegaScale"}; /* row_t.system */
+
 /* Both shapes' parameters (C s, O s, s): starting points and bounds. */
 static const double p0[3] = {0.2, 1, 0.05}, lo[3] = {1e-4, -100, -1}, hi[3] = {100, 100, 10};
 
@@ -49,7 +51,6 @@ static double bound_model(const double *p, int i, void *ctx)
 
 static void print_bound(const row_t *rows, int n)
 {
-    static const char *sys[2] = {"Megatron-LM", "MegaScale"};
     int header = 0;
     for (int s = 0; s < 2; s++) {
         bound_ctx_t c = {.n = 0};
@@ -86,7 +87,6 @@ static void print_bound(const row_t *rows, int n)
  * measured, would carry to the rows it did not see. */
 static void print_cross(const row_t *rows, int n)
 {
-    static const char *sys[2] = {"Megatron-LM", "MegaScale"};
     int header = 0;
     for (int s = 0; s < 2; s++) {
         bound_ctx_t g[2] = {{.n = 0}, {.n = 0}};
@@ -103,7 +103,7 @@ static void print_cross(const row_t *rows, int n)
         }
         for (int slow = 0; slow < 2; slow++)
             for (int a = 0; a < 2; a++) {
-                    bound_ctx_t *fit = &g[a], *test = &g[1 - a];
+                bound_ctx_t *fit = &g[a], *test = &g[1 - a];
                 int np = slow ? 3 : 2;
                 fit->slow_hosts = test->slow_hosts = slow;
                 if (fit->n <= np || test->n == 0)
