@@ -431,7 +431,10 @@ static void bench_matmul(bench *b, const char *label, int N, int C, int OC) {
   if (want(b, "gemm_cublas_plain_bwd")) row(b, "gemm_cublas_plain_bwd", shape, time_us(b, run_blas_bwd, &a), 2 * fl, 0, 1);
   if (want(b, "matmul_bwd_bias")) row(b, "matmul_bwd_bias", shape, time_us(b, mm_bwd, &a), 2 * fl, 0, 1);
   if (gelu && (want(b, "matmul_fwd_bias_gelu") || want(b, "matmul_bwd_dgelu_bias"))) {
-    a.pre = dbuf(2L * N * OC);
+    /* The forward saves its output's GeLU input, (N, OC); the backward's
+     * dGeLU reads its input's, (N, C), as fc2's backward reads fc1's (a
+     * buffer of the forward's size overran it where C > OC: 2026-11-26, H100). */
+    a.pre = dbuf(2L * N * (C > OC ? C : OC));
     if (want(b, "matmul_fwd_bias_gelu")) row(b, "matmul_fwd_bias_gelu", shape, time_us(b, mm_fwd, &a), fl, 0, 1);
     if (want(b, "matmul_bwd_dgelu_bias")) row(b, "matmul_bwd_dgelu_bias", shape, time_us(b, mm_bwd, &a), 2 * fl, 0, 1);
     CUDA(cudaFree(a.pre));

@@ -64,7 +64,11 @@ static int run(int N, int C, int OC, kc_rng *r) {
     bad += cmp16(split ? "3 column chunks" : "3 row chunks", d_out, out, no, sc);
   }
   kern_ctx_free(&ctx);
-  KG_CUDA(cudaDeviceReset());
+  /* Freed one by one, not by cudaDeviceReset: on an H100 (CUDA 13.0,
+   * 2026-11-26) the next shape's cublasLtCreate then failed with
+   * CUBLAS_STATUS_NOT_INITIALIZED. */
+  void *dev[] = {d_inp, d_w, d_b, d_out, d_pre, d_dout, d_dinp, d_pg, d_dw, d_db};
+  for (unsigned i = 0; i < sizeof dev / sizeof dev[0]; i++) KG_CUDA(cudaFree(dev[i]));
   free(inp), free(w), free(b), free(dout), free(pg), free(out), free(pre), free(dinp);
   free(dw), free(db), free(got);
   return bad;
