@@ -12,15 +12,15 @@
  * and sums dw, db in per-warp shared slices, lane by lane without atomics
  * (ln_bwd_cached_kernel, 248 registers, 128 KB of shared memory at C =
  * 2048); otherwise, or where the GPU allows less shared memory (sm_86 and
- * sm_89: 99 KB), it sums them per block in shared memory with atomics
- * (2 C floats). Either adds them to global
- * memory once per block. The forward can drop the skip branch before the
- * add (dropout.h's draws, one Philox call per four elements of a chunk). */
+ * sm_89: 99 KB), one kernel writes each row's dres and a second sums dw,
+ * db down the columns (ln_bwd_rows_kernel, ln_bwd_params_kernel). Either
+ * adds dw, db to global memory once per block. The forward can drop the
+ * skip branch before the add (dropout.h's draws, one Philox call per four
+ * elements of a chunk). */
 #include "kernels/layernorm.h"
 #include "kernels/kern_cuda.cuh"
 
 #define LN_WARPS 8
-#define LN_BWD_ROWS_PER_BLOCK 64
 
 /* The skip branch's V elements from index e of the call dropped by d (p
  * 0: untouched), their kept mask to mask when given. */
@@ -134,47 +134,71 @@ __global__ void __launch_bounds__(32 * LN_WARPS)
   }
 }
 
+/* The backward for rows the cached kernel below does not take (C > 2048,
+ * C % 8 != 0, unaligned, or too little shared memory): two kernels.
+ * ln_bwd_rows_kernel, one warp per row, writes dres alone (two passes over
+ * the row, the second mostly from L1/L2); ln_bwd_params_kernel sums dw, db
+ * down the columns, each thread holding V adjacent columns of a slab of
+ * rows in registers, then adds them to global memory once per slab. One
+ * kernel that summed dw, db with shared-memory atomics, 64 rows a block,
+ * ran here before: at C = 12288 its 2048 rows made 32 blocks, 68 GB/s on
+ * an H100 (kern_bench, 2026-11-26). */
+#define LN_PARAM_THREADS 256
+#define LN_PARAM_BLOCKS 264  /* about two blocks per H100 SM */
+#define LN_PARAM_MIN_ROWS 16 /* rows per slab at least: global adds stay under 1/16 of the loads */
+
 template <int V, bool RMS>
 __global__ void __launch_bounds__(32 * LN_WARPS)
-    ln_bwd_kernel(bf16 *dres, float *dw, float *db, const bf16 *dout, const bf16 *xln,
-                  const bf16 *w, const float *mean, const float *rstd, int N, int C) {
-  KERN_DYN_SMEM(float, acc); /* dw (C), then db (C) */
-  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) acc[c] = 0.0f;
-  __syncthreads();
-  long n0 = (long)blockIdx.x * LN_BWD_ROWS_PER_BLOCK;
-  for (long n = n0 + warp; n < n0 + LN_BWD_ROWS_PER_BLOCK && n < N; n += LN_WARPS) {
-    float m = RMS ? 0.0f : mean[n], r = rstd[n], sdn = 0.0f, sdnx = 0.0f;
-    float x8[V], d8[V], w8[V], g8[V];
-    for (int c = lane * V; c < C; c += 32 * V) {
-      vload<V>(x8, xln + n * C + c);
-      vload<V>(d8, dout + n * C + c);
-      vload<V>(w8, w + c);
-      for (int i = 0; i < V; i++) {
-        sdn += d8[i] * w8[i];
-        sdnx += d8[i] * w8[i] * (x8[i] - m) * r;
-      }
-    }
-    sdn = RMS ? 0.0f : warp_sum(sdn) / C; /* RMSNorm does not centre: no mean term */
-    sdnx = warp_sum(sdnx) / C;
-    for (int c = lane * V; c < C; c += 32 * V) {
-      vload<V>(x8, xln + n * C + c);
-      vload<V>(d8, dout + n * C + c);
-      vload<V>(w8, w + c);
-      vload<V>(g8, dres + n * C + c);
-      for (int i = 0; i < V; i++) {
-        float xhat = (x8[i] - m) * r;
-        g8[i] += r * (d8[i] * w8[i] - sdn - xhat * sdnx);
-        atomicAdd(&acc[c + i], d8[i] * xhat);
-        if (!RMS) atomicAdd(&acc[C + c + i], d8[i]);
-      }
-      vstore<V>(dres + n * C + c, g8);
+    ln_bwd_rows_kernel(bf16 *dres, const bf16 *dout, const bf16 *xln, const bf16 *w, const float *mean,
+                       const float *rstd, int N, int C) {
+  int lane = threadIdx.x % 32;
+  long n = (long)blockIdx.x * LN_WARPS + threadIdx.x / 32;
+  if (n >= N) return;
+  float m = RMS ? 0.0f : mean[n], r = rstd[n], sdn = 0.0f, sdnx = 0.0f;
+  float x8[V], d8[V], w8[V], g8[V];
+  for (int c = lane * V; c < C; c += 32 * V) {
+    vload<V>(x8, xln + n * C + c);
+    vload<V>(d8, dout + n * C + c);
+    vload<V>(w8, w + c);
+    for (int i = 0; i < V; i++) {
+      sdn += d8[i] * w8[i];
+      sdnx += d8[i] * w8[i] * (x8[i] - m) * r;
     }
   }
-  __syncthreads();
-  for (int c = threadIdx.x; c < C; c += blockDim.x) {
-    atomicAdd(dw + c, acc[c]);
-    if (!RMS) atomicAdd(db + c, acc[C + c]);
+  sdn = RMS ? 0.0f : warp_sum(sdn) / C; /* RMSNorm does not centre: no mean term */
+  sdnx = warp_sum(sdnx) / C;
+  for (int c = lane * V; c < C; c += 32 * V) {
+    vload<V>(x8, xln + n * C + c);
+    vload<V>(d8, dout + n * C + c);
+    vload<V>(w8, w + c);
+    vload<V>(g8, dres + n * C + c);
+    for (int i = 0; i < V; i++) g8[i] += r * (d8[i] * w8[i] - sdn - (x8[i] - m) * r * sdnx);
+    vstore<V>(dres + n * C + c, g8);
+  }
+}
+
+/* dw += sum_n dout xhat, db += sum_n dout over rows [blockIdx.y rows, +rows). */
+template <int V, bool RMS>
+__global__ void __launch_bounds__(LN_PARAM_THREADS)
+    ln_bwd_params_kernel(float *dw, float *db, const bf16 *dout, const bf16 *xln, const float *mean,
+                         const float *rstd, int N, int C, int rows) {
+  long c = ((long)blockIdx.x * LN_PARAM_THREADS + threadIdx.x) * V;
+  if (c >= C) return; /* V = 8 only where C % 8 == 0: the whole vector is in the row */
+  long n0 = (long)blockIdx.y * rows, n1 = n0 + rows < N ? n0 + rows : N;
+  float sw[V] = {}, sb[V] = {};
+#pragma unroll 2
+  for (long n = n0; n < n1; n++) {
+    float x8[V], d8[V], m = RMS ? 0.0f : mean[n], r = rstd[n];
+    vload<V>(x8, xln + n * C + c);
+    vload<V>(d8, dout + n * C + c);
+    for (int i = 0; i < V; i++) {
+      sw[i] += d8[i] * (x8[i] - m) * r;
+      sb[i] += d8[i];
+    }
+  }
+  for (int i = 0; i < V; i++) {
+    atomicAdd(dw + c + i, sw[i]);
+    if (!RMS) atomicAdd(db + c + i, sb[i]);
   }
 }
 
@@ -297,10 +321,15 @@ template <int V, bool RMS>
 static int ln_bwd_launch(bf16 *dres, float *dw, float *db, const bf16 *dout, const bf16 *xln,
                          const bf16 *w, const float *mean, const float *rstd, int N, int C,
                          cudaStream_t stream) {
-  size_t smem = 2 * (size_t)C * sizeof(float);
-  KERN_CUDA_TRY(kern_allow_smem(ln_bwd_kernel<V, RMS>, smem));
-  KERN_LAUNCH(kern_cdiv(N, LN_BWD_ROWS_PER_BLOCK), 32 * LN_WARPS, smem, stream, ln_bwd_kernel<V, RMS>)(
-      dres, dw, db, dout, xln, w, mean, rstd, N, C);
+  KERN_LAUNCH(kern_cdiv(N, LN_WARPS), 32 * LN_WARPS, 0, stream, ln_bwd_rows_kernel<V, RMS>)(
+      dres, dout, xln, w, mean, rstd, N, C);
+  KERN_LAUNCH_TRY();
+  /* Column tiles of 256 V, and enough row slabs for LN_PARAM_BLOCKS blocks. */
+  unsigned tiles = kern_cdiv(C, LN_PARAM_THREADS * V);
+  int rows = kern_cdiv((long)N * tiles, LN_PARAM_BLOCKS);
+  if (rows < LN_PARAM_MIN_ROWS) rows = LN_PARAM_MIN_ROWS;
+  KERN_LAUNCH(dim3(tiles, kern_cdiv(N, rows)), LN_PARAM_THREADS, 0, stream, ln_bwd_params_kernel<V, RMS>)(
+      dw, db, dout, xln, mean, rstd, N, C, rows);
   KERN_LAUNCH_TRY();
   return 0;
 }

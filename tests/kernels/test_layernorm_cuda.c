@@ -87,9 +87,13 @@ int main(void) {
    * and 4096 (16) with the row in registers; 6144 and 12288 in three
    * passes. Backward: 64 (a quarter of a lane's chunk row) to 2048 with
    * rows in registers and per-warp dw, db slices (300 rows: five blocks
-   * of 64); the rest with shared atomics. */
+   * of 64); the rest one warp per row for dres, then column sums for dw,
+   * db over slabs of at least 16 rows: 70 x 37 (one element per thread,
+   * five slabs), 40 x 4104 (16-byte vectors, three column tiles, the last
+   * one part full, and three slabs, the last one part full). */
   int bad = run(5, 37, 1, &r) + run(64, 768, 1, &r) + run(33, 1024, 0, &r) + run(300, 2048, 1, &r) + run(40, 64, 1, &r) +
-            run(6, 4096, 0, &r) + run(3, 6144, 1, &r) + run(8, 12288, 1, &r);
+            run(6, 4096, 0, &r) + run(3, 6144, 1, &r) + run(8, 12288, 1, &r) + run(70, 37, 0, &r) +
+            run(40, 4104, 1, &r);
   /* the skip branch dropped: scalar, cached (8 and 16 chunks) and three-pass forwards */
   bad += run_norm(5, 37, 1, 0, 0.2f, &r) + run_norm(64, 768, 1, 1, 0.2f, &r) + run_norm(6, 4096, 1, 0, 0.2f, &r) +
          run_norm(3, 6144, 1, 1, 0.2f, &r);
