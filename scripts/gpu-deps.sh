@@ -26,7 +26,7 @@ arch=x86_64-linux-gnu
 base_pkgs=" libc6 libgcc-s1 libstdc++6 zlib1g "
 pkgs=(libopenmpi3 libopenmpi-dev openmpi-bin openmpi-common libpmix2 libhwloc15
       libevent-core-2.1-7 libevent-pthreads-2.1-7
-      libhdf5-103-1 libhdf5-dev libsz2 libaec0
+      libhdf5-103-1 libhdf5-dev hdf5-tools libsz2 libaec0
       libgsl27 libgslcblas0 libgsl-dev libcjson1 libcjson-dev
       pkgconf pkgconf-bin libpkgconf3)
 # Plugins for networks other than TCP and shared memory, and their libraries.
@@ -121,6 +121,13 @@ if [ -n "$bad" ]; then
   exit 1
 fi
 
+# NCCL's header, when this machine has one (the CUDA Toolkit's): a GPU image
+# may carry NCCL only as PyTorch's wheel, and a wheel may lack headers.
+# Headers only; the library is the GPU machine's own (scripts/gpu-session.sh).
+for h in /usr/local/cuda/include/nccl.h /usr/include/nccl.h; do
+  [ -r "$h" ] && { mkdir -p "$dest/nccl/include"; cp "$h" "$dest/nccl/include/"; break; }
+done
+
 # Debian's files name /usr: env.sh relocates OpenMPI (OPAL_PREFIX, which
 # mpicc and mpirun honour) and PMIx, points pkg-config's sysroot at the
 # bundle so the .pc files' /usr paths land inside it, and hands CMake the
@@ -130,6 +137,8 @@ cat > "$dest/env.sh" <<'EOF'
 # bundle (written by scripts/gpu-deps.sh).
 _d=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/root
 _a=x86_64-linux-gnu
+# what LD_LIBRARY_PATH was before: PyTorch runs on the image's own libraries
+export MEGASIM_BASE_LD_LIBRARY_PATH="${MEGASIM_BASE_LD_LIBRARY_PATH-${LD_LIBRARY_PATH:-}}" # kept from the first source
 export PATH="$_d/usr/bin:$PATH"
 export LD_LIBRARY_PATH="$_d/lib/$_a:$_d/usr/lib/$_a:$_d/usr/lib/$_a/openmpi/lib:$_d/usr/lib/$_a/pmix2/lib:$_d/usr/lib/$_a/hdf5/serial${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export LIBRARY_PATH="$_d/usr/lib/$_a${LIBRARY_PATH:+:$LIBRARY_PATH}"

@@ -19,10 +19,17 @@ nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 echo "== $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname)"
 nvidia-smi -L 2>/dev/null || echo "nvidia-smi: no GPU listed"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv 2>/dev/null || true
-echo "== configure + build (sm_$arch) in $build"
-cmake -S "$root/kernels/standalone" -B "$build" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch"
-cmake --build "$build" -j"$(nproc)"
+if grep -qs '^CMAKE_PROJECT_NAME:STATIC=megasim$' "$build/CMakeCache.txt"; then
+  # A whole megasim build (gpu-session.sh builds one for every stage): its
+  # kernel tests and kern_bench are the same targets; no second build.
+  echo "== megasim build in $build (already configured): make sure it is up to date"
+  cmake --build "$build" -j"$(nproc)"
+else
+  echo "== configure + build (sm_$arch) in $build"
+  cmake -S "$root/kernels/standalone" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch"
+  cmake --build "$build" -j"$(nproc)"
+fi
 
 echo "== kernel tests (cpu: references and finite differences; gpu: CUDA against the references)"
 status=0
@@ -47,8 +54,10 @@ done
 
 echo "== PyTorch SDPA baseline"
 sdpa_out=$build/sdpa_baseline.txt
-if python3 -c "import torch" 2>/dev/null; then
-  python3 "$root/kernels/bench/sdpa_baseline.py" | tee "$sdpa_out" || status=$?
+# PyTorch on the image's own libraries (.gpu-deps/env.sh put Debian's on LD_LIBRARY_PATH)
+torch_py() { LD_LIBRARY_PATH=${MEGASIM_BASE_LD_LIBRARY_PATH-${LD_LIBRARY_PATH:-}} python3 "$@"; }
+if torch_py -c "import torch" 2>/dev/null; then
+  torch_py "$root/kernels/bench/sdpa_baseline.py" | tee "$sdpa_out" || status=$?
   echo "== attention side by side at the 175B/TP8 shape (fwd+bwd, causal; target: ours >= 0.8x torch; every shape below)"
   ours=$(awk '$1 == "attention_flash_fwdbwd" && /175B/ {print $(NF-3)}' "$bench_out")
   theirs=$(awk '$1 == "sdpa_flash_fwdbwd" && /175B/ {print $(NF-1)}' "$sdpa_out")

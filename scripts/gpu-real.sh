@@ -62,6 +62,10 @@ corpus=$root/experiments/data/corpus.txt
 nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 cuda_home=$(dirname "$(dirname "$nvcc")")
 
+# PyTorch runs on the image's own libraries, not on the Debian ones env.sh
+# puts on LD_LIBRARY_PATH for megasim.
+torch_py() { LD_LIBRARY_PATH=${MEGASIM_BASE_LD_LIBRARY_PATH-${LD_LIBRARY_PATH:-}} python3 "$@"; }
+
 # ---- dependency check --------------------------------------------------------
 missing=()
 need() { missing+=("$1"); }
@@ -133,9 +137,9 @@ check_nccl() {
 
 check_run() {
   command -v python3 >/dev/null || { need "python3"; return 0; }
-  if ! python3 -c 'import torch' 2>/dev/null; then
+  if ! torch_py -c 'import torch' 2>/dev/null; then
     need "PyTorch (python3 -c 'import torch' fails)"
-  elif ! python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  elif ! torch_py -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
     need "a GPU visible to PyTorch (torch.cuda.is_available() is False)"
   fi
   if command -v nvidia-smi >/dev/null && ! nvidia-smi -L >/dev/null 2>&1; then
@@ -183,7 +187,7 @@ status=0
 echo "== megasim run --device gpu: ${model[*]} ${ours[*]}"
 ${launch[@]+"${launch[@]}"} "$build/megasim" run "${model[@]}" "${ours[@]}" | tee "$out/megasim.jsonl" || status=$?
 echo "== PyTorch eager: real/bench/torch_gpt.py"
-python3 "$root/real/bench/torch_gpt.py" "${model[@]}" --warmup-steps "$warmup" --data "$corpus" |
+torch_py "$root/real/bench/torch_gpt.py" "${model[@]}" --warmup-steps "$warmup" --data "$corpus" |
   tee "$out/torch.jsonl" || status=$?
 
 # ---- side by side --------------------------------------------------------------

@@ -13,19 +13,30 @@
 #                      the measured H100 profile
 #           real       scripts/gpu-real.sh build-gpu: 1.2B GPT, ours vs PyTorch,
 #                      then the run vs its simulation on that profile
-#           all        the four in this order
+#           sanitize   compute-sanitizer (memcheck) over the CUDA kernel tests
+#                      named in SANITIZE (default: all of them)
+#           compare    the real stage's run against its simulation on the
+#                      calibrate stage's profile (both must have run)
+#           all        kernels tests real calibrate compare: the stages a
+#                      single lease can afford first, calibration last
 #   env:   ARCH=90  LEVEL=quick|tiny|full  GPU_DEPS=.gpu-deps  NCCL_ROOT=DIR
+#          LIMIT_<stage>=S  each stage's wall-clock limit in seconds (timeout;
+#                      defaults below), so one hung or slow stage cannot eat
+#                      a lease's remaining stages
+#
+# One megasim build (build-gpu, CUDA for sm_$ARCH, every target) serves every
+# stage. With the device tool's $OUT set, everything a stage writes is kept
+# in $OUT/session.tar.gz too (the tool returns at most 8 files).
 #
 # Before the session, on the Debian 12 development machine:
 #   bash scripts/gpu-deps.sh        # MPI, HDF5, GSL, cJSON -> .gpu-deps/ (43 MB)
-# then each device call carries it: run(carry=[".gpu-deps"], command=
-#   "bash scripts/gpu-session.sh kernels tests") and, in a second call,
-#   "bash scripts/gpu-session.sh calibrate real".
+# then the device call carries it: run(carry=[".gpu-deps"], command=
+#   "bash scripts/gpu-session.sh"), or a few stages per call.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build-gpu
 arch=${ARCH:-90}
-out=${OUT:-$build/out}
+out=$build/out
 mkdir -p "$out"
 export ARCH=$arch LEVEL=${LEVEL:-quick}
 gpu_deps=${GPU_DEPS:-$root/.gpu-deps}
@@ -34,35 +45,99 @@ gpu_deps=${GPU_DEPS:-$root/.gpu-deps}
 read -r -a deps_cfg <<< "${MEGASIM_CMAKE_DEPS:-}"
 [ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # NCCL: beside CUDA, NCCL_ROOT, or the nvidia-nccl wheel PyTorch brings.
-if [ -z "${NCCL_ROOT:-}" ]; then
-  wheel=$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' 2>/dev/null || true)
-  [ -n "$wheel" ] && [ -e "$wheel/include/nccl.h" ] && export NCCL_ROOT=$wheel
-fi
 nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+cuda_home=$(dirname "$(dirname "$nvcc")")
+if [ -z "${NCCL_ROOT:-}" ] && ! ls "$cuda_home"/lib*/libnccl.so* >/dev/null 2>&1; then
+  # Not beside CUDA: the nvidia-nccl wheel (its folder's name varies with the
+  # CUDA major version), else any tree under /usr or /opt with both halves.
+  for d in $(python3 -c 'import nvidia; print(" ".join(nvidia.__path__))' 2>/dev/null) /usr /opt; do
+    h=$(find "$d" -name nccl.h -path '*include*' 2>/dev/null | head -n 1)
+    [ -n "$h" ] || continue
+    r=$(dirname "$(dirname "$h")")
+    if ls "$r"/lib*/libnccl.so* >/dev/null 2>&1; then export NCCL_ROOT=$r; break; fi
+  done
+fi
+if [ -z "${NCCL_ROOT:-}" ] && ! ls "$cuda_home"/lib*/libnccl.so* >/dev/null 2>&1 &&
+   [ -r "$gpu_deps/nccl/include/nccl.h" ]; then
+  # A library without headers: the one found, with the header gpu-deps.sh carried.
+  lib=$(find $(python3 -c 'import nvidia; print(" ".join(nvidia.__path__))' 2>/dev/null) /usr /opt \
+          -name 'libnccl.so*' 2>/dev/null | head -n 1)
+  if [ -n "$lib" ]; then
+    mkdir -p "$build/nccl/lib"
+    ln -sf "$lib" "$build/nccl/lib/libnccl.so.2"
+    rm -rf "$build/nccl/include" && cp -r "$gpu_deps/nccl/include" "$build/nccl/include"
+    export NCCL_ROOT=$build/nccl
+  fi
+fi
 
-stage_kernels() { bash "$root/scripts/gpu-kernels.sh" "$root/build-gpu-kernels"; }
-
-stage_tests() {
+# The one build every stage uses: all targets, the CUDA code for sm_$arch.
+build_all() {
   local cfg=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch"
              -DMEGASIM_EMU=OFF) # the CPU emulation of the GPU code is CI's; here the real thing runs
   [ -n "${NCCL_ROOT:-}" ] && cfg+=(-DNCCL_ROOT="$NCCL_ROOT")
   cmake -S "$root" -B "$build" "${cfg[@]}" ${deps_cfg[@]+"${deps_cfg[@]}"} &&
-    cmake --build "$build" -j"$(nproc)" &&
-    ctest --test-dir "$build" -j"$(nproc)" -L gpu --output-on-failure # the cpu-labelled ones run in CI
+    cmake --build "$build" -j"$(nproc)"
 }
 
-# After calibrate (as in `all`), the run is compared with its simulation on
-# the measured profile.
+stage_kernels() { bash "$root/scripts/gpu-kernels.sh" "$build"; }
+
+stage_tests() {
+  ctest --test-dir "$build" -j"$(nproc)" -L gpu --output-on-failure # the cpu-labelled ones run in CI
+}
+
+# Compared with its simulation on the built-in H100 here (PROFILE when a
+# calibrate stage ran before it), and on the measured profile by `compare`.
 stage_real() {
   OUT_DIR="$out/real" PROFILE="$out/h100-sxm-80gb-measured.json" bash "$root/scripts/gpu-real.sh" "$build"
+}
+
+stage_sanitize() {
+  local san t rc=0
+  san=$(command -v compute-sanitizer || echo "$cuda_home/bin/compute-sanitizer")
+  for t in ${SANITIZE:-embedding layernorm crossentropy gelu rope dropout optimizer matmul attention}; do
+    echo "== compute-sanitizer --tool memcheck test_kern_${t}_cuda"
+    "$san" --tool memcheck --error-exitcode 9 "$build/tests/kernels/test_kern_${t}_cuda" > "$out/sanitize-$t.txt" 2>&1
+    local r=$?
+    grep -E "ERROR SUMMARY|Invalid|ok|FAIL" "$out/sanitize-$t.txt" | tail -n 3
+    echo "   exit $r"
+    [ $r -eq 0 ] || rc=1
+  done
+  return $rc
+}
+
+stage_compare() {
+  "$build/megasim" compare "$out/real/megasim-run.h5" --hardware "$out/h100-sxm-80gb-measured.json" \
+    --plot "$out/real/compare-measured"
 }
 
 stage_calibrate() {
   OUT="$out/h100-sxm-80gb-measured.json" bash "$root/scripts/gpu-calibrate.sh" "$build"
 }
 
+# Wall-clock limits (s): a lease's whole command gets 10 minutes.
+limit_kernels=${LIMIT_kernels:-120} limit_tests=${LIMIT_tests:-150} limit_real=${LIMIT_real:-170}
+limit_calibrate=${LIMIT_calibrate:-110} limit_compare=${LIMIT_compare:-30} limit_sanitize=${LIMIT_sanitize:-90}
+
+# Everything under $out into the device tool's $OUT, as one archive beside
+# the summary and the profile.
+pack() {
+  [ -n "${OUT:-}" ] && [ "$OUT" != "$out" ] || return 0
+  mkdir -p "$OUT"
+  tar -czf "$OUT/session.tar.gz" -C "$out" . 2>/dev/null
+  cp "$out/session.txt" "$OUT/" 2>/dev/null
+  cp "$out/h100-sxm-80gb-measured.json" "$OUT/" 2>/dev/null
+  return 0
+}
+trap pack EXIT
+
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] || [ "${stages[0]}" = all ] && stages=(kernels tests calibrate real)
+[ ${#stages[@]} -eq 0 ] || [ "${stages[0]}" = all ] && stages=(kernels tests real calibrate compare)
+for s in "${stages[@]}"; do
+  case $s in
+  kernels | tests | real | calibrate | compare | sanitize) ;;
+  *) echo "gpu-session: unknown stage '$s'; stages: kernels tests real calibrate compare sanitize all" >&2; exit 2 ;;
+  esac
+done
 status=0
 {
   echo "gpu-session: $(date -u +%FT%TZ) on $(hostname)"
@@ -70,16 +145,24 @@ status=0
   "$nvcc" --version 2>&1 | tail -n 1
   echo "NCCL_ROOT=${NCCL_ROOT:-(beside CUDA)}  GPU_DEPS=$([ -r "$gpu_deps/env.sh" ] && echo "$gpu_deps" || echo none)"
 } | tee "$out/session.txt"
+t0=$(date +%s)
+if ! build_all > "$out/build.log" 2>&1; then
+  echo "gpu-session: the build failed after $(($(date +%s) - t0)) s; nothing ran (log: $out/build.log)" |
+    tee -a "$out/session.txt"
+  tail -n 40 "$out/build.log"
+  exit 1
+fi
+echo "   build: $(($(date +%s) - t0)) s" | tee -a "$out/session.txt"
 for s in "${stages[@]}"; do
-  case $s in
-  kernels | tests | real | calibrate) ;;
-  *) echo "gpu-session: unknown stage '$s'; stages: kernels tests real calibrate all" >&2; exit 2 ;;
-  esac
-  echo "== gpu-session: $s" | tee -a "$out/session.txt"
+  limit_var=limit_$s
+  echo "== gpu-session: $s (limit ${!limit_var} s)" | tee -a "$out/session.txt"
   t0=$(date +%s)
-  "stage_$s" > "$out/$s.log" 2>&1
+  timeout -k 10 "${!limit_var}" bash -c "$(declare -f "stage_$s"); $(declare -p root build out cuda_home); stage_$s" \
+    > "$out/$s.log" 2>&1
   rc=$?
-  echo "   $s: exit $rc after $(($(date +%s) - t0)) s (log: $out/$s.log)" | tee -a "$out/session.txt"
+  what="exit $rc"
+  [ $rc -eq 124 ] && what="stopped at its ${!limit_var} s limit"
+  echo "   $s: $what after $(($(date +%s) - t0)) s (log: $s.log)" | tee -a "$out/session.txt"
   tail -n 25 "$out/$s.log"
   [ $rc -eq 0 ] || status=1
 done

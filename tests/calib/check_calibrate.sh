@@ -232,7 +232,12 @@ PY
 echo "ok   memory bandwidth fitted over DRAM-resident copies"
 
 # Collectives (Hockney's method): each large-message fit holds its latency
-# between 0 and the small regime's, and finds a positive bandwidth.
+# between 0 and the small regime's, and finds a positive bandwidth. One GPU
+# (one process, rerun 0) measures none: nothing to check (seen on an H100,
+# 2026-11-26, where this asserted 'no large-message fits').
+if [ "$rerun" -eq 0 ]; then
+  echo "     collective fits not checked: one process measured no collectives (above)"
+else
 python3 - "$dir/p.json" <<'PY' || fail "a large-message collective fit has a latency outside [0, the small regime's] or no bandwidth"
 import json, sys
 fits = json.load(open(sys.argv[1]))['provenance']['fits']
@@ -244,6 +249,7 @@ for n in large:
     assert 0 <= l['alpha_us'] <= max(0.0, s['alpha_us']) and l['bandwidth_gbps'] > 0, n
 PY
 echo "ok   large-message collective fits: latency within [0, the small regime's], a positive bandwidth"
+fi
 
 # Corrupted copies: expected exit 2 and the field (or section) named on stderr.
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); del d['gpu']['hbm_gbps']; json.dump(d, open(sys.argv[2],'w'))" "$dir/p.json" "$dir/missing.json"
