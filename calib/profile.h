@@ -19,6 +19,7 @@ typedef struct {
     const char *xname, *yname;
     int linear;
     int constant;         /* y = a, the samples' mean (lin.a, lin.se_a, lin.rms; lin.r2 = 0): comm_slowdown */
+    int slope;            /* y = b x, a dimensionless slope (lin.b, lin.se_b, lin.r2, lin.rms): gemm_acc */
     const char *how;      /* linear fits: the method, as reported (NULL: y = a + b x, gsl_fit_linear) */
     calib_satfit_t sat;
     calib_linfit_t lin;
@@ -51,6 +52,8 @@ typedef struct {
     double host_stall_s;   /* synchronous loading of one iteration's batch, or < 0 */
     double flash1_rel;     /* FlashAttention-1 speed / FlashAttention-2 style speed, or < 0 */
     double dropout_gdraws; /* the device's measurement of dropout draws (1e9 / s), or < 0 (CPU: math_gelems[3]) */
+    double gemm_acc_exposed; /* the weight-gradient GEMMs' exposed share of their fp32 accumulation ("gemm_acc"
+                                fit, in [0, 1]), or < 0 */
     double math_gelems[CALIB_MATH_RATES]; /* LayerNorm, bias+GeLU, AdamW, dropout math rates (1e9 / s), or < 0 */
     double ar_alpha_us, ar_bw_gbps, p2p_alpha_us; /* all-reduce and send/recv fits */
     calib_fitrec_t fits[CALIB_MAX_FITS];

@@ -57,6 +57,13 @@ static cJSON *fit_json(const calib_fitrec_t *f)
         cJSON_AddNumberToObject(o, "value_se", f->lin.se_a);
         cJSON_AddNumberToObject(o, "rms_residual", f->lin.rms);
         cJSON_AddNumberToObject(o, "samples", f->lin.n);
+    } else if (f->slope) {
+        cJSON_AddStringToObject(o, "model", f->how);
+        cJSON_AddNumberToObject(o, "slope", f->lin.b);
+        cJSON_AddNumberToObject(o, "slope_se", f->lin.se_b);
+        cJSON_AddNumberToObject(o, "r2", f->lin.r2);
+        cJSON_AddNumberToObject(o, "rms_residual", f->lin.rms);
+        cJSON_AddNumberToObject(o, "samples", f->lin.n);
     } else if (f->linear) {
         cJSON_AddStringToObject(o, "model", f->how ? f->how : "y = a + b x (gsl_fit_linear)");
         cJSON_AddNumberToObject(o, "alpha_us", f->lin.a);
@@ -152,7 +159,9 @@ static void hbm_what(char *buf, size_t len, const calib_result_t *r)
 
 static void field_sources(cJSON *p, const calib_result_t *r)
 {
-    char buf[2048], no_coll[300] = "", hbm[300];
+    char buf[2048], no_coll[300] = "", hbm[300], acc[96] = "";
+    if (r->gemm_acc_exposed >= 0)
+        snprintf(acc, sizeof acc, ", gemm_acc_exposed (fits/gemm_acc)");
     hbm_what(hbm, sizeof hbm, r);
     cJSON_AddStringToObject(p, "raw_only", "attention_unfused (the unfused kernels' samples, in the HDF5 file: the "
                             "model prices unfused attention from gemm_eff and the memory-bound rates, no field of "
@@ -165,17 +174,19 @@ static void field_sources(cJSON *p, const calib_result_t *r)
     if (!r->device) {
         snprintf(buf, sizeof buf, "gpu: peak_bf16_tflops, peak_tf32_tflops (best GEMM), %s, sm_count (cores), "
                  "hbm_gib (MemTotal), kernel_gap_us, gemm_eff (the linear layers' forward and both backward GEMMs, "
-                 "square forward GEMMs), flash_fwd_eff, flash_bwd_eff, mem_eff (copies over hbm_gbps, at most 1), "
+                 "square forward GEMMs; the weight gradients less their exposed fp32 accumulation)%s, flash_fwd_eff, flash_bwd_eff, mem_eff (copies over hbm_gbps, at most 1), "
                  "norm_gelems, gelu_gelems, optim_gparams, dropout_gdraws (LayerNorm, bias+GeLU, AdamW, dropout: "
                  "elements over time, least squares on the relative error)%s; "
-                 "cluster: %s%s", hbm,
+                 "cluster: %s%s", hbm, acc,
                  coll ? ", nvlink_gbps (all-reduce busbw)" : "",
                  coll ? "alpha_nvlink_us, coll_launch_us, nvlink_eff (MPI within this node), " : "",
                  host_stall_what);
         cJSON_AddStringToObject(p, "measured", buf);
-        snprintf(buf, sizeof buf, "%scluster topology and network fields (no second node to measure)%s",
+        snprintf(buf, sizeof buf, "%s%scluster topology and network fields (no second node to measure)%s",
                  r->comm_slowdown >= 0 ? "" : "gpu comm_slowdown (needs >= 3 ranks on as many cores: rank 0 "
-                                             "computes while the others all-reduce); ", no_coll);
+                                             "computes while the others all-reduce); ",
+                 r->gemm_acc_exposed >= 0 ? "" : "gpu gemm_acc_exposed (fewer than 2 weight-gradient GEMM samples); ",
+                 no_coll);
         cJSON_AddStringToObject(p, "kept_from_base", buf);
         cJSON_AddStringToObject(p, "by_construction", "gpu gemm_tile_m/n = 4 (kern_gemm_ref's register block), "
                                 "attn_block_q/k = 1 (kern_attention_*_ref's row at a time), flash1_rel = 1 (the CPU "
@@ -186,11 +197,12 @@ static void field_sources(cJSON *p, const calib_result_t *r)
              "%s, sm_count, hbm_gib "
              "(cudaGetDeviceProperties), kernel_gap_us (back-to-back kern_bias_gelu_fwd_cuda launches up to 256 KiB, host ahead of the GPU), "
              "gemm_eff and gemm_tile_m/n (the curve and the tile among 64x64, 128x64, 128x128, 256x128 whose wave "
-             "quantisation on sm_count SMs best explains the GEMM samples, fits/gemm_eff), "
+             "quantisation on sm_count SMs best explains the GEMM samples, the weight gradients less their exposed "
+             "fp32 accumulation, fits/gemm_eff)%s, "
              "flash_fwd_eff, flash_bwd_eff and attn_block_q/k (kern_attention_*_cuda; the curves and the block "
              "among 32, 64 and 128 rows whose wave quantisation best explains the samples, fits/flash_*_eff), mem_eff (LayerNorm, bias+GeLU, AdamW "
              "kernels), flash1_rel (kern_attention_*_v1_cuda over kern_attention_*_cuda, forward + backward)%s%s%s; "
-             "cluster: %s%s", hbm,
+             "cluster: %s%s", hbm, acc,
              r->dropout_gdraws > 0 ? ", dropout_gdraws (kern_attention_*_cuda forward + backward with dropout 0.1 "
                                      "against without: its draws over the time they add)" : "",
              coll ? ", nvlink_gbps (ncclAllReduce busbw)" : "",
@@ -200,11 +212,12 @@ static void field_sources(cJSON *p, const calib_result_t *r)
     snprintf(buf, sizeof buf, "gpu peak_tf32_tflops = the "
              "measured bf16 peak x the base's tf32/bf16 ratio (kern_gemm_cuda is bf16 only); norm_gelems, "
              "gelu_gelems, optim_gparams (data-sheet math rates: those kernels are bandwidth-bound on a GPU, so "
-             "their samples give mem_eff)%s%s%s; cluster topology "
+             "their samples give mem_eff)%s%s%s%s; cluster topology "
              "and network fields (no second node to measure), runtime_reserved_gib%s",
              r->comm_slowdown >= 0 ? "" : "; gpu comm_slowdown (needs >= 2 ranks, one GPU each)",
              r->flash1_rel > 0 ? "" : "; gpu flash1_rel (its measurement failed)",
              r->dropout_gdraws > 0 ? "" : "; gpu dropout_gdraws (dropout added no measurable time to the flash kernel)",
+             r->gemm_acc_exposed >= 0 ? "" : "; gpu gemm_acc_exposed (fewer than 2 weight-gradient GEMM samples)",
              no_coll);
     cJSON_AddStringToObject(p, "kept_from_base", buf);
 }
@@ -304,6 +317,9 @@ static void print_fit(const calib_fitrec_t *f)
     if (f->constant)
         printf("  %-22s %9.4f +- %.4f (mean)   rms %.4f  (%d samples)\n", f->name, f->lin.a, f->lin.se_a, f->lin.rms,
                f->lin.n);
+    else if (f->slope)
+        printf("  %-22s slope %9.4f +- %.4f (the profile holds it in [0, 1])   R^2 %.4f  rms %.3g us  (%d samples)\n",
+               f->name, f->lin.b, f->lin.se_b, f->lin.r2, f->lin.rms, f->lin.n);
     else if (f->linear)
         printf("  %-22s alpha %9.3f +- %.3f us   %s %9.3f +- %.3f %s   R^2 %.4f  rms %.3g us  (%d samples)\n",
                f->name, f->lin.a, f->lin.se_a, per_elem ? "rate" : "bw", f->lin.b > 0 ? 1e-3 / f->lin.b : 0,
@@ -372,6 +388,10 @@ void calib_print_report(const calib_result_t *r, const hw_t *hw)
     if (r->dropout_gdraws > 0)
         printf("  dropout draws      %8.4f G/s (the flash kernel with dropout 0.1 against without: draws over the "
                "time they add)\n", r->dropout_gdraws);
+    if (r->gemm_acc_exposed >= 0)
+        printf("  fp32 accumulation  %8.3f    exposed (weight-gradient GEMMs: their time beyond the other passes' "
+               "curve over 8 bytes per output element at hbm_gbps x mem_eff; fits/gemm_acc) -> gemm_acc_exposed\n",
+               r->gemm_acc_exposed);
     if (r->have_coll)
         printf("  all-reduce         %8.3f us alpha, %.3f GB/s busbw -> nvlink_gbps; alpha_nvlink_us %.3f, "
                "coll_launch_us %.3f\n", r->ar_alpha_us, r->ar_bw_gbps, hw->cluster.alpha_nvlink_us,

@@ -283,6 +283,14 @@ double cost_optimizer_s(const hw_t *hw, const job_t *job, double params)
     return cost_elem_math_s(hw, params * per, params, hw->gpu.optim_gparams);
 }
 
+double cost_gemm_acc_s(const hw_t *hw, double m, double n, double batch)
+{
+    double bytes = 8 * m * n * batch;
+    if (hw->gpu.gemm_acc_exposed <= 0)
+        return 0;
+    return hw->gpu.gemm_acc_exposed * bytes / (hw->gpu.hbm_gbps * 1e9 * curve_eval(&hw->gpu.mem_eff, bytes));
+}
+
 double cost_grad_norm_sync_s(const hw_t *hw, const job_t *job)
 {
     group_layout_t g = cost_group_layout(job, hw, GROUP_WORLD);
@@ -293,7 +301,8 @@ double cost_op_s(const hw_t *hw, const job_t *job, const op_t *op)
 {
     switch (op->kind) {
     case OP_GEMM:
-        return cost_gemm_s(hw, job, op->m, op->n, op->k, op->batch);
+        return cost_gemm_s(hw, job, op->m, op->n, op->k, op->batch) +
+               (op->acc_fp32 ? cost_gemm_acc_s(hw, op->m, op->n, op->batch) : 0);
     case OP_ATTN:
         return cost_attn_s(hw, op);
     case OP_ELEM: { /* the draws add to the kernel's math */

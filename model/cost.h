@@ -24,6 +24,17 @@ typedef struct {
 group_layout_t cost_group_layout(const job_t *job, const hw_t *hw, group_t g);
 
 double cost_gemm_s(const hw_t *hw, const job_t *job, double m, double n, double k, double batch);
+/* What a GEMM that accumulates into an fp32 output (C += A B: a weight
+ * gradient into its fp32 main gradient, as Megatron-LM's gradient
+ * accumulation fusion and `run` do) adds to cost_gemm_s: its epilogue reads
+ * and writes 8 bytes per output element at hbm_gbps x mem_eff, of which the
+ * profile's gemm_acc_exposed share is not hidden behind the product (an
+ * H100, 2026-11-26: the weight-gradient GEMMs of 2048 tokens ran at 510 to
+ * 560 TFLOP/s against 700 to 840 for the other two of the same layer;
+ * 0.76 of that memory time explains the difference). Calibration fits the
+ * share and takes it off those samples before fitting gemm_eff
+ * (calib/profile.c). */
+double cost_gemm_acc_s(const hw_t *hw, double m, double n, double batch);
 /* The useful fraction of a GEMM's tiles: `batch` products of m x n outputs
  * covered by tiles of tile_m x tile_n (either orientation, or a half tile
  * at 0.9 of its speed, whichever fills the last wave best) over `sms` SMs.

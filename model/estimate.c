@@ -110,7 +110,8 @@ static void output_extra(const hw_t *hw, const job_t *j, double *fwd, double *bw
     double T = (double)j->seq_length * j->micro_batch_size, h = j->hidden_size;
     double wb = j->bf16 ? 2 : 4, Vt = (double)j->padded_vocab_size / j->tp;
     *fwd = cost_gemm_s(hw, j, T, Vt, h, 1) + cost_elem_s(hw, T * Vt * (wb + 4));
-    *bwd = cost_gemm_s(hw, j, T, h, Vt, 1) + cost_gemm_s(hw, j, h, Vt, T, 1) + cost_elem_s(hw, T * Vt * (4 + wb));
+    *bwd = cost_gemm_s(hw, j, T, h, Vt, 1) + cost_gemm_s(hw, j, h, Vt, T, 1) + cost_gemm_acc_s(hw, h, Vt, 1) +
+           cost_elem_s(hw, T * Vt * (4 + wb));
     if (j->tp == 1)
         return;
     *fwd += tp_coll_s(hw, j, COLL_ALLGATHER, T * 2 * 4 * j->tp); /* each rank's (lse, target logit) per token */

@@ -41,6 +41,9 @@ static const opt_def gpu_defs[] = {
      "optimizer step math rate, billions of parameters per second"},
     {"dropout-gdraws", OPT_REAL, G(dropout_gdraws), 0, 1e7, 0, 0, "gpu",
      "dropout mask draws, billions per second (0: not charged)"},
+    {"gemm-acc-exposed", OPT_REAL, G(gemm_acc_exposed), 0, 1, "0", 0, "gpu",
+     "share of a weight gradient's fp32 accumulation (8 bytes per output element) added to its GEMM (0: none; "
+     "missing in files written before 2026-11-26, which priced none)"},
 };
 
 static const opt_def cluster_defs[] = {
@@ -95,16 +98,26 @@ static int load_section(const opt_table *t, const cJSON *sec, void *obj, const c
     }
     if (opts_apply_json(t, obj, sec, where, base_key, seen, err))
         return -1;
-    for (int i = 0; i < t->n && !base; i++)
-        if (!seen[i]) {
-            char key[64];
-            snprintf(key, sizeof key, "%s", t->defs[i].name);
-            for (char *p = key; *p; p++)
-                *p = *p == '-' ? '_' : *p;
-            snprintf(err, OPT_ERR_LEN, "%s: field '%s' is missing (%s); give it or name a \"base\" profile",
-                     where, key, t->defs[i].help);
-            return -1;
+    return base ? 0 : hw_fill_missing(t, obj, seen, where, "; give it or name a \"base\" profile", err);
+}
+
+int hw_fill_missing(const opt_table *t, void *obj, const char *seen, const char *where, const char *hint, char *err)
+{
+    for (int i = 0; i < t->n; i++) {
+        if (seen[i])
+            continue;
+        if (t->defs[i].def) {
+            if (opts_set_text(&t->defs[i], obj, t->defs[i].def, where, err))
+                return -1;
+            continue;
         }
+        char key[64];
+        snprintf(key, sizeof key, "%s", t->defs[i].name);
+        for (char *p = key; *p; p++)
+            *p = *p == '-' ? '_' : *p;
+        snprintf(err, OPT_ERR_LEN, "%s: field '%s' is missing (%s)%s", where, key, t->defs[i].help, hint);
+        return -1;
+    }
     return 0;
 }
 

@@ -46,6 +46,13 @@ typedef struct {
      * (added to the attention kernel's time). 0: not charged; the built-in
      * profiles hold 0 until a GPU measures it (ASSUMPTIONS.md). */
     double dropout_gdraws;
+    /* The share of a weight-gradient GEMM's fp32 accumulation (8 bytes per
+     * output element read and written at hbm_gbps x mem_eff: cost_gemm_acc_s)
+     * that adds to its time, in [0, 1]: calibration fits it (0.76 on an
+     * H100, 2026-11-26). The built-in profiles hold 0 until a GPU of theirs
+     * measures it: their gemm_eff curves come from public GEMM sweeps, which
+     * do not accumulate (ASSUMPTIONS.md). */
+    double gemm_acc_exposed;
 } hw_gpu_t;
 
 typedef struct {
@@ -92,6 +99,11 @@ typedef struct {
 } hw_t;
 
 extern const opt_table hw_gpu_opts, hw_cluster_opts;
+/* After a section was read (seen[i]: field i was there): a field with a
+ * default that was not there gets it (a field added later: its default is
+ * what files written before it meant); one without is an error naming it
+ * at `where`, followed by `hint`. 0 or -1. */
+int hw_fill_missing(const opt_table *t, void *obj, const char *seen, const char *where, const char *hint, char *err);
 
 int hw_builtin_gpu(const char *name, hw_gpu_t *out);
 int hw_builtin_cluster(const char *name, hw_cluster_t *out);

@@ -26,6 +26,14 @@ static int gemm(builder_t *b, const char *name, double m, double n, double k)
     return push(b, (op_t){.kind = OP_GEMM, .name = name, .m = m, .n = n, .k = k, .batch = 1, .pair = -1});
 }
 
+/* A weight gradient (m, n) = (inputs, outputs) x tokens: accumulated into
+ * its fp32 main gradient (op_t.acc_fp32). */
+static int wgrad(builder_t *b, const char *name, double m, double n, double k)
+{
+    return push(b, (op_t){.kind = OP_GEMM, .name = name, .m = m, .n = n, .k = k, .batch = 1, .pair = -1,
+                          .acc_fp32 = 1});
+}
+
 /* A memory-bound op; NORM and GELU also compute on each of `elems`
  * elements (see elem_kind_t), and a dropout draws `draws` mask elements. */
 static void elem_draw(builder_t *b, const char *name, elem_kind_t kind, double bytes, double elems, double draws)
@@ -84,14 +92,17 @@ static double gelu_bytes(const job_t *j, double T, double wb)
     return T * j->ffn_hidden_size / j->tp * wb * (j->fused_elementwise ? 1 : 2);
 }
 
-/* The activation's backward: GeLU reads the output gradient and the
- * pre-activation and writes the input gradient (3 f per token); SwiGLU
- * reads the gradient, gate and up and writes both halves' gradients (5 f). */
+/* The activation's backward: Megatron's jit GeLU reads the output gradient
+ * and the pre-activation and writes the input gradient (3 f per token); in
+ * FC2's dgrad GEMM epilogue (dGeLU) only the pre-activation's read is
+ * extra (1 f: on an H100, 2026-11-26, the epilogue added 25 to 90 us to
+ * the GEMMs kern_bench times, not the 3 f's 100 to 150). SwiGLU reads the
+ * gradient, gate and up and writes both halves' gradients (5 f). */
 static double gelu_bwd_bytes(const job_t *j, double T, double wb)
 {
     if (j->swiglu)
         return 5 * T * j->ffn_hidden_size / j->tp * wb;
-    return 1.5 * gelu_bytes(j, T, wb) * (j->fused_elementwise ? 2 : 1);
+    return T * j->ffn_hidden_size / j->tp * wb * (j->fused_elementwise ? 1 : 3);
 }
 
 /* Rotary position embedding: one pass reading and writing Q and K (and,
@@ -205,7 +216,7 @@ static void col_backward(builder_t *b, const char *dname, const char *wname, dou
     int dg = gemm(b, dname, T, h, n_out);
     if (j->sequence_parallel)
         tp_coll(b, "ag_input", COLL_ALLGATHER, OVL_ASYNC, dg);
-    int wg = gemm(b, wname, h, n_out, T);
+    int wg = wgrad(b, wname, h, n_out, T);
     tp_coll(b, j->sequence_parallel ? "rs_dgrad" : "ar_dgrad",
             j->sequence_parallel ? COLL_REDUCESCATTER : COLL_ALLREDUCE, OVL_ASYNC, wg);
 }
@@ -221,7 +232,7 @@ static void row_backward(builder_t *b, const char *dname, const char *wname, dou
         tp_coll(b, "ag_grad", COLL_ALLGATHER, j->tp_comm_overlap ? OVL_CHUNKED : OVL_NONE,
                 b->n + (j->tp > 1));
     gemm(b, dname, T, k_in, h);
-    gemm(b, wname, k_in, h, T);
+    wgrad(b, wname, k_in, h, T);
 }
 
 static void backward(builder_t *b)

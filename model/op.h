@@ -38,6 +38,8 @@ typedef struct {
     group_t group;
     overlap_t overlap;
     int pair;             /* COLL: index of the GEMM it overlaps with, or -1 */
+    int acc_fp32;         /* GEMM: C += A B into fp32 (a weight gradient into its fp32 main
+                             gradient): cost_gemm_acc_s on top of the product */
 } op_t;
 
 /* FLOPs of a compute op (0 for memory-bound and communication ops). */

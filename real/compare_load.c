@@ -170,19 +170,15 @@ static int read_sim(cmp_t *c, char *err)
 
 /* ---- the job and hardware recorded in RUN.h5 --------------------------- */
 
-/* One profile section: every field must be there (hw_to_json wrote them). */
+/* One profile section: every field must be there (hw_to_json wrote them),
+ * but for those added since, which take their defaults. */
 static int hw_section(const opt_table *t, const cJSON *hw, const char *sec, void *obj, const char *path, char *err)
 {
     char where[1200], seen[64] = {0};
     snprintf(where, sizeof where, "%s: config_json hardware.%s", path, sec);
     if (opts_apply_json(t, obj, cJSON_GetObjectItemCaseSensitive(hw, sec), where, NULL, seen, err))
         return -1;
-    for (int i = 0; i < t->n; i++)
-        if (!seen[i]) {
-            snprintf(err, OPT_ERR_LEN, "%s: field '%s' is missing", where, t->defs[i].name);
-            return -1;
-        }
-    return 0;
+    return hw_fill_missing(t, obj, seen, where, "", err);
 }
 
 /* --hardware FILE: the job's --gpu/--cluster built-ins under FILE's

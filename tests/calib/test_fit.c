@@ -1,7 +1,7 @@
 /* test_fit: the calibration fits recover known parameters from synthetic
  * samples with noise (gsl_rng, fixed seed, so every run sees the same
  * noise). Usage: test_fit saturating | gemm_waves | attn_waves | linear |
- * params | rate | memory | collectives | gemm_passes. */
+ * params | rate | memory | collectives | gemm_passes | gemm_acc. */
 #include "calib/calib.h"
 #include "calib/fit.h"
 #include "calib/profile.h"
@@ -425,7 +425,7 @@ static int memory(void)
                        r->fits[i].lin.a >= 0 && r->fits[i].lin.a <= fastest_us, "calib_fit_linear_bounded");
         }
     hw_t hw;
-    char err[OPT_ERR_LEN];
+    char err[OPT_ERR_LEN] = "";
     check_true("profile made", calib_make_profile(r, "a100-sxm-80gb", "megascale", &hw, err) == 0, err);
     check_rel("profile hbm_gbps = the fit's", r->copy_gbps, hw.gpu.hbm_gbps, 1e-12, "calib_make_profile");
     /* with one DRAM-resident size the fit cannot be made: the largest copy stands in */
@@ -437,6 +437,89 @@ static int memory(void)
               "the stand-in");
     calib_result_free(one);
     return check_done("calib_fit_memory");
+}
+
+/* The weight gradients' fp32 accumulation through calib_fit_all and
+ * calib_make_profile, on the GPU calibration's full grid (gemm_waves's:
+ * each linear layer's forward, dinp and dweight GEMMs over 2048 tokens,
+ * then squares), 132 SMs, a 128 x 128 tile, eff = 0.80 F / (F + 4e9), 2%
+ * noise; each dweight GEMM (pass 2) also takes 0.7 of its 8 bytes per
+ * output element at 3000 GB/s (copies of 4 KiB to 1 GiB at exactly that
+ * rate give hbm_gbps and a flat mem_eff). Expected: gemm_acc_exposed 0.7
+ * and, with it taken off, the curve predicting every pass to about the
+ * noise; a fit that ignores it (all passes raw) misses the dweight GEMMs by
+ * their accumulation, up to a third of their time at these shapes. */
+static int gemm_acc(void)
+{
+    static const int cfg[][2] = {{2048, 1}, {2048, 2}, {2048, 4}, {2048, 8}, {12288, 8}};
+    const double e_max = 0.80, f_half = 4e9, N = 2048, peak = 1000e12, bw = 3000e9, exposed = 0.7;
+    calib_result_t *r = empty_result(1);
+    r->device = 1, r->gpu.sm_count = 132, r->llc_bytes = 50e6;
+    for (double b = 4096; b <= 1024.0 * (1 << 20); b *= 4)
+        copy_row(r, b, b / bw * 1e6, b / bw * 1e6);
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(rng, SEED);
+    double worst = 0;
+    for (int c = 0; c < 5; c++) {
+        double h = cfg[c][0], tp = cfg[c][1];
+        double lin[4][2] = {{h, 3 * h / tp}, {h / tp, h}, {h, 4 * h / tp}, {4 * h / tp, h}}; /* C, OC */
+        for (int l = 0; l < 4; l++)
+            for (int pass = 0; pass < 3; pass++) {
+                double C = lin[l][0], OC = lin[l][1];
+                double m = pass == 2 ? OC : N, n = pass == 0 ? OC : C, k = pass == 0 ? C : pass == 1 ? OC : N;
+                double fl = 2 * m * n * k, eff = fmin(1, e_max * fl / (fl + f_half)) *
+                                                     cost_gemm_wave_eff(128, 128, 132, m, n, 1);
+                double t = fl / (eff * peak) * (1 + gsl_ran_gaussian(rng, 0.02));
+                if (pass == 2) {
+                    double a = exposed * 8 * m * n / bw;
+                    worst = fmax(worst, a / t), t += a;
+                }
+                calib_stat_t st = {t, t, t, t, t, 7, 1};
+                calib_gemm_row(&r->gemm, (int)m, (int)n, (int)k, &st, (int)tp, pass, (int)h);
+            }
+    }
+    for (double s = 128; s <= 16384; s *= 2) {
+        double fl = 2 * s * s * s, eff = fmin(1, e_max * fl / (fl + f_half)) * cost_gemm_wave_eff(128, 128, 132, s, s, 1);
+        double t = fl / (eff * peak) * (1 + gsl_ran_gaussian(rng, 0.02));
+        calib_stat_t st = {t, t, t, t, t, 7, 1};
+        calib_gemm_row(&r->gemm, (int)s, (int)s, (int)s, &st, 0, 0, 0);
+    }
+    gsl_rng_free(rng);
+    calib_plan_t p = calib_plan(CALIB_FULL);
+    calib_fit_all(r, &p);
+    const char *src = "synthetic: dweight GEMMs + 0.7 x 8 m n / 3000 GB/s, eff 0.80 F / (F + 4e9) x wave(128 x 128), "
+                      "2% noise, seed 20240424";
+    printf("     the accumulation is up to %.0f%% of a dweight GEMM's time here\n", 100 * worst);
+    check_rel("hbm_gbps (copies at exactly 3000 GB/s)", 3000, r->copy_gbps, 0.01, "the copy rows");
+    check_rel("gemm_acc_exposed", exposed, r->gemm_acc_exposed, 0.05, src);
+    const calib_fitrec_t *g = NULL;
+    for (int i = 0; i < r->nfits; i++)
+        if (!strcmp(r->fits[i].name, "gemm_eff"))
+            g = &r->fits[i];
+    check_true("gemm_eff fitted", g && g->wfit.ok, "calib_fit_gemm_waves over every pass");
+    if (g) {
+        printf("     gemm_eff: tile %d x %d, relative rms %.4f\n", g->wfit.tile_m, g->wfit.tile_n, g->wfit.rel_rms);
+        check_true("relative rms of the model <= 2.5% once the accumulation is off", g->wfit.rel_rms <= 0.025,
+                   "the noise is 2%");
+    }
+    /* the same samples fitted raw (every pass as measured) */
+    double mm[80], nn[80], fl[80], y[80], wave[80], res[80];
+    int cnt = 0;
+    for (int i = 0; i < r->gemm.n && cnt < 80; i++, cnt++) {
+        mm[cnt] = calib_table_get(&r->gemm, i, 0), nn[cnt] = calib_table_get(&r->gemm, i, 1);
+        fl[cnt] = calib_table_get(&r->gemm, i, 3), y[cnt] = fmin(1, calib_table_get(&r->gemm, i, 7) / r->peak_gflops);
+    }
+    static const int tiles[][2] = {{64, 64}, {128, 64}, {128, 128}, {256, 128}};
+    calib_wavefit_t raw = calib_fit_gemm_waves(mm, nn, fl, y, cnt, 132, tiles, 4, wave, res);
+    printf("     fitted raw (the accumulation left in the dweight samples): relative rms %.4f\n", raw.rel_rms);
+    check_true("the raw fit is at least 2x further off", g && raw.rel_rms >= 2 * g->wfit.rel_rms,
+               "one curve cannot hold both the dweight GEMMs and the others");
+    hw_t hw;
+    char err[OPT_ERR_LEN] = "";
+    check_true("profile made", calib_make_profile(r, "h100-sxm-80gb", "megascale", &hw, err) == 0, err);
+    check_rel("profile gemm_acc_exposed = the fit's", r->gemm_acc_exposed, hw.gpu.gemm_acc_exposed, 1e-12,
+              "calib_make_profile");
+    return check_done("calib_fit_gemm_acc");
 }
 
 /* The collective fits through calib_fit_all and calib_make_profile, on
@@ -457,7 +540,7 @@ static int collectives(void)
     const double launch_us = 6, step_us = 0.8, bw_gbps = 20;
     const int n = 4;
     hw_t truth;
-    char err[OPT_ERR_LEN];
+    char err[OPT_ERR_LEN] = "";
     hw_resolve("a100-sxm-80gb", "megascale", NULL, &truth, err);
     truth.cluster.coll_launch_us = launch_us, truth.cluster.alpha_nvlink_us = step_us;
     truth.gpu.nvlink_gbps = bw_gbps, truth.cluster.nvlink_scale = 1;
@@ -581,11 +664,11 @@ int main(int argc, char **argv)
         return params();
     static const struct { const char *name; int (*fn)(void); } more[] = {
         {"rate", rate}, {"pred_se", pred_se}, {"memory", memory}, {"collectives", collectives},
-        {"gemm_passes", gemm_passes}};
+        {"gemm_passes", gemm_passes}, {"gemm_acc", gemm_acc}};
     for (size_t i = 0; argc > 1 && i < sizeof more / sizeof more[0]; i++)
         if (!strcmp(argv[1], more[i].name))
             return more[i].fn();
     fprintf(stderr, "usage: test_fit saturating|gemm_waves|attn_waves|linear|params|rate|pred_se|memory|collectives|"
-                    "gemm_passes\n");
+                    "gemm_passes|gemm_acc\n");
     return 2;
 }
