@@ -29,7 +29,7 @@
 # in $OUT/session.tar.gz too (the tool returns at most 8 files).
 #
 # Before the session, on the Debian 12 development machine:
-#   bash scripts/gpu-deps.sh        # MPI, HDF5, GSL, cJSON -> .gpu-deps/ (43 MB)
+#   bash scripts/gpu-deps.sh        # MPI, HDF5, GSL, cJSON -> .gpu-deps/ (46 MB)
 # then the device call carries it: run(carry=[".gpu-deps"], command=
 #   "bash scripts/gpu-session.sh"), or a few stages per call.
 set -uo pipefail
