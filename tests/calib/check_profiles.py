@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""tests/calib/check_profiles.py: the checked-in measured profiles
+(experiments/profiles/*.json) against `megasim predict --hardware`. Every
+check prints what it expected, what it got and where that comes from.
+
+  1. every profile is accepted (exit 0, the JSON parses, an iteration time)
+  2. h100-sxm-80gb-measured.json: gemm_acc_exposed is its own fit's slope
+     held in [0, 1] (provenance fits/gemm_acc), and the 1.2B GPT of
+     scripts/gpu-real.sh predicts the iteration the README quotes for the
+     H100 compare (0.7719 s: the run measured 0.7233 s, +6.7%)
+  3. a profile without gemm_acc_exposed (one written before the field) is
+     read with 0, the model before it: the same iteration as an explicit 0,
+     and not the profile's own
+  4. gemm_acc_exposed out of [0, 1] is refused: exit 2, the field named
+
+usage: check_profiles.py MEGASIM"""
+import glob, json, os, subprocess, sys, tempfile
+
+MEGASIM = sys.argv[1]
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+# scripts/gpu-real.sh's model and plan (scripts/gpu-calibrate.sh predicts the same job)
+GPT_1_2B = ["--preset", "none", "--num-layers", "24", "--hidden-size", "2048", "--ffn-hidden-size", "8192",
+            "--num-attention-heads", "16", "--num-query-groups", "16", "--seq-length", "2048",
+            "--padded-vocab-size", "256", "--micro-batch-size", "4", "--global-batch-size", "16", "--num-gpus", "1",
+            "--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "1",
+            "--num-layers-per-virtual-pipeline-stage", "0", "--attention", "flash", "--fused-elementwise",
+            "--cluster", "fattree", "--hidden-dropout", "0.1", "--attention-dropout", "0.1"]
+failed = 0
+
+
+def check(ok, what, expected, got, source):
+    global failed
+    failed += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} {what}: expected {expected}, got {got} ({source})")
+
+
+def predict(hw, job=()):
+    p = subprocess.run([MEGASIM, "predict", *job, "--hardware", hw, "--json"], capture_output=True, text=True)
+    try:
+        return p.returncode, json.loads(p.stdout)["iteration_time_s"], p.stderr.strip()
+    except (ValueError, KeyError):
+        return p.returncode, None, p.stderr.strip()
+
+
+files = sorted(glob.glob(os.path.join(ROOT, "experiments", "profiles", "*.json")))
+check(len(files) >= 2, "checked-in profiles", ">= 2 (the CPU one, the H100 one)", len(files), "experiments/profiles")
+for f in files:
+    rc, t, err = predict(f)
+    check(rc == 0 and t and t > 0, f"predict --hardware {os.path.basename(f)}", "exit 0 and an iteration time",
+          f"exit {rc}, {t} {err[:200]}", "megasim predict's default job")
+
+h100 = os.path.join(ROOT, "experiments", "profiles", "h100-sxm-80gb-measured.json")
+prof = json.load(open(h100))
+slope = prof["provenance"]["fits"]["gemm_acc"]["slope"]
+check(abs(prof["gpu"]["gemm_acc_exposed"] - min(1, max(0, slope))) < 1e-12, "H100 gemm_acc_exposed",
+      f"the fit's slope {slope:.4f} held in [0, 1]", prof["gpu"]["gemm_acc_exposed"], "provenance fits/gemm_acc")
+rc, t, err = predict(h100, GPT_1_2B)
+check(rc == 0 and t is not None and abs(t / 0.7719 - 1) < 1e-3, "1.2B GPT iteration on the H100 profile",
+      "0.7719 s within 0.1%", t, "README 'On a GPU machine': compare's simulated iteration, 2026-11-26")
+
+with tempfile.TemporaryDirectory() as d:
+    old, zero, bad = (os.path.join(d, n) for n in ("old.json", "zero.json", "bad.json"))
+    p = json.loads(json.dumps(prof))
+    del p["gpu"]["gemm_acc_exposed"]
+    json.dump(p, open(old, "w"))
+    p["gpu"]["gemm_acc_exposed"] = 0
+    json.dump(p, open(zero, "w"))
+    p["gpu"]["gemm_acc_exposed"] = 1.5
+    json.dump(p, open(bad, "w"))
+    rc_old, t_old, err_old = predict(old, GPT_1_2B)
+    rc_zero, t_zero, _ = predict(zero, GPT_1_2B)
+    check(rc_old == 0 and t_old == t_zero, "a profile without gemm_acc_exposed",
+          f"read with 0: {t_zero} s", f"exit {rc_old}, {t_old} s {err_old[:200]}", "model/hw.c hw_fill_missing")
+    check(t_old is not None and t is not None and t_old < t, "  and it prices no accumulation",
+          f"below the profile's own {t} s", t_old, "cost_gemm_acc_s is 0 at gemm_acc_exposed 0")
+    rc_bad, _, err_bad = predict(bad, GPT_1_2B)
+    check(rc_bad == 2 and "gemm_acc_exposed" in err_bad.replace("-", "_"), "gemm_acc_exposed 1.5",
+          "exit 2 naming the field", f"exit {rc_bad}: {err_bad[:200]}", "hw.c bounds [0, 1]")
+
+print("check_profiles: " + ("all passed" if not failed else f"{failed} failed"))
+sys.exit(1 if failed else 0)
