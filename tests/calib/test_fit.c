@@ -71,26 +71,40 @@ static double curve_only_rel_rms(const double *fl, const double *y, const double
  * 2% noise. The fit must pick that tile among the four candidates, recover
  * the curve, and predict the samples to about the noise; the saturating
  * curve alone (the fit before the waves were modelled) cannot. */
-static int gemm_waves(void)
+/* The GPU calibration's full grid of linear-layer GEMMs (calib/bench_gpu.c):
+ * a GPT block's four linear layers (C -> OC) for h 2048 at TP 1, 2, 4, 8 and
+ * h 12288 at TP 8 over N tokens, each as {m, n, k, pass, tp, h}: the forward
+ * (N, OC, C), dinp (N, C, OC) and dweight (OC, C, N). Returns the count, 60. */
+#define LINEAR_GRID 60
+static int linear_grid(double N, double g[LINEAR_GRID][6])
 {
     static const int cfg[][2] = {{2048, 1}, {2048, 2}, {2048, 4}, {2048, 8}, {12288, 8}};
-    static const int tiles[][2] = {{64, 64}, {128, 64}, {128, 128}, {256, 128}};
-    const double e_max = 0.80, f_half = 4e9, N = 2048;
-    const int sms = 132;
-    double m[80], n[80], fl[80], y[80], wave[80], res[80];
     int cnt = 0;
-    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(rng, SEED);
     for (int c = 0; c < 5; c++) {
         double h = cfg[c][0], tp = cfg[c][1];
         double lin[4][2] = {{h, 3 * h / tp}, {h / tp, h}, {h, 4 * h / tp}, {4 * h / tp, h}}; /* C, OC */
         for (int l = 0; l < 4; l++)
             for (int pass = 0; pass < 3; pass++) {
                 double C = lin[l][0], OC = lin[l][1];
-                m[cnt] = pass == 2 ? OC : N, n[cnt] = pass == 0 ? OC : C;
-                fl[cnt++] = 2 * N * C * OC;
+                double *r = g[cnt++];
+                r[0] = pass == 2 ? OC : N, r[1] = pass == 0 ? OC : C, r[2] = pass == 0 ? C : pass == 1 ? OC : N;
+                r[3] = pass, r[4] = tp, r[5] = h;
             }
     }
+    return cnt;
+}
+
+static int gemm_waves(void)
+{
+    static const int tiles[][2] = {{64, 64}, {128, 64}, {128, 128}, {256, 128}};
+    const double e_max = 0.80, f_half = 4e9, N = 2048;
+    const int sms = 132;
+    double m[80], n[80], fl[80], y[80], wave[80], res[80], grid[LINEAR_GRID][6];
+    int cnt = linear_grid(N, grid);
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(rng, SEED);
+    for (int i = 0; i < cnt; i++)
+        m[i] = grid[i][0], n[i] = grid[i][1], fl[i] = 2 * grid[i][0] * grid[i][1] * grid[i][2];
     for (double s = 128; s <= 16384; s *= 2)
         m[cnt] = n[cnt] = s, fl[cnt++] = 2 * s * s * s;
     double worst_wave = 1;
@@ -451,7 +465,6 @@ static int memory(void)
  * their accumulation, up to a third of their time at these shapes. */
 static int gemm_acc(void)
 {
-    static const int cfg[][2] = {{2048, 1}, {2048, 2}, {2048, 4}, {2048, 8}, {12288, 8}};
     const double e_max = 0.80, f_half = 4e9, N = 2048, peak = 1000e12, bw = 3000e9, exposed = 0.7;
     calib_result_t *r = empty_result(1);
     r->device = 1, r->gpu.sm_count = 132, r->llc_bytes = 50e6;
@@ -459,24 +472,17 @@ static int gemm_acc(void)
         copy_row(r, b, b / bw * 1e6, b / bw * 1e6);
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(rng, SEED);
-    double worst = 0;
-    for (int c = 0; c < 5; c++) {
-        double h = cfg[c][0], tp = cfg[c][1];
-        double lin[4][2] = {{h, 3 * h / tp}, {h / tp, h}, {h, 4 * h / tp}, {4 * h / tp, h}}; /* C, OC */
-        for (int l = 0; l < 4; l++)
-            for (int pass = 0; pass < 3; pass++) {
-                double C = lin[l][0], OC = lin[l][1];
-                double m = pass == 2 ? OC : N, n = pass == 0 ? OC : C, k = pass == 0 ? C : pass == 1 ? OC : N;
-                double fl = 2 * m * n * k, eff = fmin(1, e_max * fl / (fl + f_half)) *
-                                                     cost_gemm_wave_eff(128, 128, 132, m, n, 1);
-                double t = fl / (eff * peak) * (1 + gsl_ran_gaussian(rng, 0.02));
-                if (pass == 2) {
-                    double a = exposed * 8 * m * n / bw;
-                    worst = fmax(worst, a / t), t += a;
-                }
-                calib_stat_t st = {t, t, t, t, t, 7, 1};
-                calib_gemm_row(&r->gemm, (int)m, (int)n, (int)k, &st, (int)tp, pass, (int)h);
-            }
+    double worst = 0, grid[LINEAR_GRID][6];
+    for (int i = 0, cnt = linear_grid(N, grid); i < cnt; i++) {
+        double m = grid[i][0], n = grid[i][1], k = grid[i][2], fl = 2 * m * n * k;
+        double eff = fmin(1, e_max * fl / (fl + f_half)) * cost_gemm_wave_eff(128, 128, 132, m, n, 1);
+        double t = fl / (eff * peak) * (1 + gsl_ran_gaussian(rng, 0.02));
+        if (grid[i][3] == 2) {
+            double a = exposed * 8 * m * n / bw;
+            worst = fmax(worst, a / t), t += a;
+        }
+        calib_stat_t st = {t, t, t, t, t, 7, 1};
+        calib_gemm_row(&r->gemm, (int)m, (int)n, (int)k, &st, (int)grid[i][4], (int)grid[i][3], (int)grid[i][5]);
     }
     for (double s = 128; s <= 16384; s *= 2) {
         double fl = 2 * s * s * s, eff = fmin(1, e_max * fl / (fl + f_half)) * cost_gemm_wave_eff(128, 128, 132, s, s, 1);
