@@ -83,7 +83,6 @@ static calib_fitrec_t *fit_eff(calib_result_t *r, const char *name, const calib_
 static const int gpu_tiles[][2] = {{64, 64}, {128, 64}, {128, 128}, {256, 128}};
 static const int cpu_tiles[][2] = {{4, 4}};
 
-
 /* gemm_eff with wave quantisation (calib_fit_gemm_waves): the curve the
  * model multiplies by the wave efficiency of each GEMM's shape, so that a
  * GEMM measured at a poorly filled last wave lowers neither the curve nor,
@@ -384,7 +383,6 @@ void calib_fit_all(calib_result_t *r, const calib_plan_t *p)
 }
 
 /* ---- profile --------------------------------------------------------------- */
-
 
 static double mem_total_gib(void)
 {

@@ -174,7 +174,8 @@ static void field_sources(cJSON *p, const calib_result_t *r)
     if (!r->device) {
         snprintf(buf, sizeof buf, "gpu: peak_bf16_tflops, peak_tf32_tflops (best GEMM), %s, sm_count (cores), "
                  "hbm_gib (MemTotal), kernel_gap_us, gemm_eff (the linear layers' forward and both backward GEMMs, "
-                 "square forward GEMMs; the weight gradients less their exposed fp32 accumulation)%s, flash_fwd_eff, flash_bwd_eff, mem_eff (copies over hbm_gbps, at most 1), "
+                 "square forward GEMMs; the weight gradients less their exposed fp32 accumulation)%s, "
+                 "flash_fwd_eff, flash_bwd_eff, mem_eff (copies over hbm_gbps, at most 1), "
                  "norm_gelems, gelu_gelems, optim_gparams, dropout_gdraws (LayerNorm, bias+GeLU, AdamW, dropout: "
                  "elements over time, least squares on the relative error)%s; "
                  "cluster: %s%s", hbm, acc,

@@ -30,8 +30,9 @@ static int gemm(builder_t *b, const char *name, double m, double n, double k)
  * its fp32 main gradient (op_t.acc_fp32). */
 static int wgrad(builder_t *b, const char *name, double m, double n, double k)
 {
-    return push(b, (op_t){.kind = OP_GEMM, .name = name, .m = m, .n = n, .k = k, .batch = 1, .pair = -1,
-                          .acc_fp32 = 1});
+    int i = gemm(b, name, m, n, k);
+    b->ops[i].acc_fp32 = 1;
+    return i;
 }
 
 /* A memory-bound op; NORM and GELU also compute on each of `elems`
