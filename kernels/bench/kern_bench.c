@@ -226,11 +226,12 @@ static void bench_attention(bench *b, const char *label, kern_attn_shape s) {
    * same shape; the backward scratch serves all */
   static const char *const algo[] = {"attention_flash", "attention_flash1", "attention_flash_simt"};
   for (a.v1 = 0; a.v1 < 3; a.v1++) bench_flash(b, &a, algo[a.v1], shape, fwd);
-  if (want(b, "attention_flash_dropout_fwdbwd")) { /* FA-2 with --attention-dropout 0.1: Philox in the kernels */
-    attn_arg d = a;
-    d.v1 = 0, d.s.drop = kern_dropout_make(0.1f, 1, kern_dropout_site(0, KERN_DROP_ATTN), 0), d.s.drop.heads = s.NH;
-    row(b, "attention_flash_dropout_fwdbwd", shape, time_us(b, attn_fwdbwd, &d), 3.5 * fwd, 0, 1);
-  }
+  /* FA-2 with --attention-dropout 0.1 (Philox in the kernels), each pass
+   * apart: what the draws add to the forward and to the backward, which the
+   * cost model prices per pass (dropout_gdraws) */
+  attn_arg d = a;
+  d.v1 = 0, d.s.drop = kern_dropout_make(0.1f, 1, kern_dropout_site(0, KERN_DROP_ATTN), 0), d.s.drop.heads = s.NH;
+  bench_flash(b, &d, "attention_flash_dropout", shape, fwd);
   /* The FA-2 forward's tiles (m-tiles per warp x keys per tile) and the
    * backward's warps per block, to pick kernels/attention_mma.cuh's
    * mf_tile and mb_warps by measurement. */
@@ -568,6 +569,11 @@ int main(int argc, char **argv) {
   bench_attention(&b, "sliding window", s175);
   kern_attn_shape gqa = {1, t ? 256 : 4096, t ? 4 : 16, t ? 1 : 4, 128, 0, KERN_NO_DROPOUT};
   bench_attention(&b, "GQA 4", gqa);
+  /* 1.3B at scripts/gpu-real.sh's micro-batch of 4 sequences: a grid four
+   * times the batch-1 rows', whose last wave the calibration's wave model
+   * must account for (its samples run batch 1) */
+  s13.B = 4;
+  bench_attention(&b, "1.3B B4", s13);
   /* LayerNorm over the hidden size: 1.3B (h 2048) on 8 sequences of 2048,
    * 175B (h 12288) on one sequence (without SP; SP gives each TP rank 1/8
    * of the rows). bias + GeLU over the FFN's 4h / TP: 1.3B at TP 1, 175B at

@@ -15,6 +15,7 @@ SHAPES = [  # (label, B, T, query heads, key/value heads, D): causal, as kern_be
     ("175B/TP8", 1, 2048, 12, 12, 128),
     ("1.3B", 1, 2048, 16, 16, 128),
     ("GQA 4", 1, 4096, 16, 4, 128),
+    ("1.3B B4", 4, 2048, 16, 16, 128),
 ]
 
 
