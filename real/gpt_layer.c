@@ -618,12 +618,15 @@ static int parallel_bwd(gpt_t *m, int c, int l, layer_saved_t *s, void *dres)
 {
     int Ft = m->Ft, q = m->nh * m->HS, ny = m->qkvn + m->Fw, nc = q + Ft;
     void *dcat, *dao, *dg, *dy, *dh, *dz;
+    /* dao and dg before dcat: dcat, split into them and freed, then leaves
+     * its space beside the free end, where dy (N x ny, larger than dcat)
+     * fits; taken after it, they held dcat's hole between live blocks. */
+    RT_TRY(alloc_act(m, &dao, (long)m->N * q));
+    RT_TRY(alloc_act(m, &dg, (long)m->N * Ft));
     RT_TRY(alloc_act(m, &dcat, (long)m->N * nc));
     RT_TRY(branch_grad(m, s, dres, &dz, KERN_DROP_AFTER_ATTN));
     RT_TRY(row_bwd(m, dcat, dz, s->cat, P(m, c, l, T_PROJ_W), P(m, c, l, T_PROJ_B), nc));
     branch_grad_free(m, dz, dres);
-    RT_TRY(alloc_act(m, &dao, (long)m->N * q));
-    RT_TRY(alloc_act(m, &dg, (long)m->N * Ft));
     RT_TRY(cols_out(m, dao, dcat, m->N, nc, 0, q));
     RT_TRY(cols_out(m, dg, dcat, m->N, nc, q, Ft));
     drop(m, dcat);
