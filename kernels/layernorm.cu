@@ -13,8 +13,9 @@
  * (ln_bwd_cached_kernel, 248 registers, 128 KB of shared memory at C =
  * 2048); otherwise, or where the GPU allows less shared memory (sm_86 and
  * sm_89: 99 KB), one kernel writes each row's dres and a second sums dw,
- * db down the columns (ln_bwd_rows_kernel, ln_bwd_params_kernel). Either
- * adds dw, db to global memory once per block. The forward can drop the
+ * db down the columns (ln_bwd_rows_kernel, ln_bwd_params_kernel). The
+ * first adds dw, db to global memory once per block, the second once per
+ * slab of rows. The forward can drop the
  * skip branch before the add (dropout.h's draws, one Philox call per four
  * elements of a chunk). */
 #include "kernels/layernorm.h"

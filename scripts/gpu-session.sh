@@ -49,20 +49,18 @@ nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 cuda_home=$(dirname "$(dirname "$nvcc")")
 if [ -z "${NCCL_ROOT:-}" ] && ! ls "$cuda_home"/lib*/libnccl.so* >/dev/null 2>&1; then
   # Not beside CUDA: the nvidia-nccl wheel (its folder's name varies with the
-  # CUDA major version), else any tree under /usr or /opt with both halves.
-  for d in $(python3 -c 'import nvidia; print(" ".join(nvidia.__path__))' 2>/dev/null) /usr /opt; do
+  # CUDA major version), else any tree under /usr or /opt with both halves;
+  # else a library without headers, with the header gpu-deps.sh carried.
+  roots="$(python3 -c 'import nvidia; print(" ".join(nvidia.__path__))' 2>/dev/null) /usr /opt"
+  for d in $roots; do
     h=$(find "$d" -name nccl.h -path '*include*' 2>/dev/null | head -n 1)
     [ -n "$h" ] || continue
     r=$(dirname "$(dirname "$h")")
     if ls "$r"/lib*/libnccl.so* >/dev/null 2>&1; then export NCCL_ROOT=$r; break; fi
   done
-fi
-if [ -z "${NCCL_ROOT:-}" ] && ! ls "$cuda_home"/lib*/libnccl.so* >/dev/null 2>&1 &&
-   [ -r "$gpu_deps/nccl/include/nccl.h" ]; then
-  # A library without headers: the one found, with the header gpu-deps.sh carried.
-  lib=$(find $(python3 -c 'import nvidia; print(" ".join(nvidia.__path__))' 2>/dev/null) /usr /opt \
-          -name 'libnccl.so*' 2>/dev/null | head -n 1)
-  if [ -n "$lib" ]; then
+  # shellcheck disable=SC2086 # $roots is a list of folders
+  lib=$(find $roots -name 'libnccl.so*' 2>/dev/null | head -n 1)
+  if [ -z "${NCCL_ROOT:-}" ] && [ -n "$lib" ] && [ -r "$gpu_deps/nccl/include/nccl.h" ]; then
     mkdir -p "$build/nccl/lib"
     ln -sf "$lib" "$build/nccl/lib/libnccl.so.2"
     rm -rf "$build/nccl/include" && cp -r "$gpu_deps/nccl/include" "$build/nccl/include"
