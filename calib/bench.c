@@ -100,6 +100,8 @@ calib_stat_t calib_time(void (*fn)(void *), void *ctx, int warmup, int reps, dou
     return calib_stats(v, reps, inner);
 }
 
+const char *const calib_level_names[3] = {"full", "quick", "tiny"};
+
 calib_plan_t calib_plan(calib_level_t level)
 {
     switch (level) {

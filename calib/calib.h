@@ -48,6 +48,7 @@ float *calib_rand_floats(size_t n, unsigned seed);
 /* How much to measure: full (default), quick (--quick: < 2 min on 2
  * cores), tiny (--tiny: the tests' reduced grid, same code path). */
 typedef enum { CALIB_FULL, CALIB_QUICK, CALIB_TINY } calib_level_t;
+extern const char *const calib_level_names[3]; /* "full", "quick", "tiny" */
 
 /* The linear layers of a job named on calibrate's command line (JOB.json
  * or job flags: the shapes the model issues for it), at its TP, over its
@@ -177,6 +178,7 @@ typedef struct {
  * samples per size. verbose 1: one progress line on stderr per collective
  * and size group (8 B.., 1 KiB.., 1 MiB..); 2: every row as measured. */
 long calib_coll_top_bytes(const calib_plan_t *p);
+void calib_coll_table(calib_table_t *t);
 void calib_coll_sweep(const calib_plan_t *p, const calib_coll_lib_t *lib, void *impl, calib_table_t *t,
                       int verbose);
 /* The nccl-tests header of collective c, then its rows of t. */

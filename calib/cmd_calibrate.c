@@ -26,7 +26,7 @@
 
 typedef struct {
     int device, quick, tiny, help;
-    char out[1024], raw[1024], base_gpu[40], base_cluster[40];
+    char out[1024], raw[1024], base_gpu[40], base_cluster[40], refit[1024];
 } calib_opts_t;
 
 #define CO(f) offsetof(calib_opts_t, f)
@@ -46,6 +46,9 @@ static const opt_def calib_defs[] = {
      "on a GPU the GEMM tile and the tf32/bf16 peak ratio: use the GPU's own, e.g. h100-sxm-80gb)"},
     {"base-cluster", OPT_STR, CO(base_cluster), 0, 40, "megascale", 0, "calibrate",
      "built-in cluster profile giving the fields not measured (topology, network; collectives with 1 rank)"},
+    {"refit", OPT_STR, CO(refit), 0, 1024, "", 0, "calibrate",
+     "measure nothing: fit the samples of a raw file calibrate wrote (RAW.h5) again, on any machine, and write "
+     "--out and --raw from them (the base profiles: the file's own unless given)"},
     {"help", OPT_BOOL, CO(help), 0, 1, "false", 0, "calibrate", "show this help"},
 };
 const opt_table calibrate_opts = {calib_defs, sizeof calib_defs / sizeof calib_defs[0], "calibrate option"};
@@ -86,7 +89,7 @@ static int gpu_unusable(char *err)
 static int check_opts(calib_opts_t *o, char *err)
 {
     hw_t probe;
-    if (o->device == 1 && gpu_unusable(err))
+    if (o->device == 1 && !o->refit[0] && gpu_unusable(err))
         return -1;
     if (!o->out[0]) {
         snprintf(err, OPT_ERR_LEN, "--out FILE.json is required (the profile to write)");
@@ -188,15 +191,28 @@ static void close_device(int gpu)
         calib_gpu_free();
 }
 
-static int finish(const calib_opts_t *o, calib_result_t *r, const calib_plan_t *p, int argc, char **argv)
+/* Fits, profile, report and files; a refit's provenance says which file's
+ * samples it fitted and when and how they were measured (refit_of: that
+ * file's provenance, else NULL). */
+static int finish(const calib_opts_t *o, calib_result_t *r, const calib_plan_t *p, int argc, char **argv,
+                  const cJSON *refit_of)
 {
     char err[OPT_ERR_LEN];
     hw_t hw;
     calib_fit_all(r, p);
     if (calib_make_profile(r, o->base_gpu, o->base_cluster, &hw, err))
         return cli_fail("calibrate", err);
-    static const char *const level[] = {"full", "quick", "tiny"};
-    cJSON *prov = calib_provenance(r, o->base_gpu, o->base_cluster, argc, argv, level[p->level]);
+    cJSON *prov = calib_provenance(r, o->base_gpu, o->base_cluster, argc, argv);
+    if (refit_of) {
+        cJSON *rf = cJSON_AddObjectToObject(prov, "refit_of");
+        cJSON_AddStringToObject(rf, "raw", o->refit);
+        static const char *const keep[] = {"date", "command", "megasim_version", "level"};
+        for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(refit_of, keep[i]);
+            if (v)
+                cJSON_AddItemToObject(rf, keep[i], cJSON_Duplicate(v, 1));
+        }
+    }
     cJSON *config = opts_to_json(&calibrate_opts, o);
     int rc = calib_write_profile(o->out, &hw, prov, err) || calib_write_h5(o->raw, r, config, prov, err);
     cJSON_Delete(prov), cJSON_Delete(config);
@@ -266,6 +282,8 @@ static int calibrate_main(calib_opts_t *o, const job_t *job, int argc, char **ar
     char err[OPT_ERR_LEN];
     memset(&r, 0, sizeof r);
     r.job = p.job;
+    r.level = p.level;
+    calib_describe_host(&r);
     r.host_stall_s = -1;
     r.flash1_rel = -1, r.dropout_gdraws = -1;
     r.nranks = mpi_size, r.ncores = (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -292,9 +310,58 @@ static int calibrate_main(calib_opts_t *o, const job_t *job, int argc, char **ar
     if (mpi_size > 1)
         d->comm_slowdown(&p, r.ncores, &r.overlap); /* rows on rank 0; fitted by calib_fit_all */
     close_device(o->device); /* before MPI_Finalize: the NCCL communicator */
-    int rc = mpi_rank == 0 ? finish(o, &r, &p, argc, argv) : 0;
+    int rc = mpi_rank == 0 ? finish(o, &r, &p, argc, argv, NULL) : 0;
     if (mpi_rank == 0)
         fprintf(stderr, "megasim calibrate: done in %.1f s\n", calib_now_s() - t0);
+    calib_result_free(&r);
+    return rc;
+}
+
+/* Whether option `name` (calibrate's) is on the command line. */
+static int flag_given(int argc, char **argv, const char *name)
+{
+    size_t n = strlen(name);
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], "--", 2) && !strncmp(argv[i] + 2, name, n) && (!argv[i][n + 2] || argv[i][n + 2] == '='))
+            return 1;
+    return 0;
+}
+
+/* --refit: the stored samples fitted again. The base profiles are the
+ * file's own unless given; the measuring options (device, level, a job)
+ * belong to the measurement and are refused. */
+static int refit_main(calib_opts_t *o, int argc, char **argv)
+{
+    static const char *const measuring[] = {"device", "quick", "tiny"};
+    for (size_t i = 0; i < sizeof measuring / sizeof measuring[0]; i++)
+        if (flag_given(argc, argv, measuring[i])) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "--%s with --refit: the file's samples were measured as they were (allowed "
+                     "with --refit: --out, --raw, --base-gpu, --base-cluster)", measuring[i]);
+            return fail(msg);
+        }
+    if (names_a_job(argc, argv))
+        return fail("a job with --refit: the file's samples hold the job it was calibrated with (allowed with "
+                    "--refit: --out, --raw, --base-gpu, --base-cluster)");
+    static calib_result_t r;
+    cJSON *config, *prov;
+    char err[OPT_ERR_LEN];
+    if (calib_read_h5(o->refit, &r, &config, &prov, err))
+        return fail(err);
+    static const char *const bases[][2] = {{"base-gpu", "base_gpu"}, {"base-cluster", "base_cluster"}};
+    char *fields[] = {o->base_gpu, o->base_cluster};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(config, bases[i][1]);
+        if (!flag_given(argc, argv, bases[i][0]) && cJSON_IsString(v))
+            snprintf(fields[i], 40, "%s", v->valuestring);
+    }
+    o->device = r.device, o->quick = r.level == CALIB_QUICK, o->tiny = r.level == CALIB_TINY;
+    calib_plan_t p = calib_plan(r.level);
+    p.job = r.job;
+    hw_t probe;
+    int rc = hw_resolve(o->base_gpu, o->base_cluster, NULL, &probe, err) ? fail(err)
+                                                                         : finish(o, &r, &p, argc, argv, prov);
+    cJSON_Delete(config), cJSON_Delete(prov);
     calib_result_free(&r);
     return rc;
 }
@@ -309,6 +376,8 @@ int cmd_calibrate(int argc, char **argv)
     opts_set_defaults(&calibrate_opts, &o);
     if (job_parse(&job, argc - 1, argv + 1, &calibrate_opts, &o, err) || check_opts(&o, err))
         return fail(err);
+    if (o.refit[0])
+        return refit_main(&o, argc, argv);
     if (names_a_job(argc, argv)) {
         calib_job_shapes_t s = job_shapes(&job);
         if (job.hidden_size % job.num_attention_heads || s.qkv % s.tp || s.attn % s.tp || s.fc1 % s.tp ||

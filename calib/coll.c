@@ -193,12 +193,17 @@ static void group_done(const calib_coll_lib_t *lib, int c, double lo, double hi,
             MPI_Wtime() - t0_s);
 }
 
-void calib_coll_sweep(const calib_plan_t *p, const calib_coll_lib_t *lib, void *impl, calib_table_t *t,
-                      int verbose)
+void calib_coll_table(calib_table_t *t)
 {
     static const char *const cols[] = {"coll", "size_bytes", "count", "time_us", "time_min_us", "time_max_us",
                                        "algbw_gbps", "busbw_gbps", "wrong"};
     calib_table_init(t, "collectives", cols, 9);
+}
+
+void calib_coll_sweep(const calib_plan_t *p, const calib_coll_lib_t *lib, void *impl, calib_table_t *t,
+                      int verbose)
+{
+    calib_coll_table(t);
     calib_coll_buf_t b;
     MPI_Comm_rank(MPI_COMM_WORLD, &b.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &b.n);

@@ -384,18 +384,6 @@ void calib_fit_all(calib_result_t *r, const calib_plan_t *p)
 
 /* ---- profile --------------------------------------------------------------- */
 
-static double mem_total_gib(void)
-{
-    FILE *f = fopen("/proc/meminfo", "r");
-    double kib = 0;
-    if (f) {
-        if (fscanf(f, "MemTotal: %lf kB", &kib) != 1)
-            kib = 0;
-        fclose(f);
-    }
-    return kib > 0 ? kib / (1 << 20) : 1;
-}
-
 /* "NVIDIA H100 80GB HBM3" -> "nvidia-h100-80gb-hbm3": lower case, runs of
  * other characters as one '-', at most max characters. */
 static void name_slug(const char *in, char *out, int max)
@@ -451,7 +439,7 @@ static void device_fields(const calib_result_t *r, hw_gpu_t *g, const char *host
     if (!r->device) {
         snprintf(g->name, sizeof g->name, "cpu-%.30s", host);
         g->peak_bf16_tflops = g->peak_tf32_tflops = r->peak_gflops * 1e-3;
-        g->hbm_gib = mem_total_gib();
+        g->hbm_gib = r->host_mem_gib;
         g->sm_count = r->ncores;
         g->gemm_tile_m = g->gemm_tile_n = 4; /* kern_gemm_ref's 4 x 4 register block */
         g->attn_block_q = g->attn_block_k = 1; /* kern_attention_*_ref: one row at a time */
@@ -473,8 +461,7 @@ int calib_make_profile(const calib_result_t *r, const char *base_gpu, const char
     if (hw_resolve(base_gpu, base_cluster, NULL, hw, err))
         return -1;
     hw_gpu_t *g = &hw->gpu;
-    char host[64] = "host";
-    gethostname(host, sizeof host - 1);
+    const char *host = r->host[0] ? r->host : "host";
     device_fields(r, g, host);
     g->hbm_gbps = r->copy_gbps;
     g->kernel_gap_us = r->gap_us;

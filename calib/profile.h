@@ -38,7 +38,10 @@ extern const char *const calib_math_fit_names[CALIB_MATH_RATES];
 
 typedef struct {
     int device;            /* 0 cpu, 1 gpu (calib_device_t order) */
+    calib_level_t level;   /* the grid measured */
     calib_gpu_info_t gpu;  /* device 1: rank 0's GPU */
+    char host[64], cpu_model[256]; /* rank 0's host (calib_describe_host) */
+    double host_mem_gib;   /* its MemTotal: a CPU profile's hbm_gib */
     calib_table_t gemm, attn, attn_unfused, mem, coll; /* attn_unfused: raw samples only (calib.h) */
     calib_table_t overlap; /* compute beside a collective (calib_overlap_table); comm_slowdown's fit */
     calib_job_shapes_t job; /* the job named on the command line, whose linear layers were timed too */
@@ -63,6 +66,10 @@ typedef struct {
 /* The collective fields come from the all-reduce fits when they worked. */
 static inline int calib_coll_applied(const calib_result_t *r) { return r->have_coll && r->ar_bw_gbps > 0; }
 
+/* The measuring host's name, CPU model and memory into r (rank 0, at
+ * measurement: a refit elsewhere keeps them). */
+void calib_describe_host(calib_result_t *r);
+
 /* Runs every fit over the tables (rank 0). */
 void calib_fit_all(calib_result_t *r, const calib_plan_t *p);
 
@@ -75,7 +82,7 @@ int calib_make_profile(const calib_result_t *r, const char *base_gpu, const char
  * cuBLASLt versions), fit quality, which fields are measured and which
  * kept from the base. */
 struct cJSON *calib_provenance(const calib_result_t *r, const char *base_gpu, const char *base_cluster,
-                               int argc, char **argv, const char *level);
+                               int argc, char **argv);
 
 void calib_print_report(const calib_result_t *r, const hw_t *hw);
 
@@ -83,9 +90,22 @@ void calib_print_report(const calib_result_t *r, const hw_t *hw);
 int calib_write_profile(const char *path, const hw_t *hw, const struct cJSON *prov, char *err);
 
 /* Raw samples, fits and residuals; root attributes hold the configuration
- * (config: the options as JSON) and the provenance. */
+ * (config: the options as JSON), the provenance and what was measured
+ * beside the tables (measured: calib_measured_json), so that
+ * calib_read_h5 can fit them again. */
 int calib_write_h5(const char *path, const calib_result_t *r, const struct cJSON *config,
                    const struct cJSON *prov, char *err);
+
+/* Everything a calibration measured that is not a table row (calib/raw.c):
+ * device, level, host, GPU, job shapes, ranks, cores, last-level cache,
+ * host stall, FlashAttention-1 ratio, dropout draws. */
+struct cJSON *calib_measured_json(const calib_result_t *r);
+
+/* A raw file written by calib_write_h5 read back (calib/raw.c): r's tables
+ * and measured state, ready for calib_fit_all (its fits are not read);
+ * *config and *prov (the writer's attributes, parsed; the caller frees
+ * them). -1 with err naming the file and what is missing or malformed. */
+int calib_read_h5(const char *path, calib_result_t *r, struct cJSON **config, struct cJSON **prov, char *err);
 
 void calib_result_free(calib_result_t *r);
 

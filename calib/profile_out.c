@@ -38,6 +38,26 @@ static void cpu_model(char *buf, size_t len)
         fclose(f);
 }
 
+static double mem_total_gib(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    double kib = 0;
+    if (f) {
+        if (fscanf(f, "MemTotal: %lf kB", &kib) != 1)
+            kib = 0;
+        fclose(f);
+    }
+    return kib > 0 ? kib / (1 << 20) : 1;
+}
+
+void calib_describe_host(calib_result_t *r)
+{
+    snprintf(r->host, sizeof r->host, "host");
+    gethostname(r->host, sizeof r->host - 1);
+    cpu_model(r->cpu_model, sizeof r->cpu_model);
+    r->host_mem_gib = mem_total_gib();
+}
+
 /* Candidate c of a wave fit and its relative error, appended as
  * "128x256 0.0123" (a GEMM tile) or "64 0.0123" (attention block rows). */
 static void wave_candidate(char *out, size_t len, const calib_wavefit_t *w, int c)
@@ -267,17 +287,15 @@ static void command_line(char *cmd, size_t len, int nranks, int argc, char **arg
 }
 
 cJSON *calib_provenance(const calib_result_t *r, const char *base_gpu, const char *base_cluster, int argc,
-                        char **argv, const char *level)
+                        char **argv)
 {
     cJSON *p = cJSON_CreateObject();
-    char buf[4096] = "", host[256] = "?";
+    char buf[64] = "";
     time_t now = time(NULL);
     strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     cJSON_AddStringToObject(p, "date", buf);
-    gethostname(host, sizeof host - 1);
-    cJSON_AddStringToObject(p, "host", host);
-    cpu_model(buf, sizeof buf);
-    cJSON_AddStringToObject(p, "cpu_model", buf);
+    cJSON_AddStringToObject(p, "host", r->host);
+    cJSON_AddStringToObject(p, "cpu_model", r->cpu_model);
     cJSON_AddStringToObject(p, "device", r->device ? "gpu" : "cpu");
     if (r->device)
         gpu_description(p, &r->gpu);
@@ -298,7 +316,7 @@ cJSON *calib_provenance(const calib_result_t *r, const char *base_gpu, const cha
         cJSON_AddStringToObject(p, "job_layers", js);
     }
     cJSON_AddStringToObject(p, "megasim_version", MEGASIM_VERSION);
-    cJSON_AddStringToObject(p, "level", level);
+    cJSON_AddStringToObject(p, "level", calib_level_names[r->level]);
     cJSON_AddNumberToObject(p, "mpi_ranks", r->nranks);
     cJSON_AddNumberToObject(p, "cores", r->ncores);
     cJSON_AddStringToObject(p, "base_gpu", base_gpu);
@@ -535,8 +553,12 @@ int calib_write_h5(const char *path, const calib_result_t *r, const cJSON *confi
     H5Pset_obj_track_times(fcpl, 0), H5Pset_obj_track_times(gcpl, 0), H5Pset_obj_track_times(dcpl, 0);
     hid_t file = H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT), fg = -1;
     int rc = file < 0;
+    cJSON *measured = calib_measured_json(r);
     char *cs = cJSON_PrintUnformatted(config), *ps = cJSON_PrintUnformatted(prov);
+    char *ms = cJSON_PrintUnformatted(measured);
+    cJSON_Delete(measured);
     rc = rc || h5_attr_str(file, "config", cs) || h5_attr_str(file, "provenance", ps) ||
+         h5_attr_str(file, "measured", ms) ||
          h5_f64_attr(file, "mpi_ranks", r->nranks) ||
          h5_attr_str(file, "device", r->device ? "gpu" : "cpu") ||
          h5_attr_str(file, "collectives_coll", r->device ? "0 all_reduce, 1 all_gather, 2 reduce_scatter, 3 alltoall, "
@@ -562,7 +584,7 @@ int calib_write_h5(const char *path, const calib_result_t *r, const cJSON *confi
          (fg = H5Gcreate2(file, "/fits", H5P_DEFAULT, gcpl, H5P_DEFAULT)) < 0;
     for (int i = 0; !rc && i < r->nfits; i++)
         rc = h5_fit(fg, gcpl, dcpl, &r->fits[i]);
-    free(cs), free(ps);
+    free(cs), free(ps), free(ms);
     if (fg >= 0)
         H5Gclose(fg);
     if (file >= 0 && H5Fclose(file) < 0)

@@ -9,6 +9,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include "sim/h5attr.h"
 #include <hdf5.h>
 #include <math.h>
 #include <stdarg.h>
@@ -139,34 +140,7 @@ static void put_val(FILE *fp, int have, double v)
 
 char *plot_attr_str(hid_t file, const char *obj, const char *name)
 {
-    if (H5Aexists_by_name(file, obj, name, H5P_DEFAULT) <= 0)
-        return NULL;
-    hid_t a = H5Aopen_by_name(file, obj, name, H5P_DEFAULT, H5P_DEFAULT);
-    hid_t ft = a >= 0 ? H5Aget_type(a) : -1, mt = -1;
-    char *out = NULL;
-    if (ft >= 0 && H5Tget_class(ft) == H5T_STRING && (mt = H5Tcopy(ft)) >= 0) {
-        if (H5Tis_variable_str(ft) > 0) {
-            char *s = NULL;
-            if (H5Aread(a, mt, &s) >= 0 && s) {
-                out = strdup(s);
-                H5free_memory(s);
-            }
-        } else {
-            size_t n = H5Tget_size(ft);
-            out = calloc(n + 1, 1);
-            if (out && H5Aread(a, mt, out) < 0) {
-                free(out);
-                out = NULL;
-            }
-        }
-    }
-    if (mt >= 0)
-        H5Tclose(mt);
-    if (ft >= 0)
-        H5Tclose(ft);
-    if (a >= 0)
-        H5Aclose(a);
-    return out;
+    return h5_attr_str_get(file, obj, name);
 }
 
 int plot_attr_f64(hid_t file, const char *obj, const char *name, double *v)

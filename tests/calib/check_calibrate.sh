@@ -261,3 +261,26 @@ for c in "missing|hbm_gbps' is missing" "negative|alpha_nvlink_us"; do
   [ "$rc" -eq 2 ] && grep -q "$want" "$dir/e.txt" || fail "corrupted profile ($name) not refused as expected"
 done
 echo "ok   missing and negative fields refused with a message naming them"
+
+# --refit: the raw file's samples fitted again (no device) give the same
+# profile, every field but the provenance, whose refit_of names the file
+# and the measurement's own date and command; a refit of the refit's raw
+# file too (what it writes is read back the same way).
+"$bin" calibrate --refit "$dir/p.h5" --out "$dir/q.json" >"$dir/refit.txt" 2>&1 ||
+  { cat "$dir/refit.txt"; fail "calibrate --refit $dir/p.h5 exited $?"; }
+"$bin" calibrate --refit "$dir/q.h5" --out "$dir/r.json" >"$dir/refit2.txt" 2>&1 ||
+  { cat "$dir/refit2.txt"; fail "calibrate --refit $dir/q.h5 exited $?"; }
+python3 - "$dir/p.json" "$dir/q.json" "$dir/r.json" "$dir/p.h5" <<'PY' || fail "a refit of the stored samples gave another profile"
+import json, sys
+p, q, r = (json.load(open(f)) for f in sys.argv[1:4])
+pp, qp, rp = (d.pop('provenance') for d in (p, q, r))
+diff = sorted(k for s in ('gpu', 'cluster') for k in p[s] if p[s][k] != q[s].get(k))
+print('     refit: expected the measured profile field for field; got %s differing; refit of the refit: %s'
+      % (len(diff), 'same' if q == r else 'differs'), diff[:5])
+assert not diff and p == q == r
+rf = qp['refit_of']
+print('     refit_of: expected raw %s, date %s; got %s, %s' % (sys.argv[4], pp['date'], rf['raw'], rf['date']))
+assert rf['raw'] == sys.argv[4] and rf['date'] == pp['date'] and rf['command'] == pp['command']
+assert qp['host'] == pp['host'] and qp['fits'] == pp['fits']
+PY
+echo "ok   --refit of the raw file (and of its own raw file) gives the same profile"
