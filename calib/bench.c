@@ -166,6 +166,20 @@ void calib_mem_table(calib_table_t *t)
     calib_table_init(t, "memory", cols, 7);
 }
 
+void calib_attn_dropout_table(calib_table_t *t)
+{
+    static const char *const cols[] = {"bwd", "B", "T", "NH", "NKV", "HS", "window", "time_plain_s",
+                                       "time_dropout_s", "draws"};
+    calib_table_init(t, "attention_dropout", cols, 10);
+}
+
+void calib_attn_dropout_row(calib_table_t *t, int bwd, int B, int T, int NH, int NKV, int HS, int window,
+                            double plain_s, double dropout_s)
+{
+    double draws = (double)B * NH * workload_causal_keys(T, window > 0 ? window : T);
+    calib_table_add(t, (double[]){bwd, B, T, NH, NKV, HS, window, plain_s, dropout_s, draws});
+}
+
 void calib_overlap_table(calib_table_t *t)
 {
     static const char *const cols[] = {"gemm_n", "bytes", "alone_s", "busy_s", "slowdown"};
@@ -221,8 +235,9 @@ double calib_attn_unfused_flops(int B, int T, int NH, int HS, int bwd)
 
 double calib_mem_bytes(int kind, long n, int act_bytes, int row)
 {
-    const double per_elem[CALIB_MEM_KINDS] = {2.0 * act_bytes, 4.0 * act_bytes, 2.0 * act_bytes, 28, 2.0 * act_bytes + 1};
-    return per_elem[kind] * n + (kind == 1 ? 8.0 * (n / row) : 0);
+    const double per_elem[CALIB_MEM_KINDS] = {2.0 * act_bytes, 4.0 * act_bytes, 2.0 * act_bytes, 28,
+                                              2.0 * act_bytes + 1, 4.0 * act_bytes + 1};
+    return per_elem[kind] * n + (kind == 1 || kind == 5 ? 8.0 * (n / row) : 0);
 }
 
 /* ---- GEMM -------------------------------------------------------------- */
@@ -381,14 +396,14 @@ void calib_bench_attention(const calib_plan_t *p, calib_table_t *t, calib_table_
 /* ---- memory-bound kernels ------------------------------------------------ */
 
 const char *const calib_mem_kernels[CALIB_MEM_KINDS] = {"copy", "layernorm_fwd", "bias_gelu_fwd", "adamw",
-                                                        "dropout_fwd"};
+                                                        "dropout_fwd", "layernorm_dropout_fwd"};
 
 #define LN_C 768 /* row width of the LayerNorm and bias+GeLU samples (GPT-2 small) */
 
 typedef struct {
     int kind;
     long n;      /* elements (copy, adamw) or rows x LN_C */
-    float *x[8];
+    float *x[9];
 } mem_ctx_t;
 
 static void mem_call(void *p)
@@ -409,6 +424,11 @@ static void mem_call(void *p)
     case 4: /* the hidden dropout's forward: out, its mask (in x[2]) <- inp */
         kern_dropout_ref(x[0], (uint8_t *)x[2], x[1], m->n, kern_dropout_make(0.1f, 1, 0, 0));
         break;
+    case 5: { /* kind 1 with Megatron's bias-dropout-add on inp before the norm, mask in x[8] */
+        kern_dropout d = kern_dropout_make(0.1f, 1, kern_dropout_site(0, KERN_DROP_AFTER_ATTN), 0);
+        kern_layernorm_fwd_ref(x[0], x[1], x[2], x[3], x[4], x[5], &d, (uint8_t *)x[8], x[6], x[7], rows, LN_C);
+        break;
+    }
     default: {
         kern_opt_tensor ts = {x[0], x[1], x[2], x[3], NULL, m->n};
         kern_adamw_ref(&ts, 1, (kern_opt_hparams){1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 1.0f});
@@ -418,22 +438,24 @@ static void mem_call(void *p)
 
 /* Buffers of n floats each kind reads or writes (mem_call's x[0..]); the
  * others (LayerNorm's w and b, bias+GeLU's bias) hold one row. */
-static const int mem_nbufs[CALIB_MEM_KINDS] = {2, 6, 2, 4, 3};
+static const int mem_nbufs[CALIB_MEM_KINDS] = {2, 6, 2, 4, 3, 6};
 
 static void mem_point(const calib_plan_t *p, calib_table_t *t, int kind, double target_bytes)
 {
-    long n = (long)(target_bytes / calib_mem_bytes(kind, 1, 4, LN_C));
-    if (kind == 1 || kind == 2)
+    /* LayerNorm with dropout over LayerNorm's elements at the same size, so that the two pair up */
+    long n = (long)(target_bytes / calib_mem_bytes(kind == 5 ? 1 : kind, 1, 4, LN_C));
+    if (kind == 1 || kind == 2 || kind == 5)
         n = (n / LN_C > 0 ? n / LN_C : 1) * LN_C;
     mem_ctx_t m = {kind, n, {0}};
     for (int i = 0; i < 8; i++)
         m.x[i] = calib_rand_floats(i < mem_nbufs[kind] ? n : LN_C, 11 + i);
+    m.x[8] = kind == 5 ? malloc((size_t)n) : NULL; /* the 1-byte mask */
     if (kind == 3) /* v must be >= 0 */
         for (long i = 0; i < n; i++)
             m.x[3][i] = fabsf(m.x[3][i]);
     calib_stat_t s = calib_time(mem_call, &m, p->warmup, p->reps, p->min_sample_s);
     calib_mem_row(t, kind, calib_mem_bytes(kind, n, 4, LN_C), (double)n, &s);
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 9; i++)
         free(m.x[i]);
 }
 
@@ -471,7 +493,7 @@ void calib_bench_memory(const calib_plan_t *p, calib_table_t *t)
     double dram = 2 * calib_llc_bytes();
     for (int kind = 0; kind < CALIB_MEM_KINDS; kind++)
         for (double b = 1 << 12; b <= top && (kind || b < dram); b *= 4)
-            if (b >= calib_mem_bytes(kind, kind == 1 || kind == 2 ? LN_C : 1, 4, LN_C))
+            if (b >= calib_mem_bytes(kind == 5 ? 1 : kind, kind == 1 || kind == 2 || kind == 5 ? LN_C : 1, 4, LN_C))
                 mem_point(p, t, kind, b);
     for (double b = dram; b <= fmax(top, 4 * dram); b *= 2)
         mem_point(p, t, 0, b);
@@ -489,7 +511,7 @@ const calib_device_t calib_cpu_device = {
     .name = "cpu",
     .gemm_what = "GEMM (kern_matmul_fwd_ref, kern_matmul_bwd_ref's two GEMMs, kern_gemm_ref)",
     .attn_what = "attention forward and backward, flash and unfused (kern_attention_*_ref)",
-    .mem_what = "memory-bound kernels (copy, LayerNorm, bias+GeLU, AdamW, dropout)",
+    .mem_what = "memory-bound kernels (copy, LayerNorm, bias+GeLU, AdamW, dropout, LayerNorm with dropout)",
     .coll_what = "collectives over MPI",
     .gemm = calib_bench_gemm,
     .attention = calib_bench_attention,

@@ -542,23 +542,26 @@ typedef struct {
     int of, elem_bytes, fill;
 } mem_buf_t;
 
-/* The kinds timed on a GPU: all but dropout_fwd, whose Philox work can
- * hold it below the bandwidth that mem_eff takes from these samples (its
- * rate comes from the flash kernel instead: gpu_dropout_gdraws). */
-#define GPU_MEM_KINDS 4
-
-static const mem_buf_t mem_bufs[GPU_MEM_KINDS][8] = {
+/* The kinds timed on a GPU: all but dropout_fwd (kind 4), whose Philox
+ * work can hold it below the bandwidth that mem_eff takes from the
+ * others; the dropout's draws are timed inside the fused LayerNorm instead
+ * (kind 5, against kind 1: the profile's dropout_gdraws). mem_eff is
+ * fitted over kinds 0 to 3. */
+static const mem_buf_t mem_bufs[CALIB_MEM_KINDS][9] = {
     {{0, 2, 0}, {0, 2, 1}},                     /* copy: dst, src */
     {{0, 2, 0}, {0, 2, 0}, {1, 4, 0}, {1, 4, 0}, /* LayerNorm: residual, out, mean, rstd, */
      {0, 2, 1}, {0, 2, 1}, {2, 2, 1}, {2, 2, 1}}, /* inp, skip, w, b */
     {{0, 2, 0}, {0, 2, 1}, {2, 2, 1}},          /* bias+GeLU: out, inp, bias */
     {{0, 4, 2}, {0, 4, 2}, {0, 4, 2}, {0, 4, 3}}, /* AdamW: param, grad, m, v >= 0 */
+    {{0}},                                        /* dropout_fwd: not timed */
+    {{0, 2, 0}, {0, 2, 0}, {1, 4, 0}, {1, 4, 0}, /* LayerNorm with dropout: LayerNorm's, */
+     {0, 2, 1}, {0, 2, 1}, {2, 2, 1}, {2, 2, 1}, {0, 1, 0}}, /* and the 1-byte mask */
 };
 
 typedef struct {
     int kind;
     long n; /* elements; rows x ROW for LayerNorm and bias+GeLU */
-    void *x[8];
+    void *x[9];
 } mem_ctx_t;
 
 static int mem_call(void *p)
@@ -575,6 +578,10 @@ static int mem_call(void *p)
         return kern_layernorm_fwd_cuda(x[0], x[1], x[2], x[3], x[4], x[5], NULL, NULL, x[6], x[7], rows, ROW, G.s);
     case 2:
         return kern_bias_gelu_fwd_cuda(x[0], x[1], x[2], rows, ROW, G.s);
+    case 5: { /* Megatron's bias-dropout-add on skip before the norm, as `run` fuses it */
+        kern_dropout d = kern_dropout_make(0.1f, 1, kern_dropout_site(0, KERN_DROP_AFTER_ATTN), 0);
+        return kern_layernorm_fwd_cuda(x[0], x[1], x[2], x[3], x[4], x[5], &d, x[8], x[6], x[7], rows, ROW, G.s);
+    }
     default: {
         kern_opt_tensor ts = {x[0], x[1], x[2], x[3], NULL, m->n};
         return kern_adamw_cuda(&ts, 1, (kern_opt_hparams){1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 1.0f}, G.s);
@@ -584,11 +591,12 @@ static int mem_call(void *p)
 
 static void mem_point(const calib_plan_t *p, calib_table_t *t, int kind, double target_bytes)
 {
-    long n = (long)(target_bytes / calib_mem_bytes(kind, 1, 2, ROW));
-    if (kind == 1 || kind == 2)
+    /* LayerNorm with dropout over LayerNorm's elements at the same size, so that the two pair up */
+    long n = (long)(target_bytes / calib_mem_bytes(kind == 5 ? 1 : kind, 1, 2, ROW));
+    if (kind == 1 || kind == 2 || kind == 5)
         n = (n / ROW > 0 ? n / ROW : 1) * ROW;
     mem_ctx_t m = {kind, n, {0}};
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < 9; i++) {
         const mem_buf_t *b = &mem_bufs[kind][i];
         size_t count = b->of == 0 ? (size_t)n : b->of == 1 ? (size_t)(n / ROW) : ROW, bytes = count * b->elem_bytes;
         if (!b->elem_bytes)
@@ -599,7 +607,7 @@ static void mem_point(const calib_plan_t *p, calib_table_t *t, int kind, double 
     }
     calib_stat_t s = gpu_time(mem_call, &m, p);
     calib_mem_row(t, kind, calib_mem_bytes(kind, n, 2, ROW), (double)n, &s);
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 9; i++)
         if (m.x[i])
             CUDA_CK(cudaFree(m.x[i]));
 }
@@ -610,9 +618,9 @@ static void gpu_memory(const calib_plan_t *p, calib_table_t *t)
 {
     double top = p->level == CALIB_FULL ? 1 << 30 : p->level == CALIB_QUICK ? 1 << 28 : 1 << 23;
     calib_mem_table(t);
-    for (int kind = 0; kind < GPU_MEM_KINDS; kind++)
-        for (double b = 1 << 12; b <= top; b *= 2)
-            if (b >= calib_mem_bytes(kind, kind == 1 || kind == 2 ? ROW : 1, 2, ROW))
+    for (int kind = 0; kind < CALIB_MEM_KINDS; kind++)
+        for (double b = 1 << 12; kind != 4 && b <= top; b *= 2)
+            if (b >= calib_mem_bytes(kind == 5 ? 1 : kind, kind == 1 || kind == 2 || kind == 5 ? ROW : 1, 2, ROW))
                 mem_point(p, t, kind, b);
 }
 
@@ -769,11 +777,11 @@ static void gpu_comm_slowdown(const calib_plan_t *p, int ncores, calib_table_t *
 }
 
 /* The flash attention buffers at the 1.3B model's shape (16 heads of 128,
- * micro-batch 1, 2048 tokens; 4 heads of 64 over 256 with --tiny), for
- * both the FA-2 style and the FA-1 kernels. */
-static attn_ctx_t attn_shape_ctx(const calib_plan_t *p)
+ * micro-batch 1, 2048 tokens; 4 heads of 64 over 256 with --tiny) times
+ * heads_x in heads, for both the FA-2 style and the FA-1 kernels. */
+static attn_ctx_t attn_shape_ctx(const calib_plan_t *p, int heads_x)
 {
-    int tiny = p->level == CALIB_TINY, T = tiny ? 256 : 2048, NH = tiny ? 4 : 16, HS = tiny ? 64 : 128;
+    int tiny = p->level == CALIB_TINY, T = tiny ? 256 : 2048, NH = (tiny ? 4 : 16) * heads_x, HS = tiny ? 64 : 128;
     kern_attn_shape s = {1, T, NH, NH, HS, 0, KERN_NO_DROPOUT};
     size_t nq = (size_t)T * NH * HS, sc = kern_attention_fwd_v1_scratch_bytes(s);
     if (kern_attention_bwd_v1_scratch_bytes(s) > sc)
@@ -795,34 +803,43 @@ static void attn_ctx_free(attn_ctx_t *a)
 /* FA-2 style over FA-1 time, forward + backward: the profile's flash1_rel. */
 static double gpu_flash1_rel(const calib_plan_t *p)
 {
-    attn_ctx_t a = attn_shape_ctx(p);
+    attn_ctx_t a = attn_shape_ctx(p, 1);
     calib_stat_t v2 = gpu_time(attn_v2_call, &a, p), v1 = gpu_time(attn_v1_call, &a, p);
     attn_ctx_free(&a);
     return v1.med_s > 0 ? v2.med_s / v1.med_s : -1;
 }
 
-/* The flash kernel's forward + backward with dropout 0.1 against without,
- * at the same shape: each visible score draws its mask once in each pass,
- * and the draws over the time they add are the profile's dropout_gdraws
- * (what the model charges them inside attention). < 0 when dropout adds no
- * measurable time. */
-static double gpu_dropout_gdraws(const calib_plan_t *p)
+/* Each flash pass with dropout 0.1 against without, at the 1.3B model's
+ * shape and at 4 times its heads (the 1.2B run's micro-batch of 4 fills
+ * the grid as 64 heads do): rows of the attention_dropout table, whose
+ * fits give the profile's flash_fwd_gdraws and flash_bwd_gdraws (the
+ * draws of a full grid over the time they add: calib/profile.c). */
+static void gpu_attn_dropout(const calib_plan_t *p, calib_table_t *t)
 {
-    attn_ctx_t a = attn_shape_ctx(p);
-    calib_stat_t plain = gpu_time(attn_v2_call, &a, p);
-    a.s.drop = kern_dropout_make(0.1f, 1, kern_dropout_site(0, KERN_DROP_ATTN), 0);
-    a.s.drop.heads = a.s.NH;
-    calib_stat_t drop = gpu_time(attn_v2_call, &a, p);
-    double draws = 2.0 * a.s.B * a.s.NH * workload_causal_keys(a.s.T, a.s.T), extra = drop.med_s - plain.med_s;
-    attn_ctx_free(&a);
-    return extra > 0 ? draws / extra * 1e-9 : -1;
+    calib_attn_dropout_table(t);
+    for (int heads_x = 1; heads_x <= 4; heads_x *= 4) {
+        attn_ctx_t a = attn_shape_ctx(p, heads_x);
+        kern_attn_shape *s = &a.s;
+        double plain[2], drop[2];
+        for (int d = 0; d <= 1; d++) {
+            if (d) {
+                s->drop = kern_dropout_make(0.1f, 1, kern_dropout_site(0, KERN_DROP_ATTN), 0);
+                s->drop.heads = s->NH;
+            }
+            for (int bwd = 0; bwd <= 1; bwd++) /* the backward reads this forward's out and lse */
+                (d ? drop : plain)[bwd] = gpu_time(bwd ? attn_bwd_call : attn_fwd_call, &a, p).med_s;
+        }
+        for (int bwd = 0; bwd <= 1; bwd++)
+            calib_attn_dropout_row(t, bwd, s->B, s->T, s->NH, s->NKV, s->HS, 0, plain[bwd], drop[bwd]);
+        attn_ctx_free(&a);
+    }
 }
 
 const calib_device_t calib_gpu_device = {
     .name = "gpu",
     .gemm_what = "GEMM (kern_matmul_fwd_cuda, kern_gemm_cuda: cuBLASLt, bf16)",
     .attn_what = "attention forward and backward (kern_attention_*_cuda: flash, then unfused)",
-    .mem_what = "memory-bound kernels (cudaMemcpyAsync, LayerNorm, bias+GeLU, AdamW)",
+    .mem_what = "memory-bound kernels (cudaMemcpyAsync, LayerNorm, bias+GeLU, AdamW, LayerNorm with dropout)",
     .coll_what = "collectives over NCCL",
     .gemm = gpu_gemm,
     .attention = gpu_attention,
@@ -830,5 +847,5 @@ const calib_device_t calib_gpu_device = {
     .collectives = gpu_collectives,
     .comm_slowdown = gpu_comm_slowdown,
     .flash1_rel = gpu_flash1_rel,
-    .dropout_gdraws = gpu_dropout_gdraws,
+    .attn_dropout = gpu_attn_dropout,
 };

@@ -87,12 +87,19 @@ calib_plan_t calib_plan(calib_level_t level);
  *         memory-bound rates (model/layer.c attention_core), and the
  *         profile has no field they would feed.
  *   mem:  kernel (0 copy, 1 layernorm, 2 bias_gelu, 3 adamw, 4
- *         dropout_fwd), bytes, time_med_s, time_min_s, time_max_s, gbps,
- *         elems (elements, or parameters for adamw) */
+ *         dropout_fwd, 5 layernorm_dropout: kind 1 with its dropout over
+ *         the same elements), bytes, time_med_s, time_min_s, time_max_s,
+ *         gbps, elems (elements, or parameters for adamw)
+ *   attention_dropout: the flash kernels with and without dropout at the
+ *         same shape: bwd, B, T, NH, NKV, HS, window, time_plain_s,
+ *         time_dropout_s, draws (B NH visible scores: one draw each) */
 void calib_gemm_table(calib_table_t *t);
 void calib_attn_table(calib_table_t *t);
 void calib_attn_unfused_table(calib_table_t *t);
 void calib_mem_table(calib_table_t *t);
+void calib_attn_dropout_table(calib_table_t *t);
+void calib_attn_dropout_row(calib_table_t *t, int bwd, int B, int T, int NH, int NKV, int HS, int window,
+                            double plain_s, double dropout_s);
 void calib_gemm_row(calib_table_t *t, int m, int n, int k, const calib_stat_t *s, int tp, int pass, int hidden);
 void calib_attn_row(calib_table_t *t, int bwd, int B, int T, int NH, int NKV, int HS, int window,
                     const calib_stat_t *s);
@@ -113,7 +120,7 @@ void calib_linear_dims(int N, int C, int OC, int pass, int *m, int *n, int *k);
 void calib_linear_pass_ref(int pass, float *y, float *dx, float *dw, const float *x, const float *w, int N, int C,
                            int OC);
 void calib_mem_row(calib_table_t *t, int kind, double bytes, double elems, const calib_stat_t *s);
-#define CALIB_MEM_KINDS 5
+#define CALIB_MEM_KINDS 6
 extern const char *const calib_mem_kernels[CALIB_MEM_KINDS];
 
 /* FLOPs of one flash attention call as the cost model counts them
@@ -133,7 +140,8 @@ double calib_attn_unfused_flops(int B, int T, int NH, int HS, int bwd);
  * residual and out, plus fp32 mean and rstd per row; bias+GeLU reads and
  * writes n; AdamW (fp32 master weights) reads param, grad, m, v and writes
  * param, m, v: 28 bytes per parameter; dropout reads and writes n and
- * writes its 1-byte mask (each element one Philox draw). */
+ * writes its 1-byte mask (each element one Philox draw); LayerNorm with
+ * dropout moves LayerNorm's bytes and the mask. */
 double calib_mem_bytes(int kind, long n, int act_bytes, int row);
 
 /* Collectives, nccl-tests style (calib/coll.c): one harness over a table
@@ -206,10 +214,9 @@ void calib_overlap_row(calib_table_t *t, int n, double bytes, double alone_s, do
  * rank, and only with >= 2 ranks. comm_slowdown: rows of the overlap table
  * (rank 0), over GEMM and message sizes; none when it cannot be measured.
  * flash1_rel: FlashAttention-1's speed over the flash kernel's (forward +
- * backward at one shape), < 0 when it cannot be measured. dropout_gdraws
- * (NULL: the memory-bound kinds' fit gives it): the flash kernel's draws
- * with dropout over the time they add, 1e9 per second, < 0 when it cannot
- * be measured. */
+ * backward at one shape), < 0 when it cannot be measured. attn_dropout
+ * (NULL: not measured; the profile's flash_*_gdraws stay 0, meaning
+ * dropout_gdraws): rows of the attention_dropout table. */
 typedef struct {
     const char *name;                     /* "cpu", "gpu" */
     const char *gemm_what, *attn_what, *mem_what, *coll_what;
@@ -220,7 +227,7 @@ typedef struct {
     void (*collectives)(const calib_plan_t *p, calib_table_t *t, int verbose);
     void (*comm_slowdown)(const calib_plan_t *p, int ncores, calib_table_t *overlap);
     double (*flash1_rel)(const calib_plan_t *p);
-    double (*dropout_gdraws)(const calib_plan_t *p);
+    void (*attn_dropout)(const calib_plan_t *p, calib_table_t *t);
 } calib_device_t;
 
 extern const calib_device_t calib_cpu_device; /* bench.c, bench_mpi.c */

@@ -151,9 +151,9 @@ static void run_compute(const calib_device_t *d, const calib_plan_t *p, calib_re
     r->host_stall_s = host_stall(p);
     progress("FlashAttention-1 against the flash kernel");
     r->flash1_rel = d->flash1_rel(p);
-    if (d->dropout_gdraws) {
-        progress("the flash kernel with dropout against without");
-        r->dropout_gdraws = d->dropout_gdraws(p);
+    if (d->attn_dropout) {
+        progress("the flash kernels with dropout against without");
+        d->attn_dropout(p, &r->attn_drop);
     }
 }
 
@@ -285,7 +285,8 @@ static int calibrate_main(calib_opts_t *o, const job_t *job, int argc, char **ar
     r.level = p.level;
     calib_describe_host(&r);
     r.host_stall_s = -1;
-    r.flash1_rel = -1, r.dropout_gdraws = -1;
+    r.flash1_rel = -1;
+    calib_attn_dropout_table(&r.attn_drop);
     r.nranks = mpi_size, r.ncores = (int)sysconf(_SC_NPROCESSORS_ONLN);
     double t0 = t_start_s = calib_now_s();
     const calib_device_t *d = open_device(o->device, &r, err);

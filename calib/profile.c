@@ -41,6 +41,25 @@ static const calib_fitrec_t *find_fit(const calib_result_t *r, const char *name)
     return NULL;
 }
 
+/* y = b x by least squares through the origin (gsl_fit_mul) over f's
+ * samples: lin.b, its standard error, R^2 against the mean, rms and the
+ * residuals; lin.ok with at least 2 samples. */
+static void fit_through_origin(calib_fitrec_t *f)
+{
+    int k = f->n;
+    f->linear = f->slope = 1;
+    if (k < 2)
+        return;
+    double c1, cov11, sumsq, ss = 0, mean = 0;
+    gsl_fit_mul(f->x, 1, f->y, 1, k, &c1, &cov11, &sumsq);
+    for (int i = 0; i < k; i++)
+        mean += f->y[i] / k;
+    for (int i = 0; i < k; i++)
+        f->resid[i] = f->y[i] - c1 * f->x[i], ss += (f->y[i] - mean) * (f->y[i] - mean);
+    f->lin = (calib_linfit_t){.a = 0, .b = c1, .se_a = 0, .se_b = sqrt(cov11), .r2 = ss > 0 ? 1 - sumsq / ss : 0,
+                              .rms = sqrt(sumsq / k), .n = k, .ok = 1};
+}
+
 /* The fit sampled at half decades from lo to hi (at most CURVE_MAX points). */
 static void sample_curve(curve_t *c, const calib_satfit_t *f, double lo, double hi)
 {
@@ -56,23 +75,19 @@ static void sample_curve(curve_t *c, const calib_satfit_t *f, double lo, double 
  * in-cache copies beat the DRAM bandwidth, `best`), from the rows of t where
  * col sel == want (sel < 0: all rows; want < 0: rows where col sel !=
  * -want - 1), fitted by the saturating model. */
-static int row_selected(const calib_table_t *t, int i, int sel, double want)
+/* mem_eff: the memory kinds' rates (bytes over time) over hbm_gbps
+ * against bytes, of kinds lo to hi (the copy on the CPU; LayerNorm,
+ * bias+GeLU and AdamW on a GPU). */
+static void fit_mem_eff(calib_result_t *r, int lo, int hi)
 {
-    double v = sel < 0 ? 0 : calib_table_get(t, i, sel);
-    return sel < 0 || (want >= 0 ? v == want : v != -want - 1);
-}
-
-static calib_fitrec_t *fit_eff(calib_result_t *r, const char *name, const calib_table_t *t, int sel, double want,
-                               int xcol, int ratecol, double best, const char *xn)
-{
-    calib_fitrec_t *f = new_fit(r, name, xn, "fraction of peak", t->n);
+    const calib_table_t *t = &r->mem;
+    calib_fitrec_t *f = new_fit(r, "mem_eff", "bytes", "fraction of peak", t->n);
     int m = 0;
     for (int i = 0; i < t->n; i++)
-        if (row_selected(t, i, sel, want))
-            f->x[m] = calib_table_get(t, i, xcol), f->y[m++] = fmin(1, calib_table_get(t, i, ratecol) / best);
+        if (calib_table_get(t, i, 0) >= lo && calib_table_get(t, i, 0) <= hi)
+            f->x[m] = calib_table_get(t, i, 1), f->y[m++] = fmin(1, calib_table_get(t, i, 5) / r->copy_gbps);
     f->n = m;
     f->sat = calib_fit_saturating(f->x, f->y, m, f->resid);
-    return f;
 }
 
 /* The GEMM tiles whose wave quantisation calibration tries on a GPU
@@ -137,17 +152,9 @@ static void fit_gemm(calib_result_t *r)
             a->x[k2] = acc[i] * 1e6, a->y[k2++] = (time_s[i] - f / (eff * r->peak_gflops * 1e9)) * 1e6;
         }
     a->n = k2;
-    if (k2 >= 2) {
-        double c1, cov11, sumsq, ss = 0, mean = 0;
-        gsl_fit_mul(a->x, 1, a->y, 1, k2, &c1, &cov11, &sumsq);
-        for (int i = 0; i < k2; i++)
-            mean += a->y[i] / k2;
-        for (int i = 0; i < k2; i++)
-            a->resid[i] = a->y[i] - c1 * a->x[i], ss += (a->y[i] - mean) * (a->y[i] - mean);
-        a->lin = (calib_linfit_t){.a = 0, .b = c1, .se_a = 0, .se_b = sqrt(cov11), .r2 = ss > 0 ? 1 - sumsq / ss : 0,
-                                  .rms = sqrt(sumsq / k2), .n = k2, .ok = 1};
-        r->gemm_acc_exposed = clamp(c1, 0, 1);
-    }
+    fit_through_origin(a);
+    if (a->lin.ok)
+        r->gemm_acc_exposed = clamp(a->lin.b, 0, 1);
     calib_fitrec_t *g = new_fit(r, "gemm_eff", "flops", "fraction of peak", t->n);
     g->wave = calloc(t->n + 1, sizeof(double));
     for (int i = 0; i < t->n; i++) { /* step 3: every pass, pass 2 less its exposed accumulation */
@@ -181,7 +188,8 @@ static void fit_attn(calib_result_t *r, int bwd)
     int m = 0;
     for (int i = 0; i < t->n; i++)
         if (calib_table_get(t, i, 0) == bwd) {
-            bh[m] = calib_table_get(t, i, 11) * calib_table_get(t, i, 2), seq[m] = calib_table_get(t, i, 1);
+            double nh = calib_table_get(t, i, 2), group = nh / calib_table_get(t, i, 9);
+            bh[m] = cost_attn_grid_heads(calib_table_get(t, i, 11) * nh, group, bwd), seq[m] = calib_table_get(t, i, 1);
             win[m] = calib_table_get(t, i, 10);
             f->x[m] = calib_table_get(t, i, 4), f->y[m++] = fmin(1, calib_table_get(t, i, 8) / r->peak_gflops);
         }
@@ -194,6 +202,37 @@ static void fit_attn(calib_result_t *r, int bwd)
     f->sat = f->wfit.sat;
     f->sat.ok = f->wfit.ok;
     free(bh), free(seq), free(win);
+}
+
+/* flash_fwd_gdraws or flash_bwd_gdraws: the model adds a flash pass's
+ * draws to its work before the wave loss (model/cost.c), so each
+ * attention_dropout row's added time times the wave efficiency of its
+ * shape (the block flash_*_eff chose) against its draws, through the
+ * origin: the seconds per draw of a full grid. No rows: < 0. */
+static void fit_attn_draws(calib_result_t *r, int bwd)
+{
+    const calib_table_t *t = &r->attn_drop;
+    r->flash_gdraws[bwd] = -1;
+    if (t->n == 0)
+        return;
+    const calib_fitrec_t *ef = find_fit(r, bwd ? "flash_bwd_eff" : "flash_fwd_eff");
+    int sms = r->device ? r->gpu.sm_count : r->ncores, block = ef && ef->wfit.ok ? ef->wfit.tile_m : 0;
+    calib_fitrec_t *f = new_fit(r, bwd ? "flash_bwd_draws" : "flash_fwd_draws", "draws", "added_us_x_wave_eff", t->n);
+    f->how = "y = b x through the origin (gsl_fit_mul): the pass's time with dropout less without, times its wave "
+             "efficiency at the fitted block, against its draws (one per visible score); rate 1e-3 / b G/s";
+    int m = 0;
+    for (int i = 0; i < t->n; i++)
+        if (calib_table_get(t, i, 0) == bwd) {
+            double nh = calib_table_get(t, i, 3), group = nh / calib_table_get(t, i, 4);
+            double we = cost_attn_wave_eff(block, sms, cost_attn_grid_heads(calib_table_get(t, i, 1) * nh, group, bwd),
+                                           calib_table_get(t, i, 2), calib_table_get(t, i, 6), bwd);
+            f->x[m] = calib_table_get(t, i, 9);
+            f->y[m++] = (calib_table_get(t, i, 8) - calib_table_get(t, i, 7)) * 1e6 * we;
+        }
+    f->n = m;
+    fit_through_origin(f);
+    if (f->lin.ok && f->lin.b > 0)
+        r->flash_gdraws[bwd] = 1e-3 / f->lin.b;
 }
 
 static double col_max(const calib_table_t *t, int col, int sel, double want)
@@ -257,8 +296,32 @@ static calib_fitrec_t *fit_coll(calib_result_t *r, int c, const char *regime, do
  * compute-bound (tanh, sqrt, division), so the copies give mem_eff (their
  * rate over hbm_gbps, at most 1: the model does not credit the caches, so
  * on a CPU, whose in-cache copies beat DRAM, the curve sits at 1 to the
- * noise) and each kernel's samples its math rate (calib_fit_rate). */
+ * noise) and each kernel's samples its math rate (calib_fit_rate). On
+ * both, the dropout's draws are priced on top of a kernel's time (model/
+ * cost.c), so their rate is what they add: LayerNorm with dropout less
+ * LayerNorm over the same elements (kinds 5 and 1), against the draws,
+ * through the origin (fit_dropout_rate). */
 const char *const calib_math_fit_names[CALIB_MATH_RATES] = {"norm_rate", "gelu_rate", "optim_rate", "dropout_rate"};
+
+static void fit_dropout_rate(calib_result_t *r)
+{
+    const calib_table_t *t = &r->mem;
+    calib_fitrec_t *f = new_fit(r, calib_math_fit_names[3], "draws", "time_beyond_layernorm_us", t->n);
+    f->how = "y = b x through the origin (gsl_fit_mul): LayerNorm with dropout's time less LayerNorm's over the same "
+             "elements (memory kinds 5 and 1), against its draws (one per element)";
+    int m = 0;
+    for (int i = 0; i < t->n; i++)
+        for (int j = 0; calib_table_get(t, i, 0) == 5 && j < t->n; j++)
+            if (calib_table_get(t, j, 0) == 1 && calib_table_get(t, j, 6) == calib_table_get(t, i, 6)) {
+                f->x[m] = calib_table_get(t, i, 6);
+                f->y[m++] = (calib_table_get(t, i, 2) - calib_table_get(t, j, 2)) * 1e6;
+                break;
+            }
+    f->n = m;
+    fit_through_origin(f);
+    if (f->lin.ok && f->lin.b > 0)
+        r->math_gelems[3] = 1e-3 / f->lin.b; /* draws per us -> 1e9 per s */
+}
 
 /* Memory bandwidth: time_us = a + b bytes over the copies of at least
  * twice the last-level cache (DRAM-resident: calib_bench_memory measures
@@ -296,12 +359,14 @@ static void fit_memory_bound(calib_result_t *r)
 {
     for (int k = 0; k < CALIB_MATH_RATES; k++)
         r->math_gelems[k] = -1;
-    if (r->device) {
-        fit_eff(r, "mem_eff", &r->mem, 0, -1, 1, 5, r->copy_gbps, "bytes");
+    if (r->device) { /* kinds 0 to 3: LayerNorm with dropout is bound by its draws too */
+        fit_mem_eff(r, 1, 3);
+        fit_dropout_rate(r);
         return;
     }
-    fit_eff(r, "mem_eff", &r->mem, 0, 0, 1, 5, r->copy_gbps, "bytes");
-    for (int k = 0; k < CALIB_MATH_RATES; k++) {
+    fit_mem_eff(r, 0, 0);
+    fit_dropout_rate(r);
+    for (int k = 0; k < 3; k++) {
         calib_fitrec_t *f = new_fit(r, calib_math_fit_names[k], "elems", "time_us", r->mem.n);
         f->linear = 1;
         int m = 0;
@@ -350,6 +415,8 @@ void calib_fit_all(calib_result_t *r, const calib_plan_t *p)
     fit_gemm(r);
     fit_attn(r, 0);
     fit_attn(r, 1);
+    fit_attn_draws(r, 0);
+    fit_attn_draws(r, 1);
     fit_overlap(r);
     /* Fixed cost of the smallest kernels: the intercept of time against
      * bytes up to 256 KiB (time in us) of back-to-back calls of one small
@@ -488,8 +555,10 @@ int calib_make_profile(const calib_result_t *r, const char *base_gpu, const char
     for (int k = 0; k < CALIB_MATH_RATES; k++)
         if (r->math_gelems[k] > 0)
             *rates[k] = clamp(r->math_gelems[k], 1e-6, 1e7);
-    if (r->dropout_gdraws > 0)
-        g->dropout_gdraws = clamp(r->dropout_gdraws, 1e-6, 1e7);
+    if (r->flash_gdraws[0] > 0)
+        g->flash_fwd_gdraws = clamp(r->flash_gdraws[0], 1e-6, 1e7);
+    if (r->flash_gdraws[1] > 0)
+        g->flash_bwd_gdraws = clamp(r->flash_gdraws[1], 1e-6, 1e7);
     if (r->gemm_acc_exposed >= 0)
         g->gemm_acc_exposed = r->gemm_acc_exposed;
     /* megasim's own executor (real/exec.c): its blocking exchanges are
@@ -516,6 +585,7 @@ void calib_result_free(calib_result_t *r)
 {
     calib_table_free(&r->gemm), calib_table_free(&r->attn), calib_table_free(&r->attn_unfused);
     calib_table_free(&r->mem), calib_table_free(&r->coll), calib_table_free(&r->overlap);
+    calib_table_free(&r->attn_drop);
     for (int i = 0; i < r->nfits; i++)
         free(r->fits[i].x), free(r->fits[i].y), free(r->fits[i].resid), free(r->fits[i].wave);
     r->nfits = 0;

@@ -32,7 +32,9 @@ typedef struct {
 #define CALIB_MAX_FITS 32
 
 /* The memory-bound kinds after the copy (calib_mem_kernels: LayerNorm,
- * bias+GeLU, AdamW, dropout), each with a math-rate fit of this name. */
+ * bias+GeLU, AdamW, dropout), each with a math-rate fit of this name;
+ * the CPU fits the first three, both devices the dropout's draws (the time
+ * LayerNorm with dropout takes beyond LayerNorm). */
 #define CALIB_MATH_RATES 4
 extern const char *const calib_math_fit_names[CALIB_MATH_RATES];
 
@@ -44,6 +46,7 @@ typedef struct {
     double host_mem_gib;   /* its MemTotal: a CPU profile's hbm_gib */
     calib_table_t gemm, attn, attn_unfused, mem, coll; /* attn_unfused: raw samples only (calib.h) */
     calib_table_t overlap; /* compute beside a collective (calib_overlap_table); comm_slowdown's fit */
+    calib_table_t attn_drop; /* the flash passes with and without dropout (calib_attn_dropout_table); may be empty */
     calib_job_shapes_t job; /* the job named on the command line, whose linear layers were timed too */
     int have_coll, nranks, ncores;
     double llc_bytes;      /* copies of >= 2x this are DRAM-resident (calib_llc_bytes; a GPU's L2) */
@@ -54,7 +57,8 @@ typedef struct {
                               else the copy rate at the largest size */
     double host_stall_s;   /* synchronous loading of one iteration's batch, or < 0 */
     double flash1_rel;     /* FlashAttention-1 speed / FlashAttention-2 style speed, or < 0 */
-    double dropout_gdraws; /* the device's measurement of dropout draws (1e9 / s), or < 0 (CPU: math_gelems[3]) */
+    double flash_gdraws[2]; /* the flash forward's and backward's draws of a full grid (1e9 / s; fits
+                               flash_fwd_draws, flash_bwd_draws), or < 0 */
     double gemm_acc_exposed; /* the weight-gradient GEMMs' exposed share of their fp32 accumulation ("gemm_acc"
                                 fit, in [0, 1]), or < 0 */
     double math_gelems[CALIB_MATH_RATES]; /* LayerNorm, bias+GeLU, AdamW, dropout math rates (1e9 / s), or < 0 */
@@ -98,7 +102,7 @@ int calib_write_h5(const char *path, const calib_result_t *r, const struct cJSON
 
 /* Everything a calibration measured that is not a table row (calib/raw.c):
  * device, level, host, GPU, job shapes, ranks, cores, last-level cache,
- * host stall, FlashAttention-1 ratio, dropout draws. */
+ * host stall, FlashAttention-1 ratio. */
 struct cJSON *calib_measured_json(const calib_result_t *r);
 
 /* A raw file written by calib_write_h5 read back (calib/raw.c): r's tables

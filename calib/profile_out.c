@@ -84,6 +84,10 @@ static cJSON *fit_json(const calib_fitrec_t *f)
         cJSON_AddNumberToObject(o, "r2", f->lin.r2);
         cJSON_AddNumberToObject(o, "rms_residual", f->lin.rms);
         cJSON_AddNumberToObject(o, "samples", f->lin.n);
+        if (!strcmp(f->xname, "draws")) { /* us per draw: the rate the profile takes */
+            cJSON_AddNumberToObject(o, "rate_gdraws", f->lin.b > 0 ? 1e-3 / f->lin.b : 0);
+            cJSON_AddNumberToObject(o, "rate_se_gdraws", f->lin.b > 0 ? 1e-3 * f->lin.se_b / (f->lin.b * f->lin.b) : 0);
+        }
     } else if (f->linear) {
         cJSON_AddStringToObject(o, "model", f->how ? f->how : "y = a + b x (gsl_fit_linear)");
         cJSON_AddNumberToObject(o, "alpha_us", f->lin.a);
@@ -196,8 +200,9 @@ static void field_sources(cJSON *p, const calib_result_t *r)
                  "hbm_gib (MemTotal), kernel_gap_us, gemm_eff (the linear layers' forward and both backward GEMMs, "
                  "square forward GEMMs; the weight gradients less their exposed fp32 accumulation)%s, "
                  "flash_fwd_eff, flash_bwd_eff, mem_eff (copies over hbm_gbps, at most 1), "
-                 "norm_gelems, gelu_gelems, optim_gparams, dropout_gdraws (LayerNorm, bias+GeLU, AdamW, dropout: "
-                 "elements over time, least squares on the relative error)%s; "
+                 "norm_gelems, gelu_gelems, optim_gparams (LayerNorm, bias+GeLU, AdamW: elements over time, least "
+                 "squares on the relative error), dropout_gdraws (LayerNorm with dropout less LayerNorm, over its "
+                 "draws: fits/dropout_rate)%s; "
                  "cluster: %s%s", hbm, acc,
                  coll ? ", nvlink_gbps (all-reduce busbw)" : "",
                  coll ? "alpha_nvlink_us, coll_launch_us, nvlink_eff (MPI within this node), " : "",
@@ -222,10 +227,13 @@ static void field_sources(cJSON *p, const calib_result_t *r)
              "fp32 accumulation, fits/gemm_eff)%s, "
              "flash_fwd_eff, flash_bwd_eff and attn_block_q/k (kern_attention_*_cuda; the curves and the block "
              "among 32, 64 and 128 rows whose wave quantisation best explains the samples, fits/flash_*_eff), mem_eff (LayerNorm, bias+GeLU, AdamW "
-             "kernels), flash1_rel (kern_attention_*_v1_cuda over kern_attention_*_cuda, forward + backward)%s%s%s; "
+             "kernels), flash1_rel (kern_attention_*_v1_cuda over kern_attention_*_cuda, forward + backward)%s%s%s%s; "
              "cluster: %s%s", hbm, acc,
-             r->dropout_gdraws > 0 ? ", dropout_gdraws (kern_attention_*_cuda forward + backward with dropout 0.1 "
-                                     "against without: its draws over the time they add)" : "",
+             r->math_gelems[3] > 0 ? ", dropout_gdraws (kern_layernorm_fwd_cuda with dropout 0.1 less without, over "
+                                     "its draws: fits/dropout_rate)" : "",
+             r->flash_gdraws[0] > 0 && r->flash_gdraws[1] > 0
+                 ? ", flash_fwd_gdraws and flash_bwd_gdraws (each kern_attention_*_cuda pass with dropout 0.1 less "
+                   "without, times its wave efficiency, over its draws: fits/flash_*_draws)" : "",
              coll ? ", nvlink_gbps (ncclAllReduce busbw)" : "",
              r->comm_slowdown >= 0 ? ", comm_slowdown (a GEMM beside an ncclAllReduce on another stream)" : "",
              coll ? "alpha_nvlink_us, coll_launch_us, nvlink_eff (NCCL within this node), " : "", host_stall_what);
@@ -233,11 +241,13 @@ static void field_sources(cJSON *p, const calib_result_t *r)
     snprintf(buf, sizeof buf, "gpu peak_tf32_tflops = the "
              "measured bf16 peak x the base's tf32/bf16 ratio (kern_gemm_cuda is bf16 only); norm_gelems, "
              "gelu_gelems, optim_gparams (data-sheet math rates: those kernels are bandwidth-bound on a GPU, so "
-             "their samples give mem_eff)%s%s%s%s; cluster topology "
+             "their samples give mem_eff)%s%s%s%s%s; cluster topology "
              "and network fields (no second node to measure), runtime_reserved_gib%s",
              r->comm_slowdown >= 0 ? "" : "; gpu comm_slowdown (needs >= 2 ranks, one GPU each)",
              r->flash1_rel > 0 ? "" : "; gpu flash1_rel (its measurement failed)",
-             r->dropout_gdraws > 0 ? "" : "; gpu dropout_gdraws (dropout added no measurable time to the flash kernel)",
+             r->math_gelems[3] > 0 ? "" : "; gpu dropout_gdraws (dropout added no measurable time to LayerNorm)",
+             r->flash_gdraws[0] > 0 && r->flash_gdraws[1] > 0 ? "" : "; gpu flash_fwd_gdraws and flash_bwd_gdraws "
+                                                                      "(dropout added no measurable time to a flash pass)",
              r->gemm_acc_exposed >= 0 ? "" : "; gpu gemm_acc_exposed (fewer than 2 weight-gradient GEMM samples)",
              no_coll);
     cJSON_AddStringToObject(p, "kept_from_base", buf);
@@ -336,6 +346,10 @@ static void print_fit(const calib_fitrec_t *f)
     if (f->constant)
         printf("  %-22s %9.4f +- %.4f (mean)   rms %.4f  (%d samples)\n", f->name, f->lin.a, f->lin.se_a, f->lin.rms,
                f->lin.n);
+    else if (f->slope && !strcmp(f->xname, "draws"))
+        printf("  %-22s rate %9.3f +- %.3f G draws/s (1 / slope)   R^2 %.4f  rms %.3g us  (%d samples)\n", f->name,
+               f->lin.b > 0 ? 1e-3 / f->lin.b : 0, f->lin.b > 0 ? 1e-3 * f->lin.se_b / (f->lin.b * f->lin.b) : 0,
+               f->lin.r2, f->lin.rms, f->lin.n);
     else if (f->slope)
         printf("  %-22s slope %9.4f +- %.4f (the profile holds it in [0, 1])   R^2 %.4f  rms %.3g us  (%d samples)\n",
                f->name, f->lin.b, f->lin.se_b, f->lin.r2, f->lin.rms, f->lin.n);
@@ -396,17 +410,20 @@ void calib_print_report(const calib_result_t *r, const hw_t *hw)
     if (r->host_stall_s >= 0)
         printf("  host stall         %8.3f us  (synchronous loading of one iteration of run's default job)\n",
                r->host_stall_s * 1e6);
-    static const char *const math_what[CALIB_MATH_RATES] = {"LayerNorm", "bias+GeLU", "AdamW", "dropout, its mask draws"};
+    static const char *const math_what[CALIB_MATH_RATES] = {
+        "LayerNorm: elements over time", "bias+GeLU: elements over time", "AdamW: elements over time",
+        "dropout's draws: LayerNorm with dropout less without, over them -> dropout_gdraws"};
     for (int k = 0; k < CALIB_MATH_RATES; k++)
         if (r->math_gelems[k] > 0)
-            printf("  %-18s %8.4f G/s (%s: elements over time)\n", calib_math_fit_names[k], r->math_gelems[k],
-                   math_what[k]);
+            printf("  %-18s %8.4f G/s (%s)\n", calib_math_fit_names[k], r->math_gelems[k], math_what[k]);
     if (r->flash1_rel > 0)
         printf("  flash1_rel         %8.3f    (FlashAttention-1 speed / flash kernel speed, forward + backward%s)\n",
                r->flash1_rel, r->device ? "" : ": one reference serves both on the CPU");
-    if (r->dropout_gdraws > 0)
-        printf("  dropout draws      %8.4f G/s (the flash kernel with dropout 0.1 against without: draws over the "
-               "time they add)\n", r->dropout_gdraws);
+    for (int bwd = 0; bwd <= 1; bwd++)
+        if (r->flash_gdraws[bwd] > 0)
+            printf("  %-18s %8.4f G/s (the pass with dropout 0.1 less without, times its wave efficiency, over its "
+                   "draws) -> flash_%s_gdraws\n", bwd ? "flash_bwd_draws" : "flash_fwd_draws", r->flash_gdraws[bwd],
+                   bwd ? "bwd" : "fwd");
     if (r->gemm_acc_exposed >= 0)
         printf("  fp32 accumulation  %8.3f    exposed (weight-gradient GEMMs: their time beyond the other passes' "
                "curve over 8 bytes per output element at hbm_gbps x mem_eff; fits/gemm_acc) -> gemm_acc_exposed\n",
@@ -567,10 +584,12 @@ int calib_write_h5(const char *path, const calib_result_t *r, const cJSON *confi
                                                            "4 broadcast, 5 sendrecv (MPI_Allreduce ... MPI_Sendrecv)") ||
          h5_attr_str(file, "memory_kernel", r->device ? "0 copy (cudaMemcpyAsync), 1 kern_layernorm_fwd_cuda, "
                                                         "2 kern_bias_gelu_fwd_cuda, 3 kern_adamw_cuda (4 dropout_fwd "
-                                                        "is not timed on a GPU: calib/bench_gpu.c)"
+                                                        "is not timed on a GPU: calib/bench_gpu.c), 5 "
+                                                        "kern_layernorm_fwd_cuda with dropout 0.1 (kind 1's elements)"
                                                       : "0 copy (memcpy), 1 kern_layernorm_fwd_ref, "
                                                         "2 kern_bias_gelu_fwd_ref, 3 kern_adamw_ref, "
-                                                        "4 kern_dropout_ref") ||
+                                                        "4 kern_dropout_ref, 5 kern_layernorm_fwd_ref with dropout "
+                                                        "0.1 (kind 1's elements)") ||
          h5_attr_str(file, "attention_unfused_use",
                      "the unfused kernels (GEMM, masked softmax, GEMM), raw samples only: the model prices unfused "
                      "attention from gemm_eff and the memory-bound rates (model/layer.c), no profile field; flops "
@@ -581,6 +600,7 @@ int calib_write_h5(const char *path, const calib_result_t *r, const cJSON *confi
          h5_table(file, gcpl, dcpl, &r->mem) ||
          (r->have_coll && h5_table(file, gcpl, dcpl, &r->coll)) ||
          (r->overlap.n > 0 && h5_table(file, gcpl, dcpl, &r->overlap)) ||
+         (r->attn_drop.n > 0 && h5_table(file, gcpl, dcpl, &r->attn_drop)) ||
          (fg = H5Gcreate2(file, "/fits", H5P_DEFAULT, gcpl, H5P_DEFAULT)) < 0;
     for (int i = 0; !rc && i < r->nfits; i++)
         rc = h5_fit(fg, gcpl, dcpl, &r->fits[i]);

@@ -27,7 +27,7 @@ typedef struct {
 #define RD(f) {#f, 0, offsetof(calib_result_t, f)}
 static const scalar_t result_scalars[] = {
     RI(device), RI(have_coll), RI(nranks), RI(ncores), RD(llc_bytes), RD(host_mem_gib),
-    RD(host_stall_s), RD(flash1_rel), RD(dropout_gdraws),
+    RD(host_stall_s), RD(flash1_rel),
 };
 #define GI(f) {#f, 1, offsetof(calib_gpu_info_t, f)}
 #define GD(f) {#f, 0, offsetof(calib_gpu_info_t, f)}
@@ -205,10 +205,12 @@ int calib_read_h5(const char *path, calib_result_t *r, cJSON **config, cJSON **p
     } else if ((measured = parse_attr(file, "measured", why))) {
         calib_gemm_table(&r->gemm), calib_attn_table(&r->attn), calib_attn_unfused_table(&r->attn_unfused);
         calib_mem_table(&r->mem), calib_coll_table(&r->coll), calib_overlap_table(&r->overlap);
+        calib_attn_dropout_table(&r->attn_drop);
         rc = measured_from_json(measured, r, why) || read_table(file, &r->gemm, why) ||
                      read_table(file, &r->attn, why) || read_table(file, &r->attn_unfused, why) ||
                      read_table(file, &r->mem, why) || (r->have_coll && read_table(file, &r->coll, why)) ||
                      (has_group(file, r->overlap.name) && read_table(file, &r->overlap, why)) ||
+                     (has_group(file, r->attn_drop.name) && read_table(file, &r->attn_drop, why)) ||
                      !(*config = parse_attr(file, "config", why)) || !(*prov = parse_attr(file, "provenance", why))
                  ? -1
                  : 0;

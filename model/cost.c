@@ -136,16 +136,25 @@ double cost_attn_wave_eff(int block, int sms, double bh, double s, double w, int
     return eff;
 }
 
+double cost_attn_grid_heads(double bh, double group, int bwd)
+{
+    return bwd && group > 1 ? bh / group : bh;
+}
+
 double cost_attn_s(const hw_t *hw, const op_t *op)
 {
     const hw_gpu_t *g = &hw->gpu;
     double flops = op_flops(op);
     int bwd = op->attn_bwd;
-    double we = cost_attn_wave_eff(bwd ? g->attn_block_k : g->attn_block_q, g->sm_count, op->batch, op->attn_seq,
+    double we = cost_attn_wave_eff(bwd ? g->attn_block_k : g->attn_block_q, g->sm_count,
+                                   cost_attn_grid_heads(op->batch, op->attn_group, bwd), op->attn_seq,
                                    op->attn_window, bwd);
     double eff = fmin(1, curve_eval(bwd ? &g->flash_bwd_eff : &g->flash_fwd_eff, flops) * hw->cluster.compute_scale) *
-                 (op->attn_v1 ? g->flash1_rel : 1) * we;
-    return flops / (g->peak_bf16_tflops * 1e12 * eff) + g->kernel_gap_us * US + cost_draws_s(hw, op->draws);
+                 (op->attn_v1 ? g->flash1_rel : 1);
+    double rate = bwd ? g->flash_bwd_gdraws : g->flash_fwd_gdraws;
+    rate = rate > 0 ? rate : g->dropout_gdraws;
+    double draws_s = op->draws > 0 && rate > 0 ? op->draws / (rate * 1e9) : 0;
+    return (flops / (g->peak_bf16_tflops * 1e12 * eff) + draws_s) / we + g->kernel_gap_us * US;
 }
 
 double cost_draws_s(const hw_t *hw, double draws)
@@ -305,10 +314,10 @@ double cost_op_s(const hw_t *hw, const job_t *job, const op_t *op)
                (op->acc_fp32 ? cost_gemm_acc_s(hw, op->m, op->n, op->batch) : 0);
     case OP_ATTN:
         return cost_attn_s(hw, op);
-    case OP_ELEM: { /* the draws add to the kernel's math */
+    case OP_ELEM: { /* the draws add to the kernel's time */
         double math = op->elem_kind == ELEM_STREAM ? 0
                       : op->elems / ((op->elem_kind == ELEM_NORM ? hw->gpu.norm_gelems : hw->gpu.gelu_gelems) * 1e9);
-        return elem_time_s(hw, op->bytes, math + cost_draws_s(hw, op->draws));
+        return elem_time_s(hw, op->bytes, math) + cost_draws_s(hw, op->draws);
     }
     case OP_COLL: {
         group_layout_t g = cost_group_layout(job, hw, op->group);

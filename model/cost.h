@@ -49,19 +49,24 @@ double cost_gemm_wave_eff(int tile_m, int tile_n, int sms, double m, double n, d
  * light first rows first, the backward's heavy first keys first), each to
  * the SM that frees first, one at a time per SM. Causal tiles differ in
  * work, so the last wave's tail depends on their order, not just their
- * count. Heads are query heads, as FlashAttention-2's grids run them
- * (kern_attention's backward gives a block all query heads of one KV
- * group, so with GQA its blocks are fewer and larger than counted here).
- * The efficiency curves are fitted to samples divided by it
+ * count. bh is the grid's heads (cost_attn_grid_heads). The efficiency curves are fitted to samples divided by it
  * (calib/). 1 when the shape is unknown (s <= 0) or block is 0 (no wave
  * model: the profile's curves include the grid's fill). */
 double cost_attn_wave_eff(int block, int sms, double bh, double s, double w, int bwd);
-/* A flash attention op: its FLOPs at the forward or backward curve times
- * its wave efficiency; FlashAttention-1 (attn_v1) at flash1_rel of that. */
+/* The heads a flash kernel's grid runs over, for its waves: sequences x
+ * query heads, except in the backward of megasim's kernel
+ * (kern_attention_bwd_cuda), which gives one block all query heads of a
+ * KV group, so that with GQA (group > 1) its blocks are `group` times
+ * fewer and larger. Only calibrated profiles (attn_block_q/k > 0) use the
+ * wave model, and calibrate times megasim's kernels. */
+double cost_attn_grid_heads(double bh, double group, int bwd);
+/* A flash attention op: its FLOPs at the forward or backward curve
+ * (FlashAttention-1, attn_v1, at flash1_rel of it) plus its dropout draws
+ * at flash_fwd/bwd_gdraws, over its wave efficiency. */
 double cost_attn_s(const hw_t *hw, const op_t *op);
 double cost_elem_s(const hw_t *hw, double bytes);
-/* Time of `draws` dropout mask draws at the profile's dropout_gdraws (0
- * when it is 0: not charged). */
+/* Time of `draws` dropout mask draws of an elementwise kernel at the
+ * profile's dropout_gdraws (0 when it is 0: not charged). */
 double cost_draws_s(const hw_t *hw, double draws);
 /* A memory-bound kernel that also computes: the longer of its bytes at
  * mem_eff and its elements at the math rate (billions per second). */

@@ -40,7 +40,13 @@ static const opt_def gpu_defs[] = {
     {"optim-gparams", OPT_REAL, G(optim_gparams), 1e-6, 1e7, 0, 0, "gpu",
      "optimizer step math rate, billions of parameters per second"},
     {"dropout-gdraws", OPT_REAL, G(dropout_gdraws), 0, 1e7, 0, 0, "gpu",
-     "dropout mask draws, billions per second (0: not charged)"},
+     "dropout mask draws of an elementwise kernel, billions per second, added to its time (0: not charged)"},
+    {"flash-fwd-gdraws", OPT_REAL, G(flash_fwd_gdraws), 0, 1e7, "0", 0, "gpu",
+     "dropout mask draws inside the flash forward, billions per second of a full grid (0: dropout_gdraws; "
+     "missing in files written before 2026-11-26)"},
+    {"flash-bwd-gdraws", OPT_REAL, G(flash_bwd_gdraws), 0, 1e7, "0", 0, "gpu",
+     "dropout mask draws inside the flash backward, billions per second of a full grid (0: dropout_gdraws; "
+     "missing in files written before 2026-11-26)"},
     {"gemm-acc-exposed", OPT_REAL, G(gemm_acc_exposed), 0, 1, "0", 0, "gpu",
      "share of a weight gradient's fp32 accumulation (8 bytes per output element) added to its GEMM (0: none; "
      "missing in files written before 2026-11-26, which priced none)"},

@@ -41,11 +41,16 @@ typedef struct {
      * a CPU's scalar reference code (tanh, sqrt, division). */
     double norm_gelems, gelu_gelems, optim_gparams;
     /* Dropout mask draws (Philox4x32-10), billions per second, charged on
-     * the ops that draw: the hidden dropouts' forward (in the longer of a
-     * kernel's bytes and its math) and the attention probabilities' draws
-     * (added to the attention kernel's time). 0: not charged; the built-in
-     * profiles hold 0 until a GPU measures it (ASSUMPTIONS.md). */
-    double dropout_gdraws;
+     * the ops that draw: an elementwise kernel's (the hidden dropouts'
+     * forward) at dropout_gdraws, added to the longer of its bytes and its
+     * math (a GPU's fused LayerNorm with dropout takes about the sum of the
+     * two: kern_bench, 2026-11-26); the flash kernels' (the attention
+     * probabilities') at flash_fwd_gdraws and flash_bwd_gdraws, the rates
+     * of a full grid, added to the kernel's work before its wave loss (a
+     * tile's draws wait for its SM as its FLOPs do), 0 meaning
+     * dropout_gdraws. 0: not charged; the built-in profiles hold 0 until a
+     * GPU measures it (ASSUMPTIONS.md). */
+    double dropout_gdraws, flash_fwd_gdraws, flash_bwd_gdraws;
     /* The share of a weight-gradient GEMM's fp32 accumulation (8 bytes per
      * output element read and written at hbm_gbps x mem_eff: cost_gemm_acc_s)
      * that adds to its time, in [0, 1]: calibration fits it (0.76 on an

@@ -144,6 +144,7 @@ static void attention_core(builder_t *b, int bwd)
         push(b, (op_t){.kind = OP_ATTN, .name = bwd ? "attn_bwd" : "attn", .batch = bh, .attn_keys = keys,
                        .attn_seq = s, .attn_window = j->window < s ? j->window : s, .attn_d = d,
                        .attn_bwd = bwd, .attn_v1 = j->attention == ATTN_FLASH1, .pair = -1,
+                       .attn_group = (double)j->num_attention_heads / j->num_query_groups,
                        .draws = j->attention_dropout > 0 ? bh * keys : 0});
         return;
     }

@@ -29,10 +29,11 @@ typedef struct {
     double attn_d;        /* ATTN: head size */
     int attn_bwd;         /* ATTN: 1 for the backward kernel */
     int attn_v1;          /* ATTN: FlashAttention-1's work partition (--attention flash1) */
+    double attn_group;    /* ATTN: query heads per KV head (GQA; 1 or 0: MHA) */
     double bytes;         /* ELEM: bytes read + written; COLL/P2P: tensor bytes
                              (all-gather output, reduce-scatter input) */
     double elems;         /* ELEM: elements computed (NORM, GELU) */
-    double draws;         /* ELEM, ATTN: dropout mask draws (hw dropout_gdraws) */
+    double draws;         /* ELEM, ATTN: dropout mask draws (hw dropout_gdraws, flash_*_gdraws) */
     elem_kind_t elem_kind;
     coll_t coll;
     group_t group;

@@ -7,10 +7,13 @@ check prints what it expected, what it got and where that comes from.
   2. h100-sxm-80gb-measured.json: gemm_acc_exposed is its own fit's slope
      held in [0, 1] (provenance fits/gemm_acc), and the 1.2B GPT of
      scripts/gpu-real.sh predicts the iteration the README quotes for the
-     H100 compare (0.7719 s: the run measured 0.7233 s, +6.7%)
+     H100 compare (0.7052 s: the run measured 0.7346 s, -4.0%); its
+     dropout rates are its own fits' (fits/dropout_rate,
+     fits/flash_*_draws)
   3. a profile without gemm_acc_exposed (one written before the field) is
      read with 0, the model before it: the same iteration as an explicit 0,
-     and not the profile's own
+     and not the profile's own; one without flash_fwd/bwd_gdraws prices
+     the flash kernels' draws at dropout_gdraws, as an explicit 0 does
   4. gemm_acc_exposed out of [0, 1] is refused: exit 2, the field named
 
 usage: check_profiles.py MEGASIM"""
@@ -55,8 +58,14 @@ slope = prof["provenance"]["fits"]["gemm_acc"]["slope"]
 check(abs(prof["gpu"]["gemm_acc_exposed"] - min(1, max(0, slope))) < 1e-12, "H100 gemm_acc_exposed",
       f"the fit's slope {slope:.4f} held in [0, 1]", prof["gpu"]["gemm_acc_exposed"], "provenance fits/gemm_acc")
 rc, t, err = predict(h100, GPT_1_2B)
-check(rc == 0 and t is not None and abs(t / 0.7719 - 1) < 1e-3, "1.2B GPT iteration on the H100 profile",
-      "0.7719 s within 0.1%", t, "README 'On a GPU machine': compare's simulated iteration, 2026-11-26")
+check(rc == 0 and t is not None and abs(t / 0.7052 - 1) < 1e-3, "1.2B GPT iteration on the H100 profile",
+      "0.7052 s within 0.1%", t, "README 'On a GPU machine': compare's simulated iteration, 2026-11-26")
+fits = prof["provenance"]["fits"]
+for field, fit in (("dropout_gdraws", "dropout_rate"), ("flash_fwd_gdraws", "flash_fwd_draws"),
+                   ("flash_bwd_gdraws", "flash_bwd_draws")):
+    want = 1e-3 / fits[fit]["slope"]
+    check(abs(prof["gpu"][field] / want - 1) < 1e-9, f"H100 {field}", f"1 / the fit's slope, {want:.1f} G/s",
+          prof["gpu"][field], f"provenance fits/{fit} (us per draw)")
 
 with tempfile.TemporaryDirectory() as d:
     old, zero, bad = (os.path.join(d, n) for n in ("old.json", "zero.json", "bad.json"))
@@ -73,6 +82,17 @@ with tempfile.TemporaryDirectory() as d:
           f"read with 0: {t_zero} s", f"exit {rc_old}, {t_old} s {err_old[:200]}", "model/hw.c hw_fill_missing")
     check(t_old is not None and t is not None and t_old < t, "  and it prices no accumulation",
           f"below the profile's own {t} s", t_old, "cost_gemm_acc_s is 0 at gemm_acc_exposed 0")
+    p = json.loads(json.dumps(prof))
+    del p["gpu"]["flash_fwd_gdraws"], p["gpu"]["flash_bwd_gdraws"]
+    json.dump(p, open(old, "w"))
+    p["gpu"]["flash_fwd_gdraws"] = p["gpu"]["flash_bwd_gdraws"] = 0
+    json.dump(p, open(zero, "w"))
+    rc_old, t_old, err_old = predict(old, GPT_1_2B)
+    rc_zero, t_zero, _ = predict(zero, GPT_1_2B)
+    check(rc_old == 0 and t_old == t_zero, "a profile without flash_fwd/bwd_gdraws",
+          f"read with 0: {t_zero} s", f"exit {rc_old}, {t_old} s {err_old[:200]}", "model/hw.c hw_fill_missing")
+    check(t_old is not None and t is not None and t_old != t, "  and it prices the flash draws at dropout_gdraws",
+          f"not the profile's own {t} s", t_old, "model/cost.c: 0 means dropout_gdraws")
     rc_bad, _, err_bad = predict(bad, GPT_1_2B)
     check(rc_bad == 2 and "gemm_acc_exposed" in err_bad.replace("-", "_"), "gemm_acc_exposed 1.5",
           "exit 2 naming the field", f"exit {rc_bad}: {err_bad[:200]}", "hw.c bounds [0, 1]")

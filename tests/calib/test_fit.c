@@ -1,12 +1,14 @@
 /* test_fit: the calibration fits recover known parameters from synthetic
  * samples with noise (gsl_rng, fixed seed, so every run sees the same
  * noise). Usage: test_fit saturating | gemm_waves | attn_waves | linear |
- * params | rate | memory | collectives | gemm_passes | gemm_acc. */
+ * params | rate | memory | collectives | gemm_passes | gemm_acc |
+ * dropout_draws. */
 #include "calib/calib.h"
 #include "calib/fit.h"
 #include "calib/profile.h"
 #include "kernels/matmul.h"
 #include "model/cost.h"
+#include "model/workload.h"
 #include "tests/check.h"
 
 #include <gsl/gsl_fit.h>
@@ -389,7 +391,7 @@ static calib_result_t *empty_result(int nranks)
     calib_gemm_table(&r.gemm), calib_attn_table(&r.attn), calib_attn_unfused_table(&r.attn_unfused);
     calib_mem_table(&r.mem);
     r.nranks = nranks, r.ncores = 2, r.comm_slowdown = -1, r.host_stall_s = -1, r.flash1_rel = -1;
-    r.dropout_gdraws = -1, r.llc_bytes = 32.0 * (1 << 20);
+    r.llc_bytes = 32.0 * (1 << 20);
     return &r;
 }
 
@@ -526,6 +528,82 @@ static int gemm_acc(void)
     check_rel("profile gemm_acc_exposed = the fit's", r->gemm_acc_exposed, hw.gpu.gemm_acc_exposed, 1e-12,
               "calib_make_profile");
     return check_done("calib_fit_gemm_acc");
+}
+
+/* The dropout draw rates through calib_fit_all and calib_make_profile, on
+ * H100-like synthetic samples (132 SMs): the flash passes over the GPU
+ * grid (16 heads of 128 from 256 to 4096 tokens; 4, 12 and 64 heads at
+ * 2048) at 0.18 F / (F + 5e8) forward and 0.13 F / (F + 5e8) backward
+ * times the wave efficiency of 128-row blocks; the attention_dropout rows
+ * (16 and 64 heads at 2048) adding draws / (R x wave) with R 700 G/s
+ * forward and 300 backward; LayerNorm rows at 3000 GB/s and LayerNorm
+ * with dropout adding elements / 230 G/s. 2% noise on every time, 0.5% on
+ * the attention_dropout pairs (a GPU median's spread; their difference,
+ * a quarter of the time, would carry 8 times the noise).
+ * Expected: flash_fwd_gdraws 700, flash_bwd_gdraws 300, dropout_gdraws
+ * 230, each within 5%, and in the profile; the draws over the added time
+ * alone (no wave correction) would be 14 to 40% low. */
+static int dropout_draws(void)
+{
+    const double peak = 843e12, bw = 3000e9, rate[2] = {700e9, 300e9}, e_max[2] = {0.18, 0.13}, ln_rate = 230e9;
+    calib_result_t *r = empty_result(1);
+    r->device = 1, r->gpu.sm_count = 132, r->llc_bytes = 50e6, r->peak_gflops = peak * 1e-9;
+    calib_attn_dropout_table(&r->attn_drop);
+    calib_plan_t p = calib_plan(CALIB_FULL);
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(rng, SEED);
+    for (double b = 4096; b <= 1024.0 * (1 << 20); b *= 4)
+        copy_row(r, b, b / bw * 1e6, b / bw * 1e6);
+    /* a GEMM at the peak, so that calib_fit_all's best GEMM is `peak` */
+    calib_stat_t gs = {2 * 8192.0 * 8192 * 8192 / peak, 0, 0, 0, 0, 7, 1};
+    gs.min_s = gs.max_s = gs.q1_s = gs.q3_s = gs.med_s;
+    calib_gemm_row(&r->gemm, 8192, 8192, 8192, &gs, 0, 0, 0);
+    int shapes[][2] = {{256, 16}, {512, 16}, {1024, 16}, {2048, 16}, {4096, 16}, {2048, 4}, {2048, 12}, {2048, 64}};
+    double naive[2] = {0, 0};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int bwd = 0; bwd <= 1; bwd++) {
+            int T = shapes[i][0], NH = shapes[i][1];
+            double fl = calib_attn_flops(1, T, NH, 128, 0, bwd);
+            double we = cost_attn_wave_eff(128, 132, NH, T, T, bwd);
+            double t = fl / (peak * e_max[bwd] * fl / (fl + 5e8) * we);
+            calib_stat_t st = {t * (1 + gsl_ran_gaussian(rng, 0.02)), 0, 0, 0, 0, 7, 1};
+            st.min_s = st.max_s = st.q1_s = st.q3_s = st.med_s;
+            calib_attn_row(&r->attn, bwd, 1, T, NH, NH, 128, 0, &st);
+            if (T == 2048 && (NH == 16 || NH == 64)) {
+                double draws = NH * workload_causal_keys(T, T), extra = draws / (rate[bwd] * we);
+                calib_attn_dropout_row(&r->attn_drop, bwd, 1, T, NH, NH, 128, 0, t * (1 + gsl_ran_gaussian(rng, 0.005)),
+                                       (t + extra) * (1 + gsl_ran_gaussian(rng, 0.005)));
+                naive[bwd] += 0.5 * draws / extra;
+            }
+        }
+    for (double n = 768 * 16; n <= 768 * 65536.0; n *= 4) {
+        double t1 = calib_mem_bytes(1, (long)n, 2, 768) / bw, t5 = t1 + n / ln_rate;
+        calib_stat_t s1 = {t1 * (1 + gsl_ran_gaussian(rng, 0.02)), t1, t1, t1, t1, 7, 1};
+        calib_stat_t s5 = {t5 * (1 + gsl_ran_gaussian(rng, 0.02)), t5, t5, t5, t5, 7, 1};
+        calib_mem_row(&r->mem, 1, calib_mem_bytes(1, (long)n, 2, 768), n, &s1);
+        calib_mem_row(&r->mem, 5, calib_mem_bytes(5, (long)n, 2, 768), n, &s5);
+    }
+    gsl_rng_free(rng);
+    calib_fit_all(r, &p);
+    const char *src = "synthetic: draws / (R x wave(128-row blocks, 132 SMs)) added to each flash pass, R 700 / 300 "
+                      "G/s; elements / 230 G/s added to LayerNorm; 2% noise (0.5% on the dropout pairs), seed 20240424";
+    printf("     the draws over the added time alone: %.0f forward, %.0f backward G/s\n", naive[0] * 1e-9,
+           naive[1] * 1e-9);
+    for (int i = 0; i < r->nfits; i++)
+        if (!strncmp(r->fits[i].name, "flash_", 6) && r->fits[i].wfit.ok)
+            printf("     %s: blocks of %d rows\n", r->fits[i].name, r->fits[i].wfit.tile_m);
+    check_rel("flash_fwd_gdraws", 700, r->flash_gdraws[0], 0.05, src);
+    check_rel("flash_bwd_gdraws", 300, r->flash_gdraws[1], 0.05, src);
+    check_rel("dropout_gdraws (LayerNorm with dropout less LayerNorm)", 230, r->math_gelems[3], 0.05, src);
+    check_true("without the wave correction >= 10% low in both passes",
+               naive[0] < 0.9 * rate[0] && naive[1] < 0.9 * rate[1], "the waves of 16 and 64 heads on 132 SMs");
+    hw_t hw;
+    char err[OPT_ERR_LEN] = "";
+    check_true("profile made", calib_make_profile(r, "h100-sxm-80gb", "megascale", &hw, err) == 0, err);
+    check_rel("profile flash_fwd_gdraws = the fit's", r->flash_gdraws[0], hw.gpu.flash_fwd_gdraws, 1e-12, "");
+    check_rel("profile flash_bwd_gdraws = the fit's", r->flash_gdraws[1], hw.gpu.flash_bwd_gdraws, 1e-12, "");
+    check_rel("profile dropout_gdraws = the fit's", r->math_gelems[3], hw.gpu.dropout_gdraws, 1e-12, "");
+    return check_done("calib_fit_dropout_draws");
 }
 
 /* The collective fits through calib_fit_all and calib_make_profile, on
@@ -670,11 +748,11 @@ int main(int argc, char **argv)
         return params();
     static const struct { const char *name; int (*fn)(void); } more[] = {
         {"rate", rate}, {"pred_se", pred_se}, {"memory", memory}, {"collectives", collectives},
-        {"gemm_passes", gemm_passes}, {"gemm_acc", gemm_acc}};
+        {"gemm_passes", gemm_passes}, {"gemm_acc", gemm_acc}, {"dropout_draws", dropout_draws}};
     for (size_t i = 0; argc > 1 && i < sizeof more / sizeof more[0]; i++)
         if (!strcmp(argv[1], more[i].name))
             return more[i].fn();
     fprintf(stderr, "usage: test_fit saturating|gemm_waves|attn_waves|linear|params|rate|pred_se|memory|collectives|"
-                    "gemm_passes|gemm_acc\n");
+                    "gemm_passes|gemm_acc|dropout_draws\n");
     return 2;
 }

@@ -132,6 +132,35 @@ int main(void)
     atd1.draws = 16 * atd.attn_keys;
     check_rel("attention with dropout: + draws / rate", atd1.draws / 0.113e9,
               cost_op_s(&cpu, &j, &atd1) - cost_op_s(&cpu, &j, &atd), 1e-9, "every visible score's draw");
+    /* A calibrated GPU profile: each pass's own draw rate, the draws
+     * waiting for SMs with the FLOPs (both over the wave efficiency), and a
+     * fused LayerNorm's draws after its bytes. H100-like: 132 SMs,
+     * 128-row blocks; 700 and 300 G draws/s in the flash passes, 230 in the
+     * LayerNorm (kern_bench's orders, 2026-11-26). */
+    hw_t h1 = hw;
+    h1.gpu.sm_count = 132, h1.gpu.attn_block_q = h1.gpu.attn_block_k = 128;
+    h1.gpu.dropout_gdraws = 230, h1.gpu.flash_fwd_gdraws = 700, h1.gpu.flash_bwd_gdraws = 300;
+    op_t af = {.kind = OP_ATTN, .batch = 64, .attn_d = 128, .attn_seq = 2048, .attn_window = 2048,
+               .attn_keys = 2048.0 * 2049 / 2};
+    op_t af1 = af, ab = af, ab1;
+    af1.draws = 64 * af.attn_keys, ab.attn_bwd = 1, ab1 = ab, ab1.draws = af1.draws;
+    double wf64 = cost_attn_wave_eff(128, 132, 64, 2048, 2048, 0), wb64 = cost_attn_wave_eff(128, 132, 64, 2048, 2048, 1);
+    check_rel("flash forward's draws: draws / (flash_fwd_gdraws x waves)", af1.draws / (700e9 * wf64),
+              cost_op_s(&h1, &j, &af1) - cost_op_s(&h1, &j, &af), 1e-9, "model/hw.h");
+    check_rel("flash backward's draws: draws / (flash_bwd_gdraws x waves)", ab1.draws / (300e9 * wb64),
+              cost_op_s(&h1, &j, &ab1) - cost_op_s(&h1, &j, &ab), 1e-9, "model/hw.h");
+    h1.gpu.flash_bwd_gdraws = 0;
+    check_rel("flash_bwd_gdraws 0: dropout_gdraws's rate", ab1.draws / (230e9 * wb64),
+              cost_op_s(&h1, &j, &ab1) - cost_op_s(&h1, &j, &ab), 1e-9, "model/hw.h: 0 means dropout_gdraws");
+    op_t lng = ln, lng0 = ln0; /* bandwidth-bound on the GPU: bytes, then the draws */
+    check_rel("GPU LayerNorm with dropout: its bytes + draws / dropout_gdraws", cost_op_s(&h1, &j, &lng0) + el / 230e9,
+              cost_op_s(&h1, &j, &lng), 1e-12, "kern_bench: LN 126 us + dropout's 147 us = LN with dropout's 274 us");
+    /* GQA's backward grid (kern_attention_bwd_cuda): one block per KV head's
+     * key tile, so 4 query heads per KV head run 4x fewer, larger blocks. */
+    check_rel("GQA backward waves: the grid over KV heads", cost_attn_wave_eff(128, 132, 16, 2048, 2048, 1),
+              cost_attn_wave_eff(128, 132, cost_attn_grid_heads(64, 4, 1), 2048, 2048, 1), 0, "cost_attn_grid_heads");
+    check_rel("GQA forward waves: the grid over query heads", wf64,
+              cost_attn_wave_eff(128, 132, cost_attn_grid_heads(64, 4, 0), 2048, 2048, 0), 0, "cost_attn_grid_heads");
     /* FlashAttention-1 (--attention flash1) at flash1_rel of the flash
      * kernel's rate (0.5, the FA-2 paper's "around 2x"): the 175B layer's
      * forward attention at TP 8, 16 heads x 2048 causal keys, takes twice
