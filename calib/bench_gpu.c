@@ -546,7 +546,7 @@ typedef struct {
  * work can hold it below the bandwidth that mem_eff takes from the
  * others; the dropout's draws are timed inside the fused LayerNorm instead
  * (kind 5, against kind 1: the profile's dropout_gdraws). mem_eff is
- * fitted over kinds 0 to 3. */
+ * fitted over kinds 1 to 3 (the copy gives hbm_gbps). */
 static const mem_buf_t mem_bufs[CALIB_MEM_KINDS][9] = {
     {{0, 2, 0}, {0, 2, 1}},                     /* copy: dst, src */
     {{0, 2, 0}, {0, 2, 0}, {1, 4, 0}, {1, 4, 0}, /* LayerNorm: residual, out, mean, rstd, */

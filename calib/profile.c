@@ -71,13 +71,10 @@ static void sample_curve(curve_t *c, const calib_satfit_t *f, double lo, double 
     }
 }
 
-/* Efficiency samples y = rate / best, at most 1 (an efficiency; a CPU's
- * in-cache copies beat the DRAM bandwidth, `best`), from the rows of t where
- * col sel == want (sel < 0: all rows; want < 0: rows where col sel !=
- * -want - 1), fitted by the saturating model. */
-/* mem_eff: the memory kinds' rates (bytes over time) over hbm_gbps
- * against bytes, of kinds lo to hi (the copy on the CPU; LayerNorm,
- * bias+GeLU and AdamW on a GPU). */
+/* mem_eff: the saturating model over efficiency samples y = rate / hbm_gbps
+ * (bytes over time), at most 1 (a CPU's in-cache copies beat the DRAM
+ * bandwidth), against bytes, from the memory kinds lo to hi (the copy on
+ * the CPU; LayerNorm, bias+GeLU and AdamW on a GPU). */
 static void fit_mem_eff(calib_result_t *r, int lo, int hi)
 {
     const calib_table_t *t = &r->mem;
@@ -506,7 +503,7 @@ static void device_fields(const calib_result_t *r, hw_gpu_t *g, const char *host
     if (!r->device) {
         snprintf(g->name, sizeof g->name, "cpu-%.30s", host);
         g->peak_bf16_tflops = g->peak_tf32_tflops = r->peak_gflops * 1e-3;
-        g->hbm_gib = r->host_mem_gib;
+        g->hbm_gib = r->host_mem_gib > 0 ? r->host_mem_gib : 1;
         g->sm_count = r->ncores;
         g->gemm_tile_m = g->gemm_tile_n = 4; /* kern_gemm_ref's 4 x 4 register block */
         g->attn_block_q = g->attn_block_k = 1; /* kern_attention_*_ref: one row at a time */

@@ -42,14 +42,14 @@ double cost_gemm_acc_s(const hw_t *hw, double m, double n, double batch);
  * it, so the efficiency curve it fits is the one cost_gemm_s expects. */
 double cost_gemm_wave_eff(int tile_m, int tile_n, int sms, double m, double n, double batch);
 /* The useful fraction of a flash attention kernel's SM time: bh heads
- * (sequences x heads) of s queries, each seeing at most w keys (w >= s:
+ * (the grid's: cost_attn_grid_heads) of s queries, each seeing at most w keys (w >= s:
  * causal), cut into blocks of `block` query rows (forward) or key rows
  * (backward), one thread block each, launched in grid order (block index
  * fastest, as FlashAttention-2 and kernels/attention.cu do: the forward's
  * light first rows first, the backward's heavy first keys first), each to
  * the SM that frees first, one at a time per SM. Causal tiles differ in
  * work, so the last wave's tail depends on their order, not just their
- * count. bh is the grid's heads (cost_attn_grid_heads). The efficiency curves are fitted to samples divided by it
+ * count. The efficiency curves are fitted to samples divided by it
  * (calib/). 1 when the shape is unknown (s <= 0) or block is 0 (no wave
  * model: the profile's curves include the grid's fill). */
 double cost_attn_wave_eff(int block, int sms, double bh, double s, double w, int bwd);
