@@ -87,7 +87,8 @@ calib_plan_t calib_plan(calib_level_t level);
  *         memory-bound rates (model/layer.c attention_core), and the
  *         profile has no field they would feed.
  *   mem:  kernel (0 copy, 1 layernorm, 2 bias_gelu, 3 adamw, 4
- *         dropout_fwd, 5 layernorm_dropout: kind 1 with its dropout over
+ *         dropout_fwd (CPU only, raw samples: the draws' rate comes from
+ *         kinds 5 and 1), 5 layernorm_dropout: kind 1 with its dropout over
  *         the same elements), bytes, time_med_s, time_min_s, time_max_s,
  *         gbps, elems (elements, or parameters for adamw)
  *   attention_dropout: the flash kernels with and without dropout at the

@@ -307,13 +307,16 @@ static void fit_dropout_rate(calib_result_t *r)
     f->how = "y = b x through the origin (gsl_fit_mul): LayerNorm with dropout's time less LayerNorm's over the same "
              "elements (memory kinds 5 and 1), against its draws (one per element)";
     int m = 0;
-    for (int i = 0; i < t->n; i++)
-        for (int j = 0; calib_table_get(t, i, 0) == 5 && j < t->n; j++)
+    for (int i = 0; i < t->n; i++) {
+        if (calib_table_get(t, i, 0) != 5)
+            continue;
+        for (int j = 0; j < t->n; j++) /* its LayerNorm twin: kind 1 over the same elements */
             if (calib_table_get(t, j, 0) == 1 && calib_table_get(t, j, 6) == calib_table_get(t, i, 6)) {
                 f->x[m] = calib_table_get(t, i, 6);
                 f->y[m++] = (calib_table_get(t, i, 2) - calib_table_get(t, j, 2)) * 1e6;
                 break;
             }
+    }
     f->n = m;
     fit_through_origin(f);
     if (f->lin.ok && f->lin.b > 0)

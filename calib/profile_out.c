@@ -68,6 +68,16 @@ static void wave_candidate(char *out, size_t len, const calib_wavefit_t *w, int 
         snprintf(out, len, "%s%d %.4g", c ? ", " : "", w->cand_tile[c][0], w->cand_rel_rms[c]);
 }
 
+/* A linear fit's 1 / slope as a rate (us per unit -> 1e9 units per second,
+ * or GB/s for bytes), with its standard error; 0 and 0 without a positive
+ * slope. */
+static double fit_rate(const calib_fitrec_t *f, double *se)
+{
+    double b = f->lin.b;
+    *se = b > 0 ? 1e-3 * f->lin.se_b / (b * b) : 0;
+    return b > 0 ? 1e-3 / b : 0;
+}
+
 static cJSON *fit_json(const calib_fitrec_t *f)
 {
     cJSON *o = cJSON_CreateObject();
@@ -85,15 +95,17 @@ static cJSON *fit_json(const calib_fitrec_t *f)
         cJSON_AddNumberToObject(o, "rms_residual", f->lin.rms);
         cJSON_AddNumberToObject(o, "samples", f->lin.n);
         if (!strcmp(f->xname, "draws")) { /* us per draw: the rate the profile takes */
-            cJSON_AddNumberToObject(o, "rate_gdraws", f->lin.b > 0 ? 1e-3 / f->lin.b : 0);
-            cJSON_AddNumberToObject(o, "rate_se_gdraws", f->lin.b > 0 ? 1e-3 * f->lin.se_b / (f->lin.b * f->lin.b) : 0);
+            double se, rate = fit_rate(f, &se);
+            cJSON_AddNumberToObject(o, "rate_gdraws", rate);
+            cJSON_AddNumberToObject(o, "rate_se_gdraws", se);
         }
     } else if (f->linear) {
         cJSON_AddStringToObject(o, "model", f->how ? f->how : "y = a + b x (gsl_fit_linear)");
         cJSON_AddNumberToObject(o, "alpha_us", f->lin.a);
         cJSON_AddNumberToObject(o, "alpha_se_us", f->lin.se_a);
-        cJSON_AddNumberToObject(o, "bandwidth_gbps", f->lin.b > 0 ? 1e-3 / f->lin.b : 0);
-        cJSON_AddNumberToObject(o, "bandwidth_se_gbps", f->lin.b > 0 ? 1e-3 * f->lin.se_b / (f->lin.b * f->lin.b) : 0);
+        double se, bw = fit_rate(f, &se);
+        cJSON_AddNumberToObject(o, "bandwidth_gbps", bw);
+        cJSON_AddNumberToObject(o, "bandwidth_se_gbps", se);
         cJSON_AddNumberToObject(o, "r2", f->lin.r2);
         cJSON_AddNumberToObject(o, "rms_residual", f->lin.rms);
         cJSON_AddNumberToObject(o, "samples", f->lin.n);
@@ -343,21 +355,20 @@ cJSON *calib_provenance(const calib_result_t *r, const char *base_gpu, const cha
 static void print_fit(const calib_fitrec_t *f)
 {
     int per_elem = !strcmp(f->xname, "elems"); /* a math rate: G elements / s, not GB/s */
+    double se, rate = fit_rate(f, &se);
     if (f->constant)
         printf("  %-22s %9.4f +- %.4f (mean)   rms %.4f  (%d samples)\n", f->name, f->lin.a, f->lin.se_a, f->lin.rms,
                f->lin.n);
     else if (f->slope && !strcmp(f->xname, "draws"))
         printf("  %-22s rate %9.3f +- %.3f G draws/s (1 / slope)   R^2 %.4f  rms %.3g us  (%d samples)\n", f->name,
-               f->lin.b > 0 ? 1e-3 / f->lin.b : 0, f->lin.b > 0 ? 1e-3 * f->lin.se_b / (f->lin.b * f->lin.b) : 0,
-               f->lin.r2, f->lin.rms, f->lin.n);
+               rate, se, f->lin.r2, f->lin.rms, f->lin.n);
     else if (f->slope)
         printf("  %-22s slope %9.4f +- %.4f (the profile holds it in [0, 1])   R^2 %.4f  rms %.3g us  (%d samples)\n",
                f->name, f->lin.b, f->lin.se_b, f->lin.r2, f->lin.rms, f->lin.n);
     else if (f->linear)
         printf("  %-22s alpha %9.3f +- %.3f us   %s %9.3f +- %.3f %s   R^2 %.4f  rms %.3g us  (%d samples)\n",
-               f->name, f->lin.a, f->lin.se_a, per_elem ? "rate" : "bw", f->lin.b > 0 ? 1e-3 / f->lin.b : 0,
-               f->lin.b > 0 ? 1e-3 * f->lin.se_b / (f->lin.b * f->lin.b) : 0, per_elem ? "G/s " : "GB/s", f->lin.r2,
-               f->lin.rms, f->lin.n);
+               f->name, f->lin.a, f->lin.se_a, per_elem ? "rate" : "bw", rate, se, per_elem ? "G/s " : "GB/s",
+               f->lin.r2, f->lin.rms, f->lin.n);
     else
         printf("  %-22s e_max %.4f +- %.4f   x_half %.4g +- %.3g %s   R^2 %.4f  rms %.4f  (%d samples)\n", f->name,
                f->sat.e_max, f->sat.se_e_max, f->sat.x_half, f->sat.se_x_half, f->xname, f->sat.r2, f->sat.rms,

@@ -10,6 +10,7 @@
 
 #include <cjson/cJSON.h>
 #include <hdf5.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
