@@ -416,41 +416,51 @@ extern "C" int kern_attention_fwd_v1_cuda(kern_bf16 *out, float *lse, float *scr
   return 0;
 }
 
+/* D and the dq accumulator, then with GQA (NH > NKV) the fp32 dK, dV
+ * partials of each query head: 2 NH / NKV x (B, T, NKV, HS). */
 extern "C" size_t kern_attention_bwd_scratch_bytes(kern_attn_shape s) {
-  return sizeof(float) * ((size_t)s.B * s.NH * s.T + (size_t)s.B * s.T * s.NH * s.HS);
+  size_t nq = (size_t)s.B * s.T * s.NH * s.HS;
+  return sizeof(float) * ((size_t)s.B * s.NH * s.T + nq + (s.NKV > 0 && s.NH > s.NKV ? 2 * nq : 0));
 }
 
 extern "C" size_t kern_attention_bwd_v1_scratch_bytes(kern_attn_shape s) {
-  return kern_attention_bwd_scratch_bytes(s);
+  return sizeof(float) * ((size_t)s.B * s.NH * s.T + (size_t)s.B * s.T * s.NH * s.HS);
 }
 
 /* The backward kernels attn_bwd_run launches. */
 typedef enum { BWD_MMA, BWD_WMMA_V1, BWD_SIMT } attn_bwd_kind;
 
-/* The FA-2 backward with NW warps (16 NW keys) per block. */
+/* The FA-2 backward with NW warps (16 NW keys) per block and hpb query
+ * heads (a divisor of the group) per block; below the group, each block's
+ * fp32 dK, dV partials go to part and attn_dkv_sum_kernel adds them. */
 template <int HD, int NW>
-static cudaError_t attn_bwd_mma(bf16 *dk, bf16 *dv, float *dq_acc, const bf16 *q, const bf16 *k, const bf16 *v,
-                                const bf16 *dout, const float *lse, const float *D, kern_attn_shape s,
-                                cudaStream_t stream) {
+static cudaError_t attn_bwd_mma(bf16 *dk, bf16 *dv, float *dq_acc, float *part, const bf16 *q, const bf16 *k,
+                                const bf16 *v, const bf16 *dout, const float *lse, const float *D, kern_attn_shape s,
+                                int hpb, cudaStream_t stream) {
   typedef mb_smem<HD, NW> cfg;
   cudaError_t e = kern_allow_smem(flash_bwd_mma_kernel<HD, NW>, cfg::bytes);
-  if (e == cudaSuccess)
-    KERN_LAUNCH(dim3(kern_cdiv(s.T, cfg::BK), s.NKV, s.B), 32 * NW, cfg::bytes, stream,
-                flash_bwd_mma_kernel<HD, NW>)(dk, dv, dq_acc, q, k, v, dout, lse, D, s);
-  return e;
+  if (e != cudaSuccess) return e;
+  KERN_LAUNCH(dim3(kern_cdiv(s.T, cfg::BK), s.NH / hpb, s.B), 32 * NW, cfg::bytes, stream,
+              flash_bwd_mma_kernel<HD, NW>)(dk, dv, dq_acc, q, k, v, dout, lse, D, s, hpb, part);
+  int nparts = s.NH / s.NKV / hpb;
+  long nkv = (long)s.B * s.T * s.NKV * s.HS;
+  if (nparts > 1)
+    KERN_LAUNCH(kern_cdiv(nkv, 256), 256, 0, stream, attn_dkv_sum_kernel)(dk, dv, part, nparts, nkv);
+  return cudaGetLastError();
 }
 
 /* D, a zeroed dq accumulator, the backward kernel: FA-2 on mma.sync (grid
- * over key tiles, nw warps per block), FA-1 on WMMA (one block per (b, kv
- * head): see flash_bwd_tc_kernel) or the SIMT one (grid over key tiles);
+ * over key tiles and query heads, hpb of a group's per block, nw warps per
+ * block), FA-1 on WMMA (one block per (b, kv head): see
+ * flash_bwd_tc_kernel) or the SIMT one (grid over key tiles and KV heads);
  * dq to bf16. */
 static int attn_bwd_run(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scratch,
                         const kern_bf16 *dout, const kern_bf16 *q, const kern_bf16 *k,
                         const kern_bf16 *v, const kern_bf16 *out, const float *lse,
-                        kern_attn_shape s, attn_bwd_kind kind, int nw, cudaStream_t stream) {
+                        kern_attn_shape s, attn_bwd_kind kind, int nw, int hpb, cudaStream_t stream) {
   KERN_TRY(attn_check(s));
   long nrows = (long)s.B * s.NH * s.T, nq = (long)s.B * s.T * s.NH * s.HS;
-  float *D = scratch, *dq_acc = scratch + nrows;
+  float *D = scratch, *dq_acc = scratch + nrows, *part = dq_acc + nq;
   KERN_LAUNCH(kern_cdiv(nrows, 8), 256, 0, stream, attn_rowdot_kernel)(D, (const bf16 *)dout,
                                                               (const bf16 *)out, s);
   KERN_LAUNCH_TRY();
@@ -475,8 +485,8 @@ static int attn_bwd_run(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scra
   } else {
     with_hd(s.HS, [&](auto hd) {
       constexpr int HD = decltype(hd)::value;
-      e = nw == 4 ? attn_bwd_mma<HD, 4>(DK, DV, dq_acc, Q, K, V, DO, lse, D, s, stream)
-                  : attn_bwd_mma<HD, 8>(DK, DV, dq_acc, Q, K, V, DO, lse, D, s, stream);
+      e = nw == 4 ? attn_bwd_mma<HD, 4>(DK, DV, dq_acc, part, Q, K, V, DO, lse, D, s, hpb, stream)
+                  : attn_bwd_mma<HD, 8>(DK, DV, dq_acc, part, Q, K, V, DO, lse, D, s, hpb, stream);
     });
   }
   KERN_CUDA_TRY(e);
@@ -499,16 +509,17 @@ extern "C" int kern_attention_bwd_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *
     constexpr int HD = decltype(hd)::value;
     if (!kern_smem_fits(flash_bwd_mma_kernel<HD, mb_warps>, mb_smem<HD, mb_warps>::bytes)) nw = 4;
   });
-  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, BWD_MMA, nw, stream);
+  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, BWD_MMA, nw, 1, stream);
 }
 
-extern "C" int kern_attention_bwd_tile_cuda(int nw, kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scratch,
-                                            const kern_bf16 *dout, const kern_bf16 *q, const kern_bf16 *k,
-                                            const kern_bf16 *v, const kern_bf16 *out, const float *lse,
-                                            kern_attn_shape s, cudaStream_t stream) {
+extern "C" int kern_attention_bwd_tile_cuda(int nw, int grouped, kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv,
+                                            float *scratch, const kern_bf16 *dout, const kern_bf16 *q,
+                                            const kern_bf16 *k, const kern_bf16 *v, const kern_bf16 *out,
+                                            const float *lse, kern_attn_shape s, cudaStream_t stream) {
   if (nw != 4 && nw != 8)
     return kern_report_cuda((int)cudaErrorInvalidValue, "backward warps per block: 4 or 8", __FILE__, __LINE__);
-  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, BWD_MMA, nw, stream);
+  int hpb = grouped && s.NKV > 0 ? s.NH / s.NKV : 1;
+  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, BWD_MMA, nw, hpb, stream);
 }
 
 extern "C" int kern_attention_bwd_simt_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv,
@@ -517,7 +528,7 @@ extern "C" int kern_attention_bwd_simt_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_b
                                             const kern_bf16 *v, const kern_bf16 *out,
                                             const float *lse, kern_attn_shape s,
                                             cudaStream_t stream) {
-  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, BWD_SIMT, 0, stream);
+  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, BWD_SIMT, 0, 0, stream);
 }
 
 extern "C" int kern_attention_bwd_v1_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv,
@@ -526,7 +537,7 @@ extern "C" int kern_attention_bwd_v1_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf1
                                           const kern_bf16 *v, const kern_bf16 *out,
                                           const float *lse, kern_attn_shape s,
                                           cudaStream_t stream) {
-  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, BWD_WMMA_V1, 0, stream);
+  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, BWD_WMMA_V1, 0, 0, stream);
 }
 
 /* ---- unfused baseline ---------------------------------------------------- */

@@ -100,19 +100,26 @@ int kern_attention_fwd_tile_cuda(int mt, int bc, kern_bf16 *out, float *lse, con
                                  cudaStream_t stream);
 int kern_attention_fwd_simt_cuda(kern_bf16 *out, float *lse, const kern_bf16 *q, const kern_bf16 *k,
                                  const kern_bf16 *v, kern_attn_shape s, cudaStream_t stream);
-/* fp32 device scratch the backward needs: rowsum(dout * out) (B, NH, T) and
- * the dq accumulator (B, T, NH, HS). */
+/* fp32 device scratch the backward needs: rowsum(dout * out) (B, NH, T),
+ * the dq accumulator (B, T, NH, HS) and, with GQA (NH > NKV), each query
+ * head's dK and dV partials, twice (B, T, NH, HS): the backward's grid
+ * runs over query heads (a block per key tile and query head, as
+ * FlashAttention-2's), and a second kernel adds a group's partials in a
+ * fixed order. */
 size_t kern_attention_bwd_scratch_bytes(kern_attn_shape s);
 int kern_attention_bwd_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scratch,
                             const kern_bf16 *dout, const kern_bf16 *q, const kern_bf16 *k,
                             const kern_bf16 *v, const kern_bf16 *out, const float *lse,
                             kern_attn_shape s, cudaStream_t stream);
 /* The flash backward with nw warps (16 nw keys) per block, 4 or 8 (the
- * default is kern_attention_bwd_cuda's); for the benchmark. */
-int kern_attention_bwd_tile_cuda(int nw, kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scratch,
-                                 const kern_bf16 *dout, const kern_bf16 *q, const kern_bf16 *k,
-                                 const kern_bf16 *v, const kern_bf16 *out, const float *lse,
-                                 kern_attn_shape s, cudaStream_t stream);
+ * default is kern_attention_bwd_cuda's), and with grouped != 0 GQA's
+ * grouped grid: a block per key tile and KV head walks all of the group's
+ * query heads and writes dK, dV itself (no partials; fewer, longer
+ * blocks); for the benchmark and the tests. */
+int kern_attention_bwd_tile_cuda(int nw, int grouped, kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv,
+                                 float *scratch, const kern_bf16 *dout, const kern_bf16 *q, const kern_bf16 *k,
+                                 const kern_bf16 *v, const kern_bf16 *out, const float *lse, kern_attn_shape s,
+                                 cudaStream_t stream);
 int kern_attention_bwd_simt_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scratch,
                                  const kern_bf16 *dout, const kern_bf16 *q, const kern_bf16 *k,
                                  const kern_bf16 *v, const kern_bf16 *out, const float *lse,

@@ -318,9 +318,10 @@ __global__ void __launch_bounds__(128)
 }
 
 /* ---- backward -------------------------------------------------------------
- * Grid (T / BK, NKV, B), NW warps; the block owns BK = 16 NW keys of kv head
- * g, warp w keys j0 + 16 w .. + 15, and walks the (query head of the group, query
- * tile of BQ rows) pairs that see its keys, the next pair's Q, dO, lse and
+ * Grid (T / BK, NH / HPB, B), NW warps; the block owns BK = 16 NW keys of kv
+ * head g, warp w keys j0 + 16 w .. + 15, and walks the (query head, query
+ * tile of BQ rows) pairs that see its keys, over HPB of the group's GRP
+ * query heads (blockIdx.y HPB .. + HPB - 1), the next pair's Q, dO, lse and
  * D in flight while the current one is computed. Per pair, warp w: S^T =
  * K_w Q^T and dP^T = V_w dO^T (fp32 accumulators); P^T = 2^(S^T log2(e) /
  * sqrt(HS) - lse log2(e)), masked; dS^T = P^T (dP^T - D) / sqrt(HS); then,
@@ -330,7 +331,12 @@ __global__ void __launch_bounds__(128)
  * split dQ = dS K (BQ x HD: m-tile w % (BQ / 16), a share of the dims) and
  * add it to the fp32 dq accumulator with atomics (other blocks add to the
  * same rows: BK keys per block is T / BK atomics per dq element). dK, dV
- * are written once, in bf16. BQ = 32 for head size 128 (fewer live
+ * are written once: in bf16 when the block walks the whole group (HPB =
+ * GRP: MHA, or GQA's grouped grid), else as fp32 partials, part[2 p] (dK)
+ * and part[2 p + 1] (dV) of B T NKV HS floats each for the block's share p
+ * of the group, which attn_dkv_sum_kernel adds in a fixed order (GQA's
+ * default, HPB = 1: a block per query head as FlashAttention-2, whose
+ * grouped grid leaves most SMs idle at few KV heads). BQ = 32 for head size 128 (fewer live
  * registers), 64 below. The default (mb_warps): NW = 8, 128 keys per block
  * as FlashAttention-2's backward at head size 128 (half the atomics and
  * half the Q, dO loads of NW = 4); ptxas (nvcc 13.0, sm_90): 246 registers
@@ -349,7 +355,8 @@ constexpr int mb_warps = 8;
 template <int HD, int NW>
 __global__ void __launch_bounds__(32 * NW)
     flash_bwd_mma_kernel(bf16 *dk, bf16 *dv, float *dq_acc, const bf16 *q, const bf16 *k, const bf16 *v,
-                         const bf16 *dout, const float *lse, const float *D, kern_attn_shape s) {
+                         const bf16 *dout, const float *lse, const float *D, kern_attn_shape s, int hpb,
+                         float *part) {
   typedef mb_smem<HD, NW> cfg;
   constexpr int BK = cfg::BK, BQ = cfg::BQ, LD = cfg::LD, LP = cfg::LP, NK = HD / 16, NQ = BQ / 8, NO = HD / 8,
                 MT = BQ / 16, NG = NW / MT, NOQ = NO / NG;
@@ -358,14 +365,14 @@ __global__ void __launch_bounds__(32 * NW)
   bf16 *ks = (bf16 *)mb_raw, *vs = ks + BK * LD, *qs = vs + BK * LD, *dos = qs + 2 * BQ * LD;
   bf16 *dst = dos + 2 * BQ * LD;
   float *ls = (float *)(dst + BK * LP), *Ds = ls + 2 * BQ; /* ls, Ds, qs, dos: 2 buffers each */
-  int b = blockIdx.z, g = blockIdx.y, j0 = blockIdx.x * BK, grp = s.NH / s.NKV;
+  int b = blockIdx.z, h0 = blockIdx.y * hpb, grp = s.NH / s.NKV, g = h0 / grp, j0 = blockIdx.x * BK;
   int w = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tq = lane % 4;
   const float scale = rsqrtf((float)s.HS), scale2 = scale * LOG2E;
   int ihi = last_query(s, min(j0 + BK, s.T) - 1), it0 = j0 / BQ * BQ, ntiles = ihi / BQ - it0 / BQ + 1;
-  int npairs = grp * ntiles;
-  /* Pair p: query head g grp + p / ntiles, query rows it0 + BQ (p % ntiles) .. */
+  int npairs = hpb * ntiles;
+  /* Pair p: query head h0 + p / ntiles, query rows it0 + BQ (p % ntiles) .. */
   auto fetch = [&](int p, int bufi) {
-    int h = g * grp + p / ntiles, it = it0 + BQ * (p % ntiles);
+    int h = h0 + p / ntiles, it = it0 + BQ * (p % ntiles);
     mma_load_rows<HD>(qs + bufi * BQ * LD, q, s, b, it, BQ, s.NH, h, threadIdx.x, blockDim.x);
     mma_load_rows<HD>(dos + bufi * BQ * LD, dout, s, b, it, BQ, s.NH, h, threadIdx.x, blockDim.x);
     if (threadIdx.x < BQ) {
@@ -381,7 +388,7 @@ __global__ void __launch_bounds__(32 * NW)
   float dka[NO][4] = {}, dva[NO][4] = {};
   int key[2] = {j0 + 16 * w + gr, j0 + 16 * w + gr + 8};
   for (int p = 0; p < npairs; p++) {
-    int cur = p & 1, h = g * grp + p / ntiles, it = it0 + BQ * (p % ntiles);
+    int cur = p & 1, h = h0 + p / ntiles, it = it0 + BQ * (p % ntiles);
     const bf16 *qb = qs + cur * BQ * LD, *dob = dos + cur * BQ * LD;
     const float *lb = ls + cur * BQ, *Db = Ds + cur * BQ;
     cp_async_wait<0>();
@@ -471,6 +478,8 @@ __global__ void __launch_bounds__(32 * NW)
       }
   }
   cp_async_wait<0>();
+  long nkv = (long)s.B * s.T * s.NKV * s.HS;
+  float *pk = hpb < grp ? part + 2 * (h0 % grp / hpb) * nkv : NULL, *pv = pk ? pk + nkv : NULL;
 #pragma unroll
   for (int r = 0; r < 2; r++) {
     int j = key[r];
@@ -481,12 +490,31 @@ __global__ void __launch_bounds__(32 * NW)
 #pragma unroll
       for (int e = 0; e < 2; e++) {
         int d = 8 * n + 2 * tq + e;
-        if (d < s.HS) {
+        if (d >= s.HS) continue;
+        if (pk) {
+          pk[off + d] = dka[n][2 * r + e];
+          pv[off + d] = dva[n][2 * r + e];
+        } else {
           dk[off + d] = __float2bfloat16_rn(dka[n][2 * r + e]);
           dv[off + d] = __float2bfloat16_rn(dva[n][2 * r + e]);
         }
       }
   }
+}
+
+/* dK, dV (n elements each, bf16) = the sum of nparts fp32 partial pairs
+ * part[2 p], part[2 p + 1] (flash_bwd_mma_kernel's), p = 0, 1, ... in order:
+ * the same bits on every run. */
+__global__ void attn_dkv_sum_kernel(bf16 *dk, bf16 *dv, const float *part, int nparts, long n) {
+  long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float sk = 0.0f, sv = 0.0f;
+  for (int p = 0; p < nparts; p++) {
+    sk += part[2 * p * n + i];
+    sv += part[(2 * p + 1) * n + i];
+  }
+  dk[i] = __float2bfloat16_rn(sk);
+  dv[i] = __float2bfloat16_rn(sv);
 }
 
 #endif

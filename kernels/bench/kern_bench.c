@@ -155,6 +155,7 @@ typedef struct {
   int v1; /* flash rows: 0 FA-2 (kern_attention_*_cuda), 1 FA-1 (*_v1_cuda), 2 FA-2 on CUDA cores (*_simt_cuda) */
   int mt, bc; /* attn_fwd_tile: the FA-2 forward's tile */
   int nw;     /* attn_bwd_tile: the FA-2 backward's warps per block */
+  int grouped; /* attn_bwd_tile: GQA's grouped grid (a block per KV head) instead of one per query head */
   kern_bf16 *q, *k, *v, *out, *dout, *dq, *dk, *dv, *att, *datt;
   float *lse, *scratch, *scores, *fwd_scratch;
 } attn_arg;
@@ -179,7 +180,7 @@ static int attn_fwd_tile(bench *b, void *p) {
 }
 static int attn_bwd_tile(bench *b, void *p) {
   attn_arg *a = p;
-  return kern_attention_bwd_tile_cuda(a->nw, a->dq, a->dk, a->dv, a->scratch, a->dout, a->q, a->k, a->v, a->out,
+  return kern_attention_bwd_tile_cuda(a->nw, a->grouped, a->dq, a->dk, a->dv, a->scratch, a->dout, a->q, a->k, a->v, a->out,
                                       a->lse, a->s, b->stream);
 }
 static int attn_unfused(bench *b, void *p) {
@@ -214,7 +215,7 @@ static void bench_flash(bench *b, attn_arg *a, const char *algo, const char *sha
 static void bench_attention(bench *b, const char *label, kern_attn_shape s) {
   long nq = (long)s.B * s.T * s.NH * s.HS, nkv = (long)s.B * s.T * s.NKV * s.HS;
   long ntt = (long)s.B * s.NH * s.T * s.T;
-  attn_arg a = {s, 0, 0, 0, 0, dbuf(2 * nq), dbuf(2 * nkv), dbuf(2 * nkv), dbuf(2 * nq), dbuf(2 * nq),
+  attn_arg a = {s, 0, 0, 0, 0, 0, dbuf(2 * nq), dbuf(2 * nkv), dbuf(2 * nkv), dbuf(2 * nq), dbuf(2 * nq),
                 dbuf(2 * nq), dbuf(2 * nkv), dbuf(2 * nkv), NULL, NULL,
                 dbuf(4L * s.B * s.NH * s.T), dbuf(kern_attention_bwd_scratch_bytes(s)), NULL,
                 dbuf(kern_attention_fwd_v1_scratch_bytes(s))};
@@ -249,6 +250,12 @@ static void bench_attention(bench *b, const char *label, kern_attn_shape s) {
     snprintf(name, sizeof name, "attention_flash_bwd_w%d", a.nw);
     if (want(b, name)) row(b, name, shape, time_us(b, attn_bwd_tile, &a), 2.5 * fwd, 0, 1);
   }
+  /* GQA: the grouped grid the default replaced (a block per KV head
+   * walking the group's query heads), beside it on the same GPU */
+  a.nw = 8, a.grouped = 1;
+  if (s.NH > s.NKV && want(b, "attention_flash_bwd_grouped"))
+    row(b, "attention_flash_bwd_grouped", shape, time_us(b, attn_bwd_tile, &a), 2.5 * fwd, 0, 1);
+  a.grouped = 0;
   if (want(b, "attention_unfused_fwdbwd") && ntt * 6 < (8L << 30)) {
     a.att = dbuf(2 * ntt), a.datt = dbuf(2 * ntt), a.scores = dbuf(4 * ntt);
     row(b, "attention_unfused_fwdbwd", shape, time_us(b, attn_unfused, &a), 3.5 * fwd, 0, 1);
@@ -557,7 +564,7 @@ int main(int argc, char **argv) {
    * (96 heads / 8 = 12 per rank, head size 128: hidden 12288 / 8 = 1536)
    * and a 1.3B model (hidden 2048, 16 heads of 128), sequence 2048; then
    * 175B/TP8 with a sliding window, and GQA (16 query heads on 4 key/value
-   * heads) at 4096. --tiny shrinks every shape (each row prints its own;
+   * heads, and 8 on 1) at 4096. --tiny shrinks every shape (each row prints its own;
    * heads / 4), keeping head size 128, GQA's 4 query heads per kv head and
    * the labels. */
   int t = b.tiny;
@@ -569,6 +576,11 @@ int main(int argc, char **argv) {
   bench_attention(&b, "sliding window", s175);
   kern_attn_shape gqa = {1, t ? 256 : 4096, t ? 4 : 16, t ? 1 : 4, 128, 0, KERN_NO_DROPOUT};
   bench_attention(&b, "GQA 4", gqa);
+  /* GQA at a LLaMA-3-70B layer's shape on TP 8: 64 query heads on 8 KV
+   * heads over 8 ranks, one KV head per rank, where the grouped grid's 32
+   * blocks leave most SMs idle */
+  kern_attn_shape gqa8 = {1, t ? 256 : 4096, 8, 1, 128, 0, KERN_NO_DROPOUT};
+  bench_attention(&b, "70B/TP8 GQA 8", gqa8);
   /* 1.3B at scripts/gpu-real.sh's micro-batch of 4 sequences: a grid four
    * times the batch-1 rows', whose last wave the calibration's wave model
    * must account for (its samples run batch 1) */

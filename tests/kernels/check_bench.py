@@ -20,7 +20,8 @@ import tempfile
 
 TARGETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels", "bench", "targets.py")
 
-ATTN_SHAPES = 5  # 175B/TP8; 1.3B; sliding window; GQA 4; 1.3B at batch 4
+ATTN_SHAPES = 6  # 175B/TP8; 1.3B; sliding window; GQA 4; 70B/TP8 GQA 8; 1.3B at batch 4
+GQA_SHAPES = 2  # GQA 4; 70B/TP8 GQA 8: the backward's grouped grid beside the default
 GEMM_SHAPES = 8  # 175B/TP8 and 1.3B: qkv, proj, fc1, fc2
 EXPECTED = {
     **{f"attention_{a}_{p}": ATTN_SHAPES for a in ("flash", "flash1", "flash_simt") for p in ("fwd", "bwd", "fwdbwd")},
@@ -28,6 +29,7 @@ EXPECTED = {
     **{f"attention_flash_dropout_{p}": ATTN_SHAPES for p in ("fwd", "bwd", "fwdbwd")},
     **{f"attention_flash_fwd_t{t}": ATTN_SHAPES for t in ("1x64", "2x32", "2x64")},
     **{f"attention_flash_bwd_w{w}": ATTN_SHAPES for w in (4, 8)},
+    "attention_flash_bwd_grouped": GQA_SHAPES,
     **{k: 2 for k in ("layernorm_residual_fwd", "layernorm_residual_bwd", "bias_gelu_fwd_fused",
                       "bias_gelu_fwd_unfused", "bias_gelu_bwd_fused", "bias_gelu_bwd_unfused",
                       "rmsnorm_residual_fwd", "rmsnorm_residual_bwd", "rope_fwd", "dropout_fwd", "dropout_add_fwd",

@@ -1,6 +1,7 @@
 /* tests/kernels/test_attention_cuda.c: CUDA attention (flash FA-2 and FA-1
  * loop orders on tensor cores, FA-2 also on CUDA cores ("flash-simt"),
- * and unfused) vs the references on odd shapes: T not a
+ * and unfused; the FA-2 backward also with 4 warps and with GQA's grouped
+ * grid) vs the references on odd shapes: T not a
  * multiple of the 64 / 32 tiles, GQA (NH / NKV = 2, 4, 8), windows smaller
  * and larger than T, HS 48, 64, 128, B = 2. Both flash algorithms are
  * checked against the same flash reference at the same tolerance. The
@@ -55,12 +56,20 @@ static int fa2_fwd_tile(kern_bf16 *out, float *lse, float *scratch, const kern_b
 static int fa2_bwd_w4(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scratch, const kern_bf16 *dout,
                       const kern_bf16 *q, const kern_bf16 *k, const kern_bf16 *v, const kern_bf16 *out,
                       const float *lse, kern_attn_shape s, cudaStream_t st) {
-  return kern_attention_bwd_tile_cuda(4, dq, dk, dv, scratch, dout, q, k, v, out, lse, s, st);
+  return kern_attention_bwd_tile_cuda(4, 0, dq, dk, dv, scratch, dout, q, k, v, out, lse, s, st);
+}
+
+/* GQA's grouped grid: a block walks all query heads of its KV head (no partials); 4 warps fit every GPU. */
+static int fa2_bwd_grouped(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scratch, const kern_bf16 *dout,
+                           const kern_bf16 *q, const kern_bf16 *k, const kern_bf16 *v, const kern_bf16 *out,
+                           const float *lse, kern_attn_shape s, cudaStream_t st) {
+  return kern_attention_bwd_tile_cuda(4, 1, dq, dk, dv, scratch, dout, q, k, v, out, lse, s, st);
 }
 
 static const flash_algo ALGOS[] = {
     {"flash", no_scratch, fa2_fwd, kern_attention_bwd_scratch_bytes, kern_attention_bwd_cuda},
     {"flash w4", no_scratch, NULL, kern_attention_bwd_scratch_bytes, fa2_bwd_w4}, /* backward only */
+    {"flash grouped", no_scratch, NULL, kern_attention_bwd_scratch_bytes, fa2_bwd_grouped}, /* backward only */
     {"flash-simt", no_scratch, fa2_simt_fwd, kern_attention_bwd_scratch_bytes, kern_attention_bwd_simt_cuda},
     {"flash1", kern_attention_fwd_v1_scratch_bytes, kern_attention_fwd_v1_cuda,
      kern_attention_bwd_v1_scratch_bytes, kern_attention_bwd_v1_cuda},

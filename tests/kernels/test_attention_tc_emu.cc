@@ -80,10 +80,12 @@ static int check(kern_attn_shape s, int v1, int mt, int bc, const std::vector<bf
 }
 
 /* The backward (nw = 0: FA-1's, on WMMA; else FA-2's with nw warps per
- * block) given the reference's out (bf16) and lse: dq (the fp32
- * accumulator), dk, dv against the reference's. D = rowsum(dout * out) is
- * computed here, as attn_rowdot_kernel does before the launch. */
-static int check_bwd(kern_attn_shape s, int nw, const std::vector<bf16> &q, const std::vector<bf16> &k,
+ * block and hpb query heads per block: the group's (bf16 dK, dV straight
+ * from the kernel) or 1 (fp32 partials per query head, then
+ * attn_dkv_sum_kernel)) given the reference's out (bf16) and lse: dq (the
+ * fp32 accumulator), dk, dv against the reference's. D = rowsum(dout *
+ * out) is computed here, as attn_rowdot_kernel does before the launch. */
+static int check_bwd(kern_attn_shape s, int nw, int hpb, const std::vector<bf16> &q, const std::vector<bf16> &k,
                      const std::vector<bf16> &v, const std::vector<bf16> &dout, const float *out,
                      const float *lse, const float *dq_ref, const float *dk_ref, const float *dv_ref) {
   long nq = (long)s.B * s.T * s.NH * s.HS, nkv = (long)s.B * s.T * s.NKV * s.HS, nl = (long)s.B * s.NH * s.T;
@@ -97,28 +99,40 @@ static int check_bwd(kern_attn_shape s, int nw, const std::vector<bf16> &q, cons
         D[((long)b * s.NH + h) * s.T + i] = acc;
       }
   std::vector<bf16> dk(nkv, __float2bfloat16_rn(NAN)), dv(nkv, __float2bfloat16_rn(NAN));
+  int grp = s.NH / s.NKV, nparts = nw ? grp / hpb : 1;
+  std::vector<float> part(nparts > 1 ? 2 * nparts * nkv : 0, NAN);
   with_hd(s.HS, [&](auto hd) {
     constexpr int HD = decltype(hd)::value;
     auto go = [&](auto kernel, size_t bytes, unsigned nx, unsigned nthreads) {
       if (bytes > sizeof emu_smem) std::abort();
-      emu_launch(dim3(nx, s.NKV, s.B), dim3(nthreads), [&] {
-        kernel(dk.data(), dv.data(), dq.data(), q.data(), k.data(), v.data(), dout.data(), lse, D.data(), s);
+      emu_launch(dim3(nx, s.NH / hpb, s.B), dim3(nthreads), [&] {
+        kernel(dk.data(), dv.data(), dq.data(), q.data(), k.data(), v.data(), dout.data(), lse, D.data(), s, hpb,
+               part.data());
       });
     };
     typedef mb_smem<HD, 4> c4;
     typedef mb_smem<HD, 8> c8;
-    if (nw == 0)
-      go(flash_bwd_tc_kernel<HD>, tb_tiles<HD>::bytes, 1, 128);
-    else if (nw == 4)
+    if (nw == 0) {
+      if (tb_tiles<HD>::bytes > sizeof emu_smem) std::abort();
+      emu_launch(dim3(1, s.NKV, s.B), dim3(128), [&] {
+        flash_bwd_tc_kernel<HD>(dk.data(), dv.data(), dq.data(), q.data(), k.data(), v.data(), dout.data(), lse,
+                                D.data(), s);
+      });
+    } else if (nw == 4) {
       go(flash_bwd_mma_kernel<HD, 4>, c4::bytes, (s.T + c4::BK - 1) / c4::BK, 128);
-    else
+    } else {
       go(flash_bwd_mma_kernel<HD, 8>, c8::bytes, (s.T + c8::BK - 1) / c8::BK, 256);
+    }
   });
+  if (nparts > 1)
+    emu_launch(dim3((unsigned)((nkv + 255) / 256)), dim3(256),
+               [&] { attn_dkv_sum_kernel(dk.data(), dv.data(), part.data(), nparts, nkv); });
   std::vector<float> dkf(nkv), dvf(nkv);
   for (long i = 0; i < nkv; i++) dkf[i] = __bfloat162float(dk[i]), dvf[i] = __bfloat162float(dv[i]);
-  char name[64], what[96];
+  char name[96], what[128];
   if (nw)
-    snprintf(name, sizeof name, "flash backward (mma.sync, %d warps, emulated)", nw);
+    snprintf(name, sizeof name, "flash backward (mma.sync, %d warps, %d of %d query heads a block, emulated)", nw,
+             hpb, grp);
   else
     snprintf(name, sizeof name, "flash1 backward (WMMA, emulated)");
   int bad = 0;
@@ -155,7 +169,12 @@ static int run(kern_attn_shape s, kc_rng *r) {
 #else
   const int nws[] = {0, 4, 8}; /* FA-1, and FA-2 with each block size the bench times */
 #endif
-  for (int nw : nws) bad += check_bwd(s, nw, qb, kb, vb, dob, out, lse, dq, dk, dv);
+  int grp = s.NH / s.NKV;
+  for (int nw : nws) {
+    bad += check_bwd(s, nw, nw ? 1 : grp, qb, kb, vb, dob, out, lse, dq, dk, dv); /* the default */
+    if (nw && grp > 1) /* the grouped grid (one block walks the whole group), kern_bench's _grouped rows */
+      bad += check_bwd(s, nw, grp, qb, kb, vb, dob, out, lse, dq, dk, dv);
+  }
   free(q), free(k), free(v), free(out), free(lse), free(dout), free(dq), free(dk), free(dv);
   return bad;
 }
