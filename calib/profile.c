@@ -95,6 +95,26 @@ static void fit_mem_eff(calib_result_t *r, int lo, int hi)
 static const int gpu_tiles[][2] = {{64, 64}, {128, 64}, {128, 128}, {256, 128}};
 static const int cpu_tiles[][2] = {{4, 4}};
 
+/* The memory fields of the profile calib_make_profile will write (hbm_gbps,
+ * mem_eff, kernel_gap_us; attn_block_k 1 on a CPU, 0 on a GPU), once
+ * fit_hbm and fit_memory_bound have run: what the fits of compute kernels
+ * need to take a memory-bound part of a sample off at the model's price
+ * (cost_gemm_acc_s, cost_attn_dkv_sum_s). gemm_acc_exposed = 1: the whole
+ * accumulation. One per thread of the calibration, rewritten each call. */
+static const hw_t *mem_profile(const calib_result_t *r)
+{
+    static hw_t mem;
+    memset(&mem, 0, sizeof mem);
+    const calib_fitrec_t *mf = find_fit(r, "mem_eff");
+    mem.gpu.hbm_gbps = r->copy_gbps, mem.gpu.gemm_acc_exposed = 1, mem.gpu.kernel_gap_us = r->gap_us;
+    mem.gpu.attn_block_k = r->device ? 0 : 1;
+    if (mf && mf->sat.ok)
+        sample_curve(&mem.gpu.mem_eff, &mf->sat, 1e3, 1e10);
+    else
+        mem.gpu.mem_eff.n = 1, mem.gpu.mem_eff.x[0] = 1, mem.gpu.mem_eff.y[0] = 1;
+    return &mem;
+}
+
 /* gemm_eff with wave quantisation (calib_fit_gemm_waves): the curve the
  * model multiplies by the wave efficiency of each GEMM's shape, so that a
  * GEMM measured at a poorly filled last wave lowers neither the curve nor,
@@ -113,13 +133,7 @@ static void fit_gemm(calib_result_t *r)
     int sms = r->device ? r->gpu.sm_count : r->ncores;
     const int(*tiles)[2] = r->device ? gpu_tiles : cpu_tiles;
     int ntiles = r->device ? (int)(sizeof gpu_tiles / sizeof gpu_tiles[0]) : (int)(sizeof cpu_tiles / sizeof cpu_tiles[0]);
-    static hw_t mem; /* the fields cost_gemm_acc_s reads, as calib_make_profile writes them */
-    const calib_fitrec_t *mf = find_fit(r, "mem_eff");
-    mem.gpu.hbm_gbps = r->copy_gbps, mem.gpu.gemm_acc_exposed = 1;
-    if (mf && mf->sat.ok)
-        sample_curve(&mem.gpu.mem_eff, &mf->sat, 1e3, 1e10);
-    else
-        mem.gpu.mem_eff.n = 1, mem.gpu.mem_eff.x[0] = 1, mem.gpu.mem_eff.y[0] = 1;
+    const hw_t *mem = mem_profile(r);
     double *m = calloc(t->n + 1, sizeof(double)), *n = calloc(t->n + 1, sizeof(double));
     double *fl = calloc(t->n + 1, sizeof(double)), *y = calloc(t->n + 1, sizeof(double));
     double *acc = calloc(t->n + 1, sizeof(double)), *time_s = calloc(t->n + 1, sizeof(double));
@@ -128,7 +142,7 @@ static void fit_gemm(calib_result_t *r)
         int pass2 = calib_table_get(t, i, 9) == 2;
         double mi = calib_table_get(t, i, 0), ni = calib_table_get(t, i, 1);
         time_s[i] = calib_table_get(t, i, 4);
-        acc[i] = pass2 && r->copy_gbps > 0 ? cost_gemm_acc_s(&mem, mi, ni, 1) : 0;
+        acc[i] = pass2 && r->copy_gbps > 0 ? cost_gemm_acc_s(mem, mi, ni, 1) : 0;
         n2 += pass2;
         if (!pass2)
             m[k] = mi, n[k] = ni, fl[k] = calib_table_get(t, i, 3), y[k++] = fmin(1, calib_table_get(t, i, 7) / r->peak_gflops);
@@ -182,13 +196,18 @@ static void fit_attn(calib_result_t *r, int bwd)
     double *bh = calloc(t->n + 1, sizeof(double)), *seq = calloc(t->n + 1, sizeof(double));
     double *win = calloc(t->n + 1, sizeof(double));
     f->wave = calloc(t->n + 1, sizeof(double));
+    const hw_t *mem = mem_profile(r);
     int m = 0;
     for (int i = 0; i < t->n; i++)
         if (calib_table_get(t, i, 0) == bwd) {
-            double nh = calib_table_get(t, i, 2), group = nh / calib_table_get(t, i, 9);
-            bh[m] = cost_attn_grid_heads(calib_table_get(t, i, 11) * nh, group, bwd), seq[m] = calib_table_get(t, i, 1);
+            double nh = calib_table_get(t, i, 2), group = nh / calib_table_get(t, i, 9), fl = calib_table_get(t, i, 4);
+            op_t op = {.kind = OP_ATTN, .batch = calib_table_get(t, i, 11) * nh, .attn_seq = calib_table_get(t, i, 1),
+                       .attn_d = calib_table_get(t, i, 3), .attn_bwd = bwd, .attn_group = group};
+            bh[m] = cost_attn_grid_heads(op.batch, group, bwd, 0), seq[m] = op.attn_seq;
             win[m] = calib_table_get(t, i, 10);
-            f->x[m] = calib_table_get(t, i, 4), f->y[m++] = fmin(1, calib_table_get(t, i, 8) / r->peak_gflops);
+            /* GQA's backward on a GPU: less the memory pass that sums dK, dV (the model adds it back) */
+            double ts = fl / (calib_table_get(t, i, 8) * 1e9) - cost_attn_dkv_sum_s(mem, &op);
+            f->x[m] = fl, f->y[m++] = ts > 0 ? fmin(1, fl / ts * 1e-9 / r->peak_gflops) : 1;
         }
     f->n = m;
     int sms = r->device ? r->gpu.sm_count : r->ncores;
@@ -221,7 +240,7 @@ static void fit_attn_draws(calib_result_t *r, int bwd)
     for (int i = 0; i < t->n; i++)
         if (calib_table_get(t, i, 0) == bwd) {
             double nh = calib_table_get(t, i, 3), group = nh / calib_table_get(t, i, 4);
-            double we = cost_attn_wave_eff(block, sms, cost_attn_grid_heads(calib_table_get(t, i, 1) * nh, group, bwd),
+            double we = cost_attn_wave_eff(block, sms, cost_attn_grid_heads(calib_table_get(t, i, 1) * nh, group, bwd, 0),
                                            calib_table_get(t, i, 2), calib_table_get(t, i, 6), bwd);
             f->x[m] = calib_table_get(t, i, 9);
             f->y[m++] = (calib_table_get(t, i, 8) - calib_table_get(t, i, 7)) * 1e6 * we;
@@ -407,21 +426,12 @@ static void fit_overlap(calib_result_t *r)
     r->comm_slowdown = mean;
 }
 
-void calib_fit_all(calib_result_t *r, const calib_plan_t *p)
+/* Fixed cost of the smallest kernels: the intercept of time against
+ * bytes up to 256 KiB (time in us) of back-to-back calls of one small
+ * kernel: memcpy on the CPU; on the GPU bias+GeLU, one launch per call
+ * (a cudaMemcpy is a driver operation, not a kernel of ours). */
+static void fit_kernel_gap(calib_result_t *r)
 {
-    r->peak_gflops = col_max(&r->gemm, 7, -1, 0);
-    fit_hbm(r);
-    fit_memory_bound(r); /* before fit_gemm, which takes the fp32 accumulation off with their bandwidth */
-    fit_gemm(r);
-    fit_attn(r, 0);
-    fit_attn(r, 1);
-    fit_attn_draws(r, 0);
-    fit_attn_draws(r, 1);
-    fit_overlap(r);
-    /* Fixed cost of the smallest kernels: the intercept of time against
-     * bytes up to 256 KiB (time in us) of back-to-back calls of one small
-     * kernel: memcpy on the CPU; on the GPU bias+GeLU, one launch per call
-     * (a cudaMemcpy is a driver operation, not a kernel of ours). */
     int gap_kernel = r->device ? 2 : 0;
     calib_fitrec_t *g = new_fit(r, "kernel_gap", "bytes", "time_us", r->mem.n);
     g->linear = 1;
@@ -432,6 +442,20 @@ void calib_fit_all(calib_result_t *r, const calib_plan_t *p)
     g->n = m;
     g->lin = calib_fit_linear(g->x, g->y, m, 0, 256 << 10, g->resid);
     r->gap_us = fmax(0, g->lin.a);
+}
+
+void calib_fit_all(calib_result_t *r, const calib_plan_t *p)
+{
+    r->peak_gflops = col_max(&r->gemm, 7, -1, 0);
+    fit_hbm(r);
+    fit_memory_bound(r); /* before fit_gemm and fit_attn, which take memory-bound parts off at its rates */
+    fit_kernel_gap(r);
+    fit_gemm(r);
+    fit_attn(r, 0);
+    fit_attn(r, 1);
+    fit_attn_draws(r, 0);
+    fit_attn_draws(r, 1);
+    fit_overlap(r);
     if (!r->have_coll)
         return;
     /* Regimes: small up to min(64 KiB, top / 64), large from top / 16. */

@@ -136,9 +136,18 @@ double cost_attn_wave_eff(int block, int sms, double bh, double s, double w, int
     return eff;
 }
 
-double cost_attn_grid_heads(double bh, double group, int bwd)
+double cost_attn_grid_heads(double bh, double group, int bwd, int v1)
 {
-    return bwd && group > 1 ? bh / group : bh;
+    return bwd && v1 && group > 1 ? bh / group : bh;
+}
+
+/* 2 x 4 bytes read per query head's element, 2 x 2 written per KV head's (cost.h). */
+double cost_attn_dkv_sum_s(const hw_t *hw, const op_t *op)
+{
+    if (!op->attn_bwd || op->attn_v1 || op->attn_group <= 1 || hw->gpu.attn_block_k == 1)
+        return 0;
+    double elems = op->batch * op->attn_seq * op->attn_d; /* sequences x query heads x rows x head size */
+    return cost_elem_s(hw, elems * (8 + 4 / op->attn_group));
 }
 
 double cost_attn_s(const hw_t *hw, const op_t *op)
@@ -147,14 +156,15 @@ double cost_attn_s(const hw_t *hw, const op_t *op)
     double flops = op_flops(op);
     int bwd = op->attn_bwd;
     double we = cost_attn_wave_eff(bwd ? g->attn_block_k : g->attn_block_q, g->sm_count,
-                                   cost_attn_grid_heads(op->batch, op->attn_group, bwd), op->attn_seq,
+                                   cost_attn_grid_heads(op->batch, op->attn_group, bwd, op->attn_v1), op->attn_seq,
                                    op->attn_window, bwd);
     double eff = fmin(1, curve_eval(bwd ? &g->flash_bwd_eff : &g->flash_fwd_eff, flops) * hw->cluster.compute_scale) *
                  (op->attn_v1 ? g->flash1_rel : 1);
     double rate = bwd ? g->flash_bwd_gdraws : g->flash_fwd_gdraws;
     rate = rate > 0 ? rate : g->dropout_gdraws;
     double draws_s = op->draws > 0 && rate > 0 ? op->draws / (rate * 1e9) : 0;
-    return (flops / (g->peak_bf16_tflops * 1e12 * eff) + draws_s) / we + g->kernel_gap_us * US;
+    return (flops / (g->peak_bf16_tflops * 1e12 * eff) + draws_s) / we + g->kernel_gap_us * US +
+           cost_attn_dkv_sum_s(hw, op);
 }
 
 double cost_draws_s(const hw_t *hw, double draws)

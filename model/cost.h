@@ -54,16 +54,27 @@ double cost_gemm_wave_eff(int tile_m, int tile_n, int sms, double m, double n, d
  * model: the profile's curves include the grid's fill). */
 double cost_attn_wave_eff(int block, int sms, double bh, double s, double w, int bwd);
 /* The heads a flash kernel's grid runs over, for its waves: sequences x
- * query heads, except in the backward of megasim's kernel
- * (kern_attention_bwd_cuda), which gives one block all query heads of a
+ * query heads (bh), in both passes of FlashAttention-2 and of megasim's
+ * kernels (kern_attention_*_cuda: with GQA the backward gives each query
+ * head its blocks and sums the group's dK, dV after); only
+ * FlashAttention-1's backward (v1) gives one block all query heads of a
  * KV group, so that with GQA (group > 1) its blocks are `group` times
  * fewer and larger. Only calibrated profiles (attn_block_q/k > 0) use the
  * wave model, and calibrate times megasim's kernels. */
-double cost_attn_grid_heads(double bh, double group, int bwd);
+double cost_attn_grid_heads(double bh, double group, int bwd, int v1);
 /* A flash attention op: its FLOPs at the forward or backward curve
  * (FlashAttention-1, attn_v1, at flash1_rel of it) plus its dropout draws
- * at flash_fwd/bwd_gdraws, over its wave efficiency. */
+ * at flash_fwd/bwd_gdraws, over its wave efficiency; GQA's backward on a
+ * GPU adds the memory pass that sums a group's dK, dV partials (the
+ * kernel's gap again, and 8 + 4 / group bytes per query head's element). */
 double cost_attn_s(const hw_t *hw, const op_t *op);
+/* That memory pass: GQA's flash backward on a GPU (FlashAttention-2's and
+ * megasim's, a block per query head) writes each query head's dK, dV in
+ * fp32 and a second kernel adds a group's, reading 2 x 4 bytes per query
+ * head's element and writing 2 x 2 per KV head's, at cost_elem_s. 0 for
+ * MHA, the forward, FlashAttention-1's grouped backward, and on a CPU
+ * (attn_block_k 1: the reference kernels add into dK, dV in place). */
+double cost_attn_dkv_sum_s(const hw_t *hw, const op_t *op);
 double cost_elem_s(const hw_t *hw, double bytes);
 /* Time of `draws` dropout mask draws of an elementwise kernel at the
  * profile's dropout_gdraws (0 when it is 0: not charged). */

@@ -155,12 +155,31 @@ int main(void)
     op_t lng = ln, lng0 = ln0; /* bandwidth-bound on the GPU: bytes, then the draws */
     check_rel("GPU LayerNorm with dropout: its bytes + draws / dropout_gdraws", cost_op_s(&h1, &j, &lng0) + el / 230e9,
               cost_op_s(&h1, &j, &lng), 1e-12, "kern_bench: LN 126 us + dropout's 147 us = LN with dropout's 274 us");
-    /* GQA's backward grid (kern_attention_bwd_cuda): one block per KV head's
-     * key tile, so 4 query heads per KV head run 4x fewer, larger blocks. */
-    check_rel("GQA backward waves: the grid over KV heads", cost_attn_wave_eff(128, 132, 16, 2048, 2048, 1),
-              cost_attn_wave_eff(128, 132, cost_attn_grid_heads(64, 4, 1), 2048, 2048, 1), 0, "cost_attn_grid_heads");
+    /* GQA (kern_attention_*_cuda, FlashAttention-2): both passes' grids run
+     * over query heads; FlashAttention-1's backward gives a block a whole
+     * KV group, so 4 query heads per KV head run 4x fewer, larger blocks. */
+    check_rel("GQA backward waves: the grid over query heads", wb64,
+              cost_attn_wave_eff(128, 132, cost_attn_grid_heads(64, 4, 1, 0), 2048, 2048, 1), 0, "cost_attn_grid_heads");
     check_rel("GQA forward waves: the grid over query heads", wf64,
-              cost_attn_wave_eff(128, 132, cost_attn_grid_heads(64, 4, 0), 2048, 2048, 0), 0, "cost_attn_grid_heads");
+              cost_attn_wave_eff(128, 132, cost_attn_grid_heads(64, 4, 0, 0), 2048, 2048, 0), 0, "cost_attn_grid_heads");
+    check_rel("GQA FlashAttention-1 backward waves: the grid over KV heads", cost_attn_wave_eff(128, 132, 16, 2048, 2048, 1),
+              cost_attn_wave_eff(128, 132, cost_attn_grid_heads(64, 4, 1, 1), 2048, 2048, 1), 0, "cost_attn_grid_heads");
+    /* ... and GQA's backward adds the pass that sums each group's fp32 dK,
+     * dV partials: 64 query heads' (4 per KV head) 2048 x 128 elements,
+     * 8 bytes read each and 2 x 2 written per KV head's: 9 x 64 x 2048 x 128
+     * bytes at the memory curve, with the launch gap. */
+    op_t abg = ab;
+    abg.attn_group = 4;
+    double sum_bytes = 9.0 * 64 * 2048 * 128;
+    check_rel("GQA backward: + the dK, dV sum's bytes", cost_elem_s(&h1, sum_bytes),
+              cost_op_s(&h1, &j, &abg) - cost_op_s(&h1, &j, &ab), 1e-12, "model/cost.h: cost_attn_dkv_sum_s");
+    op_t afg = af;
+    afg.attn_group = 4;
+    check_rel("GQA forward: no sum", cost_op_s(&h1, &j, &af), cost_op_s(&h1, &j, &afg), 0, "model/cost.h");
+    hw_t hc = h1;
+    hc.gpu.attn_block_k = 1;
+    check_rel("GQA backward on the CPU (attn_block_k 1): no sum", 0, cost_attn_dkv_sum_s(&hc, &abg), 0,
+              "the reference kernels add into dK, dV in place");
     /* FlashAttention-1 (--attention flash1) at flash1_rel of the flash
      * kernel's rate (0.5, the FA-2 paper's "around 2x"): the 175B layer's
      * forward attention at TP 8, 16 heads x 2048 causal keys, takes twice
