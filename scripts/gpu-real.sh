@@ -14,6 +14,8 @@
 #          PROFILE=FILE (a measured profile, scripts/gpu-calibrate.sh's: the
 #          run is then compared with its simulation on it; default: the
 #          built-in h100-sxm-80gb)
+#          KV_GROUPS=16 (KV heads; below 16, grouped-query attention: megasim's
+#          run and its comparison only, as torch_gpt.py is MHA)
 #
 # The model (both sides): 24 layers, hidden 2048, 16 heads (MHA), MLP 8192,
 # sequence 2048, GPT-2 style (learned positions, pre-LN, biases, tanh GeLU,
@@ -57,6 +59,8 @@ iters=${ITERS:-20}
 warmup=${WARMUP:-3}
 dropout=${DROPOUT:-0.1}
 clip=${CLIP:-1.0}
+groups=${KV_GROUPS:-16}
+case $groups in 1 | 2 | 4 | 8 | 16) ;; *) echo "gpu-real: KV_GROUPS=$groups: allowed 1, 2, 4, 8 or 16 (divisors of the 16 heads)" >&2; exit 2 ;; esac
 out=${OUT_DIR:-$build/gpu-real}
 corpus=$root/experiments/data/corpus.txt
 nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
@@ -174,7 +178,7 @@ model=(--num-layers 24 --hidden-size 2048 --ffn-hidden-size 8192 --num-attention
        --hidden-dropout "$dropout" --attention-dropout "$dropout" --clip-grad "$clip")
 # fattree: a cluster profile without the MegaScale environment's loader
 # stall and per-iteration overhead (0.65 s of a step; ASSUMPTIONS.md).
-plan=(--preset none --num-query-groups 16 --num-gpus 1 --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1
+plan=(--preset none --num-query-groups "$groups" --num-gpus 1 --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1
       --num-layers-per-virtual-pipeline-stage 0 --attention flash --fused-elementwise --cluster fattree)
 ours=("${plan[@]}" --gpu h100-sxm-80gb --device gpu --json --data "$corpus" --out "$out/megasim-run.h5")
 launch=()
@@ -186,11 +190,17 @@ fi
 status=0
 echo "== megasim run --device gpu: ${model[*]} ${ours[*]}"
 ${launch[@]+"${launch[@]}"} "$build/megasim" run "${model[@]}" "${ours[@]}" | tee "$out/megasim.jsonl" || status=$?
-echo "== PyTorch eager: real/bench/torch_gpt.py"
-torch_py "$root/real/bench/torch_gpt.py" "${model[@]}" --warmup-steps "$warmup" --data "$corpus" |
-  tee "$out/torch.jsonl" || status=$?
+if [ "$groups" = 16 ]; then
+  echo "== PyTorch eager: real/bench/torch_gpt.py"
+  torch_py "$root/real/bench/torch_gpt.py" "${model[@]}" --warmup-steps "$warmup" --data "$corpus" |
+    tee "$out/torch.jsonl" || status=$?
+else
+  echo "== PyTorch eager: not run (KV_GROUPS=$groups: torch_gpt.py is MHA only)"
+  : > "$out/torch.jsonl"
+fi
 
-# ---- side by side --------------------------------------------------------------
+# ---- side by side (MHA: the model both sides run) -------------------------------
+if [ "$groups" = 16 ]; then
 python3 - "$out/megasim.jsonl" "$out/torch.jsonl" "$gb" "$warmup" <<'EOF' | tee "$out/side-by-side.txt"
 import json, statistics, sys
 PEAK = 989.4e12                       # H100 SXM dense bf16, FLOP/s
@@ -233,6 +243,7 @@ for k, name in names:
 if a and b:
     print(f"speed ratio (PyTorch step time / megasim step time): {b['ms'] / a['ms']:.2f}")
 EOF
+fi
 
 # ---- measured vs predicted (issues 6 and 8) ----------------------------------
 # megasim compare simulates the run's own job on the measured profile
