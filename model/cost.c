@@ -60,13 +60,16 @@ double cost_gemm_s(const hw_t *hw, const job_t *job, double m, double n, double 
     return fmax(t_math, t_mem) + g->kernel_gap_us * US;
 }
 
-/* Work of attention tile i (query pairs scored), K(n) being the keys seen
- * by the first n queries: forward tile i holds query rows [iB, (i+1)B),
- * K((i+1)B) - K(iB); backward tile i holds key rows [iB, (i+1)B), and a key
+/* Work of the i-th of a head's nb attention tiles in launch order (query
+ * pairs scored), K(n) being the keys seen by the first n queries; both
+ * passes launch their heaviest tiles first (kernels/attention_mma.cuh).
+ * The forward's i-th tile holds query rows [jB, (j+1)B), j = nb - 1 - i:
+ * K((j+1)B) - K(jB); the backward's holds key rows [iB, (i+1)B), and a key
  * c is seen by min(s - c, w) queries, so K(s - iB) - K(s - (i+1)B). */
-static double attn_tile_work(int bwd, int i, int block, double s, double w)
+static double attn_tile_work(int bwd, long i, long nb, int block, double s, double w)
 {
-    double lo = fmin(s, (double)i * block), hi = fmin(s, (double)(i + 1) * block);
+    long t = bwd ? i : nb - 1 - i;
+    double lo = fmin(s, (double)t * block), hi = fmin(s, (double)(t + 1) * block);
     return bwd ? workload_causal_keys(s - lo, w) - workload_causal_keys(s - hi, w)
                : workload_causal_keys(hi, w) - workload_causal_keys(lo, w);
 }
@@ -104,7 +107,7 @@ static double attn_wave_eff(int block, int sms, double bh, double s, double w, i
         slot[i] = t0;
     for (long h = 0; h < tail; h++)
         for (int i = 0; i < nb; i++) { /* the next tile in launch order goes to the SM that frees first */
-            slot[0] += attn_tile_work(bwd, i, block, s, w);
+            slot[0] += attn_tile_work(bwd, i, nb, block, s, w);
             end = fmax(end, slot[0]);
             heap_down(slot, sms, 0);
         }

@@ -45,9 +45,10 @@ double cost_gemm_wave_eff(int tile_m, int tile_n, int sms, double m, double n, d
  * (the grid's: cost_attn_grid_heads) of s queries, each seeing at most w keys (w >= s:
  * causal), cut into blocks of `block` query rows (forward) or key rows
  * (backward), one thread block each, launched in grid order (block index
- * fastest, as FlashAttention-2 and kernels/attention.cu do: the forward's
- * light first rows first, the backward's heavy first keys first), each to
- * the SM that frees first, one at a time per SM. Causal tiles differ in
+ * fastest, heaviest tiles first in both passes, as megasim's kernels
+ * launch them (kernels/attention_mma.cuh): the forward's last query rows,
+ * the backward's first keys), each to the SM that frees first, one at a
+ * time per SM. Causal tiles differ in
  * work, so the last wave's tail depends on their order, not just their
  * count. The efficiency curves are fitted to samples divided by it
  * (calib/). 1 when the shape is unknown (s <= 0) or block is 0 (no wave

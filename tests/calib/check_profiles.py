@@ -7,7 +7,7 @@ check prints what it expected, what it got and where that comes from.
   2. h100-sxm-80gb-measured.json: gemm_acc_exposed is its own fit's slope
      held in [0, 1] (provenance fits/gemm_acc), and the 1.2B GPT of
      scripts/gpu-real.sh predicts the iteration the README quotes for the
-     H100 compare (0.7050 s: the run measured 0.7346 s, -4.0%); its
+     H100 compare (0.7055 s: the run measured 0.7346 s, -4.0%); its
      dropout rates are its own fits' (fits/dropout_rate,
      fits/flash_*_draws)
   3. a profile without gemm_acc_exposed (one written before the field) is
@@ -15,6 +15,10 @@ check prints what it expected, what it got and where that comes from.
      and not the profile's own; one without flash_fwd/bwd_gdraws prices
      the flash kernels' draws at dropout_gdraws, as an explicit 0 does
   4. gemm_acc_exposed out of [0, 1] is refused: exit 2, the field named
+  5. the H100 profile is today's fit of its raw samples: `calibrate
+     --refit experiments/profiles/h100-sxm-80gb-measured.h5` gives its gpu
+     and cluster fields (relative 1e-9), so a change to the model or the
+     fits that would move them fails here until the profile is refitted
 
 usage: check_profiles.py MEGASIM"""
 import glob, json, os, subprocess, sys, tempfile
@@ -58,8 +62,8 @@ slope = prof["provenance"]["fits"]["gemm_acc"]["slope"]
 check(abs(prof["gpu"]["gemm_acc_exposed"] - min(1, max(0, slope))) < 1e-12, "H100 gemm_acc_exposed",
       f"the fit's slope {slope:.4f} held in [0, 1]", prof["gpu"]["gemm_acc_exposed"], "provenance fits/gemm_acc")
 rc, t, err = predict(h100, GPT_1_2B)
-check(rc == 0 and t is not None and abs(t / 0.7050 - 1) < 1e-3, "1.2B GPT iteration on the H100 profile",
-      "0.7050 s within 0.1%", t, "README 'On a GPU machine': compare's simulated iteration, third session, 2026-11-26")
+check(rc == 0 and t is not None and abs(t / 0.7055 - 1) < 1e-3, "1.2B GPT iteration on the H100 profile",
+      "0.7055 s within 0.1%", t, "README 'On a GPU machine': compare's simulated iteration, third session, 2026-11-26")
 fits = prof["provenance"]["fits"]
 for field, fit in (("dropout_gdraws", "dropout_rate"), ("flash_fwd_gdraws", "flash_fwd_draws"),
                    ("flash_bwd_gdraws", "flash_bwd_draws")):
@@ -96,6 +100,34 @@ with tempfile.TemporaryDirectory() as d:
     rc_bad, _, err_bad = predict(bad, GPT_1_2B)
     check(rc_bad == 2 and "gemm_acc_exposed" in err_bad.replace("-", "_"), "gemm_acc_exposed 1.5",
           "exit 2 naming the field", f"exit {rc_bad}: {err_bad[:200]}", "hw.c bounds [0, 1]")
+
+
+
+def differing(a, b, path=""):
+    """Paths where two JSON values differ (numbers: relative 1e-9)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [p for k in sorted(set(a) | set(b)) for p in differing(a.get(k), b.get(k), f"{path}/{k}")]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [p for i, (x, y) in enumerate(zip(a, b)) for p in differing(x, y, f"{path}[{i}]")]
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return [] if abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b)) else [path]
+    return [] if a == b else [path]
+
+
+raw = os.path.join(ROOT, "experiments", "profiles", "h100-sxm-80gb-measured.h5")
+with tempfile.TemporaryDirectory() as d:
+    out = os.path.join(d, "refit.json")
+    p = subprocess.run([MEGASIM, "calibrate", "--refit", raw, "--out", out], capture_output=True, text=True)
+    if p.returncode:
+        check(False, "refit of the H100 raw samples", "exit 0", f"exit {p.returncode}: {p.stderr.strip()[-300:]}",
+              raw)
+    else:
+        q = json.load(open(out))
+        diff = [x for sec in ("gpu", "cluster") for x in differing(prof[sec], q[sec], sec)]
+        check(not diff, "the H100 profile against a refit of its raw samples", "every gpu and cluster field",
+              f"{len(diff)} differing {diff[:6]}",
+              "megasim calibrate --refit experiments/profiles/h100-sxm-80gb-measured.h5: refit and check in both "
+              "after a change to the model or the fits")
 
 print("check_profiles: " + ("all passed" if not failed else f"{failed} failed"))
 sys.exit(1 if failed else 0)
