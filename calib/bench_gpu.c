@@ -217,6 +217,9 @@ void calib_gpu_describe(calib_gpu_info_t *info)
     CUDA_CK(cudaRuntimeGetVersion(&info->runtime_version));
     NCCL_CK(ncclGetVersion(&info->nccl_version));
     info->cublaslt_version = (long)cublasLtGetVersion();
+    for (int bwd = 0; bwd < 2; bwd++) /* the profile's attn_slots_q/k; 0 if the query fails */
+        if (kern_attention_resident_blocks_cuda(bwd, 128, bwd ? &info->attn_slots_k : &info->attn_slots_q))
+            *(bwd ? &info->attn_slots_k : &info->attn_slots_q) = 0;
 }
 
 void calib_gpu_free(void)

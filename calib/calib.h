@@ -203,6 +203,10 @@ typedef struct {
     long cublaslt_version;
     double mem_gib, l2_mib, clock_mhz, mem_clock_mhz;
     int mem_bus_bits;
+    int attn_slots_q, attn_slots_k; /* the default flash forward's, backward's
+                                       blocks resident per SM at head size
+                                       128 (0: not recorded: raw files before
+                                       2026-11-26 12:30 UTC) */
 } calib_gpu_info_t;
 
 /* Compute beside a collective: a square GEMM of n^3 timed alone and while

@@ -186,6 +186,15 @@ static void fit_gemm(calib_result_t *r)
 static const int gpu_attn_blocks[] = {32, 64, 128};
 static const int cpu_attn_blocks[] = {1};
 
+/* The wave model's slots for a pass's samples: on a GPU its SMs times the
+ * kernel's resident blocks per SM (as cost_attn_slots prices them), on a
+ * CPU its cores. */
+static int attn_slots(const calib_result_t *r, int bwd)
+{
+    int per_sm = bwd ? r->gpu.attn_slots_k : r->gpu.attn_slots_q;
+    return r->device ? r->gpu.sm_count * (per_sm > 1 ? per_sm : 1) : r->ncores;
+}
+
 /* flash_fwd_eff or flash_bwd_eff with wave quantisation
  * (calib_fit_attn_waves): the samples run few heads (batch 1), so a GPU's
  * last wave is often poorly filled; the curve must not absorb that. */
@@ -210,7 +219,7 @@ static void fit_attn(calib_result_t *r, int bwd)
             f->x[m] = fl, f->y[m++] = ts > 0 ? fmin(1, fl / ts * 1e-9 / r->peak_gflops) : 1;
         }
     f->n = m;
-    int sms = r->device ? r->gpu.sm_count : r->ncores;
+    int sms = attn_slots(r, bwd);
     const int *blocks = r->device ? gpu_attn_blocks : cpu_attn_blocks;
     int nblocks = r->device ? (int)(sizeof gpu_attn_blocks / sizeof gpu_attn_blocks[0])
                             : (int)(sizeof cpu_attn_blocks / sizeof cpu_attn_blocks[0]);
@@ -232,7 +241,7 @@ static void fit_attn_draws(calib_result_t *r, int bwd)
     if (t->n == 0)
         return;
     const calib_fitrec_t *ef = find_fit(r, bwd ? "flash_bwd_eff" : "flash_fwd_eff");
-    int sms = r->device ? r->gpu.sm_count : r->ncores, block = ef && ef->wfit.ok ? ef->wfit.tile_m : 0;
+    int sms = attn_slots(r, bwd), block = ef && ef->wfit.ok ? ef->wfit.tile_m : 0;
     calib_fitrec_t *f = new_fit(r, bwd ? "flash_bwd_draws" : "flash_fwd_draws", "draws", "added_us_x_wave_eff", t->n);
     f->how = "y = b x through the origin (gsl_fit_mul): the pass's time with dropout less without, times its wave "
              "efficiency at the fitted block, against its draws (one per visible score); rate 1e-3 / b G/s";
@@ -544,6 +553,7 @@ static void device_fields(const calib_result_t *r, hw_gpu_t *g, const char *host
     g->peak_tf32_tflops = g->peak_bf16_tflops * tf32_per_bf16;
     g->hbm_gib = r->gpu.mem_gib;
     g->sm_count = r->gpu.sm_count;
+    g->attn_slots_q = r->gpu.attn_slots_q, g->attn_slots_k = r->gpu.attn_slots_k;
 }
 
 int calib_make_profile(const calib_result_t *r, const char *base_gpu, const char *base_cluster, hw_t *hw,

@@ -195,7 +195,7 @@ static void hbm_what(char *buf, size_t len, const calib_result_t *r)
 
 static void field_sources(cJSON *p, const calib_result_t *r)
 {
-    char buf[2048], no_coll[300] = "", hbm[300], acc[96] = "";
+    char buf[4096], no_coll[300] = "", hbm[300], acc[96] = "";
     if (r->gemm_acc_exposed >= 0)
         snprintf(acc, sizeof acc, ", gemm_acc_exposed (fits/gemm_acc)");
     hbm_what(hbm, sizeof hbm, r);
@@ -238,7 +238,9 @@ static void field_sources(cJSON *p, const calib_result_t *r)
              "quantisation on sm_count SMs best explains the GEMM samples, the weight gradients less their exposed "
              "fp32 accumulation, fits/gemm_eff)%s, "
              "flash_fwd_eff, flash_bwd_eff and attn_block_q/k (kern_attention_*_cuda; the curves and the block "
-             "among 32, 64 and 128 rows whose wave quantisation best explains the samples, fits/flash_*_eff), mem_eff (LayerNorm, bias+GeLU, AdamW "
+             "among 32, 64 and 128 rows whose wave quantisation on sm_count x attn_slots_q/k slots best explains the samples, "
+             "fits/flash_*_eff), attn_slots_q/k (the default flash kernels' blocks resident per SM at head size 128, "
+             "cudaOccupancyMaxActiveBlocksPerMultiprocessor; 0: not recorded, one), mem_eff (LayerNorm, bias+GeLU, AdamW "
              "kernels), flash1_rel (kern_attention_*_v1_cuda over kern_attention_*_cuda, forward + backward)%s%s%s%s; "
              "cluster: %s%s", hbm, acc,
              r->math_gelems[3] > 0 ? ", dropout_gdraws (kern_layernorm_fwd_cuda with dropout 0.1 less without, over "

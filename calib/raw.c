@@ -76,6 +76,8 @@ cJSON *calib_measured_json(const calib_result_t *r)
     cJSON_AddStringToObject(g, "name", r->gpu.name);
     cJSON_AddNumberToObject(g, "cublaslt_version", (double)r->gpu.cublaslt_version);
     put_scalars(g, &r->gpu, gpu_scalars, NS(gpu_scalars));
+    cJSON_AddNumberToObject(g, "attn_slots_q", r->gpu.attn_slots_q);
+    cJSON_AddNumberToObject(g, "attn_slots_k", r->gpu.attn_slots_k);
     put_scalars(cJSON_AddObjectToObject(o, "job"), &r->job, job_scalars, NS(job_scalars));
     return o;
 }
@@ -105,6 +107,10 @@ static int measured_from_json(const cJSON *o, calib_result_t *r, char *err)
         get_scalars(j, &r->job, job_scalars, NS(job_scalars), "measured.job", err))
         return -1;
     r->gpu.cublaslt_version = cJSON_IsNumber(lt) ? (long)lt->valuedouble : 0;
+    /* Occupancy, recorded since 2026-11-26 12:30 UTC: older files fit with one block per SM, as they were */
+    const cJSON *sq = cJSON_GetObjectItemCaseSensitive(g, "attn_slots_q"), *sk = cJSON_GetObjectItemCaseSensitive(g, "attn_slots_k");
+    r->gpu.attn_slots_q = cJSON_IsNumber(sq) ? sq->valueint : 0;
+    r->gpu.attn_slots_k = cJSON_IsNumber(sk) ? sk->valueint : 0;
     int lv = -1;
     for (int i = 0; i < 3; i++)
         lv = strcmp(level, calib_level_names[i]) ? lv : i;

@@ -512,6 +512,32 @@ extern "C" int kern_attention_bwd_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *
   return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, BWD_MMA, nw, 1, stream);
 }
 
+/* Resident blocks per SM of a kernel with its dynamic shared memory
+ * allowed, as the launches above run it. */
+template <class K> static int resident_blocks(K kernel, int threads, size_t smem, int *blocks) {
+  KERN_CUDA_TRY(kern_allow_smem(kernel, smem));
+  KERN_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, kernel, threads, smem));
+  return 0;
+}
+
+extern "C" int kern_attention_resident_blocks_cuda(int bwd, int hs, int *blocks) {
+  kern_attn_shape s = {1, 1, 1, 1, hs, 0, KERN_NO_DROPOUT};
+  KERN_TRY(attn_check(s));
+  int rc = 0;
+  with_hd(hs, [&](auto hd) {
+    constexpr int HD = decltype(hd)::value;
+    typedef mf_smem<HD, mf_tile<HD>::MT, mf_tile<HD>::BC> fc;
+    if (!bwd) {
+      rc = resident_blocks(flash_fwd_mma_kernel<HD, mf_tile<HD>::MT, mf_tile<HD>::BC>, 128, fc::bytes, blocks);
+    } else if (kern_smem_fits(flash_bwd_mma_kernel<HD, mb_warps>, mb_smem<HD, mb_warps>::bytes)) {
+      rc = resident_blocks(flash_bwd_mma_kernel<HD, mb_warps>, 32 * mb_warps, mb_smem<HD, mb_warps>::bytes, blocks);
+    } else { /* kern_attention_bwd_cuda's fallback */
+      rc = resident_blocks(flash_bwd_mma_kernel<HD, 4>, 128, mb_smem<HD, 4>::bytes, blocks);
+    }
+  });
+  return rc;
+}
+
 extern "C" int kern_attention_bwd_tile_cuda(int nw, int grouped, kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv,
                                             float *scratch, const kern_bf16 *dout, const kern_bf16 *q,
                                             const kern_bf16 *k, const kern_bf16 *v, const kern_bf16 *out,

@@ -120,6 +120,12 @@ int kern_attention_bwd_tile_cuda(int nw, int grouped, kern_bf16 *dq, kern_bf16 *
                                  float *scratch, const kern_bf16 *dout, const kern_bf16 *q, const kern_bf16 *k,
                                  const kern_bf16 *v, const kern_bf16 *out, const float *lse, kern_attn_shape s,
                                  cudaStream_t stream);
+/* Thread blocks of kern_attention_fwd_cuda (bwd 0) or kern_attention_bwd_cuda
+ * (bwd 1) resident on one SM at head size hs
+ * (cudaOccupancyMaxActiveBlocksPerMultiprocessor: registers, shared
+ * memory, threads), for the cost model's attention waves (calibrate
+ * records it, hw.h attn_slots_q/k). */
+int kern_attention_resident_blocks_cuda(int bwd, int hs, int *blocks);
 int kern_attention_bwd_simt_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scratch,
                                  const kern_bf16 *dout, const kern_bf16 *q, const kern_bf16 *k,
                                  const kern_bf16 *v, const kern_bf16 *out, const float *lse,

@@ -139,6 +139,12 @@ double cost_attn_wave_eff(int block, int sms, double bh, double s, double w, int
     return eff;
 }
 
+int cost_attn_slots(const hw_gpu_t *g, int bwd)
+{
+    int per_sm = bwd ? g->attn_slots_k : g->attn_slots_q;
+    return g->sm_count * (per_sm > 1 ? per_sm : 1);
+}
+
 double cost_attn_grid_heads(double bh, double group, int bwd, int v1)
 {
     return bwd && v1 && group > 1 ? bh / group : bh;
@@ -158,7 +164,7 @@ double cost_attn_s(const hw_t *hw, const op_t *op)
     const hw_gpu_t *g = &hw->gpu;
     double flops = op_flops(op);
     int bwd = op->attn_bwd;
-    double we = cost_attn_wave_eff(bwd ? g->attn_block_k : g->attn_block_q, g->sm_count,
+    double we = cost_attn_wave_eff(bwd ? g->attn_block_k : g->attn_block_q, cost_attn_slots(g, bwd),
                                    cost_attn_grid_heads(op->batch, op->attn_group, bwd, op->attn_v1), op->attn_seq,
                                    op->attn_window, bwd);
     double eff = fmin(1, curve_eval(bwd ? &g->flash_bwd_eff : &g->flash_fwd_eff, flops) * hw->cluster.compute_scale) *

@@ -54,6 +54,12 @@ double cost_gemm_wave_eff(int tile_m, int tile_n, int sms, double m, double n, d
  * (calib/). 1 when the shape is unknown (s <= 0) or block is 0 (no wave
  * model: the profile's curves include the grid's fill). */
 double cost_attn_wave_eff(int block, int sms, double bh, double s, double w, int bwd);
+/* The slots cost_attn_wave_eff's `sms` stands for: sm_count x the pass's
+ * resident blocks per SM (attn_slots_q/k; 0 or 1: one). Two resident
+ * blocks are taken as two servers of half an SM each: a block alone on its
+ * SM in the last wave runs no faster than beside another (a 4-warp block
+ * leaves the tensor cores half fed, which is why the kernel runs two). */
+int cost_attn_slots(const hw_gpu_t *g, int bwd);
 /* The heads a flash kernel's grid runs over, for its waves: sequences x
  * query heads (bh), in both passes of FlashAttention-2 and of megasim's
  * kernels (kern_attention_*_cuda: with GQA the backward gives each query

@@ -25,6 +25,9 @@ typedef struct {
                                        thread block, key rows of one backward
                                        one (wave model; 0: none, the flash
                                        curves include the grid's fill) */
+    int attn_slots_q, attn_slots_k; /* such blocks resident on one SM at once
+                                       (occupancy; 0 or 1: one), the wave
+                                       model's slots: sm_count x this */
     double kernel_gap_us;     /* fixed cost per kernel launch on the stream */
     double comm_slowdown;     /* fractional compute slowdown while a collective
                                  kernel shares the GPU */

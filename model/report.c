@@ -161,7 +161,7 @@ void report_ops(FILE *f, const job_t *j, const hw_t *hw)
                 int block = o->attn_bwd ? g->attn_block_k : g->attn_block_q;
                 if (block) /* else the profile's curves include the grid's fill */
                     snprintf(waves, sizeof waves, "%.3f",
-                             cost_attn_wave_eff(block, g->sm_count,
+                             cost_attn_wave_eff(block, cost_attn_slots(g, o->attn_bwd),
                                                cost_attn_grid_heads(o->batch, o->attn_group, o->attn_bwd, o->attn_v1),
                                                o->attn_seq, o->attn_window, o->attn_bwd));
                 else

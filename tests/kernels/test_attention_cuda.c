@@ -227,5 +227,19 @@ int main(void) {
     shapes[i].drop.base = 3, shapes[i].drop.heads = 32, shapes[i].drop.head0 = 8;
   }
   for (unsigned i = 0; i < n; i++) bad += run(shapes[i], &r);
+  /* Occupancy (calibrate's attn_slots_q/k): at least one block of each
+   * default kernel fits an SM at every padded head size; an unusable head
+   * size is refused. */
+  static const int hs[] = {32, 64, 128};
+  for (int bwd = 0; bwd < 2; bwd++)
+    for (int i = 0; i < 3; i++) {
+      int blocks = -1, rc = kern_attention_resident_blocks_cuda(bwd, hs[i], &blocks);
+      printf("%s resident blocks per SM, %s, head size %d: expected >= 1, got %d (rc %d)\n",
+             rc == 0 && blocks >= 1 ? "ok  " : "FAIL", bwd ? "backward" : "forward", hs[i], blocks, rc);
+      bad += rc != 0 || blocks < 1;
+    }
+  int blocks = -1, rc = kern_attention_resident_blocks_cuda(0, 256, &blocks);
+  printf("%s resident blocks at head size 256: expected refused (HS <= 128), got rc %d\n", rc ? "ok  " : "FAIL", rc);
+  bad += rc == 0;
   return kc_finish("kern_attention_cuda", bad);
 }

@@ -192,6 +192,16 @@ int main(void)
     check_rel("FlashAttention-1 forward / flash forward", 1 / hw.gpu.flash1_rel,
               (cost_attn_s(&hw, &at1) - gap) / (cost_attn_s(&hw, &at) - gap), 1e-12, "1 / flash1_rel = 2");
 
+    /* Resident blocks per SM (attn_slots_q/k): the waves run over sm_count
+     * x that many slots; 0 and 1 both mean one. */
+    hw_t hs = h1;
+    hs.gpu.attn_slots_q = 2, hs.gpu.attn_slots_k = 0;
+    check_rel("attention slots: forward over 2 x 132", 264, cost_attn_slots(&hs.gpu, 0), 0, "model/cost.h");
+    check_rel("attention slots: backward, 0 means one per SM", 132, cost_attn_slots(&hs.gpu, 1), 0, "model/hw.h");
+    double w264 = cost_attn_wave_eff(128, 264, 64, 2048, 2048, 0);
+    check_rel("flash forward on 2 slots per SM: its FLOP time over the 264-slot waves",
+              (cost_op_s(&h1, &j, &af) - h1.gpu.kernel_gap_us * 1e-6) * wf64 / w264,
+              cost_op_s(&hs, &j, &af) - hs.gpu.kernel_gap_us * 1e-6, 1e-9, "model/cost.c cost_attn_s");
     /* Attention waves. Four causal queries, one per tile, on 2 SMs: both
      * passes launch their heaviest tiles first, (4, 3, 2, 1) pairs: SM A
      * 4 + 1, SM B 3 + 2, both end at 5: full. A sequence of 5 in blocks of

@@ -102,5 +102,12 @@ template <class T> cudaError_t cudaFuncSetAttribute(T *, cudaFuncAttribute, int 
   emu_set_last_error(cudaErrorInvalidValue);
   return cudaErrorInvalidValue;
 }
+/* The emulated device (one SM, cudaGetDeviceProperties) runs one block at
+ * a time; a block whose dynamic shared memory exceeds the limit, none. */
+template <class T>
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, T *, int threads, size_t smem) {
+  *n = threads > 0 && threads <= 1024 && smem <= emu_max_dyn_smem() ? 1 : 0;
+  return cudaSuccess;
+}
 #endif
 #endif
