@@ -100,7 +100,8 @@ static const int cpu_tiles[][2] = {{4, 4}};
  * fit_hbm and fit_memory_bound have run: what the fits of compute kernels
  * need to take a memory-bound part of a sample off at the model's price
  * (cost_gemm_acc_s, cost_attn_dkv_sum_s). gemm_acc_exposed = 1: the whole
- * accumulation. One per thread of the calibration, rewritten each call. */
+ * accumulation. One static copy, rewritten by each call (the fits run on
+ * one thread). */
 static const hw_t *mem_profile(const calib_result_t *r)
 {
     static hw_t mem;
