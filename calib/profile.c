@@ -187,13 +187,13 @@ static void fit_gemm(calib_result_t *r)
 static const int gpu_attn_blocks[] = {32, 64, 128};
 static const int cpu_attn_blocks[] = {1};
 
-/* The wave model's slots for a pass's samples: on a GPU its SMs times the
- * kernel's resident blocks per SM (as cost_attn_slots prices them), on a
- * CPU its cores. */
+/* The wave model's slots for a pass's samples: on a GPU cost_attn_slots
+ * of the profile's fields, as the model prices them; on a CPU its cores. */
 static int attn_slots(const calib_result_t *r, int bwd)
 {
-    int per_sm = bwd ? r->gpu.attn_slots_k : r->gpu.attn_slots_q;
-    return r->device ? r->gpu.sm_count * (per_sm > 1 ? per_sm : 1) : r->ncores;
+    hw_gpu_t g = {.sm_count = r->gpu.sm_count, .attn_slots_q = r->gpu.attn_slots_q,
+                  .attn_slots_k = r->gpu.attn_slots_k};
+    return r->device ? cost_attn_slots(&g, bwd) : r->ncores;
 }
 
 /* flash_fwd_eff or flash_bwd_eff with wave quantisation

@@ -496,20 +496,25 @@ static int attn_bwd_run(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scra
   return 0;
 }
 
+/* The default backward's warps per block at head size hs: mb_warps = 8
+ * needs 113 KB at head size 128; where the GPU allows less (sm_86, sm_89:
+ * 99 KB), the 4-warp block (74 KB). */
+static int bwd_warps(int hs) {
+  int nw = mb_warps;
+  with_hd(hs, [&](auto hd) {
+    constexpr int HD = decltype(hd)::value;
+    if (!kern_smem_fits(flash_bwd_mma_kernel<HD, mb_warps>, mb_smem<HD, mb_warps>::bytes)) nw = 4;
+  });
+  return nw;
+}
+
 extern "C" int kern_attention_bwd_cuda(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv,
                                        float *scratch, const kern_bf16 *dout,
                                        const kern_bf16 *q, const kern_bf16 *k,
                                        const kern_bf16 *v, const kern_bf16 *out,
                                        const float *lse, kern_attn_shape s,
                                        cudaStream_t stream) {
-  /* mb_warps = 8 needs 113 KB at head size 128: where the GPU allows less
-   * (sm_86, sm_89: 99 KB), the 4-warp block (74 KB) */
-  int nw = mb_warps;
-  with_hd(s.HS, [&](auto hd) {
-    constexpr int HD = decltype(hd)::value;
-    if (!kern_smem_fits(flash_bwd_mma_kernel<HD, mb_warps>, mb_smem<HD, mb_warps>::bytes)) nw = 4;
-  });
-  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, BWD_MMA, nw, 1, stream);
+  return attn_bwd_run(dq, dk, dv, scratch, dout, q, k, v, out, lse, s, BWD_MMA, bwd_warps(s.HS), 1, stream);
 }
 
 /* Resident blocks per SM of a kernel with its dynamic shared memory
@@ -527,13 +532,12 @@ extern "C" int kern_attention_resident_blocks_cuda(int bwd, int hs, int *blocks)
   with_hd(hs, [&](auto hd) {
     constexpr int HD = decltype(hd)::value;
     typedef mf_smem<HD, mf_tile<HD>::MT, mf_tile<HD>::BC> fc;
-    if (!bwd) {
+    if (!bwd)
       rc = resident_blocks(flash_fwd_mma_kernel<HD, mf_tile<HD>::MT, mf_tile<HD>::BC>, 128, fc::bytes, blocks);
-    } else if (kern_smem_fits(flash_bwd_mma_kernel<HD, mb_warps>, mb_smem<HD, mb_warps>::bytes)) {
+    else if (bwd_warps(hs) == mb_warps)
       rc = resident_blocks(flash_bwd_mma_kernel<HD, mb_warps>, 32 * mb_warps, mb_smem<HD, mb_warps>::bytes, blocks);
-    } else { /* kern_attention_bwd_cuda's fallback */
+    else
       rc = resident_blocks(flash_bwd_mma_kernel<HD, 4>, 128, mb_smem<HD, 4>::bytes, blocks);
-    }
   });
   return rc;
 }
