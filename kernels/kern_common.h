@@ -59,7 +59,15 @@ typedef struct kern_ctx {
   cublasLtHandle_t lt;
   void *workspace;        /* device memory for cuBLASLt */
   size_t workspace_bytes;
+  int algo_rank;          /* which of cuBLASLt's heuristic candidates a GEMM runs:
+                             0, its first choice, except where kern_bench sweeps
+                             them (rank < KERN_MAX_ALGOS) */
 } kern_ctx;
+
+/* Candidates a GEMM may ask cuBLASLt's heuristic for, and the code a GEMM
+ * returns, without printing, when algo_rank is past the ones it offered. */
+#define KERN_MAX_ALGOS 16
+#define KERN_NO_SUCH_ALGO 3000
 
 int kern_ctx_init(kern_ctx *ctx, size_t workspace_bytes);
 void kern_ctx_free(kern_ctx *ctx);

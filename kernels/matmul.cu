@@ -53,9 +53,14 @@ static int lt_set_epilogue(cublasLtMatmulDesc_t op, const lt_epi *e) {
   return 0;
 }
 
+/* cuBLASLt's candidate number ctx->algo_rank (0: its first choice) for the
+ * problem; KERN_NO_SUCH_ALGO, quietly, when it offers fewer. */
 static int lt_pick(const kern_ctx *ctx, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
                    cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t lc, const void *pa,
                    const void *pb, const void *pc, cublasLtMatmulHeuristicResult_t *res) {
+  if (ctx->algo_rank < 0 || ctx->algo_rank >= KERN_MAX_ALGOS)
+    return kern_report_lt(CUBLAS_STATUS_INVALID_VALUE, "kern_ctx.algo_rank outside [0, KERN_MAX_ALGOS)",
+                          __FILE__, __LINE__);
   cublasLtMatmulPreference_t pref;
   KERN_LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
   size_t ws = ctx->workspace_bytes;
@@ -63,17 +68,22 @@ static int lt_pick(const kern_ctx *ctx, cublasLtMatmulDesc_t op, cublasLtMatrixL
   cublasLtMatmulPreferenceAttributes_t which[4] = {
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  cublasLtMatmulHeuristicResult_t all[KERN_MAX_ALGOS];
   int rc = 0, found = 0;
   cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
   for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; i++)
     st = cublasLtMatmulPreferenceSetAttribute(pref, which[i], &al[i < 3 ? i : 2], sizeof al[0]);
   if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasLtMatmulAlgoGetHeuristic(ctx->lt, op, la, lb, lc, lc, pref, 1, res, &found);
+    st = cublasLtMatmulAlgoGetHeuristic(ctx->lt, op, la, lb, lc, lc, pref, ctx->algo_rank + 1, all, &found);
   if (st != CUBLAS_STATUS_SUCCESS)
     rc = kern_report_lt(st, "cublasLt preference / heuristic", __FILE__, __LINE__);
   else if (found == 0)
     rc = kern_report_lt(CUBLAS_STATUS_NOT_SUPPORTED, "no cuBLASLt algorithm", __FILE__, __LINE__);
+  else if (found <= ctx->algo_rank)
+    rc = KERN_NO_SUCH_ALGO;
+  else
+    *res = all[ctx->algo_rank];
   cublasLtMatmulPreferenceDestroy(pref);
   return rc;
 }

@@ -17,6 +17,8 @@
 #                      named in SANITIZE (default: all of them)
 #           compare    the real stage's run against its simulation on the
 #                      calibrate stage's profile (both must have run)
+#           algos      kern_bench --algos: each of cuBLASLt's candidates for the
+#                      linear layers' GEMMs, with the SM clock and power
 #           all        kernels tests real calibrate compare: the stages a
 #                      single lease can afford first, calibration last
 #   env:   ARCH=90  LEVEL=quick|tiny|full  GPU_DEPS=.gpu-deps  NCCL_ROOT=DIR
@@ -108,6 +110,10 @@ stage_compare() {
     --plot "$out/real/compare-measured"
 }
 
+stage_algos() {
+  "$build/kernels/bench/kern_bench" --algos | tee "$out/kern_bench_algos.txt" | grep '^# [a-z_]* N'
+}
+
 stage_calibrate() {
   OUT="$out/h100-sxm-80gb-measured.json" bash "$root/scripts/gpu-calibrate.sh" "$build"
 }
@@ -115,6 +121,7 @@ stage_calibrate() {
 # Wall-clock limits (s): a lease's whole command gets 10 minutes.
 limit_kernels=${LIMIT_kernels:-120} limit_tests=${LIMIT_tests:-150} limit_real=${LIMIT_real:-170}
 limit_calibrate=${LIMIT_calibrate:-110} limit_compare=${LIMIT_compare:-30} limit_sanitize=${LIMIT_sanitize:-90}
+limit_algos=${LIMIT_algos:-120}
 
 # Everything under $out into the device tool's $OUT, as one archive beside
 # the summary and the profile.
@@ -132,8 +139,8 @@ stages=("$@")
 [ ${#stages[@]} -eq 0 ] || [ "${stages[0]}" = all ] && stages=(kernels tests real calibrate compare)
 for s in "${stages[@]}"; do
   case $s in
-  kernels | tests | real | calibrate | compare | sanitize) ;;
-  *) echo "gpu-session: unknown stage '$s'; stages: kernels tests real calibrate compare sanitize all" >&2; exit 2 ;;
+  kernels | tests | real | calibrate | compare | sanitize | algos) ;;
+  *) echo "gpu-session: unknown stage '$s'; stages: kernels tests real calibrate compare sanitize algos all" >&2; exit 2 ;;
   esac
 done
 status=0

@@ -11,12 +11,18 @@
  * minimum traffic (each input read once, each output written once).
  * Without a GPU it says so and exits 77.
  *
- * Usage: kern_bench [--tiny] [FILTER]: only the kernels whose name holds
- * FILTER; --tiny runs every row on small shapes with 2 timed calls, which
+ * Usage: kern_bench [--tiny] [--algos] [FILTER]: only the kernels whose name
+ * holds FILTER. --algos times, instead, each of cuBLASLt's heuristic
+ * candidates (up to KERN_MAX_ALGOS) for the linear layer's three GEMMs at
+ * every GEMM shape, with the SM clock, power and clock-event reasons NVML
+ * reports after each (NVML opened at run time; "-" without it): is the
+ * heuristic's first choice the fastest, and does the clock move with the
+ * shape? --tiny runs every row on small shapes with 2 timed calls, which
  * says nothing about speed: CI runs it on the emulated GPU
  * (tests/kernels/cuda_emu.h) so that the bench's own code has run before a
  * GPU session depends on it. */
 #include <cublas_v2.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,6 +48,7 @@ typedef struct bench {
   double copy_gbps, gemm_tflops;
   const char *filter;
   int tiny; /* --tiny: small shapes, 1 warm-up and 2 timed calls */
+  int algos; /* --algos: the GEMM candidates' sweep instead of the rows */
 } bench;
 
 /* Device buffer of random data: a 64 KiB pattern of bf16 values drawn
@@ -477,6 +484,124 @@ static void bench_matmul(bench *b, const char *label, int N, int C, int OC) {
   for (unsigned i = 0; i < sizeof bufs / sizeof bufs[0]; i++) CUDA(cudaFree(bufs[i]));
 }
 
+/* ---- cuBLASLt's candidates (--algos) ------------------------------------------ */
+
+/* NVML, opened at run time (the driver's libnvidia-ml; none on the emulated
+ * GPU): the SM clock, the board power and the clock-event reasons (power
+ * cap, thermal, ...) as the driver reports them after a timed loop. */
+typedef struct nvml {
+  void *dev;
+  int (*clock)(void *dev, int type, unsigned *mhz);
+  int (*power)(void *dev, unsigned *mw);
+  int (*reasons)(void *dev, unsigned long long *bits);
+} nvml;
+
+static int nvml_open(nvml *n) {
+  memset(n, 0, sizeof *n);
+  void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+  if (!h) return 0;
+  int (*init)(void) = (int (*)(void))dlsym(h, "nvmlInit_v2");
+  int (*by_bus)(const char *, void **) = (int (*)(const char *, void **))dlsym(h, "nvmlDeviceGetHandleByPciBusId_v2");
+  n->clock = (int (*)(void *, int, unsigned *))dlsym(h, "nvmlDeviceGetClockInfo");
+  n->power = (int (*)(void *, unsigned *))dlsym(h, "nvmlDeviceGetPowerUsage");
+  n->reasons = (int (*)(void *, unsigned long long *))dlsym(h, "nvmlDeviceGetCurrentClocksEventReasons");
+  if (!n->reasons) n->reasons = (int (*)(void *, unsigned long long *))dlsym(h, "nvmlDeviceGetCurrentClocksThrottleReasons");
+  char bus[32];
+  if (!init || !by_bus || !n->clock || !n->power || init() != 0 || cudaDeviceGetPCIBusId(bus, sizeof bus, 0) != cudaSuccess ||
+      by_bus(bus, &n->dev) != 0) {
+    n->dev = NULL;
+    return 0;
+  }
+  return 1;
+}
+
+/* "MHz W reasons" after the last timed loop, or "- - -". */
+static void nvml_state(const nvml *n, char *buf, size_t len) {
+  unsigned mhz = 0, mw = 0;
+  unsigned long long bits = 0;
+  if (!n->dev || n->clock(n->dev, 1 /* NVML_CLOCK_SM */, &mhz) || n->power(n->dev, &mw)) {
+    snprintf(buf, len, "%7s %7s %8s", "-", "-", "-");
+    return;
+  }
+  if (!n->reasons || n->reasons(n->dev, &bits)) bits = 0;
+  snprintf(buf, len, "%7u %7.0f %#8llx", mhz, mw * 1e-3, bits);
+}
+
+typedef struct { mm_arg *a; int kind; kern_gemm_desc g; } sweep_arg;
+enum { SWEEP_FWD_BIAS, SWEEP_DINP, SWEEP_DWEIGHT_ACC };
+static const char *sweep_name[] = {"fwd_bias", "dinp", "dweight_acc"};
+
+static int sweep_call(bench *b, void *p) {
+  sweep_arg *s = p;
+  mm_arg *a = s->a;
+  if (s->kind == SWEEP_FWD_BIAS)
+    return kern_matmul_fwd_cuda(&b->ctx, a->out, NULL, a->inp, a->w, a->bias, a->N, a->C, a->OC, b->stream);
+  if (s->kind == SWEEP_DINP) return kern_gemm_cuda(&b->ctx, a->dinp, a->out, a->w, &s->g, b->stream);
+  return kern_gemm_cuda(&b->ctx, a->dw, a->out, a->inp, &s->g, b->stream);
+}
+
+/* Each GEMM of one linear layer (as kern_matmul_fwd_cuda and
+ * kern_matmul_bwd_cuda issue them: the forward with its bias, the input
+ * gradient in bf16, the weight gradient accumulated in fp32) with each of
+ * the candidates cuBLASLt's heuristic offers, in its order; then the best
+ * against the first, which is what the kernels run. */
+static void sweep_gemms(bench *b, const nvml *nv, const char *label, int N, int C, int OC) {
+  mm_arg a = {N, C, OC, dbuf(2L * N * C), dbuf(2L * OC * C), dbuf(2L * OC), dbuf(2L * N * OC), NULL,
+              dbuf(2L * N * C), dbuf(4L * OC * C), NULL};
+  double fl = 2.0 * N * C * OC;
+  char shape[64], clk[48];
+  snprintf(shape, sizeof shape, "N%d C%d OC%d %s", N, C, OC, label);
+  for (int kind = 0; kind < 3; kind++) {
+    sweep_arg s = {&a, kind, {0}};
+    if (kind == SWEEP_DINP) s.g = (kern_gemm_desc){N, C, OC, 0, 0, 1, 0, OC, C, C, 0, 0, 0, 1.0f, 0.0f};
+    if (kind == SWEEP_DWEIGHT_ACC) s.g = (kern_gemm_desc){OC, C, N, 1, 0, 1, 1, OC, C, C, 0, 0, 0, 1.0f, 1.0f};
+    double first = 0, best = 0;
+    int best_rank = 0, r;
+    for (r = 0; r < KERN_MAX_ALGOS; r++) {
+      b->ctx.algo_rank = r;
+      int rc = sweep_call(b, &s);
+      if (rc == KERN_NO_SUCH_ALGO) break;
+      if (rc != 0) { /* a candidate that refuses the problem at run time */
+        printf("%-12s %-34s %4d %10s\n", sweep_name[kind], shape, r, "failed");
+        continue;
+      }
+      double us = time_us(b, sweep_call, &s);
+      nvml_state(nv, clk, sizeof clk);
+      if (r == 0) first = us;
+      if (best == 0 || us < best) best = us, best_rank = r;
+      printf("%-12s %-34s %4d %10.1f %9.1f %8.3f %s\n", sweep_name[kind], shape, r, us, fl / us * 1e-6,
+             first > 0 ? us / first : 0.0, clk);
+    }
+    b->ctx.algo_rank = 0;
+    printf("# %s %s: %d candidates; the first %.1f us, the best (rank %d) %.1f us = %.3f of the first\n",
+           sweep_name[kind], shape, r, first, best_rank, best, first > 0 ? best / first : 0.0);
+  }
+  void *bufs[] = {a.inp, a.w, a.bias, a.out, a.dinp, a.dw};
+  for (unsigned i = 0; i < sizeof bufs / sizeof bufs[0]; i++) CUDA(cudaFree(bufs[i]));
+}
+
+/* The GEMM shapes of the rows (175B/TP8 and the 1.3B at 4 sequences), and
+ * the 1.3B's at one sequence: the same layers at 2048 tokens. */
+static void sweep_all(bench *b) {
+  nvml nv;
+  int have = nvml_open(&nv), d = b->tiny ? 16 : 1, t = b->tiny ? 64 : 1;
+  printf("# cuBLASLt candidates per GEMM, in the heuristic's order; vs_first: time over rank 0's (what the kernels run)\n"
+         "# sm_MHz, power_W, reasons: NVML after each timed loop%s (reasons: clock-event bits, 0x4 power cap, "
+         "0x20/0x40 thermal)\n", have ? "" : " (NVML not available here: -)");
+  printf("%-12s %-34s %4s %10s %9s %8s %7s %7s %8s\n", "# gemm", "shape", "rank", "time_us", "TFLOP/s", "vs_first",
+         "sm_MHz", "power_W", "reasons");
+  struct { const char *label; int N, C, OC; } shapes[] = {
+      {"175B/TP8 qkv", 2048, 12288, 3 * 12288 / 8}, {"175B/TP8 proj", 2048, 12288 / 8, 12288},
+      {"175B/TP8 fc1", 2048, 12288, 4 * 12288 / 8}, {"175B/TP8 fc2", 2048, 4 * 12288 / 8, 12288},
+      {"1.3B qkv", 8192, 2048, 3 * 2048},          {"1.3B proj", 8192, 2048, 2048},
+      {"1.3B fc1", 8192, 2048, 8192},              {"1.3B fc2", 8192, 8192, 2048},
+      {"1.3B B1 qkv", 2048, 2048, 3 * 2048},       {"1.3B B1 proj", 2048, 2048, 2048},
+      {"1.3B B1 fc1", 2048, 2048, 8192},           {"1.3B B1 fc2", 2048, 8192, 2048}};
+  for (unsigned i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+    if (want(b, shapes[i].label))
+      sweep_gemms(b, &nv, shapes[i].label, shapes[i].N / t, shapes[i].C / d, shapes[i].OC / d);
+}
+
 /* ---- optimizer ---------------------------------------------------------------- */
 
 #define OPT_TENSORS 64
@@ -525,19 +650,23 @@ int main(int argc, char **argv) {
   bench b = {0};
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      printf("usage: kern_bench [--tiny] [FILTER]\n"
+      printf("usage: kern_bench [--tiny] [--algos] [FILTER]\n"
              "  times each kernel of kernels/ (time, TFLOP/s or GB/s, %% of the device's measured peak)\n"
-             "  FILTER   only the kernels whose name contains it (e.g. attention_flash_fwd_t)\n"
+             "  FILTER   only the kernels whose name contains it (e.g. attention_flash_fwd_t);\n"
+             "           with --algos, only the GEMM shapes whose label contains it (e.g. 1.3B)\n"
+             "  --algos  each of cuBLASLt's candidates for the linear layer's GEMMs, with SM clock and power\n"
              "  --tiny   small shapes, 2 timed calls: checks the bench runs, says nothing about speed\n");
       return 0;
     }
     if (!strcmp(argv[i], "--tiny")) {
       b.tiny = 1;
+    } else if (!strcmp(argv[i], "--algos")) {
+      b.algos = 1;
     } else if (argv[i][0] == '-') {
-      fprintf(stderr, "kern_bench: unknown option '%s'; usage: kern_bench [--tiny] [FILTER]\n", argv[i]);
+      fprintf(stderr, "kern_bench: unknown option '%s'; usage: kern_bench [--tiny] [--algos] [FILTER]\n", argv[i]);
       return 2;
     } else if (b.filter) {
-      fprintf(stderr, "kern_bench: one FILTER only (got '%s' and '%s'); usage: kern_bench [--tiny] [FILTER]\n",
+      fprintf(stderr, "kern_bench: one FILTER only (got '%s' and '%s'); usage: kern_bench [--tiny] [--algos] [FILTER]\n",
               b.filter, argv[i]);
       return 2;
     } else {
@@ -558,6 +687,13 @@ int main(int argc, char **argv) {
   printf("# kern_bench on %s (sm_%d%d, %d SMs)%s\n", prop.name, prop.major, prop.minor,
          prop.multiProcessorCount, b.tiny ? ", --tiny: small shapes, times mean nothing" : "");
   measure_peaks(&b);
+  if (b.algos) {
+    sweep_all(&b);
+    CUDA(cudaStreamDestroy(b.stream));
+    cublasDestroy(b.blas);
+    kern_ctx_free(&b.ctx);
+    return 0;
+  }
   printf("# * marks the bound %%peak refers to (TFLOP/s: GEMM peak; GB/s: copy bandwidth)\n");
   printf("%-28s %-34s %10s %10s %10s %7s\n", "# kernel", "shape", "time_us", "TFLOP/s", "GB/s", "%peak");
   /* Attention at the issue's two shapes, each its own row: 175B on TP 8

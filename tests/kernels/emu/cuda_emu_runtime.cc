@@ -411,6 +411,12 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) 
   }
   return cudaErrorInvalidValue;
 }
+/* The emulated device sits on no PCI bus. */
+cudaError_t cudaDeviceGetPCIBusId(char *bus, int len, int device) {
+  if (bad_device(device)) return cudaErrorInvalidDevice;
+  if (bus && len > 0) bus[0] = '\0';
+  return cudaErrorNotSupported;
+}
 cudaError_t cudaRuntimeGetVersion(int *v) {
   *v = 13000;
   return cudaSuccess;
@@ -434,6 +440,7 @@ const char *cudaGetErrorString(cudaError_t e) {
   case cudaErrorInvalidDevice: return "invalid device ordinal";
   case cudaErrorInvalidResourceHandle: return "invalid resource handle";
   case cudaErrorNotReady: return "device not ready";
+  case cudaErrorNotSupported: return "operation not supported";
   }
   return "unknown error";
 }

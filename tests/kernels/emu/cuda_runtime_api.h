@@ -22,6 +22,7 @@ typedef enum cudaError {
   cudaErrorInvalidDevice = 101,
   cudaErrorInvalidResourceHandle = 400,
   cudaErrorNotReady = 600,
+  cudaErrorNotSupported = 801,
 } cudaError_t;
 typedef enum cudaMemcpyKind {
   cudaMemcpyHostToHost = 0,
@@ -84,6 +85,7 @@ cudaError_t cudaSetDevice(int device);
 cudaError_t cudaGetDevice(int *device);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device);
 cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device);
+cudaError_t cudaDeviceGetPCIBusId(char *bus, int len, int device);
 cudaError_t cudaRuntimeGetVersion(int *v);
 cudaError_t cudaDriverGetVersion(int *v);
 cudaError_t cudaGetLastError(void);
