@@ -78,7 +78,7 @@ calib_stat_t calib_stats(double *v, int reps, int inner)
 {
     qsort(v, reps, sizeof v[0], cmp_double);
     return (calib_stat_t){quantile(v, reps, 0.5), v[0], v[reps - 1], quantile(v, reps, 0.25),
-                          quantile(v, reps, 0.75), reps, inner};
+                          quantile(v, reps, 0.75), reps, inner, 0.0};
 }
 
 calib_stat_t calib_time(void (*fn)(void *), void *ctx, int warmup, int reps, double min_sample_s)
@@ -143,15 +143,15 @@ float *calib_rand_floats(size_t n, unsigned seed)
 void calib_gemm_table(calib_table_t *t)
 {
     static const char *const cols[] = {"m", "n", "k", "flops", "time_med_s", "time_min_s",
-                                       "time_max_s", "gflops", "tp", "pass", "hidden"};
-    calib_table_init(t, "gemm", cols, 11);
+                                       "time_max_s", "gflops", "tp", "pass", "hidden", "sm_mhz"};
+    calib_table_init(t, "gemm", cols, 12);
 }
 
 void calib_attn_table(calib_table_t *t)
 {
     static const char *const cols[] = {"bwd", "T", "NH", "HS", "flops", "time_med_s", "time_min_s",
-                                       "time_max_s", "gflops", "NKV", "window", "B"};
-    calib_table_init(t, "attention", cols, 12);
+                                       "time_max_s", "gflops", "NKV", "window", "B", "sm_mhz"};
+    calib_table_init(t, "attention", cols, 13);
 }
 
 void calib_attn_unfused_table(calib_table_t *t)
@@ -171,6 +171,17 @@ void calib_attn_dropout_table(calib_table_t *t)
     static const char *const cols[] = {"bwd", "B", "T", "NH", "NKV", "HS", "window", "time_plain_s",
                                        "time_dropout_s", "draws"};
     calib_table_init(t, "attention_dropout", cols, 10);
+}
+
+void calib_sustained_table(calib_table_t *t)
+{
+    static const char *const cols[] = {"t_s", "sm_mhz", "power_w", "capped", "tflops"};
+    calib_table_init(t, "sustained", cols, 5);
+}
+
+void calib_sustained_row(calib_table_t *t, double t_s, double sm_mhz, double power_w, double capped, double tflops)
+{
+    calib_table_add(t, (double[]){t_s, sm_mhz, power_w, capped, tflops});
 }
 
 void calib_attn_dropout_row(calib_table_t *t, int bwd, int B, int T, int NH, int NKV, int HS, int window,
@@ -195,14 +206,14 @@ void calib_gemm_row(calib_table_t *t, int m, int n, int k, const calib_stat_t *s
 {
     double flops = 2.0 * m * n * k;
     calib_table_add(t, (double[]){m, n, k, flops, s->med_s, s->min_s, s->max_s, flops / s->med_s * 1e-9, tp, pass,
-                                  hidden});
+                                  hidden, s->sm_mhz});
 }
 
 static void attn_row(calib_table_t *t, double flops, int bwd, int B, int T, int NH, int NKV, int HS, int window,
                      const calib_stat_t *s)
 {
     calib_table_add(t, (double[]){bwd, T, NH, HS, flops, s->med_s, s->min_s, s->max_s, flops / s->med_s * 1e-9,
-                                  NKV, window, B});
+                                  NKV, window, B, s->sm_mhz});
 }
 
 void calib_attn_row(calib_table_t *t, int bwd, int B, int T, int NH, int NKV, int HS, int window,

@@ -58,6 +58,9 @@ typedef struct {
     unsigned flushes;
     ncclComm_t comm;          /* from the first collective on; NULL with one rank */
     float *dsend, *drecv;     /* NCCL buffers, calib_coll_top_bytes each */
+    kern_clock clk;           /* NVML's SM clock (clk.dev NULL: none) */
+    double clk_sum;           /* SM clock reads (MHz) while samples ran, and their count */
+    long clk_n;
 } gpu_t;
 
 static gpu_t G; /* this process's GPU */
@@ -193,6 +196,7 @@ int calib_gpu_init(char *err, size_t len)
         snprintf(err, len, "cuBLASLt context (32 MiB workspace) on GPU %d failed (see above)", G.device);
         return -1;
     }
+    kern_clock_open(&G.clk, G.device); /* without NVML the samples' sm_mhz is 0 */
     G.ready = 1;
     return 0;
 }
@@ -272,11 +276,28 @@ static void hold(void *p)
 
 static void flush_l2(void) { CUDA_CK(cudaMemsetAsync(G.flush, (int)(++G.flushes & 0xff), FLUSH_BYTES, G.s)); }
 
+#define CLOCK_READ_S 5e-4 /* between SM clock reads while a sample runs */
+
+/* Waits for event e on the compute stream, reading the SM clock every
+ * CLOCK_READ_S meanwhile (into G.clk_sum, G.clk_n), where NVML answers. */
+static void wait_reading_clock(cudaEvent_t e)
+{
+    cudaError_t st;
+    double last = 0;
+    while (G.clk.dev && (st = cudaEventQuery(e)) == cudaErrorNotReady) {
+        double now = calib_now_s();
+        unsigned mhz;
+        if (now - last >= CLOCK_READ_S && kern_clock_read(&G.clk, &mhz, NULL, NULL) == 0)
+            G.clk_sum += mhz, G.clk_n++, last = now;
+    }
+    CUDA_CK(cudaEventSynchronize(e));
+}
+
 /* Seconds from e0 to e1 on the compute stream, once e1 is reached. */
 static double elapsed_s(void)
 {
     float ms = 0;
-    CUDA_CK(cudaEventSynchronize(G.e1));
+    wait_reading_clock(G.e1);
     CUDA_CK(cudaEventElapsedTime(&ms, G.e0, G.e1));
     return ms * 1e-3;
 }
@@ -305,12 +326,15 @@ static calib_stat_t gpu_time(gpu_call_fn fn, void *ctx, const calib_plan_t *p)
     int inner = one >= p->min_sample_s ? 1 : (int)fmin(HOLD_MAX_CALLS, ceil(p->min_sample_s / fmax(one, 1e-7)));
     int reps = p->reps > 64 ? 64 : p->reps;
     double v[64];
+    G.clk_sum = 0, G.clk_n = 0;
     for (int r = 0; r < reps; r++)
         v[r] = sample_s(fn, ctx, inner);
     if (atomic_exchange(&gate.timed_out, 0))
         fprintf(stderr, "megasim calibrate: warning: the host took over %.0f s to enqueue %d calls; those samples "
                         "ran with the GPU waiting on the host\n", HOLD_MAX_S, inner);
-    return calib_stats(v, reps, inner);
+    calib_stat_t st = calib_stats(v, reps, inner);
+    st.sm_mhz = G.clk_n ? G.clk_sum / G.clk_n : 0.0;
+    return st;
 }
 
 /* ---- GEMM ------------------------------------------------------------------------ */
@@ -414,6 +438,59 @@ static void gpu_gemm(const calib_plan_t *p, calib_table_t *t)
     calib_job_layers(p, t, linear_point);
     for (int s = 128; s <= top; s *= 2)
         square_point(p, t, s);
+}
+
+/* The sustained run: the 175B/TP8 MLP-up forward GEMM (2048 x 6144 over
+ * 12288, 0.31 TFLOP) back to back with no flush and no gap for
+ * SUSTAINED_S (--quick a third, --tiny 256^3 for a tenth), in windows of
+ * SUSTAINED_WINDOW calls kept two deep in the queue, so the GPU never
+ * waits; per window one row: end time, mean SM clock, power, share of
+ * reads at the power cap, TFLOP/s. Without NVML the clock columns are 0. */
+#define SUSTAINED_S 1.0
+#define SUSTAINED_WINDOW 32
+
+static void gpu_sustained(const calib_plan_t *p, calib_table_t *t)
+{
+    int tiny = p->level == CALIB_TINY;
+    int N = tiny ? 256 : 2048, C = tiny ? 256 : 12288, OC = tiny ? 256 : 6144;
+    double span = p->level == CALIB_FULL ? SUSTAINED_S : p->level == CALIB_QUICK ? SUSTAINED_S / 3 : SUSTAINED_S / 10;
+    gemm_ctx_t c;
+    gemm_alloc(&c, N, C, OC, 0);
+    cudaEvent_t start, ring[3]; /* window k ends at ring[k % 3]; read one window behind the queue's end */
+    CUDA_CK(cudaEventCreate(&start));
+    for (int i = 0; i < 3; i++)
+        CUDA_CK(cudaEventCreate(&ring[i]));
+    KERN_CK(gemm_call(&c)); /* cuBLASLt's first call */
+    CUDA_CK(cudaStreamSynchronize(G.s));
+    double flops = 2.0 * N * C * OC * SUSTAINED_WINDOW, t0 = calib_now_s();
+    CUDA_CK(cudaEventRecord(start, G.s));
+    for (int w = 0; calib_now_s() - t0 < span || w < 2; w++) {
+        for (int i = 0; i < SUSTAINED_WINDOW; i++)
+            KERN_CK(gemm_call(&c));
+        CUDA_CK(cudaEventRecord(ring[w % 3], G.s));
+        if (w == 0)
+            continue;
+        cudaEvent_t from = w == 1 ? start : ring[(w - 2) % 3], to = ring[(w - 1) % 3];
+        double mhz = 0, watts = 0;
+        long capped = 0, reads = 0;
+        while (G.clk.dev && cudaEventQuery(to) == cudaErrorNotReady) {
+            unsigned m;
+            double pw;
+            unsigned long long bits;
+            if (kern_clock_read(&G.clk, &m, &pw, &bits) == 0)
+                mhz += m, watts += pw, reads++, capped += (bits & KERN_CLOCK_POWER_CAP) != 0;
+        }
+        float ms = 0;
+        CUDA_CK(cudaEventSynchronize(to));
+        CUDA_CK(cudaEventElapsedTime(&ms, from, to));
+        double r = reads ? (double)reads : 1.0;
+        calib_sustained_row(t, calib_now_s() - t0, mhz / r, watts / r, capped / r, flops / (ms * 1e-3) * 1e-12);
+    }
+    CUDA_CK(cudaStreamSynchronize(G.s));
+    CUDA_CK(cudaEventDestroy(start));
+    for (int i = 0; i < 3; i++)
+        CUDA_CK(cudaEventDestroy(ring[i]));
+    gemm_release(&c);
 }
 
 /* ---- attention ------------------------------------------------------------------- */
@@ -851,4 +928,5 @@ const calib_device_t calib_gpu_device = {
     .comm_slowdown = gpu_comm_slowdown,
     .flash1_rel = gpu_flash1_rel,
     .attn_dropout = gpu_attn_dropout,
+    .sustained = gpu_sustained,
 };

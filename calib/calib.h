@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#define CALIB_MAX_COLS 12
+#define CALIB_MAX_COLS 13
 
 /* A growing row-major table of doubles with named columns. */
 typedef struct {
@@ -35,6 +35,7 @@ void calib_table_free(calib_table_t *t);
 typedef struct {
     double med_s, min_s, max_s, q1_s, q3_s;
     int reps, inner;
+    double sm_mhz; /* mean SM clock while the samples ran (a GPU whose driver answers NVML), else 0 */
 } calib_stat_t;
 
 /* On the host's monotonic clock (the CPU device). */
@@ -99,6 +100,12 @@ void calib_attn_table(calib_table_t *t);
 void calib_attn_unfused_table(calib_table_t *t);
 void calib_mem_table(calib_table_t *t);
 void calib_attn_dropout_table(calib_table_t *t);
+/* A large GEMM run back to back for about a second (the GPU): per window
+ * of calls, its end time, mean SM clock, power, share of clock reads at
+ * the power cap, and TFLOP/s: what the clock settles to under a training
+ * step's sustained load, against the clocks of the short samples. */
+void calib_sustained_table(calib_table_t *t);
+void calib_sustained_row(calib_table_t *t, double t_s, double sm_mhz, double power_w, double capped, double tflops);
 void calib_attn_dropout_row(calib_table_t *t, int bwd, int B, int T, int NH, int NKV, int HS, int window,
                             double plain_s, double dropout_s);
 void calib_gemm_row(calib_table_t *t, int m, int n, int k, const calib_stat_t *s, int tp, int pass, int hidden);
@@ -233,6 +240,7 @@ typedef struct {
     void (*comm_slowdown)(const calib_plan_t *p, int ncores, calib_table_t *overlap);
     double (*flash1_rel)(const calib_plan_t *p);
     void (*attn_dropout)(const calib_plan_t *p, calib_table_t *t);
+    void (*sustained)(const calib_plan_t *p, calib_table_t *t); /* may be NULL (the CPU) */
 } calib_device_t;
 
 extern const calib_device_t calib_cpu_device; /* bench.c, bench_mpi.c */

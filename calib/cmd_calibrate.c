@@ -143,6 +143,10 @@ static void run_compute(const calib_device_t *d, const calib_plan_t *p, calib_re
 {
     progress(d->gemm_what);
     d->gemm(p, &r->gemm);
+    if (d->sustained) {
+        progress("a large GEMM back to back for a second: the clock under sustained load");
+        d->sustained(p, &r->sustained);
+    }
     progress(d->attn_what);
     d->attention(p, &r->attn, &r->attn_unfused);
     progress(d->mem_what);
@@ -287,6 +291,7 @@ static int calibrate_main(calib_opts_t *o, const job_t *job, int argc, char **ar
     r.host_stall_s = -1;
     r.flash1_rel = -1;
     calib_attn_dropout_table(&r.attn_drop);
+    calib_sustained_table(&r.sustained);
     r.nranks = mpi_size, r.ncores = (int)sysconf(_SC_NPROCESSORS_ONLN);
     double t0 = t_start_s = calib_now_s();
     const calib_device_t *d = open_device(o->device, &r, err);

@@ -620,7 +620,7 @@ void calib_result_free(calib_result_t *r)
 {
     calib_table_free(&r->gemm), calib_table_free(&r->attn), calib_table_free(&r->attn_unfused);
     calib_table_free(&r->mem), calib_table_free(&r->coll), calib_table_free(&r->overlap);
-    calib_table_free(&r->attn_drop);
+    calib_table_free(&r->attn_drop), calib_table_free(&r->sustained);
     for (int i = 0; i < r->nfits; i++)
         free(r->fits[i].x), free(r->fits[i].y), free(r->fits[i].resid), free(r->fits[i].wave);
     r->nfits = 0;

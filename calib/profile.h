@@ -47,6 +47,7 @@ typedef struct {
     calib_table_t gemm, attn, attn_unfused, mem, coll; /* attn_unfused: raw samples only (calib.h) */
     calib_table_t overlap; /* compute beside a collective (calib_overlap_table); comm_slowdown's fit */
     calib_table_t attn_drop; /* the flash passes with and without dropout (calib_attn_dropout_table); may be empty */
+    calib_table_t sustained; /* a GEMM's clock and speed under sustained load (calib_sustained_table); may be empty */
     calib_job_shapes_t job; /* the job named on the command line, whose linear layers were timed too */
     int have_coll, nranks, ncores;
     double llc_bytes;      /* copies of >= 2x this are DRAM-resident (calib_llc_bytes; a GPU's L2) */

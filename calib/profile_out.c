@@ -441,6 +441,15 @@ void calib_print_report(const calib_result_t *r, const hw_t *hw)
         printf("  fp32 accumulation  %8.3f    exposed (weight-gradient GEMMs: their time beyond the other passes' "
                "curve over 8 bytes per output element at hbm_gbps x mem_eff; fits/gemm_acc) -> gemm_acc_exposed\n",
                r->gemm_acc_exposed);
+    if (r->sustained.n >= 2) { /* columns: t_s, sm_mhz, power_w, capped, tflops */
+        const calib_table_t *t = &r->sustained;
+        int last = t->n - 1;
+        printf("  sustained GEMM     %8.1f -> %.1f TFLOP/s, SM clock %.0f -> %.0f MHz, %.0f W, power cap in %.0f%% of "
+               "reads (the first and last of %d windows over %.2f s; HDF5 /sustained)\n",
+               calib_table_get(t, 0, 4), calib_table_get(t, last, 4), calib_table_get(t, 0, 1),
+               calib_table_get(t, last, 1), calib_table_get(t, last, 2), 100 * calib_table_get(t, last, 3), t->n,
+               calib_table_get(t, last, 0));
+    }
     if (r->have_coll)
         printf("  all-reduce         %8.3f us alpha, %.3f GB/s busbw -> nvlink_gbps; alpha_nvlink_us %.3f, "
                "coll_launch_us %.3f\n", r->ar_alpha_us, r->ar_bw_gbps, hw->cluster.alpha_nvlink_us,
@@ -614,6 +623,7 @@ int calib_write_h5(const char *path, const calib_result_t *r, const cJSON *confi
          (r->have_coll && h5_table(file, gcpl, dcpl, &r->coll)) ||
          (r->overlap.n > 0 && h5_table(file, gcpl, dcpl, &r->overlap)) ||
          (r->attn_drop.n > 0 && h5_table(file, gcpl, dcpl, &r->attn_drop)) ||
+        (r->sustained.n > 0 && h5_table(file, gcpl, dcpl, &r->sustained)) ||
          (fg = H5Gcreate2(file, "/fits", H5P_DEFAULT, gcpl, H5P_DEFAULT)) < 0;
     for (int i = 0; !rc && i < r->nfits; i++)
         rc = h5_fit(fg, gcpl, dcpl, &r->fits[i]);

@@ -158,6 +158,10 @@ static double *read_column(hid_t file, const char *grp, const char *name, long *
     return v;
 }
 
+/* Columns added after files were checked in, read as 0 (unknown) where a
+ * file lacks them: sm_mhz (2026-11-26). */
+static int optional_column(const calib_table_t *t, int c) { return c > 0 && !strcmp(t->cols[c], "sm_mhz"); }
+
 /* Table t (its layout already set: name and columns) filled from its
  * group, row by row. */
 static int read_table(hid_t file, calib_table_t *t, char *err)
@@ -165,12 +169,17 @@ static int read_table(hid_t file, calib_table_t *t, char *err)
     long n = -1;
     double *cols[CALIB_MAX_COLS] = {0};
     int rc = 0;
-    for (int c = 0; c < t->ncol && !rc; c++)
+    char path[128];
+    for (int c = 0; c < t->ncol && !rc; c++) {
+        snprintf(path, sizeof path, "/%s/%s", t->name, t->cols[c]);
+        if (optional_column(t, c) && H5Lexists(file, path, H5P_DEFAULT) <= 0)
+            continue; /* cols[c] stays NULL: zeros */
         rc = !(cols[c] = read_column(file, t->name, t->cols[c], &n, err));
+    }
     double row[CALIB_MAX_COLS];
     for (long i = 0; !rc && i < n; i++) {
         for (int c = 0; c < t->ncol; c++)
-            row[c] = cols[c][i];
+            row[c] = cols[c] ? cols[c][i] : 0.0;
         calib_table_add(t, row);
     }
     for (int c = 0; c < t->ncol; c++)
@@ -212,12 +221,13 @@ int calib_read_h5(const char *path, calib_result_t *r, cJSON **config, cJSON **p
     } else if ((measured = parse_attr(file, "measured", why))) {
         calib_gemm_table(&r->gemm), calib_attn_table(&r->attn), calib_attn_unfused_table(&r->attn_unfused);
         calib_mem_table(&r->mem), calib_coll_table(&r->coll), calib_overlap_table(&r->overlap);
-        calib_attn_dropout_table(&r->attn_drop);
+        calib_attn_dropout_table(&r->attn_drop), calib_sustained_table(&r->sustained);
         rc = measured_from_json(measured, r, why) || read_table(file, &r->gemm, why) ||
                      read_table(file, &r->attn, why) || read_table(file, &r->attn_unfused, why) ||
                      read_table(file, &r->mem, why) || (r->have_coll && read_table(file, &r->coll, why)) ||
                      (has_group(file, r->overlap.name) && read_table(file, &r->overlap, why)) ||
                      (has_group(file, r->attn_drop.name) && read_table(file, &r->attn_drop, why)) ||
+                     (has_group(file, r->sustained.name) && read_table(file, &r->sustained, why)) ||
                      !(*config = parse_attr(file, "config", why)) || !(*prov = parse_attr(file, "provenance", why))
                  ? -1
                  : 0;

@@ -1,5 +1,6 @@
-/* kernels/kern_common.cu: the kern_ctx lifecycle and the error reporters
- * behind KERN_CUDA_TRY / KERN_LT_TRY. */
+/* kernels/kern_common.cu: the kern_ctx lifecycle, the error reporters
+ * behind KERN_CUDA_TRY / KERN_LT_TRY, and the NVML clock reader. */
+#include <dlfcn.h>
 #include <stdio.h>
 #include "kernels/kern_common.h"
 
@@ -27,4 +28,40 @@ void kern_ctx_free(kern_ctx *ctx) {
   if (ctx->workspace) cudaFree(ctx->workspace);
   if (ctx->lt) cublasLtDestroy(ctx->lt);
   memset(ctx, 0, sizeof *ctx);
+}
+
+/* NVML's own names, looked up in the driver's library: its ABI, not its
+ * header, which a CUDA toolkit without the driver may lack. The device is
+ * found by PCI bus id, so CUDA_VISIBLE_DEVICES cannot pair the wrong one. */
+int kern_clock_open(kern_clock *k, int device) {
+  memset(k, 0, sizeof *k);
+  void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!h) return 0;
+  int (*init)(void) = (int (*)(void))dlsym(h, "nvmlInit_v2");
+  int (*by_bus)(const char *, void **) = (int (*)(const char *, void **))dlsym(h, "nvmlDeviceGetHandleByPciBusId_v2");
+  k->clock = (int (*)(void *, int, unsigned *))dlsym(h, "nvmlDeviceGetClockInfo");
+  k->power = (int (*)(void *, unsigned *))dlsym(h, "nvmlDeviceGetPowerUsage");
+  k->reasons = (int (*)(void *, unsigned long long *))dlsym(h, "nvmlDeviceGetCurrentClocksEventReasons");
+  if (!k->reasons) /* drivers before 535 */
+    k->reasons = (int (*)(void *, unsigned long long *))dlsym(h, "nvmlDeviceGetCurrentClocksThrottleReasons");
+  char bus[32];
+  void *dev = NULL;
+  if (!init || !by_bus || !k->clock || !k->power || init() != 0 ||
+      cudaDeviceGetPCIBusId(bus, (int)sizeof bus, device) != cudaSuccess || by_bus(bus, &dev) != 0 || !dev) {
+    memset(k, 0, sizeof *k);
+    return 0;
+  }
+  k->dev = dev;
+  return 1;
+}
+
+int kern_clock_read(const kern_clock *k, unsigned *sm_mhz, double *power_w, unsigned long long *reasons) {
+  unsigned mhz = 0, mw = 0;
+  unsigned long long bits = 0;
+  if (!k->dev || k->clock(k->dev, 1 /* NVML_CLOCK_SM */, &mhz) != 0 || k->power(k->dev, &mw) != 0) return -1;
+  if (!k->reasons || k->reasons(k->dev, &bits) != 0) bits = 0;
+  if (sm_mhz) *sm_mhz = mhz;
+  if (power_w) *power_w = mw * 1e-3;
+  if (reasons) *reasons = bits;
+  return 0;
 }

@@ -72,6 +72,27 @@ typedef struct kern_ctx {
 int kern_ctx_init(kern_ctx *ctx, size_t workspace_bytes);
 void kern_ctx_free(kern_ctx *ctx);
 
+/* The GPU's SM clock, board power and clock-event reasons as its driver
+ * reports them: NVML, opened at run time from the driver's
+ * libnvidia-ml.so.1 (nothing to link; absent on the emulated GPU and
+ * without a driver, where kern_clock_open returns 0 and reads fail). An
+ * H100 under sustained bf16 GEMMs sits at its 700 W cap and lowers its
+ * clock (reason bit 0x4, software power cap), so a kernel's speed depends
+ * on what ran before it. */
+typedef struct kern_clock {
+  void *dev; /* nvmlDevice_t; NULL: not available */
+  int (*clock)(void *dev, int type, unsigned *mhz);
+  int (*power)(void *dev, unsigned *mw);
+  int (*reasons)(void *dev, unsigned long long *bits);
+} kern_clock;
+#define KERN_CLOCK_POWER_CAP 0x4ull /* nvmlClocksEventReasonSwPowerCap */
+
+/* 1 when NVML answers for CUDA device `device`, else 0 (k->dev NULL). */
+int kern_clock_open(kern_clock *k, int device);
+/* 0 and the SM clock (MHz), power (W) and reason bits (0 where the driver
+ * has no such query); non-zero when not available. */
+int kern_clock_read(const kern_clock *k, unsigned *sm_mhz, double *power_w, unsigned long long *reasons);
+
 /* Print "file:line: what: error string" to stderr; return a non-zero code. */
 int kern_report_cuda(int err, const char *what, const char *file, int line);
 int kern_report_lt(int status, const char *what, const char *file, int line);

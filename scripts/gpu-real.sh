@@ -188,10 +188,10 @@ if command -v mpirun >/dev/null; then
 fi
 
 status=0
-echo "== megasim run --device gpu: ${model[*]} ${ours[*]}"
+echo "== megasim run --device gpu ($(date -u +%T.%N | cut -c1-12) UTC): ${model[*]} ${ours[*]}"
 ${launch[@]+"${launch[@]}"} "$build/megasim" run "${model[@]}" "${ours[@]}" | tee "$out/megasim.jsonl" || status=$?
 if [ "$groups" = 16 ]; then
-  echo "== PyTorch eager: real/bench/torch_gpt.py"
+  echo "== PyTorch eager: real/bench/torch_gpt.py ($(date -u +%T.%N | cut -c1-12) UTC)"
   torch_py "$root/real/bench/torch_gpt.py" "${model[@]}" --warmup-steps "$warmup" --data "$corpus" |
     tee "$out/torch.jsonl" || status=$?
 else

@@ -27,7 +27,10 @@
 #                      a lease's remaining stages
 #
 # One megasim build (build-gpu, CUDA for sm_$ARCH, every target) serves every
-# stage. With the device tool's $OUT set, everything a stage writes is kept
+# stage. nvidia-smi logs the SM clock, power and clock-event reasons every 50
+# ms for the whole session (smi.csv, UTC timestamps; the stages' start times
+# are in session.txt): a kernel's speed on an H100 at its power cap depends
+# on the clock its neighbours leave it. With the device tool's $OUT set, everything a stage writes is kept
 # in $OUT/session.tar.gz too (the tool returns at most 8 files).
 #
 # Before the session, on the Debian 12 development machine:
@@ -150,6 +153,12 @@ status=0
   "$nvcc" --version 2>&1 | tail -n 1
   echo "NCCL_ROOT=${NCCL_ROOT:-(beside CUDA)}  GPU_DEPS=$([ -r "$gpu_deps/env.sh" ] && echo "$gpu_deps" || echo none)"
 } | tee "$out/session.txt"
+fields=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active
+nvidia-smi --help-query-gpu 2>/dev/null | grep -q clocks_event_reasons.active ||
+  fields=${fields/clocks_event_reasons/clocks_throttle_reasons} # drivers before 535
+nvidia-smi --query-gpu=$fields --format=csv -lms 50 > "$out/smi.csv" 2>&1 &
+smi_pid=$!
+trap 'kill $smi_pid 2>/dev/null; pack' EXIT
 t0=$(date +%s)
 if ! build_all > "$out/build.log" 2>&1; then
   echo "gpu-session: the build failed after $(($(date +%s) - t0)) s; nothing ran (log: $out/build.log)" |
@@ -160,7 +169,7 @@ fi
 echo "   build: $(($(date +%s) - t0)) s" | tee -a "$out/session.txt"
 for s in "${stages[@]}"; do
   limit_var=limit_$s
-  echo "== gpu-session: $s (limit ${!limit_var} s)" | tee -a "$out/session.txt"
+  echo "== gpu-session: $s (limit ${!limit_var} s) at $(date -u +%T) UTC" | tee -a "$out/session.txt"
   t0=$(date +%s)
   timeout -k 10 "${!limit_var}" bash -c "$(declare -f "stage_$s"); $(declare -p root build out cuda_home); stage_$s" \
     > "$out/$s.log" 2>&1

@@ -14,15 +14,14 @@
  * Usage: kern_bench [--tiny] [--algos] [FILTER]: only the kernels whose name
  * holds FILTER. --algos times, instead, each of cuBLASLt's heuristic
  * candidates (up to KERN_MAX_ALGOS) for the linear layer's three GEMMs at
- * every GEMM shape, with the SM clock, power and clock-event reasons NVML
- * reports after each (NVML opened at run time; "-" without it): is the
+ * every GEMM shape, with the SM clock, power and power-cap share NVML
+ * reports during each (kern_clock_open; "-" without it): is the
  * heuristic's first choice the fastest, and does the clock move with the
  * shape? --tiny runs every row on small shapes with 2 timed calls, which
  * says nothing about speed: CI runs it on the emulated GPU
  * (tests/kernels/cuda_emu.h) so that the bench's own code has run before a
  * GPU session depends on it. */
 #include <cublas_v2.h>
-#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -49,6 +48,9 @@ typedef struct bench {
   const char *filter;
   int tiny; /* --tiny: small shapes, 1 warm-up and 2 timed calls */
   int algos; /* --algos: the GEMM candidates' sweep instead of the rows */
+  const kern_clock *clk; /* when set, time_us reads it at each of its syncs: */
+  double clk_mhz, clk_w;  /* mean SM clock and power over the last timed loop */
+  int clk_n, clk_capped;  /* reads, and reads with the power-cap bit */
 } bench;
 
 /* Device buffer of random data: a 64 KiB pattern of bf16 values drawn
@@ -97,11 +99,17 @@ static double time_us(bench *b, run_fn fn, void *arg) {
   for (int i = 0; i < warm; i++) CHECK(fn(b, arg));
   int iters = 0;
   float ms = 0.0f;
+  b->clk_mhz = b->clk_w = 0.0, b->clk_n = b->clk_capped = 0;
   CUDA(cudaEventRecord(e0, b->stream));
   while (iters < min_iters || ms < min_ms) {
     CHECK(fn(b, arg));
     iters++;
     if (iters % min_iters == 0) {
+      unsigned mhz;
+      double w;
+      unsigned long long bits;
+      if (b->clk && kern_clock_read(b->clk, &mhz, &w, &bits) == 0) /* the GPU still busy with this batch */
+        b->clk_mhz += mhz, b->clk_w += w, b->clk_n++, b->clk_capped += (bits & KERN_CLOCK_POWER_CAP) != 0;
       CUDA(cudaEventRecord(e1, b->stream));
       CUDA(cudaEventSynchronize(e1));
       CUDA(cudaEventElapsedTime(&ms, e0, e1));
@@ -486,45 +494,14 @@ static void bench_matmul(bench *b, const char *label, int N, int C, int OC) {
 
 /* ---- cuBLASLt's candidates (--algos) ------------------------------------------ */
 
-/* NVML, opened at run time (the driver's libnvidia-ml; none on the emulated
- * GPU): the SM clock, the board power and the clock-event reasons (power
- * cap, thermal, ...) as the driver reports them after a timed loop. */
-typedef struct nvml {
-  void *dev;
-  int (*clock)(void *dev, int type, unsigned *mhz);
-  int (*power)(void *dev, unsigned *mw);
-  int (*reasons)(void *dev, unsigned long long *bits);
-} nvml;
-
-static int nvml_open(nvml *n) {
-  memset(n, 0, sizeof *n);
-  void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
-  if (!h) return 0;
-  int (*init)(void) = (int (*)(void))dlsym(h, "nvmlInit_v2");
-  int (*by_bus)(const char *, void **) = (int (*)(const char *, void **))dlsym(h, "nvmlDeviceGetHandleByPciBusId_v2");
-  n->clock = (int (*)(void *, int, unsigned *))dlsym(h, "nvmlDeviceGetClockInfo");
-  n->power = (int (*)(void *, unsigned *))dlsym(h, "nvmlDeviceGetPowerUsage");
-  n->reasons = (int (*)(void *, unsigned long long *))dlsym(h, "nvmlDeviceGetCurrentClocksEventReasons");
-  if (!n->reasons) n->reasons = (int (*)(void *, unsigned long long *))dlsym(h, "nvmlDeviceGetCurrentClocksThrottleReasons");
-  char bus[32];
-  if (!init || !by_bus || !n->clock || !n->power || init() != 0 || cudaDeviceGetPCIBusId(bus, sizeof bus, 0) != cudaSuccess ||
-      by_bus(bus, &n->dev) != 0) {
-    n->dev = NULL;
-    return 0;
-  }
-  return 1;
-}
-
-/* "MHz W reasons" after the last timed loop, or "- - -". */
-static void nvml_state(const nvml *n, char *buf, size_t len) {
-  unsigned mhz = 0, mw = 0;
-  unsigned long long bits = 0;
-  if (!n->dev || n->clock(n->dev, 1 /* NVML_CLOCK_SM */, &mhz) || n->power(n->dev, &mw)) {
-    snprintf(buf, len, "%7s %7s %8s", "-", "-", "-");
-    return;
-  }
-  if (!n->reasons || n->reasons(n->dev, &bits)) bits = 0;
-  snprintf(buf, len, "%7u %7.0f %#8llx", mhz, mw * 1e-3, bits);
+/* "MHz W capped" over the last timed loop's reads (mean clock, mean power,
+ * share of reads with the power-cap bit), or "- - -" without NVML. */
+static void clock_state(const bench *b, char *buf, size_t len) {
+  if (b->clk_n == 0)
+    snprintf(buf, len, "%7s %7s %7s", "-", "-", "-");
+  else
+    snprintf(buf, len, "%7.0f %7.0f %7.2f", b->clk_mhz / b->clk_n, b->clk_w / b->clk_n,
+             (double)b->clk_capped / b->clk_n);
 }
 
 typedef struct { mm_arg *a; int kind; kern_gemm_desc g; } sweep_arg;
@@ -545,7 +522,7 @@ static int sweep_call(bench *b, void *p) {
  * gradient in bf16, the weight gradient accumulated in fp32) with each of
  * the candidates cuBLASLt's heuristic offers, in its order; then the best
  * against the first, which is what the kernels run. */
-static void sweep_gemms(bench *b, const nvml *nv, const char *label, int N, int C, int OC) {
+static void sweep_gemms(bench *b, const char *label, int N, int C, int OC) {
   mm_arg a = {N, C, OC, dbuf(2L * N * C), dbuf(2L * OC * C), dbuf(2L * OC), dbuf(2L * N * OC), NULL,
               dbuf(2L * N * C), dbuf(4L * OC * C), NULL};
   double fl = 2.0 * N * C * OC;
@@ -566,7 +543,7 @@ static void sweep_gemms(bench *b, const nvml *nv, const char *label, int N, int 
         continue;
       }
       double us = time_us(b, sweep_call, &s);
-      nvml_state(nv, clk, sizeof clk);
+      clock_state(b, clk, sizeof clk);
       if (r == 0) first = us;
       if (best == 0 || us < best) best = us, best_rank = r;
       printf("%-12s %-34s %4d %10.1f %9.1f %8.3f %s\n", sweep_name[kind], shape, r, us, fl / us * 1e-6,
@@ -583,13 +560,14 @@ static void sweep_gemms(bench *b, const nvml *nv, const char *label, int N, int 
 /* The GEMM shapes of the rows (175B/TP8 and the 1.3B at 4 sequences), and
  * the 1.3B's at one sequence: the same layers at 2048 tokens. */
 static void sweep_all(bench *b) {
-  nvml nv;
-  int have = nvml_open(&nv), d = b->tiny ? 16 : 1, t = b->tiny ? 64 : 1;
+  static kern_clock nv;
+  int have = kern_clock_open(&nv, 0), d = b->tiny ? 16 : 1, t = b->tiny ? 64 : 1;
   printf("# cuBLASLt candidates per GEMM, in the heuristic's order; vs_first: time over rank 0's (what the kernels run)\n"
-         "# sm_MHz, power_W, reasons: NVML after each timed loop%s (reasons: clock-event bits, 0x4 power cap, "
-         "0x20/0x40 thermal)\n", have ? "" : " (NVML not available here: -)");
+         "# sm_MHz, power_W, capped: NVML's SM clock, board power and share of reads at the power cap, read at the"
+         " timed loop's syncs%s\n", have ? "" : " (NVML not available here: -)");
+  b->clk = have ? &nv : NULL;
   printf("%-12s %-34s %4s %10s %9s %8s %7s %7s %8s\n", "# gemm", "shape", "rank", "time_us", "TFLOP/s", "vs_first",
-         "sm_MHz", "power_W", "reasons");
+         "sm_MHz", "power_W", "capped");
   struct { const char *label; int N, C, OC; } shapes[] = {
       {"175B/TP8 qkv", 2048, 12288, 3 * 12288 / 8}, {"175B/TP8 proj", 2048, 12288 / 8, 12288},
       {"175B/TP8 fc1", 2048, 12288, 4 * 12288 / 8}, {"175B/TP8 fc2", 2048, 4 * 12288 / 8, 12288},
@@ -599,7 +577,8 @@ static void sweep_all(bench *b) {
       {"1.3B B1 fc1", 2048, 2048, 8192},           {"1.3B B1 fc2", 2048, 8192, 2048}};
   for (unsigned i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
     if (want(b, shapes[i].label))
-      sweep_gemms(b, &nv, shapes[i].label, shapes[i].N / t, shapes[i].C / d, shapes[i].OC / d);
+      sweep_gemms(b, shapes[i].label, shapes[i].N / t, shapes[i].C / d, shapes[i].OC / d);
+  b->clk = NULL;
 }
 
 /* ---- optimizer ---------------------------------------------------------------- */

@@ -183,6 +183,24 @@ PY
 h5dump -H "$dir/p.h5" | grep -q '"wave_eff"' || fail "expected /fits/gemm_eff/wave_eff in $dir/p.h5"
 echo "ok   gemm_eff fitted with wave quantisation"
 
+# The GPU's clocks: each GEMM and attention sample's mean SM clock (0 where
+# NVML does not answer, as on the emulated GPU), and the sustained run's
+# windows (calib_sustained_table): at least two, each with a positive speed.
+if [ "$device" = gpu ]; then
+  python3 - "$(h5col "$dir/p.h5" /gemm/sm_mhz)" "$(h5col "$dir/p.h5" /attention/sm_mhz)" \
+    "$(h5col "$dir/p.h5" /sustained/tflops)" "$(h5col "$dir/p.h5" /sustained/sm_mhz)" <<'PY' ||
+import sys
+g, a, tf, mhz = ([float(x) for x in s.split(',') if x] for s in sys.argv[1:5])
+print('     clocks: %d GEMM and %d attention samples with sm_mhz (expected all, each 0 or 100-4000 MHz); '
+      'sustained: %d windows, TFLOP/s %s, MHz %s (expected >= 2 windows, TFLOP/s > 0)'
+      % (len(g), len(a), len(tf), [round(x, 3) for x in tf[:4]], [round(x) for x in mhz[:4]]))
+assert g and a and all(x == 0 or 100 <= x <= 4000 for x in g + a + mhz)
+assert len(tf) >= 2 and all(x > 0 for x in tf) and len(mhz) == len(tf)
+PY
+    fail "the samples' clocks or the sustained run are missing or out of range"
+  echo "ok   sm_mhz per sample and the sustained run in the raw file"
+fi
+
 # The flash curves likewise (calib_fit_attn_waves): on a GPU the profile's
 # attention blocks are the fits' (among 32, 64, 128 rows); the CPU's
 # reference kernels have one (a row at a time), not compared for the same

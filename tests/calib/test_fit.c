@@ -397,7 +397,7 @@ static calib_result_t *empty_result(int nranks)
 
 static void copy_row(calib_result_t *r, double bytes, double t_min_us, double t_med_us)
 {
-    calib_stat_t st = {t_med_us * 1e-6, t_min_us * 1e-6, t_med_us * 1e-6, t_min_us * 1e-6, t_med_us * 1e-6, 7, 1};
+    calib_stat_t st = {t_med_us * 1e-6, t_min_us * 1e-6, t_med_us * 1e-6, t_min_us * 1e-6, t_med_us * 1e-6, 7, 1, 0};
     calib_mem_row(&r->mem, 0, bytes, bytes / 8, &st);
 }
 
@@ -483,13 +483,13 @@ static int gemm_acc(void)
             double a = exposed * 8 * m * n / bw;
             worst = fmax(worst, a / t), t += a;
         }
-        calib_stat_t st = {t, t, t, t, t, 7, 1};
+        calib_stat_t st = {t, t, t, t, t, 7, 1, 0};
         calib_gemm_row(&r->gemm, (int)m, (int)n, (int)k, &st, (int)grid[i][4], (int)grid[i][3], (int)grid[i][5]);
     }
     for (double s = 128; s <= 16384; s *= 2) {
         double fl = 2 * s * s * s, eff = fmin(1, e_max * fl / (fl + f_half)) * cost_gemm_wave_eff(128, 128, 132, s, s, 1);
         double t = fl / (eff * peak) * (1 + gsl_ran_gaussian(rng, 0.02));
-        calib_stat_t st = {t, t, t, t, t, 7, 1};
+        calib_stat_t st = {t, t, t, t, t, 7, 1, 0};
         calib_gemm_row(&r->gemm, (int)s, (int)s, (int)s, &st, 0, 0, 0);
     }
     gsl_rng_free(rng);
@@ -555,7 +555,7 @@ static int dropout_draws(void)
     for (double b = 4096; b <= 1024.0 * (1 << 20); b *= 4)
         copy_row(r, b, b / bw * 1e6, b / bw * 1e6);
     /* a GEMM at the peak, so that calib_fit_all's best GEMM is `peak` */
-    calib_stat_t gs = {2 * 8192.0 * 8192 * 8192 / peak, 0, 0, 0, 0, 7, 1};
+    calib_stat_t gs = {2 * 8192.0 * 8192 * 8192 / peak, 0, 0, 0, 0, 7, 1, 0};
     gs.min_s = gs.max_s = gs.q1_s = gs.q3_s = gs.med_s;
     calib_gemm_row(&r->gemm, 8192, 8192, 8192, &gs, 0, 0, 0);
     int shapes[][2] = {{256, 16}, {512, 16}, {1024, 16}, {2048, 16}, {4096, 16}, {2048, 4}, {2048, 12}, {2048, 64}};
@@ -566,7 +566,7 @@ static int dropout_draws(void)
             double fl = calib_attn_flops(1, T, NH, 128, 0, bwd);
             double we = cost_attn_wave_eff(128, 132, NH, T, T, bwd);
             double t = fl / (peak * e_max[bwd] * fl / (fl + 5e8) * we);
-            calib_stat_t st = {t * (1 + gsl_ran_gaussian(rng, 0.02)), 0, 0, 0, 0, 7, 1};
+            calib_stat_t st = {t * (1 + gsl_ran_gaussian(rng, 0.02)), 0, 0, 0, 0, 7, 1, 0};
             st.min_s = st.max_s = st.q1_s = st.q3_s = st.med_s;
             calib_attn_row(&r->attn, bwd, 1, T, NH, NH, 128, 0, &st);
             if (T == 2048 && (NH == 16 || NH == 64)) {
@@ -578,8 +578,8 @@ static int dropout_draws(void)
         }
     for (double n = 768 * 16; n <= 768 * 65536.0; n *= 4) {
         double t1 = calib_mem_bytes(1, (long)n, 2, 768) / bw, t5 = t1 + n / ln_rate;
-        calib_stat_t s1 = {t1 * (1 + gsl_ran_gaussian(rng, 0.02)), t1, t1, t1, t1, 7, 1};
-        calib_stat_t s5 = {t5 * (1 + gsl_ran_gaussian(rng, 0.02)), t5, t5, t5, t5, 7, 1};
+        calib_stat_t s1 = {t1 * (1 + gsl_ran_gaussian(rng, 0.02)), t1, t1, t1, t1, 7, 1, 0};
+        calib_stat_t s5 = {t5 * (1 + gsl_ran_gaussian(rng, 0.02)), t5, t5, t5, t5, 7, 1, 0};
         calib_mem_row(&r->mem, 1, calib_mem_bytes(1, (long)n, 2, 768), n, &s1);
         calib_mem_row(&r->mem, 5, calib_mem_bytes(5, (long)n, 2, 768), n, &s5);
     }
