@@ -3,8 +3,10 @@
 emulated GPU) and checks that every row the bench promises is printed, once
 per shape it is promised for, with a positive time, and that the numbers
 scripts/gpu-kernels.sh reads from it (awk: the attention_flash_fwdbwd row
-of the 175B shape, field NF-3) come out; and that bad arguments get one
-line and exit 2. Times mean nothing here.
+of the 175B shape, field NF-3) come out; that bad arguments get one
+line and exit 2; and that `--tiny --algos` prints a row per cuBLASLt
+candidate and a summary for each GEMM of every shape. Times mean nothing
+here.
 
 Then kernels/bench/targets.py, which gpu-kernels.sh runs on the bench's
 output: on this output it must give one row per issue-5 target and shape;
@@ -23,6 +25,7 @@ TARGETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "
 ATTN_SHAPES = 6  # 175B/TP8; 1.3B; sliding window; GQA 4; 70B/TP8 GQA 8; 1.3B at batch 4
 GQA_SHAPES = 2  # GQA 4; 70B/TP8 GQA 8: the backward's grouped grid beside the default
 GEMM_SHAPES = 8  # 175B/TP8 and 1.3B: qkv, proj, fc1, fc2
+ALGO_SHAPES = 12  # --algos: the 8 above and the 1.3B's at one sequence (B1)
 EXPECTED = {
     **{f"attention_{a}_{p}": ATTN_SHAPES for a in ("flash", "flash1", "flash_simt") for p in ("fwd", "bwd", "fwdbwd")},
     "attention_unfused_fwdbwd": ATTN_SHAPES,
@@ -133,6 +136,19 @@ def main():
         failures += not ok
         print(f"{'ok  ' if ok else 'FAIL'} kern_bench {' '.join(args)}: expected exit {rc} saying \"{say}\", "
               f"got exit {q.returncode}: {(q.stdout + q.stderr).strip().splitlines()[0] if (q.stdout + q.stderr).strip() else ''}")
+    # --algos: each of cuBLASLt's candidates for the three GEMMs of every GEMM shape (the emulated
+    # cuBLASLt offers one), a row per candidate with a positive time and a summary line per GEMM
+    q = subprocess.run([sys.argv[1], "--tiny", "--algos"], capture_output=True, text=True, timeout=280)
+    lines = q.stdout.splitlines()
+    sweep = [l.split() for l in lines if l.split() and l.split()[0] in ("fwd_bias", "dinp", "dweight_acc")]
+    summary = [l for l in lines if l.startswith("# ") and " candidates; the first " in l]
+    times_ok = all(len(r) > 8 and r[-6].replace(".", "", 1).isdigit() and float(r[-6]) > 0 for r in sweep)  # time_us: 6th from the end
+    want_gemms = 3 * ALGO_SHAPES
+    ok = q.returncode == 0 and len(sweep) == want_gemms and len(summary) == want_gemms and times_ok
+    failures += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} kern_bench --tiny --algos: expected exit 0, {want_gemms} candidate rows "
+          f"(one candidate each here) with positive times and {want_gemms} summaries; got exit {q.returncode}, "
+          f"{len(sweep)} rows (times positive: {times_ok}), {len(summary)} summaries")
     ours = [r[-4] for r in rows if r[0] == "attention_flash_fwdbwd" and "175B" in " ".join(r)]
     ok = len(ours) == 1
     failures += not ok
