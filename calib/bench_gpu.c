@@ -59,9 +59,14 @@ typedef struct {
     ncclComm_t comm;          /* from the first collective on; NULL with one rank */
     float *dsend, *drecv;     /* NCCL buffers, calib_coll_top_bytes each */
     kern_clock clk;           /* NVML's SM clock (clk.dev NULL: none) */
-    double clk_sum;           /* SM clock reads (MHz) while samples ran, and their count */
-    long clk_n;
 } gpu_t;
+
+/* NVML reads taken while the GPU ran: sums of clock (MHz) and power (W),
+ * how many, how many with the power-cap bit. */
+typedef struct {
+    double mhz, watts;
+    long reads, capped;
+} clock_reads_t;
 
 static gpu_t G; /* this process's GPU */
 
@@ -278,17 +283,19 @@ static void flush_l2(void) { CUDA_CK(cudaMemsetAsync(G.flush, (int)(++G.flushes 
 
 #define CLOCK_READ_S 5e-4 /* between SM clock reads while a sample runs */
 
-/* Waits for event e on the compute stream, reading the SM clock every
- * CLOCK_READ_S meanwhile (into G.clk_sum, G.clk_n), where NVML answers. */
-static void wait_reading_clock(cudaEvent_t e)
+static clock_reads_t sample_clock; /* gpu_time's samples' reads */
+
+/* Waits for event e on the compute stream, reading NVML every CLOCK_READ_S
+ * meanwhile into *c, where NVML answers. */
+static void wait_reading_clock(cudaEvent_t e, clock_reads_t *c)
 {
-    cudaError_t st;
     double last = 0;
-    while (G.clk.dev && (st = cudaEventQuery(e)) == cudaErrorNotReady) {
-        double now = calib_now_s();
+    while (G.clk.dev && cudaEventQuery(e) == cudaErrorNotReady) {
+        double now = calib_now_s(), w;
         unsigned mhz;
-        if (now - last >= CLOCK_READ_S && kern_clock_read(&G.clk, &mhz, NULL, NULL) == 0)
-            G.clk_sum += mhz, G.clk_n++, last = now;
+        unsigned long long bits;
+        if (now - last >= CLOCK_READ_S && kern_clock_read(&G.clk, &mhz, &w, &bits) == 0)
+            c->mhz += mhz, c->watts += w, c->reads++, c->capped += (bits & KERN_CLOCK_POWER_CAP) != 0, last = now;
     }
     CUDA_CK(cudaEventSynchronize(e));
 }
@@ -297,7 +304,7 @@ static void wait_reading_clock(cudaEvent_t e)
 static double elapsed_s(void)
 {
     float ms = 0;
-    wait_reading_clock(G.e1);
+    wait_reading_clock(G.e1, &sample_clock);
     CUDA_CK(cudaEventElapsedTime(&ms, G.e0, G.e1));
     return ms * 1e-3;
 }
@@ -326,14 +333,14 @@ static calib_stat_t gpu_time(gpu_call_fn fn, void *ctx, const calib_plan_t *p)
     int inner = one >= p->min_sample_s ? 1 : (int)fmin(HOLD_MAX_CALLS, ceil(p->min_sample_s / fmax(one, 1e-7)));
     int reps = p->reps > 64 ? 64 : p->reps;
     double v[64];
-    G.clk_sum = 0, G.clk_n = 0;
+    sample_clock = (clock_reads_t){0};
     for (int r = 0; r < reps; r++)
         v[r] = sample_s(fn, ctx, inner);
     if (atomic_exchange(&gate.timed_out, 0))
         fprintf(stderr, "megasim calibrate: warning: the host took over %.0f s to enqueue %d calls; those samples "
                         "ran with the GPU waiting on the host\n", HOLD_MAX_S, inner);
     calib_stat_t st = calib_stats(v, reps, inner);
-    st.sm_mhz = G.clk_n ? G.clk_sum / G.clk_n : 0.0;
+    st.sm_mhz = sample_clock.reads ? sample_clock.mhz / sample_clock.reads : 0.0;
     return st;
 }
 
@@ -471,20 +478,12 @@ static void gpu_sustained(const calib_plan_t *p, calib_table_t *t)
         if (w == 0)
             continue;
         cudaEvent_t from = w == 1 ? start : ring[(w - 2) % 3], to = ring[(w - 1) % 3];
-        double mhz = 0, watts = 0;
-        long capped = 0, reads = 0;
-        while (G.clk.dev && cudaEventQuery(to) == cudaErrorNotReady) {
-            unsigned m;
-            double pw;
-            unsigned long long bits;
-            if (kern_clock_read(&G.clk, &m, &pw, &bits) == 0)
-                mhz += m, watts += pw, reads++, capped += (bits & KERN_CLOCK_POWER_CAP) != 0;
-        }
+        clock_reads_t c = {0};
         float ms = 0;
-        CUDA_CK(cudaEventSynchronize(to));
+        wait_reading_clock(to, &c);
         CUDA_CK(cudaEventElapsedTime(&ms, from, to));
-        double r = reads ? (double)reads : 1.0;
-        calib_sustained_row(t, calib_now_s() - t0, mhz / r, watts / r, capped / r, flops / (ms * 1e-3) * 1e-12);
+        double r = c.reads ? (double)c.reads : 1.0;
+        calib_sustained_row(t, calib_now_s() - t0, c.mhz / r, c.watts / r, c.capped / r, flops / (ms * 1e-3) * 1e-12);
     }
     CUDA_CK(cudaStreamSynchronize(G.s));
     CUDA_CK(cudaEventDestroy(start));
