@@ -394,11 +394,8 @@ static void linear_point(const calib_plan_t *p, calib_table_t *t, int N, int C, 
     gemm_ctx_t c;
     gemm_alloc(&c, N, C, OC, 1);
     for (c.pass = 0; c.pass < 3; c.pass++) {
-        if (c.pass == 1)
-            c.g = (kern_gemm_desc){.M = N, .N = C, .K = OC, .batch = 1, .lda = OC, .ldb = C, .ldc = C, .alpha = 1};
-        if (c.pass == 2)
-            c.g = (kern_gemm_desc){.M = OC, .N = C, .K = N, .ta = 1, .batch = 1, .c_fp32 = 1, .lda = OC, .ldb = C,
-                                   .ldc = C, .alpha = 1, .beta = 1};
+        if (c.pass > 0)
+            c.g = kern_linear_bwd_desc(N, C, OC, c.pass == 1 ? KERN_BWD_DINP : KERN_BWD_DWEIGHT);
         calib_stat_t s = gpu_time(gemm_call, &c, p);
         int m, n, k;
         calib_linear_dims(N, C, OC, c.pass, &m, &n, &k);

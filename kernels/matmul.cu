@@ -181,12 +181,12 @@ extern "C" int kern_matmul_bwd_cuda(const kern_ctx *ctx, kern_bf16 *dinp, float 
                                     const kern_bf16 *weight, const kern_bf16 *pre_gelu, int N,
                                     int C, int OC, cudaStream_t stream) {
   /* dinp (N, C) = dout (N, OC) @ weight (OC, C), times gelu'(pre_gelu) */
-  kern_gemm_desc gi = {N, C, OC, 0, 0, 1, 0, OC, C, C, 0, 0, 0, 1.0f, 0.0f};
+  kern_gemm_desc gi = kern_linear_bwd_desc(N, C, OC, KERN_BWD_DINP);
   lt_epi ei = {pre_gelu ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT, NULL,
                (void *)pre_gelu, C};
   KERN_TRY(lt_matmul(ctx, dinp, dout, weight, &gi, &ei, stream));
   /* dweight (OC, C) += dout^T (OC, N) @ inp (N, C), fp32 */
-  kern_gemm_desc gw = {OC, C, N, 1, 0, 1, 1, OC, C, C, 0, 0, 0, 1.0f, 1.0f};
+  kern_gemm_desc gw = kern_linear_bwd_desc(N, C, OC, KERN_BWD_DWEIGHT);
   KERN_TRY(kern_gemm_cuda(ctx, dweight, dout, inp, &gw, stream));
   return dbias ? kern_bias_grad_cuda(dbias, dout, N, OC, stream) : 0;
 }

@@ -72,6 +72,18 @@ typedef struct kern_gemm_desc {
 } kern_gemm_desc;
 int kern_gemm_cuda(const kern_ctx *ctx, void *c, const kern_bf16 *a, const kern_bf16 *b,
                    const kern_gemm_desc *g, cudaStream_t stream);
+
+/* The two GEMMs kern_matmul_bwd_cuda issues for a linear layer out (N, OC)
+ * = inp (N, C) @ weight (OC, C)^T, for whoever times them apart (calibrate,
+ * kern_bench): KERN_BWD_DINP, dinp (N, C) = dout (N, OC) @ weight (OC, C)
+ * in bf16 (kern_gemm_cuda's a = dout, b = weight); KERN_BWD_DWEIGHT,
+ * dweight (OC, C) += dout^T (OC, N) @ inp (N, C) in fp32 (a = dout, b = inp). */
+enum { KERN_BWD_DINP, KERN_BWD_DWEIGHT };
+static inline kern_gemm_desc kern_linear_bwd_desc(int N, int C, int OC, int which) {
+  kern_gemm_desc g = {N, C, OC, 0, 0, 1, 0, OC, C, C, 0, 0, 0, 1.0f, 0.0f};
+  kern_gemm_desc w = {OC, C, N, 1, 0, 1, 1, OC, C, C, 0, 0, 0, 1.0f, 1.0f};
+  return which == KERN_BWD_DWEIGHT ? w : g;
+}
 #endif
 
 #ifdef __cplusplus

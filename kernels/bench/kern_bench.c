@@ -530,8 +530,8 @@ static void sweep_gemms(bench *b, const char *label, int N, int C, int OC) {
   snprintf(shape, sizeof shape, "N%d C%d OC%d %s", N, C, OC, label);
   for (int kind = 0; kind < 3; kind++) {
     sweep_arg s = {&a, kind, {0}};
-    if (kind == SWEEP_DINP) s.g = (kern_gemm_desc){N, C, OC, 0, 0, 1, 0, OC, C, C, 0, 0, 0, 1.0f, 0.0f};
-    if (kind == SWEEP_DWEIGHT_ACC) s.g = (kern_gemm_desc){OC, C, N, 1, 0, 1, 1, OC, C, C, 0, 0, 0, 1.0f, 1.0f};
+    if (kind != SWEEP_FWD_BIAS)
+      s.g = kern_linear_bwd_desc(N, C, OC, kind == SWEEP_DINP ? KERN_BWD_DINP : KERN_BWD_DWEIGHT);
     double first = 0, best = 0;
     int best_rank = 0, r;
     for (r = 0; r < KERN_MAX_ALGOS; r++) {
