@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define FLUSH_BYTES ((size_t)256 << 20)    /* L2 flush: > 5x the 50 MiB L2 of an H100 */
 #define WORKSPACE_BYTES ((size_t)32 << 20) /* cuBLASLt workspace, as the real backend's */
@@ -242,16 +243,22 @@ static void flush_l2(void) { CUDA_CK(cudaMemsetAsync(bg.flush, (int)(++bg.flushe
 static bg_clock_reads_t sample_clock; /* bg_time's samples' reads */
 
 /* Waits for event e on the compute stream, reading NVML every CLOCK_READ_S
- * meanwhile into *c, where NVML answers. */
+ * meanwhile into *c, where NVML answers. Between polls the host sleeps
+ * CLOCK_POLL_NS rather than spin: a spinning host takes a core from the
+ * ranks' other work (NCCL's proxy threads; on the emulated GPU, the GPU
+ * itself). The times are the events', so the sleep never enters them. */
+#define CLOCK_POLL_NS 50000L
 void bg_wait_reading_clock(cudaEvent_t e, bg_clock_reads_t *c)
 {
     double last = 0;
+    const struct timespec poll = {0, CLOCK_POLL_NS};
     while (bg.clk.dev && cudaEventQuery(e) == cudaErrorNotReady) {
         double now = calib_now_s(), w;
         unsigned mhz;
         unsigned long long bits;
         if (now - last >= CLOCK_READ_S && kern_clock_read(&bg.clk, &mhz, &w, &bits) == 0)
             c->mhz += mhz, c->watts += w, c->reads++, c->capped += (bits & KERN_CLOCK_POWER_CAP) != 0, last = now;
+        nanosleep(&poll, NULL);
     }
     CUDA_CK(cudaEventSynchronize(e));
 }

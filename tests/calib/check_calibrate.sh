@@ -184,17 +184,23 @@ h5dump -H "$dir/p.h5" | grep -q '"wave_eff"' || fail "expected /fits/gemm_eff/wa
 echo "ok   gemm_eff fitted with wave quantisation"
 
 # The GPU's clocks: each GEMM and attention sample's mean SM clock (0 where
-# NVML does not answer, as on the emulated GPU), and the sustained run's
-# windows (calib_sustained_table): at least two, each with a positive speed.
+# NVML does not answer, or a sample ended before its first read), and the
+# sustained run's windows (calib_sustained_table): at least two, each with a
+# positive speed. On the emulated GPU (MEGASIM_GPU_MODULE) NVML is emulated
+# too (tests/real/emu/nvml_emu.c) and answers 1740 MHz: every clock is 0 or
+# exactly that, and some sample read it.
 if [ "$device" = gpu ]; then
   python3 - "$(h5col "$dir/p.h5" /gemm/sm_mhz)" "$(h5col "$dir/p.h5" /attention/sm_mhz)" \
-    "$(h5col "$dir/p.h5" /sustained/tflops)" "$(h5col "$dir/p.h5" /sustained/sm_mhz)" <<'PY' ||
+    "$(h5col "$dir/p.h5" /sustained/tflops)" "$(h5col "$dir/p.h5" /sustained/sm_mhz)" "${MEGASIM_GPU_MODULE:-}" <<'PY' ||
 import sys
 g, a, tf, mhz = ([float(x) for x in s.split(',') if x] for s in sys.argv[1:5])
-print('     clocks: %d GEMM and %d attention samples with sm_mhz (expected all, each 0 or 100-4000 MHz); '
+emu = bool(sys.argv[5])
+print('     clocks: %d GEMM and %d attention samples with sm_mhz (expected all, each 0 or %s), %d of them read; '
       'sustained: %d windows, TFLOP/s %s, MHz %s (expected >= 2 windows, TFLOP/s > 0)'
-      % (len(g), len(a), len(tf), [round(x, 3) for x in tf[:4]], [round(x) for x in mhz[:4]]))
+      % (len(g), len(a), '1740 MHz (emulated NVML)' if emu else '100-4000 MHz', sum(x > 0 for x in g + a), len(tf),
+         [round(x, 3) for x in tf[:4]], [round(x) for x in mhz[:4]]))
 assert g and a and all(x == 0 or 100 <= x <= 4000 for x in g + a + mhz)
+assert not emu or (all(x in (0, 1740) for x in g + a + mhz) and 1740 in g + a)
 assert len(tf) >= 2 and all(x > 0 for x in tf) and len(mhz) == len(tf)
 PY
     fail "the samples' clocks or the sustained run are missing or out of range"
