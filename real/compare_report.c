@@ -74,6 +74,14 @@ static const char *cfg_str(const cJSON *root, const char *sec, const char *key)
     return cJSON_IsString(v) ? v->valuestring : "";
 }
 
+/* A number the run recorded beside its options (the result file's
+ * "simulate" section, where the writer puts a run's), 0 if absent. */
+static double run_num(const cmp_t *c, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c->config, "simulate"), key);
+    return cJSON_IsNumber(v) ? v->valuedouble : 0.0;
+}
+
 /* The device the run measured (recorded beside the run options). */
 const char *cmp_device_name(const cmp_t *c)
 {
@@ -199,6 +207,10 @@ static void print_header(const cmp_t *c)
            j->seq_length, cfg_str(c->config, "job", "preset"));
     printf("measured on %s; predicted with hardware profile %s / %s\n", cmp_device_name(c), c->hw.gpu.name,
            c->hw.cluster.name);
+    if (run_num(c, "clock_reads") > 0) /* runs from before 2026-11-26, CPU runs, no NVML: 0 */
+        printf("the run's GPUs: SM clock %.0f MHz, %.0f W per GPU, at the power cap in %.0f%% of %.0f NVML reads "
+               "(steps after the first)\n", run_num(c, "sm_clock_mhz"), run_num(c, "power_w"),
+               100 * run_num(c, "power_capped_fraction"), run_num(c, "clock_reads"));
     if (c->sim_path && (c->sim_folded || c->sim_ntraced < j->num_gpus))
         printf("note: %s is %s and traces %d of %d ranks; per-op and per-stream means cover those ranks only\n",
                c->sim_path, c->sim_folded ? "folded" : "unfolded", c->sim_ntraced, j->num_gpus);
@@ -452,6 +464,13 @@ cJSON *cmp_json_report(const cmp_t *c)
     cJSON_AddItemToObject(o, "streams", json_streams(c));
     cJSON_AddItemToObject(o, "ranks", json_ranks(c));
     cJSON_AddItemToObject(o, "largest_differences", json_differences(c));
+    if (run_num(c, "clock_reads") > 0) {
+        cJSON *g = cJSON_AddObjectToObject(o, "gpu_clock"); /* the run's, steps after the first */
+        cJSON_AddNumberToObject(g, "sm_mhz", run_num(c, "sm_clock_mhz"));
+        cJSON_AddNumberToObject(g, "power_w", run_num(c, "power_w"));
+        cJSON_AddNumberToObject(g, "power_capped_fraction", run_num(c, "power_capped_fraction"));
+        cJSON_AddNumberToObject(g, "reads", run_num(c, "clock_reads"));
+    }
     cJSON *p = cJSON_AddObjectToObject(o, "plot");
     char path[1100];
     snprintf(path, sizeof path, "%s.dat", c->prefix);

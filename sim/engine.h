@@ -42,6 +42,9 @@ typedef struct {
     int step;
     double loss, step_time_s, tokens_per_s, mfu;
     double grad_norm, lr;    /* the global gradient norm (before clipping) and the learning rate of the step */
+    double sm_mhz, power_w;  /* the GPUs' mean SM clock and board power over the step (NVML, every rank's
+                                reads; 0 where none: the CPU, no NVML) */
+    double power_capped;     /* the share of those reads with the power-cap reason bit */
 } sim_iter_t;
 
 typedef enum { SIM_NET_ALPHA_BETA, SIM_NET_FLOWS } sim_network_t;

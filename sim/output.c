@@ -444,12 +444,13 @@ static int write_timeline(h5w_t *w, const sim_result_t *r)
 
 typedef struct {
     int32_t step;
-    double loss, step_time_s, tokens_per_s, mfu, grad_norm, lr;
+    double loss, step_time_s, tokens_per_s, mfu, grad_norm, lr, sm_mhz, power_w, power_capped;
 } iter_row_t;
 
 #define IC(f, i) {#f, offsetof(iter_row_t, f), i}
-static const h5_col_t iter_cols[] = {IC(step, 1),         IC(loss, 0),      IC(step_time_s, 0), IC(tokens_per_s, 0),
-                                     IC(mfu, 0),          IC(grad_norm, 0), IC(lr, 0)};
+static const h5_col_t iter_cols[] = {IC(step, 1),      IC(loss, 0),   IC(step_time_s, 0), IC(tokens_per_s, 0),
+                                     IC(mfu, 0),       IC(grad_norm, 0), IC(lr, 0),       IC(sm_mhz, 0),
+                                     IC(power_w, 0),   IC(power_capped, 0)};
 static const h5_table_t iter_table = {iter_cols, sizeof iter_cols / sizeof iter_cols[0], sizeof(iter_row_t)};
 
 /* Measured runs only: one row per training step. */
@@ -458,8 +459,9 @@ static int write_iterations(h5w_t *w, const sim_result_t *r)
     static const char *const attrs[] = {
         "description",
         "one row per measured training step: its number, mean loss over the global batch (nats per token), "
-        "wall time (the slowest rank), tokens per second, MFU, the global gradient norm (before clipping) and the "
-        "learning rate",
+        "wall time (the slowest rank), tokens per second, MFU, the global gradient norm (before clipping), the "
+        "learning rate, and the GPUs' mean SM clock (MHz), board power (W) and share of clock reads at the power "
+        "cap over the step (NVML; 0 where not read)",
         NULL};
     if (r->niters == 0)
         return 0;
@@ -470,7 +472,8 @@ static int write_iterations(h5w_t *w, const sim_result_t *r)
     }
     for (int i = 0; i < r->niters; i++) {
         const sim_iter_t *it = &r->iters[i];
-        rows[i] = (iter_row_t){it->step, it->loss, it->step_time_s, it->tokens_per_s, it->mfu, it->grad_norm, it->lr};
+        rows[i] = (iter_row_t){it->step,      it->loss, it->step_time_s, it->tokens_per_s, it->mfu,
+                               it->grad_norm, it->lr,   it->sm_mhz,      it->power_w,      it->power_capped};
     }
     int rc = write_table(w, "/iterations", &iter_table, rows, (hsize_t)r->niters, attrs);
     free(rows);

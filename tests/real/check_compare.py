@@ -77,6 +77,8 @@ def no_sim(tmp, run_h5, run_stdout):
     check(len(times) == 3, "measured steps", 3, len(times), "--train-iters 3")
     check(abs(want - got) <= tol, "iteration measured_s", f"{want:.12g}", f"{got:.12g}",
           f"mean of steps 2-3 from {source}")
+    check("gpu_clock" not in c, "JSON gpu_clock", "absent", c.get("gpu_clock", "absent"),
+          "a CPU run reads no GPU clock (config_json clock_reads 0)")
     job = c["config"]["job"]
     check(job["hardware"].endswith("profiles/cpu-ci-2core.json"), "recorded hardware profile",
           "experiments/profiles/cpu-ci-2core.json", job["hardware"], "megasim run's CPU default")

@@ -343,6 +343,29 @@ def expect_bf16(label, want, got, tol):
     expect_losses(label, want, got, "bf16 against the reference run", tol, max(tol, 1e-2))
 
 
+# The emulated NVML's fixed answers (tests/real/emu/nvml_emu.c).
+NVML_EMU = {"sm_mhz": 1740.0, "power_w": 650.0, "power_capped": 1.0}
+
+
+def expect_clock(label, steps, want=None):
+    """Each step's GPU clock and power (NVML read every 5 ms on every rank
+    while the step ran, rt.h rt_clock_t): with want, the emulated NVML's
+    fixed values, exactly (every rank's mean of one repeated value); else a
+    real GPU's range, 0 where the step saw no read."""
+    global failures
+    for s in steps:
+        got = {k: s.get(k) for k in NVML_EMU}
+        if want:
+            ok = all(got[k] is not None and abs(got[k] - want[k]) <= 1e-6 * want[k] for k in want)
+            expected = f"{want} (tests/real/emu/nvml_emu.c)"
+        else:
+            ok = None not in got.values() and (got["sm_mhz"] == 0 or (100 <= got["sm_mhz"] <= 4000 and
+                                                0 < got["power_w"] <= 2000 and 0 <= got["power_capped"] <= 1))
+            expected = "sm_mhz 0 (no read) or 100-4000 MHz, power_w 0-2000 W, power_capped 0-1"
+        failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {label} step {s['step']}: expected {expected}, got {got}")
+
+
 def gpu():
     """GPU path (label gpu): the tiny GPT, and the tiny LLaMA-style model, in
     bf16 on one GPU follow the fp32 CPU run's losses within GPU_TOL, and with
@@ -370,6 +393,7 @@ def gpu():
         print("note: one GPU: the 2-GPU TP case needs two")
     for label, want, got in pairs:
         expect_bf16(label, want, got, GPU_TOL)
+    expect_clock("1 GPU, its SM clock and power", one)
 
 
 def gpu_emu():
@@ -396,12 +420,17 @@ def gpu_emu():
     another summation order, at most 1.9e-4 (2026-11-23); the DP
     reduce-scatter without its sum moved step 2 by 2.0e-3 and failed
     (README, "The GPU path without a GPU")."""
-    global MPI_ENV
+    global MPI_ENV, failures
     MPI_ENV = ["-x", "OMPI_MPI_THREAD_LEVEL=3", "-x", "MEGASIM_GPU_MODULE=" + sys.argv[4]]
     gpu = ["--device", "gpu", "--attention", "flash", "--fused-elementwise"]
     cpu, _ = run(1, [], iters=ITERS_EMU)
     flash, _ = run(1, gpu, iters=ITERS_EMU)
     expect_bf16("emulated GPU, flash + fused, vs 1 CPU rank (fp32)", cpu, flash, EMU_TOL)
+    expect_clock("emulated GPU (emulated NVML), clock and power", flash, NVML_EMU)
+    clock_keys = sorted(k for s in cpu for k in NVML_EMU if k in s)
+    failures += bool(clock_keys)
+    print(f"{'FAIL' if clock_keys else 'ok  '} the CPU run's steps carry no GPU clock: expected no "
+          f"{sorted(NVML_EMU)}, got {clock_keys or 'none'}")
     unfused, _ = run(1, ["--device", "gpu", "--attention", "unfused"], iters=ITERS_EMU)
     expect_bf16("emulated GPU, unfused attention, vs 1 CPU rank (fp32)", cpu, unfused, EMU_TOL)
     arch = LLAMA
@@ -420,6 +449,7 @@ def gpu_emu():
     for ov in ([], every):
         got, _ = run(8, PLAN8 + gpu + ov, iters=ITERS_EMU)
         expect_bf16(f"8 emulated GPUs, {' '.join(ov) or 'no overlap'}, vs 1 emulated GPU", flash, got, EMU_TOL)
+    expect_clock("8 emulated GPUs, every overlap, clock and power over the ranks", got, NVML_EMU)
     MPI_ENV += ["-x", "CUDA_EMU_STREAM_JITTER_US=500"]  # each stream waits 0-500 us before each piece of work
     shaken, _ = run(8, PLAN8 + gpu + every, iters=ITERS_EMU)
     MPI_ENV = MPI_ENV[:-2]
@@ -445,9 +475,10 @@ def gpu_timeline():
     global failures
     d = tempfile.mkdtemp(prefix="megasim-gpu-trace-")
     try:
-        trace = os.path.join(d, "run.json")
-        run(2, ["--device", "gpu", "--pipeline-model-parallel-size", "2", "--pp-comm-overlap", "--trace", trace],
-            iters=2)
+        trace, h5 = os.path.join(d, "run.json"), os.path.join(d, "run.h5")
+        run(2, ["--device", "gpu", "--pipeline-model-parallel-size", "2", "--pp-comm-overlap", "--trace", trace,
+                "--out", h5], iters=2)
+        gpu_clock_in_file(h5)
         with open(trace) as f:
             ev = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
         lanes = {}
@@ -466,6 +497,36 @@ def gpu_timeline():
               f"{len(lanes)} (rank, stream) lanes, {neg} negative, {overlaps} overlapping")
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def gpu_clock_in_file(h5):
+    """The run file's GPU clock (emulated NVML): each /iterations row's
+    sm_mhz, power_w, power_capped, and config_json's means over the steps
+    after the first with their read count."""
+    global failures
+    import re
+    rows = subprocess.run(["h5dump", "-d", "/iterations", "-m", "%.6f", h5], capture_output=True, text=True).stdout
+    cfg = subprocess.run(["h5dump", "-a", "/config_json", h5], capture_output=True, text=True).stdout
+    cols = [float(x) for x in re.findall(r"^\s+([0-9.e+-]+),?$", rows, re.M)]
+    per = [cols[i + 7:i + 10] for i in range(0, len(cols), 10)]  # step, loss, ..., lr, then the three
+    num = lambda key: float((re.search(r'\\?"%s\\?":\s*([0-9.e+-]+)' % key, cfg) or [0, "nan"])[1])
+    want = [NVML_EMU[k] for k in ("sm_mhz", "power_w", "power_capped")]
+    got = [num("sm_clock_mhz"), num("power_w"), num("power_capped_fraction")]
+    ok = (len(per) == 2 and all(r == want for r in per) and num("clock_reads") > 0 and
+          all(abs(g - w) <= 1e-9 * w for g, w in zip(got, want)))
+    failures += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} run file's GPU clock: expected /iterations sm_mhz, power_w, power_capped "
+          f"{want} on both steps and config_json sm_clock_mhz, power_w, power_capped_fraction the same with "
+          f"clock_reads > 0 (tests/real/emu/nvml_emu.c); got rows {per}, config {got}, "
+          f"clock_reads {num('clock_reads'):.0f}")
+    cmp = subprocess.run([MEGASIM, "compare", h5, "--json", "--plot", h5[:-3] + "-compare"], capture_output=True,
+                         text=True)
+    shown = json.loads(cmp.stdout).get("gpu_clock", {}) if cmp.returncode == 0 else {}
+    got_cmp = [shown.get(k) for k in ("sm_mhz", "power_w", "power_capped_fraction")]
+    ok = got_cmp == want
+    failures += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} megasim compare --json gpu_clock (the run file's, shown beside the "
+          f"prediction): expected {want}, got {got_cmp} (exit {cmp.returncode})")
 
 
 def bad_world():
