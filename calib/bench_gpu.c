@@ -240,7 +240,7 @@ static void flush_l2(void) { CUDA_CK(cudaMemsetAsync(bg.flush, (int)(++bg.flushe
 
 #define CLOCK_READ_S 5e-4 /* between SM clock reads while a sample runs */
 
-static bg_clock_reads_t sample_clock; /* bg_time's samples' reads */
+static kern_clock_sums sample_clock; /* bg_time's samples' reads */
 
 /* Waits for event e on the compute stream, reading NVML every CLOCK_READ_S
  * meanwhile into *c, where NVML answers. Between polls the host sleeps
@@ -248,16 +248,14 @@ static bg_clock_reads_t sample_clock; /* bg_time's samples' reads */
  * ranks' other work (NCCL's proxy threads; on the emulated GPU, the GPU
  * itself). The times are the events', so the sleep never enters them. */
 #define CLOCK_POLL_NS 50000L
-void bg_wait_reading_clock(cudaEvent_t e, bg_clock_reads_t *c)
+void bg_wait_reading_clock(cudaEvent_t e, kern_clock_sums *c)
 {
     double last = 0;
     const struct timespec poll = {0, CLOCK_POLL_NS};
     while (bg.clk.dev && cudaEventQuery(e) == cudaErrorNotReady) {
-        double now = calib_now_s(), w;
-        unsigned mhz;
-        unsigned long long bits;
-        if (now - last >= CLOCK_READ_S && kern_clock_read(&bg.clk, &mhz, &w, &bits) == 0)
-            c->mhz += mhz, c->watts += w, c->reads++, c->capped += (bits & KERN_CLOCK_POWER_CAP) != 0, last = now;
+        double now = calib_now_s();
+        if (now - last >= CLOCK_READ_S && kern_clock_add(&bg.clk, c) == 0)
+            last = now;
         nanosleep(&poll, NULL);
     }
     CUDA_CK(cudaEventSynchronize(e));
@@ -296,14 +294,15 @@ calib_stat_t bg_time(bg_call_fn fn, void *ctx, const calib_plan_t *p)
     int inner = one >= p->min_sample_s ? 1 : (int)fmin(HOLD_MAX_CALLS, ceil(p->min_sample_s / fmax(one, 1e-7)));
     int reps = p->reps > 64 ? 64 : p->reps;
     double v[64];
-    sample_clock = (bg_clock_reads_t){0};
+    sample_clock = (kern_clock_sums){0};
     for (int r = 0; r < reps; r++)
         v[r] = sample_s(fn, ctx, inner);
     if (atomic_exchange(&gate.timed_out, 0))
         fprintf(stderr, "megasim calibrate: warning: the host took over %.0f s to enqueue %d calls; those samples "
                         "ran with the GPU waiting on the host\n", HOLD_MAX_S, inner);
     calib_stat_t st = calib_stats(v, reps, inner);
-    st.sm_mhz = sample_clock.reads ? sample_clock.mhz / sample_clock.reads : 0.0;
+    double watts, capped;
+    kern_clock_means(&sample_clock, &st.sm_mhz, &watts, &capped);
     return st;
 }
 

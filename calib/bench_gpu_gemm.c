@@ -129,12 +129,13 @@ void bg_sustained(const calib_plan_t *p, calib_table_t *t)
         if (w == 0)
             continue;
         cudaEvent_t from = w == 1 ? start : ring[(w - 2) % 3], to = ring[(w - 1) % 3];
-        bg_clock_reads_t c = {0};
+        kern_clock_sums reads = {0};
         float ms = 0;
-        bg_wait_reading_clock(to, &c);
+        bg_wait_reading_clock(to, &reads);
         CUDA_CK(cudaEventElapsedTime(&ms, from, to));
-        double r = c.reads ? (double)c.reads : 1.0;
-        calib_sustained_row(t, calib_now_s() - t0, c.mhz / r, c.watts / r, c.capped / r, flops / (ms * 1e-3) * 1e-12);
+        double mhz, watts, capped;
+        kern_clock_means(&reads, &mhz, &watts, &capped);
+        calib_sustained_row(t, calib_now_s() - t0, mhz, watts, capped, flops / (ms * 1e-3) * 1e-12);
     }
     CUDA_CK(cudaStreamSynchronize(bg.s));
     CUDA_CK(cudaEventDestroy(start));

@@ -69,15 +69,8 @@ typedef int (*bg_call_fn)(void *ctx);
  * clock (0 without NVML). */
 calib_stat_t bg_time(bg_call_fn fn, void *ctx, const calib_plan_t *p);
 
-/* NVML reads taken while the GPU ran: sums of clock (MHz) and power (W),
- * how many, how many with the power-cap bit. */
-typedef struct {
-    double mhz, watts;
-    long reads, capped;
-} bg_clock_reads_t;
-
-/* Waits for event e on the compute stream, reading NVML meanwhile into *c. */
-void bg_wait_reading_clock(cudaEvent_t e, bg_clock_reads_t *c);
+/* Waits for event e on the compute stream, adding NVML reads meanwhile to *c. */
+void bg_wait_reading_clock(cudaEvent_t e, kern_clock_sums *c);
 
 /* ---- one linear layer's GEMMs (bench_gpu_gemm.c) ---------------------------------- */
 

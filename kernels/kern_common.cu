@@ -55,6 +55,15 @@ int kern_clock_open(kern_clock *k, int device) {
   return 1;
 }
 
+int kern_clock_add(const kern_clock *k, kern_clock_sums *s) {
+  unsigned mhz;
+  double w;
+  unsigned long long bits;
+  if (kern_clock_read(k, &mhz, &w, &bits) != 0) return -1;
+  s->mhz_sum += mhz, s->watts_sum += w, s->reads++, s->capped += (bits & KERN_CLOCK_POWER_CAP) != 0;
+  return 0;
+}
+
 int kern_clock_read(const kern_clock *k, unsigned *sm_mhz, double *power_w, unsigned long long *reasons) {
   unsigned mhz = 0, mw = 0;
   unsigned long long bits = 0;

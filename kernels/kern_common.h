@@ -51,6 +51,20 @@ static inline kern_bf16 kern_float_to_bf16(float f) {
   return (kern_bf16)(u >> 16);
 }
 
+/* Sums of NVML reads: SM clock (MHz), board power (W), how many reads, how
+ * many with the power-cap bit. Zero-initialised: no reads. */
+typedef struct kern_clock_sums {
+  double mhz_sum, watts_sum;
+  long reads, capped;
+} kern_clock_sums;
+
+/* The means of *s: SM clock (MHz), power (W), share of reads at the power
+ * cap; all 0 without reads. */
+static inline void kern_clock_means(const kern_clock_sums *s, double *mhz, double *watts, double *capped) {
+  double n = s->reads ? (double)s->reads : 1.0;
+  *mhz = s->mhz_sum / n, *watts = s->watts_sum / n, *capped = s->capped / n;
+}
+
 #ifdef KERN_HAVE_CUDA
 /* Everything a launcher needs besides its tensors and stream. Owned by the
  * caller; one per device (or per stream when GEMMs run concurrently, since
@@ -92,6 +106,8 @@ int kern_clock_open(kern_clock *k, int device);
 /* 0 and the SM clock (MHz), power (W) and reason bits (0 where the driver
  * has no such query); non-zero when not available. */
 int kern_clock_read(const kern_clock *k, unsigned *sm_mhz, double *power_w, unsigned long long *reasons);
+/* One read added to *s: 0, or non-zero (nothing added) when not available. */
+int kern_clock_add(const kern_clock *k, kern_clock_sums *s);
 
 /* Print "file:line: what: error string" to stderr; return a non-zero code. */
 int kern_report_cuda(int err, const char *what, const char *file, int line);

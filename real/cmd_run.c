@@ -104,7 +104,7 @@ typedef struct {
      * runtime memory outside the pools (run_memory) */
     double mem_planned, mem_peak, mem_beyond, mem_outside;
     double step_s;          /* mean step after the first (mean_step), once training is done */
-    rt_clock_t clock;       /* every rank's NVML reads over the steps after the first (the first's alone
+    kern_clock_sums clock;  /* every rank's NVML reads over the steps after the first (the first's alone
                                when it is the only one) */
     double timing_fraction; /* the cost of timing over a step: overhead_ns x ops_per_iter / step_s */
 } run_t;
@@ -356,15 +356,15 @@ static int checkpoint(run_t *R, int step)
     return 0;
 }
 
-/* The NVML reads of every rank's GPU since *before (rt.h, rt_clock_t),
+/* The NVML reads of every rank's GPU since *before (rt.h, rt->clock),
  * summed over the ranks; *before moves on to *now. */
-static rt_clock_t step_clock(rt_clock_t *before, const rt_clock_t *now)
+static kern_clock_sums step_clock(kern_clock_sums *before, const kern_clock_sums *now)
 {
     double mine[4] = {now->mhz_sum - before->mhz_sum, now->watts_sum - before->watts_sum,
                       (double)(now->reads - before->reads), (double)(now->capped - before->capped)}, all[4];
     MPI_Allreduce(mine, all, 4, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     *before = *now;
-    return (rt_clock_t){all[0], all[1], (long)all[2], (long)all[3]};
+    return (kern_clock_sums){all[0], all[1], (long)all[2], (long)all[3]};
 }
 
 static int train(run_t *R)
@@ -374,22 +374,22 @@ static int train(run_t *R)
     if (!R->iters)
         return bad(R, "out of host memory");
     double tokens = (double)R->job.global_batch_size * R->job.seq_length;
-    rt_clock_t before = R->rt->clock;
+    kern_clock_sums before = R->rt->clock;
     for (int it = first; it < last; it++) {
         double loss = 0, t = 0, tmax = 0;
         int rc = exec_iteration(&R->x, &loss, &t);
         if (all_ok(rc))
             return bad(R, "a training iteration failed (the message above names the rank's reason)");
         MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        rt_clock_t step = step_clock(&before, &R->rt->clock);
+        kern_clock_sums step = step_clock(&before, &R->rt->clock);
         if (it > first || R->o.train_iters == 1) /* as mean_step: the first step is warm-up when there are more */
             R->clock.mhz_sum += step.mhz_sum, R->clock.watts_sum += step.watts_sum, R->clock.reads += step.reads,
                 R->clock.capped += step.capped;
-        double reads = step.reads ? (double)step.reads : 1.0;
+        double mhz, watts, capped;
+        kern_clock_means(&step, &mhz, &watts, &capped);
         sim_iter_t *s = &R->iters[R->niters++];
         *s = (sim_iter_t){it + 1, loss, tmax, tokens / tmax, R->model_flops / (tmax * R->job.num_gpus * R->peak_flops),
-                          R->x.grad_norm, R->x.lr, step.mhz_sum / reads, step.watts_sum / reads,
-                          step.capped / reads};
+                          R->x.grad_norm, R->x.lr, mhz, watts, capped};
         report_step(R, s);
         if (!isfinite(loss))
             return bad(R, "the loss is not finite; lower --lr");
@@ -430,11 +430,12 @@ static cJSON *run_config(const run_t *R)
     cJSON_AddNumberToObject(c, "timing_overhead_ns_per_op", R->overhead_ns);
     cJSON_AddNumberToObject(c, "timing_overhead_fraction", R->timing_fraction);
     /* measured: the GPUs' SM clock and power over the steps after the first (NVML; 0 reads: not read) */
-    double reads = R->clock.reads ? (double)R->clock.reads : 1.0;
+    double mhz, watts, capped;
+    kern_clock_means(&R->clock, &mhz, &watts, &capped);
     cJSON_AddNumberToObject(c, "clock_reads", (double)R->clock.reads);
-    cJSON_AddNumberToObject(c, "sm_clock_mhz", R->clock.mhz_sum / reads);
-    cJSON_AddNumberToObject(c, "power_w", R->clock.watts_sum / reads);
-    cJSON_AddNumberToObject(c, "power_capped_fraction", R->clock.capped / reads);
+    cJSON_AddNumberToObject(c, "sm_clock_mhz", mhz);
+    cJSON_AddNumberToObject(c, "power_w", watts);
+    cJSON_AddNumberToObject(c, "power_capped_fraction", capped);
     return c;
 }
 
@@ -487,11 +488,11 @@ static void report_end(run_t *R, const sim_result_t *r)
                R->mem_outside / 1048576.0);
     printf("timing: %.0f ns per op, %ld ops per step on rank 0: %.3f%% of the step\n", R->overhead_ns,
            R->ops_per_iter, 100 * R->timing_fraction);
+    double mhz, watts, capped;
+    kern_clock_means(&R->clock, &mhz, &watts, &capped);
     if (R->rt->kind == RT_GPU && R->clock.reads)
         printf("GPU clock: SM %.0f MHz, %.0f W per GPU, at the power cap in %.0f%% of %ld NVML reads (every %d ms on "
-               "every rank, steps after the first)\n", R->clock.mhz_sum / R->clock.reads,
-               R->clock.watts_sum / R->clock.reads, 100.0 * R->clock.capped / R->clock.reads, R->clock.reads,
-               RT_CLOCK_READ_MS);
+               "every rank, steps after the first)\n", mhz, watts, 100 * capped, R->clock.reads, RT_CLOCK_READ_MS);
     else if (R->rt->kind == RT_GPU)
         printf("GPU clock: not read (NVML, libnvidia-ml.so.1, did not answer)\n");
     printf("communicators: TP, DP, PP and embedding groups (%s) created in %.3f s (slowest rank)\n",

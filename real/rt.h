@@ -57,17 +57,8 @@ typedef struct {
 
 typedef struct rt rt_t;
 
-/* NVML reads of a rank's GPU taken while its iterations ran (between
- * iter_begin and iter_end, every RT_CLOCK_READ_MS by a host thread of the
- * GPU runtime): sums of the SM clock (MHz) and board power (W), how many
- * reads, how many with the power-cap reason bit (KERN_CLOCK_POWER_CAP).
- * Cumulative since the runtime was made, as of the last iter_end; all 0 on
- * the CPU or where NVML does not answer. */
+/* Between NVML reads of a rank's GPU while its iterations run (rt->clock). */
 #define RT_CLOCK_READ_MS 5
-typedef struct {
-    double mhz_sum, watts_sum;
-    long reads, capped;
-} rt_clock_t;
 
 typedef struct {
     /* memory (device), from the rank's arena (real/arena.h): RT_POOL_MAIN
@@ -199,7 +190,10 @@ struct rt {
     arena_t pool[RT_NPOOLS];  /* the rank's memory: planned size, peak used */
     size_t outside_peak;      /* most bytes held outside the pools at once: the GPU's attention scratch
                                  (working memory the memory model does not plan); 0 on the CPU */
-    rt_clock_t clock;         /* the GPU's clock and power while iterations ran (see rt_clock_t) */
+    kern_clock_sums clock;    /* NVML reads of the GPU taken while iterations ran (between iter_begin and
+                                 iter_end, every RT_CLOCK_READ_MS by a host thread: real/rt_gpu_clock.h),
+                                 cumulative since the runtime was made, as of the last iter_end; no reads
+                                 on the CPU or where NVML does not answer */
     void *impl;
 };
 

@@ -20,8 +20,8 @@
  * two has its own kern_ctx (cuBLASLt handle + workspace), so a workspace
  * is never shared by two GEMMs in flight. Attention scratch is
  * runtime-owned and grow-only, used on the compute stream only. Where NVML
- * answers (kern_clock), a host thread reads the SM clock and power every
- * RT_CLOCK_READ_MS while an iteration runs (rt->clock). */
+ * answers, a host thread reads the SM clock and power while an iteration
+ * runs (rt_gpu_clock.h, rt->clock). */
 #include "real/rt.h"
 
 #include "kernels/crossentropy.h"
@@ -31,14 +31,12 @@
 #include "kernels/rope.h"
 #include "kernels/dropout.h"
 #include "kernels/matmul.h"
+#include "real/rt_gpu_clock.h"
 
 #include <cuda_runtime_api.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* real/rt_gpu_kern.cu */
 int rt_gpu_add_cuda(kern_bf16 *out, const kern_bf16 *a, const kern_bf16 *b, long n, cudaStream_t stream);
@@ -80,17 +78,6 @@ typedef struct {
     long n, cap;
 } xcache_t;
 
-/* The clock reader: a host thread that reads NVML every RT_CLOCK_READ_MS
- * while `sampling` (iter_begin to iter_end) into `sum`, under `mu`. */
-typedef struct {
-    kern_clock clk;
-    pthread_t thread;
-    pthread_mutex_t mu;
-    int started;
-    atomic_int sampling, stop;
-    rt_clock_t sum;
-} clock_reader_t;
-
 typedef struct {
     kern_ctx kc[2];                   /* per compute stream: STREAM_COMPUTE, RT_STREAM_COMPUTE_ALT */
     int have_kc;                      /* how many of kc are initialized */
@@ -110,7 +97,7 @@ typedef struct {
     int async_alloc;                  /* the device has stream-ordered allocation */
     void *host;                       /* staging for act <-> fp32 conversions */
     size_t host_bytes;
-    clock_reader_t clock;             /* started only where NVML answers */
+    rt_clock_reader *clock;           /* NULL where NVML does not answer */
 } gpu_t;
 
 static gpu_t *G(rt_t *rt) { return rt->impl; }
@@ -435,7 +422,7 @@ static int g_iter_begin(rt_t *rt)
     for (int k = 0; k < CNT_COUNT; k++)
         g->ncnt[k] = 0;
     KERN_CUDA_TRY(cudaEventRecord(g->t0, MAIN(rt)));
-    atomic_store(&g->clock.sampling, 1);
+    rt_clock_reader_reading(g->clock, 1);
     return 0;
 }
 
@@ -443,57 +430,9 @@ static int g_iter_end(rt_t *rt)
 {
     gpu_t *g = G(rt);
     KERN_CUDA_TRY(cudaDeviceSynchronize());
-    if (g->clock.started) {
-        atomic_store(&g->clock.sampling, 0);
-        pthread_mutex_lock(&g->clock.mu);
-        rt->clock = g->clock.sum;
-        pthread_mutex_unlock(&g->clock.mu);
-    }
+    rt_clock_reader_reading(g->clock, 0);
+    rt->clock = rt_clock_reader_sums(g->clock);
     return resolve_marks(rt);
-}
-
-/* ---- clock and power (NVML) ------------------------------------------------------- */
-
-static void *read_clock(void *p)
-{
-    clock_reader_t *c = p;
-    struct timespec dt = {0, RT_CLOCK_READ_MS * 1000000L};
-    while (!atomic_load(&c->stop)) {
-        unsigned mhz;
-        double w;
-        unsigned long long bits;
-        if (atomic_load(&c->sampling) && kern_clock_read(&c->clk, &mhz, &w, &bits) == 0) {
-            pthread_mutex_lock(&c->mu);
-            c->sum.mhz_sum += mhz, c->sum.watts_sum += w, c->sum.reads++;
-            c->sum.capped += (bits & KERN_CLOCK_POWER_CAP) != 0;
-            pthread_mutex_unlock(&c->mu);
-        }
-        nanosleep(&dt, NULL);
-    }
-    return NULL;
-}
-
-/* Starts the reader where NVML answers for `device`; without it (or a
- * thread) the run goes on with rt->clock at 0. */
-static void clock_start(clock_reader_t *c, int device)
-{
-    if (!kern_clock_open(&c->clk, device) || pthread_mutex_init(&c->mu, NULL))
-        return;
-    if (pthread_create(&c->thread, NULL, read_clock, c)) {
-        pthread_mutex_destroy(&c->mu);
-        return;
-    }
-    c->started = 1;
-}
-
-static void clock_stop(clock_reader_t *c)
-{
-    if (!c->started)
-        return;
-    atomic_store(&c->stop, 1);
-    pthread_join(c->thread, NULL);
-    pthread_mutex_destroy(&c->mu);
-    c->started = 0;
 }
 
 /* ---- scratch ------------------------------------------------------------------ */
@@ -768,7 +707,7 @@ static void g_destroy(rt_t *rt)
     if (!rt)
         return;
     gpu_t *g = G(rt);
-    clock_stop(&g->clock);
+    rt_clock_reader_stop(g->clock);
     cudaError_t e = cudaDeviceSynchronize();
     if (e != cudaSuccess)
         kern_report_cuda((int)e, "cudaDeviceSynchronize (destroy)", __FILE__, __LINE__);
@@ -924,7 +863,7 @@ int rt_gpu_create(rt_t **out, int device, const size_t plan[RT_NPOOLS], char *er
         g_destroy(rt);
         return -1;
     }
-    clock_start(&g->clock, device);
+    g->clock = rt_clock_reader_start(device);
     *out = rt;
     return 0;
 }

@@ -49,8 +49,7 @@ typedef struct bench {
   int tiny; /* --tiny: small shapes, 1 warm-up and 2 timed calls */
   int algos; /* --algos: the GEMM candidates' sweep instead of the rows */
   const kern_clock *clk; /* when set, time_us reads it at each of its syncs: */
-  double clk_mhz, clk_w;  /* mean SM clock and power over the last timed loop */
-  int clk_n, clk_capped;  /* reads, and reads with the power-cap bit */
+  kern_clock_sums clk_sums; /* the last timed loop's reads */
 } bench;
 
 /* Device buffer of random data: a 64 KiB pattern of bf16 values drawn
@@ -99,17 +98,13 @@ static double time_us(bench *b, run_fn fn, void *arg) {
   for (int i = 0; i < warm; i++) CHECK(fn(b, arg));
   int iters = 0;
   float ms = 0.0f;
-  b->clk_mhz = b->clk_w = 0.0, b->clk_n = b->clk_capped = 0;
+  b->clk_sums = (kern_clock_sums){0};
   CUDA(cudaEventRecord(e0, b->stream));
   while (iters < min_iters || ms < min_ms) {
     CHECK(fn(b, arg));
     iters++;
     if (iters % min_iters == 0) {
-      unsigned mhz;
-      double w;
-      unsigned long long bits;
-      if (b->clk && kern_clock_read(b->clk, &mhz, &w, &bits) == 0) /* the GPU still busy with this batch */
-        b->clk_mhz += mhz, b->clk_w += w, b->clk_n++, b->clk_capped += (bits & KERN_CLOCK_POWER_CAP) != 0;
+      if (b->clk) kern_clock_add(b->clk, &b->clk_sums); /* the GPU still busy with this batch */
       CUDA(cudaEventRecord(e1, b->stream));
       CUDA(cudaEventSynchronize(e1));
       CUDA(cudaEventElapsedTime(&ms, e0, e1));
@@ -497,11 +492,12 @@ static void bench_matmul(bench *b, const char *label, int N, int C, int OC) {
 /* "MHz W capped" over the last timed loop's reads (mean clock, mean power,
  * share of reads with the power-cap bit), or "- - -" without NVML. */
 static void clock_state(const bench *b, char *buf, size_t len) {
-  if (b->clk_n == 0)
+  double mhz, w, capped;
+  kern_clock_means(&b->clk_sums, &mhz, &w, &capped);
+  if (b->clk_sums.reads == 0)
     snprintf(buf, len, "%7s %7s %7s", "-", "-", "-");
   else
-    snprintf(buf, len, "%7.0f %7.0f %7.2f", b->clk_mhz / b->clk_n, b->clk_w / b->clk_n,
-             (double)b->clk_capped / b->clk_n);
+    snprintf(buf, len, "%7.0f %7.0f %7.2f", mhz, w, capped);
 }
 
 typedef struct { mm_arg *a; int kind; kern_gemm_desc g; } sweep_arg;

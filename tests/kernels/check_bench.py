@@ -149,6 +149,14 @@ def main():
     print(f"{'ok  ' if ok else 'FAIL'} kern_bench --tiny --algos: expected exit 0, {want_gemms} candidate rows "
           f"(one candidate each here) with positive times and {want_gemms} summaries; got exit {q.returncode}, "
           f"{len(sweep)} rows (times positive: {times_ok}), {len(summary)} summaries")
+    # the clock columns (sm_MHz, power_W, capped): the emulated NVML's fixed answers on the emulated GPU
+    # (tests/real/emu/nvml_emu.c, on LD_LIBRARY_PATH in this test), "-" where NVML does not answer
+    clocks = sorted({tuple(r[-3:]) for r in sweep})
+    want = [("1740", "650", "1.00")] if os.environ.get("NVML_EMU") else None
+    ok = clocks == want if want else all(c in (("-", "-", "-"),) or c[0].isdigit() for c in clocks)
+    failures += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} kern_bench --algos clock columns: expected {want or 'numbers or -'} on every "
+          f"row, got {clocks}")
     ours = [r[-4] for r in rows if r[0] == "attention_flash_fwdbwd" and "175B" in " ".join(r)]
     ok = len(ours) == 1
     failures += not ok

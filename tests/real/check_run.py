@@ -349,7 +349,7 @@ NVML_EMU = {"sm_mhz": 1740.0, "power_w": 650.0, "power_capped": 1.0}
 
 def expect_clock(label, steps, want=None):
     """Each step's GPU clock and power (NVML read every 5 ms on every rank
-    while the step ran, rt.h rt_clock_t): with want, the emulated NVML's
+    while the step ran, rt.h rt->clock): with want, the emulated NVML's
     fixed values, exactly (every rank's mean of one repeated value); else a
     real GPU's range, 0 where the step saw no read."""
     global failures
