@@ -226,6 +226,8 @@ def row(recs):
     t = statistics.median(r["step_time_s"] for r in kept)
     return {"ms": 1e3 * t, "tok": B * s / t, "tflops": F / t * 1e-12, "mfu": F / (t * PEAK),
             "mfu_own": statistics.median(r.get("mfu", float("nan")) for r in kept),
+            "clock": (f'{statistics.median(r["sm_mhz"] for r in kept):.0f} MHz, '
+                      f'{statistics.median(r["power_w"] for r in kept):.0f} W') if "sm_mhz" in kept[0] else "-",
             "loss": f'{recs[0]["loss"]:.3f} -> {recs[-1]["loss"]:.3f}', "n": len(kept)}
 
 a, b = row(steps(sys.argv[1])), row(steps(sys.argv[2]))
@@ -233,9 +235,10 @@ print(f"\n== side by side: GPT 1.21B (l={l} h={h} a=16 s={s} V={V}), global batc
       f"median of the steps after the first {warm}")
 print(f"F = 72 B s l h^2 (1 + s/6h + V/12lh) = {F:.4e} FLOPs per step; peak {PEAK * 1e-12:.1f} TFLOP/s")
 fmt = {"ms": "{:.1f}", "tok": "{:,.0f}", "tflops": "{:.1f}", "mfu": "{:.1%}", "mfu_own": "{:.1%}", "loss": "{}",
-       "n": "{}"}
+       "n": "{}", "clock": "{}"}
 names = [("ms", "step time (ms)"), ("tok", "tokens/s"), ("tflops", "model TFLOP/s"), ("mfu", "MFU (formula above)"),
-         ("mfu_own", "MFU as the program reports"), ("loss", "loss, first -> last step"), ("n", "steps summarised")]
+         ("mfu_own", "MFU as the program reports"), ("loss", "loss, first -> last step"), ("n", "steps summarised"),
+         ("clock", "SM clock, power (NVML)")]
 print(f"{'':30} {'megasim run (CUDA)':>22} {'PyTorch eager':>22}")
 for k, name in names:
     cell = lambda r: fmt[k].format(r[k]) if r else "failed"
