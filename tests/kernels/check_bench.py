@@ -137,18 +137,23 @@ def main():
         print(f"{'ok  ' if ok else 'FAIL'} kern_bench {' '.join(args)}: expected exit {rc} saying \"{say}\", "
               f"got exit {q.returncode}: {(q.stdout + q.stderr).strip().splitlines()[0] if (q.stdout + q.stderr).strip() else ''}")
     # --algos: each of cuBLASLt's candidates for the three GEMMs of every GEMM shape (the emulated
-    # cuBLASLt offers one), a row per candidate with a positive time and a summary line per GEMM
+    # cuBLASLt offers 3: split-K 1, 2, 4), a row per candidate with a positive time, ranks 0 1 2 in
+    # order, and a summary line per GEMM that counts them
     q = subprocess.run([sys.argv[1], "--tiny", "--algos"], capture_output=True, text=True, timeout=280)
     lines = q.stdout.splitlines()
     sweep = [l.split() for l in lines if l.split() and l.split()[0] in ("fwd_bias", "dinp", "dweight_acc")]
     summary = [l for l in lines if l.startswith("# ") and " candidates; the first " in l]
     times_ok = all(len(r) > 8 and r[-6].replace(".", "", 1).isdigit() and float(r[-6]) > 0 for r in sweep)  # time_us: 6th from the end
-    want_gemms = 3 * ALGO_SHAPES
-    ok = q.returncode == 0 and len(sweep) == want_gemms and len(summary) == want_gemms and times_ok
+    want_gemms, emu_algos = 3 * ALGO_SHAPES, 3
+    ranks_ok = [r[-7] for r in sweep] == ["0", "1", "2"] * want_gemms  # rank: 7th from the end
+    counted = all(f": {emu_algos} candidates; " in l for l in summary)
+    ok = (q.returncode == 0 and len(sweep) == emu_algos * want_gemms and len(summary) == want_gemms and times_ok
+          and ranks_ok and counted)
     failures += not ok
-    print(f"{'ok  ' if ok else 'FAIL'} kern_bench --tiny --algos: expected exit 0, {want_gemms} candidate rows "
-          f"(one candidate each here) with positive times and {want_gemms} summaries; got exit {q.returncode}, "
-          f"{len(sweep)} rows (times positive: {times_ok}), {len(summary)} summaries")
+    print(f"{'ok  ' if ok else 'FAIL'} kern_bench --tiny --algos: expected exit 0, {emu_algos * want_gemms} candidate "
+          f"rows (ranks 0-2 of each of {want_gemms} GEMMs: the emulated cuBLASLt's three) with positive times and "
+          f"{want_gemms} summaries counting {emu_algos}; got exit {q.returncode}, {len(sweep)} rows (times positive: "
+          f"{times_ok}, ranks in order: {ranks_ok}), {len(summary)} summaries (counting {emu_algos}: {counted})")
     # the clock columns (sm_MHz, power_W, capped): the emulated NVML's fixed answers on the emulated GPU
     # (tests/real/emu/nvml_emu.c, on LD_LIBRARY_PATH in this test), "-" where NVML does not answer
     clocks = sorted({tuple(r[-3:]) for r in sweep})

@@ -3,9 +3,12 @@
  * input),
  * backward (dinp, fp32 dweight accumulated onto a non-zero start, dbias)
  * with and without the DGELU epilogue, and every chunk of the chunked
- * forward. Sums over K of bf16 products in fp32: the error is the bf16
- * rounding of the output, KG_TOL_OUT relative to the output scale. */
+ * forward; then the forward with bias on every candidate cuBLASLt's
+ * heuristic offers (kern_ctx.algo_rank, what kern_bench --algos times).
+ * Sums over K of bf16 products in fp32: the error is the bf16 rounding of
+ * the output, KG_TOL_OUT relative to the output scale. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include "kern_gpu.h"
 #include "kernels/gelu.h"
@@ -16,6 +19,45 @@ static int cmp16(const char *what, const kern_bf16 *dev, const float *ref, long 
   kg_get_bf16(got, dev, n);
   int bad = kc_compare(what, got, ref, n, KG_ATOL_OUT * scale, KG_RTOL_OUT);
   free(got);
+  return bad;
+}
+
+/* The forward with bias on each candidate past the first, against the
+ * reference `out`, until the heuristic has none left: that rank must
+ * return KERN_NO_SUCH_ALGO, quietly. The emulated cuBLASLt offers 3
+ * (split-K 1, 2, 4), whose fp32 sums round differently: on the large
+ * shape (786,432 outputs) some output's bf16 rounding then differs from
+ * the first candidate's, or algo_rank was not obeyed. (On the two small
+ * shapes none did: an fp32 difference seldom moves a bf16 output.) */
+static int candidates(kern_ctx *ctx, kern_bf16 *d_out, const kern_bf16 *d_inp, const kern_bf16 *d_w,
+                      const kern_bf16 *d_b, const float *out, float *got, int N, int C, int OC, float sc) {
+  long no = (long)N * OC;
+  float *first = kc_zeros(no);
+  int bad = 0, ranks = 1, differs = 0, rc = 0;
+  KG_CHECK(kern_matmul_fwd_cuda(ctx, d_out, NULL, d_inp, d_w, d_b, N, C, OC, 0));
+  kg_get_bf16(first, d_out, no);
+  for (int rank = 1; rank < KERN_MAX_ALGOS; rank++, ranks++) {
+    ctx->algo_rank = rank;
+    if ((rc = kern_matmul_fwd_cuda(ctx, d_out, NULL, d_inp, d_w, d_b, N, C, OC, 0)) == KERN_NO_SUCH_ALGO) break;
+    KG_CHECK(rc);
+    char what[64];
+    snprintf(what, sizeof what, "fwd + bias, cuBLASLt candidate %d", rank);
+    bad += cmp16(what, d_out, out, no, sc);
+    kg_get_bf16(got, d_out, no);
+    for (long i = 0; i < no && !differs; i++) differs = got[i] != first[i];
+  }
+  ctx->algo_rank = 0;
+  printf("  cuBLASLt offered %d candidate(s) for the forward; %s past them; later ones %s the first's bits\n",
+         ranks, rc == KERN_NO_SUCH_ALGO ? "KERN_NO_SUCH_ALGO" : "no refusal", differs ? "differ from" : "equal");
+#ifdef KERN_EMU
+  if (ranks != 3 || (no >= (1L << 16) && !differs)) {
+    printf("FAIL emulated cuBLASLt: expected 3 candidates (split-K 1, 2, 4; tests/kernels/emu/cublaslt_emu.cc), "
+           "on a large shape rounding otherwise than the first; got %d, %s\n", ranks,
+           differs ? "differing" : "all equal");
+    bad++;
+  }
+#endif
+  free(first);
   return bad;
 }
 
@@ -63,6 +105,7 @@ static int run(int N, int C, int OC, kc_rng *r) {
       KG_CHECK(kern_matmul_fwd_chunk_cuda(&ctx, d_out, d_inp, d_w, d_b, N, C, OC, (kern_split)split, i, 3, 0));
     bad += cmp16(split ? "3 column chunks" : "3 row chunks", d_out, out, no, sc);
   }
+  bad += candidates(&ctx, d_out, d_inp, d_w, d_b, out, got, N, C, OC, sc);
   kern_ctx_free(&ctx);
   /* Freed one by one, not by cudaDeviceReset: on an H100 (CUDA 13.0,
    * 2026-11-26) the next shape's cublasLtCreate then failed with

@@ -14,7 +14,13 @@
  * The product: op(A) is packed per batch into fp32 panels of 8 rows
  * (p-major), op(B) into fp32 columns, and a 8x4 block of D is summed in
  * registers over K (GCC vector extension): O(m n k), about 1 ns per 8
- * multiply-adds on one core. Summation order differs from the GPU's. */
+ * multiply-adds on one core. Summation order differs from the GPU's.
+ *
+ * The heuristic offers EMU_ALGOS candidates, as the real one offers
+ * several: split-K into 1, 2 and 4 slices of K, each summed on its own
+ * and the partial sums then added in slice order (the real library's
+ * split-K reduction). They differ in rounding only, so a caller that picks
+ * a candidate (kern_ctx.algo_rank) runs a different algorithm here too. */
 #include <cinttypes>
 #include <cstdarg>
 #include <cstdio>
@@ -29,6 +35,8 @@
 /* Distinguishes our algo from an uninitialised one ("EMULT\0" + version). */
 static const uint64_t ALGO_MAGIC = 0x454d554c54000001ull;
 static const uint32_t DEFAULT_ALIGN_BYTES = 256;
+static const int EMU_ALGOS = 3;
+static int algo_splits(int rank) { return 1 << rank; } /* candidate rank's K slices: 1, 2, 4 */
 
 struct cublasLtContext {
   int unused;
@@ -218,6 +226,7 @@ struct emu_gemm {
   const void *bias; /* m elements */
   void *aux;        /* (m, n), ld aux_ld */
   int64_t aux_ld;
+  int splits;       /* K in this many slices (the algorithm) */
 };
 
 static size_t elem_bytes(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
@@ -311,14 +320,17 @@ extern "C" cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
   /* an alignment below the element size: no algorithm exists for it */
   for (int i = 0; i < 4; i++)
     if (pref->align_bytes[i] < elem_bytes(l[i]->type)) return CUBLAS_STATUS_SUCCESS;
-  cublasLtMatmulHeuristicResult_t r;
-  std::memset(&r, 0, sizeof r);
-  r.algo.data[0] = ALGO_MAGIC;
-  for (int i = 0; i < 4; i++) r.algo.data[1 + i] = pref->align_bytes[i];
-  r.state = CUBLAS_STATUS_SUCCESS;
-  r.wavesCount = 1.0f;
-  results[0] = r;
-  *returned = 1;
+  for (int rank = 0; rank < EMU_ALGOS && rank < requested; rank++) {
+    cublasLtMatmulHeuristicResult_t r;
+    std::memset(&r, 0, sizeof r);
+    r.algo.data[0] = ALGO_MAGIC;
+    for (int i = 0; i < 4; i++) r.algo.data[1 + i] = pref->align_bytes[i];
+    r.algo.data[5] = (uint64_t)algo_splits(rank);
+    r.state = CUBLAS_STATUS_SUCCESS;
+    r.wavesCount = 1.0f;
+    results[rank] = r;
+    *returned = rank + 1;
+  }
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -382,15 +394,29 @@ static void pack_b(float *bp, const emu_gemm &g, const kern_bf16 *b) {
       bp[j * g.k + p] = kern_bf16_to_float(g.tb ? b[j + p * g.ldb] : b[p + j * g.ldb]);
 }
 
-/* acc[c][r] = sum_p ap[p MR + r] * bp[c k + p], r < MR, c < NR. */
-static void block_product(float acc[NR][MR], const float *ap, const float *bp, int64_t k) {
+/* acc[c][r] = sum_p ap[p MR + r] * bp[c k + p], r < MR, c < NR, over p
+ * in [p0, p1). */
+static void block_product(float acc[NR][MR], const float *ap, const float *bp, int64_t k, int64_t p0,
+                          int64_t p1) {
   v8f s[NR] = {};
-  for (int64_t p = 0; p < k; p++) {
+  for (int64_t p = p0; p < p1; p++) {
     v8f x;
     std::memcpy(&x, ap + p * MR, sizeof x);
     for (int c = 0; c < NR; c++) s[c] += x * bp[c * k + p];
   }
   std::memcpy(acc, s, sizeof s);
+}
+
+/* The block over all of K in g.splits slices, their sums added in order. */
+static void split_product(float acc[NR][MR], const float *ap, const float *bp, const emu_gemm &g) {
+  int64_t slice = (g.k + g.splits - 1) / g.splits;
+  block_product(acc, ap, bp, g.k, 0, slice < g.k ? slice : g.k);
+  for (int64_t p0 = slice; p0 < g.k; p0 += slice) {
+    float part[NR][MR];
+    block_product(part, ap, bp, g.k, p0, p0 + slice < g.k ? p0 + slice : g.k);
+    for (int c = 0; c < NR; c++)
+      for (int r = 0; r < MR; r++) acc[c][r] += part[c][r];
+  }
 }
 
 /* D(i, j) of batch `bt` from the product t: scale, C, bias, GeLU. */
@@ -416,7 +442,7 @@ static void run_gemm(const emu_gemm &g) {
     for (int64_t i0 = 0; i0 < g.m; i0 += MR)
       for (int64_t j0 = 0; j0 < g.n; j0 += NR) {
         float acc[NR][MR];
-        block_product(acc, ap.data() + (i0 / MR) * g.k * MR, bp.data() + j0 * g.k, g.k);
+        split_product(acc, ap.data() + (i0 / MR) * g.k * MR, bp.data() + j0 * g.k, g);
         for (int64_t c = 0; c < NR && j0 + c < g.n; c++)
           for (int64_t r = 0; r < MR && i0 + r < g.m; r++)
             epilogue(g, bt, i0 + r, j0 + c, acc[c][r]);
@@ -435,6 +461,7 @@ static emu_gemm plan(const emu_lt_matmul_desc &op, const emu_lt_layout *l[4], fl
   g.C = C, g.D = D, g.ldc = c.ld, g.ldd = d.ld, g.sc = c.stride, g.sd = d.stride;
   g.fp32 = d.type == CUDA_R_32F, g.alpha = alpha, g.beta = beta;
   g.epilogue = op.epilogue, g.bias = op.bias, g.aux = op.aux, g.aux_ld = op.aux_ld;
+  g.splits = 1;
   return g;
 }
 
@@ -453,13 +480,15 @@ extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_
   if (!alpha || !beta || !A || !B || !D) return refuse(CUBLAS_STATUS_INVALID_VALUE);
   float alpha_v = *(const float *)alpha, beta_v = *(const float *)beta;
   if (!C && beta_v != 0.0f) return refuse(CUBLAS_STATUS_INVALID_VALUE);
-  if (algo && algo->data[0] != ALGO_MAGIC) return refuse(CUBLAS_STATUS_INVALID_VALUE);
+  if (algo && (algo->data[0] != ALGO_MAGIC || (algo->data[5] != 1 && algo->data[5] != 2 && algo->data[5] != 4)))
+    return refuse(CUBLAS_STATUS_INVALID_VALUE);
   const void *ptr[4] = {A, B, C ? C : D, D}; /* C unread when beta = 0 */
   st = check_pointers(algo, l, ptr, has_bias(op->epilogue) ? op->bias : nullptr);
   if (st != CUBLAS_STATUS_SUCCESS) return st;
   if (op->aux && !emu_is_device(op->aux))
     return refuse_emu(CUBLAS_STATUS_INVALID_VALUE, "aux = %p is not device memory: a GPU would fault", op->aux);
   emu_gemm g = plan(*op, l, alpha_v, beta_v, A, B, C, D);
+  if (algo) g.splits = (int)algo->data[5];
   emu_stream_enqueue(stream, [g] { run_gemm(g); });
   return CUBLAS_STATUS_SUCCESS;
 }
