@@ -37,7 +37,7 @@ the ZeRO shards reduce in pieces): relative 1e-5 per step, far above the
 observed differences (below 1e-6) and far below a wrong gradient's effect
 (a single wrong gradient term moves step 2's loss by > 1e-3).
 usage: check_run.py CASE MPIEXEC MEGASIM [EMULATED_GPU_MODULE]"""
-import json, os, shutil, subprocess, sys, tempfile
+import json, os, re, shutil, subprocess, sys, tempfile
 
 CASE, MPIEXEC, MEGASIM = sys.argv[1], sys.argv[2], sys.argv[3]
 MPI_ENV = []  # mpirun -x flags
@@ -179,7 +179,6 @@ def recompute():
     the unfused attention core keeps the losses and the peak under no
     recomputation's, within 15% of its plan too."""
     global failures
-    import re
     block = ["--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers", "1"]
     plan0 = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2", "--sequence-parallel",
              "--use-distributed-optimizer", "--zero-stage", "2"]
@@ -286,6 +285,13 @@ def resume(device=()):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def config_json(h5):
+    """A result file's config_json as h5dump prints it, and a reader of its
+    numbers by key (nan where absent)."""
+    cfg = subprocess.run(["h5dump", "-a", "/config_json", h5], capture_output=True, text=True).stdout
+    return cfg, lambda key: float((re.search(r'\\?"%s\\?":\s*([0-9.e+-]+)' % key, cfg) or [0, "nan"])[1])
+
+
 def outputs():
     global failures
     d = tempfile.mkdtemp(prefix="megasim-run-")
@@ -294,11 +300,9 @@ def outputs():
         run(4, ["--pipeline-model-parallel-size", "2", "--out", h5, "--trace", trace], iters=2)
         dump = subprocess.run(["h5dump", "-H", h5], capture_output=True, text=True).stdout
         kind = subprocess.run(["h5dump", "-a", "/kind", h5], capture_output=True, text=True).stdout
-        cfg = subprocess.run(["h5dump", "-a", "/config_json", h5], capture_output=True, text=True).stdout
+        cfg, num = config_json(h5)
         peak = subprocess.run(["h5dump", "-a", "/summary/peak_memory_per_gpu_bytes", h5], capture_output=True,
                               text=True).stdout
-        import re
-        num = lambda key: float((re.search(r'\\?"%s\\?":\s*([0-9.e+-]+)' % key, cfg) or [0, "nan"])[1])
         got_peak = float((re.search(r"\(0\): ([0-9.e+-]+)", peak) or [0, "nan"])[1])
         planned, used, ovh = num("memory_planned_bytes"), num("memory_peak_bytes"), num("timing_overhead_fraction")
         print(f"     /summary peak_memory_per_gpu_bytes {got_peak:.0f}, config_json memory_peak_bytes {used:.0f}, "
@@ -504,12 +508,10 @@ def gpu_clock_in_file(h5):
     sm_mhz, power_w, power_capped, and config_json's means over the steps
     after the first with their read count."""
     global failures
-    import re
     rows = subprocess.run(["h5dump", "-d", "/iterations", "-m", "%.6f", h5], capture_output=True, text=True).stdout
-    cfg = subprocess.run(["h5dump", "-a", "/config_json", h5], capture_output=True, text=True).stdout
+    _, num = config_json(h5)
     cols = [float(x) for x in re.findall(r"^\s+([0-9.e+-]+),?$", rows, re.M)]
     per = [cols[i + 7:i + 10] for i in range(0, len(cols), 10)]  # step, loss, ..., lr, then the three
-    num = lambda key: float((re.search(r'\\?"%s\\?":\s*([0-9.e+-]+)' % key, cfg) or [0, "nan"])[1])
     want = [NVML_EMU[k] for k in ("sm_mhz", "power_w", "power_capped")]
     got = [num("sm_clock_mhz"), num("power_w"), num("power_capped_fraction")]
     ok = (len(per) == 2 and all(r == want for r in per) and num("clock_reads") > 0 and
