@@ -110,6 +110,23 @@ static const opt_def defs[] = {
 };
 
 const opt_table job_opts = {defs, sizeof defs / sizeof defs[0], "job"};
+_Static_assert(sizeof defs / sizeof defs[0] <= JOB_MAX_OPTS, "job_t.given holds JOB_MAX_OPTS options");
+
+int job_given(const job_t *job, const char *name)
+{
+    const opt_def *d = opts_find(&job_opts, name);
+    return d && job->given[d - defs];
+}
+
+/* Records that the flag --NAME (or --no-NAME) set a job option. */
+static void mark_flag(job_t *job, const char *name)
+{
+    const opt_def *d = opts_find(&job_opts, name);
+    if (!d && !strncmp(name, "no-", 3))
+        d = opts_find(&job_opts, name + 3);
+    if (d)
+        job->given[d - defs] = 1;
+}
 
 /* Flags of Megatron-LM that change numerics or bookkeeping, not speed:
  * predict, simulate and search accept and ignore them. `maths` marks those
@@ -352,10 +369,11 @@ static int apply_flags(job_t *job, int argc, char **argv, const opt_table *extra
         int rc = extra ? apply_flag(extra, extra_obj, name, eq, argc, argv, &i, err) : 1;
         if (rc == 1)
             rc = apply_flag(&job_opts, job, name, eq, argc, argv, &i, err);
-        if (rc == 0 && !strcmp(name, "zero-stage"))
-            job->zero_stage_given = 1;
+        if (rc == 0)
+            mark_flag(job, name);
         if (rc == 1 && !strcmp(name, "use-flash-attn") && !eq) {
             job->attention = ATTN_FLASH;
+            mark_flag(job, "attention");
             rc = 0;
         }
         /* Megatron-LM's older spellings of --position-embedding-type. */
@@ -372,7 +390,7 @@ static int apply_flags(job_t *job, int argc, char **argv, const opt_table *extra
         if (rc == 1 && job_is_ignored_megatron_flag(name, &takes)) {
             i += takes && !eq;
             if (ignored[ignored_index(name)].maths && !job->numerics_flag[0])
-                snprintf(job->numerics_flag, sizeof job->numerics_flag, "--%s", name);
+                snprintf(job->numerics_flag, sizeof job->numerics_flag, "--%.*s", (int)sizeof job->numerics_flag - 3, name);
             rc = 0;
         }
         if (rc == 1) {
@@ -414,9 +432,8 @@ int job_parse(job_t *job, int argc, char **argv, const opt_table *extra,
                    : (job_apply_preset(job, (preset_t)job->preset), 0))
         goto out;
     for (int f = 0; f < nfiles; f++) {
-        if (opts_apply_json(&job_opts, job, roots[f], paths[f], doc_keys, NULL, err))
+        if (opts_apply_json(&job_opts, job, roots[f], paths[f], doc_keys, job->given, err))
             goto out;
-        job->zero_stage_given |= cJSON_GetObjectItemCaseSensitive(roots[f], "zero_stage") != NULL;
     }
     rc = apply_flags(job, argc, argv, extra, extra_obj, err);
 out:
@@ -511,7 +528,7 @@ int job_finalize(job_t *j, int gpus_per_node, char *err)
          "--tp-comm-overlap needs --sequence-parallel (it overlaps SP all-gather/reduce-scatter)");
     /* Megatron-LM's distributed optimizer is ZeRO-1; an explicit stage 0
      * beside it (the megatron-lm preset turns it on) is a contradiction. */
-    RULE(!(j->distributed_optimizer && j->zero_stage == 0 && j->zero_stage_given),
+    RULE(!(j->distributed_optimizer && j->zero_stage == 0 && job_given(j, "zero-stage")),
          "zero-stage = 0 contradicts use-distributed-optimizer (Megatron-LM's ZeRO-1; --preset megatron-lm turns it "
          "on): give --no-use-distributed-optimizer for no sharding, or zero-stage 1 or 2");
     if (j->distributed_optimizer && j->zero_stage == 0)

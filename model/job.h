@@ -31,6 +31,8 @@ typedef enum { POS_LEARNED, POS_ROPE, POS_NONE } pos_emb_t;
 typedef enum { NORM_LAYERNORM, NORM_RMSNORM } norm_t;
 typedef enum { PIPE_1F1B, PIPE_GPIPE } pipe_sched_t;
 
+#define JOB_MAX_OPTS 64 /* options in job_opts, at most */
+
 typedef struct {
     /* model */
     int num_layers, hidden_size, ffn_hidden_size, num_attention_heads;
@@ -64,13 +66,18 @@ typedef struct {
     int window;          /* effective attention window in tokens (= seq when off) */
     double recompute_fraction; /* of the layers whose recompute pass runs: 1, or
                                   recompute-num-layers / layers per chunk (block) */
-    int zero_stage_given;/* job_parse: a file or flag set zero-stage (a preset does not) */
+    char given[JOB_MAX_OPTS]; /* job_parse: given[i] when a file or flag set job_opts' option i (a preset
+                                 does not); read with job_given() */
     char numerics_flag[48]; /* job_parse: the first accepted Megatron-LM flag that changes the training's maths
                                (initialisation, loss scaling, data, schedules by samples), which the cost
                                model rightly ignores and `megasim run` must refuse; "" when none */
 } job_t;
 
 extern const opt_table job_opts;
+
+/* Whether a job file or flag set the option NAME (flag spelling), as
+ * opposed to its default or the preset's bundle. */
+int job_given(const job_t *job, const char *name);
 
 /* At most this many DP buckets per stage (--ddp-bucket-size). */
 #define JOB_MAX_DP_BUCKETS 4096

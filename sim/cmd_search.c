@@ -70,36 +70,36 @@ static double now_s(void)
     return t.tv_sec + 1e-9 * t.tv_nsec;
 }
 
-/* Whether --NAME, --NAME=V or --no-NAME is on the command line. */
-static int flag_given(int argc, char **argv, const char *name)
+/* The plan fields a job file or flag can fix (one candidate each); the
+ * default and the preset's bundle leave them searched. */
+static const char *const plan_fields[] = {
+    "tensor-model-parallel-size", "pipeline-model-parallel-size", "num-layers-per-virtual-pipeline-stage",
+    "micro-batch-size", "sequence-parallel", "zero-stage", "use-distributed-optimizer", "recompute-granularity",
+    "tp-comm-overlap", "pp-comm-overlap", "overlap-grad-reduce", "overlap-param-gather", NULL};
+
+static void fixed_fields(const job_t *b, search_fixed_t *f)
 {
-    size_t n = strlen(name);
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (strncmp(a, "--", 2))
-            continue;
-        a += 2;
-        if (!strncmp(a, "no-", 3) && !strcmp(a + 3, name))
-            return 1;
-        if (!strncmp(a, name, n) && (a[n] == 0 || a[n] == '='))
-            return 1;
-    }
-    return 0;
+    const char *const *n = plan_fields;
+    f->tp = job_given(b, n[0]);
+    f->pp = job_given(b, n[1]);
+    f->lpv = job_given(b, n[2]);
+    f->mb = job_given(b, n[3]);
+    f->sp = job_given(b, n[4]);
+    f->zero = job_given(b, n[5]) || job_given(b, n[6]);
+    f->recompute = job_given(b, n[7]);
+    f->ovl = job_given(b, n[8]) || job_given(b, n[9]) || job_given(b, n[10]) || job_given(b, n[11]);
 }
 
-static void fixed_fields(int argc, char **argv, search_fixed_t *f)
+/* The search's options and the plan fields held fixed: the "search"
+ * section of the configuration written into every output. */
+static cJSON *search_section(const search_opts_t *so, const search_space_t *s)
 {
-    f->tp = flag_given(argc, argv, "tensor-model-parallel-size");
-    f->pp = flag_given(argc, argv, "pipeline-model-parallel-size");
-    f->lpv = flag_given(argc, argv, "num-layers-per-virtual-pipeline-stage");
-    f->mb = flag_given(argc, argv, "micro-batch-size");
-    f->sp = flag_given(argc, argv, "sequence-parallel");
-    f->zero = flag_given(argc, argv, "zero-stage") || flag_given(argc, argv, "use-distributed-optimizer");
-    f->recompute = flag_given(argc, argv, "recompute-granularity");
-    f->ovl = flag_given(argc, argv, "tp-comm-overlap") || flag_given(argc, argv, "pp-comm-overlap") ||
-             flag_given(argc, argv, "overlap-grad-reduce") || flag_given(argc, argv, "overlap-param-gather") ||
-             flag_given(argc, argv, "no-tp-comm-overlap") || flag_given(argc, argv, "no-pp-comm-overlap") ||
-             flag_given(argc, argv, "no-overlap-grad-reduce") || flag_given(argc, argv, "no-overlap-param-gather");
+    cJSON *o = opts_to_json(&search_opts, so);
+    cJSON *fx = cJSON_AddArrayToObject(o, "fixed_plan_fields");
+    for (const char *const *n = plan_fields; *n; n++)
+        if (job_given(&s->base, *n))
+            cJSON_AddItemToArray(fx, cJSON_CreateString(*n));
+    return o;
 }
 
 /* ---- progress (rank 0, stderr) ---------------------------------------- */
@@ -276,7 +276,7 @@ static cJSON *plan_json(const job_t *j)
     return o;
 }
 
-static void print_json(const search_space_t *s, const ranked_t *rk, int n)
+static void print_json(const search_opts_t *so, const search_space_t *s, const ranked_t *rk, int n)
 {
     cJSON *arr = cJSON_CreateArray();
     for (int i = 0; i < n; i++) {
@@ -285,6 +285,7 @@ static void print_json(const search_space_t *s, const ranked_t *rk, int n)
         search_row_t r;
         search_eval(s, rk[i].row.index, &r, &job, &e);
         cJSON *o = report_json(&job, &s->hw, &e);
+        cJSON_AddItemToObject(cJSON_GetObjectItemCaseSensitive(o, "config"), "search", search_section(so, s));
         cJSON_AddNumberToObject(o, "rank", i + 1);
         cJSON_AddItemToObject(o, "plan", plan_json(&job));
         if (!isnan(rk[i].sim_mfu)) {
@@ -510,7 +511,7 @@ static int write_files(const search_opts_t *so, const search_space_t *s, const e
         rows[at - ev->rows].sim_mfu = rk[i].sim_mfu;
     }
     cJSON *c = report_config_json(&s->base, &s->hw);
-    cJSON_AddItemToObject(c, "search", opts_to_json(&search_opts, so));
+    cJSON_AddItemToObject(c, "search", search_section(so, s));
     char *config = cJSON_PrintUnformatted(c);
     int rc = (so->csv[0] && write_csv(so->csv, rows, ev->n, err)) ||
              (so->out[0] && write_h5(so->out, config ? config : "{}", ev, rows, err)) ||
@@ -546,7 +547,7 @@ static int setup(int argc, char **argv, search_opts_t *so, search_space_t *s, ch
         snprintf(err, OPT_ERR_LEN, "--max-batch = %d is below --min-batch = %d", so->max_batch, so->min_batch);
         return -1;
     }
-    fixed_fields(argc, argv, &fixed);
+    fixed_fields(&base, &fixed);
     int lo = so->min_batch, hi = so->max_batch ? so->max_batch : lo, step = so->batch_step ? so->batch_step : lo;
     double limit = (so->mem_limit_gib > 0 ? so->mem_limit_gib : hw.gpu.hbm_gib) * GIB;
     return search_space_init(s, &base, &hw, &fixed, lo, hi, lo ? step : 0, limit, err);
@@ -635,7 +636,7 @@ static int report(const search_opts_t *so, const search_space_t *s, evaluated_t 
     free(fr);
     int rc = write_files(so, s, ev, rk, nok, err);
     if (!rc && so->json)
-        print_json(s, rk, n);
+        print_json(so, s, rk, n);
     else if (!rc)
         print_table(s, ev, rk, n, k);
     fprintf(stderr, "megasim search: %lld plans on %d rank(s) in %.2f s (closed form), %d re-ranked by the "

@@ -2,7 +2,9 @@
  *   count           the enumerator's counts on a small case, worked out by hand
  *   valid MEGASIM   every plan the CLI returns passes the job's rules and fits
  *   brute MEGASIM   the CLI's top plan is the best of a brute force over the
- *                   simulator (every valid plan simulated) */
+ *                   simulator (every valid plan simulated)
+ *   fixed MEGASIM   a plan field set in a job file is fixed as the same flag
+ *                   fixes it, and the output's configuration says which */
 #define _POSIX_C_SOURCE 200809L /* popen */
 #include "model/search.h"
 #include "sim/engine.h"
@@ -242,6 +244,69 @@ static int test_brute(const char *megasim)
     return check_done("search_top_matches_brute_force");
 }
 
+/* `megasim search ARGS`'s "space: N plans" line; -1 when absent. */
+static long long space_count(const char *megasim, const char *args)
+{
+    char cmd[4096], line[512];
+    long long n = -1;
+    snprintf(cmd, sizeof cmd, "%s search %s --rerank 0 --top 1 2>/dev/null", megasim, args);
+    FILE *p = popen(cmd, "r");
+    while (p && fgets(line, sizeof line, p))
+        if (sscanf(line, "space: %lld plans", &n) == 1)
+            break;
+    while (p && fgets(line, sizeof line, p))
+        ;
+    if (p && pclose(p))
+        n = -1;
+    return n;
+}
+
+/* The "fixed_plan_fields" of the top plan's configuration, as one string. */
+static void fixed_list(const char *megasim, const char *args, char *out, size_t len)
+{
+    cJSON *a = run_search(megasim, args);
+    const cJSON *c = cJSON_GetObjectItem(cJSON_GetArrayItem(a, 0), "config");
+    const cJSON *f = cJSON_GetObjectItem(cJSON_GetObjectItem(c, "search"), "fixed_plan_fields");
+    int k = snprintf(out, len, "%s", f ? "[" : "(missing)");
+    for (const cJSON *e = f ? f->child : NULL; e && cJSON_IsString(e); e = e->next)
+        k += snprintf(out + k, len - k > 0 ? len - k : 0, "%s%s", e == f->child ? "" : " ", e->valuestring);
+    if (f)
+        snprintf(out + k, len - k > 0 ? len - k : 0, "]");
+    cJSON_Delete(a);
+}
+
+/* A job file that sets tensor-model-parallel-size fixes it as the flag
+ * does (the help: job files hold the same fields as the flags); a preset's
+ * or the default's value leaves it searched. By test_count's hand count,
+ * SMALL has 7 (TP, SP) pairs, and TP fixed at 2 leaves 2 (SP off, on). */
+static int test_fixed(const char *megasim)
+{
+    const char *file = "search_fixed_tp2.json";
+    FILE *f = fopen(file, "w");
+    if (!f || fputs("{\"tensor_model_parallel_size\": 2}\n", f) < 0 || fclose(f)) {
+        printf("FAIL cannot write %s\n", file);
+        return 1;
+    }
+    long long none = space_count(megasim, SMALL);
+    long long flag = space_count(megasim, SMALL " --tensor-model-parallel-size 2");
+    long long json = space_count(megasim, SMALL " search_fixed_tp2.json");
+    check_true("the search ran (space line printed, 3 runs)", none > 0 && flag > 0 && json > 0, "");
+    check_rel("plans with TP fixed by the flag", none * 2.0 / 7.0, (double)flag, 0,
+              "space without it x 2/7: hand count of (TP, SP) pairs");
+    check_rel("plans with TP fixed by a job file", (double)flag, (double)json, 0, "the same flag's count");
+    char got[512];
+    fixed_list(megasim, SMALL " search_fixed_tp2.json --micro-batch-size 1", got, sizeof got);
+    check_true("configuration's fixed plan fields (file + flag)",
+               !strcmp(got, "[tensor-model-parallel-size micro-batch-size]"),
+               "expected [tensor-model-parallel-size micro-batch-size]");
+    printf("     got %s\n", got);
+    fixed_list(megasim, SMALL, got, sizeof got);
+    check_true("configuration's fixed plan fields (preset only)", !strcmp(got, "[]"), "expected []");
+    printf("     got %s\n", got);
+    remove(file);
+    return check_done("search_job_file_fixes_plan_fields");
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && !strcmp(argv[1], "count"))
@@ -250,6 +315,8 @@ int main(int argc, char **argv)
         return test_valid(argv[2]);
     if (argc == 3 && !strcmp(argv[1], "brute"))
         return test_brute(argv[2]);
-    fprintf(stderr, "usage: test_search count | valid MEGASIM | brute MEGASIM\n");
+    if (argc == 3 && !strcmp(argv[1], "fixed"))
+        return test_fixed(argv[2]);
+    fprintf(stderr, "usage: test_search count | valid MEGASIM | brute MEGASIM | fixed MEGASIM\n");
     return 2;
 }
