@@ -15,7 +15,7 @@ static int make(job_t *j, hw_t *hw, int pp, int lpv, int batch)
     j->num_layers = 48, j->hidden_size = 2048, j->num_attention_heads = 16;
     j->global_batch_size = batch, j->tp_comm_overlap = 0, j->padded_vocab_size = 8;
     if (job_hardware(j, hw, err) || job_finalize(j, 8, err)) {
-        printf("setup: %s\n", err);
+        check_true("job setup (a case that cannot be set up fails)", 0, err);
         return -1;
     }
     return 0;

@@ -35,7 +35,8 @@ static int make(job_t *j, hw_t *hw, const char *args)
     for (char *t = strtok(buf, " "); t && argc < 64; t = strtok(NULL, " "))
         argv[argc++] = t;
     if (job_parse(j, argc, argv, NULL, NULL, err) || job_hardware(j, hw, err) || job_finalize(j, 8, err)) {
-        printf("setup: %s (%s)\n", err, args);
+        check_true("job setup (a case that cannot be set up fails)", 0, err);
+        printf("     arguments: %s\n", args);
         return -1;
     }
     return 0;
@@ -49,10 +50,14 @@ static int64_t run(const job_t *j, const hw_t *hw, int fold, const char *slow, i
     char err[OPT_ERR_LEN];
     memset(&o, 0, sizeof o);
     o.fold = fold, o.slow_forward_only = fwd_only;
-    if (slow && sim_parse_slow(slow, "slow-rank", j->num_gpus, o.slow_ranks, &o.nslow_ranks, err, sizeof err))
-        printf("slow: %s\n", err);
+    if (slow && sim_parse_slow(slow, "slow-rank", j->num_gpus, o.slow_ranks, &o.nslow_ranks, err, sizeof err)) {
+        check_true("--slow-rank list parses", 0, err);
+        memset(r, 0, sizeof *r);
+        return -1;
+    }
     if (sim_run(j, hw, &o, r, err, sizeof err)) {
-        printf("sim: %s\n", err);
+        check_true("simulation runs (a case that cannot run fails)", 0, err);
+        memset(r, 0, sizeof *r);
         return -1;
     }
     return r->iteration_ns;
@@ -149,10 +154,13 @@ static void stragglers(void)
              "--num-layers-per-virtual-pipeline-stage 0 --global-batch-size 64", free_comm_profile());
     if (make(&j, &hw, args))
         return;
-    run(&j, &hw, 0, NULL, 0, &base);
     /* Rank 5 = TP rank 1 of DP replica 2, stage 0 (TP fastest, then DP). */
-    run(&j, &hw, 0, "5:1.5", 0, &slow);
-    run(&j, &hw, 1, "5:1.5", 0, &slow_folded);
+    int bad = (run(&j, &hw, 0, NULL, 0, &base) < 0) | (run(&j, &hw, 0, "5:1.5", 0, &slow) < 0) |
+              (run(&j, &hw, 1, "5:1.5", 0, &slow_folded) < 0);
+    if (bad) { /* counted as failures by run() */
+        sim_result_free(&base), sim_result_free(&slow), sim_result_free(&slow_folded);
+        return;
+    }
     char got[160];
     snprintf(got, sizeof got, "%.4f s -> %.4f s", base.iteration_ns * 1e-9, slow.iteration_ns * 1e-9);
     check_true("a 1.5x straggler delays the iteration", slow.iteration_ns > base.iteration_ns * 1.01, got);
