@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """check_predict_json: `megasim predict --json` parses and carries the keys
-the issue names (and every executor shares), with values in range. With
-EXPECT_PARAMS set, params_total must equal it (a model's published size)."""
+the issue names (and every executor shares), with values in range, and a
+configuration that holds the GPU count asked for. With EXPECT_PARAMS set,
+params_total must equal it (a model's published size). With EXPECT_MFU
+("value|source") set, or an experiment file with a "paper" block given, the
+predicted MFU must lie within 2.5 points of the paper's (issue 4's largest
+allowed error)."""
 import json, os, subprocess, sys
 
 megasim = sys.argv[1]
@@ -31,10 +35,31 @@ fail += not ok
 ok = d["model_flops_per_iteration"] <= 6144 * 2048 * 1.0775e12
 print(("ok  " if ok else "FAIL"), "model FLOPs per iteration <= 1.356e19: got %.4g" % d["model_flops_per_iteration"])
 fail += not ok
-ok = d["config"]["job"]["num_gpus"] == json.loads(json.dumps(d))["config"]["job"]["num_gpus"] and "version" in d["config"]
-print(("ok  " if ok else "FAIL"), "config carries the job and the version")
+# The GPU count asked for: the last --num-gpus, else a job file's, else the
+# default job's (MegaScale's 12,288 GPUs, `megasim predict --help`).
+args = sys.argv[2:]
+files = [json.load(open(a)) for a in args if a.endswith(".json")]
+gpus = 12288
+for f in files:
+    gpus = f.get("num_gpus", gpus)
+for i, a in enumerate(args[:-1]):
+    if a == "--num-gpus":
+        gpus = int(args[i + 1])
+got = d["config"]["job"]["num_gpus"]
+ok = got == gpus and "version" in d["config"]
+print(("ok  " if ok else "FAIL"), "config holds the job (num_gpus: expected %d, from the command; got %d) and the version"
+      % (gpus, got))
 fail += not ok
 checks = len(need) + len(brk) + 4
+paper = [(f["paper"]["mfu"], f["paper"].get("source", "the file's paper block")) for f in files if "paper" in f]
+if os.environ.get("EXPECT_MFU"):
+    v, src = os.environ["EXPECT_MFU"].split("|", 1)
+    paper.append((float(v), src))
+for want, src in paper:
+    ok = abs(d["mfu"] - want) <= 0.025
+    print(("ok  " if ok else "FAIL"), "MFU: expected %.1f%% +- 2.5 points (%s), got %.2f%%" % (100 * want, src, 100 * d["mfu"]))
+    fail += not ok
+    checks += 1
 if os.environ.get("EXPECT_PARAMS"):
     want = int(os.environ["EXPECT_PARAMS"])
     ok = round(d["params_total"]) == want
