@@ -6,8 +6,8 @@
 # cluster parameters fitted on Table 3 are recorded and match the built-in
 # megascale profile's, and the fitted profile written beside the results
 # gives `predict` the same MFU as reproduce's closed form; --fit none gives
-# predict's built-in-profile MFU. Table 2 against itself prints both
-# bounds with the values an independent least-squares fit gives. The fit's
+# predict's built-in-profile MFU (Table 2 against itself: check_bounds.py).
+# The fit's
 # standard errors of the closed form obey least squares' hat-matrix trace.
 set -u
 bin=$1
@@ -62,32 +62,13 @@ viaprofile=$("$bin" predict "$rows/table3-row1.json" --hardware "$dir/r-profile.
   sed -n 's/.*"mfu":[[:space:]]*\([0-9.e+-]*\).*/\1/p' | head -1)
 check "predict --hardware FITTED gives Table 3 row 1 the reproduce closed form: $closed vs 100 x $viaprofile" \
   'awk -v a="$closed" -v b="$viaprofile" "BEGIN{d=a-100*b; exit !(d < 0.051 && d > -0.051)}"'
-"$bin" reproduce table3 --fit none --no-sim --no-plot --out "$dir/n.h5" > "$dir/none.txt" 2>/dev/null
+"$bin" reproduce table3 --fit none --no-sim --no-plot --out "$dir/n.h5" > "$dir/none.txt" 2>/dev/null; rc=$?
+check "reproduce table3 --fit none exits 0 (got $rc)" '[ $rc -eq 0 ]'
 plain=$("$bin" predict "$rows/table3-row1.json" --json | sed -n 's/.*"mfu":[[:space:]]*\([0-9.e+-]*\).*/\1/p' | head -1)
 unfit=$(grep "table3-row1" "$dir/none.txt" | awk '{print $4}')
 check "--fit none: Table 3 row 1 = plain predict (built-in profile): $unfit vs 100 x $plain" \
-  'awk -v a="$unfit" -v b="$plain" "BEGIN{d=a-100*b; exit !(d < 0.051 && d > -0.051)}"'
-check "--fit none writes no fitted profile" '[ ! -e "$dir/n-profile.json" ]'
-# Table 2 against itself: the two bounds fitted to the paper's own Table 2
-# rows. Expected from the same least squares on MFU done independently
-# (scipy.optimize.least_squares, 2026-11-26): MegaScale flat C 0.1660 s,
-# O 1.15 s, mean 2.03, max 3.32; slow hosts s 0.142, mean 0.50, max 1.02.
-"$bin" reproduce table2 --no-sim --no-plot --out "$dir/t2.h5" > "$dir/t2.txt" 2>/dev/null
-flat=$(awk '$1 == "MegaScale" && $2 == "flat" && $3 == "C"' "$dir/t2.txt")
-slow=$(awk '$1 == "MegaScale" && $2 == "slow" && $4 == "C"' "$dir/t2.txt")
-check "MegaScale flat bound: C 0.1660 s, O 1.15 s, mean 2.03, max 3.32 (got '$flat')" \
-  'echo "$flat" | grep -q "C = 0.1660 s per micro-batch, O = 1.15 s: mean |error| 2.03, max 3.32 points"'
-sv=$(echo "$slow" | sed -n 's/.* s = \([0-9.]*\) +-.*/\1/p') sm=$(echo "$slow" | sed -n 's/.*mean |error| \([0-9.]*\),.*/\1/p')
-check "MegaScale slow-hosts bound: s 0.142 within 0.005, mean |error| 0.50 within 0.02 (got s '$sv', mean '$sm')" \
-  'awk -v s="$sv" -v m="$sm" "BEGIN{exit !(s > 0.137 && s < 0.147 && m > 0.48 && m < 0.52)}"'
-# Table 2 across its batches: each shape fitted to one global batch's four
-# rows, evaluated on the other's. Expected from the same least squares done
-# independently (scipy.optimize.least_squares, 2026-11-26): MegaScale flat
-# 3.29 (768 -> 6144) and 4.56 (6144 -> 768), slow hosts 7.53 and 6.38.
-cross=$(grep -A8 "^Table 2 across its batches" "$dir/t2.txt" | awk '$1 == "MegaScale"' |
-  sed -n 's/.*mean |error| \([0-9.]*\),.*/\1/p' | tr '\n' ' ')
-check "MegaScale across batches: flat 3.29 and 4.56, slow hosts 7.53 and 6.38 (got '$cross')" \
-  '[ "$cross" = "3.29 4.56 7.53 6.38 " ]'
+  '[ -n "$unfit" ] && [ -n "$plain" ] && awk -v a="$unfit" -v b="$plain" "BEGIN{d=a-100*b; exit !(d < 0.051 && d > -0.051)}"'
+check "--fit none writes its results and no fitted profile" '[ -s "$dir/n.h5" ] && [ ! -e "$dir/n-profile.json" ]'
 # The fit's standard errors of the closed form (delta method). On the rows
 # fitted, their squares sum to the trace of the hat matrix (the number of
 # parameters, 4) times the residual variance chi2 / (n - 4) = n rms^2 /
@@ -106,6 +87,7 @@ loo=$(h5dump -a /config_json "$dir/t3.h5" | grep -o 'leave_one_out_mean_abs_poin
 fitmean=$(sed -n 's/^  mean |error| \([0-9.]*\) points (closed form.*/\1/p' "$dir/t3.txt" | head -1)
 check "Table 3 leave-one-out mean |error| $loo >= the fit's $fitmean, and recorded in config_json" \
   'awk -v l="$loo" -v f="$fitmean" "BEGIN{exit !(l != \"\" && f != \"\" && l + 0.005 >= f && l < 5)}"'
+"$bin" reproduce table2 --no-sim --no-plot --out "$dir/t2.h5" > "$dir/t2.txt" 2>/dev/null
 check "Table 2 prints how many errors exceed 3 fit standard errors" \
   'grep -q "of 16 errors exceed 3 of them" "$dir/t2.txt"'
 [ $fail -eq 0 ] && echo "check_reproduce: $passed passed, 0 failed" || { echo "check_reproduce: failures above"; exit 1; }
