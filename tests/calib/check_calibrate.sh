@@ -42,7 +42,12 @@ if [ "$device" = cpu ]; then
 else
   # One process first: it says whether there is a GPU at all.
   "$bin" calibrate --device gpu --"$level" --out "$dir/p.json" >"$dir/report.txt" 2>"$dir/err.txt"; rc=$?
+  # Skipped only where no GPU is visible: with one, a GPU module that does
+  # not load or answer is a failure.
   if [ "$rc" -eq 2 ] && grep -q "no usable GPU" "$dir/err.txt"; then
+    seen=0
+    command -v nvidia-smi >/dev/null && seen=$(gpus)
+    [ "${seen:-0}" -gt 0 ] && fail "$seen GPU(s) visible to nvidia-smi, but calibrate says: $(cat "$dir/err.txt")"
     echo "skipped: $(cat "$dir/err.txt")"
     exit 77
   fi
