@@ -615,42 +615,21 @@ static int write_csv(const char *h5, const row_t *rows, int n, char *err)
 
 int cmd_plot(int argc, char **argv);
 
-/* Simulates one job given as flags and writes its result file, tracing
- * the given ranks (the timeline and heat-map figures' data). */
+/* sim/cmd_simulate.c: `megasim simulate` on FLAGS (split at spaces) and
+ * EXTRA (whole arguments), writing only its files; 0 or its exit status. */
+int simulate_to_file(const char *flags, int nextra, const char *const *extra);
+
+/* Simulates one job given as flags through `megasim simulate`'s own path
+ * and writes its result file (configuration recorded as simulate records
+ * it), tracing the given ranks: the timeline and heat-map figures' data. */
 static int simulate_to(const char *path, const char *flags, const char *trace, const char *slow, int fold, char *err)
 {
-    char buf[1024], *argv[48];
-    int argc = 0;
-    snprintf(buf, sizeof buf, "%s", flags);
-    for (char *t = strtok(buf, " "); t && argc < 48; t = strtok(NULL, " "))
-        argv[argc++] = t;
-    job_t job;
-    hw_t hw;
-    if (job_parse(&job, argc, argv, NULL, NULL, err) || job_hardware(&job, &hw, err) ||
-        job_finalize(&job, hw.cluster.gpus_per_node, err))
+    const char *extra[] = {"--out", path, "--trace-ranks", trace, fold ? "--fold" : "--no-fold", "--slow-rank", slow};
+    if (simulate_to_file(flags, slow[0] ? 7 : 5, extra)) {
+        snprintf(err, OPT_ERR_LEN, "simulating %s failed (see above)", path);
         return -1;
-    static sim_opts_t o;
-    memset(&o, 0, sizeof o);
-    o.fold = fold;
-    if (sim_parse_slow(slow, "slow-rank", job.num_gpus, o.slow_ranks, &o.nslow_ranks, err, OPT_ERR_LEN))
-        return -1;
-    for (const char *p = trace; *p && o.ntrace < SIM_MAX_TRACE; p += strcspn(p, ",") + (p[strcspn(p, ",")] != 0))
-        o.trace_ranks[o.ntrace++] = atoi(p);
-    sim_result_t r;
-    estimate_t e;
-    estimate_job(&job, &hw, &e);
-    if (sim_run(&job, &hw, &o, &r, err, OPT_ERR_LEN))
-        return -1;
-    cJSON *cfg = cJSON_CreateObject(); /* recorded like simulate's options */
-    cJSON_AddBoolToObject(cfg, "fold", fold);
-    cJSON_AddStringToObject(cfg, "slow_rank", slow);
-    cJSON_AddStringToObject(cfg, "trace_ranks", trace);
-    int rc = sim_write_h5(path, &job, &hw, cfg, &e, &r, err, OPT_ERR_LEN);
-    cJSON_Delete(cfg);
-    sim_result_free(&r);
-    if (!rc)
-        fprintf(stderr, "wrote %s\n", path);
-    return rc;
+    }
+    return 0;
 }
 
 /* Two slow hosts (MegaScale's ~10% slower machines) and one slower GPU. */

@@ -151,10 +151,10 @@ static int write_outputs(const simulate_opts_t *so, const cJSON *sim_config, con
     return 0;
 }
 
-int cmd_simulate(int argc, char **argv)
+/* simulate's whole path on argv (argv[0] the command's name); report 0
+ * writes the files and prints nothing on stdout (reproduce's figures). */
+static int simulate(int argc, char **argv, int report)
 {
-    if (cli_wants_help(argc, argv))
-        return 0;
     simulate_opts_t so;
     job_t job;
     hw_t hw;
@@ -178,16 +178,36 @@ int cmd_simulate(int argc, char **argv)
     if (sim_run(&job, &hw, &o, &r, err, sizeof err))
         return cli_fail("simulate", err);
     /* Wall time on stderr: stdout is bit-identical run to run. */
-    fprintf(stderr, "megasim simulate: %lld events in %.3f s (%.3g events/s)\n", r.events, r.wall_s,
-            r.events / (r.wall_s > 0 ? r.wall_s : 1e-9));
+    if (report)
+        fprintf(stderr, "megasim simulate: %lld events in %.3f s (%.3g events/s)\n", r.events, r.wall_s,
+                r.events / (r.wall_s > 0 ? r.wall_s : 1e-9));
     /* The simulator's own options belong to the recorded configuration. */
     cJSON *sim_config = opts_to_json(&simulate_opts, &so);
     rc = write_outputs(&so, sim_config, &job, &hw, &e, &r, err);
-    if (!rc && so.json)
+    if (!rc && report && so.json)
         cli_print_json(sim_summary_json(&job, &hw, &e, &r, sim_config));
-    else if (!rc)
+    else if (!rc && report)
         result_text(&job, &e, &r, so.network == SIM_NET_FLOWS);
     cJSON_Delete(sim_config);
     sim_result_free(&r);
     return rc ? cli_fail("simulate", err) : 0;
+}
+
+int cmd_simulate(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv))
+        return 0;
+    return simulate(argc, argv, 1);
+}
+
+int simulate_to_file(const char *flags, int nextra, const char *const *extra)
+{
+    char buf[4096], *argv[128] = {"simulate"};
+    int argc = 1;
+    snprintf(buf, sizeof buf, "%s", flags);
+    for (char *t = strtok(buf, " "); t && argc < 96; t = strtok(NULL, " "))
+        argv[argc++] = t;
+    for (int i = 0; i < nextra && argc < 128; i++)
+        argv[argc++] = (char *)extra[i];
+    return simulate(argc, argv, 0);
 }

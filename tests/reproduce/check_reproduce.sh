@@ -22,6 +22,16 @@ check "/table2 has 2 rows (expected 2: the 12,288-GPU rows)" 'h5dump -H -d /tabl
 check "/table3 has 1 row (expected 1: row 1)" 'h5dump -H -d /table3 "$dir/r.h5" | grep -q "DATASPACE  SIMPLE { ( 1 ) / ( 1 ) }"'
 check "config_json holds the three rows" '[ "$(h5dump -a /config_json "$dir/r.h5" | grep -o "table[23]-[a-z0-9-]*" | sort -u | wc -l)" -eq 3 ]'
 check "CSV beside it: header + 2 rows" '[ "$(wc -l < "$dir/r-table2.csv")" -eq 3 ]'
+# The figures' two simulations record simulate's whole configuration, as
+# `megasim simulate --out` does: every option of its --help's simulate group.
+for f in timeline heatmap; do
+  keys=$(h5dump -a /config_json "$dir/$f.h5" | grep -o '"simulate":{[^}]*}' | sed 's/^"simulate"://' | grep -o '"[a-z_]*":' | tr -d '":' | sort | tr '\n' ' ')
+  want=$("$bin" simulate --help 2>&1 | awk '/^simulate:$/ {on = 1; next} /^[a-z].*:$/ {on = 0} on' |
+    sed -n 's/^  --\([a-z-]*\).*/\1/p' | tr '-' '_' | sort | tr '\n' ' ')
+  check "$f.h5 records every simulate option (expected: $want; got: $keys)" '[ -n "$keys" ] && [ "$keys" = "$want" ]'
+done
+check "heatmap.h5 records its stragglers and unfolded run" \
+  'h5dump -a /config_json "$dir/heatmap.h5" | grep -q "\"fold\":false,\"slow_rank\":\"24:1.1,"'
 # Table 3 row 1: the error column is closed - paper, in points.
 line=$(grep "table3-row1" "$dir/out.txt")
 paper=$(echo "$line" | awk '{print $3}') closed=$(echo "$line" | awk '{print $4}') err=$(echo "$line" | awk '{print $5}')
