@@ -454,15 +454,15 @@ static int write_outputs(run_t *R, sim_result_t *r)
 {
     char err[OPT_ERR_LEN] = "";
     int rc = 0;
+    cJSON *c = R->rank == 0 && (R->o.out[0] || R->o.trace[0]) ? run_config(R) : NULL;
     if (R->rank == 0 && R->o.out[0]) {
         estimate_t e;
         estimate_job(&R->job, &R->hw, &e);
-        cJSON *c = run_config(R);
         rc = sim_write_h5(R->o.out, &R->job, &R->hw, c, &e, r, err, sizeof err);
-        cJSON_Delete(c);
     }
     if (!rc && R->rank == 0 && R->o.trace[0])
-        rc = run_write_trace(R->o.trace, r, R->x.iter_t0_ns, err, sizeof err);
+        rc = run_write_trace(R->o.trace, &R->job, &R->hw, c, r, R->x.iter_t0_ns, err, sizeof err);
+    cJSON_Delete(c);
     if (all_ok(rc))
         return bad(R, err[0] ? err : "writing the outputs failed");
     return 0;

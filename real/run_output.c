@@ -89,7 +89,8 @@ oom:
     return -1;
 }
 
-int run_write_trace(const char *path, const sim_result_t *r, const int64_t *t0_ns, char *err, int errlen)
+int run_write_trace(const char *path, const job_t *job, const hw_t *hw, const struct cJSON *config, const sim_result_t *r,
+                    const int64_t *t0_ns, char *err, int errlen)
 {
     sim_result_t t = *r;
     t.timeline = malloc(sizeof(sim_rec_t) * (size_t)(r->ntimeline ? r->ntimeline : 1));
@@ -104,7 +105,7 @@ int run_write_trace(const char *path, const sim_result_t *r, const int64_t *t0_n
         o.t_ready_ns += off, o.t_start_ns += off, o.t_end_ns += off;
         t.timeline[i] = o;
     }
-    int rc = sim_write_trace(path, &t, err, errlen);
+    int rc = sim_write_trace(path, job, hw, config, &t, err, errlen);
     free(t.timeline);
     return rc;
 }

@@ -17,6 +17,7 @@
 int run_gather(const exec_t *x, int account_iter, sim_result_t *r, char *err, int errlen);
 
 /* Rank 0: the Chrome trace of r with iteration i shifted by t0_ns[i]. */
-int run_write_trace(const char *path, const sim_result_t *r, const int64_t *t0_ns, char *err, int errlen);
+int run_write_trace(const char *path, const job_t *job, const hw_t *hw, const struct cJSON *config, const sim_result_t *r,
+                    const int64_t *t0_ns, char *err, int errlen);
 
 #endif

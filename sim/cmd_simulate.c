@@ -144,7 +144,7 @@ static int write_outputs(const simulate_opts_t *so, const cJSON *sim_config, con
         return -1;
     if (so->out[0])
         fprintf(stderr, "wrote %s\n", so->out);
-    if (so->trace[0] && sim_write_trace(so->trace, r, err, OPT_ERR_LEN))
+    if (so->trace[0] && sim_write_trace(so->trace, job, hw, sim_config, r, err, OPT_ERR_LEN))
         return -1;
     if (so->trace[0])
         fprintf(stderr, "wrote %s\n", so->trace);

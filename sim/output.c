@@ -625,7 +625,7 @@ static void emit_op(trace_w_t *w, const trace_op_t *t)
          us(o->t_start_ns, a), us(o->t_end_ns - o->t_start_ns, b), o->mb, o->chunk, us(o->t_ready_ns, c));
 }
 
-static void emit_trace(trace_w_t *w, const trace_op_t *t, long n)
+static void emit_trace(trace_w_t *w, const trace_op_t *t, long n, const char *config)
 {
     unsigned char named[STREAM_COUNT * TRACE_LANES];
     if (fputs("{\"traceEvents\": [", w->f) < 0)
@@ -634,18 +634,25 @@ static void emit_trace(trace_w_t *w, const trace_op_t *t, long n)
         emit_names(w, &t[i], i ? &t[i - 1] : NULL, named);
         emit_op(w, &t[i]);
     }
-    if (fputs("\n],\n\"displayTimeUnit\": \"ms\"}\n", w->f) < 0)
+    if (fputs("\n],\n\"displayTimeUnit\": \"ms\"", w->f) < 0)
+        w->bad = 1;
+    /* The trace format's place for anything else: the configuration. */
+    if (config && fprintf(w->f, ",\n\"otherData\": {\"megasim_version\": \"%s\", \"config\": %s}", MEGASIM_VERSION,
+                          config) < 0)
+        w->bad = 1;
+    if (fputs("}\n", w->f) < 0)
         w->bad = 1;
 }
 
-static int write_trace_file(const char *tmp, const char *path, const trace_op_t *t, long n, char *err, int len)
+static int write_trace_file(const char *tmp, const char *path, const trace_op_t *t, long n, const char *config,
+                            char *err, int len)
 {
     trace_w_t w = {fopen(tmp, "w"), 0, 1};
     if (!w.f) {
         snprintf(err, len, "%s: cannot create %s (%s)", path, tmp, strerror(errno));
         return -1;
     }
-    emit_trace(&w, t, n);
+    emit_trace(&w, t, n, config);
     int bad = w.bad || ferror(w.f);
     if (fclose(w.f) != 0 || bad) {
         snprintf(err, len, "%s: writing %s failed (%s)", path, tmp, strerror(errno));
@@ -654,7 +661,8 @@ static int write_trace_file(const char *tmp, const char *path, const trace_op_t 
     return 0;
 }
 
-int sim_write_trace(const char *path, const sim_result_t *r, char *err, int errlen)
+int sim_write_trace(const char *path, const job_t *job, const hw_t *hw, const cJSON *sim_config,
+                    const sim_result_t *r, char *err, int errlen)
 {
     char tmp[4096];
     if (tmp_name(path, tmp, sizeof tmp, err, errlen))
@@ -669,7 +677,13 @@ int sim_write_trace(const char *path, const sim_result_t *r, char *err, int errl
         t[i] = (trace_op_t){r->timeline[i], i, 0};
     qsort(t, n, sizeof *t, trace_cmp);
     assign_lanes(t, n);
-    int rc = write_trace_file(tmp, path, t, n, err, errlen);
+    cJSON *c = job ? config_json(job, hw, sim_config) : NULL;
+    char *config = c ? cJSON_PrintUnformatted(c) : NULL;
+    int rc = job && !config ? -1 : write_trace_file(tmp, path, t, n, config, err, errlen);
+    if (job && !config)
+        snprintf(err, errlen, "%s: out of memory formatting the configuration", path);
+    free(config);
+    cJSON_Delete(c);
     free(t);
     return tmp_commit(tmp, path, rc, err, errlen);
 }

@@ -62,7 +62,10 @@ int sim_write_h5(const char *path, const job_t *job, const hw_t *hw, const struc
                  const sim_result_t *r, char *err, int errlen);
 
 /* Chrome-trace JSON of r->timeline: one "X" event per op (pid = rank,
- * tid = stream), a "wait" event before each op that waited, and names. */
-int sim_write_trace(const char *path, const sim_result_t *r, char *err, int errlen);
+ * tid = stream), a "wait" event before each op that waited, and names;
+ * "otherData" holds the version and the configuration the result file
+ * records (job NULL: none). */
+int sim_write_trace(const char *path, const job_t *job, const hw_t *hw, const struct cJSON *sim_config,
+                    const sim_result_t *r, char *err, int errlen);
 
 #endif

@@ -323,9 +323,14 @@ def outputs():
                   ("/timeline with an iteration column", "\"iteration\"" in dump),
                   ("/ranks dataset", "DATASET \"ranks\"" in dump)]
         with open(trace) as f:
-            ev = json.load(f)["traceEvents"]
+            tr = json.load(f)
+        ev = tr["traceEvents"]
         pids = {e["pid"] for e in ev if e.get("ph") == "X"}
         checks.append(("trace events of all 4 ranks", len(pids) == 4))
+        tcfg = tr.get("otherData", {}).get("config", {})
+        checks.append(("trace's otherData.config: the run's job (pipeline_model_parallel_size 2) and options "
+                       f"(got {tcfg.get('job', {}).get('pipeline_model_parallel_size')})",
+                       tcfg.get("job", {}).get("pipeline_model_parallel_size") == 2 and "simulate" in tcfg))
         for what, ok in checks:
             failures += not ok
             print(f"{'ok  ' if ok else 'FAIL'} {what}")

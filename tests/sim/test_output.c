@@ -292,7 +292,7 @@ static void check_lanes(void)
     sim_result_t r = {.timeline = ops, .ntimeline = 3};
     char err[OPT_ERR_LEN], p[1024];
     long len;
-    int rc = sim_write_trace(in_dir("lanes.json", p, sizeof p), &r, err, sizeof err);
+    int rc = sim_write_trace(in_dir("lanes.json", p, sizeof p), NULL, NULL, NULL, &r, err, sizeof err);
     char *s = rc ? NULL : slurp(p, &len);
     cJSON *j = s ? cJSON_Parse(s) : NULL, *e;
     int tids[3] = {-1, -1, -1}, k = 0, named = 0;
@@ -319,7 +319,7 @@ static void check_failures(const job_t *j, const hw_t *hw, const estimate_t *e, 
     char err[OPT_ERR_LEN] = "", p[1024], q[1024];
     int rc = sim_write_h5(in_dir("missing/x.h5", p, sizeof p), j, hw, NULL, e, r, err, sizeof err);
     check_true("h5 into a missing directory fails", rc == -1 && strstr(err, p), err);
-    rc = sim_write_trace(p, r, err, sizeof err);
+    rc = sim_write_trace(p, NULL, NULL, NULL, r, err, sizeof err);
     check_true("trace into a missing directory fails", rc == -1 && strstr(err, p), err);
     /* The rename fails (the target is a non-empty directory): the temporary
      * file must go, leaving only what was there. */
@@ -370,7 +370,7 @@ static int test_lib(void)
     int rc = sim_write_h5(in_dir("a.h5", a, sizeof a), &j, &hw, NULL, &e, &r, err, sizeof err);
     sleep(1); /* a second later: any timestamp in the file would differ */
     rc |= sim_write_h5(in_dir("b.h5", b, sizeof b), &j, &hw, NULL, &e, &r, err, sizeof err);
-    rc |= sim_write_trace(in_dir("a.json", t, sizeof t), &r, err, sizeof err);
+    rc |= sim_write_trace(in_dir("a.json", t, sizeof t), NULL, NULL, NULL, &r, err, sizeof err);
     if (!check_true("writes succeed", rc == 0, rc ? err : dir))
         return check_done("sim_output");
     check_h5(a, &j, &hw, &e, &r);
