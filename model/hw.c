@@ -185,9 +185,10 @@ int hw_resolve(const char *gpu, const char *cluster, const char *file, hw_t *hw,
 int hw_check(const hw_t *hw, char *err)
 {
     const hw_cluster_t *c = &hw->cluster;
-    if (c->nics_per_node > c->gpus_per_node) {
-        snprintf(err, OPT_ERR_LEN, "cluster %s: nics_per_node = %d exceeds gpus_per_node = %d; "
-                 "rails are one NIC per GPU at most", c->name, c->nics_per_node, c->gpus_per_node);
+    if (c->nics_per_node > c->gpus_per_node || c->gpus_per_node % c->nics_per_node) {
+        snprintf(err, OPT_ERR_LEN, "cluster %s: nics_per_node = %d with gpus_per_node = %d; allowed: a divisor of "
+                 "gpus_per_node (rails: each NIC serves the same number of GPUs, one NIC per GPU at most)", c->name,
+                 c->nics_per_node, c->gpus_per_node);
         return -1;
     }
     const struct { const curve_t *c; const char *name; } curves[] = {

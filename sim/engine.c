@@ -782,10 +782,10 @@ int sim_run(const job_t *job, const hw_t *hw, const sim_opts_t *o, sim_result_t 
         unfolded.fold = 0;
     sim_t S = {.job = job, .hw = hw, .opts = &unfolded, .err = err, .errlen = len};
     memset(r, 0, sizeof *r);
-    int rc = setup(&S);
+    int rc = setup(&S); /* -2: the network model refused the fabric, its reason in err */
     if (rc == -1)
         snprintf(err, len, "out of memory setting up %d ranks", job->num_gpus);
-    else
+    else if (rc == 0)
         rc = run_loop(&S);
     if (!rc)
         rc = collect(&S, r, err, len);
