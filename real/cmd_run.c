@@ -119,15 +119,14 @@ static int bad(run_t *R, const char *msg)
 
 static int parse(run_t *R, int argc, char **argv)
 {
-    /* The tiny default job and the world size come first: files and flags
-     * the user gives override both. */
-    char **av = calloc((size_t)argc + 3, sizeof *av), ngpus[64], err[OPT_ERR_LEN];
+    /* The tiny default job comes first: files and flags the user gives
+     * override it. The world size is the number of GPUs unless a file or
+     * flag gives one, which must then match it. */
+    char **av = calloc((size_t)argc + 2, sizeof *av), err[OPT_ERR_LEN];
     if (!av)
         return bad(R, "out of host memory");
-    snprintf(ngpus, sizeof ngpus, "--num-gpus=%d", R->world);
     int n = 0;
     av[n++] = MEGASIM_EXPERIMENTS_DIR "/real/tiny-gpt.json";
-    av[n++] = ngpus;
     for (int i = 1; i < argc; i++)
         av[n++] = argv[i];
     int rc = job_parse(&R->job, n, av, &run_opts, &R->o, err);
@@ -147,10 +146,17 @@ static int parse(run_t *R, int argc, char **argv)
     if (R->o.device == DEV_GPU && !R->job.bf16)
         return bad(R, "--bf16 false with --device gpu: the GPU path trains in bf16 with fp32 master weights "
                       "(allowed: --bf16 true; --device cpu trains in fp32)");
+    if (!job_given(&R->job, "num-gpus"))
+        R->job.num_gpus = R->world;
     if (R->job.num_gpus != R->world) {
-        snprintf(err, sizeof err, "--num-gpus %d does not match the MPI world size %d (start with mpirun -np %d, "
-                 "or leave --num-gpus out: the world size is the number of GPUs)",
+        snprintf(err, sizeof err, "num-gpus = %d (a job file or flag) does not match the MPI world size %d (start with "
+                 "mpirun -np %d, or leave num-gpus out: the world size is the number of GPUs)",
                  R->job.num_gpus, R->world, R->job.num_gpus);
+        return bad(R, err);
+    }
+    if (R->job.padded_vocab_size < 256) {
+        snprintf(err, sizeof err, "padded-vocab-size = %d: megasim run's tokens are bytes (0 to 255); allowed: 256 "
+                 "or more", R->job.padded_vocab_size);
         return bad(R, err);
     }
     /* A CPU run's MFU is against the checked-in CPU profile, unless given. */
