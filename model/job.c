@@ -351,6 +351,11 @@ static int apply_flags(job_t *job, int argc, char **argv, const opt_table *extra
         const char *a = argv[i];
         if (is_json_path(a))
             continue;
+        if ((!strcmp(a, "--config") || !strcmp(a, "--preset")) && i + 1 >= argc) {
+            snprintf(err, OPT_ERR_LEN, "%s needs a value (%s)", a,
+                     a[2] == 'c' ? "a job file" : opts_find(&job_opts, "preset")->choices);
+            return -1;
+        }
         if (!strcmp(a, "--config")) {
             i++;
             continue;
@@ -388,6 +393,10 @@ static int apply_flags(job_t *job, int argc, char **argv, const opt_table *extra
         }
         int takes;
         if (rc == 1 && job_is_ignored_megatron_flag(name, &takes)) {
+            if (takes && !eq && (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2))) {
+                snprintf(err, OPT_ERR_LEN, "--%s needs a value (a Megatron-LM flag megasim accepts and ignores)", name);
+                return -1;
+            }
             i += takes && !eq;
             if (ignored[ignored_index(name)].maths && !job->numerics_flag[0])
                 snprintf(job->numerics_flag, sizeof job->numerics_flag, "--%.*s", (int)sizeof job->numerics_flag - 3, name);
