@@ -102,7 +102,8 @@ static int check_opts(calib_opts_t *o, char *err)
     }
     if (hw_resolve(o->base_gpu, o->base_cluster, NULL, &probe, err))
         return -1;
-    if (env_rank() == 0 && (sim_output_probe(o->out, err, OPT_ERR_LEN) || sim_output_probe(o->raw, err, OPT_ERR_LEN)))
+    const char *flags[] = {"--out", "--raw"}, *paths[] = {o->out, o->raw};
+    if (env_rank() == 0 && sim_outputs_check(2, flags, paths, err, OPT_ERR_LEN))
         return -1;
     return 0;
 }

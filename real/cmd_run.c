@@ -520,9 +520,14 @@ static int run(run_t *R, int argc, char **argv)
     int rc = parse(R, argc, argv);
     if (rc)
         return rc;
+    /* Outputs checked before training, so a bad path neither wastes the
+     * run nor leaves one file written and the other not. */
+    char err[OPT_ERR_LEN] = "";
+    const char *flags[] = {"--out", "--trace"}, *paths[] = {R->o.out, R->o.trace};
+    if (all_ok(R->rank == 0 && sim_outputs_check(2, flags, paths, err, sizeof err)))
+        return bad(R, err);
     if ((rc = setup(R)))
         return rc;
-    char err[OPT_ERR_LEN] = "";
     if (R->o.save[0] && all_ok(ckpt_init(&R->ck, R->o.save, R->rank, R->world, R->config, err, sizeof err)))
         return bad(R, err);
     if (R->o.resume && (rc = resume(R)))

@@ -737,6 +737,11 @@ int cmd_reproduce(int argc, char **argv)
         }
         return cli_fail("reproduce", err);
     }
+    for (int i = 1 + shift; shift && i < argc; i++)
+        if (!strcmp(argv[i], "--set") || !strncmp(argv[i], "--set=", 6)) {
+            snprintf(err, sizeof err, "the set is given twice ('%s' and --set); give it once", argv[1]);
+            return cli_fail("reproduce", err);
+        }
     if (shift)
         snprintf(ro.set, sizeof ro.set, "%s", argv[1]);
     int known = 0;
@@ -757,16 +762,12 @@ int cmd_reproduce(int argc, char **argv)
     }
     /* A bad --out fails now, before any work or progress output. */
     make_parent(ro.out);
-    char probe[1100];
-    snprintf(probe, sizeof probe, "%s.tmp.%d", ro.out, (int)getpid());
-    FILE *pf = fopen(probe, "w");
-    if (!pf) {
-        snprintf(err, sizeof err, "--out %s: cannot create the file (does its folder exist and is it writable?)", ro.out);
+    if (!ro.out[0] || sim_output_probe(ro.out, err, sizeof err)) {
+        if (!ro.out[0])
+            snprintf(err, sizeof err, "--out is empty; give the result file (default results/megascale.h5)");
         free_names(files, n);
         return cli_fail("reproduce", err);
     }
-    fclose(pf);
-    unlink(probe);
     fit_t fit = {.on = ro.fit == FIT_TABLE3};
     int rc = 0;
     if (fit.on) /* closed form only: a fraction of a second, no progress lines */

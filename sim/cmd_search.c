@@ -592,11 +592,15 @@ static void no_plan_message(const search_space_t *s, const evaluated_t *ev, char
                  least_mem / GIB, s->mem_limit_bytes / GIB);
 }
 
+/* --plot F.png also writes F.png.dat: every path must be its own file. */
 static int probe_outputs(const search_opts_t *so, char *err)
 {
-    return (so->out[0] && sim_output_probe(so->out, err, OPT_ERR_LEN)) ||
-           (so->csv[0] && sim_output_probe(so->csv, err, OPT_ERR_LEN)) ||
-           (so->plot[0] && sim_output_probe(so->plot, err, OPT_ERR_LEN));
+    char dat[1100] = "";
+    if (so->plot[0])
+        snprintf(dat, sizeof dat, "%s.dat", so->plot);
+    const char *flags[] = {"--out", "--csv", "--plot", "--plot's data file"},
+               *paths[] = {so->out, so->csv, so->plot, dat};
+    return sim_outputs_check(4, flags, paths, err, OPT_ERR_LEN);
 }
 
 /* Rank 0 after the gather: rank, re-rank, print, write. */

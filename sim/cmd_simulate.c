@@ -128,8 +128,8 @@ static int trace_setup(const simulate_opts_t *so, const job_t *job, sim_opts_t *
         return -1;
     if (!so->out[0] && !so->trace[0])
         return 0;
-    if ((so->out[0] && sim_output_probe(so->out, err, OPT_ERR_LEN)) ||
-        (so->trace[0] && sim_output_probe(so->trace, err, OPT_ERR_LEN)))
+    const char *flags[] = {"--out", "--trace"}, *paths[] = {so->out, so->trace};
+    if (sim_outputs_check(2, flags, paths, err, OPT_ERR_LEN))
         return -1;
     o->ntrace = n;
     memcpy(o->trace_ranks, list, sizeof list[0] * n);

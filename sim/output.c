@@ -17,7 +17,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- summary -------------------------------------------------------- */
@@ -192,9 +194,53 @@ static int tmp_probe(const char *tmp, const char *path, char *err, int len)
 int sim_output_probe(const char *path, char *err, int errlen)
 {
     char tmp[4096];
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "%s is a directory, give a file path (e.g. %s/out.h5)", path, path);
+        return -1;
+    }
     if (tmp_name(path, tmp, sizeof tmp, err, errlen) || tmp_probe(tmp, path, err, errlen))
         return -1;
     remove(tmp);
+    return 0;
+}
+
+/* PATH with its folder resolved (realpath), so that "x.h5", "./x.h5" and
+ * an absolute spelling compare equal before the file exists. */
+static void resolved(const char *path, char *out, size_t len)
+{
+    char dir[4096], real[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? (slash == path ? "/" : path) : ".");
+    if (realpath(dir, real))
+        snprintf(out, len, "%s/%s", real, slash ? slash + 1 : path);
+    else
+        snprintf(out, len, "%s", path);
+}
+
+int sim_outputs_check(int n, const char *const *flags, const char *const *paths, char *err, int errlen)
+{
+    for (int i = 0; i < n; i++) {
+        if (!paths[i] || !paths[i][0])
+            continue;
+        for (int j = 0; j < i; j++) {
+            struct stat a, b;
+            char ri[4200], rj[4200];
+            resolved(paths[i], ri, sizeof ri);
+            resolved(paths[j], rj, sizeof rj);
+            int same = paths[j] && paths[j][0] &&
+                       (!strcmp(ri, rj) || (stat(paths[i], &a) == 0 && stat(paths[j], &b) == 0 &&
+                                            a.st_dev == b.st_dev && a.st_ino == b.st_ino));
+            if (same) {
+                snprintf(err, errlen, "%s and %s both name %s; allowed: a different file for each output", flags[j],
+                         flags[i], paths[i]);
+                return -1;
+            }
+        }
+    }
+    for (int i = 0; i < n; i++)
+        if (paths[i] && paths[i][0] && sim_output_probe(paths[i], err, errlen))
+            return -1;
     return 0;
 }
 
