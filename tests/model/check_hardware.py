@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""check_hardware: `megasim hardware` as a user runs it.
+- The list names the four GPU and two cluster profiles the README documents.
+- Each GPU profile's data-sheet numbers match the vendor's data sheets
+  (dense bf16 tensor TFLOPS, HBM bandwidth and size, NVLink per direction,
+  SM count), independently of model/hw_builtin.c.
+- A printed profile is a profile: `hardware --hardware FILE` reads it back
+  and prints the same JSON, and `predict --hardware FILE` predicts what the
+  built-in names predict.
+
+usage: check_hardware.py MEGASIM"""
+import json, os, subprocess, sys, tempfile
+
+megasim = sys.argv[1]
+failures = passed = 0
+
+
+def check(what, ok, detail):
+    global failures, passed
+    print(f"{'ok  ' if ok else 'FAIL'} {what}: {detail}")
+    failures += not ok
+    passed += ok
+
+
+def run(*args):
+    p = subprocess.run([megasim, *args], capture_output=True, text=True)
+    if p.returncode:
+        check(f"megasim {' '.join(args)} exits 0", False, f"got {p.returncode}: {p.stderr.strip()}")
+    return p.stdout
+
+
+listing = run("hardware")
+for name in ("a100-sxm-80gb", "a800-sxm-80gb", "h100-sxm-80gb", "h800-sxm-80gb", "megascale", "fattree"):
+    check(f"the list names {name}", name in listing.split(), "README's built-in profiles")
+
+# NVIDIA data sheets: A100 SXM 80GB (312 TFLOPS dense bf16, 2,039 GB/s,
+# NVLink 600 GB/s both directions, 108 SMs); A800 SXM: the A100 with NVLink
+# cut to 400 GB/s; H100 SXM (989.4 TFLOPS dense bf16 = 1,979 with sparsity
+# / 2, 3.35 TB/s, NVLink 900 GB/s both directions, 132 SMs); H800 SXM: the
+# H100 with NVLink cut to 400 GB/s.
+sheets = {
+    "a100-sxm-80gb": {"peak_bf16_tflops": 312, "hbm_gbps": 2039, "hbm_gib": 80, "nvlink_gbps": 300, "sm_count": 108},
+    "a800-sxm-80gb": {"peak_bf16_tflops": 312, "hbm_gbps": 2039, "hbm_gib": 80, "nvlink_gbps": 200, "sm_count": 108},
+    "h100-sxm-80gb": {"peak_bf16_tflops": 989.4, "hbm_gbps": 3350, "hbm_gib": 80, "nvlink_gbps": 450, "sm_count": 132},
+    "h800-sxm-80gb": {"peak_bf16_tflops": 989.4, "hbm_gbps": 3350, "hbm_gib": 80, "nvlink_gbps": 200, "sm_count": 132},
+}
+for gpu, want in sheets.items():
+    got = json.loads(run("hardware", "--gpu", gpu) or "{}").get("gpu", {})
+    for k, v in want.items():
+        check(f"{gpu} {k}", got.get(k) == v, f"expected {v} (NVIDIA data sheet), got {got.get(k)}")
+
+with tempfile.TemporaryDirectory() as d:
+    f = os.path.join(d, "h100-fattree.json")
+    printed = run("hardware", "--gpu", "h100-sxm-80gb", "--cluster", "fattree")
+    with open(f, "w") as out:
+        out.write(printed)
+    again = run("hardware", "--hardware", f)
+    check("hardware --hardware FILE prints the file's profile back", bool(printed) and json.loads(again or "{}") ==
+          json.loads(printed or "{}"), f"{len(printed)} characters printed, {len(again)} read back")
+    job = ["--num-gpus", "64", "--global-batch-size", "64", "--json"]
+    by_name = json.loads(run("predict", "--gpu", "h100-sxm-80gb", "--cluster", "fattree", *job) or "{}").get("mfu")
+    by_file = json.loads(run("predict", "--hardware", f, *job) or "{}").get("mfu")
+    check("predict --hardware FILE = predict --gpu --cluster", by_name is not None and by_name == by_file,
+          f"expected MFU {by_name} (the built-in names), got {by_file}")
+
+print(f"check_hardware: {passed} passed, {failures} failed")
+sys.exit(1 if failures or not passed else 0)
