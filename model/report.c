@@ -97,6 +97,21 @@ cJSON *report_config_json(const job_t *j, const hw_t *hw)
     return c;
 }
 
+cJSON *report_memory_json(const estimate_t *e)
+{
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddNumberToObject(m, "weights_bytes", e->mem.weights_bytes);
+    cJSON_AddNumberToObject(m, "gradients_bytes", e->mem.grads_bytes);
+    cJSON_AddNumberToObject(m, "optimizer_bytes", e->mem.optimizer_bytes);
+    cJSON_AddNumberToObject(m, "activations_bytes", e->mem.activations_bytes);
+    cJSON_AddNumberToObject(m, "workspace_bytes", e->mem.workspace_bytes);
+    cJSON_AddNumberToObject(m, "comm_buffers_bytes", e->mem.comm_buffers_bytes);
+    cJSON_AddNumberToObject(m, "runtime_bytes", e->mem.runtime_bytes);
+    cJSON_AddNumberToObject(m, "capacity_bytes", e->mem.capacity_bytes);
+    cJSON_AddNumberToObject(m, "peak_stage", e->mem.peak_stage);
+    return m;
+}
+
 cJSON *report_json(const job_t *j, const hw_t *hw, const estimate_t *e)
 {
     cJSON *o = cJSON_CreateObject();
@@ -118,16 +133,7 @@ cJSON *report_json(const job_t *j, const hw_t *hw, const estimate_t *e)
     cJSON_AddNumberToObject(b, "exposed_dp_comm_s", e->br.exposed_dp_comm_s);
     cJSON_AddNumberToObject(b, "optimizer_s", e->br.optimizer_s);
     cJSON_AddNumberToObject(b, "other_s", e->br.other_s);
-    cJSON *m = cJSON_AddObjectToObject(o, "memory");
-    cJSON_AddNumberToObject(m, "weights_bytes", e->mem.weights_bytes);
-    cJSON_AddNumberToObject(m, "gradients_bytes", e->mem.grads_bytes);
-    cJSON_AddNumberToObject(m, "optimizer_bytes", e->mem.optimizer_bytes);
-    cJSON_AddNumberToObject(m, "activations_bytes", e->mem.activations_bytes);
-    cJSON_AddNumberToObject(m, "workspace_bytes", e->mem.workspace_bytes);
-    cJSON_AddNumberToObject(m, "comm_buffers_bytes", e->mem.comm_buffers_bytes);
-    cJSON_AddNumberToObject(m, "runtime_bytes", e->mem.runtime_bytes);
-    cJSON_AddNumberToObject(m, "capacity_bytes", e->mem.capacity_bytes);
-    cJSON_AddNumberToObject(m, "peak_stage", e->mem.peak_stage);
+    cJSON_AddItemToObject(o, "memory", report_memory_json(e));
     cJSON_AddItemToObject(o, "config", report_config_json(j, hw));
     return o;
 }

@@ -19,6 +19,9 @@ void report_ops(FILE *f, const job_t *job, const hw_t *hw);
 
 struct cJSON *report_json(const job_t *job, const hw_t *hw, const estimate_t *e);
 
+/* predict's "memory" object: the memory model's parts of the peak per GPU. */
+struct cJSON *report_memory_json(const estimate_t *e);
+
 /* The effective configuration: job options, hardware profile, version. */
 struct cJSON *report_config_json(const job_t *job, const hw_t *hw);
 

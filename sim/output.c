@@ -29,8 +29,9 @@
 const sim_summary_field_t sim_summary_fields[] = {
     SF(iteration_time_s, SIM_SUM_TOP, 0),          SF(tokens_per_s, SIM_SUM_TOP, 0),
     SF(mfu, SIM_SUM_TOP, 0),                       SF(hfu, SIM_SUM_TOP, 0),
-    SF(model_flops_per_iteration, SIM_SUM_TOP, 0), SF(peak_memory_per_gpu_bytes, SIM_SUM_TOP, 0),
-    SF(fits_in_memory, SIM_SUM_TOP, 1),
+    SF(model_flops_per_iteration, SIM_SUM_TOP, 0), SF(hardware_flops_per_iteration, SIM_SUM_TOP, 0),
+    SF(params_total, SIM_SUM_TOP, 0),              SF(peak_memory_per_gpu_bytes, SIM_SUM_TOP, 0),
+    SF(fits_in_memory, SIM_SUM_TOP, 1),            SF(days_for_300b_tokens, SIM_SUM_TOP, 0),
     SF(compute_s, SIM_SUM_BREAKDOWN, 0),           SF(bubble_s, SIM_SUM_BREAKDOWN, 0),
     SF(exposed_tp_comm_s, SIM_SUM_BREAKDOWN, 0),   SF(exposed_pp_comm_s, SIM_SUM_BREAKDOWN, 0),
     SF(exposed_dp_comm_s, SIM_SUM_BREAKDOWN, 0),   SF(optimizer_s, SIM_SUM_BREAKDOWN, 0),
@@ -53,6 +54,9 @@ void sim_summary(const job_t *job, const estimate_t *e, const sim_result_t *r, s
         .mfu = e->work.model_flops_per_iter / gpu_s,
         .hfu = e->work.hw_flops_per_iter / gpu_s,
         .model_flops_per_iteration = e->work.model_flops_per_iter,
+        .hardware_flops_per_iteration = e->work.hw_flops_per_iter,
+        .params_total = e->work.params_total,
+        .days_for_300b_tokens = 300e9 / ((double)job->global_batch_size * job->seq_length / it_s) / 86400,
         /* a measurement's is measured (it fitted: it ran) */
         .peak_memory_per_gpu_bytes = r->peak_memory_bytes > 0 ? r->peak_memory_bytes : e->mem.total_bytes,
         .fits_in_memory = r->peak_memory_bytes > 0 || e->mem.fits ? 1 : 0,
@@ -107,6 +111,8 @@ cJSON *sim_summary_json(const job_t *job, const hw_t *hw, const estimate_t *e, c
             cJSON_AddItemToArray(arr, l);
         }
     }
+    if (r->peak_memory_bytes <= 0) /* a simulation: the memory model's, as predict */
+        cJSON_AddItemToObject(o, "memory", report_memory_json(e));
     cJSON_AddItemToObject(o, "config", config_json(job, hw, sim_config));
     return o;
 }

@@ -20,7 +20,8 @@ struct cJSON;
  * Counts are doubles so every field reads the same way in JSON and HDF5. */
 typedef struct {
     double iteration_time_s, tokens_per_s, mfu, hfu;
-    double model_flops_per_iteration, peak_memory_per_gpu_bytes, fits_in_memory;
+    double model_flops_per_iteration, hardware_flops_per_iteration, params_total, peak_memory_per_gpu_bytes;
+    double fits_in_memory, days_for_300b_tokens;
     /* the critical rank's compute stream; sums to iteration_time_s */
     double compute_s, bubble_s, exposed_tp_comm_s, exposed_pp_comm_s, exposed_dp_comm_s, optimizer_s, other_s;
     double events, entities, dp_classes, critical_rank, closed_form_iteration_time_s;
@@ -43,7 +44,8 @@ extern const int sim_summary_nfields;
 /* e: the closed-form estimate of the same job (FLOPs, memory, peak). */
 void sim_summary(const job_t *job, const estimate_t *e, const sim_result_t *r, sim_summary_t *s);
 
-/* The `simulate --json` object: summary fields by section, then "config". */
+/* The `simulate --json` object: summary fields by section, predict's
+ * "memory" (the memory model's, for a simulation), then "config". */
 struct cJSON *sim_summary_json(const job_t *job, const hw_t *hw, const estimate_t *e, const sim_result_t *r,
                                const struct cJSON *sim_config);
 
