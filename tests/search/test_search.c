@@ -213,7 +213,7 @@ static int test_brute(const char *megasim)
     static sim_opts_t o;
     o.fold = 1;
     double best = -1;
-    long long best_i = -1, nvalid = 0;
+    long long best_i = -1, nvalid = 0, nfailed = 0;
     for (long long i = 0; i < s.total; i++) {
         job_t job;
         estimate_t e;
@@ -224,16 +224,26 @@ static int test_brute(const char *megasim)
         if (search_eval(&s, i, &r, &job, &e) != SEARCH_OK)
             continue;
         nvalid++;
-        if (sim_run(&job, &s.hw, &o, &res, err, sizeof err))
+        if (sim_run(&job, &s.hw, &o, &res, err, sizeof err)) {
+            if (!nfailed++)
+                printf("     the first plan the simulator refused: %s\n", err);
             continue;
+        }
         sim_summary(&job, &e, &res, &sum);
         if (sum.mfu > best)
             best = sum.mfu, best_i = i;
         sim_result_free(&res);
     }
+    char detail[96];
+    snprintf(detail, sizeof detail, "%lld of %lld valid plans simulated", nvalid - nfailed, nvalid);
+    if (!check_true("the brute force simulated every valid plan", nvalid > 0 && nfailed == 0, detail))
+        return check_done("search_top_matches_brute_force");
     cJSON *a = run_search(megasim, BRUTE " --memory-limit-gib 6 --top 1");
     const cJSON *sim = cJSON_GetObjectItem(cJSON_GetArrayItem(a, 0), "simulated");
-    double got = sim ? cJSON_GetObjectItem(sim, "mfu")->valuedouble : -1;
+    const cJSON *mfu = cJSON_GetObjectItem(sim, "mfu");
+    if (!check_true("the search printed a simulated top plan", cJSON_IsNumber(mfu), "simulated.mfu in --json"))
+        return cJSON_Delete(a), check_done("search_top_matches_brute_force");
+    double got = mfu->valuedouble;
     search_plan_t p;
     search_plan_at(&s, best_i, &p);
     char src[256];
