@@ -19,6 +19,7 @@
 #include "real/compare.h"
 
 #include "model/cli.h"
+#include "sim/plot_data.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -86,7 +87,8 @@ int cmd_compare(int argc, char **argv)
     static cmp_t c;
     memset(&c, 0, sizeof c);
     char err[OPT_ERR_LEN];
-    if (parse(argc, argv, &c, err) || cmp_load(&c, err)) {
+    if (parse(argc, argv, &c, err) || plot_check_scripts_dir(c.o.plots_dir, "compare.gp", err, OPT_ERR_LEN) ||
+        cmp_load(&c, err)) {
         cmp_free(&c);
         return cli_fail("compare", err);
     }

@@ -97,6 +97,24 @@ int plot_find_gnuplot(char *out, size_t size)
     return 0;
 }
 
+int plot_check_scripts_dir(const char *dir, const char *script, char *err, int errlen)
+{
+    struct stat st;
+    char path[2048];
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "--plots-dir %s is not a folder; allowed: the folder of megasim's gnuplot scripts "
+                 "(NAME.gp; default %s)", dir, MEGASIM_PLOTS_DIR);
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/%s", dir, script ? script : "");
+    if (script && access(path, R_OK) != 0) {
+        snprintf(err, errlen, "--plots-dir %s holds no %s; allowed: the folder of megasim's gnuplot scripts "
+                 "(default %s)", dir, script, MEGASIM_PLOTS_DIR);
+        return -1;
+    }
+    return 0;
+}
+
 /* One figure for one terminal; gnuplot's exit status (plot_data.h). */
 int plot_run_gnuplot(const char *gnuplot, const char *script, const plot_fig_t *f, const char *outfile)
 {
@@ -154,7 +172,7 @@ int cmd_plot(int argc, char **argv)
     plot_opts_t o;
     const char *file;
     char err[OPT_ERR_LEN], outdir[1024], gnuplot[4096];
-    if (parse(argc, argv, &o, &file, err))
+    if (parse(argc, argv, &o, &file, err) || plot_check_scripts_dir(o.plots_dir, NULL, err, OPT_ERR_LEN))
         return cli_fail("plot", err);
     if (o.outdir[0])
         snprintf(outdir, sizeof outdir, "%s", o.outdir);

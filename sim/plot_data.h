@@ -48,6 +48,10 @@ void plot_gp_quote(char *buf, size_t size, const char *s);
 /* gnuplot's full path from PATH into out; 0 if it is not there. */
 int plot_find_gnuplot(char *out, size_t size);
 
+/* --plots-dir checked before any file is written: a folder holding
+ * SCRIPT (e.g. "compare.gp"; NULL: any). 0, or -1 with one message. */
+int plot_check_scripts_dir(const char *dir, const char *script, char *err, int errlen);
+
 /* Runs `gnuplot -e "datafile='F->dat'; outfile='OUTFILE'; F->vars" SCRIPT`
  * (the script picks SVG or PNG by outfile's extension); returns gnuplot's
  * exit status, -1 if it could not be run. */
