@@ -93,6 +93,30 @@ def no_sim(tmp, run_h5, run_stdout):
     for k in ("op_classes", "streams", "ranks", "largest_differences"):
         check(isinstance(c.get(k), list) and len(c[k]) > 0, f"JSON {k}", "a non-empty list", type(c.get(k)).__name__,
               "the documented keys")
+    # The errors are the prediction's, relative to the measurement:
+    # 100 (simulated - measured) / measured, on every row that has both.
+    pct = lambda m, s_: 100 * (s_ - m) / m
+    it = c["iteration"]
+    check(abs(it["error_pct"] - pct(it["measured_s"], it["simulated_s"])) < 1e-6, "iteration error_pct",
+          f"{pct(it['measured_s'], it['simulated_s']):.6f}", f"{it['error_pct']:.6f}",
+          "100 (simulated - measured) / measured of its own two times")
+    rows = [(t, r, m, s_) for t, m, s_ in (("op_classes", "mean_measured_s", "mean_simulated_s"),
+                                           ("streams", "busy_measured_s", "busy_simulated_s"),
+                                           ("ranks", "end_measured_s", "end_simulated_s"))
+            for r in c.get(t, []) if r.get(m) and r.get("error_pct") is not None]
+    bad = [(t, r) for t, r, m, s_ in rows if abs(r["error_pct"] - pct(r[m], r[s_])) > 1e-6]
+    check(rows and not bad, "error_pct of every op class, stream and rank", "100 (simulated - measured) / measured",
+          f"{len(rows) - len(bad)} of {len(rows)} rows agree" + (f"; first bad {bad[0]}" if bad else ""), "each row's times")
+    counts = [(r["kind"], r["count_per_iteration_measured"], r["count_per_iteration_simulated"]) for r in c["op_classes"]]
+    check(all(m == s_ for _, m, s_ in counts), "ops per iteration, measured = simulated, every op class",
+          "equal counts", counts, "run and simulator play the same op program (model/sched.c)")
+    check(len(c["ranks"]) == 4 and [r["rank"] for r in c["ranks"]] == [0, 1, 2, 3], "JSON ranks",
+          "ranks 0 to 3", [r["rank"] for r in c["ranks"]], "the run's 4 ranks (mpirun -np 4)")
+    diffs = [abs(d["difference_s"]) for d in c["largest_differences"]]
+    ok = diffs == sorted(diffs, reverse=True) and all(
+        abs(d["difference_s"] - (d["simulated_s"] - d["measured_s"])) < 1e-12 for d in c["largest_differences"])
+    check(ok, "largest_differences", "difference = simulated - measured, largest |difference| first",
+          [round(x, 6) for x in diffs], "the report's definition")
     t = must(megasim(["compare", run_h5, "--plot", prefix]), "compare RUN.h5 (text)").stdout
     head = [l for l in t.splitlines() if l.startswith("iteration time: measured")]
     check(len(head) == 1, "text headline", "one line 'iteration time: measured X s, simulated Y s, error Z%'",
