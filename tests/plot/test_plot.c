@@ -10,6 +10,7 @@
 #include "tests/check.h"
 
 #include <hdf5.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -174,6 +175,73 @@ static void check_dat(const char *dir, const char *name, long expected, const ch
     dat_rows(path) == expected ? check_passed_++ : check_failed_++;
 }
 
+/* Every number of every data row of DIR/NAME.dat against want (row-major,
+ * ncols numbers a row; NAN: a '?' column), within 1e-5 relative (the
+ * .dat prints 6 significant digits); tokens after ncols are ignored. */
+static void check_dat_values(const char *dir, const char *name, const double *want, int nrows, int ncols,
+                             const char *source)
+{
+    char path[2048], line[4096], what[256], detail[512] = "every value as written";
+    snprintf(path, sizeof path, "%s/%s.dat", dir, name);
+    FILE *f = fopen(path, "r");
+    int row = 0, bad = 0;
+    while (f && fgets(line, sizeof line, f) && !bad) {
+        if (line[0] == '#' || line[0] == '\n')
+            continue;
+        char *p = line;
+        for (int c = 0; c < ncols && row < nrows && !bad; c++) {
+            char *end;
+            double w = want[row * ncols + c], got = strtod(p, &end);
+            if (end == p && !strncmp(p + strspn(p, " "), "?", 1))
+                got = NAN, end = strchr(p, '?') + 1;
+            if (isnan(w) ? !isnan(got) : !(fabs(got - w) <= 1e-5 * fabs(w) + 1e-9)) {
+                snprintf(detail, sizeof detail, "row %d column %d: expected %.6g, got %.6g", row + 1, c + 1, w, got);
+                bad = 1;
+            }
+            p = end;
+        }
+        row++;
+    }
+    if (f)
+        fclose(f);
+    if (!bad && row != nrows)
+        snprintf(detail, sizeof detail, "expected %d rows, got %d", nrows, row), bad = 1;
+    snprintf(what, sizeof what, "%s.dat values (%s)", name, source);
+    check_true(what, !bad, detail);
+}
+
+/* The synthetic reproduce file's tables as the .dat files lay them out:
+ * MFU in percent, one line per GPU count with both systems side by side. */
+static void check_reproduce_values(const char *out, int subset)
+{
+    static double t2[8 * 14], t3[9 * 4], f9[3 * 8];
+    for (int i = 0; i < 9; i++) {
+        double r[4] = {i + 1, 100 * t3_mfu[i], 100 * (t3_mfu[i] + 0.03), 100 * (t3_mfu[i] + 0.025)};
+        memcpy(&t3[4 * i], r, sizeof r);
+    }
+    check_dat_values(out, "table3-ablation", t3, 9, 4, "row, paper, paper + 3, paper + 2.5 points");
+    if (subset)
+        return;
+    for (int i = 0; i < 8; i++) {
+        double *r = &t2[14 * i];
+        r[0] = t2_gpus[i], r[1] = i < 4 ? 768 : 6144;
+        for (int s = 0; s < 2; s++) {
+            r[2 + 3 * s] = 100 * t2_mfu[s][i], r[3 + 3 * s] = 100 * (t2_mfu[s][i] + 0.05);
+            r[4 + 3 * s] = 100 * (t2_mfu[s][i] + 0.045);
+            r[8 + 3 * s] = t2_iter[s][i], r[9 + 3 * s] = t2_iter[s][i] * 0.9, r[10 + 3 * s] = t2_iter[s][i] * 0.91;
+        }
+    }
+    check_dat_values(out, "table2-mfu", t2, 8, 14, "the file's paper values and offsets, both systems a line");
+    for (int i = 0; i < 3; i++) {
+        double *r = &f9[8 * i];
+        r[0] = f9_gpus[i], r[1] = NAN;
+        for (int s = 0; s < 2; s++)
+            r[2 + 3 * s] = 100 * f9_mfu[s][i], r[3 + 3 * s] = 100 * (f9_mfu[s][i] + 0.04),
+                      r[4 + 3 * s] = 100 * (f9_mfu[s][i] + 0.035);
+    }
+    check_dat_values(out, "fig9-weak-scaling", f9, 3, 8, "gpus, no batch, then both systems");
+}
+
 /* Non-empty PNG (with the 8-byte PNG signature) and SVG. */
 static void check_figure(const char *dir, const char *name)
 {
@@ -255,10 +323,12 @@ int main(int argc, char **argv)
         check_dat(out, "table3-ablation", 9, "the 9 rows of Table 3");
         check_dat(out, "table2-mfu", -1, "no /table2 in the file: no .dat");
         check_dat(out, "fig9-weak-scaling", -1, "no /fig9 in the file: no .dat");
+        check_reproduce_values(out, 1);
     } else {
         check_dat(out, "table2-mfu", 8, "8 GPU counts of Table 2, both systems on one line");
         check_dat(out, "table3-ablation", 9, "the 9 rows of Table 3");
         check_dat(out, "fig9-weak-scaling", 3, "3 GPU counts of Figure 9");
+        check_reproduce_values(out, 0);
     }
     if (figures) {
         const char *names[] = {"timeline", "heatmap", "table2-mfu", "table3-ablation", "fig9-weak-scaling"};
