@@ -63,8 +63,12 @@ slope = prof["provenance"]["fits"]["gemm_acc"]["slope"]
 check(abs(prof["gpu"]["gemm_acc_exposed"] - min(1, max(0, slope))) < 1e-12, "H100 gemm_acc_exposed",
       f"the fit's slope {slope:.4f} held in [0, 1]", prof["gpu"]["gemm_acc_exposed"], "provenance fits/gemm_acc")
 rc, t, err = predict(h100, GPT_1_2B)
-check(rc == 0 and t is not None and abs(t / 0.6998 - 1) < 1e-3, "1.2B GPT iteration on the H100 profile",
-      "0.6998 s within 0.1%", t, "README 'On a GPU machine': compare's simulated iteration, fourth session, 2026-11-26")
+# The profile's prediction against the step megasim run measured on that
+# H100 with the same job in the same session: 0.7208 s (README "On a GPU
+# machine", fourth session, 2026-11-26; compare gave -2.9% then). Within
+# 5%: the calibrated model's error on the machine it measured.
+check(rc == 0 and t is not None and abs(t / 0.7208 - 1) < 0.05, "1.2B GPT iteration on the H100 profile",
+      "the measured 0.7208 s within 5%", t, "megasim run on the H100 the profile was calibrated on, 2026-11-26")
 fits = prof["provenance"]["fits"]
 for field, fit in (("dropout_gdraws", "dropout_rate"), ("flash_fwd_gdraws", "flash_fwd_draws"),
                    ("flash_bwd_gdraws", "flash_bwd_draws")):
