@@ -79,6 +79,9 @@ int main(int argc, char **argv)
     for (int i = 0; i < cli_ncmds; i++)
         if (!strcmp(argv[1], cli_cmds[i].name))
             return cli_cmds[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "megasim: error: unknown subcommand '%s'; run megasim --help for the list\n", argv[1]);
+    fprintf(stderr, "megasim: error: unknown subcommand '%s'; allowed:", argv[1]);
+    for (int i = 0; i < cli_ncmds; i++)
+        fprintf(stderr, " %s", cli_cmds[i].name);
+    fprintf(stderr, " (megasim --help describes them)\n");
     return 2;
 }

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <strings.h>
 
 #define FIELD(obj, d, T) ((T *)((char *)(obj) + (d)->off))
@@ -274,8 +275,14 @@ int opts_apply_json(const opt_table *t, void *obj, const cJSON *o,
 int opts_read_json_file(const char *path, cJSON **root, char *err)
 {
     FILE *f = fopen(path, "rb");
+    struct stat st;
     if (!f) {
         snprintf(err, OPT_ERR_LEN, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(err, OPT_ERR_LEN, "%s is a directory, expected a JSON file", path);
+        fclose(f);
         return -1;
     }
     size_t cap = 1 << 16, len = 0;
@@ -301,6 +308,11 @@ int opts_read_json_file(const char *path, cJSON **root, char *err)
         return -1;
     }
     buf[len] = 0;
+    if (buf[strspn(buf, " \t\r\n")] == 0) {
+        snprintf(err, OPT_ERR_LEN, "%s is empty; expected a JSON object ({...})", path);
+        free(buf);
+        return -1;
+    }
     const char *where = NULL;
     *root = cJSON_ParseWithOpts(buf, &where, 1);
     if (!*root) {
