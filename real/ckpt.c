@@ -12,13 +12,25 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAGIC "MEGASIM-CKPT-1\n"
+#define MAGIC "MEGASIM-CKPT-2\n"
+#define MAGIC_V1 "MEGASIM-CKPT-1\n" /* before the checksum */
 
 typedef struct {
     char magic[16];
     int32_t step, world, rank, pad;
     int64_t nshard, config_len;
+    uint64_t fnv1a; /* FNV-1a 64 over the configuration and the state, as written */
 } header_t;
+
+/* FNV-1a, 64 bits: h from a previous call (or FNV_START) over n bytes. */
+#define FNV_START 0xcbf29ce484222325ULL
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
+}
 
 int ckpt_init(ckpt_t *c, const char *dir, int rank, int world, const char *config, char *err, int errlen)
 {
@@ -64,7 +76,8 @@ static void *writer(void *arg)
     char stepdir[1100], file[1200], tmp[1300];
     paths(c, c->step, stepdir, sizeof stepdir, file, sizeof file);
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", file, (int)getpid());
-    header_t h = {MAGIC, c->step, c->world, c->rank, 0, c->nshard, (int64_t)strlen(c->config)};
+    header_t h = {MAGIC, c->step, c->world, c->rank, 0, c->nshard, (int64_t)strlen(c->config), 0};
+    h.fnv1a = fnv1a(fnv1a(FNV_START, c->config, (size_t)h.config_len), c->state, sizeof(float) * 3 * (size_t)c->nshard);
     FILE *f = (mkdir(stepdir, 0777) == 0 || errno == EEXIST) ? fopen(tmp, "wb") : NULL;
     int ok = f && fwrite(&h, sizeof h, 1, f) == 1 && fwrite(c->config, 1, (size_t)h.config_len, f) == (size_t)h.config_len &&
              fwrite(c->state, sizeof(float), 3 * (size_t)c->nshard, f) == 3 * (size_t)c->nshard;
@@ -150,7 +163,10 @@ int ckpt_load(const char *dir, int rank, int world, const char *config, long nsh
     f = fopen(file, "rb");
     int rc = -1;
     if (!f || fread(&h, sizeof h, 1, f) != 1 || memcmp(h.magic, MAGIC, sizeof h.magic))
-        snprintf(err, errlen, "--resume: %s is missing or not a megasim checkpoint", file);
+        snprintf(err, errlen, "--resume: %s is %s", file,
+                 f && !memcmp(h.magic, MAGIC_V1, sizeof h.magic)
+                     ? "a checkpoint of an older megasim, without a checksum (allowed: this version's)"
+                     : "missing or not a megasim checkpoint");
     else if (h.world != world)
         snprintf(err, errlen, "--resume: %s was written by %d ranks; this run has %d (allowed: the same plan)", file,
                  h.world, world);
@@ -161,10 +177,12 @@ int ckpt_load(const char *dir, int rank, int world, const char *config, long nsh
         snprintf(err, errlen, "--resume: %s is truncated", file);
     else if (strcmp(cfg, config))
         snprintf(err, errlen, "--resume: %s was written for another job (its configuration differs from this "
-                 "run's flags; allowed: the same job)", file);
+                 "run's job, --seed or --data; allowed: the same)", file);
     else if (!(*state = malloc(sizeof(float) * 3 * (size_t)(nshard ? nshard : 1))) ||
              fread(*state, sizeof(float), 3 * (size_t)nshard, f) != 3 * (size_t)nshard)
         snprintf(err, errlen, "--resume: %s is truncated", file);
+    else if (fnv1a(fnv1a(FNV_START, cfg, (size_t)h.config_len), *state, sizeof(float) * 3 * (size_t)nshard) != h.fnv1a)
+        snprintf(err, errlen, "--resume: %s is corrupt: its checksum does not match its contents", file);
     else
         rc = 0, *step = s;
     if (rc) {

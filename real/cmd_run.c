@@ -217,6 +217,20 @@ static int all_ok(int rc)
     return any;
 }
 
+/* all_ok, and err (OPT_ERR_LEN) on every rank becomes the message of the
+ * lowest rank that failed, so that rank 0's one line names the cause. */
+static int rank_failed(int rc, char *err)
+{
+    int me, world;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    int mine = rc ? me : world, first = world;
+    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (first < world)
+        MPI_Bcast(err, OPT_ERR_LEN, MPI_CHAR, first, MPI_COMM_WORLD);
+    return first < world;
+}
+
 static int setup(run_t *R)
 {
     char err[OPT_ERR_LEN] = "";
@@ -253,7 +267,7 @@ static int setup(run_t *R)
         }
         rc = rt_cpu_create(&R->rt, p, err, sizeof err);
     }
-    if (all_ok(rc))
+    if (rank_failed(rc, err))
         return bad(R, err[0] ? err : "a rank could not create its runtime");
     /* MegaScale's collective-group initialisation (section 3.5 of the paper:
      * 1,047 s on 2,048 GPUs before its fixes, under 5 s after), measured:
@@ -265,22 +279,27 @@ static int setup(run_t *R)
              : comm_mpi_create(&R->comm, R->rt, R->job.tp, R->job.dp, R->job.pp, err, sizeof err);
     R->comm_init_s = (double)(rt_now_ns() - t0) * 1e-9;
     MPI_Allreduce(MPI_IN_PLACE, &R->comm_init_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    if (all_ok(rc))
+    if (rank_failed(rc, err))
         return bad(R, err[0] ? err : "a rank could not create its communicators");
     rc = gpt_init(&R->m, &R->job, R->rt, R->comm, err, sizeof err);
-    if (all_ok(rc))
+    if (rank_failed(rc, err))
         return bad(R, err[0] ? err : "a rank could not lay out its model");
     rc = data_open(&R->data, R->o.data, (unsigned long long)R->o.seed, R->job.micro_batch_size, R->job.seq_length,
                    R->job.num_microbatches, R->comm->dp_i, R->job.async_data_loader, err, sizeof err);
-    if (all_ok(rc))
+    if (rank_failed(rc, err))
         return bad(R, err[0] ? err : "a rank could not open the data");
     exec_hparams_t hp = {(float)R->o.lr, (float)R->o.beta1, (float)R->o.beta2, (float)R->o.eps,
                          (float)R->o.weight_decay, R->o.warmup, (float)R->o.clip_grad, R->o.decay_style,
                          R->o.decay_iters, (float)R->o.min_lr};
     rc = exec_init(&R->x, &R->job, R->rt, R->comm, &R->m, &R->data, &hp, (unsigned long long)R->o.seed, err, sizeof err);
-    if (all_ok(rc))
+    if (rank_failed(rc, err))
         return bad(R, err[0] ? err : "a rank could not set up its executor");
-    cJSON *cj = opts_to_json(&job_opts, &R->job);
+    /* What a checkpoint must match to resume as if uninterrupted: the job,
+     * and the seed and data that draw its batches and dropout masks. */
+    cJSON *cj = cJSON_CreateObject();
+    cJSON_AddItemToObject(cj, "job", opts_to_json(&job_opts, &R->job));
+    cJSON_AddNumberToObject(cj, "seed", R->o.seed);
+    cJSON_AddStringToObject(cj, "data", R->o.data);
     R->config = cJSON_PrintUnformatted(cj);
     cJSON_Delete(cj);
     return 0;
@@ -296,7 +315,7 @@ static int resume(run_t *R)
     if (!rc)
         rc = exec_state_set(&R->x, state, step);
     free(state);
-    if (all_ok(rc))
+    if (rank_failed(rc, err))
         return bad(R, err[0] ? err : "a rank could not restore its checkpoint");
     if (R->rank == 0 && !R->o.json)
         printf("resumed from %s at step %d\n", dir, step);
@@ -349,7 +368,7 @@ static int checkpoint(run_t *R, int step)
 {
     char err[OPT_ERR_LEN] = "";
     int rc = ckpt_finish(&R->ck, err, sizeof err); /* the previous one is complete */
-    if (all_ok(rc))
+    if (rank_failed(rc, err))
         return bad(R, err[0] ? err : "a checkpoint write failed");
     int64_t t0 = rt_now_ns();
     float *buf = ckpt_buffer(&R->ck, R->x.nshard);
@@ -357,7 +376,7 @@ static int checkpoint(run_t *R, int step)
     R->ckpt_stage1_s = (rt_now_ns() - t0) * 1e-9;
     if (!rc)
         rc = ckpt_start(&R->ck, step, err, sizeof err);
-    if (all_ok(rc))
+    if (rank_failed(rc, err))
         return bad(R, err[0] ? err : "a rank could not start its checkpoint");
     return 0;
 }
@@ -405,7 +424,7 @@ static int train(run_t *R)
     if (R->o.save[0] && (!R->o.save_interval || last % R->o.save_interval) && checkpoint(R, last))
         return 2;
     char err[OPT_ERR_LEN] = "";
-    if (all_ok(ckpt_finish(&R->ck, err, sizeof err)))
+    if (rank_failed(ckpt_finish(&R->ck, err, sizeof err), err))
         return bad(R, err[0] ? err : "a checkpoint write failed");
     return 0;
 }
@@ -469,7 +488,7 @@ static int write_outputs(run_t *R, sim_result_t *r)
     if (!rc && R->rank == 0 && R->o.trace[0])
         rc = run_write_trace(R->o.trace, &R->job, &R->hw, c, r, R->x.iter_t0_ns, err, sizeof err);
     cJSON_Delete(c);
-    if (all_ok(rc))
+    if (rank_failed(rc, err))
         return bad(R, err[0] ? err : "writing the outputs failed");
     return 0;
 }
@@ -528,7 +547,7 @@ static int run(run_t *R, int argc, char **argv)
         return bad(R, err);
     if ((rc = setup(R)))
         return rc;
-    if (R->o.save[0] && all_ok(ckpt_init(&R->ck, R->o.save, R->rank, R->world, R->config, err, sizeof err)))
+    if (R->o.save[0] && rank_failed(ckpt_init(&R->ck, R->o.save, R->rank, R->world, R->config, err, sizeof err), err))
         return bad(R, err);
     if (R->o.resume && (rc = resume(R)))
         return rc;
@@ -540,7 +559,7 @@ static int run(run_t *R, int argc, char **argv)
     if ((rc = train(R)))
         return rc;
     sim_result_t r;
-    if (all_ok(run_gather(&R->x, R->x.iter - 1, &r, err, sizeof err)))
+    if (rank_failed(run_gather(&R->x, R->x.iter - 1, &r, err, sizeof err), err))
         return bad(R, err);
     r.kind = "measurement", r.iters = R->iters, r.niters = R->niters;
     R->step_s = mean_step(R);

@@ -285,6 +285,25 @@ def resume(device=()):
         expect_losses(f"resumed at step 2 (4 ranks, TP 2, ZeRO-1, LAMB, dropout, cosine learning rate"
                       f"{', ' + ' '.join(device) if device else ''})", whole[2:], later, "uninterrupted run",
                       tol=REL_TOL if device else 0.0)
+        # A checkpoint resumes only the run it came from, intact: another
+        # --seed (other batches and masks) is refused, and so is a state
+        # with one bit flipped (its checksum).
+        global failures
+        _, p = run(4, plan + ["--save", d, "--resume", "--seed", "5"], iters=2, check=False)
+        ok = p.returncode == 2 and "written for another job" in p.stderr
+        failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} resume with another --seed: expected exit 2 and 'written for another job', "
+              f"got exit {p.returncode}: {p.stderr.strip()[:160]}")
+        step = sorted(x for x in os.listdir(d) if x.startswith("step-"))[-1]
+        shard = os.path.join(d, step, "rank-00001.bin")
+        b = bytearray(open(shard, "rb").read())
+        b[-3] ^= 0x10
+        open(shard, "wb").write(b)
+        _, p = run(4, plan + ["--save", d, "--resume"], iters=2, check=False)
+        ok = p.returncode == 2 and "checksum does not match" in p.stderr
+        failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} resume from a shard with one bit flipped: expected exit 2 and 'checksum "
+              f"does not match', got exit {p.returncode}: {p.stderr.strip()[:160]}")
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
