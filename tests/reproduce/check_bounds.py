@@ -115,6 +115,16 @@ if out.returncode:
 text = out.stdout
 num = r"(-?[0-9.]+)"
 names = {"megascale": "MegaScale", "megatron-lm": "Megatron-LM"}
+def line(pat, what):
+    """The numbers of reproduce's line matching pat; None (a failure) if absent."""
+    global failures
+    m = re.search(pat, text, re.M)
+    if not m:
+        print(f"FAIL {what}: no line of the form /{pat}/ in reproduce's output")
+        failures += 1
+    return [float(v) for v in m.groups()] if m else None
+
+
 all_rows = rows()
 for system, name in names.items():
     rs = [r for r in all_rows if r["system"] == system]
@@ -124,12 +134,9 @@ for system, name in names.items():
         mean, worst = errors(p, rs, slow)
         pat = (rf"^\s+{re.escape(name)}\s+{shape}\s+C = {num} s per micro-batch, O = {num} s"
                + (rf", s = {num} \+- {num}" if slow else "") + rf": mean \|error\| {num}, max {num} points")
-        m = re.search(pat, text, re.M)
-        if not m:
-            print(f"FAIL {name} {shape}: no line of the form /{pat}/ in reproduce's output")
-            failures += 1
+        g = line(pat, f"{name} {shape}")
+        if g is None:
             continue
-        g = [float(v) for v in m.groups()]
         src = f"Python least squares over {len(rs)} rows"
         check(f"{name} {shape} C, s", p[0], g[0], 5e-4, src)
         check(f"{name} {shape} O, s", p[1], g[1], 0.01, src)
@@ -143,12 +150,9 @@ for system, name in names.items():
             mean, worst = errors(fa, [r for r in rs if r["batch"] == b], slow)
             pat = (rf"^\s+{re.escape(name)}\s+{shape}\s+fitted at batch {a} \(\d+ rows"
                    + (rf", s = {num}" if slow else "") + rf"\), at batch {b}: mean \|error\| {num}, max {num} points")
-            m = re.search(pat, text, re.M)
-            if not m:
-                print(f"FAIL {name} {shape} {a} -> {b}: no line of the form /{pat}/")
-                failures += 1
+            g = line(pat, f"{name} {shape} {a} -> {b}")
+            if g is None:
                 continue
-            g = [float(v) for v in m.groups()]
             src = f"Python least squares, fitted at batch {a}, evaluated at {b}"
             if slow:
                 check(f"{name} {shape} {a} -> {b}: s", fa[2], g[0], 0.002, src)
