@@ -14,9 +14,9 @@ typedef struct {
 } hw_opts_t;
 
 static const opt_def hw_defs[] = {
-    {"gpu", OPT_STR, offsetof(hw_opts_t, gpu), 0, 40, "", 0, "profile", "built-in GPU profile to print"},
-    {"cluster", OPT_STR, offsetof(hw_opts_t, cluster), 0, 40, "", 0, "profile", "built-in cluster profile to print"},
-    {"hardware", OPT_STR, offsetof(hw_opts_t, hardware), 0, 256, "", 0, "profile", "profile file to check and print"},
+    {"gpu", OPT_STR, offsetof(hw_opts_t, gpu), 1, 40, "", 0, "profile", "built-in GPU profile to print"},
+    {"cluster", OPT_STR, offsetof(hw_opts_t, cluster), 1, 40, "", 0, "profile", "built-in cluster profile to print"},
+    {"hardware", OPT_STR, offsetof(hw_opts_t, hardware), 1, 256, "", 0, "profile", "profile file to check and print"},
     {"help", OPT_BOOL, offsetof(hw_opts_t, help), 0, 1, "false", 0, "profile", "show this help"},
 };
 const opt_table hardware_opts = {hw_defs, 4, "hardware option"};

@@ -138,6 +138,10 @@ int opts_set_text(const opt_def *d, void *obj, const char *text,
     }
     case OPT_STR: {
         size_t cap = (size_t)d->hi;
+        if (d->lo >= 1 && !text[0]) {
+            snprintf(err, OPT_ERR_LEN, "%s is empty, give a value (%s), or leave the option out", origin, d->help);
+            return -1;
+        }
         if (strlen(text) >= cap) {
             snprintf(err, OPT_ERR_LEN, "%s is %zu characters long; at most %zu allowed",
                      origin, strlen(text), cap - 1);
@@ -160,6 +164,10 @@ void opts_set_defaults(const opt_table *t, void *obj)
         const opt_def *d = &t->defs[i];
         if (!d->def)
             continue;
+        if (d->type == OPT_STR && !d->def[0]) { /* "" = not given; a given value must be non-empty (lo 1) */
+            FIELD(obj, d, char)[0] = 0;
+            continue;
+        }
         if (opts_set_text(d, obj, d->def, d->name, err)) {
             /* A bad default is a programming error in a table: fail loudly. */
             fprintf(stderr, "%s:%d: bad default in %s table: %s\n", __FILE__, __LINE__, t->what, err);

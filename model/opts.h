@@ -29,7 +29,8 @@ typedef struct {
                             same with '-' turned into '_' */
     opt_type type;
     size_t off;          /* offsetof(struct, field) */
-    double lo, hi;       /* INT/REAL bounds (inclusive); STR: buffer size in hi */
+    double lo, hi;       /* INT/REAL bounds (inclusive); STR: buffer size in hi, and lo 1
+                            when a given value must not be empty (a path to write or read) */
     const char *def;     /* default as text; NULL = required (no default) */
     const char *choices; /* ENUM: "none|full|selective" */
     const char *group;   /* heading in --help */

@@ -32,11 +32,11 @@
 #define CO(f) offsetof(compare_opts_t, f)
 static const opt_def compare_defs[] = {
     {"json", OPT_BOOL, CO(json), 0, 1, "false", 0, "compare", "print one JSON object instead of the tables"},
-    {"plot", OPT_STR, CO(plot), 0, 1000, "", 0, "compare",
+    {"plot", OPT_STR, CO(plot), 1, 1000, "", 0, "compare",
      "write PREFIX.dat, PREFIX.png and PREFIX.svg (default: RUN.h5 with .h5 replaced by -compare)"},
-    {"plots-dir", OPT_STR, CO(plots_dir), 0, 1024, MEGASIM_PLOTS_DIR, 0, "compare",
+    {"plots-dir", OPT_STR, CO(plots_dir), 1, 1024, MEGASIM_PLOTS_DIR, 0, "compare",
      "the folder of the gnuplot scripts (compare.gp)"},
-    {"hardware", OPT_STR, CO(hardware), 0, 255, "", 0, "compare",
+    {"hardware", OPT_STR, CO(hardware), 1, 255, "", 0, "compare",
      "simulate the run's job on this hardware profile (calibrate's, say) instead of the one the run recorded; "
      "its sections replace the run's --gpu/--cluster profiles, the run's overrides still apply"},
     {"ranks-shown", OPT_INT, CO(ranks_shown), 1, 1000000, "16", 0, "compare",

@@ -50,7 +50,7 @@ static const opt_def run_defs[] = {
     {"json", OPT_BOOL, RO(json), 0, 1, "false", 0, "run",
      "rank 0 prints one JSON object per step (step, loss, step_time_s, tokens_per_s, mfu, grad_norm, lr, and on "
      "a GPU sm_mhz, power_w, power_capped) instead of text"},
-    {"data", OPT_STR, RO(data), 0, 1024, MEGASIM_EXPERIMENTS_DIR "/data/corpus.txt", 0, "run",
+    {"data", OPT_STR, RO(data), 1, 1024, MEGASIM_EXPERIMENTS_DIR "/data/corpus.txt", 0, "run",
      "training text, one token per byte (vocabulary 256)"},
     {"lr", OPT_REAL, RO(lr), 0, 10, "0.002", 0, "run", "learning rate (Megatron's --lr)"},
     {"lr-warmup-iters", OPT_INT, RO(warmup), 0, 1000000, "0", 0, "run", "linear warm-up of the learning rate"},
@@ -66,15 +66,15 @@ static const opt_def run_defs[] = {
     {"weight-decay", OPT_REAL, RO(weight_decay), 0, 10, "0.01", 0, "run", "decoupled weight decay"},
     {"clip-grad", OPT_REAL, RO(clip_grad), 0, 1e6, "1.0", 0, "run",
      "clip the gradients to this global L2 norm, as Megatron-LM's --clip-grad (default 1.0); 0: no clipping"},
-    {"out", OPT_STR, RO(out), 0, 1024, "", 0, "run",
+    {"out", OPT_STR, RO(out), 1, 1024, "", 0, "run",
      "write the measured result file FILE.h5 (sim/SCHEMA.md, kind measurement): per-rank accounts, every op "
      "of every iteration, /iterations"},
-    {"trace", OPT_STR, RO(trace), 0, 1024, "", 0, "run", "write a Chrome trace FILE.json of every rank's ops"},
-    {"save", OPT_STR, RO(save), 0, 1024, "", 0, "run", "checkpoint directory (two-stage: host copy, then a "
+    {"trace", OPT_STR, RO(trace), 1, 1024, "", 0, "run", "write a Chrome trace FILE.json of every rank's ops"},
+    {"save", OPT_STR, RO(save), 1, 1024, "", 0, "run", "checkpoint directory (two-stage: host copy, then a "
      "background write)"},
     {"save-interval", OPT_INT, RO(save_interval), 0, 1000000, "0", 0, "run",
      "checkpoint every N iterations (0: at the end only, when --save is given)"},
-    {"load", OPT_STR, RO(load), 0, 1024, "", 0, "run", "checkpoint directory --resume reads (default: --save)"},
+    {"load", OPT_STR, RO(load), 1, 1024, "", 0, "run", "checkpoint directory --resume reads (default: --save)"},
     {"resume", OPT_BOOL, RO(resume), 0, 1, "false", 0, "run",
      "continue from the latest complete checkpoint; its losses equal the uninterrupted run's"},
     {"help", OPT_BOOL, RO(help), 0, 1, "false", 0, "run", "show this help"},

@@ -27,9 +27,9 @@ typedef struct {
 
 #define PO(f) offsetof(plot_opts_t, f)
 static const opt_def plot_defs[] = {
-    {"outdir", OPT_STR, PO(outdir), 0, 1024, "", 0, "plot",
+    {"outdir", OPT_STR, PO(outdir), 1, 1024, "", 0, "plot",
      "where the .dat, .png and .svg files go (default: DIR/STEM-plots/ beside DIR/STEM.h5)"},
-    {"plots-dir", OPT_STR, PO(plots_dir), 0, 1024, MEGASIM_PLOTS_DIR, 0, "plot",
+    {"plots-dir", OPT_STR, PO(plots_dir), 1, 1024, MEGASIM_PLOTS_DIR, 0, "plot",
      "the folder of the gnuplot scripts (NAME.gp)"},
     {"help", OPT_BOOL, PO(help), 0, 1, "false", 0, "plot", "show this help"},
 };

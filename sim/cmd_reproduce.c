@@ -65,14 +65,14 @@ typedef struct {
 
 #define RO(f) offsetof(reproduce_opts_t, f)
 static const opt_def reproduce_defs[] = {
-    {"set", OPT_STR, RO(set), 0, 16, "all", 0, "reproduce",
+    {"set", OPT_STR, RO(set), 1, 16, "all", 0, "reproduce",
      "rows to run: all, table2, table3, fig9, or quick (three rows; also the first argument)"},
-    {"experiments", OPT_STR, RO(experiments), 0, 512, MEGASIM_EXPERIMENTS_DIR "/megascale", 0, "reproduce",
+    {"experiments", OPT_STR, RO(experiments), 1, 512, MEGASIM_EXPERIMENTS_DIR "/megascale", 0, "reproduce",
      "folder of the row files"},
     {"fit", OPT_ENUM, RO(fit), 0, 0, "table3", "table3|none", "reproduce",
      "table3: fit the compute-efficiency scale, the two Megatron-LM host terms and the NVLink scale to Table 3 "
      "(closed form, least squares), predict every row with them; none: the built-in profile as is"},
-    {"out", OPT_STR, RO(out), 0, 512, "results/megascale.h5", 0, "reproduce", "HDF5 result file (CSV beside it)"},
+    {"out", OPT_STR, RO(out), 1, 512, "results/megascale.h5", 0, "reproduce", "HDF5 result file (CSV beside it)"},
     {"sim", OPT_BOOL, RO(sim), 0, 1, "true", 0, "reproduce", "run the simulator too (--no-sim: closed form only)"},
     {"plot", OPT_BOOL, RO(plot), 0, 1, "true", 0, "reproduce",
      "also simulate a small interleaved pipeline (timeline) and stragglers (heat map), and draw every figure"},
