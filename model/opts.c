@@ -280,6 +280,22 @@ int opts_apply_json(const opt_table *t, void *obj, const cJSON *o,
     return 0;
 }
 
+/* The first key that appears twice in one object, anywhere in o (JSON
+ * leaves the meaning of duplicates open; cJSON keeps both). */
+static const cJSON *duplicate_key(const cJSON *o)
+{
+    for (const cJSON *m = o ? o->child : NULL; m; m = m->next) {
+        if (cJSON_IsObject(o))
+            for (const cJSON *e = o->child; e != m; e = e->next)
+                if (!strcmp(e->string, m->string))
+                    return m;
+        const cJSON *d = duplicate_key(m);
+        if (d)
+            return d;
+    }
+    return NULL;
+}
+
 int opts_read_json_file(const char *path, cJSON **root, char *err)
 {
     FILE *f = fopen(path, "rb");
@@ -335,6 +351,14 @@ int opts_read_json_file(const char *path, cJSON **root, char *err)
         return -1;
     }
     free(buf);
+    const cJSON *dup = duplicate_key(*root);
+    if (dup) {
+        snprintf(err, OPT_ERR_LEN, "%s: key '%s' appears twice in one object; allowed: each key once", path,
+                 dup->string);
+        cJSON_Delete(*root);
+        *root = NULL;
+        return -1;
+    }
     return 0;
 }
 
