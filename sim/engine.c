@@ -560,6 +560,15 @@ int sim_parse_slow(const char *text, const char *flag, int limit, sim_slow_t *li
             snprintf(err, len, "--%s: more than %d entries", flag, SIM_MAX_SLOW);
             return -1;
         }
+        for (int i = 0; i < *n; i++)
+            if (list[i].id == id) {
+                snprintf(err, len, "--%s: id %d is listed twice; allowed: each id once", flag, id);
+                return -1;
+            }
+        if (p[used] == ',' && !p[used + 1]) {
+            snprintf(err, len, "--%s '%s': ends with a comma; expected ID:FACTOR[,ID:FACTOR...]", flag, text);
+            return -1;
+        }
         list[(*n)++] = (sim_slow_t){id, f};
         p += used + (p[used] == ',');
     }

@@ -144,6 +144,11 @@ int sim_parse_ranks(const char *text, const char *flag, int limit, int max, int 
         snprintf(err, len, "--%s: the list is longer than %d characters", flag, (int)sizeof buf - 1);
         return -1;
     }
+    size_t blen = strlen(buf);
+    if (blen && (buf[0] == ',' || buf[blen - 1] == ',' || strstr(buf, ",,"))) {
+        snprintf(err, len, "--%s '%s': an empty entry; expected R[,R...], e.g. 0,8,31", flag, text);
+        return -1;
+    }
     for (char *save, *t = buf[0] ? strtok_r(buf, ",", &save) : NULL; t; t = strtok_r(NULL, ",", &save)) {
         int r;
         if (parse_rank(t, flag, limit, &r, err, len))
@@ -159,6 +164,12 @@ int sim_parse_ranks(const char *text, const char *flag, int limit, int max, int 
         }
         list[(*n)++] = r;
     }
+    /* Ascending, so that the same set of ranks gives the same file in any order. */
+    for (int i = 1; i < *n; i++)
+        for (int j = i; j > 0 && list[j - 1] > list[j]; j--) {
+            int t = list[j];
+            list[j] = list[j - 1], list[j - 1] = t;
+        }
     return 0;
 }
 
