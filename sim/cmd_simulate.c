@@ -62,6 +62,22 @@ static uint64_t next_u64(uint64_t *s)
     return z ^ (z >> 31);
 }
 
+/* Options that only act with another one: given alone they would change
+ * nothing, silently. */
+static int check_pairs(const simulate_opts_t *so, char *err)
+{
+    if (so->ecmp == 1 && so->network != SIM_NET_FLOWS) {
+        snprintf(err, OPT_ERR_LEN, "--ecmp ideal acts only with --network flows (alpha-beta has no routes); give both");
+        return -1;
+    }
+    if (so->slow_factor != 1.1 && !(so->slow_hosts > 0)) {
+        snprintf(err, OPT_ERR_LEN, "--slow-factor %g acts only on drawn slow hosts; give --slow-hosts P too "
+                 "(--slow-rank R:F sets a rank's own factor)", so->slow_factor);
+        return -1;
+    }
+    return 0;
+}
+
 static int draw_slow_hosts(const simulate_opts_t *so, const job_t *job, const hw_t *hw, sim_opts_t *o, char *err)
 {
     int gpn = hw->cluster.gpus_per_node, nodes = (job->num_gpus + gpn - 1) / gpn;
@@ -167,7 +183,8 @@ static int simulate(int argc, char **argv, int report)
     o.fold = so.fold;
     o.network = so.network, o.ecmp_ideal = so.ecmp, o.slow_forward_only = so.slow_forward_only;
     int nodes = (job.num_gpus + hw.cluster.gpus_per_node - 1) / hw.cluster.gpus_per_node;
-    if (sim_parse_slow(so.slow_rank, "slow-rank", job.num_gpus, o.slow_ranks, &o.nslow_ranks, err, sizeof err) ||
+    if (check_pairs(&so, err) ||
+        sim_parse_slow(so.slow_rank, "slow-rank", job.num_gpus, o.slow_ranks, &o.nslow_ranks, err, sizeof err) ||
         sim_parse_slow(so.slow_link, "slow-link", nodes, o.slow_links, &o.nslow_links, err, sizeof err) ||
         draw_slow_hosts(&so, &job, &hw, &o, err) || trace_setup(&so, &job, &o, err) ||
         sched_verify(&job, err, sizeof err))
