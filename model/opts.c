@@ -268,8 +268,9 @@ int opts_apply_json(const opt_table *t, void *obj, const cJSON *o,
         snprintf(origin, sizeof origin, "%s: %s", path, m->string);
         const opt_def *d = opts_find(t, m->string);
         if (!d) {
-            snprintf(err, OPT_ERR_LEN, "%s: unknown %s field '%s' (see megasim --help for the list)",
-                     path, t->what, m->string);
+            snprintf(err, OPT_ERR_LEN, "%s: unknown %s field '%s' (the fields: %s)", path, t->what, m->string,
+                     strstr(t->what, "profile") ? "megasim hardware --gpu NAME --cluster NAME prints every one"
+                                                : "megasim predict --help lists them, '-' written '_'");
             return -1;
         }
         if (set_from_json(d, obj, m, origin, err))
