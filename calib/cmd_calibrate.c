@@ -86,6 +86,15 @@ static int gpu_unusable(char *err)
     return -1;
 }
 
+/* The base profiles, named by calibrate's own flags when unknown. */
+static int base_profiles(const calib_opts_t *o, hw_t *hw, char *err)
+{
+    if (!hw_resolve(o->base_gpu, o->base_cluster, NULL, hw, err))
+        return 0;
+    int gpu = hw_builtin_gpu(o->base_gpu, &hw->gpu) != 0;
+    return hw_unknown_name(gpu ? "--base-gpu" : "--base-cluster", gpu ? o->base_gpu : o->base_cluster, gpu, "", err);
+}
+
 static int check_opts(calib_opts_t *o, char *err)
 {
     hw_t probe;
@@ -100,7 +109,7 @@ static int check_opts(calib_opts_t *o, char *err)
         int json = n > 5 && !strcmp(o->out + n - 5, ".json");
         snprintf(o->raw, sizeof o->raw, "%.*s.h5", (int)(json ? n - 5 : n), o->out);
     }
-    if (hw_resolve(o->base_gpu, o->base_cluster, NULL, &probe, err))
+    if (base_profiles(o, &probe, err))
         return -1;
     const char *flags[] = {"--out", "--raw"}, *paths[] = {o->out, o->raw};
     if (env_rank() == 0 && sim_outputs_check(2, flags, paths, err, OPT_ERR_LEN))
@@ -366,7 +375,7 @@ static int refit_main(calib_opts_t *o, int argc, char **argv)
     calib_plan_t p = calib_plan(r.level);
     p.job = r.job;
     hw_t probe;
-    int rc = hw_resolve(o->base_gpu, o->base_cluster, NULL, &probe, err) ? fail(err)
+    int rc = base_profiles(o, &probe, err) ? fail(err)
                                                                          : finish(o, &r, &p, argc, argv, prov);
     cJSON_Delete(config), cJSON_Delete(prov);
     calib_result_free(&r);

@@ -134,13 +134,13 @@ int hw_fill_missing(const opt_table *t, void *obj, const char *seen, const char 
 static int gpu_builtin_v(const char *n, void *o) { return hw_builtin_gpu(n, o); }
 static int cluster_builtin_v(const char *n, void *o) { return hw_builtin_cluster(n, o); }
 
-static int unknown_name(const char *kind, const char *name, const char *const *names, char *err)
+int hw_unknown_name(const char *flag, const char *name, int gpu, const char *hint, char *err)
 {
+    const char *const *names = gpu ? hw_gpu_names : hw_cluster_names;
     char list[256] = "";
     for (const char *const *p = names; *p; p++)
         snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", p == names ? "" : ", ", *p);
-    snprintf(err, OPT_ERR_LEN, "--%s = '%s' is not a built-in profile; choose one of %s, or give --hardware FILE",
-             kind, name, list);
+    snprintf(err, OPT_ERR_LEN, "%s = '%s' is not a built-in profile; choose one of %s%s", flag, name, list, hint);
     return -1;
 }
 
@@ -148,9 +148,9 @@ int hw_resolve(const char *gpu, const char *cluster, const char *file, hw_t *hw,
 {
     memset(hw, 0, sizeof *hw);
     if (hw_builtin_gpu(gpu, &hw->gpu))
-        return unknown_name("gpu", gpu, hw_gpu_names, err);
+        return hw_unknown_name("--gpu", gpu, 1, ", or give --hardware FILE", err);
     if (hw_builtin_cluster(cluster, &hw->cluster))
-        return unknown_name("cluster", cluster, hw_cluster_names, err);
+        return hw_unknown_name("--cluster", cluster, 0, ", or give --hardware FILE", err);
     if (file && *file) {
         cJSON *root;
         if (opts_read_json_file(file, &root, err))

@@ -123,6 +123,10 @@ extern const char *const hw_gpu_names[], *const hw_cluster_names[];
  * built-in "base" to start from. Returns 0 or -1 with a message. */
 int hw_resolve(const char *gpu, const char *cluster, const char *file, hw_t *hw, char *err);
 
+/* The message for a profile name that is not built in: FLAG = 'NAME' and
+ * the GPU (gpu 1) or cluster names allowed, then hint. Returns -1. */
+int hw_unknown_name(const char *flag, const char *name, int gpu, const char *hint, char *err);
+
 /* Range checks of every field (missing fields are caught by hw_resolve). */
 int hw_check(const hw_t *hw, char *err);
 

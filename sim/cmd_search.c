@@ -555,7 +555,7 @@ static int setup(int argc, char **argv, search_opts_t *so, search_space_t *s, ch
 
 /* A limit no plan can meet: the runtime reserve plus the weights spread
  * over every GPU (ZeRO-3 and TP x PP cannot split them further). */
-static int check_limit(const search_space_t *s, const evaluated_t *ev, char *err)
+static int check_limit(const search_opts_t *so, const search_space_t *s, const evaluated_t *ev, char *err)
 {
     if (!ev->n)
         return 0;
@@ -568,8 +568,9 @@ static int check_limit(const search_space_t *s, const evaluated_t *ev, char *err
     if (s->mem_limit_bytes >= floor_b)
         return 0;
     snprintf(err, OPT_ERR_LEN,
-             "--memory-limit-gib = %.3g is below the model's weights: %.3g B parameters over %d GPUs plus the "
+             "%s = %.3g GiB is below the model's weights: %.3g B parameters over %d GPUs plus the "
              "%.3g GiB runtime reserve need at least %.3g GiB per GPU",
+             so->mem_limit_gib > 0 ? "--memory-limit-gib" : "the GPU's memory (the limit without --memory-limit-gib)",
              s->mem_limit_bytes / GIB, w.params_total / 1e9, job.num_gpus, s->hw.cluster.runtime_reserved_gib,
              floor_b / GIB);
     return -1;
@@ -607,7 +608,7 @@ static int probe_outputs(const search_opts_t *so, char *err)
 static int report(const search_opts_t *so, const search_space_t *s, evaluated_t *ev, double t0, char *err)
 {
     int nok = 0;
-    if (check_limit(s, ev, err))
+    if (check_limit(so, s, ev, err))
         return -1;
     ranked_t *rk = calloc(ev->n ? ev->n : 1, sizeof *rk);
     if (!rk) {
