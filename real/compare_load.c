@@ -269,9 +269,15 @@ static int simulate(cmp_t *c, char *err)
 
 /* ---- statistics ---------------------------------------------------------- */
 
-/* Every row names a rank of the job, a stream and an op kind. */
-static int check_rows(const cmp_t *c, const side_t *s, const char *path, char *err)
+/* Every row names a rank of the job, a stream and an op kind; a
+ * measurement (every_rank) has one /ranks row for each rank of its job. */
+static int check_rows(const cmp_t *c, const side_t *s, const char *path, int every_rank, char *err)
 {
+    if (every_rank && s->nranks != c->job.num_gpus) {
+        snprintf(err, OPT_ERR_LEN, "%s: /ranks has %ld rows, but its configuration is a %d-rank job (a measurement "
+                 "has one row per rank); the file is inconsistent", path, s->nranks, c->job.num_gpus);
+        return -1;
+    }
     for (long i = 0; i < s->nops; i++) {
         const op_row_t *o = &s->ops[i];
         if (o->rank < 0 || o->rank >= c->job.num_gpus || o->stream < 0 || o->stream >= STREAM_COUNT ||
@@ -282,12 +288,19 @@ static int check_rows(const cmp_t *c, const side_t *s, const char *path, char *e
             return -1;
         }
     }
-    for (long i = 0; i < s->nranks; i++)
+    for (long i = 0; i < s->nranks; i++) {
         if (s->ranks[i].rank < 0 || s->ranks[i].rank >= c->job.num_gpus) {
             snprintf(err, OPT_ERR_LEN, "%s: /ranks row %ld: rank %d is not a rank of this %d-rank job", path, i,
                      s->ranks[i].rank, c->job.num_gpus);
             return -1;
         }
+        for (long k = 0; every_rank && k < i; k++)
+            if (s->ranks[k].rank == s->ranks[i].rank) {
+                snprintf(err, OPT_ERR_LEN, "%s: /ranks rows %ld and %ld are both rank %d; the file is inconsistent",
+                         path, k, i, s->ranks[i].rank);
+                return -1;
+            }
+    }
     return 0;
 }
 
@@ -340,9 +353,9 @@ static void stats_of(const cmp_t *c, const side_t *s, stats_t *st)
 
 static int load(cmp_t *c, char *err)
 {
-    if (read_run(c, err) || rebuild_job(c, err) || check_rows(c, &c->meas, c->run_path, err))
+    if (read_run(c, err) || rebuild_job(c, err) || check_rows(c, &c->meas, c->run_path, 1, err))
         return -1;
-    if (c->sim_path ? read_sim(c, err) || check_rows(c, &c->sim, c->sim_path, err) : simulate(c, err))
+    if (c->sim_path ? read_sim(c, err) || check_rows(c, &c->sim, c->sim_path, 0, err) : simulate(c, err))
         return -1;
     if (pick_ranks(c, err))
         return -1;

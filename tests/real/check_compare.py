@@ -222,6 +222,13 @@ def bad_inputs(tmp, run_h5, sim_h5, flags):
     bad(["compare", run_h5, other], "pipeline_model_parallel_size", "SIM.h5 of another job (PP 1)")
     bad(["compare", run_h5, sim_h5, "--hardware", flags[-1]], "--hardware applies to the in-process simulation",
         "--hardware with SIM.h5")
+    # The run's file with its configuration edited to 8 GPUs (same length,
+    # so the HDF5 file stays valid) while /ranks holds the 4 ranks that ran.
+    edited = os.path.join(tmp, "edited.h5")
+    raw = open(run_h5, "rb").read()
+    open(edited, "wb").write(raw.replace(b'"num_gpus":4,', b'"num_gpus":8,', 1))
+    bad(["compare", edited], "/ranks has 4 rows, but its configuration is a 8-rank job",
+        "RUN.h5 whose config_json disagrees with its /ranks")
 
 
 def main():
