@@ -237,17 +237,20 @@ static void resolved(const char *path, char *out, size_t len)
 
 int sim_outputs_check(int n, const char *const *flags, const char *const *paths, char *err, int errlen)
 {
+    static char real[8][4200]; /* each asked-for path resolved once */
+    if (n > 8) {
+        snprintf(err, errlen, "sim_outputs_check: %d outputs, at most 8", n);
+        return -1;
+    }
     for (int i = 0; i < n; i++) {
         if (!paths[i] || !paths[i][0])
             continue;
+        resolved(paths[i], real[i], sizeof real[i]);
         for (int j = 0; j < i; j++) {
             struct stat a, b;
-            char ri[4200], rj[4200];
-            resolved(paths[i], ri, sizeof ri);
-            resolved(paths[j], rj, sizeof rj);
             int same = paths[j] && paths[j][0] &&
-                       (!strcmp(ri, rj) || (stat(paths[i], &a) == 0 && stat(paths[j], &b) == 0 &&
-                                            a.st_dev == b.st_dev && a.st_ino == b.st_ino));
+                       (!strcmp(real[i], real[j]) || (stat(paths[i], &a) == 0 && stat(paths[j], &b) == 0 &&
+                                                      a.st_dev == b.st_dev && a.st_ino == b.st_ino));
             if (same) {
                 snprintf(err, errlen, "%s and %s both name %s; allowed: a different file for each output", flags[j],
                          flags[i], paths[i]);

@@ -57,7 +57,7 @@ int sim_parse_ranks(const char *text, const char *flag, int limit, int max, int 
  * and removes its temporary file. 0, or -1 with the system's reason. */
 int sim_output_probe(const char *path, char *err, int errlen);
 
-/* The n outputs of one command (flags[i] names paths[i]; "" or NULL: not
+/* The n (at most 8) outputs of one command (flags[i] names paths[i]; "" or NULL: not
  * asked for): no two name the same file, and each can be written
  * (sim_output_probe). 0, or -1 with one message. */
 int sim_outputs_check(int n, const char *const *flags, const char *const *paths, char *err, int errlen);
