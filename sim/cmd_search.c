@@ -70,24 +70,25 @@ static double now_s(void)
     return t.tv_sec + 1e-9 * t.tv_nsec;
 }
 
-/* The plan fields a job file or flag can fix (one candidate each); the
- * default and the preset's bundle leave them searched. */
-static const char *const plan_fields[] = {
-    "tensor-model-parallel-size", "pipeline-model-parallel-size", "num-layers-per-virtual-pipeline-stage",
-    "micro-batch-size", "sequence-parallel", "zero-stage", "use-distributed-optimizer", "recompute-granularity",
-    "tp-comm-overlap", "pp-comm-overlap", "overlap-grad-reduce", "overlap-param-gather", NULL};
+/* The plan fields a job file or flag can fix (one candidate each), and the
+ * search_fixed_t switch each sets; the default and the preset's bundle
+ * leave them searched. */
+static const struct { const char *name; size_t off; } plan_fields[] = {
+#define PF(name, f) {name, offsetof(search_fixed_t, f)}
+    PF("tensor-model-parallel-size", tp), PF("pipeline-model-parallel-size", pp),
+    PF("num-layers-per-virtual-pipeline-stage", lpv), PF("micro-batch-size", mb), PF("sequence-parallel", sp),
+    PF("zero-stage", zero), PF("use-distributed-optimizer", zero), PF("recompute-granularity", recompute),
+    PF("tp-comm-overlap", ovl), PF("pp-comm-overlap", ovl), PF("overlap-grad-reduce", ovl),
+    PF("overlap-param-gather", ovl),
+#undef PF
+};
+#define NPLAN_FIELDS (sizeof plan_fields / sizeof plan_fields[0])
 
 static void fixed_fields(const job_t *b, search_fixed_t *f)
 {
-    const char *const *n = plan_fields;
-    f->tp = job_given(b, n[0]);
-    f->pp = job_given(b, n[1]);
-    f->lpv = job_given(b, n[2]);
-    f->mb = job_given(b, n[3]);
-    f->sp = job_given(b, n[4]);
-    f->zero = job_given(b, n[5]) || job_given(b, n[6]);
-    f->recompute = job_given(b, n[7]);
-    f->ovl = job_given(b, n[8]) || job_given(b, n[9]) || job_given(b, n[10]) || job_given(b, n[11]);
+    memset(f, 0, sizeof *f);
+    for (size_t i = 0; i < NPLAN_FIELDS; i++)
+        *(int *)((char *)f + plan_fields[i].off) |= job_given(b, plan_fields[i].name);
 }
 
 /* The search's options and the plan fields held fixed: the "search"
@@ -96,9 +97,9 @@ static cJSON *search_section(const search_opts_t *so, const search_space_t *s)
 {
     cJSON *o = opts_to_json(&search_opts, so);
     cJSON *fx = cJSON_AddArrayToObject(o, "fixed_plan_fields");
-    for (const char *const *n = plan_fields; *n; n++)
-        if (job_given(&s->base, *n))
-            cJSON_AddItemToArray(fx, cJSON_CreateString(*n));
+    for (size_t i = 0; i < NPLAN_FIELDS; i++)
+        if (job_given(&s->base, plan_fields[i].name))
+            cJSON_AddItemToArray(fx, cJSON_CreateString(plan_fields[i].name));
     return o;
 }
 
