@@ -32,6 +32,12 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
     return h;
 }
 
+/* A shard's checksum: its configuration text, then its 3 x nshard floats. */
+static uint64_t shard_sum(const char *config, size_t config_len, const float *state, long nshard)
+{
+    return fnv1a(fnv1a(FNV_START, config, config_len), state, sizeof(float) * 3 * (size_t)nshard);
+}
+
 int ckpt_init(ckpt_t *c, const char *dir, int rank, int world, const char *config, char *err, int errlen)
 {
     memset(c, 0, sizeof *c);
@@ -77,7 +83,7 @@ static void *writer(void *arg)
     paths(c, c->step, stepdir, sizeof stepdir, file, sizeof file);
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", file, (int)getpid());
     header_t h = {MAGIC, c->step, c->world, c->rank, 0, c->nshard, (int64_t)strlen(c->config), 0};
-    h.fnv1a = fnv1a(fnv1a(FNV_START, c->config, (size_t)h.config_len), c->state, sizeof(float) * 3 * (size_t)c->nshard);
+    h.fnv1a = shard_sum(c->config, (size_t)h.config_len, c->state, c->nshard);
     FILE *f = (mkdir(stepdir, 0777) == 0 || errno == EEXIST) ? fopen(tmp, "wb") : NULL;
     int ok = f && fwrite(&h, sizeof h, 1, f) == 1 && fwrite(c->config, 1, (size_t)h.config_len, f) == (size_t)h.config_len &&
              fwrite(c->state, sizeof(float), 3 * (size_t)c->nshard, f) == 3 * (size_t)c->nshard;
@@ -181,7 +187,7 @@ int ckpt_load(const char *dir, int rank, int world, const char *config, long nsh
     else if (!(*state = malloc(sizeof(float) * 3 * (size_t)(nshard ? nshard : 1))) ||
              fread(*state, sizeof(float), 3 * (size_t)nshard, f) != 3 * (size_t)nshard)
         snprintf(err, errlen, "--resume: %s is truncated", file);
-    else if (fnv1a(fnv1a(FNV_START, cfg, (size_t)h.config_len), *state, sizeof(float) * 3 * (size_t)nshard) != h.fnv1a)
+    else if (shard_sum(cfg, (size_t)h.config_len, *state, nshard) != h.fnv1a)
         snprintf(err, errlen, "--resume: %s is corrupt: its checksum does not match its contents", file);
     else
         rc = 0, *step = s;

@@ -70,7 +70,7 @@ static int check_pairs(const simulate_opts_t *so, char *err)
         snprintf(err, OPT_ERR_LEN, "--ecmp ideal acts only with --network flows (alpha-beta has no routes); give both");
         return -1;
     }
-    if (so->slow_factor != 1.1 && !(so->slow_hosts > 0)) {
+    if (so->slow_factor != atof(opts_find(&simulate_opts, "slow-factor")->def) && !(so->slow_hosts > 0)) {
         snprintf(err, OPT_ERR_LEN, "--slow-factor %g acts only on drawn slow hosts; give --slow-hosts P too "
                  "(--slow-rank R:F sets a rank's own factor)", so->slow_factor);
         return -1;
