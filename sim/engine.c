@@ -783,6 +783,24 @@ static int collect(const sim_t *S, sim_result_t *r, char *err, int len)
     return 0;
 }
 
+/* Unfolded, every rank holds its own state: about 6.5 KiB a rank (16,384
+ * ranks 112 MB, 65,536 ranks 416 MB, 2026-11-26), counted as 8 KiB. 1, with
+ * a message, when that would not fit in three quarters of this machine's
+ * memory. */
+#define UNFOLDED_BYTES_PER_RANK 8192.0
+static int unfolded_too_big(const job_t *job, char *err, int len)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    double need_b = UNFOLDED_BYTES_PER_RANK * job->num_gpus, have_b = pages > 0 && page > 0 ? (double)pages * page : 0;
+    if (!(have_b > 0 && need_b > 0.75 * have_b))
+        return 0;
+    snprintf(err, len, "simulating all %d ranks one by one needs about %.0f GiB; this machine has %.0f GiB "
+             "(allowed: up to %.0f ranks here; fold identical ranks, the default without --network flows, or "
+             "simulate fewer GPUs)", job->num_gpus, need_b / 1073741824.0, have_b / 1073741824.0,
+             0.75 * have_b / UNFOLDED_BYTES_PER_RANK);
+    return 1;
+}
+
 int sim_run(const job_t *job, const hw_t *hw, const sim_opts_t *o, sim_result_t *r, char *err, int len)
 {
     struct timespec t0, t1;
@@ -792,18 +810,8 @@ int sim_run(const job_t *job, const hw_t *hw, const sim_opts_t *o, sim_result_t 
         unfolded.fold = 0;
     sim_t S = {.job = job, .hw = hw, .opts = &unfolded, .err = err, .errlen = len};
     memset(r, 0, sizeof *r);
-    /* Unfolded, every rank holds its own state: about 6.5 KiB a rank
-     * (16,384 ranks 112 MB, 65,536 ranks 416 MB, 2026-11-26). Refuse what
-     * would not fit in three quarters of this machine's memory. */
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    double need_b = 8192.0 * job->num_gpus, have_b = pages > 0 && page > 0 ? (double)pages * page : 0;
-    if (!unfolded.fold && have_b > 0 && need_b > 0.75 * have_b) {
-        snprintf(err, len, "simulating all %d ranks one by one needs about %.0f GiB; this machine has %.0f GiB "
-                 "(allowed: up to %.0f ranks here; fold identical ranks, the default without --network flows, or "
-                 "simulate fewer GPUs)", job->num_gpus, need_b / 1073741824.0, have_b / 1073741824.0,
-                 0.75 * have_b / 8192.0);
+    if (!unfolded.fold && unfolded_too_big(job, err, len))
         return -1;
-    }
     int rc = setup(&S); /* -2: the network model refused the fabric, its reason in err */
     if (rc == -1)
         snprintf(err, len, "out of memory setting up %d ranks", job->num_gpus);
