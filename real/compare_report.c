@@ -78,7 +78,9 @@ static const char *cfg_str(const cJSON *root, const char *sec, const char *key)
  * "simulate" section, where the writer puts a run's), 0 if absent. */
 static double run_num(const cmp_t *c, const char *key)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c->config, "simulate"), key);
+    /* measurements before 2026-11-26 put the run's options under "simulate" */
+    const cJSON *run = cJSON_GetObjectItemCaseSensitive(c->config, "run");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(run ? run : cJSON_GetObjectItemCaseSensitive(c->config, "simulate"), key);
     return cJSON_IsNumber(v) ? v->valuedouble : 0.0;
 }
 

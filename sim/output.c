@@ -73,14 +73,16 @@ static double field_value(const sim_summary_t *s, const sim_summary_field_t *f)
     return *(const double *)((const char *)s + f->off);
 }
 
-/* The full effective configuration of a simulation: the job, the hardware,
- * the version, and the simulator's own options (stragglers, seed, fold)
- * under "simulate" (sim_config may be NULL). */
-static cJSON *config_json(const job_t *job, const hw_t *hw, const cJSON *sim_config)
+/* The full effective configuration of a result: the job, the hardware,
+ * the version, and the command's own options (sim_config, may be NULL):
+ * the simulator's (stragglers, seed, fold) under "simulate", a
+ * measurement's (`megasim run`'s) under "run". */
+static cJSON *config_json(const job_t *job, const hw_t *hw, const cJSON *sim_config, const sim_result_t *r)
 {
     cJSON *c = report_config_json(job, hw);
+    int run = r && r->kind && !strcmp(r->kind, "measurement");
     if (c && sim_config)
-        cJSON_AddItemToObject(c, "simulate", cJSON_Duplicate(sim_config, 1));
+        cJSON_AddItemToObject(c, run ? "run" : "simulate", cJSON_Duplicate(sim_config, 1));
     return c;
 }
 
@@ -113,7 +115,7 @@ cJSON *sim_summary_json(const job_t *job, const hw_t *hw, const estimate_t *e, c
     }
     if (r->peak_memory_bytes <= 0) /* a simulation: the memory model's, as predict */
         cJSON_AddItemToObject(o, "memory", report_memory_json(e));
-    cJSON_AddItemToObject(o, "config", config_json(job, hw, sim_config));
+    cJSON_AddItemToObject(o, "config", config_json(job, hw, sim_config, r));
     return o;
 }
 
@@ -329,9 +331,10 @@ static int h5_close(h5w_t *w, int rc)
     return rc;
 }
 
-static int write_root(h5w_t *w, const job_t *job, const hw_t *hw, const cJSON *sim_config, const char *kind)
+static int write_root(h5w_t *w, const job_t *job, const hw_t *hw, const cJSON *sim_config, const sim_result_t *r)
 {
-    cJSON *c = config_json(job, hw, sim_config);
+    const char *kind = r->kind;
+    cJSON *c = config_json(job, hw, sim_config, r);
     char *s = c ? cJSON_PrintUnformatted(c) : NULL;
     int rc = !s ? h5_fail(w, "format", "the configuration as JSON")
                 : put_attr_str(w, w->file, "megasim_version", MEGASIM_VERSION) ||
@@ -558,7 +561,7 @@ int sim_write_h5(const char *path, const job_t *job, const hw_t *hw, const cJSON
     H5Eget_auto2(H5E_DEFAULT, &old_fn, &old_data);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our message replaces HDF5's error stack */
     h5w_t w = {path, err, errlen, -1, -1, -1};
-    int rc = h5_open(&w, tmp) || write_root(&w, job, hw, sim_config, r->kind) ||
+    int rc = h5_open(&w, tmp) || write_root(&w, job, hw, sim_config, r) ||
              write_summary(&w, job, closed_form, r) || write_ranks(&w, r) || write_timeline(&w, r) ||
              write_iterations(&w, r);
     rc = h5_close(&w, rc ? -1 : 0);
@@ -743,7 +746,7 @@ int sim_write_trace(const char *path, const job_t *job, const hw_t *hw, const cJ
         t[i] = (trace_op_t){r->timeline[i], i, 0};
     qsort(t, n, sizeof *t, trace_cmp);
     assign_lanes(t, n);
-    cJSON *c = job ? config_json(job, hw, sim_config) : NULL;
+    cJSON *c = job ? config_json(job, hw, sim_config, r) : NULL;
     char *config = c ? cJSON_PrintUnformatted(c) : NULL;
     int rc = job && !config ? -1 : write_trace_file(tmp, path, t, n, config, err, errlen);
     if (job && !config)

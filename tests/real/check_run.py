@@ -347,9 +347,12 @@ def outputs():
         pids = {e["pid"] for e in ev if e.get("ph") == "X"}
         checks.append(("trace events of all 4 ranks", len(pids) == 4))
         tcfg = tr.get("otherData", {}).get("config", {})
-        checks.append(("trace's otherData.config: the run's job (pipeline_model_parallel_size 2) and options "
-                       f"(got {tcfg.get('job', {}).get('pipeline_model_parallel_size')})",
-                       tcfg.get("job", {}).get("pipeline_model_parallel_size") == 2 and "simulate" in tcfg))
+        checks.append(("trace's otherData.config: the run's job (pipeline_model_parallel_size 2) and its options "
+                       "under \"run\" with train_iters (sim/SCHEMA.md) "
+                       f"(got {tcfg.get('job', {}).get('pipeline_model_parallel_size')}, "
+                       f"{sorted(k for k in tcfg if k not in ('job', 'hardware', 'version'))})",
+                       tcfg.get("job", {}).get("pipeline_model_parallel_size") == 2 and
+                       "train_iters" in tcfg.get("run", {}) and "simulate" not in tcfg))
         for what, ok in checks:
             failures += not ok
             print(f"{'ok  ' if ok else 'FAIL'} {what}")
