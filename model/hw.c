@@ -151,35 +151,38 @@ int hw_resolve(const char *gpu, const char *cluster, const char *file, hw_t *hw,
         return hw_unknown_name("--gpu", gpu, 1, ", or give --hardware FILE", err);
     if (hw_builtin_cluster(cluster, &hw->cluster))
         return hw_unknown_name("--cluster", cluster, 0, ", or give --hardware FILE", err);
-    if (file && *file) {
-        cJSON *root;
-        if (opts_read_json_file(file, &root, err))
-            return -1;
-        int rc = 0;
-        const cJSON *g = cJSON_GetObjectItemCaseSensitive(root, "gpu");
-        const cJSON *c = cJSON_GetObjectItemCaseSensitive(root, "cluster");
-        const cJSON *m;
-        cJSON_ArrayForEach(m, root)
-        {
-            if (strcmp(m->string, "gpu") && strcmp(m->string, "cluster") && strcmp(m->string, "provenance")) {
-                snprintf(err, OPT_ERR_LEN, "%s: unknown section '%s'; allowed gpu, cluster, provenance",
-                         file, m->string);
-                rc = -1;
-            }
-        }
-        if (!rc && !g && !c) {
-            snprintf(err, OPT_ERR_LEN, "%s: no \"gpu\" or \"cluster\" section", file);
+    if (file && *file && hw_apply_file(file, hw, err))
+        return -1;
+    return hw_check(hw, err);
+}
+
+int hw_apply_file(const char *file, hw_t *hw, char *err)
+{
+    cJSON *root;
+    if (opts_read_json_file(file, &root, err))
+        return -1;
+    int rc = 0;
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(root, "gpu");
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(root, "cluster");
+    const cJSON *m;
+    cJSON_ArrayForEach(m, root)
+    {
+        if (strcmp(m->string, "gpu") && strcmp(m->string, "cluster") && strcmp(m->string, "provenance")) {
+            snprintf(err, OPT_ERR_LEN, "%s: unknown section '%s'; allowed gpu, cluster, provenance",
+                     file, m->string);
             rc = -1;
         }
-        if (!rc && g)
-            rc = load_section(&hw_gpu_opts, g, &hw->gpu, file, gpu_builtin_v, err);
-        if (!rc && c)
-            rc = load_section(&hw_cluster_opts, c, &hw->cluster, file, cluster_builtin_v, err);
-        cJSON_Delete(root);
-        if (rc)
-            return -1;
     }
-    return hw_check(hw, err);
+    if (!rc && !g && !c) {
+        snprintf(err, OPT_ERR_LEN, "%s: no \"gpu\" or \"cluster\" section", file);
+        rc = -1;
+    }
+    if (!rc && g)
+        rc = load_section(&hw_gpu_opts, g, &hw->gpu, file, gpu_builtin_v, err);
+    if (!rc && c)
+        rc = load_section(&hw_cluster_opts, c, &hw->cluster, file, cluster_builtin_v, err);
+    cJSON_Delete(root);
+    return rc;
 }
 
 int hw_check(const hw_t *hw, char *err)

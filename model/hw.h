@@ -127,6 +127,11 @@ int hw_resolve(const char *gpu, const char *cluster, const char *file, hw_t *hw,
  * the GPU (gpu 1) or cluster names allowed, then hint. Returns -1. */
 int hw_unknown_name(const char *flag, const char *name, int gpu, const char *hint, char *err);
 
+/* A profile file's "gpu" and "cluster" sections, each replacing its
+ * section of *hw (from its "base" built-in, or every field given); a
+ * section the file lacks is kept. Not checked: hw_check. 0 or -1. */
+int hw_apply_file(const char *file, hw_t *hw, char *err);
+
 /* Range checks of every field (missing fields are caught by hw_resolve). */
 int hw_check(const hw_t *hw, char *err);
 

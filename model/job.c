@@ -200,7 +200,8 @@ void job_apply_preset(job_t *j, preset_t p)
          * kernel that skips masked blocks (ASSUMPTIONS.md). Selective
          * recomputation is kept; with a flash kernel there is no attention
          * core to recompute (Megatron checkpoints only the unfused one). */
-        j->recompute = RECOMPUTE_SELECTIVE; /* ZeRO-1 from the distributed optimizer (job_check) */
+        j->recompute = RECOMPUTE_SELECTIVE;
+        j->zero_stage = 0; /* ZeRO-1 from the distributed optimizer (job_finalize), also over a replayed job */
         j->attention = ATTN_FLASH1;
         j->parallel_block = 0, j->sliding_window = 0, j->optimizer = OPTIM_ADAM;
         j->tp_comm_overlap = j->pp_comm_overlap = 0;
@@ -415,13 +416,25 @@ static int apply_flags(job_t *job, int argc, char **argv, const opt_table *extra
 int job_parse(job_t *job, int argc, char **argv, const opt_table *extra,
               void *extra_obj, char *err)
 {
+    return job_parse_over(job, NULL, argc, argv, extra, extra_obj, err);
+}
+
+int job_parse_over(job_t *job, const job_base_t *base, int argc, char **argv, const opt_table *extra,
+                   void *extra_obj, char *err)
+{
     cJSON *roots[16];
     const char *paths[16];
-    int nfiles, rc = -1;
+    int nfiles = 0, rc = -1;
     memset(job, 0, sizeof *job);
     opts_set_defaults(&job_opts, job);
     if (extra)
         opts_set_defaults(extra, extra_obj);
+    /* The recorded values stand where the defaults stood: they mark
+     * nothing as given, and only a file or flag applies a preset's bundle. */
+    if (base && (opts_apply_json(&job_opts, job, base->job, base->job_origin, NULL, NULL, err) ||
+                 (extra && base->extra &&
+                  opts_apply_json(extra, extra_obj, base->extra, base->extra_origin, base->extra_skip, NULL, err))))
+        goto out;
     if (load_files(argc, argv, extra, roots, paths, &nfiles, err))
         goto out;
     /* Preset first (a flag beats the last file naming one, which beats the
@@ -438,7 +451,7 @@ int job_parse(job_t *job, int argc, char **argv, const opt_table *extra,
     snprintf(origin, sizeof origin, "%s: preset", filepath ? filepath : "");
     if (fp ? set_preset(job, NULL, fp, "--preset", err)
            : filep ? set_preset(job, filep, NULL, origin, err)
-                   : (job_apply_preset(job, (preset_t)job->preset), 0))
+                   : (base ? 0 : (job_apply_preset(job, (preset_t)job->preset), 0)))
         goto out;
     for (int f = 0; f < nfiles; f++) {
         if (opts_apply_json(&job_opts, job, roots[f], paths[f], doc_keys, job->given, err))
@@ -564,6 +577,11 @@ int job_hardware(const job_t *job, hw_t *hw, char *err)
 {
     if (hw_resolve(job->gpu, job->cluster, job->hardware, hw, err))
         return -1;
+    return job_hw_overrides(job, hw, err);
+}
+
+int job_hw_overrides(const job_t *job, hw_t *hw, char *err)
+{
     if (job->nics_per_node)
         hw->cluster.nics_per_node = job->nics_per_node;
     if (job->nic_gbit > 0)

@@ -94,6 +94,23 @@ int job_is_ignored_megatron_flag(const char *name, int *takes_value);
 int job_parse(job_t *job, int argc, char **argv, const opt_table *extra,
               void *extra_obj, char *err);
 
+/* What job_parse_over starts from instead of the defaults: a job object
+ * as recorded in a result file's configuration (every option's value, no
+ * preset bundle applied) and, optionally, the subcommand's own recorded
+ * options less those in extra_skip (a NULL-terminated list of JSON keys).
+ * The origins name where each came from in error messages. */
+typedef struct {
+    const struct cJSON *job, *extra;
+    const char *const *extra_skip;
+    const char *job_origin, *extra_origin;
+} job_base_t;
+
+/* job_parse over `base` (NULL: the defaults, as job_parse): then files,
+ * then flags, as usual. A preset named by a file or flag applies its
+ * bundle over the base; none re-applies the recorded preset's. */
+int job_parse_over(job_t *job, const job_base_t *base, int argc, char **argv, const opt_table *extra,
+                   void *extra_obj, char *err);
+
 /* Applies one JSON object (an experiment file's contents) over *job:
  * "preset" first, then the other fields. Keys "paper", "description",
  * "name" and "comment" are ignored (they document the experiment). */
@@ -109,6 +126,10 @@ void job_apply_preset(job_t *job, preset_t p);
 /* Resolves --gpu/--cluster/--hardware and applies the cluster overrides
  * (--nics-per-node, --nic-gbit, --oversubscription) into *hw. */
 int job_hardware(const job_t *job, hw_t *hw, char *err);
+
+/* The job's cluster overrides (--nics-per-node, --nic-gbit,
+ * --oversubscription) applied into a resolved *hw, then hw_check. */
+int job_hw_overrides(const job_t *job, hw_t *hw, char *err);
 
 /* A full default job: MegaScale 175B on 12,288 GPUs, TP8 PP8 VPP6, batch
  * 6144, --preset megascale (finalize still needed). */
