@@ -1,5 +1,8 @@
-/* cli: shared command-line plumbing (see cli.h). */
+/* cli: shared command-line plumbing (see cli.h). Built into the megasim
+ * program with sim/, not into the model library: --replay reads result
+ * files (sim/replay.h). */
 #include "model/cli.h"
+#include "sim/replay.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -78,6 +81,9 @@ int cli_job_setup(const char *cmd, int argc, char **argv, const opt_table *extra
                   void *extra_obj, job_t *job, hw_t *hw)
 {
     char err[OPT_ERR_LEN];
+    const char *replay = replay_path(argc, argv, extra);
+    if (replay)
+        return replay_job_setup(cmd, replay, argc, argv, extra, extra_obj, job, hw);
     if (job_parse(job, argc, argv, extra, extra_obj, err) || job_hardware(job, hw, err) ||
         job_finalize(job, hw->cluster.gpus_per_node, err))
         return cli_fail(cmd, err);

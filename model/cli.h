@@ -43,8 +43,10 @@ struct cJSON;
 void cli_print_json(struct cJSON *o);
 
 /* Parses argv (after the subcommand name) into job and extra_obj, resolves
- * the hardware and checks every rule. Returns 0, or 2 after printing one
- * error message. */
+ * the hardware and checks every rule. With --replay RESULT (where extra
+ * has that option) it starts from the configuration RESULT records
+ * (sim/replay.h) instead of the defaults. Returns 0, or 2 after printing
+ * one error message. */
 int cli_job_setup(const char *cmd, int argc, char **argv, const opt_table *extra,
                   void *extra_obj, job_t *job, hw_t *hw);
 

@@ -10,6 +10,7 @@
 
 typedef struct {
     int rank, layers, verify, help;
+    char replay[1024];
 } schedule_opts_t;
 
 static const opt_def schedule_defs[] = {
@@ -19,6 +20,9 @@ static const opt_def schedule_defs[] = {
      "expand each forward/backward into its layer ops"},
     {"verify", OPT_BOOL, offsetof(schedule_opts_t, verify), 0, 1, "false", 0, "schedule",
      "check that every send has its receive and every wait is reachable, then print a summary"},
+    {"replay", OPT_STR, offsetof(schedule_opts_t, replay), 1, 1024, "", 0, "schedule",
+     "start from the job recorded in RESULT (.h5 from simulate or run --out, or a --json output or --trace "
+     "file): the program of the run it records; files and flags apply over it"},
     {"help", OPT_BOOL, offsetof(schedule_opts_t, help), 0, 1, "false", 0, "schedule", "show this help"},
 };
 const opt_table schedule_opts = {schedule_defs, sizeof schedule_defs / sizeof schedule_defs[0], "schedule option"};

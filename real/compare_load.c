@@ -8,6 +8,7 @@
 #include "model/estimate.h"
 #include "sim/engine.h"
 #include "sim/plot_data.h"
+#include "sim/replay.h"
 
 #include <hdf5.h>
 #include <stddef.h>
@@ -170,17 +171,6 @@ static int read_sim(cmp_t *c, char *err)
 
 /* ---- the job and hardware recorded in RUN.h5 --------------------------- */
 
-/* One profile section: every field must be there (hw_to_json wrote them),
- * but for those added since, which take their defaults. */
-static int hw_section(const opt_table *t, const cJSON *hw, const char *sec, void *obj, const char *path, char *err)
-{
-    char where[1200], seen[64] = {0};
-    snprintf(where, sizeof where, "%s: config_json hardware.%s", path, sec);
-    if (opts_apply_json(t, obj, cJSON_GetObjectItemCaseSensitive(hw, sec), where, NULL, seen, err))
-        return -1;
-    return hw_fill_missing(t, obj, seen, where, "", err);
-}
-
 /* --hardware FILE: the job's --gpu/--cluster built-ins under FILE's
  * sections, with the job's own overrides (NICs, oversubscription), as a
  * run with --hardware FILE would have recorded. A node of another size
@@ -203,17 +193,15 @@ static int other_hardware(cmp_t *c, char *err)
  * then the rules and derived fields; or on --hardware FILE. */
 static int rebuild_job(cmp_t *c, char *err)
 {
-    char where[1100];
-    const cJSON *hw = cJSON_GetObjectItemCaseSensitive(c->config, "hardware");
-    snprintf(where, sizeof where, "%s: config_json job", c->run_path);
+    char origin[1100], where[1200];
+    snprintf(origin, sizeof origin, "%s: config_json", c->run_path);
+    snprintf(where, sizeof where, "%s job", origin);
     memset(&c->job, 0, sizeof c->job);
     memset(&c->hw, 0, sizeof c->hw);
     opts_set_defaults(&job_opts, &c->job);
     if (opts_apply_json(&job_opts, &c->job, cJSON_GetObjectItemCaseSensitive(c->config, "job"), where, NULL, NULL,
                         err) ||
-        hw_section(&hw_gpu_opts, hw, "gpu", &c->hw.gpu, c->run_path, err) ||
-        hw_section(&hw_cluster_opts, hw, "cluster", &c->hw.cluster, c->run_path, err) || hw_check(&c->hw, err) ||
-        job_finalize(&c->job, c->hw.cluster.gpus_per_node, err))
+        replay_hardware(c->config, origin, &c->hw, err) || job_finalize(&c->job, c->hw.cluster.gpus_per_node, err))
         return -1;
     return c->o.hardware[0] ? other_hardware(c, err) : 0;
 }

@@ -17,7 +17,7 @@
 typedef struct {
     int json, fold, help, network, ecmp, slow_forward_only;
     char slow_rank[1024], slow_link[1024];
-    char out[1024], trace[1024], trace_ranks[1024];
+    char out[1024], trace[1024], trace_ranks[1024], replay[1024];
     double slow_hosts, slow_factor;
     int seed;
 } simulate_opts_t;
@@ -49,6 +49,9 @@ static const opt_def simulate_defs[] = {
      "write a Chrome trace FILE.json of the traced ranks (Perfetto, chrome://tracing)"},
     {"trace-ranks", OPT_STR, SO(trace_ranks), 0, 1024, "0", 0, "simulate",
      "global ranks whose every op --out and --trace record: R[,R...], at most 64"},
+    {"replay", OPT_STR, SO(replay), 1, 1024, "", 0, "simulate",
+     "start from the job, hardware profile and simulate options recorded in RESULT (.h5 from --out, or a --json "
+     "output or --trace file); files and flags apply over them, outputs are the command line's"},
     {"help", OPT_BOOL, SO(help), 0, 1, "false", 0, "simulate", "show this help"},
 };
 const opt_table simulate_opts = {simulate_defs, sizeof simulate_defs / sizeof simulate_defs[0], "simulate option"};

@@ -1,0 +1,40 @@
+/* replay: `--replay RESULT` on predict, simulate and schedule: start from
+ * the job, the hardware profile and the subcommand's own options recorded
+ * in a result file's configuration (sim/SCHEMA.md, "config_json"), with the
+ * command line's job files and flags over them. The recorded profile is
+ * used as written (the profile file or built-in it came from may have
+ * changed or be gone), unless --gpu, --cluster or --hardware is given. */
+#ifndef SIM_REPLAY_H
+#define SIM_REPLAY_H
+
+#include "model/hw.h"
+#include "model/job.h"
+
+struct cJSON;
+
+/* The configuration recorded in `path`: an HDF5 result file's root
+ * attribute config_json (kind simulation or measurement: one job), or a
+ * JSON output's "config" (predict/simulate --json) or "otherData.config"
+ * (a Chrome trace). It must hold "job" and "hardware" objects. *origin
+ * gets how to name it in messages ("RUN.h5: config_json"). 0, or -1 with
+ * one message in err. */
+int replay_read_config(const char *path, struct cJSON **config, char *origin, size_t origin_size, char *err);
+
+/* The hardware profile recorded in a configuration: every field of its
+ * "gpu" and "cluster" sections (a field added since takes its default),
+ * checked. `origin` as replay_read_config gives it. */
+int replay_hardware(const struct cJSON *config, const char *origin, hw_t *hw, char *err);
+
+/* The path of the last --replay on the command line, or NULL; only when
+ * the subcommand's own table `extra` has the option. */
+const char *replay_path(int argc, char **argv, const opt_table *extra);
+
+/* cli_job_setup from the configuration recorded in `path`. The
+ * subcommand's recorded options (config[cmd]) apply too, less those that
+ * name outputs or how to print (out, trace, json, csv, plot, ops, help,
+ * replay): a replay writes where and how its command line says. Returns 0,
+ * or 2 after printing one error message. */
+int replay_job_setup(const char *cmd, const char *path, int argc, char **argv, const opt_table *extra,
+                     void *extra_obj, job_t *job, hw_t *hw);
+
+#endif

@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""tests/sim/check_replay.py: `--replay RESULT` (sim/replay.c) on simulate,
+predict and schedule repeats what a result file records. Every check
+prints what it expected, what it got and where the expected value comes
+from.
+
+  1. simulate on a profile file with a straggler and two traced ranks,
+     --out A.h5 --trace A.json --json; the profile file is then deleted.
+     `simulate --replay A.h5 --out B.h5 --json` gives the same JSON
+     (every key but config.simulate's out and replay) and, with h5diff, the
+     same /summary, /ranks and /timeline; replaying the --json output and
+     the Chrome trace gives the same summary too, and so does replaying
+     B.h5 (a replay of a replay)
+  2. the replay records the job and hardware it replayed: config.job and
+     config.hardware equal A's key by key
+  3. flags apply over the recorded job: --replay A.h5 --num-gpus 512 gives
+     what the original flags with --num-gpus 512 give (profile recreated);
+     --cluster megascale replaces the recorded cluster section by the
+     built-in one (what the original flags without the profile give)
+  4. predict --replay A.h5 --json and schedule --replay A.h5 --rank 3 print
+     what predict and schedule print on the original flags and profile
+  5. a measurement (megasim run --out, CPU backend, one rank): simulate
+     --replay RUN.h5 simulates the recorded job and hardware exactly; the
+     run's own options are recorded under "run", not "simulate"
+  6. bad input: a search result (many jobs), a missing file, a job file
+     (no recorded config), a config without hardware, a recorded job key
+     megasim does not know: exit 2, one stderr line, nothing on stdout
+
+usage: check_replay.py MEGASIM"""
+import json, os, shutil, subprocess, sys, tempfile
+
+MEGASIM = sys.argv[1]
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+failures = 0
+checks = 0
+
+
+def check(ok, what, expected, source, got):
+    global failures, checks
+    checks += 1
+    failures += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} {what}: expected {expected} ({source}), got {got}")
+
+
+def megasim(args):
+    return subprocess.run([MEGASIM] + args, capture_output=True, text=True, timeout=120)
+
+
+def must(args):
+    p = megasim(args)
+    if p.returncode != 0:
+        print(f"FAIL megasim {' '.join(args)}: exit {p.returncode}\nstdout: {p.stdout}\nstderr: {p.stderr}")
+        sys.exit(1)
+    return p.stdout
+
+
+def sim_json(args):
+    return json.loads(must(["simulate"] + args + ["--json"]))
+
+
+def without_config(d):
+    return {k: v for k, v in d.items() if k != "config"}
+
+
+def h5_config(path):
+    out = subprocess.run(["h5dump", "-a", "/config_json", "-y", path], capture_output=True, text=True).stdout
+    start, end = out.index('"{'), out.rindex('}"')
+    return json.loads(out[start + 1:end + 1])
+
+
+def bad(args, want, source):
+    p = megasim(args)
+    lines = p.stderr.strip().splitlines()
+    check(p.returncode == 2 and len(lines) == 1 and want in p.stderr and not p.stdout,
+          f"megasim {' '.join(args[:3])}", f"exit 2, one stderr line containing '{want}', empty stdout", source,
+          f"exit {p.returncode}, {len(lines)} stderr line(s): {p.stderr.strip()[:300]}, stdout {len(p.stdout)} bytes")
+
+
+tmp = tempfile.mkdtemp(prefix="megasim_replay_")
+os.chdir(tmp)
+have_h5 = shutil.which("h5diff") and shutil.which("h5dump")
+
+# A profile of its own (the fitted values of no built-in), so that only a
+# replay that reads the recorded profile can give A's numbers once it is gone.
+PROFILE = {"cluster": {"base": "megascale", "compute_scale": 0.9123, "host_sync_gap_us": 321.0,
+                       "iteration_overhead_s": 0.37, "nvlink_scale": 0.66}}
+def write_profile():
+    with open("p.json", "w") as f:
+        json.dump(PROFILE, f)
+
+FLAGS = ["--num-gpus", "256", "--global-batch-size", "768", "--hardware", "p.json", "--slow-rank", "3:1.2",
+         "--trace-ranks", "0,3", "--seed", "5"]
+
+# ---- 1 ---------------------------------------------------------------------
+write_profile()
+a = sim_json(FLAGS + ["--out", "A.h5", "--trace", "A.json"])
+with open("A.out", "w") as f:
+    json.dump(a, f)
+os.remove("p.json")
+b = sim_json(["--replay", "A.h5", "--out", "B.h5"])
+check(without_config(a) == without_config(b), "simulate --replay A.h5: every --json number",
+      f"mfu {a['mfu']!r}, iteration {a['iteration_time_s']!r} s", "A's --json, its profile file since deleted",
+      f"mfu {b['mfu']!r}, iteration {b['iteration_time_s']!r} s")
+sa, sb = a["config"]["simulate"], b["config"]["simulate"]
+changed = sorted(k for k in set(sa) | set(sb) if sa.get(k) != sb.get(k))
+check(changed == ["out", "replay", "trace"], "config.simulate keys that differ", "['out', 'replay', 'trace']",
+      "a replay writes where its command line says (B: --out only) and records what it replayed", changed)
+check(sb.get("replay") == "A.h5" and sb.get("slow_rank") == "3:1.2" and sb.get("seed") == 5,
+      "replayed simulate options", "replay A.h5, slow_rank 3:1.2, seed 5", "A's command line",
+      f"replay {sb.get('replay')}, slow_rank {sb.get('slow_rank')}, seed {sb.get('seed')}")
+if have_h5:
+    for ds in ["/summary", "/ranks", "/timeline"]:
+        p = subprocess.run(["h5diff", "A.h5", "B.h5", ds, ds], capture_output=True, text=True)
+        check(p.returncode == 0, f"h5diff A.h5 B.h5 {ds}", "identical (exit 0)", "the same inputs give the same file",
+              f"exit {p.returncode} {p.stdout.strip()[:200]}")
+else:
+    print("note: h5diff/h5dump not on PATH (hdf5-tools): the HDF5 datasets are not compared")
+for src in ["A.out", "A.json", "B.h5"]:
+    c = sim_json(["--replay", src])
+    check(without_config(c) == without_config(a), f"simulate --replay {src}: every --json number",
+          f"mfu {a['mfu']!r}", "A's --json", f"mfu {c['mfu']!r}")
+
+# ---- 2 ---------------------------------------------------------------------
+for sec in ["job", "hardware"]:
+    check(a["config"][sec] == b["config"][sec], f"config.{sec} of the replay", "A's, key by key",
+          "the recorded configuration is the replay's start",
+          "equal" if a["config"][sec] == b["config"][sec] else
+          [k for k in a["config"][sec] if a["config"][sec][k] != b["config"][sec].get(k)])
+if have_h5:
+    ca, cb = h5_config("A.h5"), h5_config("B.h5")
+    check(ca["job"] == cb["job"] and ca["hardware"] == cb["hardware"], "B.h5 config_json job and hardware",
+          "A.h5's", "h5dump of both files", "equal" if ca["job"] == cb["job"] else "different")
+
+# ---- 3 ---------------------------------------------------------------------
+write_profile()
+want = sim_json(FLAGS[:1] + ["512"] + FLAGS[2:])
+os.remove("p.json")
+got = sim_json(["--replay", "A.h5", "--num-gpus", "512"])
+check(without_config(got) == without_config(want) and got["config"]["job"]["num_gpus"] == 512,
+      "simulate --replay A.h5 --num-gpus 512", f"mfu {want['mfu']!r}, job.num_gpus 512",
+      "A's flags with --num-gpus 512 on the same profile", f"mfu {got['mfu']!r}, job.num_gpus "
+      f"{got['config']['job']['num_gpus']}")
+want = sim_json([f for i, f in enumerate(FLAGS) if f != "--hardware" and (i == 0 or FLAGS[i - 1] != "--hardware")])
+got = sim_json(["--replay", "A.h5", "--cluster", "megascale"])
+check(without_config(got) == without_config(want) and
+      got["config"]["hardware"]["cluster"] == want["config"]["hardware"]["cluster"],
+      "simulate --replay A.h5 --cluster megascale", f"mfu {want['mfu']!r} and the built-in cluster section",
+      "A's flags without the profile file (it changed only the cluster section)",
+      f"mfu {got['mfu']!r}, compute_scale {got['config']['hardware']['cluster']['compute_scale']}")
+
+# ---- 4 ---------------------------------------------------------------------
+write_profile()
+plan = FLAGS[:6]  # the job and the profile; predict and schedule have no straggler options
+want_p = json.loads(must(["predict"] + plan + ["--json"]))
+want_s = must(["schedule"] + plan + ["--rank", "3"])
+os.remove("p.json")
+got_p = json.loads(must(["predict", "--replay", "A.h5", "--json"]))
+check(without_config(got_p) == without_config(want_p) and got_p["config"] == want_p["config"],
+      "predict --replay A.h5 --json", f"mfu {want_p['mfu']!r} and the same config",
+      "predict on A's flags and profile", f"mfu {got_p['mfu']!r}")
+got_s = must(["schedule", "--replay", "A.h5", "--rank", "3"])
+check(got_s == want_s, "schedule --replay A.h5 --rank 3", f"{len(want_s.splitlines())} identical lines",
+      "schedule on A's flags and profile", f"{len(got_s.splitlines())} lines, "
+      f"{'identical' if got_s == want_s else 'different'}")
+
+# ---- 5 ---------------------------------------------------------------------
+must(["run", "--train-iters", "2", "--out", "R.h5"])
+r = sim_json(["--replay", "R.h5"])
+if have_h5:
+    cr = h5_config("R.h5")
+    check(r["config"]["job"] == cr["job"] and r["config"]["hardware"] == cr["hardware"],
+          "simulate --replay R.h5: job and hardware", "R.h5's config_json job and hardware", "megasim run --out",
+          "equal" if r["config"]["job"] == cr["job"] and r["config"]["hardware"] == cr["hardware"] else "different")
+    check("run" in cr and "simulate" not in cr and cr["run"].get("train_iters") == 2,
+          "R.h5 config_json's options object", "\"run\" with train_iters 2, no \"simulate\"", "sim/SCHEMA.md",
+          sorted(k for k in cr if k not in ("job", "hardware", "version")))
+ref = json.load(open(os.path.join(ROOT, "experiments", "real", "tiny-gpt.json")))
+check(r["config"]["job"]["num_layers"] == ref["num_layers"] and r["config"]["job"]["num_gpus"] == 1,
+      "the replayed measurement's job", f"num_layers {ref['num_layers']}, num_gpus 1",
+      "experiments/real/tiny-gpt.json, run's default, on one rank",
+      f"num_layers {r['config']['job']['num_layers']}, num_gpus {r['config']['job']['num_gpus']}")
+
+# ---- 6 ---------------------------------------------------------------------
+must(["search", "--num-gpus", "64", "--global-batch-size", "64", "--num-layers", "8", "--hidden-size", "1024",
+      "--num-attention-heads", "16", "--rerank", "0", "--out", "S.h5"])
+bad(["simulate", "--replay", "S.h5"], "kind 'search' holds more than one job", "a search file records many plans")
+bad(["predict", "--replay", "missing.h5"], "missing.h5: cannot open", "no such file")
+bad(["simulate", "--replay", os.path.join(ROOT, "experiments", "real", "tiny-gpt.json")],
+    "no \"config\"", "a job file is given as a file, not replayed")
+with open("nohw.json", "w") as f:
+    json.dump({"config": {"job": {}}}, f)
+bad(["simulate", "--replay", "nohw.json"], "has no \"hardware\" object", "a configuration records both")
+with open("badkey.json", "w") as f:
+    json.dump({"config": {"job": {"bogus_field": 1}, "hardware": a["config"]["hardware"]}}, f)
+bad(["predict", "--replay", "badkey.json"], "unknown job field 'bogus_field'", "job_opts has no such option")
+
+shutil.rmtree(tmp, ignore_errors=True)
+print(f"{checks} checks, {failures} failed")
+if failures or checks == 0:
+    sys.exit(1)
