@@ -12,6 +12,7 @@
 #include "sim/engine.h"
 #include "sim/h5attr.h"
 #include "sim/output.h"
+#include "sim/replay.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -35,7 +36,7 @@
 typedef struct {
     int top, rerank, min_batch, max_batch, batch_step, json, help;
     double mem_limit_gib;
-    char out[1024], csv[1024], plot[1024];
+    char out[1024], csv[1024], plot[1024], replay[1024];
 } search_opts_t;
 
 #define SO(f) offsetof(search_opts_t, f)
@@ -55,6 +56,9 @@ static const opt_def search_defs[] = {
     {"plot", OPT_STR, SO(plot), 1, 1024, "", 0, "search",
      "draw FILE.png: predicted MFU vs memory per GPU, frontier marked (gnuplot; data in FILE.png.dat)"},
     {"json", OPT_BOOL, SO(json), 0, 1, "false", 0, "search", "print the top plans as one JSON array"},
+    {"replay", OPT_STR, SO(replay), 1, 1024, "", 0, "search",
+     "search plans for the job and hardware profile recorded in RESULT (.h5 from simulate or run --out, or a "
+     "--json output or --trace file); its plan is searched, unless a file or flag fixes a field"},
     {"help", OPT_BOOL, SO(help), 0, 1, "false", 0, "search", "show this help"},
 };
 const opt_table search_opts = {search_defs, sizeof search_defs / sizeof search_defs[0], "search option"};
@@ -536,7 +540,9 @@ static int setup(int argc, char **argv, search_opts_t *so, search_space_t *s, ch
     job_t base;
     hw_t hw;
     search_fixed_t fixed;
-    if (job_parse(&base, argc, argv, &search_opts, so, err) || job_hardware(&base, &hw, err))
+    const char *replay = replay_path(argc, argv, &search_opts);
+    if (replay ? replay_parse("search", replay, argc, argv, &search_opts, so, &base, &hw, err)
+               : job_parse(&base, argc, argv, &search_opts, so, err) || job_hardware(&base, &hw, err))
         return -1;
     int gpn = hw.cluster.gpus_per_node;
     if (base.num_gpus >= gpn ? base.num_gpus % gpn : 0) {

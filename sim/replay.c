@@ -144,13 +144,13 @@ const char *replay_path(int argc, char **argv, const opt_table *extra)
     return path && *path ? path : NULL;
 }
 
-int replay_job_setup(const char *cmd, const char *path, int argc, char **argv, const opt_table *extra,
-                     void *extra_obj, job_t *job, hw_t *hw)
+int replay_parse(const char *cmd, const char *path, int argc, char **argv, const opt_table *extra, void *extra_obj,
+                 job_t *job, hw_t *hw, char *err)
 {
-    char err[OPT_ERR_LEN], origin[1100], where_job[1200], where_cmd[1200];
+    char origin[1100], where_job[1200], where_cmd[1200];
     cJSON *config;
     if (replay_read_config(path, &config, origin, sizeof origin, err))
-        return cli_fail(cmd, err);
+        return -1;
     snprintf(where_job, sizeof where_job, "%s job", origin);
     snprintf(where_cmd, sizeof where_cmd, "%s %s", origin, cmd);
     const cJSON *own = cJSON_GetObjectItemCaseSensitive(config, cmd);
@@ -159,8 +159,16 @@ int replay_job_setup(const char *cmd, const char *path, int argc, char **argv, c
     int rc = job_parse_over(job, &base, argc, argv, extra, extra_obj, err) ||
              replay_hardware(config, origin, hw, err) || named_hardware(job, hw, err) ||
              job_hw_overrides(job, hw, err);
-    if (!rc)
-        rc = job_finalize(job, hw->cluster.gpus_per_node, err);
     cJSON_Delete(config);
-    return rc ? cli_fail(cmd, err) : 0;
+    return rc ? -1 : 0;
+}
+
+int replay_job_setup(const char *cmd, const char *path, int argc, char **argv, const opt_table *extra,
+                     void *extra_obj, job_t *job, hw_t *hw)
+{
+    char err[OPT_ERR_LEN];
+    if (replay_parse(cmd, path, argc, argv, extra, extra_obj, job, hw, err) ||
+        job_finalize(job, hw->cluster.gpus_per_node, err))
+        return cli_fail(cmd, err);
+    return 0;
 }

@@ -1,4 +1,4 @@
-/* replay: `--replay RESULT` on predict, simulate and schedule: start from
+/* replay: `--replay RESULT` on predict, simulate, schedule and search: start from
  * the job, the hardware profile and the subcommand's own options recorded
  * in a result file's configuration (sim/SCHEMA.md, "config_json"), with the
  * command line's job files and flags over them. The recorded profile is
@@ -28,6 +28,12 @@ int replay_hardware(const struct cJSON *config, const char *origin, hw_t *hw, ch
 /* The path of the last --replay on the command line, or NULL; only when
  * the subcommand's own table `extra` has the option. */
 const char *replay_path(int argc, char **argv, const opt_table *extra);
+
+/* The job (not finalized: its plan fields may still be searched) and the
+ * hardware from the configuration recorded in `path`, with argv's files
+ * and flags over them; config[cmd] as below. 0, or -1 with err. */
+int replay_parse(const char *cmd, const char *path, int argc, char **argv, const opt_table *extra, void *extra_obj,
+                 job_t *job, hw_t *hw, char *err);
 
 /* cli_job_setup from the configuration recorded in `path`. The
  * subcommand's recorded options (config[cmd]) apply too, less those that

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """tests/sim/check_replay.py: `--replay RESULT` (sim/replay.c) on simulate,
-predict and schedule repeats what a result file records. Every check
+predict, search and schedule repeats what a result file records. Every check
 prints what it expected, what it got and where the expected value comes
 from.
 
@@ -17,8 +17,9 @@ from.
      what the original flags with --num-gpus 512 give (profile recreated);
      --cluster megascale replaces the recorded cluster section by the
      built-in one (what the original flags without the profile give)
-  4. predict --replay A.h5 --json and schedule --replay A.h5 --rank 3 print
-     what predict and schedule print on the original flags and profile
+  4. predict --replay A.h5 --json, search --replay A.h5 --json and
+     schedule --replay A.h5 --rank 3 print what predict, search and
+     schedule print on the original flags and profile
   5. a measurement (megasim run --out, CPU backend, one rank): simulate
      --replay RUN.h5 simulates the recorded job and hardware exactly; the
      run's own options are recorded under "run", not "simulate"
@@ -158,6 +159,14 @@ got_p = json.loads(must(["predict", "--replay", "A.h5", "--json"]))
 check(without_config(got_p) == without_config(want_p) and got_p["config"] == want_p["config"],
       "predict --replay A.h5 --json", f"mfu {want_p['mfu']!r} and the same config",
       "predict on A's flags and profile", f"mfu {got_p['mfu']!r}")
+write_profile()
+want_q = json.loads(must(["search"] + plan + ["--rerank", "1", "--top", "3", "--json"]))
+os.remove("p.json")
+got_q = json.loads(must(["search", "--replay", "A.h5", "--rerank", "1", "--top", "3", "--json"]))
+check([without_config(x) for x in got_q] == [without_config(x) for x in want_q] and len(got_q) == 3,
+      "search --replay A.h5 --json: the top 3 plans", [(x["plan"], x["mfu"]) for x in want_q][:1],
+      "search on A's flags and profile (the recorded plan searched like a default one)",
+      [(x["plan"], x["mfu"]) for x in got_q][:1])
 got_s = must(["schedule", "--replay", "A.h5", "--rank", "3"])
 check(got_s == want_s, "schedule --replay A.h5 --rank 3", f"{len(want_s.splitlines())} identical lines",
       "schedule on A's flags and profile", f"{len(got_s.splitlines())} lines, "
