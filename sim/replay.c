@@ -50,10 +50,10 @@ static int read_json(const char *path, cJSON **config, char *err)
     cJSON *root;
     if (opts_read_json_file(path, &root, err))
         return -1;
-    cJSON *od = cJSON_GetObjectItemCaseSensitive(root, "otherData");
-    const char *from = cJSON_GetObjectItemCaseSensitive(root, "config") ? "config" : "otherData";
-    *config = !strcmp(from, "config") ? cJSON_DetachItemFromObjectCaseSensitive(root, "config")
-                                      : (od ? cJSON_DetachItemFromObjectCaseSensitive(od, "config") : NULL);
+    *config = cJSON_DetachItemFromObjectCaseSensitive(root, "config");
+    cJSON *trace = cJSON_GetObjectItemCaseSensitive(root, "otherData");
+    if (!*config && trace)
+        *config = cJSON_DetachItemFromObjectCaseSensitive(trace, "config");
     cJSON_Delete(root);
     if (*config)
         return 0;

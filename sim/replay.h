@@ -1,9 +1,11 @@
-/* replay: `--replay RESULT` on predict, simulate, schedule and search: start from
- * the job, the hardware profile and the subcommand's own options recorded
- * in a result file's configuration (sim/SCHEMA.md, "config_json"), with the
- * command line's job files and flags over them. The recorded profile is
- * used as written (the profile file or built-in it came from may have
- * changed or be gone), unless --gpu, --cluster or --hardware is given. */
+/* replay: `--replay RESULT` on predict, simulate, schedule and search:
+ * start from the job, the hardware profile and the subcommand's own
+ * options recorded in a result file's configuration (sim/SCHEMA.md,
+ * "config_json"), with the command line's job files and flags over them.
+ * The recorded profile is used field for field (the profile file or
+ * built-in it came from may have changed or be gone); --gpu or --cluster
+ * replaces its section with that built-in, --hardware FILE the sections
+ * FILE has. */
 #ifndef SIM_REPLAY_H
 #define SIM_REPLAY_H
 
