@@ -22,7 +22,8 @@ from.
      schedule print on the original flags and profile
   5. a measurement (megasim run --out, CPU backend, one rank): simulate
      --replay RUN.h5 simulates the recorded job and hardware exactly; the
-     run's own options are recorded under "run", not "simulate"
+     run's own options are recorded under "run", not "simulate"; compare
+     takes that simulation as SIM.h5 (the same job)
   6. bad input: a search result (many jobs), a missing file, a job file
      (no recorded config), a config without hardware, a recorded job key
      megasim does not know: exit 2, one stderr line, nothing on stdout
@@ -183,6 +184,13 @@ if have_h5:
     check("run" in cr and "simulate" not in cr and cr["run"].get("train_iters") == 2,
           "R.h5 config_json's options object", "\"run\" with train_iters 2, no \"simulate\"", "sim/SCHEMA.md",
           sorted(k for k in cr if k not in ("job", "hardware", "version")))
+must(["simulate", "--replay", "R.h5", "--no-fold", "--out", "RS.h5"])
+inproc = json.loads(must(["compare", "R.h5", "--json", "--plot", "RC"]))["iteration"]["simulated_s"]
+p = megasim(["compare", "R.h5", "RS.h5", "--json", "--plot", "RC"])
+got = json.loads(p.stdout)["iteration"]["simulated_s"] if p.returncode == 0 else None
+check(got == inproc, "compare R.h5 RS.h5 (RS.h5 from simulate --replay R.h5 --no-fold): simulated iteration",
+      f"{inproc} s", "compare R.h5's own in-process simulation of the recorded job and profile (unfolded)",
+      f"{got} s" if got is not None else f"exit {p.returncode} {p.stderr.strip()[:200]}")
 ref = json.load(open(os.path.join(ROOT, "experiments", "real", "tiny-gpt.json")))
 check(r["config"]["job"]["num_layers"] == ref["num_layers"] and r["config"]["job"]["num_gpus"] == 1,
       "the replayed measurement's job", f"num_layers {ref['num_layers']}, num_gpus 1",
