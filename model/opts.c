@@ -248,6 +248,18 @@ static int set_from_json(const opt_def *d, void *obj, const cJSON *v,
     return -1;
 }
 
+/* Where a table's fields are listed: a profile's by `megasim hardware`, a
+ * subcommand's ("CMD option") by its --help, the job's by predict's. */
+static void fields_hint(const opt_table *t, char *buf, size_t size)
+{
+    const char *sp = strstr(t->what, " option");
+    if (strstr(t->what, "profile"))
+        snprintf(buf, size, "megasim hardware --gpu NAME --cluster NAME prints every one");
+    else
+        snprintf(buf, size, "megasim %.*s --help lists them, '-' written '_'", sp ? (int)(sp - t->what) : 7,
+                 sp ? t->what : "predict");
+}
+
 int opts_apply_json(const opt_table *t, void *obj, const cJSON *o,
                     const char *path, const char *const *skip, char *seen,
                     char *err)
@@ -268,9 +280,9 @@ int opts_apply_json(const opt_table *t, void *obj, const cJSON *o,
         snprintf(origin, sizeof origin, "%s: %s", path, m->string);
         const opt_def *d = opts_find(t, m->string);
         if (!d) {
-            snprintf(err, OPT_ERR_LEN, "%s: unknown %s field '%s' (the fields: %s)", path, t->what, m->string,
-                     strstr(t->what, "profile") ? "megasim hardware --gpu NAME --cluster NAME prints every one"
-                                                : "megasim predict --help lists them, '-' written '_'");
+            char hint[128];
+            fields_hint(t, hint, sizeof hint);
+            snprintf(err, OPT_ERR_LEN, "%s: unknown %s field '%s' (the fields: %s)", path, t->what, m->string, hint);
             return -1;
         }
         if (set_from_json(d, obj, m, origin, err))
