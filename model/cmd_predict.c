@@ -16,13 +16,13 @@ typedef struct {
 } predict_opts_t;
 
 static const opt_def predict_defs[] = {
+    {"replay", OPT_STR, offsetof(predict_opts_t, replay), 1, 1024, "", 0, "input",
+     "start from the job and hardware profile recorded in RESULT (.h5 from simulate or run --out, or a --json "
+     "output or --trace file); files and flags apply over them"},
     {"json", OPT_BOOL, offsetof(predict_opts_t, json), 0, 1, "false", 0, "output",
      "print one JSON object instead of the report"},
     {"ops", OPT_BOOL, offsetof(predict_opts_t, ops), 0, 1, "false", 0, "output",
      "also print every op of one layer with its shape and modelled time"},
-    {"replay", OPT_STR, offsetof(predict_opts_t, replay), 1, 1024, "", 0, "input",
-     "start from the job and hardware profile recorded in RESULT (.h5 from simulate or run --out, or a --json "
-     "output or --trace file); files and flags apply over them"},
     {"help", OPT_BOOL, offsetof(predict_opts_t, help), 0, 1, "false", 0, "output", "show this help"},
 };
 const opt_table predict_opts = {predict_defs, sizeof predict_defs / sizeof predict_defs[0], "predict option"};
