@@ -21,6 +21,7 @@
 #include "real/gpt.h"
 #include "real/run_output.h"
 #include "sim/output.h"
+#include "sim/replay.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -35,7 +36,7 @@ typedef struct {
     int train_iters, seed, device, json, save_interval, resume, help;
     double lr, beta1, beta2, eps, weight_decay, clip_grad, min_lr;
     int warmup, decay_style, decay_iters;
-    char data[1024], out[1024], trace[1024], save[1024], load[1024];
+    char data[1024], out[1024], trace[1024], save[1024], load[1024], replay[1024];
 } run_opts_t;
 
 enum { DEV_CPU, DEV_GPU };
@@ -77,6 +78,9 @@ static const opt_def run_defs[] = {
     {"load", OPT_STR, RO(load), 1, 1024, "", 0, "run", "checkpoint directory --resume reads (default: --save)"},
     {"resume", OPT_BOOL, RO(resume), 0, 1, "false", 0, "run",
      "continue from the latest complete checkpoint; its losses equal the uninterrupted run's"},
+    {"replay", OPT_STR, RO(replay), 1, 1024, "", 0, "run",
+     "train the job RESULT.h5 records (run --out; or simulate --out) again: its hardware profile and, of a run, "
+     "its seed, data, steps and learning-rate schedule, on as many ranks; files and flags apply over them"},
     {"help", OPT_BOOL, RO(help), 0, 1, "false", 0, "run", "show this help"},
 };
 const opt_table run_opts = {run_defs, sizeof run_defs / sizeof run_defs[0], "run option"};
@@ -125,11 +129,16 @@ static int parse(run_t *R, int argc, char **argv)
     char **av = calloc((size_t)argc + 2, sizeof *av), err[OPT_ERR_LEN];
     if (!av)
         return bad(R, "out of host memory");
+    /* --replay RESULT: the recorded job, profile and options instead of
+     * the tiny default; its world size stands as if a file had given it. */
+    const char *replay = replay_path(argc - 1, argv + 1, &run_opts);
     int n = 0;
-    av[n++] = MEGASIM_EXPERIMENTS_DIR "/real/tiny-gpt.json";
+    if (!replay)
+        av[n++] = MEGASIM_EXPERIMENTS_DIR "/real/tiny-gpt.json";
     for (int i = 1; i < argc; i++)
         av[n++] = argv[i];
-    int rc = job_parse(&R->job, n, av, &run_opts, &R->o, err);
+    int rc = replay ? replay_parse("run", replay, n, av, &run_opts, &R->o, &R->job, &R->hw, err)
+                    : job_parse(&R->job, n, av, &run_opts, &R->o, err);
     free(av);
     if (rc)
         return bad(R, err);
@@ -146,12 +155,13 @@ static int parse(run_t *R, int argc, char **argv)
     if (R->o.device == DEV_GPU && !R->job.bf16)
         return bad(R, "--bf16 false with --device gpu: the GPU path trains in bf16 with fp32 master weights "
                       "(allowed: --bf16 true; --device cpu trains in fp32)");
-    if (!job_given(&R->job, "num-gpus"))
+    if (!replay && !job_given(&R->job, "num-gpus"))
         R->job.num_gpus = R->world;
     if (R->job.num_gpus != R->world) {
-        snprintf(err, sizeof err, "num-gpus = %d (a job file or flag) does not match the MPI world size %d (start with "
-                 "mpirun -np %d, or leave num-gpus out: the world size is the number of GPUs)",
-                 R->job.num_gpus, R->world, R->job.num_gpus);
+        snprintf(err, sizeof err, "num-gpus = %d (%s) does not match the MPI world size %d (start with mpirun -np %d, "
+                 "or %s)", R->job.num_gpus, replay && !job_given(&R->job, "num-gpus") ? "the replayed run's" : "a job "
+                 "file or flag", R->world, R->job.num_gpus, replay ? "give --num-gpus and a plan that divides it"
+                 : "leave num-gpus out: the world size is the number of GPUs");
         return bad(R, err);
     }
     if (R->job.padded_vocab_size < 256) {
@@ -159,10 +169,11 @@ static int parse(run_t *R, int argc, char **argv)
                  "or more", R->job.padded_vocab_size);
         return bad(R, err);
     }
-    /* A CPU run's MFU is against the checked-in CPU profile, unless given. */
-    if (R->o.device == DEV_CPU && !R->job.hardware[0])
+    /* A CPU run's MFU is against the checked-in CPU profile, unless given
+     * (a replay's is the recorded one). */
+    if (!replay && R->o.device == DEV_CPU && !R->job.hardware[0])
         snprintf(R->job.hardware, sizeof R->job.hardware, "%s", MEGASIM_EXPERIMENTS_DIR "/profiles/cpu-ci-2core.json");
-    if (job_hardware(&R->job, &R->hw, err) || job_finalize(&R->job, R->hw.cluster.gpus_per_node, err))
+    if ((!replay && job_hardware(&R->job, &R->hw, err)) || job_finalize(&R->job, R->hw.cluster.gpus_per_node, err))
         return bad(R, err);
     if (R->o.resume && !R->o.load[0] && !R->o.save[0])
         return bad(R, "--resume needs --save DIR (or --load DIR): the checkpoint directory to continue from");

@@ -12,8 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Options that say where or how a command writes, never what it computes. */
-static const char *const not_replayed[] = {"out", "trace", "json", "csv", "plot", "ops", "help", "replay", NULL};
+/* Recorded keys a replay does not take: options that say where or how a
+ * command writes (and run's checkpoint directories and resuming), and the
+ * values a measurement records beside its options. */
+static const char *const not_replayed[] = {
+    "out", "trace", "json", "csv", "plot", "ops", "help", "replay", "save", "save_interval", "load", "resume",
+    "world_size", "device_name", "comm_init_s", "memory_planned_bytes", "memory_peak_bytes",
+    "memory_beyond_plan_bytes", "memory_outside_pools_bytes", "timing_overhead_ns_per_op",
+    "timing_overhead_fraction", "clock_reads", "sm_clock_mhz", "power_w", "power_capped_fraction", NULL};
 
 /* config_json of an HDF5 result file that holds one job. */
 static int read_h5(const char *path, cJSON **config, char *err)

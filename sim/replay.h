@@ -1,4 +1,4 @@
-/* replay: `--replay RESULT` on predict, simulate, schedule and search:
+/* replay: `--replay RESULT` on predict, simulate, schedule, search and run:
  * start from the job, the hardware profile and the subcommand's own
  * options recorded in a result file's configuration (sim/SCHEMA.md,
  * "config_json"), with the command line's job files and flags over them.
@@ -39,8 +39,9 @@ int replay_parse(const char *cmd, const char *path, int argc, char **argv, const
 
 /* cli_job_setup from the configuration recorded in `path`. The
  * subcommand's recorded options (config[cmd]) apply too, less those that
- * name outputs or how to print (out, trace, json, csv, plot, ops, help,
- * replay): a replay writes where and how its command line says. Returns 0,
+ * name outputs or how to print (out, trace, json, ...), run's checkpoint
+ * directories and --resume, and the values a run measured beside its
+ * options: a replay writes where and how its command line says. Returns 0,
  * or 2 after printing one error message. */
 int replay_job_setup(const char *cmd, const char *path, int argc, char **argv, const opt_table *extra,
                      void *extra_obj, job_t *job, hw_t *hw);

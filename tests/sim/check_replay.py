@@ -24,14 +24,18 @@ from.
      --replay RUN.h5 simulates the recorded job and hardware exactly; the
      run's own options are recorded under "run", not "simulate"; compare
      takes that simulation as SIM.h5 (the same job)
-  6. bad input: a search result (many jobs), a missing file, a job file
+  6. run --replay RUN.h5 trains the recorded job again: the same losses bit
+     for bit, on one rank and (with MPIEXEC) on two with PP 2; the recorded
+     world size is kept, so another mpirun size is refused
+  7. bad input: a search result (many jobs), a missing file, a job file
      (no recorded config), a config without hardware, a recorded job key
      megasim does not know: exit 2, one stderr line, nothing on stdout
 
-usage: check_replay.py MEGASIM"""
+usage: check_replay.py MEGASIM [MPIEXEC]"""
 import json, os, shutil, subprocess, sys, tempfile
 
 MEGASIM = sys.argv[1]
+MPIEXEC = sys.argv[2] if len(sys.argv) > 2 else None
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 failures = 0
 checks = 0
@@ -198,6 +202,40 @@ check(r["config"]["job"]["num_layers"] == ref["num_layers"] and r["config"]["job
       f"num_layers {r['config']['job']['num_layers']}, num_gpus {r['config']['job']['num_gpus']}")
 
 # ---- 6 ---------------------------------------------------------------------
+def losses(out):
+    return [json.loads(l)["loss"] for l in out.splitlines() if l.startswith("{")]
+
+orig = losses(must(["run", "--train-iters", "3", "--seed", "7", "--json", "--out", "R1.h5"]))
+again = losses(must(["run", "--replay", "R1.h5", "--json", "--out", "R2.h5"]))
+check(again == orig and len(orig) == 3, "run --replay R1.h5: the losses", orig,
+      "R1.h5's own run (seed 7, 3 steps): the CPU path is deterministic", again)
+if have_h5:
+    c1, c2 = h5_config("R1.h5"), h5_config("R2.h5")
+    diff = sorted(k for k in c1["run"] if k in c2["run"] and c1["run"][k] != c2["run"][k] and
+                  k not in ("comm_init_s", "timing_overhead_ns_per_op", "timing_overhead_fraction"))
+    check(c1["job"] == c2["job"] and c1["hardware"] == c2["hardware"] and diff == ["out", "replay"],
+          "R2.h5's recorded job, hardware and run options", "R1.h5's, but out and replay",
+          "a replay trains the recorded job (measured values aside)",
+          f"job {'equal' if c1['job'] == c2['job'] else 'different'}, options differing: {diff}")
+if MPIEXEC:
+    mpi = [MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np", "2", MEGASIM, "run"]
+    def mpirun(args):
+        return subprocess.run(mpi + args, capture_output=True, text=True, timeout=300)
+    p1 = mpirun(["--pipeline-model-parallel-size", "2", "--train-iters", "2", "--json", "--out", "P.h5"])
+    p2 = mpirun(["--replay", "P.h5", "--json"])
+    check(p1.returncode == 0 and p2.returncode == 0 and losses(p2.stdout) == losses(p1.stdout) and
+          len(losses(p1.stdout)) == 2, "mpirun -np 2 run --replay P.h5 (PP 2): the losses", losses(p1.stdout),
+          "P.h5's own 2-rank run", f"{losses(p2.stdout)} (exit {p2.returncode}) {p2.stderr.strip()[-200:]}")
+    p3 = mpirun(["--replay", "R1.h5"])
+    err = p3.stderr.strip().splitlines()
+    check(p3.returncode != 0 and not p3.stdout and
+          "num-gpus = 1 (the replayed run's) does not match the MPI world size 2" in p3.stderr,
+          "mpirun -np 2 run --replay R1.h5 (a 1-rank run)", "refused, naming the recorded and the world size",
+          "a replay keeps the recorded world size", f"exit {p3.returncode}: {err[0] if err else ''}")
+else:
+    print("note: no MPIEXEC given: the 2-rank run replays are not checked")
+
+# ---- 7 ---------------------------------------------------------------------
 must(["search", "--num-gpus", "64", "--global-batch-size", "64", "--num-layers", "8", "--hidden-size", "1024",
       "--num-attention-heads", "16", "--rerank", "0", "--out", "S.h5"])
 bad(["simulate", "--replay", "S.h5"], "kind 'search' holds more than one job", "a search file records many plans")
