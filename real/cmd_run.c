@@ -158,10 +158,11 @@ static int parse(run_t *R, int argc, char **argv)
     if (!replay && !job_given(&R->job, "num-gpus"))
         R->job.num_gpus = R->world;
     if (R->job.num_gpus != R->world) {
+        const char *whose = replay && !job_given(&R->job, "num-gpus") ? "the replayed run's" : "a job file or flag";
+        const char *or_else = replay ? "give --num-gpus and a plan that divides it"
+                                     : "leave num-gpus out: the world size is the number of GPUs";
         snprintf(err, sizeof err, "num-gpus = %d (%s) does not match the MPI world size %d (start with mpirun -np %d, "
-                 "or %s)", R->job.num_gpus, replay && !job_given(&R->job, "num-gpus") ? "the replayed run's" : "a job "
-                 "file or flag", R->world, R->job.num_gpus, replay ? "give --num-gpus and a plan that divides it"
-                 : "leave num-gpus out: the world size is the number of GPUs");
+                 "or %s)", R->job.num_gpus, whose, R->world, R->job.num_gpus, or_else);
         return bad(R, err);
     }
     if (R->job.padded_vocab_size < 256) {
