@@ -196,11 +196,9 @@ static int rebuild_job(cmp_t *c, char *err)
     char origin[1100], where[1200];
     snprintf(origin, sizeof origin, "%s: config_json", c->run_path);
     snprintf(where, sizeof where, "%s job", origin);
-    memset(&c->job, 0, sizeof c->job);
-    memset(&c->hw, 0, sizeof c->hw);
-    opts_set_defaults(&job_opts, &c->job);
-    if (opts_apply_json(&job_opts, &c->job, cJSON_GetObjectItemCaseSensitive(c->config, "job"), where, NULL, NULL,
-                        err) ||
+    job_base_t base = {cJSON_GetObjectItemCaseSensitive(c->config, "job"), NULL, NULL, where, NULL};
+    char *no_args[] = {NULL};
+    if (job_parse_over(&c->job, &base, 0, no_args, NULL, NULL, err) ||
         replay_hardware(c->config, origin, &c->hw, err) || job_finalize(&c->job, c->hw.cluster.gpus_per_node, err))
         return -1;
     return c->o.hardware[0] ? other_hardware(c, err) : 0;
