@@ -221,7 +221,7 @@ typedef struct {
 void calib_overlap_table(calib_table_t *t); /* gemm_n, bytes, alone_s, busy_s, slowdown */
 void calib_overlap_row(calib_table_t *t, int n, double bytes, double alone_s, double busy_s);
 
-/* One device: what calibrate runs, in this order (cmd_calibrate.c). The
+/* One device: what calibrate runs, in this order (cmd/calibrate.c). The
  * compute entries run on rank 0; collectives and comm_slowdown on every
  * rank, and only with >= 2 ranks. comm_slowdown: rows of the overlap table
  * (rank 0), over GEMM and message sizes; none when it cannot be measured.

@@ -1,6 +1,6 @@
 /* search: the space of parallel plans for one model on one cluster, and
  * the closed-form evaluation of each plan. Pure: no MPI, no files, no
- * simulator (sim/cmd_search.c adds those).
+ * simulator (cmd/search.c adds those).
  *
  * The space is a mixed-radix product of candidate lists, so plan i is
  * decoded in O(1) and any subset of indices (an MPI rank's share) can be

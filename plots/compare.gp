@@ -3,7 +3,7 @@
 # group is the iteration itself, then each op class's time on the compute
 # stream (mean over ranks), then the compute stream's waiting. The number
 # over each group is the error, (simulated - measured) / measured.
-# Run by `megasim compare` (real/cmd_compare.c) with gnuplot -e defining:
+# Run by `megasim compare` (cmd/compare.c) with gnuplot -e defining:
 #   datafile  PREFIX.dat: "group" measured_s simulated_s error_pct ('?' = none)
 #   outfile   PREFIX.png (pngcairo) or PREFIX.svg (svg), by extension
 #   title_job the job: TP/PP/DP, GPUs, the measured device

@@ -2,7 +2,7 @@
 # model (global batch = GPUs) at 2,240 / 4,480 / 11,200 GPUs: MFU bars per
 # GPU count, for each system the paper's value, our closed form and our
 # simulator.
-# Run by `megasim plot` (sim/cmd_plot.c) with gnuplot -e defining:
+# Run by `megasim plot` (cmd/plot.c) with gnuplot -e defining:
 #   datafile  fig9-weak-scaling.dat: gpus batch, then for system k = 1..nsys
 #             the columns 3k 3k+1 3k+2 = paper, closed-form, simulated MFU
 #             (%); '?' = no row

@@ -3,7 +3,7 @@
 # cell per rank on a grid of nodes (x) by GPUs per node (y), so a slow GPU
 # or a slow host stands out; injected --slow-rank cells are labelled with
 # their factor.
-# Run by `megasim plot` (sim/cmd_plot.c) with gnuplot -e defining:
+# Run by `megasim plot` (cmd/plot.c) with gnuplot -e defining:
 #   datafile  heatmap.dat: node gpu compute_s rank slow_factor stands_for end_s
 #   outfile   NAME.png (pngcairo) or NAME.svg (svg), by extension
 #   gpn (GPUs per node), nnodes, folded (1: rows are classes of identical

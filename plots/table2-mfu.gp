@@ -3,7 +3,7 @@
 # predictions for each (closed form, simulator), with the MegaScale over
 # Megatron-LM gap annotated at the largest GPU count (paper: 1.34x at
 # 12,288 GPUs).
-# Run by `megasim plot` (sim/cmd_plot.c) with gnuplot -e defining:
+# Run by `megasim plot` (cmd/plot.c) with gnuplot -e defining:
 #   datafile  table2-mfu.dat: gpus batch, then for system k = 1..nsys the
 #             columns 3k 3k+1 3k+2 = paper, closed-form, simulated MFU (%),
 #             then iteration seconds; '?' = no row

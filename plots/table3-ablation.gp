@@ -1,7 +1,7 @@
 # table3-ablation.gp: MegaScale's Table 3 ablation (175B on 256 GPUs) as
 # cumulative bars: each row adds one technique to the row before; per row
 # the paper's MFU, our closed-form and our simulated MFU side by side.
-# Run by `megasim plot` (sim/cmd_plot.c) with gnuplot -e defining:
+# Run by `megasim plot` (cmd/plot.c) with gnuplot -e defining:
 #   datafile  table3-ablation.dat: row paper closed sim (MFU %) "label"
 #   outfile   NAME.png (pngcairo) or NAME.svg (svg), by extension
 #   hassim    0: no simulated values (reproduce --no-sim)

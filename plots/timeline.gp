@@ -2,7 +2,7 @@
 # simulation result (/timeline): one lane per rank and stream (compute,
 # dp, pp_send, pp_recv), one box per op from its start to its end, coloured
 # by kind; grey thin boxes are waits (ready -> start).
-# Run by `megasim plot` (sim/cmd_plot.c) with gnuplot -e defining:
+# Run by `megasim plot` (cmd/plot.c) with gnuplot -e defining:
 #   datafile  timeline.dat: y rank stream kind mb chunk t_ready_s t_start_s
 #             t_end_s (y = lane, top to bottom)
 #   outfile   NAME.png (pngcairo) or NAME.svg (svg), by extension

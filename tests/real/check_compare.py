@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """tests/real/check_compare.py: end-to-end checks of `megasim compare`
-(real/cmd_compare.c) on a 4-rank CPU run (PP 2 x DP 2, 3 steps, mpirun
+(cmd/compare.c) on a 4-rank CPU run (PP 2 x DP 2, 3 steps, mpirun
 --oversubscribe). Every check prints what it expected, what it got and
 where the expected value comes from.
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """check_bounds: `megasim reproduce table2`'s "Table 2 against itself"
-diagnostics (sim/reproduce_bounds.c, GSL's nonlinear least squares) against
+diagnostics (cmd/reproduce_bounds.c, GSL's nonlinear least squares) against
 the same fits done here independently: the paper's Table 2 rows read from
 the experiment files, and a Levenberg-Marquardt least squares written in
 plain Python (no GSL, no scipy).

@@ -1,4 +1,4 @@
-/* test_search: `megasim search` (model/search.h, sim/cmd_search.c).
+/* test_search: `megasim search` (model/search.h, cmd/search.c).
  *   count           the enumerator's counts on a small case, worked out by hand
  *   valid MEGASIM   every plan the CLI returns passes the job's rules and fits
  *   brute MEGASIM   the CLI's top plan is the best of a brute force over the

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tests/sim/check_replay.py: `--replay RESULT` (sim/replay.c) on simulate,
+"""tests/sim/check_replay.py: `--replay RESULT` (cmd/replay.c) on simulate,
 predict, search and schedule repeats what a result file records. Every check
 prints what it expected, what it got and where the expected value comes
 from.

@@ -6,8 +6,8 @@
  * built-in it came from may have changed or be gone); --gpu or --cluster
  * replaces its section with that built-in, --hardware FILE the sections
  * FILE has. */
-#ifndef SIM_REPLAY_H
-#define SIM_REPLAY_H
+#ifndef CMD_REPLAY_H
+#define CMD_REPLAY_H
 
 #include "model/hw.h"
 #include "model/job.h"

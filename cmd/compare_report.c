@@ -1,9 +1,9 @@
 /* compare_report: `megasim compare`'s report: per step, per op class,
  * per stream and per rank measured vs predicted, and the largest
  * differences named, as text tables or one JSON object. */
-#include "real/compare.h"
+#include "cmd/compare.h"
 
-#include "model/cli.h"
+#include "cmd/cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>

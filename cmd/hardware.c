@@ -1,7 +1,7 @@
 /* cmd_hardware: `megasim hardware`: lists the built-in profiles, or prints
  * the resolved profile as JSON, the format --hardware FILE reads and
  * calibration writes. */
-#include "model/cli.h"
+#include "cmd/cli.h"
 
 #include <cjson/cJSON.h>
 #include <stddef.h>

@@ -1,8 +1,8 @@
 /* cli: shared command-line plumbing (see cli.h). Built into the megasim
  * program with sim/, not into the model library: --replay reads result
- * files (sim/replay.h). */
-#include "model/cli.h"
-#include "sim/replay.h"
+ * files (cmd/replay.h). */
+#include "cmd/cli.h"
+#include "cmd/replay.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

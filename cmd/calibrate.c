@@ -9,7 +9,7 @@
  * nccl-tests tables) to stdout. */
 #define _POSIX_C_SOURCE 200809L /* sysconf */
 #include "calib/profile.h"
-#include "model/cli.h"
+#include "cmd/cli.h"
 #include "calib/bench_gpu.h"
 #include "real/data.h"
 #include "real/rt.h"

@@ -1,10 +1,10 @@
 /* replay: a job, hardware profile and subcommand options read back from a
  * result file's recorded configuration, as the start of a new command
- * (sim/replay.h). */
-#include "sim/replay.h"
+ * (cmd/replay.h). */
+#include "cmd/replay.h"
 
-#include "model/cli.h"
-#include "sim/plot_data.h"
+#include "cmd/cli.h"
+#include "cmd/plot_data.h"
 
 #include <cjson/cJSON.h>
 #include <hdf5.h>

@@ -1,11 +1,11 @@
 /* cmd_plot: `megasim plot FILE.h5`: redraws the figures of a result file
- * (sim/plot_data.h says which file yields which) with gnuplot, as PNG
+ * (cmd/plot_data.h says which file yields which) with gnuplot, as PNG
  * (pngcairo) and SVG. The data go to OUTDIR/NAME.dat first; then
  * `gnuplot -e "datafile='...'; outfile='...'; ..." PLOTS_DIR/NAME.gp` runs
  * once per figure and terminal. Without gnuplot on PATH the .dat files are
  * still written and the exit status is 0. */
-#include "model/cli.h"
-#include "sim/plot_data.h"
+#include "cmd/cli.h"
+#include "cmd/plot_data.h"
 
 #include <errno.h>
 #include <stddef.h>

@@ -1,11 +1,11 @@
 /* plot_data: a megasim result file (HDF5) to the .dat files and gnuplot
- * variables of its figures. See sim/plot_data.h for which file yields
+ * variables of its figures. See cmd/plot_data.h for which file yields
  * which figure and sim/SCHEMA.md for the simulation layout.
  *
  * Columns are read by name (HDF5 converts a file compound to a memory
  * compound member by member), so a writer may add columns or reorder them;
  * a missing column is bad input naming the dataset and the column. */
-#include "sim/plot_data.h"
+#include "cmd/plot_data.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -1,10 +1,10 @@
 /* compare_plot: `megasim compare --plot PREFIX`: PREFIX.dat (measured vs
  * simulated per iteration, op class and stream) drawn by
  * plots/compare.gp into PREFIX.png and PREFIX.svg with gnuplot. */
-#include "real/compare.h"
+#include "cmd/compare.h"
 
-#include "model/cli.h"
-#include "sim/plot_data.h"
+#include "cmd/cli.h"
+#include "cmd/plot_data.h"
 
 #include <errno.h>
 #include <stdio.h>

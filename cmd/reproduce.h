@@ -1,8 +1,8 @@
-/* sim/reproduce.h: what `megasim reproduce` (cmd_reproduce.c) shares
+/* cmd/reproduce.h: what `megasim reproduce` (cmd/reproduce.c) shares
  * with its Table 2 diagnostics (reproduce_bounds.c): the sets and one
  * experiment row, as loaded and run. */
-#ifndef SIM_REPRODUCE_H
-#define SIM_REPRODUCE_H
+#ifndef CMD_REPRODUCE_H
+#define CMD_REPRODUCE_H
 
 #include "model/hw.h"
 #include "model/job.h"

@@ -1,7 +1,7 @@
 /* cmd_schedule: `megasim schedule`: one rank's op program as text, one op a
  * line ("rank stream op key=value ..."), for reading, golden tests, diffs
  * and replay; --verify checks every stage's program against the others. */
-#include "model/cli.h"
+#include "cmd/cli.h"
 #include "model/layer.h"
 #include "model/sched.h"
 

@@ -6,13 +6,13 @@
  * N as a table or JSON, every evaluated plan as CSV and HDF5, and a gnuplot
  * figure of MFU against memory per GPU with the Pareto frontier. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, fileno, popen */
-#include "model/cli.h"
+#include "cmd/cli.h"
 #include "model/report.h"
 #include "model/search.h"
 #include "sim/engine.h"
 #include "sim/h5attr.h"
 #include "sim/output.h"
-#include "sim/replay.h"
+#include "cmd/replay.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -1,8 +1,8 @@
-/* compare: the shared state of `megasim compare` (real/cmd_compare.c):
+/* compare: the shared state of `megasim compare` (cmd/compare.c):
  * the two sides read or simulated (compare_load.c), the text and JSON
  * report (compare_report.c) and the figure (compare_plot.c). */
-#ifndef MEGASIM_REAL_COMPARE_H
-#define MEGASIM_REAL_COMPARE_H
+#ifndef CMD_COMPARE_H
+#define CMD_COMPARE_H
 
 #include "model/hw.h"
 #include "model/job.h"

@@ -2,8 +2,8 @@
  * subcommand's own options (a small table beside the job's), help text
  * generated from the tables, and the parse -> hardware -> finalize step
  * that every job-taking subcommand starts with. */
-#ifndef MODEL_CLI_H
-#define MODEL_CLI_H
+#ifndef CMD_CLI_H
+#define CMD_CLI_H
 
 #include "model/hw.h"
 #include "model/job.h"
@@ -45,7 +45,7 @@ void cli_print_json(struct cJSON *o);
 /* Parses argv (after the subcommand name) into job and extra_obj, resolves
  * the hardware and checks every rule. With --replay RESULT (where extra
  * has that option) it starts from the configuration RESULT records
- * (sim/replay.h) instead of the defaults. Returns 0, or 2 after printing
+ * (cmd/replay.h) instead of the defaults. Returns 0, or 2 after printing
  * one error message. */
 int cli_job_setup(const char *cmd, int argc, char **argv, const opt_table *extra,
                   void *extra_obj, job_t *job, hw_t *hw);

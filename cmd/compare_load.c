@@ -2,13 +2,13 @@
  * ranks and steps; SIM.h5's, or an in-process simulation of the job and
  * hardware RUN.h5 records (with the closed form); then the per-kind and
  * per-stream sums over the ranks and iterations both sides cover. */
-#include "real/compare.h"
+#include "cmd/compare.h"
 
-#include "model/cli.h"
+#include "cmd/cli.h"
 #include "model/estimate.h"
 #include "sim/engine.h"
-#include "sim/plot_data.h"
-#include "sim/replay.h"
+#include "cmd/plot_data.h"
+#include "cmd/replay.h"
 
 #include <hdf5.h>
 #include <stddef.h>

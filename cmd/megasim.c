@@ -1,6 +1,6 @@
 /* megasim: one program, one subcommand per task. main only dispatches;
  * each subcommand parses, builds, runs and reports. */
-#include "model/cli.h"
+#include "cmd/cli.h"
 
 #include <stdio.h>
 #include <string.h>

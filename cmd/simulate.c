@@ -2,7 +2,7 @@
  * discrete-event engine and reports what `predict` reports (same --json
  * keys), with the closed form beside it and where they differ. --out and
  * --trace write the result file and a Chrome trace (sim/output.h). */
-#include "model/cli.h"
+#include "cmd/cli.h"
 #include "model/report.h"
 #include "sim/engine.h"
 #include "sim/output.h"

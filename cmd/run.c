@@ -8,7 +8,7 @@
  *
  * Bad input is found before any work, identically on every rank: rank 0
  * prints the one message and every rank exits with status 2. */
-#include "model/cli.h"
+#include "cmd/cli.h"
 #include "model/cost.h"
 #include "model/estimate.h"
 #include "model/layer.h"
@@ -21,7 +21,7 @@
 #include "real/gpt.h"
 #include "real/run_output.h"
 #include "sim/output.h"
-#include "sim/replay.h"
+#include "cmd/replay.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

@@ -9,8 +9,8 @@
  * Each figure NAME gets OUTDIR/NAME.dat (whitespace-separated columns, '#'
  * comments, '?' for a missing value) and is drawn by plots/NAME.gp with
  * `datafile`, `outfile` and the figure's extra variables (`vars`). */
-#ifndef SIM_PLOT_DATA_H
-#define SIM_PLOT_DATA_H
+#ifndef CMD_PLOT_DATA_H
+#define CMD_PLOT_DATA_H
 
 #include <hdf5.h>
 #include <stddef.h>
@@ -43,7 +43,7 @@ int plot_prepare(const char *path, const char *outdir, plot_set_t *set, char *er
 /* Appends s to buf as a gnuplot single-quoted string ('' for a quote). */
 void plot_gp_quote(char *buf, size_t size, const char *s);
 
-/* ---- drawing (sim/cmd_plot.c; also used by megasim compare) ---------- */
+/* ---- drawing (cmd/plot.c; also used by megasim compare) ---------- */
 
 /* gnuplot's full path from PATH into out; 0 if it is not there. */
 int plot_find_gnuplot(char *out, size_t size);

@@ -1,6 +1,6 @@
 /* cmd_predict: `megasim predict`: the closed-form estimate of one job,
  * as a readable report or one JSON object. */
-#include "model/cli.h"
+#include "cmd/cli.h"
 #include "model/estimate.h"
 #include "model/report.h"
 

@@ -1,11 +1,11 @@
-/* sim/reproduce_bounds.c: Table 2 against itself (reproduce.h). Shapes
+/* cmd/reproduce_bounds.c: Table 2 against itself (reproduce.h). Shapes
  * of the iteration time fitted by least squares (calib_fit_params) to the
  * paper's own Table 2 rows: what the best model of each shape could reach
  * there, and whether a shape fitted to one of the table's two global
  * batches carries to the other. Diagnostics for the calibration protocol
  * (experiments/megascale/ASSUMPTIONS.md), which forbids fitting Table 2:
  * none of it feeds a prediction. */
-#include "sim/reproduce.h"
+#include "cmd/reproduce.h"
 
 #include "calib/fit.h"
 

@@ -12,10 +12,10 @@
  * with them, and the fitted profile is written beside the results. Table
  * 3's errors are fit errors; Table 2's and Figure 9's are prediction
  * errors. --fit none runs the built-in profile as it is. */
-#include "sim/reproduce.h"
+#include "cmd/reproduce.h"
 
 #include "calib/fit.h"
-#include "model/cli.h"
+#include "cmd/cli.h"
 #include "model/report.h"
 #include "sim/engine.h"
 #include "sim/h5attr.h"
@@ -615,7 +615,7 @@ static int write_csv(const char *h5, const row_t *rows, int n, char *err)
 
 int cmd_plot(int argc, char **argv);
 
-/* sim/cmd_simulate.c: `megasim simulate` on FLAGS (split at spaces) and
+/* cmd/simulate.c: `megasim simulate` on FLAGS (split at spaces) and
  * EXTRA (whole arguments), writing only its files; 0 or its exit status. */
 int simulate_to_file(const char *flags, int nextra, const char *const *extra);
 

@@ -16,10 +16,10 @@
  *
  * This file holds the options and the command; the work is in
  * compare_load.c, compare_report.c and compare_plot.c (compare.h). */
-#include "real/compare.h"
+#include "cmd/compare.h"
 
-#include "model/cli.h"
-#include "sim/plot_data.h"
+#include "cmd/cli.h"
+#include "cmd/plot_data.h"
 
 #include <stddef.h>
 #include <stdio.h>
