@@ -2,9 +2,18 @@
 # The README's second command (and .ci/run): installs missing Debian
 # packages, builds everything, and runs every test with ctest. GPU tests
 # report "skipped" where no GPU is present.
+#   scripts/test.sh           every test (CI)
+#   scripts/test.sh --fast    the fast tier (ctest -L fast: each test under
+#                             5 s), for the loop before each commit
+#   scripts/test.sh ARGS...   anything else is passed to ctest (-L sim, -R NAME)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+select=()
+case "${1:-}" in
+  --fast) select=(-L fast); shift ;;
+  --help|-h) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+esac
 bash scripts/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)"
-ctest --test-dir build --output-on-failure -j"$(nproc)"
+ctest --test-dir build --output-on-failure -j"$(nproc)" "${select[@]}" "$@"

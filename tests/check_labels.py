@@ -1,0 +1,31 @@
+#!/usr/bin/env python3
+"""tests/check_labels.py CTEST BUILD_DIR: every registered test carries
+exactly one module label (its folder under tests/) and exactly one cost
+label (fast or slow), so `ctest -L MODULE` and `ctest -L fast` select what
+they say (tests/CMakeLists.txt, megasim_label_tests)."""
+import json
+import subprocess
+import sys
+
+MODULES = {"model", "kernels", "sim", "search", "plot", "reproduce", "calib", "real", "tests"}
+COSTS = {"fast", "slow"}
+
+def main():
+    ctest, build = sys.argv[1], sys.argv[2]
+    out = subprocess.run([ctest, "--test-dir", build, "-N", "--show-only=json-v1"],
+                         check=True, capture_output=True, text=True).stdout
+    tests = json.loads(out)["tests"]
+    bad = []
+    for t in tests:
+        labels = next((p["value"] for p in t.get("properties", []) if p["name"] == "LABELS"), [])
+        mods, costs = MODULES.intersection(labels), COSTS.intersection(labels)
+        if len(mods) != 1 or len(costs) != 1:
+            bad.append(f"{t['name']}: labels {labels}")
+    print(f"{len(tests)} tests; expected each to carry one module label of {sorted(MODULES)} "
+          f"and one of {sorted(COSTS)}; got {len(bad)} without")
+    for b in bad:
+        print("  " + b)
+    return 1 if bad else 0
+
+if __name__ == "__main__":
+    sys.exit(main())
