@@ -206,7 +206,7 @@ static int rebuild_job(cmp_t *c, char *err)
 
 /* ---- the in-process simulation ----------------------------------------- */
 
-static int side_from_result(const sim_result_t *r, side_t *s, char *err)
+static int side_from_result(const result_t *r, side_t *s, char *err)
 {
     s->nops = r->ntimeline, s->nranks = r->entities;
     s->ops = calloc(s->nops ? (size_t)s->nops : 1, sizeof *s->ops);
@@ -216,7 +216,7 @@ static int side_from_result(const sim_result_t *r, side_t *s, char *err)
         return -1;
     }
     for (long i = 0; i < r->ntimeline; i++) {
-        const sim_rec_t *o = &r->timeline[i];
+        const result_op_t *o = &r->timeline[i];
         s->ops[i] = (op_row_t){o->rank, o->stream, o->kind, o->t_ready_ns * 1e-9, o->t_start_ns * 1e-9,
                                o->t_end_ns * 1e-9, 0};
     }
@@ -244,12 +244,12 @@ static int simulate(cmp_t *c, char *err)
         return -1;
     estimate_t e;
     estimate_job(&c->job, &c->hw, &e);
-    sim_result_t r;
+    result_t r;
     if (sim_run(&c->job, &c->hw, &o, &r, err, OPT_ERR_LEN))
         return -1;
     int rc = side_from_result(&r, &c->sim, err);
     c->sim.closed_form_s = e.iteration_s;
-    sim_result_free(&r);
+    result_free(&r);
     return rc;
 }
 

@@ -312,12 +312,12 @@ static int run_row(row_t *row, const fit_t *fit, int sim, char *err)
     row->sim_mfu = row->sim_iter_s = NAN;
     if (sim) {
         static sim_opts_t o = {.fold = 1};
-        sim_result_t r;
+        result_t r;
         if (sim_run(&row->job, &hw, &o, &r, err, OPT_ERR_LEN))
             return -1;
         row->sim_iter_s = r.iteration_ns * 1e-9;
         row->sim_mfu = e.work.model_flops_per_iter / (row->sim_iter_s * row->job.num_gpus * e.peak_flops);
-        sim_result_free(&r);
+        result_free(&r);
     }
     cJSON *c = report_config_json(&row->job, &hw);
     row->config = cJSON_PrintUnformatted(c);

@@ -101,7 +101,7 @@ typedef struct {
     double comm_init_s;     /* creating the TP, DP, PP and embedding communicators, slowest rank */
     long ops_per_iter;
     double peak_flops, model_flops;
-    sim_iter_t *iters;
+    result_iter_t *iters;
     int niters;
     double ckpt_stage1_s;
     /* memory per rank (bytes): planned (the pools), and the fullest rank's peak, beyond-plan part and
@@ -354,7 +354,7 @@ static void measure_overhead(run_t *R)
     R->ops_per_iter = sched_program_ops(&R->job, R->comm->stage);
 }
 
-static void report_step(run_t *R, const sim_iter_t *s)
+static void report_step(run_t *R, const result_iter_t *s)
 {
     if (R->rank != 0)
         return;
@@ -424,8 +424,8 @@ static int train(run_t *R)
                 R->clock.capped += step.capped;
         double mhz, watts, capped;
         kern_clock_means(&step, &mhz, &watts, &capped);
-        sim_iter_t *s = &R->iters[R->niters++];
-        *s = (sim_iter_t){it + 1, loss, tmax, tokens / tmax, R->model_flops / (tmax * R->job.num_gpus * R->peak_flops),
+        result_iter_t *s = &R->iters[R->niters++];
+        *s = (result_iter_t){it + 1, loss, tmax, tokens / tmax, R->model_flops / (tmax * R->job.num_gpus * R->peak_flops),
                           R->x.grad_norm, R->x.lr, mhz, watts, capped};
         report_step(R, s);
         if (!isfinite(loss))
@@ -487,7 +487,7 @@ static double mean_step(const run_t *R)
     return s / (R->niters - a);
 }
 
-static int write_outputs(run_t *R, sim_result_t *r)
+static int write_outputs(run_t *R, result_t *r)
 {
     char err[OPT_ERR_LEN] = "";
     int rc = 0;
@@ -505,7 +505,7 @@ static int write_outputs(run_t *R, sim_result_t *r)
     return 0;
 }
 
-static void report_end(run_t *R, const sim_result_t *r)
+static void report_end(run_t *R, const result_t *r)
 {
     double t = R->step_s;
     if (R->rank != 0 || R->o.json)
@@ -570,7 +570,7 @@ static int run(run_t *R, int argc, char **argv)
     measure_overhead(R);
     if ((rc = train(R)))
         return rc;
-    sim_result_t r;
+    result_t r;
     if (rank_failed(run_gather(&R->x, R->x.iter - 1, &r, err, sizeof err), err))
         return bad(R, err);
     r.kind = "measurement", r.iters = R->iters, r.niters = R->niters;
@@ -584,7 +584,7 @@ static int run(run_t *R, int argc, char **argv)
     if (!rc)
         report_end(R, &r);
     r.iters = NULL;
-    sim_result_free(&r);
+    result_free(&r);
     return rc;
 }
 

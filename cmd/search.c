@@ -231,7 +231,7 @@ static void rerank(const search_space_t *s, ranked_t *rk, int k)
         job_t job;
         estimate_t e;
         search_row_t r;
-        sim_result_t res;
+        result_t res;
         search_eval(s, rk[i].row.index, &r, &job, &e);
         if (sim_run(&job, &s->hw, &o, &res, err, sizeof err)) {
             fprintf(stderr, "megasim search: plan %lld not simulated: %s\n", r.index, err);
@@ -241,7 +241,7 @@ static void rerank(const search_space_t *s, ranked_t *rk, int k)
         sim_summary_t sum;
         sim_summary(&job, &e, &res, &sum);
         rk[i].sim_mfu = sum.mfu, rk[i].sim_iteration_s = sum.iteration_time_s;
-        sim_result_free(&res);
+        result_free(&res);
     }
     qsort(rk, k, sizeof *rk, by_sim);
     for (int i = 0; i < k; i++)

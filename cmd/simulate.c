@@ -105,9 +105,9 @@ static void line(const char *what, int64_t sim_ns, double cf_s, int64_t total)
     printf("  %-28s %10.4f s  %5.1f%%   closed form %10.4f s\n", what, sim_ns * 1e-9, 100.0 * sim_ns / total, cf_s);
 }
 
-static void result_text(const job_t *job, const estimate_t *e, const sim_result_t *r, int so_network_flows)
+static void result_text(const job_t *job, const estimate_t *e, const result_t *r, int so_network_flows)
 {
-    const sim_account_t *a = &r->critical;
+    const result_account_t *a = &r->critical;
     const breakdown_t *b = &e->br;
     sim_summary_t s;
     sim_summary(job, e, r, &s);
@@ -157,7 +157,7 @@ static int trace_setup(const simulate_opts_t *so, const job_t *job, sim_opts_t *
 
 /* --out and --trace, before the report: a failure leaves stdout empty. */
 static int write_outputs(const simulate_opts_t *so, const cJSON *sim_config, const job_t *job, const hw_t *hw,
-                         const estimate_t *e, const sim_result_t *r, char *err)
+                         const estimate_t *e, const result_t *r, char *err)
 {
     if (so->out[0] && sim_write_h5(so->out, job, hw, sim_config, e, r, err, OPT_ERR_LEN))
         return -1;
@@ -194,7 +194,7 @@ static int simulate(int argc, char **argv, int report)
         return cli_fail("simulate", err);
     estimate_t e;
     estimate_job(&job, &hw, &e);
-    sim_result_t r;
+    result_t r;
     if (sim_run(&job, &hw, &o, &r, err, sizeof err))
         return cli_fail("simulate", err);
     /* Wall time on stderr: stdout is bit-identical run to run. */
@@ -209,7 +209,7 @@ static int simulate(int argc, char **argv, int report)
     else if (!rc && report)
         result_text(&job, &e, &r, so.network == SIM_NET_FLOWS);
     cJSON_Delete(sim_config);
-    sim_result_free(&r);
+    result_free(&r);
     return rc ? cli_fail("simulate", err) : 0;
 }
 

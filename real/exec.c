@@ -136,7 +136,7 @@ static long new_rec(exec_t *x, const sched_op_t *o)
     if (x->nrecs == x->caprecs) /* reserve() made room for the whole iteration */
         return -1;
     int rank = x->comm->tp_i + x->job->tp * (x->comm->dp_i + x->job->dp * x->comm->stage);
-    x->recs[x->nrecs] = (sim_rec_t){rank, o->stream, o->kind, o->mb, o->chunk, 0, 0, 0, x->iter};
+    x->recs[x->nrecs] = (result_op_t){rank, o->stream, o->kind, o->mb, o->chunk, 0, 0, 0, x->iter};
     memset(&x->times[x->nrecs], 0, sizeof x->times[0]);
     return x->nrecs++;
 }
@@ -519,7 +519,7 @@ static int reserve(exec_t *x)
     if (x->nrecs + n <= x->caprecs)
         return 0;
     long cap = (x->nrecs + n) * 2;
-    sim_rec_t *r = realloc(x->recs, (size_t)cap * sizeof *r);
+    result_op_t *r = realloc(x->recs, (size_t)cap * sizeof *r);
     if (r)
         x->recs = r;
     rt_times_t *t = r ? realloc(x->times, (size_t)cap * sizeof *t) : NULL;

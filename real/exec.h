@@ -17,7 +17,8 @@
 
 #include "real/data.h"
 #include "real/gpt.h"
-#include "sim/engine.h"
+#include "model/result.h"
+#include "model/sched.h"
 
 enum { LR_CONSTANT, LR_LINEAR, LR_COSINE }; /* --lr-decay-style */
 
@@ -74,7 +75,7 @@ typedef struct {
     int iter;                 /* iteration number (global step) */
 
     /* records of every op, all iterations */
-    sim_rec_t *recs;
+    result_op_t *recs;
     rt_times_t *times;
     long nrecs, caprecs;
     int64_t *iter_t0_ns;      /* [iteration]: its start, from the first one's */

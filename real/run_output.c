@@ -7,12 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The simulator's breakdown of one rank's compute stream (sim/engine.h):
+/* The simulator's breakdown of one rank's compute stream (model/result.h):
  * waiting before an op is bubble; pipeline transfers on the compute
  * stream are pp, DP collectives there dp, the optimizer its own, host
  * stalls and the embedding sync other. TP communication runs inside the
  * chunk's forward and backward and is counted as compute. */
-static void account(sim_account_t *a, const sim_rec_t *o)
+static void account(result_account_t *a, const result_op_t *o)
 {
     int64_t dur = o->t_end_ns - o->t_start_ns, wait = o->t_start_ns - o->t_ready_ns;
     if (sched_stream_dp(o->stream)) {
@@ -37,13 +37,13 @@ static void account(sim_account_t *a, const sim_rec_t *o)
         a->end = o->t_end_ns;
 }
 
-int run_gather(const exec_t *x, int account_iter, sim_result_t *r, char *err, int errlen)
+int run_gather(const exec_t *x, int account_iter, result_t *r, char *err, int errlen)
 {
     int rank, world;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     memset(r, 0, sizeof *r);
-    int mine = (int)(x->nrecs * (long)sizeof(sim_rec_t)), *counts = NULL, *displs = NULL;
+    int mine = (int)(x->nrecs * (long)sizeof(result_op_t)), *counts = NULL, *displs = NULL;
     if (rank == 0 && (!(counts = calloc((size_t)world, sizeof(int))) || !(displs = calloc((size_t)world, sizeof(int)))))
         goto oom;
     MPI_Gather(&mine, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
@@ -64,7 +64,7 @@ int run_gather(const exec_t *x, int account_iter, sim_result_t *r, char *err, in
     free(counts), free(displs);
     if (rank != 0)
         return 0;
-    r->ntimeline = total / (long)sizeof(sim_rec_t);
+    r->ntimeline = total / (long)sizeof(result_op_t);
     r->entities = world;
     r->per_entity = calloc((size_t)world, sizeof *r->per_entity);
     r->entity_rank = calloc((size_t)world, sizeof(int));
@@ -89,18 +89,18 @@ oom:
     return -1;
 }
 
-int run_write_trace(const char *path, const job_t *job, const hw_t *hw, const struct cJSON *config, const sim_result_t *r,
+int run_write_trace(const char *path, const job_t *job, const hw_t *hw, const struct cJSON *config, const result_t *r,
                     const int64_t *t0_ns, char *err, int errlen)
 {
-    sim_result_t t = *r;
-    t.timeline = malloc(sizeof(sim_rec_t) * (size_t)(r->ntimeline ? r->ntimeline : 1));
+    result_t t = *r;
+    t.timeline = malloc(sizeof(result_op_t) * (size_t)(r->ntimeline ? r->ntimeline : 1));
     if (!t.timeline) {
         snprintf(err, errlen, "out of host memory for the trace");
         return -1;
     }
     int64_t base = r->ntimeline ? t0_ns[r->timeline[0].iter] : 0; /* the first measured iteration */
     for (long i = 0; i < r->ntimeline; i++) {
-        sim_rec_t o = r->timeline[i];
+        result_op_t o = r->timeline[i];
         int64_t off = t0_ns[o.iter] - base;
         o.t_ready_ns += off, o.t_start_ns += off, o.t_end_ns += off;
         t.timeline[i] = o;

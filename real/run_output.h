@@ -14,10 +14,10 @@
  * per-rank accounts of iteration `account_iter`, iteration count); other
  * ranks get an empty r. iter_t0_ns (rank 0's) places iterations in time
  * for the trace. */
-int run_gather(const exec_t *x, int account_iter, sim_result_t *r, char *err, int errlen);
+int run_gather(const exec_t *x, int account_iter, result_t *r, char *err, int errlen);
 
 /* Rank 0: the Chrome trace of r with iteration i shifted by t0_ns[i]. */
-int run_write_trace(const char *path, const job_t *job, const hw_t *hw, const struct cJSON *config, const sim_result_t *r,
+int run_write_trace(const char *path, const job_t *job, const hw_t *hw, const struct cJSON *config, const result_t *r,
                     const int64_t *t0_ns, char *err, int errlen);
 
 #endif

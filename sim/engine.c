@@ -398,7 +398,7 @@ static int part_done(sim_t *S, int ent, int stream, int slot)
  * kind. */
 static void account(sim_t *S, entity_t *e, const slot_t *s)
 {
-    sim_account_t *a = &e->acc;
+    result_account_t *a = &e->acc;
     int64_t work = s->work_ns, wait = (S->now - s->t_head) - work;
     if (s->waited_dp)
         a->dp += wait;
@@ -439,12 +439,12 @@ static int record_as(sim_t *S, int ent, int stream, const slot_t *s, int kind, i
             continue;
         if (S->ntl == S->tl_cap) {
             long cap = S->tl_cap ? S->tl_cap * 2 : 1024;
-            sim_rec_t *t = realloc(S->tl, sizeof *t * cap);
+            result_op_t *t = realloc(S->tl, sizeof *t * cap);
             if (!t)
                 return -1;
             S->tl = t, S->tl_cap = cap;
         }
-        S->tl[S->ntl++] = (sim_rec_t){S->opts->trace_ranks[k], stream, kind, s->op.mb, s->op.chunk, head, start, end, 0};
+        S->tl[S->ntl++] = (result_op_t){S->opts->trace_ranks[k], stream, kind, s->op.mb, s->op.chunk, head, start, end, 0};
     }
     return 0;
 }
@@ -758,7 +758,7 @@ static void teardown(sim_t *S)
         free(S->tl);
 }
 
-static int collect(const sim_t *S, sim_result_t *r, char *err, int len)
+static int collect(const sim_t *S, result_t *r, char *err, int len)
 {
     r->entities = S->ne, r->classes = S->classes, r->events = S->events;
     r->per_entity = malloc(sizeof *r->per_entity * S->ne);
@@ -801,7 +801,7 @@ static int unfolded_too_big(const job_t *job, char *err, int len)
     return 1;
 }
 
-int sim_run(const job_t *job, const hw_t *hw, const sim_opts_t *o, sim_result_t *r, char *err, int len)
+int sim_run(const job_t *job, const hw_t *hw, const sim_opts_t *o, result_t *r, char *err, int len)
 {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -826,8 +826,3 @@ int sim_run(const job_t *job, const hw_t *hw, const sim_opts_t *o, sim_result_t 
     return rc;
 }
 
-void sim_result_free(sim_result_t *r)
-{
-    free(r->per_entity), free(r->entity_rank), free(r->entity_count), free(r->timeline);
-    memset(r, 0, sizeof *r);
-}

@@ -60,7 +60,7 @@ typedef struct {
     double link_factor;  /* transfer time multiplier (slow NICs) */
     long seq[5];         /* meetings issued per group kind, DP's per DP stream (the last: STREAM_DP_GRAD's) */
     int traced;          /* one of the traced ranks folds into it */
-    sim_account_t acc;
+    result_account_t acc;
 } entity_t;
 
 typedef struct event {
@@ -107,7 +107,7 @@ typedef struct {
     int64_t p2p_ns;      /* one pipeline transfer on idle links (all are the same size) */
     int64_t sync_gap_ns; /* compute stream idle after a blocking exchange (host_sync_gap_us) */
     int64_t overhead_ns; /* per-iteration host overhead, charged with the optimizer step */
-    sim_rec_t *tl;       /* timeline of traced ranks */
+    result_op_t *tl;       /* timeline of traced ranks */
     long ntl, tl_cap;
     int tl_failed_handover; /* the run failed: the timeline is freed here */
     int trace_ent[SIM_MAX_TRACE]; /* entity standing for each traced rank */
@@ -141,6 +141,6 @@ int eng_net_xfer(sim_t *S, const int ent[2], const int st[2], const int sl[2], i
 int eng_net_ring(sim_t *S, int ent, int stream, uint64_t key, int n);
 int eng_net_resched(sim_t *S);
 int eng_net_event(sim_t *S);
-void eng_net_contention(const sim_t *S, sim_result_t *r);
+void eng_net_contention(const sim_t *S, result_t *r);
 
 #endif

@@ -143,7 +143,7 @@ int eng_net_setup(sim_t *S)
 }
 
 /* The links longest at full capacity, most first (at most 5). */
-void eng_net_contention(const sim_t *S, sim_result_t *r)
+void eng_net_contention(const sim_t *S, result_t *r)
 {
     for (int l = 0; l < sim_net_link_count(S->net); l++) { /* the most contended links */
         sim_net_link_stats st;

@@ -44,9 +44,9 @@ const int sim_summary_nfields = sizeof sim_summary_fields / sizeof sim_summary_f
 
 static const char *const section_names[] = {NULL, "breakdown", "simulation"};
 
-void sim_summary(const job_t *job, const estimate_t *e, const sim_result_t *r, sim_summary_t *s)
+void sim_summary(const job_t *job, const estimate_t *e, const result_t *r, sim_summary_t *s)
 {
-    const sim_account_t *a = &r->critical;
+    const result_account_t *a = &r->critical;
     double it_s = r->iteration_ns * 1e-9, gpu_s = it_s * job->num_gpus * e->peak_flops;
     *s = (sim_summary_t){
         .iteration_time_s = it_s,
@@ -77,7 +77,7 @@ static double field_value(const sim_summary_t *s, const sim_summary_field_t *f)
  * the version, and the command's own options (sim_config, may be NULL):
  * the simulator's (stragglers, seed, fold) under "simulate", a
  * measurement's (`megasim run`'s) under "run". */
-static cJSON *config_json(const job_t *job, const hw_t *hw, const cJSON *sim_config, const sim_result_t *r)
+static cJSON *config_json(const job_t *job, const hw_t *hw, const cJSON *sim_config, const result_t *r)
 {
     cJSON *c = report_config_json(job, hw);
     int run = r && r->kind && !strcmp(r->kind, "measurement");
@@ -86,7 +86,7 @@ static cJSON *config_json(const job_t *job, const hw_t *hw, const cJSON *sim_con
     return c;
 }
 
-cJSON *sim_summary_json(const job_t *job, const hw_t *hw, const estimate_t *e, const sim_result_t *r,
+cJSON *sim_summary_json(const job_t *job, const hw_t *hw, const estimate_t *e, const result_t *r,
                         const cJSON *sim_config)
 {
     sim_summary_t s;
@@ -331,7 +331,7 @@ static int h5_close(h5w_t *w, int rc)
     return rc;
 }
 
-static int write_root(h5w_t *w, const job_t *job, const hw_t *hw, const cJSON *sim_config, const sim_result_t *r)
+static int write_root(h5w_t *w, const job_t *job, const hw_t *hw, const cJSON *sim_config, const result_t *r)
 {
     const char *kind = r->kind;
     cJSON *c = config_json(job, hw, sim_config, r);
@@ -344,7 +344,7 @@ static int write_root(h5w_t *w, const job_t *job, const hw_t *hw, const cJSON *s
     return rc ? -1 : 0;
 }
 
-static int write_summary(h5w_t *w, const job_t *job, const estimate_t *e, const sim_result_t *r)
+static int write_summary(h5w_t *w, const job_t *job, const estimate_t *e, const result_t *r)
 {
     sim_summary_t s;
     sim_summary(job, e, r, &s);
@@ -426,9 +426,9 @@ static const h5_col_t rank_cols[] = {
     RC(pp_s, 0), RC(dp_s, 0), RC(optimizer_s, 0), RC(other_s, 0), RC(dp_busy_s, 0), RC(pp_busy_s, 0)};
 static const h5_table_t rank_table = {rank_cols, sizeof rank_cols / sizeof rank_cols[0], sizeof(rank_row_t)};
 
-static void rank_row(const sim_result_t *r, int i, rank_row_t *row)
+static void rank_row(const result_t *r, int i, rank_row_t *row)
 {
-    const sim_account_t *a = &r->per_entity[i];
+    const result_account_t *a = &r->per_entity[i];
     memset(row, 0, sizeof *row);
     row->rank = r->entity_rank[i], row->stands_for = r->entity_count[i];
     row->end_s = a->end * 1e-9, row->compute_s = a->compute * 1e-9, row->bubble_s = a->bubble * 1e-9;
@@ -437,7 +437,7 @@ static void rank_row(const sim_result_t *r, int i, rank_row_t *row)
     row->dp_busy_s = a->dp_busy * 1e-9, row->pp_busy_s = a->pp_busy * 1e-9;
 }
 
-static int write_ranks(h5w_t *w, const sim_result_t *r)
+static int write_ranks(h5w_t *w, const result_t *r)
 {
     static const char *const attrs[] = {
         "description",
@@ -484,7 +484,7 @@ static const char *join_names(const char *const *names, int n, char *buf, size_t
     return buf;
 }
 
-static int write_timeline(h5w_t *w, const sim_result_t *r)
+static int write_timeline(h5w_t *w, const result_t *r)
 {
     char streams[256], kinds[256];
     const char *const attrs[] = {
@@ -502,7 +502,7 @@ static int write_timeline(h5w_t *w, const sim_result_t *r)
         return -1;
     }
     for (long i = 0; i < r->ntimeline; i++) {
-        const sim_rec_t *o = &r->timeline[i];
+        const result_op_t *o = &r->timeline[i];
         rows[i] = (op_row_t){o->rank, o->stream, o->kind, o->mb, o->chunk,
                              o->t_ready_ns * 1e-9, o->t_start_ns * 1e-9, o->t_end_ns * 1e-9, o->iter};
     }
@@ -523,7 +523,7 @@ static const h5_col_t iter_cols[] = {IC(step, 1),      IC(loss, 0),   IC(step_ti
 static const h5_table_t iter_table = {iter_cols, sizeof iter_cols / sizeof iter_cols[0], sizeof(iter_row_t)};
 
 /* Measured runs only: one row per training step. */
-static int write_iterations(h5w_t *w, const sim_result_t *r)
+static int write_iterations(h5w_t *w, const result_t *r)
 {
     static const char *const attrs[] = {
         "description",
@@ -540,7 +540,7 @@ static int write_iterations(h5w_t *w, const sim_result_t *r)
         return -1;
     }
     for (int i = 0; i < r->niters; i++) {
-        const sim_iter_t *it = &r->iters[i];
+        const result_iter_t *it = &r->iters[i];
         rows[i] = (iter_row_t){it->step,      it->loss, it->step_time_s, it->tokens_per_s, it->mfu,
                                it->grad_norm, it->lr,   it->sm_mhz,      it->power_w,      it->power_capped};
     }
@@ -551,7 +551,7 @@ static int write_iterations(h5w_t *w, const sim_result_t *r)
 
 int sim_write_h5(const char *path, const job_t *job, const hw_t *hw, const cJSON *sim_config,
                  const estimate_t *closed_form,
-                 const sim_result_t *r, char *err, int errlen)
+                 const result_t *r, char *err, int errlen)
 {
     char tmp[4096];
     if (tmp_name(path, tmp, sizeof tmp, err, errlen) || tmp_probe(tmp, path, err, errlen))
@@ -577,7 +577,7 @@ int sim_write_h5(const char *path, const job_t *job, const hw_t *hw, const cJSON
 #define TRACE_LANES 16
 
 typedef struct {
-    sim_rec_t o;
+    result_op_t o;
     long index; /* in r->timeline: the last tie-breaker */
     int lane;
 } trace_op_t;
@@ -637,7 +637,7 @@ static const char *us(int64_t ns, char buf[32])
     return buf;
 }
 
-static const char *op_name(const sim_rec_t *o, char *buf, size_t size)
+static const char *op_name(const result_op_t *o, char *buf, size_t size)
 {
     char kind[16];
     if (o->kind >= 0 && o->kind < sched_nkinds)
@@ -681,7 +681,7 @@ static void emit_names(trace_w_t *w, const trace_op_t *t, const trace_op_t *prev
 
 static void emit_op(trace_w_t *w, const trace_op_t *t)
 {
-    const sim_rec_t *o = &t->o;
+    const result_op_t *o = &t->o;
     char name[64], a[32], b[32], c[32];
     op_name(o, name, sizeof name);
     if (o->t_start_ns > o->t_ready_ns)
@@ -731,7 +731,7 @@ static int write_trace_file(const char *tmp, const char *path, const trace_op_t 
 }
 
 int sim_write_trace(const char *path, const job_t *job, const hw_t *hw, const cJSON *sim_config,
-                    const sim_result_t *r, char *err, int errlen)
+                    const result_t *r, char *err, int errlen)
 {
     char tmp[4096];
     if (tmp_name(path, tmp, sizeof tmp, err, errlen))

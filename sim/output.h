@@ -42,11 +42,11 @@ extern const sim_summary_field_t sim_summary_fields[];
 extern const int sim_summary_nfields;
 
 /* e: the closed-form estimate of the same job (FLOPs, memory, peak). */
-void sim_summary(const job_t *job, const estimate_t *e, const sim_result_t *r, sim_summary_t *s);
+void sim_summary(const job_t *job, const estimate_t *e, const result_t *r, sim_summary_t *s);
 
 /* The `simulate --json` object: summary fields by section, predict's
  * "memory" (the memory model's, for a simulation), then "config". */
-struct cJSON *sim_summary_json(const job_t *job, const hw_t *hw, const estimate_t *e, const sim_result_t *r,
+struct cJSON *sim_summary_json(const job_t *job, const hw_t *hw, const estimate_t *e, const result_t *r,
                                const struct cJSON *sim_config);
 
 /* Parses "R[,R...]" (global ranks below limit, no repeats, at most max)
@@ -66,13 +66,13 @@ int sim_outputs_check(int n, const char *const *flags, const char *const *paths,
  * /timeline. Bit-identical for identical inputs (no timestamps). */
 int sim_write_h5(const char *path, const job_t *job, const hw_t *hw, const struct cJSON *sim_config,
                  const estimate_t *closed_form,
-                 const sim_result_t *r, char *err, int errlen);
+                 const result_t *r, char *err, int errlen);
 
 /* Chrome-trace JSON of r->timeline: one "X" event per op (pid = rank,
  * tid = stream), a "wait" event before each op that waited, and names;
  * "otherData" holds the version and the configuration the result file
  * records (job NULL: none). */
 int sim_write_trace(const char *path, const job_t *job, const hw_t *hw, const struct cJSON *sim_config,
-                    const sim_result_t *r, char *err, int errlen);
+                    const result_t *r, char *err, int errlen);
 
 #endif

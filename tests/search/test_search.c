@@ -218,7 +218,7 @@ static int test_brute(const char *megasim)
         job_t job;
         estimate_t e;
         search_row_t r;
-        sim_result_t res;
+        result_t res;
         sim_summary_t sum;
         char err[OPT_ERR_LEN];
         if (search_eval(&s, i, &r, &job, &e) != SEARCH_OK)
@@ -232,7 +232,7 @@ static int test_brute(const char *megasim)
         sim_summary(&job, &e, &res, &sum);
         if (sum.mfu > best)
             best = sum.mfu, best_i = i;
-        sim_result_free(&res);
+        result_free(&res);
     }
     char detail[96];
     snprintf(detail, sizeof detail, "%lld of %lld valid plans simulated", nvalid - nfailed, nvalid);

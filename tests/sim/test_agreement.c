@@ -25,7 +25,7 @@ static double agreement(char *args, double *closed_s, double *sim_s, int *vpp)
     job_t j;
     hw_t hw;
     estimate_t e;
-    sim_result_t r;
+    result_t r;
     static sim_opts_t o = {.fold = 1};
     if (job_parse(&j, argc, argv, NULL, NULL, err) || job_hardware(&j, &hw, err) || job_finalize(&j, 8, err) ||
         sim_run(&j, &hw, &o, &r, err, sizeof err)) {
@@ -34,7 +34,7 @@ static double agreement(char *args, double *closed_s, double *sim_s, int *vpp)
     }
     estimate_job(&j, &hw, &e);
     *closed_s = e.iteration_s, *sim_s = r.iteration_ns * 1e-9, *vpp = j.vpp;
-    sim_result_free(&r);
+    result_free(&r);
     return *sim_s / *closed_s - 1;
 }
 

@@ -44,7 +44,7 @@ static int make(job_t *j, hw_t *hw, const char *args)
 
 /* Simulates j; slow: --slow-rank's list (NULL: none), slowing forward
  * passes only when fwd_only. Returns the iteration in ns, -1 on error. */
-static int64_t run(const job_t *j, const hw_t *hw, int fold, const char *slow, int fwd_only, sim_result_t *r)
+static int64_t run(const job_t *j, const hw_t *hw, int fold, const char *slow, int fwd_only, result_t *r)
 {
     static sim_opts_t o;
     char err[OPT_ERR_LEN];
@@ -84,7 +84,7 @@ static void bubbles(void)
                  hwf, cases[i].p, cases[i].lpv, cases[i].p, cases[i].m, cases[i].sched);
         job_t j;
         hw_t hw;
-        sim_result_t r;
+        result_t r;
         if (make(&j, &hw, args) || run(&j, &hw, 1, NULL, 0, &r) < 0)
             continue;
         /* Stages differ slightly (embedding, output layer): the steady state
@@ -111,7 +111,7 @@ static void bubbles(void)
          * tiny (one-layer chunks make the output layer's chunk heavier, which
          * a per-stage sum does not see) */
         check_rel(what, expect, got, fmax(0.01, 5e-4 / expect), "(p-1)/(v m) over the stages' own times");
-        sim_result_free(&r);
+        result_free(&r);
     }
 }
 
@@ -128,7 +128,7 @@ static void determinism_and_folding(void)
     for (int i = 0; i < 3; i++) {
         job_t j;
         hw_t hw;
-        sim_result_t a, b, u;
+        result_t a, b, u;
         if (make(&j, &hw, plans[i]))
             continue;
         int64_t ta = run(&j, &hw, 1, NULL, 0, &a), tb = run(&j, &hw, 1, NULL, 0, &b), tu = run(&j, &hw, 0, NULL, 0, &u);
@@ -138,7 +138,7 @@ static void determinism_and_folding(void)
                    "iteration and every account equal");
         snprintf(what, sizeof what, "plan %d: folded (%d entities) = unfolded (%d)", i, a.entities, u.entities);
         check_rel(what, (double)tu, (double)ta, 0, "same ns");
-        sim_result_free(&a), sim_result_free(&b), sim_result_free(&u);
+        result_free(&a), result_free(&b), result_free(&u);
     }
 }
 
@@ -146,7 +146,7 @@ static void stragglers(void)
 {
     job_t j;
     hw_t hw;
-    sim_result_t base, slow, slow_folded;
+    result_t base, slow, slow_folded;
     char args[512];
     /* Free communication and no host terms: the iteration is compute. */
     snprintf(args, sizeof args, "--preset megatron-lm --hardware %s --num-layers 16 --hidden-size 2048 "
@@ -158,7 +158,7 @@ static void stragglers(void)
     int bad = (run(&j, &hw, 0, NULL, 0, &base) < 0) | (run(&j, &hw, 0, "5:1.5", 0, &slow) < 0) |
               (run(&j, &hw, 1, "5:1.5", 0, &slow_folded) < 0);
     if (bad) { /* counted as failures by run() */
-        sim_result_free(&base), sim_result_free(&slow), sim_result_free(&slow_folded);
+        result_free(&base), result_free(&slow), result_free(&slow_folded);
         return;
     }
     char got[160];
@@ -176,15 +176,15 @@ static void stragglers(void)
               "the dirty replica is its own class");
     /* Slowing forward passes only (MegaScale's observation) costs less
      * than slowing the whole step, and still something. */
-    sim_result_t fwd;
+    result_t fwd;
     if (run(&j, &hw, 1, "5:1.5", 1, &fwd) >= 0) {
         snprintf(got, sizeof got, "none %.4f < forward only %.4f < whole step %.4f s", base.iteration_ns * 1e-9,
                  fwd.iteration_ns * 1e-9, slow.iteration_ns * 1e-9);
         check_true("--slow-forward-only: between no straggler and a whole-step one",
                    fwd.iteration_ns > base.iteration_ns && fwd.iteration_ns < slow.iteration_ns, got);
-        sim_result_free(&fwd);
+        result_free(&fwd);
     }
-    sim_result_free(&base), sim_result_free(&slow), sim_result_free(&slow_folded);
+    result_free(&base), result_free(&slow), result_free(&slow_folded);
 }
 
 /* An independent 1F1B pipeline, for worked values, in Megatron-LM's order
@@ -271,7 +271,7 @@ static void straggler_slack(void)
             estimate_chunk_times(&j, &hw, i / j.vpp, i % j.vpp, &ct);
             fwd[i] = ct.fwd_s, bwd[i] = ct.bwd_s;
         }
-        sim_result_t base;
+        result_t base;
         if (run(&j, &hw, 1, NULL, 0, &base) < 0)
             continue;
         double t_base = pipeline_1f1b_s(fwd, bwd, j.pp, j.vpp, j.num_microbatches);
@@ -291,7 +291,7 @@ static void straggler_slack(void)
             char spec[32];
             snprintf(spec, sizeof spec, "%d:%g", 2 * cases[i].stage, cases[i].f);
             snprintf(what, sizeof what, "%s %s: %s, s", name, cases[i].what, plans[pl].exact ? "delay" : "time");
-            sim_result_t r;
+            result_t r;
             if (run(&j, &hw, 1, spec, cases[i].fwd_only, &r) < 0) {
                 check_true(what, 0, "the simulation failed (above)");
                 continue;
@@ -316,9 +316,9 @@ static void straggler_slack(void)
                 snprintf(got, sizeof got, "%.6f s >= %.6f s, the pipeline's", pipe_s, free_s);
                 check_true(what, pipe_s >= free_s * (1 - 1e-5), got); /* less the ops' rounding to ns */
             }
-            sim_result_free(&r);
+            result_free(&r);
         }
-        sim_result_free(&base);
+        result_free(&base);
     }
 }
 
@@ -368,7 +368,7 @@ static void flows(void)
         job_t j;
         hw_t hw;
         static sim_opts_t o;
-        sim_result_t a, f;
+        result_t a, f;
         char err[OPT_ERR_LEN];
         if (make(&j, &hw, args))
             continue;
@@ -391,7 +391,7 @@ static void flows(void)
             snprintf(got, sizeof got, "%.6f s vs %.6f s", f.iteration_ns * 1e-9, a.iteration_ns * 1e-9);
             check_true(what, f.iteration_ns >= a.iteration_ns * 0.999, got);
         }
-        sim_result_free(&a), sim_result_free(&f);
+        result_free(&a), result_free(&f);
     }
 }
 

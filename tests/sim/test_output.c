@@ -57,7 +57,7 @@ static int make_job(job_t *j, hw_t *hw)
     return 0;
 }
 
-static int simulate(const job_t *j, const hw_t *hw, const char *trace, sim_result_t *r)
+static int simulate(const job_t *j, const hw_t *hw, const char *trace, result_t *r)
 {
     static sim_opts_t o;
     char err[OPT_ERR_LEN];
@@ -135,7 +135,7 @@ static void check_root(hid_t f)
     free(kind), free(ver), free(cfg);
 }
 
-static void check_summary(hid_t f, const job_t *j, const hw_t *hw, const estimate_t *e, const sim_result_t *r)
+static void check_summary(hid_t f, const job_t *j, const hw_t *hw, const estimate_t *e, const result_t *r)
 {
     hid_t g = H5Gopen2(f, "/summary", H5P_DEFAULT);
     check_rel("/summary iteration_time_s", r->iteration_ns * 1e-9, read_attr_f64(g, "iteration_time_s"), 0,
@@ -160,7 +160,7 @@ static void check_summary(hid_t f, const job_t *j, const hw_t *hw, const estimat
     H5Gclose(g);
 }
 
-static void check_ranks(hid_t f, const sim_result_t *r)
+static void check_ranks(hid_t f, const result_t *r)
 {
     long n, n2;
     double *count = read_column(f, "/ranks", "stands_for", &n), *end = read_column(f, "/ranks", "end_s", &n2);
@@ -173,7 +173,7 @@ static void check_ranks(hid_t f, const sim_result_t *r)
     free(count), free(end);
 }
 
-static void check_timeline(hid_t f, const sim_result_t *r)
+static void check_timeline(hid_t f, const result_t *r)
 {
     long n, n2, n3;
     double *ready = read_column(f, "/timeline", "t_ready_s", &n), *start = read_column(f, "/timeline", "t_start_s", &n2),
@@ -192,7 +192,7 @@ static void check_timeline(hid_t f, const sim_result_t *r)
     H5Dclose(d);
 }
 
-static void check_h5(const char *path, const job_t *j, const hw_t *hw, const estimate_t *e, const sim_result_t *r)
+static void check_h5(const char *path, const job_t *j, const hw_t *hw, const estimate_t *e, const result_t *r)
 {
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (!check_true("HDF5 file opens", f >= 0, path))
@@ -255,7 +255,7 @@ static double num_of(const cJSON *o, const char *key)
     return cJSON_IsNumber(v) ? v->valuedouble : -1;
 }
 
-static void check_trace(const char *path, const sim_result_t *r)
+static void check_trace(const char *path, const result_t *r)
 {
     long len, x = 0, waits = 0, bad = 0, expected_waits = 0;
     char *s = slurp(path, &len);
@@ -286,10 +286,10 @@ static void check_trace(const char *path, const sim_result_t *r)
  * first lane, free since 100 us. */
 static void check_lanes(void)
 {
-    sim_rec_t ops[3] = {{5, STREAM_PP_SEND, SOP_XFER, -1, -1, 0, 0, 100000, 0},
+    result_op_t ops[3] = {{5, STREAM_PP_SEND, SOP_XFER, -1, -1, 0, 0, 100000, 0},
                         {5, STREAM_PP_SEND, SOP_XFER, -1, -1, 50000, 50000, 150000, 0},
                         {5, STREAM_PP_SEND, SOP_XFER, -1, -1, 200000, 210000, 300000, 0}};
-    sim_result_t r = {.timeline = ops, .ntimeline = 3};
+    result_t r = {.timeline = ops, .ntimeline = 3};
     char err[OPT_ERR_LEN], p[1024];
     long len;
     int rc = sim_write_trace(in_dir("lanes.json", p, sizeof p), NULL, NULL, NULL, &r, err, sizeof err);
@@ -314,7 +314,7 @@ static void check_lanes(void)
     remove(p);
 }
 
-static void check_failures(const job_t *j, const hw_t *hw, const estimate_t *e, const sim_result_t *r)
+static void check_failures(const job_t *j, const hw_t *hw, const estimate_t *e, const result_t *r)
 {
     char err[OPT_ERR_LEN] = "", p[1024], q[1024];
     int rc = sim_write_h5(in_dir("missing/x.h5", p, sizeof p), j, hw, NULL, e, r, err, sizeof err);
@@ -360,7 +360,7 @@ static int test_lib(void)
     job_t j;
     hw_t hw;
     estimate_t e;
-    sim_result_t r, r0;
+    result_t r, r0;
     char err[OPT_ERR_LEN] = "", a[1024], b[1024], t[1024], z[1024];
     if (make_dir() || make_job(&j, &hw) || simulate(&j, &hw, "0,9,31", &r) || simulate(&j, &hw, "", &r0))
         return 1;
@@ -383,7 +383,7 @@ static int test_lib(void)
     check_failures(&j, &hw, &e, &r);
     check_lanes();
     remove_outputs();
-    sim_result_free(&r), sim_result_free(&r0);
+    result_free(&r), result_free(&r0);
     return check_done("sim_output");
 }
 
