@@ -9,6 +9,7 @@
 
 #include "model/hw.h"
 #include "model/job.h"
+#include "model/layer.h"
 #include "model/op.h"
 
 /* Where a communication group's ranks sit (Megatron order: TP fastest,
@@ -103,5 +104,29 @@ double cost_op_s(const hw_t *hw, const job_t *job, const op_t *op);
 
 /* Peak FLOP/s for the job's precision. */
 double cost_peak_flops(const hw_t *hw, const job_t *job);
+
+/* ---- chunk-steps (model/cost_chunk.c) --------------------------------- */
+
+/* One layer's pass (model/layer.h's pass_t) on one micro-batch: kernels on
+ * the compute stream (the GPU's slowdown beside overlapped collectives
+ * included) and the TP communication left on the critical path. */
+typedef struct {
+    double compute_s, exposed_s;
+} cost_pass_t;
+cost_pass_t cost_pass(const hw_t *hw, const job_t *job, pass_t pass);
+
+/* The work of one chunk-step outside the transformer layers (chunk -1: the
+ * whole stage): the embedding on the first stage's first chunk, the output
+ * layer and loss on the last stage's last chunk, with their TP collectives. */
+void cost_chunk_extra(const hw_t *hw, const job_t *job, int stage, int chunk, double *fwd_s, double *bwd_s);
+
+/* One model chunk's forward and backward on one micro-batch on a stage,
+ * split into compute (recomputation, embedding and output layer included)
+ * and exposed TP communication. The simulator prices its FWD/BWD ops with
+ * this and the closed form sums the same parts, so both share one cost. */
+typedef struct {
+    double fwd_s, fwd_tp_s, bwd_s, bwd_tp_s;
+} cost_chunk_t;
+void cost_chunk_times(const job_t *job, const hw_t *hw, int stage, int chunk, cost_chunk_t *ct);
 
 #endif

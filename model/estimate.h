@@ -41,15 +41,6 @@ typedef struct {
     double days_for_300b_tokens;
 } estimate_t;
 
-/* Time of one model chunk's forward and backward on one micro-batch on a
- * stage, split into compute (recomputation and embedding/output layer
- * included) and exposed TP communication. The simulator prices its
- * FWD/BWD ops with this, so both executors share one cost. */
-typedef struct {
-    double fwd_s, fwd_tp_s, bwd_s, bwd_tp_s;
-} chunk_times_t;
-void estimate_chunk_times(const job_t *job, const hw_t *hw, int stage, int chunk, chunk_times_t *ct);
-
 /* Evaluates one finalized job on one hardware profile. O(layers' ops). */
 void estimate_job(const job_t *job, const hw_t *hw, estimate_t *e);
 

@@ -269,7 +269,7 @@ static int start(sim_t *S, int ent, int stream, int slot)
     switch (op->kind) {
     case SOP_FWD:
     case SOP_BWD: {
-        const chunk_times_t *c = &S->ct[e->stage * S->v + op->chunk];
+        const cost_chunk_t *c = &S->ct[e->stage * S->v + op->chunk];
         double slow = op->kind == SOP_FWD || !S->opts->slow_forward_only ? e->factor : 1;
         double comp = (op->kind == SOP_FWD ? c->fwd_s : c->bwd_s) * slow / op->parts;
         double tp = (op->kind == SOP_FWD ? c->fwd_tp_s : c->bwd_tp_s) / op->parts;
@@ -407,7 +407,7 @@ static void account(sim_t *S, entity_t *e, const slot_t *s)
     switch (s->op.kind) {
     case SOP_FWD:
     case SOP_BWD: {
-        const chunk_times_t *c = &S->ct[e->stage * S->v + s->op.chunk];
+        const cost_chunk_t *c = &S->ct[e->stage * S->v + s->op.chunk];
         double tp = s->op.kind == SOP_FWD ? c->fwd_tp_s : c->bwd_tp_s, all = tp + (s->op.kind == SOP_FWD ? c->fwd_s : c->bwd_s);
         int64_t tp_ns = all > 0 ? (int64_t)(work * (tp / all)) : 0;
         a->tp += tp_ns, a->compute += work - tp_ns;
@@ -644,7 +644,7 @@ static int setup(sim_t *S)
         return -1;
     for (int s = 0; s < S->p; s++)
         for (int c = 0; c < S->v; c++)
-            estimate_chunk_times(j, S->hw, s, c, &S->ct[s * S->v + c]);
+            cost_chunk_times(j, S->hw, s, c, &S->ct[s * S->v + c]);
     group_layout_t pp = cost_group_layout(j, S->hw, GROUP_PP);
     S->p2p_ns = ns(cost_p2p_s(S->hw, layer_p2p_bytes(j), &pp));
     S->sync_gap_ns = ns(S->hw->cluster.host_sync_gap_us * 1e-6);

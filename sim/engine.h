@@ -5,7 +5,7 @@
  * Chunk-steps run TP-synchronously (a TP group moves at its slowest
  * member's pace, as its per-layer collectives force), DP and embedding
  * collectives meet all their members, pipeline transfers meet their
- * partner. Op durations come from model/ (the same costs as the closed
+ * partner. Op durations come from model/cost.h (the same costs as the closed
  * form), stretched by injected stragglers and slow links.
  *
  * Determinism: integer time, events ordered by (time, sequence number),
@@ -13,7 +13,7 @@
 #ifndef SIM_ENGINE_H
 #define SIM_ENGINE_H
 
-#include "model/estimate.h"
+#include "model/cost.h"
 #include "model/result.h"
 #include "model/sched.h"
 

@@ -101,7 +101,7 @@ typedef struct {
     uint64_t seq;
     event_t *free_ev;
     sim_meet_table meets;  /* collectives waiting for their members */
-    chunk_times_t *ct;   /* [p * v] */
+    cost_chunk_t *ct;   /* [p * v] */
     double *dp_link;     /* [p * E_tp]: slowest NIC factor in the DP group */
     int *mem;            /* scratch: members of one meeting */
     int64_t p2p_ns;      /* one pipeline transfer on idle links (all are the same size) */

@@ -10,6 +10,7 @@
 #ifndef SIM_OUTPUT_H
 #define SIM_OUTPUT_H
 
+#include "model/estimate.h"
 #include "sim/engine.h"
 
 #include <stddef.h>

@@ -1,6 +1,7 @@
 /* test_estimate: the closed form's pipeline bubble equals (p-1)/m for 1F1B
  * and (p-1)/(v m) interleaved (Narayanan et al. 2021); the breakdown sums
  * to the iteration time; each overlap switch hides what it claims to. */
+#include "model/cost.h"
 #include "model/estimate.h"
 #include "model/sched.h"
 #include "../check.h"
@@ -40,8 +41,8 @@ static void bubbles(void)
         for (int st = 0; st < j.pp; st++) {
             double mb = 0;
             for (int c = 0; c < j.vpp; c++) {
-                chunk_times_t ct;
-                estimate_chunk_times(&j, &hw, st, c, &ct);
+                cost_chunk_t ct;
+                cost_chunk_times(&j, &hw, st, c, &ct);
                 mb += ct.fwd_s + ct.bwd_s + ct.fwd_tp_s + ct.bwd_tp_s;
             }
             sum += mb, slowest = mb > slowest ? mb : slowest;
@@ -150,14 +151,14 @@ static void recompute_block(void)
     char err[OPT_ERR_LEN];
     if (make(&j, &hw, 4, 6, 16))
         return;
-    chunk_times_t none, full, block;
-    estimate_chunk_times(&j, &hw, 1, 0, &none);
+    cost_chunk_t none, full, block;
+    cost_chunk_times(&j, &hw, 1, 0, &none);
     j.recompute = RECOMPUTE_FULL;
     job_finalize(&j, 8, err);
-    estimate_chunk_times(&j, &hw, 1, 0, &full);
+    cost_chunk_times(&j, &hw, 1, 0, &full);
     j.recompute_method = RECOMPUTE_BLOCK, j.recompute_num_layers = 2;
     job_finalize(&j, 8, err);
-    estimate_chunk_times(&j, &hw, 1, 0, &block);
+    cost_chunk_times(&j, &hw, 1, 0, &block);
     check_rel("block, 2 of 6 layers: chunk backward = none + 2/6 of full's extra",
               none.bwd_s + (full.bwd_s - none.bwd_s) / 3, block.bwd_s, 1e-12,
               "Megatron-LM --recompute-method block --recompute-num-layers 2");

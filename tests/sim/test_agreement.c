@@ -6,6 +6,7 @@
  * decoupled transfers with the interleaved warm-up's and cool-down's wrap
  * stalls, per-chunk and per-bucket DP collectives hidden behind compute or
  * bounding it, and compute slowed beside them. */
+#include "model/estimate.h"
 #include "sim/engine.h"
 #include "../check.h"
 

@@ -95,8 +95,8 @@ static void bubbles(void)
         for (int st = 0; st < j.pp; st++) {
             double per_mb = 0;
             for (int c = 0; c < j.vpp; c++) {
-                chunk_times_t ct;
-                estimate_chunk_times(&j, &hw, st, c, &ct);
+                cost_chunk_t ct;
+                cost_chunk_times(&j, &hw, st, c, &ct);
                 per_mb += ct.fwd_s + ct.bwd_s + ct.fwd_tp_s + ct.bwd_tp_s;
             }
             sum += per_mb, slowest = per_mb > slowest ? per_mb : slowest;
@@ -267,8 +267,8 @@ static void straggler_slack(void)
         }
         double fwd[REF_P * REF_V], bwd[REF_P * REF_V];
         for (int i = 0; i < j.pp * j.vpp; i++) {
-            chunk_times_t ct;
-            estimate_chunk_times(&j, &hw, i / j.vpp, i % j.vpp, &ct);
+            cost_chunk_t ct;
+            cost_chunk_times(&j, &hw, i / j.vpp, i % j.vpp, &ct);
             fwd[i] = ct.fwd_s, bwd[i] = ct.bwd_s;
         }
         result_t base;

@@ -1,0 +1,146 @@
+/* cost_chunk: the price of one chunk-step, the unit both executors play:
+ * one model chunk's forward or backward on one micro-batch on one stage
+ * (cost.h). Walks the layer's op list (model/layer.c) at cost_op_s, with
+ * each TP collective exposed or hidden as its overlap switch says, plus
+ * the embedding and output layers on the end stages. The simulator prices
+ * its FWD/BWD ops with cost_chunk_times and the closed form builds its
+ * stage times from cost_pass and cost_chunk_extra, so they share one cost. */
+#include "model/cost.h"
+
+#include "model/layer.h"
+#include "model/workload.h"
+
+#include <math.h>
+
+/* Time of a GEMM pipelined with its SP collective under --tp-comm-overlap
+ * (which needs SP), as the real backend runs it (real/gpt_layer.c): a ring of t
+ * steps, each multiplying one (T/t)-row slice while the next slice travels
+ * to the neighbour (all-gather) or the partial sum just made is passed on
+ * (reduce-scatter). The first slice is local, so no GEMM waits for a
+ * transfer first; each later step takes the slower of its transfer and its
+ * GEMM, the GEMM slowed by comm_slowdown while the transfer runs beside it.
+ * The steps alternate between two compute streams (as TransformerEngine's
+ * split overlap), so while each slice is there before the previous step's
+ * GEMM ends, the steps fill each other's last waves and together cost the
+ * whole GEMM's time; when the transfer is the slower, each step waits for
+ * its slice and pays its own wave quantisation. */
+static void chunked_pair(const hw_t *hw, const job_t *j, const op_t *coll, const op_t *g,
+                         double *compute_s, double *exposed_s)
+{
+    group_layout_t lay = cost_group_layout(j, hw, coll->group);
+    int t = j->tp;
+    double comm_c = cost_p2p_s(hw, coll->bytes / t, &lay);
+    double gemm_c = cost_gemm_s(hw, j, g->m, g->n, g->k, g->batch) / t;
+    if (comm_c > gemm_c * (1 + hw->gpu.comm_slowdown))
+        gemm_c = cost_gemm_s(hw, j, g->m / t, g->n, g->k, g->batch);
+    double slow = gemm_c * (1 + hw->gpu.comm_slowdown);
+    *compute_s = (t - 1) * slow + gemm_c;
+    *exposed_s = (t - 1) * fmax(0, comm_c - slow);
+}
+
+cost_pass_t cost_pass(const hw_t *hw, const job_t *j, pass_t pass)
+{
+    op_t ops[LAYER_MAX_OPS];
+    double t[LAYER_MAX_OPS];
+    int n = layer_ops(j, pass, ops);
+    cost_pass_t r = {0, 0};
+    for (int i = 0; i < n; i++)
+        t[i] = cost_op_s(hw, j, &ops[i]);
+    for (int i = 0; i < n; i++) {
+        const op_t *o = &ops[i];
+        if (o->kind != OP_COLL) {
+            r.compute_s += t[i];
+            continue;
+        }
+        double g = o->pair >= 0 ? t[o->pair] : 0;
+        if (o->overlap == OVL_NONE) {
+            r.exposed_s += t[i];
+        } else if (o->overlap == OVL_ASYNC) {
+            /* Launched beside its GEMM: exposed only past the GEMM's end;
+             * the GEMM slows while they share the GPU. */
+            r.exposed_s += fmax(0, t[i] - g);
+            r.compute_s += hw->gpu.comm_slowdown * fmin(t[i], g);
+        } else {
+            double c, e;
+            chunked_pair(hw, j, o, &ops[o->pair], &c, &e);
+            r.compute_s += c - g; /* replaces the unchunked GEMM */
+            r.exposed_s += e;
+        }
+    }
+    return r;
+}
+
+/* Per micro-batch work outside the transformer layers: the embedding
+ * lookup on the first stage's first chunk, the output layer and the fused
+ * softmax cross-entropy on the last stage's last chunk (per GPU). Both are
+ * split by vocabulary over TP (Megatron-LM's VocabParallelEmbedding and
+ * vocab-parallel cross-entropy, as `run` plays them): each TP rank embeds
+ * every token from its rows and the TP all-reduce adds them; each computes
+ * its columns of every token's logits, and the hidden states' gradient is
+ * summed over TP. */
+static double tp_coll_s(const hw_t *hw, const job_t *j, coll_t kind, double bytes)
+{
+    group_layout_t g = cost_group_layout(j, hw, GROUP_TP);
+    return cost_coll_s(hw, kind, bytes, &g);
+}
+
+static void embedding_extra(const hw_t *hw, const job_t *j, double *fwd, double *bwd)
+{
+    double T = (double)j->seq_length * j->micro_batch_size, h = j->hidden_size, wb = j->bf16 ? 2 : 4;
+    double Tl = j->sequence_parallel ? T / j->tp : T;
+    *fwd = cost_elem_s(hw, T * h * wb * 3);      /* gather rows, add positions */
+    *bwd = cost_elem_s(hw, T * h * (wb + 4) * 2); /* scatter-add into fp32 grads */
+    if (j->hidden_dropout > 0) { /* Megatron's embedding dropout: read, write, 1-byte mask; the backward applies it */
+        op_t d = {.kind = OP_ELEM, .elem_kind = ELEM_STREAM, .bytes = Tl * h * (2 * wb + 1), .draws = Tl * h};
+        *fwd += cost_op_s(hw, j, &d);
+        d.draws = 0;
+        *bwd += cost_op_s(hw, j, &d);
+    }
+    if (j->tp > 1) { /* the slices summed (under SP without learned positions straight to each rank's rows);
+                        with SP the rows' gradients gathered back */
+        int scatter = j->sequence_parallel && j->position_embedding != POS_LEARNED;
+        *fwd += tp_coll_s(hw, j, scatter ? COLL_REDUCESCATTER : COLL_ALLREDUCE, T * h * wb);
+        if (j->sequence_parallel)
+            *bwd += tp_coll_s(hw, j, COLL_ALLGATHER, T * h * wb);
+    }
+}
+
+static void output_extra(const hw_t *hw, const job_t *j, double *fwd, double *bwd)
+{
+    double T = (double)j->seq_length * j->micro_batch_size, h = j->hidden_size;
+    double wb = j->bf16 ? 2 : 4, Vt = (double)j->padded_vocab_size / j->tp;
+    *fwd = cost_gemm_s(hw, j, T, Vt, h, 1) + cost_elem_s(hw, T * Vt * (wb + 4));
+    *bwd = cost_gemm_s(hw, j, T, h, Vt, 1) + cost_gemm_s(hw, j, h, Vt, T, 1) + cost_gemm_acc_s(hw, h, Vt, 1) +
+           cost_elem_s(hw, T * Vt * (4 + wb));
+    if (j->tp == 1)
+        return;
+    *fwd += tp_coll_s(hw, j, COLL_ALLGATHER, T * 2 * 4 * j->tp); /* each rank's (lse, target logit) per token */
+    if (j->sequence_parallel) { /* gather the final hidden states; again for the weight gradient */
+        *fwd += tp_coll_s(hw, j, COLL_ALLGATHER, T * h * wb);
+        *bwd += tp_coll_s(hw, j, COLL_ALLGATHER, T * h * wb) + tp_coll_s(hw, j, COLL_REDUCESCATTER, T * h * wb);
+    } else {
+        *bwd += tp_coll_s(hw, j, COLL_ALLREDUCE, T * h * wb);
+    }
+}
+
+void cost_chunk_extra(const hw_t *hw, const job_t *j, int stage, int chunk, double *fwd, double *bwd)
+{
+    double f, b;
+    *fwd = *bwd = 0;
+    if (stage == 0 && chunk <= 0)
+        embedding_extra(hw, j, &f, &b), *fwd += f, *bwd += b;
+    if (stage == j->pp - 1 && (chunk < 0 || chunk == j->vpp - 1))
+        output_extra(hw, j, &f, &b), *fwd += f, *bwd += b;
+}
+
+void cost_chunk_times(const job_t *j, const hw_t *hw, int stage, int chunk, cost_chunk_t *ct)
+{
+    cost_pass_t f = cost_pass(hw, j, PASS_FWD), b = cost_pass(hw, j, PASS_BWD);
+    cost_pass_t rc = cost_pass(hw, j, PASS_RECOMPUTE);
+    double layers = (double)j->num_layers / (j->pp * j->vpp), ef, eb;
+    cost_chunk_extra(hw, j, stage, chunk, &ef, &eb);
+    ct->fwd_s = layers * f.compute_s + ef;
+    ct->fwd_tp_s = layers * f.exposed_s;
+    ct->bwd_s = layers * (b.compute_s + j->recompute_fraction * rc.compute_s) + eb;
+    ct->bwd_tp_s = layers * (b.exposed_s + j->recompute_fraction * rc.exposed_s);
+}
