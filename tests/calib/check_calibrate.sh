@@ -68,7 +68,7 @@ if [ "$rerun" -eq 1 ]; then
   "${run[@]}" calibrate "$tiny_gpt" --device "$device" --"$level" --out "$dir/p.json" >"$dir/report.txt" 2>"$dir/err.txt" ||
     { rc=$?; cat "$dir/err.txt"; fail "calibrate exited $rc"; }
   secs=$((SECONDS - t0))
-  # the 2 minutes is a speed target: reported here, judged in the README's benchmarks
+  # the 2 minutes is a speed target: reported here, judged in docs/benchmarks.md
   echo "     calibrate --$level took $secs s (the issue's target for --quick: under 2 minutes on 2 cores)"
   # a progress line per collective and size group (8 B.., 1 KiB.., 1 MiB..)
   if [ "${run[0]}" != "$bin" ]; then

@@ -6,7 +6,7 @@ check prints what it expected, what it got and where that comes from.
   1. every profile is accepted (exit 0, the JSON parses, an iteration time)
   2. h100-sxm-80gb-measured.json: gemm_acc_exposed is its own fit's slope
      held in [0, 1] (provenance fits/gemm_acc), and the 1.2B GPT of
-     scripts/gpu-real.sh predicts the iteration the README quotes for the
+     scripts/gpu-real.sh predicts the iteration docs/benchmarks.md quotes for the
      H100 compare (0.6998 s: the run of the same GPU call measured 0.7208
      s, -2.9%); its
      dropout rates are its own fits' (fits/dropout_rate,
@@ -64,8 +64,8 @@ check(abs(prof["gpu"]["gemm_acc_exposed"] - min(1, max(0, slope))) < 1e-12, "H10
       f"the fit's slope {slope:.4f} held in [0, 1]", prof["gpu"]["gemm_acc_exposed"], "provenance fits/gemm_acc")
 rc, t, err = predict(h100, GPT_1_2B)
 # The profile's prediction against the step megasim run measured on that
-# H100 with the same job in the same session: 0.7208 s (README "On a GPU
-# machine", fourth session, 2026-11-26; compare gave -2.9% then). Within
+# H100 with the same job in the same session: 0.7208 s (docs/benchmarks.md,
+# "Fourth GPU session", 2026-11-26; compare gave -2.9% then). Within
 # 5%: the calibrated model's error on the machine it measured.
 check(rc == 0 and t is not None and abs(t / 0.7208 - 1) < 0.05, "1.2B GPT iteration on the H100 profile",
       "the measured 0.7208 s within 5%", t, "megasim run on the H100 the profile was calibrated on, 2026-11-26")

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """check_hardware: `megasim hardware` as a user runs it.
-- The list names the four GPU and two cluster profiles the README documents.
+- The list names the four GPU and two cluster profiles docs/hardware.md documents.
 - Each GPU profile's data-sheet numbers match the vendor's data sheets
   (dense bf16 tensor TFLOPS, HBM bandwidth and size, NVLink per direction,
   SM count), independently of model/hw_builtin.c.
@@ -31,7 +31,7 @@ def run(*args):
 
 listing = run("hardware")
 for name in ("a100-sxm-80gb", "a800-sxm-80gb", "h100-sxm-80gb", "h800-sxm-80gb", "megascale", "fattree"):
-    check(f"the list names {name}", name in listing.split(), "README's built-in profiles")
+    check(f"the list names {name}", name in listing.split(), "docs/hardware.md's built-in profiles")
 
 # NVIDIA data sheets: A100 SXM 80GB (312 TFLOPS dense bf16, 2,039 GB/s,
 # NVLink 600 GB/s both directions, 108 SMs); A800 SXM: the A100 with NVLink

@@ -348,7 +348,7 @@ def outputs():
         checks.append(("trace events of all 4 ranks", len(pids) == 4))
         tcfg = tr.get("otherData", {}).get("config", {})
         checks.append(("trace's otherData.config: the run's job (pipeline_model_parallel_size 2) and its options "
-                       "under \"run\" with train_iters (sim/SCHEMA.md) "
+                       "under \"run\" with train_iters (docs/schema.md) "
                        f"(got {tcfg.get('job', {}).get('pipeline_model_parallel_size')}, "
                        f"{sorted(k for k in tcfg if k not in ('job', 'hardware', 'version'))})",
                        tcfg.get("job", {}).get("pipeline_model_parallel_size") == 2 and
@@ -468,7 +468,7 @@ def gpu_emu():
     order, NCCL sums in rank order), so what differs is bf16 rounding in
     another summation order, at most 1.9e-4 (2026-11-23); the DP
     reduce-scatter without its sum moved step 2 by 2.0e-3 and failed
-    (README, "The GPU path without a GPU")."""
+    (docs/gpu.md, "The GPU path without a GPU")."""
     global MPI_ENV, failures
     MPI_ENV = ["-x", "OMPI_MPI_THREAD_LEVEL=3", "-x", "MEGASIM_GPU_MODULE=" + sys.argv[4]]
     gpu = ["--device", "gpu", "--attention", "flash", "--fused-elementwise"]

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """check_json_keys: `megasim simulate --json` carries every key of
-`megasim predict --json` (top level, "breakdown", "memory"), as the README
+`megasim predict --json` (top level, "breakdown", "memory"), as docs/closed-form.md
 promises, on the same job. The job's own numbers (FLOPs, parameters, the
 memory model's parts) are the closed form's exactly; days for 300B tokens
 follows from the simulated tokens per second.

@@ -186,7 +186,7 @@ if have_h5:
           "simulate --replay R.h5: job and hardware", "R.h5's config_json job and hardware", "megasim run --out",
           "equal" if r["config"]["job"] == cr["job"] and r["config"]["hardware"] == cr["hardware"] else "different")
     check("run" in cr and "simulate" not in cr and cr["run"].get("train_iters") == 2,
-          "R.h5 config_json's options object", "\"run\" with train_iters 2, no \"simulate\"", "sim/SCHEMA.md",
+          "R.h5 config_json's options object", "\"run\" with train_iters 2, no \"simulate\"", "docs/schema.md",
           sorted(k for k in cr if k not in ("job", "hardware", "version")))
 must(["simulate", "--replay", "R.h5", "--no-fold", "--out", "RS.h5"])
 inproc = json.loads(must(["compare", "R.h5", "--json", "--plot", "RC"]))["iteration"]["simulated_s"]
