@@ -6,8 +6,7 @@
 #include "calib/profile.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
-#include "sim/h5attr.h"
+#include "sim/out.h"
 
 #include <hdf5.h>
 #include <math.h>
@@ -477,81 +476,27 @@ void calib_print_report(const calib_result_t *r, const hw_t *hw)
 
 /* ---- files ---------------------------------------------------------------------- */
 
-static int tmp_path(const char *path, char *tmp, size_t len, char *err)
+int calib_write_profile(const char *path, const hw_t *hw, const cJSON *prov, char *err)
 {
-    if (snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid()) >= (int)len) {
-        snprintf(err, OPT_ERR_LEN, "%s: the path is too long", path);
-        return -1;
-    }
-    return 0;
-}
-
-static int commit(const char *tmp, const char *path, int rc, char *err)
-{
-    if (!rc && rename(tmp, path)) {
-        snprintf(err, OPT_ERR_LEN, "%.500s: cannot rename %.600s onto it (%s)", path, tmp, strerror(errno));
-        rc = -1;
-    }
-    if (rc)
-        remove(tmp);
+    cJSON *o = hw_to_json(hw);
+    cJSON_AddItemToObject(o, "provenance", cJSON_Duplicate(prov, 1));
+    int rc = out_write_json(path, o, err, OPT_ERR_LEN);
+    cJSON_Delete(o);
     return rc;
 }
 
-int calib_write_profile(const char *path, const hw_t *hw, const cJSON *prov, char *err)
-{
-    char tmp[4200];
-    if (tmp_path(path, tmp, sizeof tmp, err))
-        return -1;
-    cJSON *o = hw_to_json(hw);
-    cJSON_AddItemToObject(o, "provenance", cJSON_Duplicate(prov, 1));
-    char *s = cJSON_Print(o);
-    cJSON_Delete(o);
-    FILE *f = fopen(tmp, "w");
-    int rc = !f || !s || fputs(s, f) < 0 || fputc('\n', f) < 0;
-    if (f && fclose(f))
-        rc = 1;
-    if (rc)
-        snprintf(err, OPT_ERR_LEN, "%.500s: cannot write %.600s (%s)", path, tmp, strerror(errno));
-    free(s);
-    return commit(tmp, path, rc ? -1 : 0, err);
-}
-
 /* HDF5: one group per table, one float64 dataset per column. */
-static int h5_f64_attr(hid_t loc, const char *name, double v)
-{
-    hid_t s = H5Screate(H5S_SCALAR), a = -1;
-    int ok = s >= 0 && (a = H5Acreate2(loc, name, H5T_IEEE_F64LE, s, H5P_DEFAULT, H5P_DEFAULT)) >= 0 &&
-             H5Awrite(a, H5T_NATIVE_DOUBLE, &v) >= 0;
-    if (a >= 0)
-        H5Aclose(a);
-    if (s >= 0)
-        H5Sclose(s);
-    return ok ? 0 : -1;
-}
-
-static int h5_column(hid_t g, hid_t dcpl, const char *name, const double *v, hsize_t n)
-{
-    hid_t s = H5Screate_simple(1, &n, NULL), d = -1;
-    int ok = s >= 0 && (d = H5Dcreate2(g, name, H5T_IEEE_F64LE, s, H5P_DEFAULT, dcpl, H5P_DEFAULT)) >= 0 &&
-             (n == 0 || H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
-    if (d >= 0)
-        H5Dclose(d);
-    if (s >= 0)
-        H5Sclose(s);
-    return ok ? 0 : -1;
-}
-
-static int h5_table(hid_t file, hid_t gcpl, hid_t dcpl, const calib_table_t *t)
+static int h5_table(out_h5_t *w, const calib_table_t *t)
 {
     char path[64];
     snprintf(path, sizeof path, "/%s", t->name);
-    hid_t g = H5Gcreate2(file, path, H5P_DEFAULT, gcpl, H5P_DEFAULT);
+    hid_t g = out_h5_group(w, w->file, path);
     int rc = g < 0;
     double *col = malloc(sizeof(double) * (t->n + 1));
     for (int c = 0; !rc && c < t->ncol; c++) {
         for (int i = 0; i < t->n; i++)
             col[i] = calib_table_get(t, i, c);
-        rc = h5_column(g, dcpl, t->cols[c], col, (hsize_t)t->n);
+        rc = out_h5_column(w, g, t->cols[c], col, (size_t)t->n);
     }
     free(col);
     if (g >= 0)
@@ -559,9 +504,9 @@ static int h5_table(hid_t file, hid_t gcpl, hid_t dcpl, const calib_table_t *t)
     return rc ? -1 : 0;
 }
 
-static int h5_fit(hid_t parent, hid_t gcpl, hid_t dcpl, const calib_fitrec_t *f)
+static int h5_fit(out_h5_t *w, hid_t parent, const calib_fitrec_t *f)
 {
-    hid_t g = H5Gcreate2(parent, f->name, H5P_DEFAULT, gcpl, H5P_DEFAULT);
+    hid_t g = out_h5_group(w, parent, f->name);
     if (g < 0)
         return -1;
     cJSON *j = fit_json(f);
@@ -569,72 +514,75 @@ static int h5_fit(hid_t parent, hid_t gcpl, hid_t dcpl, const calib_fitrec_t *f)
     const cJSON *m;
     cJSON_ArrayForEach(m, j)
     {
-        rc |= cJSON_IsNumber(m) ? h5_f64_attr(g, m->string, m->valuedouble) : h5_attr_str(g, m->string, m->valuestring);
+        rc = rc || (cJSON_IsNumber(m) ? out_h5_attr_f64(w, g, m->string, m->valuedouble)
+                                      : out_h5_attr_str(w, g, m->string, m->valuestring));
     }
     cJSON_Delete(j);
-    rc |= h5_column(g, dcpl, "x", f->x, (hsize_t)f->n) | h5_column(g, dcpl, "y", f->y, (hsize_t)f->n) |
-          h5_column(g, dcpl, "residual", f->resid, (hsize_t)f->n) |
-          (f->wave ? h5_column(g, dcpl, "wave_eff", f->wave, (hsize_t)f->n) : 0);
+    rc = rc || out_h5_column(w, g, "x", f->x, (size_t)f->n) || out_h5_column(w, g, "y", f->y, (size_t)f->n) ||
+         out_h5_column(w, g, "residual", f->resid, (size_t)f->n) ||
+         (f->wave && out_h5_column(w, g, "wave_eff", f->wave, (size_t)f->n));
     H5Gclose(g);
     return rc ? -1 : 0;
 }
 
+/* What the integer codes in the tables mean, for the reader. */
+static int h5_legend(out_h5_t *w, const calib_result_t *r)
+{
+    hid_t f = w->file;
+    return out_h5_attr_str(w, f, "device", r->device ? "gpu" : "cpu") ||
+           out_h5_attr_str(w, f, "collectives_coll",
+                           r->device ? "0 all_reduce, 1 all_gather, 2 reduce_scatter, 3 alltoall, "
+                                       "4 broadcast, 5 sendrecv (ncclAllReduce ... ncclSend/ncclRecv)"
+                                     : "0 all_reduce, 1 all_gather, 2 reduce_scatter, 3 alltoall, "
+                                       "4 broadcast, 5 sendrecv (MPI_Allreduce ... MPI_Sendrecv)") ||
+           out_h5_attr_str(w, f, "memory_kernel",
+                           r->device ? "0 copy (cudaMemcpyAsync), 1 kern_layernorm_fwd_cuda, "
+                                       "2 kern_bias_gelu_fwd_cuda, 3 kern_adamw_cuda (4 dropout_fwd "
+                                       "is not timed on a GPU: calib/bench_gpu.c), 5 "
+                                       "kern_layernorm_fwd_cuda with dropout 0.1 (kind 1's elements)"
+                                     : "0 copy (memcpy), 1 kern_layernorm_fwd_ref, "
+                                       "2 kern_bias_gelu_fwd_ref, 3 kern_adamw_ref, "
+                                       "4 kern_dropout_ref, 5 kern_layernorm_fwd_ref with dropout "
+                                       "0.1 (kind 1's elements)") ||
+           out_h5_attr_str(w, f, "attention_unfused_use",
+                           "the unfused kernels (GEMM, masked softmax, GEMM), raw samples only: the model prices "
+                           "unfused attention from gemm_eff and the memory-bound rates (model/layer.c), no profile "
+                           "field; flops as the model counts them, over all T x T pairs") ||
+           out_h5_attr_str(w, f, "gemm_pass", "0 forward, 1 backward dinp, 2 backward dweight (fp32, beta 1)");
+}
+
+/* Every table with rows: the ones each device always measures, then the
+ * optional ones. */
+static int h5_tables(out_h5_t *w, const calib_result_t *r)
+{
+    const calib_table_t *t[] = {&r->gemm,    &r->attn,    &r->attn_unfused, &r->mem,
+                                &r->coll,    &r->overlap, &r->attn_drop,    &r->sustained};
+    int want[] = {1, 1, 1, 1, r->have_coll, r->overlap.n > 0, r->attn_drop.n > 0, r->sustained.n > 0};
+    for (int i = 0; i < 8; i++)
+        if (want[i] && h5_table(w, t[i]))
+            return -1;
+    return 0;
+}
+
 int calib_write_h5(const char *path, const calib_result_t *r, const cJSON *config, const cJSON *prov, char *err)
 {
-    char tmp[4200];
-    if (tmp_path(path, tmp, sizeof tmp, err))
+    out_h5_t w;
+    if (out_h5_create(&w, path, err, OPT_ERR_LEN))
         return -1;
-    H5E_auto2_t old_fn = NULL;
-    void *old_data = NULL;
-    H5Eget_auto2(H5E_DEFAULT, &old_fn, &old_data);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our message replaces HDF5's error stack */
-    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), gcpl = H5Pcreate(H5P_GROUP_CREATE), dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    H5Pset_obj_track_times(fcpl, 0), H5Pset_obj_track_times(gcpl, 0), H5Pset_obj_track_times(dcpl, 0);
-    hid_t file = H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT), fg = -1;
-    int rc = file < 0;
     cJSON *measured = calib_measured_json(r);
     char *cs = cJSON_PrintUnformatted(config), *ps = cJSON_PrintUnformatted(prov);
     char *ms = cJSON_PrintUnformatted(measured);
     cJSON_Delete(measured);
-    rc = rc || h5_attr_str(file, "config", cs) || h5_attr_str(file, "provenance", ps) ||
-         h5_attr_str(file, "measured", ms) ||
-         h5_f64_attr(file, "mpi_ranks", r->nranks) ||
-         h5_attr_str(file, "device", r->device ? "gpu" : "cpu") ||
-         h5_attr_str(file, "collectives_coll", r->device ? "0 all_reduce, 1 all_gather, 2 reduce_scatter, 3 alltoall, "
-                                                           "4 broadcast, 5 sendrecv (ncclAllReduce ... ncclSend/ncclRecv)"
-                                                         : "0 all_reduce, 1 all_gather, 2 reduce_scatter, 3 alltoall, "
-                                                           "4 broadcast, 5 sendrecv (MPI_Allreduce ... MPI_Sendrecv)") ||
-         h5_attr_str(file, "memory_kernel", r->device ? "0 copy (cudaMemcpyAsync), 1 kern_layernorm_fwd_cuda, "
-                                                        "2 kern_bias_gelu_fwd_cuda, 3 kern_adamw_cuda (4 dropout_fwd "
-                                                        "is not timed on a GPU: calib/bench_gpu.c), 5 "
-                                                        "kern_layernorm_fwd_cuda with dropout 0.1 (kind 1's elements)"
-                                                      : "0 copy (memcpy), 1 kern_layernorm_fwd_ref, "
-                                                        "2 kern_bias_gelu_fwd_ref, 3 kern_adamw_ref, "
-                                                        "4 kern_dropout_ref, 5 kern_layernorm_fwd_ref with dropout "
-                                                        "0.1 (kind 1's elements)") ||
-         h5_attr_str(file, "attention_unfused_use",
-                     "the unfused kernels (GEMM, masked softmax, GEMM), raw samples only: the model prices unfused "
-                     "attention from gemm_eff and the memory-bound rates (model/layer.c), no profile field; flops "
-                     "as the model counts them, over all T x T pairs") ||
-         h5_attr_str(file, "gemm_pass", "0 forward, 1 backward dinp, 2 backward dweight (fp32, beta 1)") ||
-         h5_table(file, gcpl, dcpl, &r->gemm) ||
-         h5_table(file, gcpl, dcpl, &r->attn) || h5_table(file, gcpl, dcpl, &r->attn_unfused) ||
-         h5_table(file, gcpl, dcpl, &r->mem) ||
-         (r->have_coll && h5_table(file, gcpl, dcpl, &r->coll)) ||
-         (r->overlap.n > 0 && h5_table(file, gcpl, dcpl, &r->overlap)) ||
-         (r->attn_drop.n > 0 && h5_table(file, gcpl, dcpl, &r->attn_drop)) ||
-        (r->sustained.n > 0 && h5_table(file, gcpl, dcpl, &r->sustained)) ||
-         (fg = H5Gcreate2(file, "/fits", H5P_DEFAULT, gcpl, H5P_DEFAULT)) < 0;
+    hid_t fg = -1;
+    int rc = !cs || !ps || !ms ? out_h5_fail(&w, "format", "the configuration as JSON")
+             : out_h5_attr_str(&w, w.file, "config", cs) || out_h5_attr_str(&w, w.file, "provenance", ps) ||
+                 out_h5_attr_str(&w, w.file, "measured", ms) ||
+                 out_h5_attr_f64(&w, w.file, "mpi_ranks", r->nranks) || h5_legend(&w, r) || h5_tables(&w, r) ||
+                 (fg = out_h5_group(&w, w.file, "/fits")) < 0;
     for (int i = 0; !rc && i < r->nfits; i++)
-        rc = h5_fit(fg, gcpl, dcpl, &r->fits[i]);
+        rc = h5_fit(&w, fg, &r->fits[i]);
     free(cs), free(ps), free(ms);
     if (fg >= 0)
         H5Gclose(fg);
-    if (file >= 0 && H5Fclose(file) < 0)
-        rc = 1;
-    H5Pclose(fcpl), H5Pclose(gcpl), H5Pclose(dcpl);
-    H5Eset_auto2(H5E_DEFAULT, old_fn, old_data);
-    if (rc)
-        snprintf(err, OPT_ERR_LEN, "%.500s: HDF5 could not write %.600s", path, tmp);
-    return commit(tmp, path, rc ? -1 : 0, err);
+    return out_h5_close(&w, rc ? -1 : 0);
 }

@@ -6,7 +6,7 @@
  * travels as one JSON attribute, "measured" (calib_measured_json). */
 #include "calib/profile.h"
 #include "model/opts.h"
-#include "sim/h5attr.h"
+#include "sim/out.h"
 
 #include <cjson/cJSON.h>
 #include <hdf5.h>
@@ -196,7 +196,7 @@ static int has_group(hid_t file, const char *name)
 
 static cJSON *parse_attr(hid_t file, const char *name, char *err)
 {
-    char *s = h5_attr_str_get(file, "/", name);
+    char *s = out_h5_attr_read(file, "/", name);
     cJSON *o = s ? cJSON_Parse(s) : NULL;
     free(s);
     if (!o)

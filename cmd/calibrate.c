@@ -112,7 +112,7 @@ static int check_opts(calib_opts_t *o, char *err)
     if (base_profiles(o, &probe, err))
         return -1;
     const char *flags[] = {"--out", "--raw"}, *paths[] = {o->out, o->raw};
-    if (env_rank() == 0 && sim_outputs_check(2, flags, paths, err, OPT_ERR_LEN))
+    if (env_rank() == 0 && out_check_paths(2, flags, paths, err, OPT_ERR_LEN))
         return -1;
     return 0;
 }

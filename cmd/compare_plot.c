@@ -5,8 +5,8 @@
 
 #include "cmd/cli.h"
 #include "cmd/plot_data.h"
+#include "sim/out.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,22 +42,11 @@ static void dat_rows(const cmp_t *c, FILE *f)
 /* PREFIX.dat through a temporary name. */
 static int write_dat(const cmp_t *c, const char *path, char *err)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        snprintf(err, OPT_ERR_LEN, "--plot %.400s: cannot create %.500s (%.200s)", c->prefix, tmp, strerror(errno));
+    out_file_t o;
+    if (out_open(&o, path, "w", err, OPT_ERR_LEN))
         return -1;
-    }
-    dat_rows(c, f);
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
-        snprintf(err, OPT_ERR_LEN, "--plot %.400s: writing %.500s failed (%.200s)", c->prefix, path,
-                 strerror(errno));
-        remove(tmp);
-        return -1;
-    }
-    return 0;
+    dat_rows(c, o.f);
+    return out_close(&o, 0);
 }
 
 /* gnuplot variables: the job and the headline. */
@@ -81,7 +70,7 @@ static void fig_vars(const cmp_t *c, plot_fig_t *fig)
 static int draw(cmp_t *c, const char *gnuplot, const plot_fig_t *fig)
 {
     static const char *const exts[] = {"png", "svg"};
-    char script[1100], tmp[1200], out[1100];
+    char script[1100], out[1100];
     snprintf(script, sizeof script, "%s/compare.gp", c->o.plots_dir);
     if (access(script, R_OK) != 0) {
         fprintf(stderr, "megasim compare: error: %s: no such script (set --plots-dir)\n", script);
@@ -89,16 +78,8 @@ static int draw(cmp_t *c, const char *gnuplot, const plot_fig_t *fig)
     }
     int failures = 0;
     for (int e = 0; e < 2; e++) {
-        snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%s", c->prefix, (long)getpid(), exts[e]);
         snprintf(out, sizeof out, "%s.%s", c->prefix, exts[e]);
-        int rc = plot_run_gnuplot(gnuplot, script, fig, tmp);
-        if (rc == 0 && rename(tmp, out) == 0) {
-            fprintf(stderr, "wrote %s\n", out);
-            continue;
-        }
-        fprintf(stderr, "megasim compare: error: gnuplot %s failed (exit %d) drawing %s\n", script, rc, out);
-        remove(tmp);
-        failures++;
+        failures += plot_draw("compare", gnuplot, script, fig, out);
     }
     c->drawn = failures == 0;
     return failures;

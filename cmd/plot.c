@@ -6,6 +6,7 @@
  * still written and the exit status is 0. */
 #include "cmd/cli.h"
 #include "cmd/plot_data.h"
+#include "sim/out.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -115,8 +116,8 @@ int plot_check_scripts_dir(const char *dir, const char *script, char *err, int e
     return 0;
 }
 
-/* One figure for one terminal; gnuplot's exit status (plot_data.h). */
-int plot_run_gnuplot(const char *gnuplot, const char *script, const plot_fig_t *f, const char *outfile)
+/* gnuplot drawing f into outfile; its exit status, -1 if it could not run. */
+static int run_gnuplot(const char *gnuplot, const char *script, const plot_fig_t *f, const char *outfile)
 {
     static char expr[PLOT_VARS_LEN + 9000];
     snprintf(expr, sizeof expr, "datafile=");
@@ -137,6 +138,28 @@ int plot_run_gnuplot(const char *gnuplot, const char *script, const plot_fig_t *
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+int plot_draw(const char *cmd, const char *gnuplot, const char *script, const plot_fig_t *f, const char *outfile)
+{
+    out_file_t o;
+    char err[OPT_ERR_LEN];
+    if (out_begin(&o, outfile, err, sizeof err)) {
+        fprintf(stderr, "megasim %s: error: %s\n", cmd, err);
+        return 1;
+    }
+    int rc = run_gnuplot(gnuplot, script, f, o.tmp);
+    if (rc != 0) {
+        fprintf(stderr, "megasim %s: error: gnuplot %s failed (exit %d) drawing %s\n", cmd, script, rc, outfile);
+        out_close(&o, -1);
+        return 1;
+    }
+    if (out_close(&o, 0)) {
+        fprintf(stderr, "megasim %s: error: %s\n", cmd, err);
+        return 1;
+    }
+    fprintf(stderr, "wrote %s\n", outfile);
+    return 0;
+}
+
 /* Each figure as NAME.png and NAME.svg; returns the number of failures. */
 static int draw(const char *gnuplot, const plot_opts_t *o, const char *outdir, const plot_set_t *set)
 {
@@ -153,13 +176,7 @@ static int draw(const char *gnuplot, const plot_opts_t *o, const char *outdir, c
         }
         for (int e = 0; e < 2; e++) {
             snprintf(out, sizeof out, "%s/%s.%s", outdir, f->name, exts[e]);
-            int rc = plot_run_gnuplot(gnuplot, script, f, out);
-            if (rc != 0) {
-                fprintf(stderr, "megasim plot: error: gnuplot %s failed (exit %d) drawing %s\n", script, rc, out);
-                failures++;
-            } else {
-                fprintf(stderr, "wrote %s\n", out);
-            }
+            failures += plot_draw("plot", gnuplot, script, f, out);
         }
     }
     return failures;

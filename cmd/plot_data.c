@@ -9,7 +9,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include "sim/h5attr.h"
+#include "sim/out.h"
 #include <hdf5.h>
 #include <math.h>
 #include <stdarg.h>
@@ -30,6 +30,7 @@ typedef struct {
     hid_t file;
     plot_set_t *set;
     cJSON *config;     /* root attribute config_json, or NULL */
+    out_file_t dat;    /* the figure's data file being written (one at a time) */
 } ctx_t;
 
 /* "PATH: message" into err; returns rc. */
@@ -106,21 +107,18 @@ static FILE *fig_open(ctx_t *c, const char *name, const char *header, plot_fig_t
     memset(f, 0, sizeof *f);
     f->name = name;
     snprintf(f->dat, sizeof f->dat, "%s/%s.dat", c->outdir, name);
-    FILE *fp = fopen(f->dat, "w");
-    if (!fp) {
-        fail(c, PLOT_IO_ERROR, "cannot write %s (%s)", f->dat, strerror(errno));
+    if (out_open(&c->dat, f->dat, "w", c->err, c->errlen))
         return NULL;
-    }
-    fprintf(fp, "# %s, from %s (megasim plot)\n", header, c->path);
+    fprintf(c->dat.f, "# %s, from %s (megasim plot)\n", header, c->path);
     *out = f;
-    return fp;
+    return c->dat.f;
 }
 
+/* Ends the figure's data file fp (fig_open's): renamed into place. */
 static int fig_close(ctx_t *c, plot_fig_t *f, FILE *fp, long rows)
 {
-    int bad = ferror(fp);
-    if (fclose(fp) != 0 || bad)
-        return fail(c, PLOT_IO_ERROR, "writing %s failed (%s)", f->dat, strerror(errno));
+    if (fp != c->dat.f || out_close(&c->dat, 0))
+        return PLOT_IO_ERROR;
     f->rows = rows;
     c->set->nfigs++;
     return PLOT_OK;
@@ -140,7 +138,7 @@ static void put_val(FILE *fp, int have, double v)
 
 char *plot_attr_str(hid_t file, const char *obj, const char *name)
 {
-    return h5_attr_str_get(file, obj, name);
+    return out_h5_attr_read(file, obj, name);
 }
 
 int plot_attr_f64(hid_t file, const char *obj, const char *name, double *v)
@@ -815,7 +813,7 @@ static int open_result(ctx_t *c)
 int plot_prepare(const char *path, const char *outdir, plot_set_t *set, char *err, int errlen)
 {
     memset(set, 0, sizeof *set);
-    ctx_t c = {path, outdir, err, errlen, -1, set, NULL};
+    ctx_t c = {.path = path, .outdir = outdir, .err = err, .errlen = errlen, .file = -1, .set = set};
     H5E_auto2_t old_fn = NULL;
     void *old_data = NULL;
     H5Eget_auto2(H5E_DEFAULT, &old_fn, &old_data);

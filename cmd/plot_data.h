@@ -52,10 +52,12 @@ int plot_find_gnuplot(char *out, size_t size);
  * SCRIPT (e.g. "compare.gp"; NULL: any). 0, or -1 with one message. */
 int plot_check_scripts_dir(const char *dir, const char *script, char *err, int errlen);
 
-/* Runs `gnuplot -e "datafile='F->dat'; outfile='OUTFILE'; F->vars" SCRIPT`
- * (the script picks SVG or PNG by outfile's extension); returns gnuplot's
- * exit status, -1 if it could not be run. */
-int plot_run_gnuplot(const char *gnuplot, const char *script, const plot_fig_t *f, const char *outfile);
+/* Draws OUTFILE with `gnuplot -e "datafile='F->dat'; outfile=...; F->vars"
+ * SCRIPT` (the script picks SVG or PNG by the extension) into OUTFILE's
+ * temporary name, renamed onto it once gnuplot succeeded (sim/out.h).
+ * Prints "wrote OUTFILE", or "megasim CMD: error: ..." with gnuplot's exit
+ * status; returns 0, or 1 on failure. */
+int plot_draw(const char *cmd, const char *gnuplot, const char *script, const plot_fig_t *f, const char *outfile);
 
 /* ---- reading result files (also used by megasim compare) ------------ */
 

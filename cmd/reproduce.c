@@ -18,7 +18,7 @@
 #include "cmd/cli.h"
 #include "model/report.h"
 #include "sim/engine.h"
-#include "sim/h5attr.h"
+#include "sim/out.h"
 #include "sim/output.h"
 
 #include <cjson/cJSON.h>
@@ -422,74 +422,38 @@ static void print_target(const row_t *rows, int n, int sim)
 
 /* ---- outputs: HDF5 and CSV ------------------------------------------ */
 
-typedef struct {
-    const char *name;
-    size_t off;
-    int is_int;
-} col_t;
-
-#define C_I(f) {#f, offsetof(row_t, f), 1}
-#define C_D(f) {#f, offsetof(row_t, f), 0}
-static const col_t cols2[] = {C_I(system),        C_I(gpus),          C_I(batch),       C_D(paper_mfu),
-                              C_D(closed_mfu),    C_D(sim_mfu),       C_D(paper_iter_s), C_D(closed_iter_s),
-                              C_D(sim_iter_s),    C_D(datasheet_mfu), C_D(closed_mfu_se)};
-static const col_t cols3[] = {C_I(row), C_D(paper_mfu), C_D(closed_mfu), C_D(sim_mfu), C_D(datasheet_mfu),
-                              C_D(closed_mfu_se)};
-static const col_t cols9[] = {C_I(system),  C_I(gpus),          C_D(paper_mfu),    C_D(closed_mfu),
-                              C_D(sim_mfu), C_D(datasheet_mfu), C_D(closed_mfu_se)};
+#define C_I(f) {#f, offsetof(row_t, f), OUT_I32}
+#define C_D(f) {#f, offsetof(row_t, f), OUT_F64}
+static const out_col_t cols2[] = {C_I(system),        C_I(gpus),          C_I(batch),       C_D(paper_mfu),
+                                  C_D(closed_mfu),    C_D(sim_mfu),       C_D(paper_iter_s), C_D(closed_iter_s),
+                                  C_D(sim_iter_s),    C_D(datasheet_mfu), C_D(closed_mfu_se)};
+static const out_col_t cols3[] = {C_I(row), C_D(paper_mfu), C_D(closed_mfu), C_D(sim_mfu), C_D(datasheet_mfu),
+                                  C_D(closed_mfu_se)};
+static const out_col_t cols9[] = {C_I(system),  C_I(gpus),          C_D(paper_mfu),    C_D(closed_mfu),
+                                  C_D(sim_mfu), C_D(datasheet_mfu), C_D(closed_mfu_se)};
 #define NCOLS(a) ((int)(sizeof a / sizeof a[0]))
-static const struct {
-    const col_t *cols;
-    int n;
-} set_cols[NSETS] = {{cols2, NCOLS(cols2)}, {cols3, NCOLS(cols3)}, {cols9, NCOLS(cols9)}};
+static const out_table_t set_cols[NSETS] = {{cols2, NCOLS(cols2), sizeof(row_t)},
+                                            {cols3, NCOLS(cols3), sizeof(row_t)},
+                                            {cols9, NCOLS(cols9), sizeof(row_t)}};
 
-/* Packs the set's rows into a little-endian compound dataset, one 4- or
- * 8-byte field per column. */
-static int write_table(hid_t file, const row_t *rows, int n, int set)
+/* The set's rows as one table; Table 3's also carries the rows' labels
+ * (what each adds), for the ablation figure. */
+static int write_table(out_h5_t *w, const row_t *rows, int n, int set)
 {
-    const col_t *cols = set_cols[set].cols;
-    int nc = set_cols[set].n, nr = 0;
-    size_t size = 0, offs[16];
-    for (int c = 0; c < nc; c++)
-        offs[c] = size, size += cols[c].is_int ? 4 : 8;
-    for (int i = 0; i < n; i++)
-        nr += rows[i].set == set;
-    if (!nr)
-        return 0;
-    unsigned char *buf = calloc(nr, size);
-    hid_t t = H5Tcreate(H5T_COMPOUND, size);
-    for (int c = 0; c < nc; c++)
-        H5Tinsert(t, cols[c].name, offs[c], cols[c].is_int ? H5T_STD_I32LE : H5T_IEEE_F64LE);
-    for (int i = 0, k = 0; i < n && buf; i++) {
-        if (rows[i].set != set)
-            continue;
-        for (int c = 0; c < nc; c++) {
-            const char *src = (const char *)&rows[i] + cols[c].off;
-            if (cols[c].is_int) {
-                int32_t v = *(const int *)src;
-                memcpy(buf + k * size + offs[c], &v, 4);
-            } else {
-                memcpy(buf + k * size + offs[c], src, 8);
-            }
+    row_t *sel = calloc(n > 0 ? n : 1, sizeof *sel);
+    int nr = 0;
+    char adds[2048] = "";
+    for (int i = 0; sel && i < n; i++)
+        if (rows[i].set == set) {
+            sel[nr++] = rows[i];
+            snprintf(adds + strlen(adds), sizeof adds - strlen(adds), "%s%s", adds[0] ? "|" : "", rows[i].adds);
         }
-        k++;
-    }
-    hsize_t dim = nr;
-    hid_t sp = H5Screate_simple(1, &dim, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    H5Pset_obj_track_times(dcpl, 0);
-    hid_t ds = H5Dcreate2(file, set_names[set], t, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    int rc = !buf || ds < 0 || H5Dwrite(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0 ? -1 : 0;
-    H5Pclose(dcpl), H5Sclose(sp), H5Tclose(t);
-    free(buf);
-    if (ds >= 0 && set == SET_TABLE3) { /* row labels, for the ablation figure */
-        char adds[2048] = "";
-        for (int i = 0; i < n; i++)
-            if (rows[i].set == SET_TABLE3)
-                snprintf(adds + strlen(adds), sizeof adds - strlen(adds), "%s%s", adds[0] ? "|" : "", rows[i].adds);
-        rc |= h5_attr_str(ds, "adds", adds);
-    }
-    if (ds >= 0)
-        H5Dclose(ds);
+    const char *const attrs[] = {"adds", adds, NULL};
+    int rc = !sel ? out_h5_fail(w, "allocate the rows of", set_names[set])
+             : nr ? out_h5_table(w, w->file, set_names[set], &set_cols[set], sel, (size_t)nr,
+                                 set == SET_TABLE3 ? attrs : NULL)
+                  : 0;
+    free(sel);
     return rc;
 }
 
@@ -531,29 +495,19 @@ static char *config_json(const row_t *rows, int n, const reproduce_opts_t *ro, c
 
 static int write_h5(const char *path, const row_t *rows, int n, const reproduce_opts_t *ro, const fit_t *fit, char *err)
 {
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
-    hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
-    H5Pclose(fcpl);
-    if (f < 0) {
-        snprintf(err, OPT_ERR_LEN, "--out %s: cannot create the file (does its folder exist and is it writable?)", path);
+    out_h5_t w;
+    if (out_h5_create(&w, path, err, OPT_ERR_LEN))
         return -1;
-    }
     char *cfg = config_json(rows, n, ro, fit);
-    int rc = !cfg || h5_attr_str(f, "megasim_version", MEGASIM_VERSION) || h5_attr_str(f, "kind", "reproduce") ||
-             h5_attr_str(f, "system_names", "megatron-lm,megascale") || h5_attr_str(f, "config_json", cfg);
+    int rc = !cfg ? out_h5_fail(&w, "format", "the configuration as JSON")
+                  : out_h5_attr_str(&w, w.file, "megasim_version", MEGASIM_VERSION) ||
+                        out_h5_attr_str(&w, w.file, "kind", "reproduce") ||
+                        out_h5_attr_str(&w, w.file, "system_names", "megatron-lm,megascale") ||
+                        out_h5_attr_str(&w, w.file, "config_json", cfg);
     free(cfg);
     for (int s = 0; s < NSETS && !rc; s++)
-        rc = write_table(f, rows, n, s);
-    rc |= H5Fclose(f) < 0;
-    if (rc || rename(tmp, path)) {
-        unlink(tmp);
-        snprintf(err, OPT_ERR_LEN, "--out %s: writing the HDF5 file failed", path);
-        return -1;
-    }
-    return 0;
+        rc = write_table(&w, rows, n, s);
+    return out_h5_close(&w, rc ? -1 : 0);
 }
 
 /* The path of a file beside the HDF5 result: its name without the
@@ -569,45 +523,45 @@ static void beside(const char *h5, const char *suffix, char *path, size_t size)
 }
 
 /* CSV beside the HDF5 file: NAME-SET.csv, the same columns plus the row name. */
+static void csv_rows(FILE *f, const row_t *rows, int n, int s)
+{
+    const out_table_t *t = &set_cols[s];
+    fprintf(f, "name");
+    for (int c = 0; c < t->ncols; c++)
+        fprintf(f, ",%s", t->cols[c].name);
+    fputc('\n', f);
+    for (int i = 0; i < n; i++) {
+        if (rows[i].set != s)
+            continue;
+        fprintf(f, "%s", rows[i].name);
+        for (int c = 0; c < t->ncols; c++) {
+            const char *src = (const char *)&rows[i] + t->cols[c].off;
+            if (t->cols[c].type == OUT_I32)
+                fprintf(f, ",%d", *(const int *)src);
+            else
+                fprintf(f, ",%.9g", *(const double *)src);
+        }
+        fputc('\n', f);
+    }
+}
+
 static int write_csv(const char *h5, const row_t *rows, int n, char *err)
 {
     for (int s = 0; s < NSETS; s++) {
-        char path[1100], tmp[1200], name[32];
+        char path[1100], name[32];
         snprintf(name, sizeof name, "%s.csv", set_names[s]);
         beside(h5, name, path, sizeof path);
-        snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
         int any = 0;
         for (int i = 0; i < n; i++)
             any |= rows[i].set == s;
         if (!any)
             continue;
-        FILE *f = fopen(tmp, "w");
-        if (!f) {
-            snprintf(err, OPT_ERR_LEN, "%s: cannot write: %s", path, strerror(errno));
+        out_file_t o;
+        if (out_open(&o, path, "w", err, OPT_ERR_LEN))
             return -1;
-        }
-        fprintf(f, "name");
-        for (int c = 0; c < set_cols[s].n; c++)
-            fprintf(f, ",%s", set_cols[s].cols[c].name);
-        fputc('\n', f);
-        for (int i = 0; i < n; i++) {
-            if (rows[i].set != s)
-                continue;
-            fprintf(f, "%s", rows[i].name);
-            for (int c = 0; c < set_cols[s].n; c++) {
-                const char *src = (const char *)&rows[i] + set_cols[s].cols[c].off;
-                if (set_cols[s].cols[c].is_int)
-                    fprintf(f, ",%d", *(const int *)src);
-                else
-                    fprintf(f, ",%.9g", *(const double *)src);
-            }
-            fputc('\n', f);
-        }
-        if (fclose(f) || rename(tmp, path)) {
-            unlink(tmp);
-            snprintf(err, OPT_ERR_LEN, "%s: cannot write", path);
+        csv_rows(o.f, rows, n, s);
+        if (out_close(&o, 0))
             return -1;
-        }
         fprintf(stderr, "wrote %s\n", path);
     }
     return 0;
@@ -686,9 +640,8 @@ static void make_parent(const char *path)
  * MegaScale rows all name the same GPU and cluster). */
 static int write_profile(const char *h5, const row_t *row, const fit_t *fit, char *err)
 {
-    char path[1100], tmp[1200];
+    char path[1100];
     beside(h5, "profile.json", path, sizeof path);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     hw_t hw = fitted_hw(row, fit->f.p);
     snprintf(hw.cluster.name + strnlen(hw.cluster.name, sizeof hw.cluster.name - 5), 5, "-fit");
     cJSON *j = hw_to_json(&hw), *pv = cJSON_AddObjectToObject(j, "provenance");
@@ -702,17 +655,10 @@ static int write_profile(const char *h5, const row_t *row, const fit_t *fit, cha
     cJSON_AddStringToObject(pv, "fitted_on", "MegaScale (arXiv 2402.15627) Table 3, closed form, least squares on MFU");
     cJSON_AddStringToObject(pv, "command", "megasim reproduce");
     cJSON_AddStringToObject(pv, "version", MEGASIM_VERSION);
-    char *txt = cJSON_Print(j);
+    int rc = out_write_json(path, j, err, OPT_ERR_LEN);
     cJSON_Delete(j);
-    FILE *f = txt ? fopen(tmp, "w") : NULL;
-    int rc = !f || fputs(txt, f) < 0 || fputc('\n', f) < 0;
-    rc |= f && fclose(f);
-    free(txt);
-    if (rc || rename(tmp, path)) {
-        unlink(tmp);
-        snprintf(err, OPT_ERR_LEN, "%s: cannot write", path);
+    if (rc)
         return -1;
-    }
     fprintf(stderr, "wrote %s\n", path);
     return 0;
 }
@@ -762,7 +708,7 @@ int cmd_reproduce(int argc, char **argv)
     }
     /* A bad --out fails now, before any work or progress output. */
     make_parent(ro.out);
-    if (!ro.out[0] || sim_output_probe(ro.out, err, sizeof err)) {
+    if (!ro.out[0] || out_probe(ro.out, err, sizeof err)) {
         if (!ro.out[0])
             snprintf(err, sizeof err, "--out is empty; give the result file (default results/megascale.h5)");
         free_names(files, n);

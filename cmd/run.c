@@ -555,7 +555,7 @@ static int run(run_t *R, int argc, char **argv)
      * run nor leaves one file written and the other not. */
     char err[OPT_ERR_LEN] = "";
     const char *flags[] = {"--out", "--trace"}, *paths[] = {R->o.out, R->o.trace};
-    if (all_ok(R->rank == 0 && sim_outputs_check(2, flags, paths, err, sizeof err)))
+    if (all_ok(R->rank == 0 && out_check_paths(2, flags, paths, err, sizeof err)))
         return bad(R, err);
     if ((rc = setup(R)))
         return rc;

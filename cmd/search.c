@@ -10,12 +10,11 @@
 #include "model/report.h"
 #include "model/search.h"
 #include "sim/engine.h"
-#include "sim/h5attr.h"
+#include "sim/out.h"
 #include "sim/output.h"
 #include "cmd/replay.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <hdf5.h>
 #include <math.h>
 #include <mpi.h>
@@ -375,90 +374,59 @@ static void file_row(const search_space_t *s, const search_row_t *r, int frontie
 
 static int write_csv(const char *path, const file_row_t *rows, long long n, char *err)
 {
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        snprintf(err, OPT_ERR_LEN, "%.400s: cannot create its temporary file (%s)", path, strerror(errno));
+    out_file_t o;
+    if (out_open(&o, path, "w", err, OPT_ERR_LEN))
         return -1;
-    }
-    fprintf(f, "index,batch,tp,sp,pp,vpp,layers_per_vstage,dp,micro_batch_size,zero_stage,recompute,"
-               "tp_comm_overlap,pp_comm_overlap,dp_overlap,num_microbatches,fits,frontier,mfu,sim_mfu,iteration_time_s,tokens_per_s,memory_per_gpu_bytes,"
-               "exposed_comm_s,bubble_s\n");
+    fprintf(o.f, "index,batch,tp,sp,pp,vpp,layers_per_vstage,dp,micro_batch_size,zero_stage,recompute,"
+                 "tp_comm_overlap,pp_comm_overlap,dp_overlap,num_microbatches,fits,frontier,mfu,sim_mfu,iteration_time_s,tokens_per_s,memory_per_gpu_bytes,"
+                 "exposed_comm_s,bubble_s\n");
     for (long long i = 0; i < n; i++) {
         const file_row_t *r = &rows[i];
-        fprintf(f, "%lld,%d,%d,%d,%d,%d,%d,%d,%d,%d,%s,%d,%d,%d,%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n",
+        fprintf(o.f, "%lld,%d,%d,%d,%d,%d,%d,%d,%d,%d,%s,%d,%d,%d,%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n",
                 (long long)r->index, r->batch, r->tp, r->sp, r->pp, r->vpp, r->layers_per_vstage, r->dp,
                 r->micro_batch_size, r->zero_stage, rc_name(r->recompute), r->tp_comm_overlap, r->pp_comm_overlap,
                 r->dp_overlap, r->num_microbatches, r->fits,
                 r->frontier, r->mfu, r->sim_mfu, r->iteration_time_s, r->tokens_per_s, r->memory_per_gpu_bytes,
                 r->exposed_comm_s, r->bubble_s);
     }
-    int bad = ferror(f) | (fclose(f) != 0);
-    if (bad || rename(tmp, path)) {
-        snprintf(err, OPT_ERR_LEN, "%.400s: cannot write its temporary file (%s)", path, strerror(errno));
-        remove(tmp);
-        return -1;
-    }
-    return 0;
+    return out_close(&o, 0);
 }
 
-/* The compound type of file_row_t; packed in the file. */
-static hid_t row_type(int packed)
-{
-    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(file_row_t));
-#define I32(f) H5Tinsert(t, #f, offsetof(file_row_t, f), H5T_NATIVE_INT32)
-#define F64(f) H5Tinsert(t, #f, offsetof(file_row_t, f), H5T_NATIVE_DOUBLE)
-    H5Tinsert(t, "index", offsetof(file_row_t, index), H5T_NATIVE_INT64);
-    I32(batch), I32(tp), I32(sp), I32(pp), I32(vpp), I32(layers_per_vstage), I32(dp), I32(micro_batch_size);
-    I32(zero_stage), I32(recompute), I32(tp_comm_overlap), I32(pp_comm_overlap), I32(dp_overlap);
-    I32(num_microbatches), I32(fits), I32(frontier);
-    F64(mfu), F64(sim_mfu), F64(iteration_time_s), F64(tokens_per_s), F64(memory_per_gpu_bytes);
-    F64(exposed_comm_s), F64(bubble_s);
+/* The /plans table: file_row_t's fields, in order. */
+#define I32(f) {#f, offsetof(file_row_t, f), OUT_I32}
+#define F64(f) {#f, offsetof(file_row_t, f), OUT_F64}
+static const out_col_t plan_cols[] = {
+    {"index", offsetof(file_row_t, index), OUT_I64}, I32(batch), I32(tp), I32(sp), I32(pp), I32(vpp),
+    I32(layers_per_vstage), I32(dp), I32(micro_batch_size), I32(zero_stage), I32(recompute), I32(tp_comm_overlap),
+    I32(pp_comm_overlap), I32(dp_overlap), I32(num_microbatches), I32(fits), I32(frontier), F64(mfu), F64(sim_mfu),
+    F64(iteration_time_s), F64(tokens_per_s), F64(memory_per_gpu_bytes), F64(exposed_comm_s), F64(bubble_s)};
 #undef I32
 #undef F64
-    if (packed)
-        H5Tpack(t);
-    return t;
-}
+static const out_table_t plan_table = {plan_cols, sizeof plan_cols / sizeof plan_cols[0], sizeof(file_row_t)};
 
 /* Root attributes (kind, version, configuration, rejection counts) and the
  * /plans table; no timestamps, so the same search gives the same bytes. */
 static int write_h5(const char *path, const char *config, const evaluated_t *ev, const file_row_t *rows, char *err)
 {
-    char tmp[1100], counts[512];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    char counts[512];
     int k = 0;
     for (int r = 0; r < SEARCH_NREASONS; r++)
         k += snprintf(counts + k, sizeof counts - k, "%s%s=%lld", r ? "," : "", search_reason_names[r], ev->reasons[r]);
-    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), dcpl = H5Pcreate(H5P_DATASET_CREATE), f = -1, sp = -1, d = -1;
-    hid_t mt = row_type(0), ft = row_type(1);
-    hsize_t n = (hsize_t)ev->n;
-    int ok = fcpl >= 0 && dcpl >= 0 && H5Pset_obj_track_times(fcpl, 0) >= 0 && H5Pset_obj_track_times(dcpl, 0) >= 0 &&
-             (f = H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT)) >= 0 &&
-             !h5_attr_str(f, "megasim_version", MEGASIM_VERSION) && !h5_attr_str(f, "kind", "search") &&
-             !h5_attr_str(f, "config_json", config) && !h5_attr_str(f, "rejected_counts", counts) &&
-             (sp = H5Screate_simple(1, &n, NULL)) >= 0 &&
-             (d = H5Dcreate2(f, "/plans", ft, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT)) >= 0 &&
-             (n == 0 || H5Dwrite(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) >= 0) &&
-             !h5_attr_str(d, "description",
-                          "one row per plan valid by the job's rules, in enumeration order: fits = 1 within the "
-                          "memory limit (then mfu ... bubble_s are the closed form's), 0 above it (NaN metrics); "
-                          "sim_mfu: the folded simulator's, NaN when not re-ranked; recompute: 0 none, 1 full, "
-                          "2 selective; frontier: on the memory-MFU Pareto frontier");
-    if (d >= 0)
-        ok &= H5Dclose(d) >= 0;
-    if (sp >= 0)
-        H5Sclose(sp);
-    if (f >= 0)
-        ok &= H5Fclose(f) >= 0;
-    H5Tclose(mt), H5Tclose(ft), H5Pclose(fcpl), H5Pclose(dcpl);
-    if (!ok || rename(tmp, path)) {
-        snprintf(err, OPT_ERR_LEN, "%.400s: HDF5 could not write its temporary file", path);
-        remove(tmp);
+    static const char *const attrs[] = {
+        "description",
+        "one row per plan valid by the job's rules, in enumeration order: fits = 1 within the "
+        "memory limit (then mfu ... bubble_s are the closed form's), 0 above it (NaN metrics); "
+        "sim_mfu: the folded simulator's, NaN when not re-ranked; recompute: 0 none, 1 full, "
+        "2 selective; frontier: on the memory-MFU Pareto frontier",
+        NULL};
+    out_h5_t w;
+    if (out_h5_create(&w, path, err, OPT_ERR_LEN))
         return -1;
-    }
-    return 0;
+    int rc = out_h5_attr_str(&w, w.file, "megasim_version", MEGASIM_VERSION) ||
+             out_h5_attr_str(&w, w.file, "kind", "search") || out_h5_attr_str(&w, w.file, "config_json", config) ||
+             out_h5_attr_str(&w, w.file, "rejected_counts", counts) ||
+             out_h5_table(&w, w.file, "/plans", &plan_table, rows, (size_t)ev->n, attrs);
+    return out_h5_close(&w, rc ? -1 : 0);
 }
 
 /* FILE.dat (memory GiB, MFU %, frontier) then gnuplot; without gnuplot a
@@ -467,21 +435,17 @@ static int write_plot(const char *png, const file_row_t *rows, long long n, char
 {
     char dat[1100], cmd[4000];
     snprintf(dat, sizeof dat, "%s.dat", png);
-    FILE *f = fopen(dat, "w");
-    if (!f) {
-        snprintf(err, OPT_ERR_LEN, "%.400s: cannot create (%s)", dat, strerror(errno));
+    out_file_t o;
+    if (out_open(&o, dat, "w", err, OPT_ERR_LEN))
         return -1;
-    }
     /* Block 0: every plan that fits; block 1: the frontier by memory. */
-    fprintf(f, "# memory_per_gpu_gib mfu_percent frontier (megasim search; plans that fit)\n");
-    for (int block = 0; block < 2; block++, fprintf(f, "\n\n"))
+    fprintf(o.f, "# memory_per_gpu_gib mfu_percent frontier (megasim search; plans that fit)\n");
+    for (int block = 0; block < 2; block++, fprintf(o.f, "\n\n"))
         for (long long i = 0; i < n; i++)
             if (rows[i].fits && (!block || rows[i].frontier))
-                fprintf(f, "%.6g %.6g %d\n", rows[i].memory_per_gpu_bytes / GIB, 100 * rows[i].mfu, rows[i].frontier);
-    if (fclose(f)) {
-        snprintf(err, OPT_ERR_LEN, "%.400s: cannot write (%s)", dat, strerror(errno));
+                fprintf(o.f, "%.6g %.6g %d\n", rows[i].memory_per_gpu_bytes / GIB, 100 * rows[i].mfu, rows[i].frontier);
+    if (out_close(&o, 0))
         return -1;
-    }
     const char *gp = MEGASIM_PLOTS_DIR "/search-frontier.gp";
     if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
         fprintf(stderr, "megasim search: gnuplot not found, no figure drawn; the data are in %s (plot them with "
@@ -608,7 +572,7 @@ static int probe_outputs(const search_opts_t *so, char *err)
         snprintf(dat, sizeof dat, "%s.dat", so->plot);
     const char *flags[] = {"--out", "--csv", "--plot", "--plot's data file"},
                *paths[] = {so->out, so->csv, so->plot, dat};
-    return sim_outputs_check(4, flags, paths, err, OPT_ERR_LEN);
+    return out_check_paths(4, flags, paths, err, OPT_ERR_LEN);
 }
 
 /* Rank 0 after the gather: rank, re-rank, print, write. */

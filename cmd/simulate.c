@@ -148,7 +148,7 @@ static int trace_setup(const simulate_opts_t *so, const job_t *job, sim_opts_t *
     if (!so->out[0] && !so->trace[0])
         return 0;
     const char *flags[] = {"--out", "--trace"}, *paths[] = {so->out, so->trace};
-    if (sim_outputs_check(2, flags, paths, err, OPT_ERR_LEN))
+    if (out_check_paths(2, flags, paths, err, OPT_ERR_LEN))
         return -1;
     o->ntrace = n;
     memcpy(o->trace_ranks, list, sizeof list[0] * n);

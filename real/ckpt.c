@@ -2,6 +2,7 @@
 #include "real/ckpt.h"
 
 #include "real/rt.h"
+#include "sim/out.h"
 
 #include <errno.h>
 #include <mpi.h>
@@ -66,34 +67,26 @@ static void paths(const ckpt_t *c, int step, char *stepdir, size_t n1, char *fil
     snprintf(file, n2, "%s/rank-%05d.bin", stepdir, c->rank);
 }
 
-/* fflush, fsync (the data on the disk, not only in the page cache, before
- * the rename makes it the file), fclose: 0 when all succeed. */
-static int close_durable(FILE *f)
-{
-    int bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
-    return fclose(f) != 0 || bad;
-}
-
-/* Stage 2, on its own thread: header, configuration, state; then rename. */
+/* Stage 2, on its own thread: header, configuration, state; then rename.
+ * Durable (sim/out.h): the data are on the disk, not only in the page
+ * cache, before the rename makes them the file. */
 static void *writer(void *arg)
 {
     ckpt_t *c = arg;
     int64_t t0 = rt_now_ns();
-    char stepdir[1100], file[1200], tmp[1300];
+    char stepdir[1100], file[1200], err[512];
     paths(c, c->step, stepdir, sizeof stepdir, file, sizeof file);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", file, (int)getpid());
     header_t h = {MAGIC, c->step, c->world, c->rank, 0, c->nshard, (int64_t)strlen(c->config), 0};
     h.fnv1a = shard_sum(c->config, (size_t)h.config_len, c->state, c->nshard);
-    FILE *f = (mkdir(stepdir, 0777) == 0 || errno == EEXIST) ? fopen(tmp, "wb") : NULL;
-    int ok = f && fwrite(&h, sizeof h, 1, f) == 1 && fwrite(c->config, 1, (size_t)h.config_len, f) == (size_t)h.config_len &&
-             fwrite(c->state, sizeof(float), 3 * (size_t)c->nshard, f) == 3 * (size_t)c->nshard;
-    if (f && close_durable(f))
-        ok = 0;
-    if (ok && rename(tmp, file))
-        ok = 0;
-    if (!ok)
-        unlink(tmp);
-    c->write_rc = ok ? 0 : -1;
+    out_file_t o;
+    int rc = (mkdir(stepdir, 0777) == 0 || errno == EEXIST) ? out_open(&o, file, "wb", err, sizeof err) : -1;
+    if (rc == 0) {
+        o.durable = 1;
+        fwrite(&h, sizeof h, 1, o.f), fwrite(c->config, 1, (size_t)h.config_len, o.f);
+        fwrite(c->state, sizeof(float), 3 * (size_t)c->nshard, o.f);
+        rc = out_close(&o, 0);
+    }
+    c->write_rc = rc;
     c->stage2_s = (rt_now_ns() - t0) * 1e-9;
     return NULL;
 }
@@ -112,18 +105,15 @@ int ckpt_finish(ckpt_t *c, char *err, int errlen)
             return -1;
         }
         if (c->rank == 0) {
-            char latest[1100], tmp[1200];
+            char latest[1100];
+            out_file_t o;
             snprintf(latest, sizeof latest, "%s/latest", c->dir);
-            snprintf(tmp, sizeof tmp, "%s.tmp.%d", latest, (int)getpid());
-            FILE *f = fopen(tmp, "w");
-            int ok = f && fprintf(f, "%d\n", c->step) > 0;
-            if (f && close_durable(f))
-                ok = 0;
-            if (!ok || rename(tmp, latest)) {
-                unlink(tmp);
-                snprintf(err, errlen, "%s: cannot write", latest);
+            if (out_open(&o, latest, "w", err, errlen))
                 return -1;
-            }
+            o.durable = 1;
+            fprintf(o.f, "%d\n", c->step);
+            if (out_close(&o, 0))
+                return -1;
         }
     }
     return 0;

@@ -36,6 +36,7 @@ run simulate-stragglers.json simulate --json --slow-rank 17:1.2 --slow-link 40:2
 run simulate-out.txt simulate --num-gpus 256 --global-batch-size 768 --out sim.h5 --trace sim-trace.json --trace-ranks 0,8,63
 run search.json search --json
 run search-small.json search --num-gpus 256 --global-batch-size 768 --json
+run search-files.txt search --num-gpus 256 --global-batch-size 768 --out search.h5 --csv search.csv
 mkdir -p reproduce && (cd reproduce && "$m" reproduce --out megascale.h5 >stdout.txt 2>/dev/null)
 for f in $(find . -name '*.h5' | sort); do h5dump "$f" >"$f.dump"; done
 find . -type f -name '*.png' -delete

@@ -6,7 +6,7 @@
  * off), rows are written in the engine's order and trace events sorted by
  * (rank, stream, ready time), so identical results give identical bytes. */
 #include "sim/output.h"
-#include "sim/h5attr.h"
+#include "sim/out.h"
 
 #include "model/report.h"
 
@@ -175,243 +175,33 @@ int sim_parse_ranks(const char *text, const char *flag, int limit, int max, int 
     return 0;
 }
 
-/* ---- temporary file, then rename ------------------------------------ */
-
-static int tmp_name(const char *path, char *tmp, size_t size, char *err, int len)
-{
-    if (snprintf(tmp, size, "%s.tmp.%ld", path, (long)getpid()) >= (int)size) {
-        snprintf(err, len, "%s: the path is too long", path);
-        return -1;
-    }
-    return 0;
-}
-
-/* rc == 0: moves tmp onto path. Otherwise, or if that fails, removes tmp. */
-static int tmp_commit(const char *tmp, const char *path, int rc, char *err, int len)
-{
-    if (rc == 0 && rename(tmp, path) != 0) {
-        snprintf(err, len, "%s: cannot rename %s onto it (%s)", path, tmp, strerror(errno));
-        rc = -1;
-    }
-    if (rc != 0)
-        remove(tmp);
-    return rc;
-}
-
-/* Creates (or truncates) tmp with plain stdio, so a missing directory or a
- * permission problem is reported with the system's reason. */
-static int tmp_probe(const char *tmp, const char *path, char *err, int len)
-{
-    FILE *f = fopen(tmp, "wb");
-    if (!f || fclose(f) != 0) {
-        snprintf(err, len, "%s: cannot create %s (%s)", path, tmp, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-int sim_output_probe(const char *path, char *err, int errlen)
-{
-    char tmp[4096];
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        snprintf(err, errlen, "%s is a directory, give a file path (e.g. %s/out.h5)", path, path);
-        return -1;
-    }
-    if (tmp_name(path, tmp, sizeof tmp, err, errlen) || tmp_probe(tmp, path, err, errlen))
-        return -1;
-    remove(tmp);
-    return 0;
-}
-
-/* PATH with its folder resolved (realpath), so that "x.h5", "./x.h5" and
- * an absolute spelling compare equal before the file exists. */
-static void resolved(const char *path, char *out, size_t len)
-{
-    char dir[4096], real[PATH_MAX];
-    const char *slash = strrchr(path, '/');
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? (slash == path ? "/" : path) : ".");
-    if (realpath(dir, real))
-        snprintf(out, len, "%s/%s", real, slash ? slash + 1 : path);
-    else
-        snprintf(out, len, "%s", path);
-}
-
-int sim_outputs_check(int n, const char *const *flags, const char *const *paths, char *err, int errlen)
-{
-    static char real[8][4200]; /* each asked-for path resolved once */
-    if (n > 8) {
-        snprintf(err, errlen, "sim_outputs_check: %d outputs, at most 8", n);
-        return -1;
-    }
-    for (int i = 0; i < n; i++) {
-        if (!paths[i] || !paths[i][0])
-            continue;
-        resolved(paths[i], real[i], sizeof real[i]);
-        for (int j = 0; j < i; j++) {
-            struct stat a, b;
-            int same = paths[j] && paths[j][0] &&
-                       (!strcmp(real[i], real[j]) || (stat(paths[i], &a) == 0 && stat(paths[j], &b) == 0 &&
-                                                      a.st_dev == b.st_dev && a.st_ino == b.st_ino));
-            if (same) {
-                snprintf(err, errlen, "%s and %s both name %s; allowed: a different file for each output", flags[j],
-                         flags[i], paths[i]);
-                return -1;
-            }
-        }
-    }
-    for (int i = 0; i < n; i++)
-        if (paths[i] && paths[i][0] && sim_output_probe(paths[i], err, errlen))
-            return -1;
-    return 0;
-}
-
 /* ---- HDF5 ------------------------------------------------------------ */
 
-typedef struct {
-    const char *path;
-    char *err;
-    int errlen;
-    hid_t file, gcpl, dcpl; /* group and dataset creation: no time tracking */
-} h5w_t;
-
-static int h5_fail(h5w_t *w, const char *what, const char *name)
-{
-    snprintf(w->err, w->errlen, "%s: HDF5 could not %s %s", w->path, what, name);
-    return -1;
-}
-
-/* A scalar attribute: file type ft, memory type mt, value at buf. */
-static int put_attr(h5w_t *w, hid_t loc, const char *name, hid_t ft, hid_t mt, const void *buf)
-{
-    hid_t s = H5Screate(H5S_SCALAR), a = -1;
-    int ok = s >= 0 && (a = H5Acreate2(loc, name, ft, s, H5P_DEFAULT, H5P_DEFAULT)) >= 0 &&
-             H5Awrite(a, mt, buf) >= 0;
-    if (a >= 0 && H5Aclose(a) < 0)
-        ok = 0;
-    if (s >= 0)
-        H5Sclose(s);
-    return ok ? 0 : h5_fail(w, "write attribute", name);
-}
-
-static int put_attr_f64(h5w_t *w, hid_t loc, const char *name, double v)
-{
-    return put_attr(w, loc, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v);
-}
-
-/* UTF-8 variable-length string (sim/h5attr.h), failures named. */
-static int put_attr_str(h5w_t *w, hid_t loc, const char *name, const char *v)
-{
-    return h5_attr_str(loc, name, v) ? h5_fail(w, "write attribute", name) : 0;
-}
-
-static int h5_open(h5w_t *w, const char *tmp)
-{
-    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
-    w->gcpl = H5Pcreate(H5P_GROUP_CREATE), w->dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    int ok = fcpl >= 0 && w->gcpl >= 0 && w->dcpl >= 0 && H5Pset_obj_track_times(fcpl, 0) >= 0 &&
-             H5Pset_obj_track_times(w->gcpl, 0) >= 0 && H5Pset_obj_track_times(w->dcpl, 0) >= 0;
-    if (ok)
-        w->file = H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
-    if (fcpl >= 0)
-        H5Pclose(fcpl);
-    return !ok ? h5_fail(w, "make property lists for", "the file")
-               : w->file < 0 ? h5_fail(w, "create", tmp) : 0;
-}
-
-/* Closes everything; the file's close flushes, so its failure counts. */
-static int h5_close(h5w_t *w, int rc)
-{
-    if (w->gcpl >= 0)
-        H5Pclose(w->gcpl);
-    if (w->dcpl >= 0)
-        H5Pclose(w->dcpl);
-    if (w->file >= 0 && H5Fclose(w->file) < 0 && rc == 0)
-        rc = h5_fail(w, "close (flush)", "the file");
-    return rc;
-}
-
-static int write_root(h5w_t *w, const job_t *job, const hw_t *hw, const cJSON *sim_config, const result_t *r)
+static int write_root(out_h5_t *w, const job_t *job, const hw_t *hw, const cJSON *sim_config, const result_t *r)
 {
     const char *kind = r->kind;
     cJSON *c = config_json(job, hw, sim_config, r);
     char *s = c ? cJSON_PrintUnformatted(c) : NULL;
-    int rc = !s ? h5_fail(w, "format", "the configuration as JSON")
-                : put_attr_str(w, w->file, "megasim_version", MEGASIM_VERSION) ||
-                      put_attr_str(w, w->file, "kind", kind ? kind : "simulation") || put_attr_str(w, w->file, "config_json", s);
+    int rc = !s ? out_h5_fail(w, "format", "the configuration as JSON")
+                : out_h5_attr_str(w, w->file, "megasim_version", MEGASIM_VERSION) ||
+                      out_h5_attr_str(w, w->file, "kind", kind ? kind : "simulation") || out_h5_attr_str(w, w->file, "config_json", s);
     free(s);
     cJSON_Delete(c);
     return rc ? -1 : 0;
 }
 
-static int write_summary(h5w_t *w, const job_t *job, const estimate_t *e, const result_t *r)
+static int write_summary(out_h5_t *w, const job_t *job, const estimate_t *e, const result_t *r)
 {
     sim_summary_t s;
     sim_summary(job, e, r, &s);
-    hid_t g = H5Gcreate2(w->file, "/summary", H5P_DEFAULT, w->gcpl, H5P_DEFAULT);
+    hid_t g = out_h5_group(w, w->file, "/summary");
     if (g < 0)
-        return h5_fail(w, "create group", "/summary");
+        return -1;
     int rc = 0;
     for (int i = 0; i < sim_summary_nfields && !rc; i++)
-        rc = put_attr_f64(w, g, sim_summary_fields[i].key, field_value(&s, &sim_summary_fields[i]));
+        rc = out_h5_attr_f64(w, g, sim_summary_fields[i].key, field_value(&s, &sim_summary_fields[i]));
     if (H5Gclose(g) < 0 && !rc)
-        rc = h5_fail(w, "close group", "/summary");
-    return rc;
-}
-
-/* Columns of a compound table: int32 or float64, in struct order. */
-typedef struct {
-    const char *name;
-    size_t off;
-    int is_int;
-} h5_col_t;
-
-typedef struct {
-    const h5_col_t *cols;
-    int ncols;
-    size_t row_size;
-} h5_table_t;
-
-/* In memory: the C struct's layout. In the file: packed, little-endian. */
-static hid_t compound_type(const h5_table_t *t, int file)
-{
-    size_t size = 0;
-    for (int i = 0; i < t->ncols; i++)
-        size += t->cols[i].is_int ? 4 : 8;
-    hid_t c = H5Tcreate(H5T_COMPOUND, file ? size : t->row_size);
-    for (size_t i = 0, off = 0; c >= 0 && i < (size_t)t->ncols; i++) {
-        const h5_col_t *k = &t->cols[i];
-        hid_t m = k->is_int ? (file ? H5T_STD_I32LE : H5T_NATIVE_INT32) : (file ? H5T_IEEE_F64LE : H5T_NATIVE_DOUBLE);
-        if (H5Tinsert(c, k->name, file ? off : k->off, m) < 0) {
-            H5Tclose(c);
-            return -1;
-        }
-        off += k->is_int ? 4 : 8;
-    }
-    return c;
-}
-
-/* Dataset `name` of n rows (n may be 0) and its string attributes
- * (name, value pairs, NULL-terminated). */
-static int write_table(h5w_t *w, const char *name, const h5_table_t *t, const void *rows, hsize_t n,
-                       const char *const *attrs)
-{
-    hid_t mt = compound_type(t, 0), ft = compound_type(t, 1), s = H5Screate_simple(1, &n, NULL), d = -1;
-    int rc = mt >= 0 && ft >= 0 && s >= 0 &&
-                     (d = H5Dcreate2(w->file, name, ft, s, H5P_DEFAULT, w->dcpl, H5P_DEFAULT)) >= 0 &&
-                     (n == 0 || H5Dwrite(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) >= 0)
-                 ? 0
-                 : h5_fail(w, "write dataset", name);
-    for (int i = 0; !rc && attrs[i]; i += 2)
-        rc = put_attr_str(w, d, attrs[i], attrs[i + 1]);
-    if (d >= 0 && H5Dclose(d) < 0 && !rc)
-        rc = h5_fail(w, "close dataset", name);
-    if (s >= 0)
-        H5Sclose(s);
-    if (ft >= 0)
-        H5Tclose(ft);
-    if (mt >= 0)
-        H5Tclose(mt);
+        rc = out_h5_fail(w, "close group", "/summary");
     return rc;
 }
 
@@ -420,11 +210,11 @@ typedef struct {
     double end_s, compute_s, bubble_s, tp_s, pp_s, dp_s, optimizer_s, other_s, dp_busy_s, pp_busy_s;
 } rank_row_t;
 
-#define RC(f, i) {#f, offsetof(rank_row_t, f), i}
-static const h5_col_t rank_cols[] = {
+#define RC(f, i) {#f, offsetof(rank_row_t, f), (i) ? OUT_I32 : OUT_F64}
+static const out_col_t rank_cols[] = {
     RC(rank, 1), RC(stands_for, 1), RC(end_s, 0), RC(compute_s, 0), RC(bubble_s, 0), RC(tp_s, 0),
     RC(pp_s, 0), RC(dp_s, 0), RC(optimizer_s, 0), RC(other_s, 0), RC(dp_busy_s, 0), RC(pp_busy_s, 0)};
-static const h5_table_t rank_table = {rank_cols, sizeof rank_cols / sizeof rank_cols[0], sizeof(rank_row_t)};
+static const out_table_t rank_table = {rank_cols, sizeof rank_cols / sizeof rank_cols[0], sizeof(rank_row_t)};
 
 static void rank_row(const result_t *r, int i, rank_row_t *row)
 {
@@ -437,7 +227,7 @@ static void rank_row(const result_t *r, int i, rank_row_t *row)
     row->dp_busy_s = a->dp_busy * 1e-9, row->pp_busy_s = a->pp_busy * 1e-9;
 }
 
-static int write_ranks(h5w_t *w, const result_t *r)
+static int write_ranks(out_h5_t *w, const result_t *r)
 {
     static const char *const attrs[] = {
         "description",
@@ -449,12 +239,12 @@ static int write_ranks(h5w_t *w, const result_t *r)
         NULL};
     rank_row_t *rows = calloc(r->entities > 0 ? r->entities : 1, sizeof *rows);
     if (!rows) {
-        snprintf(w->err, w->errlen, "%s: out of memory for %d rows of /ranks", w->path, r->entities);
+        snprintf(w->out.err, w->out.errlen, "%s: out of memory for %d rows of /ranks", w->out.path, r->entities);
         return -1;
     }
     for (int i = 0; i < r->entities; i++)
         rank_row(r, i, &rows[i]);
-    int rc = write_table(w, "/ranks", &rank_table, rows, (hsize_t)r->entities, attrs);
+    int rc = out_h5_table(w, w->file, "/ranks", &rank_table, rows, (size_t)r->entities, attrs);
     free(rows);
     return rc;
 }
@@ -465,11 +255,11 @@ typedef struct {
     int32_t iteration;
 } op_row_t;
 
-#define OC(f, i) {#f, offsetof(op_row_t, f), i}
-static const h5_col_t op_cols[] = {OC(rank, 1),      OC(stream, 1),      OC(kind, 1),    OC(mb, 1),
+#define OC(f, i) {#f, offsetof(op_row_t, f), (i) ? OUT_I32 : OUT_F64}
+static const out_col_t op_cols[] = {OC(rank, 1),      OC(stream, 1),      OC(kind, 1),    OC(mb, 1),
                                    OC(chunk, 1),     OC(t_ready_s, 0),   OC(t_start_s, 0), OC(t_end_s, 0),
                                    OC(iteration, 1)};
-static const h5_table_t op_table = {op_cols, sizeof op_cols / sizeof op_cols[0], sizeof(op_row_t)};
+static const out_table_t op_table = {op_cols, sizeof op_cols / sizeof op_cols[0], sizeof(op_row_t)};
 
 /* sop_kind_t order (model/sched.h). */
 
@@ -484,7 +274,7 @@ static const char *join_names(const char *const *names, int n, char *buf, size_t
     return buf;
 }
 
-static int write_timeline(h5w_t *w, const result_t *r)
+static int write_timeline(out_h5_t *w, const result_t *r)
 {
     char streams[256], kinds[256];
     const char *const attrs[] = {
@@ -498,7 +288,7 @@ static int write_timeline(h5w_t *w, const result_t *r)
         NULL};
     op_row_t *rows = calloc(r->ntimeline > 0 ? r->ntimeline : 1, sizeof *rows);
     if (!rows) {
-        snprintf(w->err, w->errlen, "%s: out of memory for %ld rows of /timeline", w->path, r->ntimeline);
+        snprintf(w->out.err, w->out.errlen, "%s: out of memory for %ld rows of /timeline", w->out.path, r->ntimeline);
         return -1;
     }
     for (long i = 0; i < r->ntimeline; i++) {
@@ -506,7 +296,7 @@ static int write_timeline(h5w_t *w, const result_t *r)
         rows[i] = (op_row_t){o->rank, o->stream, o->kind, o->mb, o->chunk,
                              o->t_ready_ns * 1e-9, o->t_start_ns * 1e-9, o->t_end_ns * 1e-9, o->iter};
     }
-    int rc = write_table(w, "/timeline", &op_table, rows, (hsize_t)r->ntimeline, attrs);
+    int rc = out_h5_table(w, w->file, "/timeline", &op_table, rows, (size_t)r->ntimeline, attrs);
     free(rows);
     return rc;
 }
@@ -516,14 +306,14 @@ typedef struct {
     double loss, step_time_s, tokens_per_s, mfu, grad_norm, lr, sm_mhz, power_w, power_capped;
 } iter_row_t;
 
-#define IC(f, i) {#f, offsetof(iter_row_t, f), i}
-static const h5_col_t iter_cols[] = {IC(step, 1),      IC(loss, 0),   IC(step_time_s, 0), IC(tokens_per_s, 0),
+#define IC(f, i) {#f, offsetof(iter_row_t, f), (i) ? OUT_I32 : OUT_F64}
+static const out_col_t iter_cols[] = {IC(step, 1),      IC(loss, 0),   IC(step_time_s, 0), IC(tokens_per_s, 0),
                                      IC(mfu, 0),       IC(grad_norm, 0), IC(lr, 0),       IC(sm_mhz, 0),
                                      IC(power_w, 0),   IC(power_capped, 0)};
-static const h5_table_t iter_table = {iter_cols, sizeof iter_cols / sizeof iter_cols[0], sizeof(iter_row_t)};
+static const out_table_t iter_table = {iter_cols, sizeof iter_cols / sizeof iter_cols[0], sizeof(iter_row_t)};
 
 /* Measured runs only: one row per training step. */
-static int write_iterations(h5w_t *w, const result_t *r)
+static int write_iterations(out_h5_t *w, const result_t *r)
 {
     static const char *const attrs[] = {
         "description",
@@ -536,7 +326,7 @@ static int write_iterations(h5w_t *w, const result_t *r)
         return 0;
     iter_row_t *rows = calloc((size_t)r->niters, sizeof *rows);
     if (!rows) {
-        snprintf(w->err, w->errlen, "%s: out of memory for /iterations", w->path);
+        snprintf(w->out.err, w->out.errlen, "%s: out of memory for /iterations", w->out.path);
         return -1;
     }
     for (int i = 0; i < r->niters; i++) {
@@ -544,29 +334,20 @@ static int write_iterations(h5w_t *w, const result_t *r)
         rows[i] = (iter_row_t){it->step,      it->loss, it->step_time_s, it->tokens_per_s, it->mfu,
                                it->grad_norm, it->lr,   it->sm_mhz,      it->power_w,      it->power_capped};
     }
-    int rc = write_table(w, "/iterations", &iter_table, rows, (hsize_t)r->niters, attrs);
+    int rc = out_h5_table(w, w->file, "/iterations", &iter_table, rows, (size_t)r->niters, attrs);
     free(rows);
     return rc;
 }
 
 int sim_write_h5(const char *path, const job_t *job, const hw_t *hw, const cJSON *sim_config,
-                 const estimate_t *closed_form,
-                 const result_t *r, char *err, int errlen)
+                 const estimate_t *closed_form, const result_t *r, char *err, int errlen)
 {
-    char tmp[4096];
-    if (tmp_name(path, tmp, sizeof tmp, err, errlen) || tmp_probe(tmp, path, err, errlen))
+    out_h5_t w;
+    if (out_h5_create(&w, path, err, errlen))
         return -1;
-    H5E_auto2_t old_fn = NULL;
-    void *old_data = NULL;
-    H5Eget_auto2(H5E_DEFAULT, &old_fn, &old_data);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our message replaces HDF5's error stack */
-    h5w_t w = {path, err, errlen, -1, -1, -1};
-    int rc = h5_open(&w, tmp) || write_root(&w, job, hw, sim_config, r) ||
-             write_summary(&w, job, closed_form, r) || write_ranks(&w, r) || write_timeline(&w, r) ||
-             write_iterations(&w, r);
-    rc = h5_close(&w, rc ? -1 : 0);
-    H5Eset_auto2(H5E_DEFAULT, old_fn, old_data);
-    return tmp_commit(tmp, path, rc, err, errlen);
+    int rc = write_root(&w, job, hw, sim_config, r) || write_summary(&w, job, closed_form, r) ||
+             write_ranks(&w, r) || write_timeline(&w, r) || write_iterations(&w, r);
+    return out_h5_close(&w, rc ? -1 : 0);
 }
 
 /* ---- Chrome trace ---------------------------------------------------- */
@@ -613,9 +394,9 @@ static void assign_lanes(trace_op_t *t, long n)
     }
 }
 
+/* Write errors show in ferror(f), which out_close reports. */
 typedef struct {
     FILE *f;
-    int bad;   /* a write failed */
     int first; /* no event written yet: no comma */
 } trace_w_t;
 
@@ -624,8 +405,8 @@ static void emit(trace_w_t *w, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    if (fputs(w->first ? "\n" : ",\n", w->f) < 0 || vfprintf(w->f, fmt, ap) < 0)
-        w->bad = 1;
+    fputs(w->first ? "\n" : ",\n", w->f);
+    vfprintf(w->f, fmt, ap);
     va_end(ap);
     w->first = 0;
 }
@@ -697,45 +478,21 @@ static void emit_op(trace_w_t *w, const trace_op_t *t)
 static void emit_trace(trace_w_t *w, const trace_op_t *t, long n, const char *config)
 {
     unsigned char named[STREAM_COUNT * TRACE_LANES];
-    if (fputs("{\"traceEvents\": [", w->f) < 0)
-        w->bad = 1;
+    fputs("{\"traceEvents\": [", w->f);
     for (long i = 0; i < n; i++) {
         emit_names(w, &t[i], i ? &t[i - 1] : NULL, named);
         emit_op(w, &t[i]);
     }
-    if (fputs("\n],\n\"displayTimeUnit\": \"ms\"", w->f) < 0)
-        w->bad = 1;
+    fputs("\n],\n\"displayTimeUnit\": \"ms\"", w->f);
     /* The trace format's place for anything else: the configuration. */
-    if (config && fprintf(w->f, ",\n\"otherData\": {\"megasim_version\": \"%s\", \"config\": %s}", MEGASIM_VERSION,
-                          config) < 0)
-        w->bad = 1;
-    if (fputs("}\n", w->f) < 0)
-        w->bad = 1;
-}
-
-static int write_trace_file(const char *tmp, const char *path, const trace_op_t *t, long n, const char *config,
-                            char *err, int len)
-{
-    trace_w_t w = {fopen(tmp, "w"), 0, 1};
-    if (!w.f) {
-        snprintf(err, len, "%s: cannot create %s (%s)", path, tmp, strerror(errno));
-        return -1;
-    }
-    emit_trace(&w, t, n, config);
-    int bad = w.bad || ferror(w.f);
-    if (fclose(w.f) != 0 || bad) {
-        snprintf(err, len, "%s: writing %s failed (%s)", path, tmp, strerror(errno));
-        return -1;
-    }
-    return 0;
+    if (config)
+        fprintf(w->f, ",\n\"otherData\": {\"megasim_version\": \"%s\", \"config\": %s}", MEGASIM_VERSION, config);
+    fputs("}\n", w->f);
 }
 
 int sim_write_trace(const char *path, const job_t *job, const hw_t *hw, const cJSON *sim_config,
                     const result_t *r, char *err, int errlen)
 {
-    char tmp[4096];
-    if (tmp_name(path, tmp, sizeof tmp, err, errlen))
-        return -1;
     long n = r->ntimeline;
     trace_op_t *t = calloc(n > 0 ? n : 1, sizeof *t);
     if (!t) {
@@ -748,11 +505,17 @@ int sim_write_trace(const char *path, const job_t *job, const hw_t *hw, const cJ
     assign_lanes(t, n);
     cJSON *c = job ? config_json(job, hw, sim_config, r) : NULL;
     char *config = c ? cJSON_PrintUnformatted(c) : NULL;
-    int rc = job && !config ? -1 : write_trace_file(tmp, path, t, n, config, err, errlen);
+    out_file_t o;
+    int rc = -1;
     if (job && !config)
         snprintf(err, errlen, "%s: out of memory formatting the configuration", path);
+    else if (out_open(&o, path, "w", err, errlen) == 0) {
+        trace_w_t w = {o.f, 1};
+        emit_trace(&w, t, n, config);
+        rc = out_close(&o, 0);
+    }
     free(config);
     cJSON_Delete(c);
     free(t);
-    return tmp_commit(tmp, path, rc, err, errlen);
+    return rc;
 }

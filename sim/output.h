@@ -4,14 +4,14 @@
  * Chrome-trace JSON of the traced ranks' timelines (Perfetto,
  * chrome://tracing).
  *
- * Files are never half-written: each writer writes PATH.tmp.<pid> and
- * renames it onto PATH; on any failure the temporary file is removed and
- * the function returns -1 with one message naming the path and the step. */
+ * Files are never half-written (sim/out.h): on any failure the function
+ * returns -1 with one message naming the path and the step. */
 #ifndef SIM_OUTPUT_H
 #define SIM_OUTPUT_H
 
 #include "model/estimate.h"
 #include "sim/engine.h"
+#include "sim/out.h"
 
 #include <stddef.h>
 
@@ -53,15 +53,6 @@ struct cJSON *sim_summary_json(const job_t *job, const hw_t *hw, const estimate_
 /* Parses "R[,R...]" (global ranks below limit, no repeats, at most max)
  * into list. "" gives none. 0, or -1 with a message naming flag. */
 int sim_parse_ranks(const char *text, const char *flag, int limit, int max, int *list, int *n, char *err, int len);
-
-/* Checks early (before a long simulation) that PATH can be written: creates
- * and removes its temporary file. 0, or -1 with the system's reason. */
-int sim_output_probe(const char *path, char *err, int errlen);
-
-/* The n (at most 8) outputs of one command (flags[i] names paths[i]; "" or NULL: not
- * asked for): no two name the same file, and each can be written
- * (sim_output_probe). 0, or -1 with one message. */
-int sim_outputs_check(int n, const char *const *flags, const char *const *paths, char *err, int errlen);
 
 /* The result file (sim/SCHEMA.md): root attributes, /summary, /ranks,
  * /timeline. Bit-identical for identical inputs (no timestamps). */

@@ -1,0 +1,331 @@
+/* sim/out.c: temporary-then-rename files and HDF5 attributes and tables
+ * (see out.h). */
+#define _GNU_SOURCE /* realpath's PATH_MAX */
+
+#include "sim/out.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- files ------------------------------------------------------------ */
+
+int out_begin(out_file_t *o, const char *path, char *err, int errlen)
+{
+    memset(o, 0, sizeof *o);
+    o->err = err, o->errlen = errlen;
+    const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
+    if (!dot || (slash && dot < slash) || dot == (slash ? slash + 1 : path))
+        dot = path + strlen(path); /* no extension */
+    if (snprintf(o->path, sizeof o->path, "%s", path) >= (int)sizeof o->path ||
+        snprintf(o->tmp, sizeof o->tmp, "%.*s.tmp.%ld%s", (int)(dot - path), path, (long)getpid(), dot) >=
+            (int)sizeof o->tmp) {
+        snprintf(err, errlen, "%.200s...: the path is too long (at most %d bytes)", path, OUT_PATH_MAX - 1);
+        return -1;
+    }
+    return 0;
+}
+
+int out_open(out_file_t *o, const char *path, const char *mode, char *err, int errlen)
+{
+    if (out_begin(o, path, err, errlen))
+        return -1;
+    o->f = fopen(o->tmp, mode);
+    if (!o->f) {
+        snprintf(err, errlen, "%s: cannot create %s (%s)", path, o->tmp, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Flushes, syncs when durable, and closes the stream; 0 when all succeed. */
+static int close_stream(out_file_t *o)
+{
+    int bad = ferror(o->f) != 0 || fflush(o->f) != 0 || (o->durable && fsync(fileno(o->f)) != 0);
+    bad |= fclose(o->f) != 0;
+    o->f = NULL;
+    return bad ? -1 : 0;
+}
+
+int out_close(out_file_t *o, int rc)
+{
+    if (o->f && close_stream(o) && rc == 0) {
+        snprintf(o->err, o->errlen, "%s: writing %s failed (%s)", o->path, o->tmp, strerror(errno));
+        rc = -1;
+    }
+    if (rc == 0 && rename(o->tmp, o->path) != 0) {
+        snprintf(o->err, o->errlen, "%s: cannot rename %s onto it (%s)", o->path, o->tmp, strerror(errno));
+        rc = -1;
+    }
+    if (rc != 0)
+        remove(o->tmp);
+    return rc;
+}
+
+/* Creates (or truncates) the temporary file with stdio and closes it, so
+ * that a missing folder or a permission problem is named with the system's
+ * reason before another library (HDF5) writes it. */
+static int create_tmp(out_file_t *o, const char *path, char *err, int errlen)
+{
+    if (out_open(o, path, "wb", err, errlen))
+        return -1;
+    fclose(o->f);
+    o->f = NULL;
+    return 0;
+}
+
+int out_write_json(const char *path, const cJSON *j, char *err, int errlen)
+{
+    char *txt = cJSON_Print(j);
+    out_file_t o;
+    int rc = -1;
+    if (!txt)
+        snprintf(err, errlen, "%s: out of memory formatting the JSON", path);
+    else if (out_open(&o, path, "w", err, errlen) == 0)
+        fprintf(o.f, "%s\n", txt), rc = out_close(&o, 0);
+    free(txt);
+    return rc;
+}
+
+int out_probe(const char *path, char *err, int errlen)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "%s is a directory, give a file path (e.g. %s/out.h5)", path, path);
+        return -1;
+    }
+    out_file_t o;
+    if (create_tmp(&o, path, err, errlen))
+        return -1;
+    remove(o.tmp);
+    return 0;
+}
+
+/* PATH with its folder resolved (realpath), so that "x.h5", "./x.h5" and
+ * an absolute spelling compare equal before the file exists. */
+static void resolved(const char *path, char *out, size_t len)
+{
+    char dir[OUT_PATH_MAX], real[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? (slash == path ? "/" : path) : ".");
+    if (realpath(dir, real))
+        snprintf(out, len, "%s/%s", real, slash ? slash + 1 : path);
+    else
+        snprintf(out, len, "%s", path);
+}
+
+static int same_file(const char *a, const char *real_a, const char *b, const char *real_b)
+{
+    struct stat sa, sb;
+    return !strcmp(real_a, real_b) ||
+           (stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino);
+}
+
+int out_check_paths(int n, const char *const *flags, const char *const *paths, char *err, int errlen)
+{
+    static char real[8][OUT_PATH_MAX + PATH_MAX]; /* each asked-for path resolved once */
+    if (n > 8) {
+        snprintf(err, errlen, "out_check_paths: %d outputs, at most 8", n);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!paths[i] || !paths[i][0])
+            continue;
+        resolved(paths[i], real[i], sizeof real[i]);
+        for (int j = 0; j < i; j++)
+            if (paths[j] && paths[j][0] && same_file(paths[i], real[i], paths[j], real[j])) {
+                snprintf(err, errlen, "%s and %s both name %s; allowed: a different file for each output", flags[j],
+                         flags[i], paths[i]);
+                return -1;
+            }
+    }
+    for (int i = 0; i < n; i++)
+        if (paths[i] && paths[i][0] && out_probe(paths[i], err, errlen))
+            return -1;
+    return 0;
+}
+
+/* ---- HDF5 ------------------------------------------------------------- */
+
+int out_h5_fail(out_h5_t *w, const char *what, const char *name)
+{
+    snprintf(w->out.err, w->out.errlen, "%s: HDF5 could not %s %s", w->out.path, what, name);
+    return -1;
+}
+
+int out_h5_create(out_h5_t *w, const char *path, char *err, int errlen)
+{
+    w->file = w->gcpl = w->dcpl = -1;
+    if (create_tmp(&w->out, path, err, errlen))
+        return -1;
+    H5Eget_auto2(H5E_DEFAULT, &w->old_fn, &w->old_data);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our message replaces HDF5's error stack */
+    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+    w->gcpl = H5Pcreate(H5P_GROUP_CREATE), w->dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    int ok = fcpl >= 0 && w->gcpl >= 0 && w->dcpl >= 0 && H5Pset_obj_track_times(fcpl, 0) >= 0 &&
+             H5Pset_obj_track_times(w->gcpl, 0) >= 0 && H5Pset_obj_track_times(w->dcpl, 0) >= 0;
+    if (ok)
+        w->file = H5Fcreate(w->out.tmp, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+    if (fcpl >= 0)
+        H5Pclose(fcpl);
+    int rc = !ok ? out_h5_fail(w, "make property lists for", "the file")
+                 : w->file < 0 ? out_h5_fail(w, "create", w->out.tmp) : 0;
+    return rc ? out_h5_close(w, rc) : 0;
+}
+
+int out_h5_close(out_h5_t *w, int rc)
+{
+    if (w->gcpl >= 0)
+        H5Pclose(w->gcpl);
+    if (w->dcpl >= 0)
+        H5Pclose(w->dcpl);
+    if (w->file >= 0 && H5Fclose(w->file) < 0 && rc == 0)
+        rc = out_h5_fail(w, "close (flush)", "the file");
+    w->file = w->gcpl = w->dcpl = -1;
+    H5Eset_auto2(H5E_DEFAULT, w->old_fn, w->old_data);
+    return out_close(&w->out, rc);
+}
+
+/* A scalar attribute: file type ft, memory type mt, value at buf. */
+static int put_attr(out_h5_t *w, hid_t loc, const char *name, hid_t ft, hid_t mt, const void *buf)
+{
+    hid_t s = H5Screate(H5S_SCALAR), a = -1;
+    int ok = s >= 0 && (a = H5Acreate2(loc, name, ft, s, H5P_DEFAULT, H5P_DEFAULT)) >= 0 && H5Awrite(a, mt, buf) >= 0;
+    if (a >= 0 && H5Aclose(a) < 0)
+        ok = 0;
+    if (s >= 0)
+        H5Sclose(s);
+    return ok ? 0 : out_h5_fail(w, "write attribute", name);
+}
+
+int out_h5_attr_f64(out_h5_t *w, hid_t loc, const char *name, double v)
+{
+    return put_attr(w, loc, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v);
+}
+
+int out_h5_attr_str(out_h5_t *w, hid_t loc, const char *name, const char *v)
+{
+    hid_t t = H5Tcopy(H5T_C_S1);
+    int ok = t >= 0 && H5Tset_size(t, H5T_VARIABLE) >= 0 && H5Tset_cset(t, H5T_CSET_UTF8) >= 0;
+    int rc = ok ? put_attr(w, loc, name, t, t, &v) : out_h5_fail(w, "make a string type for", name);
+    if (t >= 0)
+        H5Tclose(t);
+    return rc;
+}
+
+hid_t out_h5_group(out_h5_t *w, hid_t loc, const char *name)
+{
+    hid_t g = H5Gcreate2(loc, name, H5P_DEFAULT, w->gcpl, H5P_DEFAULT);
+    if (g < 0)
+        out_h5_fail(w, "create group", name);
+    return g;
+}
+
+static size_t col_bytes(int type) { return type == OUT_I32 ? 4 : 8; }
+
+static hid_t col_h5type(int type, int file)
+{
+    if (type == OUT_I32)
+        return file ? H5T_STD_I32LE : H5T_NATIVE_INT32;
+    if (type == OUT_I64)
+        return file ? H5T_STD_I64LE : H5T_NATIVE_INT64;
+    return file ? H5T_IEEE_F64LE : H5T_NATIVE_DOUBLE;
+}
+
+/* In memory: the C struct's layout. In the file: packed, little-endian. */
+static hid_t compound_type(const out_table_t *t, int file)
+{
+    size_t size = 0;
+    for (int i = 0; i < t->ncols; i++)
+        size += col_bytes(t->cols[i].type);
+    hid_t c = H5Tcreate(H5T_COMPOUND, file ? size : t->row_size);
+    for (size_t i = 0, off = 0; c >= 0 && i < (size_t)t->ncols; i++) {
+        const out_col_t *k = &t->cols[i];
+        if (H5Tinsert(c, k->name, file ? off : k->off, col_h5type(k->type, file)) < 0) {
+            H5Tclose(c);
+            return -1;
+        }
+        off += col_bytes(k->type);
+    }
+    return c;
+}
+
+/* A 1-D dataset of n elements of file type ft from memory of type mt. */
+static int write_dataset(out_h5_t *w, hid_t loc, const char *name, hid_t ft, hid_t mt, const void *data, size_t n,
+                         hid_t *d)
+{
+    hsize_t dim = n;
+    hid_t s = H5Screate_simple(1, &dim, NULL);
+    *d = -1;
+    int ok = s >= 0 && (*d = H5Dcreate2(loc, name, ft, s, H5P_DEFAULT, w->dcpl, H5P_DEFAULT)) >= 0 &&
+             (n == 0 || H5Dwrite(*d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0);
+    if (s >= 0)
+        H5Sclose(s);
+    return ok ? 0 : out_h5_fail(w, "write dataset", name);
+}
+
+static int close_dataset(out_h5_t *w, hid_t d, const char *name, int rc)
+{
+    if (d >= 0 && H5Dclose(d) < 0 && !rc)
+        rc = out_h5_fail(w, "close dataset", name);
+    return rc;
+}
+
+int out_h5_table(out_h5_t *w, hid_t loc, const char *name, const out_table_t *t, const void *rows, size_t n,
+                 const char *const *attrs)
+{
+    hid_t mt = compound_type(t, 0), ft = compound_type(t, 1), d = -1;
+    int rc = mt < 0 || ft < 0 ? out_h5_fail(w, "make the row type of", name)
+                              : write_dataset(w, loc, name, ft, mt, rows, n, &d);
+    for (int i = 0; !rc && attrs && attrs[i]; i += 2)
+        rc = out_h5_attr_str(w, d, attrs[i], attrs[i + 1]);
+    rc = close_dataset(w, d, name, rc);
+    if (ft >= 0)
+        H5Tclose(ft);
+    if (mt >= 0)
+        H5Tclose(mt);
+    return rc;
+}
+
+int out_h5_column(out_h5_t *w, hid_t loc, const char *name, const double *v, size_t n)
+{
+    hid_t d;
+    int rc = write_dataset(w, loc, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, v, n, &d);
+    return close_dataset(w, d, name, rc);
+}
+
+char *out_h5_attr_read(hid_t loc, const char *obj, const char *name)
+{
+    if (H5Aexists_by_name(loc, obj, name, H5P_DEFAULT) <= 0)
+        return NULL;
+    hid_t a = H5Aopen_by_name(loc, obj, name, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t ft = a >= 0 ? H5Aget_type(a) : -1, mt = -1;
+    char *out = NULL;
+    if (ft >= 0 && H5Tget_class(ft) == H5T_STRING && (mt = H5Tcopy(ft)) >= 0) {
+        if (H5Tis_variable_str(ft) > 0) {
+            char *s = NULL;
+            if (H5Aread(a, mt, &s) >= 0 && s) {
+                out = strdup(s);
+                H5free_memory(s);
+            }
+        } else {
+            size_t n = H5Tget_size(ft);
+            out = calloc(n + 1, 1);
+            if (out && H5Aread(a, mt, out) < 0) {
+                free(out);
+                out = NULL;
+            }
+        }
+    }
+    if (mt >= 0)
+        H5Tclose(mt);
+    if (ft >= 0)
+        H5Tclose(ft);
+    if (a >= 0)
+        H5Aclose(a);
+    return out;
+}
