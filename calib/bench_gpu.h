@@ -1,9 +1,10 @@
 /* calib/bench_gpu: the GPU device of `megasim calibrate --device gpu`
  * (calib/bench_gpu.c), one GPU per process, held between calib_gpu_init
- * and calib_gpu_free. bench_gpu.c is built into the GPU module
- * (real/gpu_module.h) when CUDA is there; the program calls these through
- * real/gpu_module.c, which reports no GPU, with the reason, when the
- * module cannot be opened. */
+ * and calib_gpu_free. bench_gpu*.c are built into the GPU module
+ * (real/gpu_module.h) when CUDA is there, with calib/bench_gpu_entry.c,
+ * which exports their table; the program calls these through
+ * calib/bench_gpu_loader.c, which reports no GPU, with the reason, when
+ * the module cannot be opened. */
 #ifndef CALIB_BENCH_GPU_H
 #define CALIB_BENCH_GPU_H
 
@@ -33,5 +34,15 @@ void calib_gpu_free(void);
  * the module). */
 extern const calib_device_t calib_gpu_device;
 const calib_device_t *calib_gpu_table(void);
+
+/* The module's table of these entry points (calib/bench_gpu_entry.c),
+ * exported as CALIB_GPU_ENTRY. */
+#define CALIB_GPU_ENTRY "megasim_gpu_calib" /* const calib_gpu_api_t *(void) */
+typedef struct {
+    int (*init)(char *err, size_t len);
+    void (*describe)(calib_gpu_info_t *info);
+    void (*free)(void);
+    const calib_device_t *table;
+} calib_gpu_api_t;
 
 #endif

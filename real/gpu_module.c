@@ -1,11 +1,9 @@
 /* real/gpu_module.c: the program side of the GPU module (see gpu_module.h):
  * opens libmegasim_gpu.so on first use and defines the public GPU entry
- * points of real/rt.h, real/comm.h and calib/bench_gpu.h on top of it. */
+ * points of real/rt.h and real/comm.h on top of it. */
 #define _GNU_SOURCE /* readlink, RTLD_* */
 
 #include "real/gpu_module.h"
-
-#include "calib/bench_gpu.h"
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -17,6 +15,7 @@
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static const gpu_module_api_t *api;
+static void *handle;
 static char load_error[PATH_MAX + 512];
 
 /* $MEGASIM_GPU_MODULE, else GPU_MODULE_FILE beside the program; 0 when
@@ -64,7 +63,7 @@ static void load(void)
         dlclose(h);
         return;
     }
-    api = a; /* kept open for the process's life */
+    api = a, handle = h; /* kept open for the process's life */
 }
 
 const gpu_module_api_t *gpu_module_load(char *why, size_t len)
@@ -73,6 +72,16 @@ const gpu_module_api_t *gpu_module_load(char *why, size_t len)
     if (!api && why && len)
         snprintf(why, len, "%s", load_error);
     return api;
+}
+
+void *gpu_module_symbol(const char *name, char *why, size_t len)
+{
+    if (!gpu_module_load(why, len))
+        return NULL;
+    void *f = dlsym(handle, name);
+    if (!f && why && len)
+        snprintf(why, len, "the GPU module has no entry point %s: rebuild", name);
+    return f;
 }
 
 /* ---- real/rt.h, real/comm.h ------------------------------------------- */
@@ -95,32 +104,4 @@ int comm_nccl_create(comm_t **c, rt_t *rt, int tp, int dp, int pp, char *err, in
     const gpu_module_api_t *a = gpu_module_load(err, (size_t)errlen);
     *c = NULL;
     return a ? a->comm_nccl_create(c, rt, tp, dp, pp, err, errlen) : -1;
-}
-
-/* ---- calib/bench_gpu.h ------------------------------------------------- */
-
-int calib_gpu_init(char *err, size_t len)
-{
-    const gpu_module_api_t *a = gpu_module_load(err, len);
-    return a ? a->calib_gpu_init(err, len) : -1;
-}
-
-void calib_gpu_describe(calib_gpu_info_t *info)
-{
-    const gpu_module_api_t *a = gpu_module_load(NULL, 0);
-    if (a)
-        a->calib_gpu_describe(info);
-}
-
-void calib_gpu_free(void)
-{
-    /* nothing to free when the module was never opened */
-    if (api)
-        api->calib_gpu_free();
-}
-
-const calib_device_t *calib_gpu_table(void)
-{
-    const gpu_module_api_t *a = gpu_module_load(NULL, 0);
-    return a ? a->calib_gpu_table : NULL;
 }
