@@ -12,6 +12,7 @@
 #include "model/cost.h"
 #include "model/estimate.h"
 #include "model/layer.h"
+#include "model/layout.h"
 #include "model/report.h"
 #include "model/workload.h"
 #include "real/ckpt.h"
@@ -204,7 +205,7 @@ static void plan(const run_t *R, size_t p[RT_NPOOLS])
         sched_iter_t it;
         sched_op_t o;
         long n = 0;
-        sched_iter_init(&it, &R->job, R->rank / (R->job.tp * R->job.dp)); /* this rank's stage: comm_groups_init's */
+        sched_iter_init(&it, &R->job, layout_pos(R->rank, R->job.tp, R->job.dp).stage); /* comm_groups_init's */
         while (sched_next(&it, &o))
             n += o.kind == SOP_XFER ? o.nx : 0;
         p[RT_POOL_XFER] = (size_t)(n * layer_p2p_bytes(&R->job) * (R->o.device == DEV_CPU ? 2 : 1) + 65536);

@@ -3,6 +3,7 @@
  * and replay; --verify checks every stage's program against the others. */
 #include "cmd/cli.h"
 #include "model/layer.h"
+#include "model/layout.h"
 #include "model/sched.h"
 
 #include <stddef.h>
@@ -65,10 +66,11 @@ int cmd_schedule(int argc, char **argv)
                job.pp, job.vpp, job.num_microbatches);
         return 0;
     }
-    int stage = so.rank / (job.tp * job.dp);
+    layout_pos_t at = layout_pos(so.rank, job.tp, job.dp);
+    int stage = at.stage;
     printf("# megasim schedule: rank %d = tp %d, dp %d, pp stage %d; %d chunks, %d micro-batches, warm-up %ld, %s p2p\n",
-           so.rank, so.rank % job.tp, so.rank / job.tp % job.dp, stage, job.vpp, job.num_microbatches,
-           sched_warmup(&job, stage), job.pp_comm_overlap ? "decoupled" : "blocking");
+           so.rank, at.tp_i, at.dp_i, stage, job.vpp, job.num_microbatches, sched_warmup(&job, stage),
+           job.pp_comm_overlap ? "decoupled" : "blocking");
     sched_iter_t it;
     sched_op_t o;
     sched_iter_init(&it, &job, stage);

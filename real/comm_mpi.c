@@ -3,6 +3,8 @@
  * return; on other streams they are nonblocking and handed to the
  * runtime's stream lists (rt_cpu.h). */
 #include "real/comm.h"
+
+#include "model/layout.h"
 #include "real/rt_cpu.h"
 
 #include <stdio.h>
@@ -33,7 +35,8 @@ int comm_groups_init(comm_t *c, int tp, int dp, int pp, char *err, int errlen)
         snprintf(err, errlen, "MPI world size %d is not TP %d x DP %d x PP %d = %d", n, tp, dp, pp, tp * dp * pp);
         return -1;
     }
-    c->tp_i = w % tp, c->dp_i = w / tp % dp, c->stage = w / (tp * dp);
+    layout_pos_t at = layout_pos(w, tp, dp);
+    c->tp_i = at.tp_i, c->dp_i = at.dp_i, c->stage = at.stage;
     int emb = pp > 1 && (c->stage == 0 || c->stage == pp - 1);
     int color[GRP_COUNT] = {w / tp, c->tp_i + tp * c->stage, c->tp_i + tp * c->dp_i,
                             emb ? c->tp_i + tp * c->dp_i : MPI_UNDEFINED, 0};

@@ -1,6 +1,8 @@
 /* real/exec.c: plays a rank's op program on the runtime (exec.h). */
 #include "real/exec.h"
 
+#include "model/layout.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,7 +137,7 @@ static long new_rec(exec_t *x, const sched_op_t *o)
 {
     if (x->nrecs == x->caprecs) /* reserve() made room for the whole iteration */
         return -1;
-    int rank = x->comm->tp_i + x->job->tp * (x->comm->dp_i + x->job->dp * x->comm->stage);
+    int rank = layout_rank(x->comm->tp_i, x->comm->dp_i, x->comm->stage, x->job->tp, x->job->dp);
     x->recs[x->nrecs] = (result_op_t){rank, o->stream, o->kind, o->mb, o->chunk, 0, 0, 0, x->iter};
     memset(&x->times[x->nrecs], 0, sizeof x->times[0]);
     return x->nrecs++;

@@ -671,12 +671,14 @@ static int setup(sim_t *S)
     /* A traced rank is recorded by the entity that stands for it: same
      * stage, its replica's class, its TP rank when TP is unfolded. */
     for (int k = 0; k < S->opts->ntrace; k++) {
-        int r = S->opts->trace_ranks[k], d = r / j->tp % j->dp, s = r / (j->tp * j->dp), c = 0;
+        int r = S->opts->trace_ranks[k], c = 0;
+        layout_pos_t at = layout_pos(r, j->tp, j->dp);
+        int d = at.dp_i, s = at.stage;
         while (c < S->classes && S->cls_rep[c] != d && !(S->cls_count[c] > 1 && !replica_dirty(S, d)))
             c++;
         S->trace_ent[k] = -1;
         if (c < S->classes && s < S->p) {
-            S->trace_ent[k] = ent_id(S, c, s, S->E_tp > 1 ? r % j->tp : 0);
+            S->trace_ent[k] = ent_id(S, c, s, S->E_tp > 1 ? at.tp_i : 0);
             S->e[S->trace_ent[k]].traced = 1;
         }
     }

@@ -5,6 +5,7 @@
 #define SIM_ENGINE_INT_H
 
 #include "sim/engine.h"
+#include "model/layout.h"
 #include "sim/heap.h"
 #include "sim/meet.h"
 #include "sim/net.h"
@@ -125,8 +126,7 @@ static inline int ent_id(const sim_t *S, int cls, int stage, int tp_i) { return 
 
 static inline int global_rank(const sim_t *S, const entity_t *e)
 {
-    const job_t *j = S->job;
-    return e->tp_i + j->tp * (S->cls_rep[e->cls] + j->dp * e->stage);
+    return layout_rank(e->tp_i, S->cls_rep[e->cls], e->stage, S->job->tp, S->job->dp);
 }
 
 

@@ -1,0 +1,26 @@
+/* model/layout: where a global rank sits in a job's TP x DP x PP grid, in
+ * Megatron-LM's order (TP fastest, then DP, then PP stages), so that TP
+ * groups share a node and DP traffic stays close:
+ *     rank = tp_i + tp * (dp_i + dp * stage).
+ * The one place that formula is written; the op programs, the simulator's
+ * entities, the real backend's communicators and every report use it. */
+#ifndef MODEL_LAYOUT_H
+#define MODEL_LAYOUT_H
+
+typedef struct {
+    int tp_i;  /* rank in its TP group, 0 .. tp - 1 */
+    int dp_i;  /* its data-parallel replica, 0 .. dp - 1 */
+    int stage; /* its pipeline stage, 0 .. pp - 1 */
+} layout_pos_t;
+
+static inline layout_pos_t layout_pos(int rank, int tp, int dp)
+{
+    return (layout_pos_t){rank % tp, rank / tp % dp, rank / (tp * dp)};
+}
+
+static inline int layout_rank(int tp_i, int dp_i, int stage, int tp, int dp)
+{
+    return tp_i + tp * (dp_i + dp * stage);
+}
+
+#endif
