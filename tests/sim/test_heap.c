@@ -5,7 +5,7 @@
 
 #include "sim/heap.h"
 
-#include "check.h"
+#include "../check.h"
 
 #include <string.h>
 
@@ -37,9 +37,9 @@ static void test_random(void) {
   CHECK(sim_heap_init(&h, 0) == 0, "init");
   for (int i = 0; i < N; i++) it[i].payload = i, sim_heap_node_init(&it[i].node);
   for (int op = 0; op < OPS; op++) {
-    item *x = &it[test_rand(&rng) % N];
-    uint64_t t = test_rand(&rng) % 64;
-    int kind = (int)(test_rand(&rng) % 4);
+    item *x = &it[check_rand(&rng) % N];
+    uint64_t t = check_rand(&rng) % 64;
+    int kind = (int)(check_rand(&rng) % 4);
     if (!sim_heap_queued(&x->node)) {
       CHECK(sim_heap_push(&h, &x->node, t, seq++) == 0, "push");
       kind = 0;
@@ -79,7 +79,7 @@ static void test_ties(void) {
   int order[N];
   for (int i = 0; i < N; i++) order[i] = i;
   for (int i = N - 1; i > 0; i--) {
-    int j = (int)(test_rand(&rng) % (uint64_t)(i + 1)), t = order[i];
+    int j = (int)(check_rand(&rng) % (uint64_t)(i + 1)), t = order[i];
     order[i] = order[j], order[j] = t;
   }
   sim_heap_init(&h, 16);
@@ -90,13 +90,12 @@ static void test_ties(void) {
   int bad = 0;
   for (int i = 0; i < N; i++) bad += sim_heap_pop(&h)->seq != (uint64_t)i;
   printf("ties:");
-  EXPECT_EQ_U64("pops out of seq order (4096 equal t_ns)", 0, bad, "ties break by seq");
+  check_eq("pops out of seq order (4096 equal t_ns)", 0, bad, "ties break by seq");
   sim_heap_free(&h);
 }
 
 int main(int argc, char **argv) {
   const char *which = argc > 1 ? argv[1] : "all";
   if (!strcmp(which, "all") || !strcmp(which, "ref")) test_random(), test_ties();
-  printf("PASS\n");
-  return 0;
+  return check_done("sim_heap");
 }
