@@ -535,7 +535,7 @@ static int check_limit(const search_opts_t *so, const search_space_t *s, const e
     search_eval(s, ev->rows[0].index, &r, &job, NULL);
     workload_t w;
     workload_compute(&job, &w);
-    double floor_b = s->hw.cluster.runtime_reserved_gib * GIB + w.params_total * (job.bf16 ? 2 : 4) / job.num_gpus;
+    double floor_b = s->hw.cluster.runtime_reserved_gib * GIB + w.params_total * job_weight_bytes(&job) / job.num_gpus;
     if (s->mem_limit_bytes >= floor_b)
         return 0;
     snprintf(err, OPT_ERR_LEN,

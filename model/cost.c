@@ -55,7 +55,7 @@ double cost_gemm_s(const hw_t *hw, const job_t *job, double m, double n, double 
     double we = cost_gemm_wave_eff(g->gemm_tile_m, g->gemm_tile_n, g->sm_count, m, n, batch);
     double eff = fmin(1, curve_eval(&g->gemm_eff, flops) * hw->cluster.compute_scale);
     double t_math = flops / (cost_peak_flops(hw, job) * eff * we);
-    double bytes = batch * (m * k + k * n + m * n) * (job->bf16 ? 2 : 4);
+    double bytes = batch * (m * k + k * n + m * n) * job_weight_bytes(job);
     double t_mem = bytes / (g->hbm_gbps * 1e9 * curve_eval(&g->mem_eff, bytes));
     return fmax(t_math, t_mem) + g->kernel_gap_us * US;
 }

@@ -86,7 +86,7 @@ static double tp_coll_s(const hw_t *hw, const job_t *j, coll_t kind, double byte
 
 static void embedding_extra(const hw_t *hw, const job_t *j, double *fwd, double *bwd)
 {
-    double T = (double)j->seq_length * j->micro_batch_size, h = j->hidden_size, wb = j->bf16 ? 2 : 4;
+    double T = (double)j->seq_length * j->micro_batch_size, h = j->hidden_size, wb = job_weight_bytes(j);
     double Tl = j->sequence_parallel ? T / j->tp : T;
     *fwd = cost_elem_s(hw, T * h * wb * 3);      /* gather rows, add positions */
     *bwd = cost_elem_s(hw, T * h * (wb + 4) * 2); /* scatter-add into fp32 grads */
@@ -108,7 +108,7 @@ static void embedding_extra(const hw_t *hw, const job_t *j, double *fwd, double 
 static void output_extra(const hw_t *hw, const job_t *j, double *fwd, double *bwd)
 {
     double T = (double)j->seq_length * j->micro_batch_size, h = j->hidden_size;
-    double wb = j->bf16 ? 2 : 4, Vt = (double)j->padded_vocab_size / j->tp;
+    double wb = job_weight_bytes(j), Vt = (double)j->padded_vocab_size / j->tp;
     *fwd = cost_gemm_s(hw, j, T, Vt, h, 1) + cost_elem_s(hw, T * Vt * (wb + 4));
     *bwd = cost_gemm_s(hw, j, T, h, Vt, 1) + cost_gemm_s(hw, j, h, Vt, T, 1) + cost_gemm_acc_s(hw, h, Vt, 1) +
            cost_elem_s(hw, T * Vt * (4 + wb));

@@ -79,7 +79,7 @@ static void phase_delay(double piece_s, int pieces, double window_s, double stal
 static void dp_times(const hw_t *hw, const job_t *j, stage_times_t *st)
 {
     double P = fmax(workload_stage_params_local(j, 0), workload_stage_params_local(j, j->pp - 1));
-    double wb = j->bf16 ? 2 : 4, gb = j->grads_fp32 ? 4 : wb;
+    double wb = job_weight_bytes(j), gb = job_grad_bytes(j);
     group_layout_t dp = cost_group_layout(j, hw, GROUP_DP);
     st->dp_pieces = workload_dp_pieces(j, workload_stage_params_local(j, 0));
     double red = j->overlap_grad_reduce ? P / st->dp_pieces : P;
@@ -241,7 +241,7 @@ void estimate_job(const job_t *j, const hw_t *hw, estimate_t *e)
     /* Tied embedding gradients summed between first and last stage. */
     group_layout_t emb = cost_group_layout(j, hw, GROUP_EMB);
     double emb_s = p > 1 && !j->untie_embeddings ? cost_coll_s(hw, COLL_ALLREDUCE, (double)j->padded_vocab_size * j->hidden_size /
-                                                                j->tp * (j->grads_fp32 ? 4 : 2), &emb)
+                                                                j->tp * job_grad_bytes(j), &emb)
                          : 0;
     br->other_s = emb_s + (j->async_data_loader ? 0 : hw->cluster.host_stall_s) + hw->cluster.iteration_overhead_s;
     e->iteration_s = br->compute_s + br->bubble_s + br->exposed_tp_comm_s + br->exposed_pp_comm_s +

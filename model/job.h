@@ -75,6 +75,13 @@ typedef struct {
 
 extern const opt_table job_opts;
 
+/* Bytes per element of the job's datatypes, the one place they are
+ * decided: weights and activations (bf16 2, fp32 4) and gradients as
+ * reduced and stored (fp32 with --accumulate-allreduce-grads-in-fp32, else
+ * the weights' type: never narrower than the weights). */
+static inline double job_weight_bytes(const job_t *j) { return j->bf16 ? 2 : 4; }
+static inline double job_grad_bytes(const job_t *j) { return j->grads_fp32 ? 4 : job_weight_bytes(j); }
+
 /* Whether a job file or flag set the option NAME (flag spelling), as
  * opposed to its default or the preset's bundle. */
 int job_given(const job_t *job, const char *name);

@@ -263,7 +263,7 @@ static void backward(builder_t *b)
 
 int layer_ops(const job_t *job, pass_t pass, op_t *ops)
 {
-    builder_t b = {job, ops, 0, (double)job->seq_length * job->micro_batch_size, 0, job->bf16 ? 2 : 4};
+    builder_t b = {job, ops, 0, (double)job->seq_length * job->micro_batch_size, 0, job_weight_bytes(job)};
     b.Tl = job->sequence_parallel ? b.T / job->tp : b.T;
     memset(ops, 0, sizeof(op_t) * LAYER_MAX_OPS);
     if (pass == PASS_FWD)
@@ -279,6 +279,6 @@ int layer_ops(const job_t *job, pass_t pass, op_t *ops)
 
 double layer_p2p_bytes(const job_t *job)
 {
-    double full = (double)job->seq_length * job->micro_batch_size * job->hidden_size * (job->bf16 ? 2 : 4);
+    double full = (double)job->seq_length * job->micro_batch_size * job->hidden_size * job_weight_bytes(job);
     return full / job->tp;
 }

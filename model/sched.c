@@ -125,7 +125,7 @@ static void dp_op(sched_iter_t *it, int kind, int stream, int piece, int parts, 
     const job_t *j = it->job;
     double P = workload_stage_params_local(j, it->stage);
     int pieces = piece < 0 && parts == 1 ? 1 : dp_pieces(j);
-    double per = kind == SOP_DP_GATHER ? (j->bf16 ? 2 : 4) : (j->grads_fp32 ? 4 : (j->bf16 ? 2 : 4));
+    double per = kind == SOP_DP_GATHER ? job_weight_bytes(j) : job_grad_bytes(j);
     sched_op_t *o = emit(it, kind, stream);
     o->chunk = piece, o->parts = parts, o->bytes = P / pieces * per;
     o->wait[0] = wait, o->wait_for[0] = wait_for;
@@ -250,7 +250,7 @@ static void epilogue(sched_iter_t *it)
     }
     if (j->pp > 1 && !j->untie_embeddings && (is_first(it) || is_last(it))) {
         sched_op_t *o = emit(it, SOP_EMB_SYNC, STREAM_COMPUTE);
-        o->bytes = (double)j->padded_vocab_size * j->hidden_size / j->tp * (j->grads_fp32 ? 4 : 2);
+        o->bytes = (double)j->padded_vocab_size * j->hidden_size / j->tp * job_grad_bytes(j);
     }
     sched_op_t *o = emit(it, SOP_OPTIM, STREAM_COMPUTE);
     o->bytes = workload_stage_params_local(j, it->stage) / (j->zero_stage >= 1 ? j->dp : 1);

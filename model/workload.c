@@ -108,7 +108,7 @@ double workload_layer_activation_bytes(const job_t *j)
     double h = j->hidden_size, f = j->ffn_hidden_size, t = j->tp;
     double a = j->num_attention_heads, s = j->seq_length, kvl = kv_local_dim(j);
     double sp = j->sequence_parallel ? t : 1;
-    double e = j->bf16 ? 2 : 4; /* bytes per stored activation element (bf16, or fp32 without --bf16) */
+    double e = job_weight_bytes(j); /* bytes per stored activation element */
     if (j->recompute == RECOMPUTE_FULL)
         return T * e * h / sp; /* only the layer input is kept */
     /* Bytes per token (Korthikanti et al. 2022, section 4, in bf16: e = 2):
@@ -132,7 +132,7 @@ double workload_layer_activation_bytes(const job_t *j)
 double workload_layer_working_bytes(const job_t *j)
 {
     double N = (double)j->seq_length * j->micro_batch_size, t = j->tp, C = j->hidden_size;
-    double e = j->bf16 ? 2 : 4;
+    double e = job_weight_bytes(j);
     double Nl = j->sequence_parallel ? N / t : N; /* rows of a replicated (LayerNorm-side) tensor */
     double q = C / t, qkv = q + 2 * kv_local_dim(j), Ft = j->ffn_hidden_size / t, Fw = workload_fc1_width(j) / t;
     double dz = j->hidden_dropout > 0 ? Nl * C : 0; /* a residual branch's gradient through its mask */
@@ -182,7 +182,7 @@ double workload_inflight_chunks(const job_t *j, int stage)
 static void stage_memory(const job_t *j, const hw_t *hw, int stage, memory_t *m)
 {
     double P = workload_stage_params_local(j, stage);
-    double wb = j->bf16 ? 2 : 4, gb = j->grads_fp32 ? 4 : wb, dp = j->dp;
+    double wb = job_weight_bytes(j), gb = job_grad_bytes(j), dp = j->dp;
     double T = (double)j->seq_length * j->micro_batch_size;
     double h = j->hidden_size, t = j->tp;
     double piece = P / workload_dp_pieces(j, P);
