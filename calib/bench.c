@@ -138,6 +138,14 @@ float *calib_rand_floats(size_t n, unsigned seed)
     return p;
 }
 
+/* FLOPs of one unfused attention call as the model counts them
+ * (model/layer.c attention_core): the GEMMs over all T x T pairs (the mask
+ * saves no work), 2 of 2 T^2 HS per head forward (QK^T, PV), 4 backward. */
+static double calib_attn_unfused_flops(int B, int T, int NH, int HS, int bwd)
+{
+    return 4.0 * B * NH * (double)T * T * HS * (bwd ? 2 : 1);
+}
+
 /* ---- tables: one layout for both devices (calib.h) ------------------------ */
 
 void calib_gemm_table(calib_table_t *t)
@@ -239,11 +247,6 @@ double calib_attn_flops(int B, int T, int NH, int HS, int window, int bwd)
     return 4.0 * B * NH * HS * keys * (bwd ? 2.5 : 1);
 }
 
-double calib_attn_unfused_flops(int B, int T, int NH, int HS, int bwd)
-{
-    return 4.0 * B * NH * (double)T * T * HS * (bwd ? 2 : 1);
-}
-
 double calib_mem_bytes(int kind, long n, int act_bytes, int row)
 {
     const double per_elem[CALIB_MEM_KINDS] = {2.0 * act_bytes, 4.0 * act_bytes, 2.0 * act_bytes, 28,
@@ -310,7 +313,7 @@ static void linear_point(const calib_plan_t *p, calib_table_t *t, int N, int C, 
  * (kern_matmul_fwd_ref, kern_matmul_bwd_ref); the same for the job named
  * on the command line, if any (calib_job_layers); then square forward
  * GEMMs on a log grid (tp = 0 in the table). */
-void calib_bench_gemm(const calib_plan_t *p, calib_table_t *t)
+static void calib_bench_gemm(const calib_plan_t *p, calib_table_t *t)
 {
     calib_gemm_table(t);
     int h = p->level == CALIB_TINY ? 256 : 768; /* GPT-2 small: h 768 */
@@ -385,7 +388,7 @@ static void attn_point(const calib_plan_t *p, calib_table_t *t, int unfused, int
  * size (the same width), GQA (a quarter of the KV heads), and at the top
  * a sliding window of a quarter of it. Unfused: the same sequences at nh
  * heads of 64. */
-void calib_bench_attention(const calib_plan_t *p, calib_table_t *t, calib_table_t *unfused)
+static void calib_bench_attention(const calib_plan_t *p, calib_table_t *t, calib_table_t *unfused)
 {
     calib_attn_table(t);
     calib_attn_unfused_table(unfused);
@@ -405,9 +408,6 @@ void calib_bench_attention(const calib_plan_t *p, calib_table_t *t, calib_table_
 }
 
 /* ---- memory-bound kernels ------------------------------------------------ */
-
-const char *const calib_mem_kernels[CALIB_MEM_KINDS] = {"copy", "layernorm_fwd", "bias_gelu_fwd", "adamw",
-                                                        "dropout_fwd", "layernorm_dropout_fwd"};
 
 #define LN_C 768 /* row width of the LayerNorm and bias+GeLU samples (GPT-2 small) */
 
@@ -497,7 +497,7 @@ double calib_llc_bytes(void)
  * twice the last-level cache there and goes on from it by x2 up to
  * max(top, 8 x LLC): at least three DRAM-resident sizes, which the
  * memory-bandwidth fit (calib/profile.c) takes. */
-void calib_bench_memory(const calib_plan_t *p, calib_table_t *t)
+static void calib_bench_memory(const calib_plan_t *p, calib_table_t *t)
 {
     calib_mem_table(t);
     double top = p->level == CALIB_FULL ? 1 << 30 : p->level == CALIB_QUICK ? 1 << 27 : 1 << 23;

@@ -128,8 +128,7 @@ void calib_linear_dims(int N, int C, int OC, int pass, int *m, int *n, int *k);
 void calib_linear_pass_ref(int pass, float *y, float *dx, float *dw, const float *x, const float *w, int N, int C,
                            int OC);
 void calib_mem_row(calib_table_t *t, int kind, double bytes, double elems, const calib_stat_t *s);
-#define CALIB_MEM_KINDS 6
-extern const char *const calib_mem_kernels[CALIB_MEM_KINDS];
+#define CALIB_MEM_KINDS 6 /* copy, layernorm_fwd, bias_gelu_fwd, adamw, dropout_fwd, layernorm_dropout_fwd */
 
 /* FLOPs of one flash attention call as the cost model counts them
  * (model/cost.c op_flops): 4 HS per visible key per query and head over
@@ -137,10 +136,6 @@ extern const char *const calib_mem_kernels[CALIB_MEM_KINDS];
  * without a window); x 2.5 for the backward (FlashAttention-2's five
  * matmuls). GQA does not change it: every query head does the same work. */
 double calib_attn_flops(int B, int T, int NH, int HS, int window, int bwd);
-/* FLOPs of one unfused attention call as the model counts them
- * (model/layer.c attention_core): the GEMMs over all T x T pairs (the mask
- * saves no work), 2 of 2 T^2 HS per head forward (QK^T, PV), 4 backward. */
-double calib_attn_unfused_flops(int B, int T, int NH, int HS, int bwd);
 
 /* Bytes one memory-bound call over n elements moves, activations of
  * act_bytes each (4 on the CPU, bf16 2 on the GPU), rows of `row`
@@ -244,12 +239,6 @@ typedef struct {
 } calib_device_t;
 
 extern const calib_device_t calib_cpu_device; /* bench.c, bench_mpi.c */
-
-/* CPU benchmarks (the reference kernels, one process; collectives over
- * MPI_COMM_WORLD). */
-void calib_bench_gemm(const calib_plan_t *p, calib_table_t *t);
-void calib_bench_attention(const calib_plan_t *p, calib_table_t *t, calib_table_t *unfused);
-void calib_bench_memory(const calib_plan_t *p, calib_table_t *t);
 
 /* The largest data or unified cache of cpu0 in bytes (sysfs), or
  * CALIB_LLC_DEFAULT_BYTES when the system does not say: copies of at least

@@ -126,7 +126,9 @@ calib_satfit_t calib_fit_saturating(const double *x, const double *y, int n, dou
     return fit_saturating(x, y, n, 0, resid);
 }
 
-calib_satfit_t calib_fit_saturating_rel(const double *x, const double *y, int n, double *resid)
+/* The same, least squares on the relative error (y > 0): each sample
+ * weighs alike however small, as a kernel's predicted time does. */
+static calib_satfit_t calib_fit_saturating_rel(const double *x, const double *y, int n, double *resid)
 {
     return fit_saturating(x, y, n, 1, resid);
 }

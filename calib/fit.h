@@ -36,9 +36,6 @@ typedef struct {
 /* Fits y = e_max x / (x + x_half) to n samples (x > 0). resid (may be
  * NULL) receives y - fit for each sample. */
 calib_satfit_t calib_fit_saturating(const double *x, const double *y, int n, double *resid);
-/* The same, least squares on the relative error (y > 0): each sample
- * weighs alike however small, as a kernel's predicted time does. */
-calib_satfit_t calib_fit_saturating_rel(const double *x, const double *y, int n, double *resid);
 double calib_saturating_eval(const calib_satfit_t *f, double x);
 
 #define CALIB_MAX_TILES 8

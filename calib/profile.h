@@ -31,7 +31,7 @@ typedef struct {
 
 #define CALIB_MAX_FITS 32
 
-/* The memory-bound kinds after the copy (calib_mem_kernels: LayerNorm,
+/* The memory-bound kinds after the copy (calib.h CALIB_MEM_KINDS: LayerNorm,
  * bias+GeLU, AdamW, dropout), each with a math-rate fit of this name;
  * the CPU fits the first three, both devices the dropout's draws (the time
  * LayerNorm with dropout takes beyond LayerNorm). */

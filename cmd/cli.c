@@ -15,7 +15,7 @@ int cli_fail(const char *cmd, const char *msg)
     return 2;
 }
 
-void cli_print_help(FILE *f, const cli_cmd_t *c)
+static void cli_print_help(FILE *f, const cli_cmd_t *c)
 {
     fprintf(f, "usage: megasim %s %s\n\n%s\n", c->name, c->usage, c->summary);
     if (c->extra) {

@@ -24,7 +24,6 @@ extern const int cli_ncmds;
 /* Prints "megasim CMD: error: MSG" and returns 2 (the bad-input status). */
 int cli_fail(const char *cmd, const char *msg);
 
-void cli_print_help(FILE *f, const cli_cmd_t *c);
 
 /* With --help or -h anywhere in argv, prints the help of argv[0]'s
  * subcommand and returns 1 (so help works even beside bad flags). */

@@ -79,7 +79,13 @@ static int is_hdf5(const char *path)
     return n == 8 && !memcmp(sig, "\x89HDF\r\n\x1a\n", 8);
 }
 
-int replay_read_config(const char *path, cJSON **config, char *origin, size_t origin_size, char *err)
+/* The configuration recorded in `path`: an HDF5 result file's root
+ * attribute config_json (kind simulation or measurement: one job), or a
+ * JSON output's "config" (predict/simulate --json) or "otherData.config"
+ * (a Chrome trace). It must hold "job" and "hardware" objects. *origin
+ * gets how to name it in messages ("RUN.h5: config_json"). 0, or -1 with
+ * one message in err. */
+static int replay_read_config(const char *path, cJSON **config, char *origin, size_t origin_size, char *err)
 {
     *config = NULL;
     int h5 = is_hdf5(path);

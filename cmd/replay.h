@@ -14,13 +14,6 @@
 
 struct cJSON;
 
-/* The configuration recorded in `path`: an HDF5 result file's root
- * attribute config_json (kind simulation or measurement: one job), or a
- * JSON output's "config" (predict/simulate --json) or "otherData.config"
- * (a Chrome trace). It must hold "job" and "hardware" objects. *origin
- * gets how to name it in messages ("RUN.h5: config_json"). 0, or -1 with
- * one message in err. */
-int replay_read_config(const char *path, struct cJSON **config, char *origin, size_t origin_size, char *err);
 
 /* The hardware profile recorded in a configuration: every field of its
  * "gpu" and "cluster" sections (a field added since takes its default),

@@ -55,16 +55,9 @@ int kern_clock_open(kern_clock *k, int device) {
   return 1;
 }
 
-int kern_clock_add(const kern_clock *k, kern_clock_sums *s) {
-  unsigned mhz;
-  double w;
-  unsigned long long bits;
-  if (kern_clock_read(k, &mhz, &w, &bits) != 0) return -1;
-  s->mhz_sum += mhz, s->watts_sum += w, s->reads++, s->capped += (bits & KERN_CLOCK_POWER_CAP) != 0;
-  return 0;
-}
-
-int kern_clock_read(const kern_clock *k, unsigned *sm_mhz, double *power_w, unsigned long long *reasons) {
+/* 0 and the SM clock (MHz), power (W) and reason bits (0 where the driver
+ * has no such query); non-zero when not available. */
+static int kern_clock_read(const kern_clock *k, unsigned *sm_mhz, double *power_w, unsigned long long *reasons) {
   unsigned mhz = 0, mw = 0;
   unsigned long long bits = 0;
   if (!k->dev || k->clock(k->dev, 1 /* NVML_CLOCK_SM */, &mhz) != 0 || k->power(k->dev, &mw) != 0) return -1;
@@ -74,3 +67,13 @@ int kern_clock_read(const kern_clock *k, unsigned *sm_mhz, double *power_w, unsi
   if (reasons) *reasons = bits;
   return 0;
 }
+
+int kern_clock_add(const kern_clock *k, kern_clock_sums *s) {
+  unsigned mhz;
+  double w;
+  unsigned long long bits;
+  if (kern_clock_read(k, &mhz, &w, &bits) != 0) return -1;
+  s->mhz_sum += mhz, s->watts_sum += w, s->reads++, s->capped += (bits & KERN_CLOCK_POWER_CAP) != 0;
+  return 0;
+}
+

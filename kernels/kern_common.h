@@ -103,9 +103,6 @@ typedef struct kern_clock {
 
 /* 1 when NVML answers for CUDA device `device`, else 0 (k->dev NULL). */
 int kern_clock_open(kern_clock *k, int device);
-/* 0 and the SM clock (MHz), power (W) and reason bits (0 where the driver
- * has no such query); non-zero when not available. */
-int kern_clock_read(const kern_clock *k, unsigned *sm_mhz, double *power_w, unsigned long long *reasons);
 /* One read added to *s: 0, or non-zero (nothing added) when not available. */
 int kern_clock_add(const kern_clock *k, kern_clock_sums *s);
 

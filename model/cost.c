@@ -176,7 +176,9 @@ double cost_attn_s(const hw_t *hw, const op_t *op)
            cost_attn_dkv_sum_s(hw, op);
 }
 
-double cost_draws_s(const hw_t *hw, double draws)
+/* Time of `draws` dropout mask draws of an elementwise kernel at the
+ * profile's dropout_gdraws (0 when it is 0: not charged). */
+static double cost_draws_s(const hw_t *hw, double draws)
 {
     return draws > 0 && hw->gpu.dropout_gdraws > 0 ? draws / (hw->gpu.dropout_gdraws * 1e9) : 0;
 }

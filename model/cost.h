@@ -84,9 +84,6 @@ double cost_attn_s(const hw_t *hw, const op_t *op);
  * (attn_block_k 1: the reference kernels add into dK, dV in place). */
 double cost_attn_dkv_sum_s(const hw_t *hw, const op_t *op);
 double cost_elem_s(const hw_t *hw, double bytes);
-/* Time of `draws` dropout mask draws of an elementwise kernel at the
- * profile's dropout_gdraws (0 when it is 0: not charged). */
-double cost_draws_s(const hw_t *hw, double draws);
 /* A memory-bound kernel that also computes: the longer of its bytes at
  * mem_eff and its elements at the math rate (billions per second). */
 double cost_elem_math_s(const hw_t *hw, double bytes, double elems, double gelems_per_s);

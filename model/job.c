@@ -173,7 +173,10 @@ static int ignored_index(const char *name)
     return -1;
 }
 
-int job_is_ignored_megatron_flag(const char *name, int *takes_value)
+/* Megatron-LM flags that do not change performance (learning rate, paths,
+ * logging...). They are accepted and ignored so a user can paste a launch
+ * line; each entry says whether the flag takes a value. */
+static int job_is_ignored_megatron_flag(const char *name, int *takes_value)
 {
     int i = ignored_index(name);
     if (i >= 0)
@@ -238,15 +241,6 @@ static int set_preset(job_t *job, const cJSON *p, const char *text, const char *
     return 0;
 }
 
-int job_apply_json(job_t *job, const cJSON *o, const char *path, char *err)
-{
-    const cJSON *p = cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, "preset") : NULL;
-    char origin[300];
-    snprintf(origin, sizeof origin, "%s: preset", path);
-    if (p && set_preset(job, p, NULL, origin, err))
-        return -1;
-    return opts_apply_json(&job_opts, job, o, path, doc_keys, NULL, err);
-}
 
 /* Splits "--name=value" or "--name value"; returns the value or NULL. */
 static const char *flag_value(int argc, char **argv, int *i, const char *eq)

@@ -89,10 +89,6 @@ int job_given(const job_t *job, const char *name);
 /* At most this many DP buckets per stage (--ddp-bucket-size). */
 #define JOB_MAX_DP_BUCKETS 4096
 
-/* Megatron-LM flags that do not change performance (learning rate, paths,
- * logging...). They are accepted and ignored so a user can paste a launch
- * line; each entry says whether the flag takes a value. */
-int job_is_ignored_megatron_flag(const char *name, int *takes_value);
 
 /* Fills *job from defaults, the preset, the files given as positional
  * arguments or --config, then the flags. Positional .json arguments are
@@ -118,10 +114,6 @@ typedef struct {
 int job_parse_over(job_t *job, const job_base_t *base, int argc, char **argv, const opt_table *extra,
                    void *extra_obj, char *err);
 
-/* Applies one JSON object (an experiment file's contents) over *job:
- * "preset" first, then the other fields. Keys "paper", "description",
- * "name" and "comment" are ignored (they document the experiment). */
-int job_apply_json(job_t *job, const struct cJSON *o, const char *path, char *err);
 
 /* Checks every cross-field rule and fills the derived fields. Needs the
  * cluster's GPUs per node for the node-count rule. */

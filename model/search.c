@@ -133,7 +133,8 @@ void search_plan_at(const search_space_t *s, long long i, search_plan_t *p)
                          .ovl = s->ovl[ov]};
 }
 
-void search_plan_job(const search_space_t *s, const search_plan_t *p, job_t *j)
+/* The base job with plan p applied, not finalized. */
+static void search_plan_job(const search_space_t *s, const search_plan_t *p, job_t *j)
 {
     *j = s->base;
     j->global_batch_size = p->batch, j->tp = p->tp, j->sequence_parallel = p->sp;

@@ -80,8 +80,6 @@ int search_space_init(search_space_t *s, const job_t *base, const hw_t *hw, cons
 
 void search_plan_at(const search_space_t *s, long long index, search_plan_t *p);
 
-/* The base job with plan p applied, not finalized. */
-void search_plan_job(const search_space_t *s, const search_plan_t *p, job_t *job);
 
 /* Checks the rules and memory, then runs the closed form when the plan fits.
  * On SEARCH_OK (or SEARCH_REJ_MEMORY) *job is finalized and *e filled when

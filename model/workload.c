@@ -129,7 +129,11 @@ double workload_layer_activation_bytes(const job_t *j)
     return T * (repl / sp + split + core);
 }
 
-double workload_layer_working_bytes(const job_t *j)
+/* Bytes one layer holds beside its saved activations while it runs, for
+ * one micro-batch on one GPU: the larger of its forward's intermediates
+ * and its backward's gradients of them (TP's gathered copies excluded:
+ * they are communication buffers). */
+static double workload_layer_working_bytes(const job_t *j)
 {
     double N = (double)j->seq_length * j->micro_batch_size, t = j->tp, C = j->hidden_size;
     double e = job_weight_bytes(j);

@@ -35,11 +35,6 @@ double workload_stage_params_local(const job_t *job, int stage);
 /* Activation bytes of one layer for one micro-batch on one GPU. */
 double workload_layer_activation_bytes(const job_t *job);
 
-/* Bytes one layer holds beside its saved activations while it runs, for
- * one micro-batch on one GPU: the larger of its forward's intermediates
- * and its backward's gradients of them (TP's gathered copies excluded:
- * they are communication buffers). */
-double workload_layer_working_bytes(const job_t *job);
 
 /* Chunk-micro-batches whose activations stage `stage` holds at its peak. */
 double workload_inflight_chunks(const job_t *job, int stage);

@@ -340,7 +340,11 @@ static int run_emb_sync(exec_t *x)
 
 /* ---- optimizer --------------------------------------------------------------------------- */
 
-double exec_lr(const exec_hparams_t *hp, long step)
+/* The learning rate of optimizer step `step` (1-based), as Megatron-LM's
+ * OptimizerParamScheduler gives it: linear warm-up to lr over the first
+ * warmup_iters steps (step / warmup_iters of it), then constant, or a
+ * linear or cosine decay to min_lr at decay_iters, min_lr after. */
+static double exec_lr(const exec_hparams_t *hp, long step)
 {
     double max = hp->lr, min = hp->min_lr;
     long W = hp->warmup_iters, D = hp->decay_iters;

@@ -30,11 +30,6 @@ typedef struct {
     float min_lr;
 } exec_hparams_t;
 
-/* The learning rate of optimizer step `step` (1-based), as Megatron-LM's
- * OptimizerParamScheduler gives it: linear warm-up to lr over the first
- * warmup_iters steps (step / warmup_iters of it), then constant, or a
- * linear or cosine decay to min_lr at decay_iters, min_lr after. */
-double exec_lr(const exec_hparams_t *hp, long step);
 
 typedef struct {
     void *buf[4096];

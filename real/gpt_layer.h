@@ -84,6 +84,5 @@ int gpt_hidden_drop(gpt_t *m, long long sample0, int layer, int kind, long rows,
                     uint8_t **mask, const kern_dropout **dp);
 float gpt_hidden_scale(const gpt_t *m);
 long gpt_row0_local(const gpt_t *m);
-int gpt_copy_act(gpt_t *m, void *dst, const void *src, long elems);
 
 #endif

@@ -66,7 +66,10 @@ static void load(void)
     api = a, handle = h; /* kept open for the process's life */
 }
 
-const gpu_module_api_t *gpu_module_load(char *why, size_t len)
+/* The module's table, opened once (thread-safe); NULL with the reason in
+ * why when there is none. The path is $MEGASIM_GPU_MODULE when set, else
+ * GPU_MODULE_FILE in the program's own folder. */
+static const gpu_module_api_t *gpu_module_load(char *why, size_t len)
 {
     pthread_once(&once, load);
     if (!api && why && len)

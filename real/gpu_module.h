@@ -35,10 +35,6 @@ typedef struct {
     int (*comm_nccl_create)(comm_t **c, rt_t *rt, int tp, int dp, int pp, char *err, int errlen);
 } gpu_module_api_t;
 
-/* The module's table, opened once (thread-safe); NULL with the reason in
- * why when there is none. The path is $MEGASIM_GPU_MODULE when set, else
- * GPU_MODULE_FILE in the program's own folder. */
-const gpu_module_api_t *gpu_module_load(char *why, size_t len);
 
 /* Another entry point the module exports (a function returning the table
  * of a layer above real/), looked up once the module is open and its ABI

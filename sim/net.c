@@ -230,7 +230,6 @@ static int tor_of(const sim_net *n, int node, int rail) {
 int sim_net_gpus(const sim_net *net) { return net->gpus; }
 int sim_net_link_count(const sim_net *net) { return net->nlinks; }
 uint64_t sim_net_now(const sim_net *net) { return net->now_ns; }
-int sim_net_active_flows(const sim_net *net) { return net->nactive; }
 
 int sim_net_gpu_loc(const sim_net *n, int g, sim_net_loc *o) {
   if (g < 0 || g >= n->gpus) return -1;

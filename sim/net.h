@@ -190,8 +190,6 @@ typedef struct sim_net_done {
  * The flow's id becomes free for reuse. */
 int sim_net_pop_done(sim_net *net, sim_net_done *out);
 
-/* Active flows (started, not yet drained). */
-int sim_net_active_flows(const sim_net *net);
 
 typedef enum { SIM_NET_FLOW_ACTIVE = 1, SIM_NET_FLOW_DRAINED = 2, SIM_NET_FLOW_DONE = 3 } sim_net_flow_state;
 
