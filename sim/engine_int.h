@@ -134,6 +134,12 @@ static inline int global_rank(const sim_t *S, const entity_t *e)
 int eng_ev_at(sim_t *S, int64_t t, int type, int ent, int stream, int slot, uint64_t key);
 int eng_xfer_event(sim_t *S, int64_t t, const int ent[2], const int st[2], const int sl[2]);
 
+/* engine_setup.c */
+int eng_setup(sim_t *S);            /* 0, -1 out of memory, -2 the network model refused (err) */
+int eng_collect(const sim_t *S, result_t *r, char *err, int len);
+void eng_teardown(sim_t *S);
+int eng_unfolded_too_big(const job_t *job, char *err, int len); /* 1 with a message: refuse */
+
 /* engine_net.c: the flows mode */
 int eng_net_setup(sim_t *S);
 int eng_net_xfer(sim_t *S, const int ent[2], const int st[2], const int sl[2], int src_gpu, int dst_gpu,
