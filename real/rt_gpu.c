@@ -21,90 +21,13 @@
  * is never shared by two GEMMs in flight. Attention scratch is
  * runtime-owned and grow-only, used on the compute stream only. Where NVML
  * answers, a host thread reads the SM clock and power while an iteration
- * runs (rt_gpu_clock.h, rt->clock). */
-#include "real/rt.h"
+ * runs (rt_gpu_clock.h, rt->clock). The kernel launchers and the op table
+ * are in rt_gpu_ops.c, the shared state in rt_gpu_int.h. */
+#include "real/rt_gpu_int.h"
 
-#include "kernels/crossentropy.h"
-#include "kernels/embedding.h"
-#include "kernels/gelu.h"
-#include "kernels/layernorm.h"
-#include "kernels/rope.h"
-#include "kernels/dropout.h"
-#include "kernels/matmul.h"
-#include "real/rt_gpu_clock.h"
-
-#include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* real/rt_gpu_kern.cu */
-int rt_gpu_add_cuda(kern_bf16 *out, const kern_bf16 *a, const kern_bf16 *b, long n, cudaStream_t stream);
-
-#define RT_GPU_WORKSPACE_BYTES ((size_t)32 << 20) /* cuBLASLt workspace: 32 MiB */
-#define RT_GPU_ALIGN 256                          /* scratch sub-buffer alignment */
-
-/* Events created on first use and kept: index i is reused by the i-th
- * mark (or counter value) of every iteration. */
-typedef struct {
-    cudaEvent_t *ev;
-    long created, cap;
-    unsigned flags; /* cudaEventDefault (timing) or cudaEventDisableTiming */
-} evlist_t;
-
-typedef enum { MARK_READY, MARK_START, MARK_END } mark_kind_t;
-
-typedef struct {
-    rt_times_t *t;
-    int kind; /* mark_kind_t: which fields the event fills */
-} mark_t;
-
-/* Blocks the arena asked for beyond the plan, kept once it frees them.
- * cudaFree would wait for the whole device (every stream, NCCL transfers
- * included) in the middle of an iteration, and cudaMalloc costs a
- * millisecond: an arena that outgrows its plan would then cost every
- * micro-batch both. A freed block is reused on the terms of the arena's
- * own blocks: in compute-stream order (RT_POOL_MAIN), after iter_begin's
- * synchronization (RT_POOL_XFER, freed only by arena_reset). One cache
- * per pool, so the two terms never mix. */
-typedef struct {
-    void *p;
-    size_t bytes;
-    int live;
-} xblock_t;
-
-typedef struct {
-    xblock_t *b;
-    long n, cap;
-} xcache_t;
-
-typedef struct {
-    kern_ctx kc[2];                   /* per compute stream: STREAM_COMPUTE, RT_STREAM_COMPUTE_ALT */
-    int have_kc;                      /* how many of kc are initialized */
-    int cur;                          /* kernels issue on compute stream cur (index into kc) */
-    cudaStream_t s[RT_NSTREAMS];
-    cudaEvent_t join_ev[RT_NSTREAMS]; /* per `on` stream; waits capture it at once */
-    evlist_t cnt_ev[CNT_COUNT];       /* [value - 1] */
-    long ncnt[CNT_COUNT];             /* values recorded this iteration */
-    evlist_t mark_ev;                 /* [mark index] */
-    mark_t *marks;                    /* marks of this iteration, unresolved */
-    long nmarks, capmarks;
-    cudaEvent_t t0;                   /* iteration start, on the compute stream */
-    void *base[RT_NPOOLS];            /* one cudaMalloc per pool */
-    xcache_t extra[RT_NPOOLS];        /* fallback blocks of each pool */
-    void *scratch;                    /* attention scratch, compute stream only */
-    size_t scratch_bytes;
-    int async_alloc;                  /* the device has stream-ordered allocation */
-    void *host;                       /* staging for act <-> fp32 conversions */
-    size_t host_bytes;
-    rt_clock_reader *clock;           /* NULL where NVML does not answer */
-} gpu_t;
-
-static gpu_t *G(rt_t *rt) { return rt->impl; }
-static cudaStream_t MAIN(rt_t *rt) { return G(rt)->s[STREAM_COMPUTE]; } /* h2d, timing, scratch */
-static const int compute_stream[2] = {STREAM_COMPUTE, RT_STREAM_COMPUTE_ALT};
-static cudaStream_t CS(rt_t *rt) { return G(rt)->s[compute_stream[G(rt)->cur]]; }
-static kern_ctx *KC(rt_t *rt) { return &G(rt)->kc[G(rt)->cur]; }
 
 /* Doubles a host array's capacity to hold at least `need` items. */
 static int grow(void **arr, long *cap, long need, size_t elem)
@@ -221,7 +144,7 @@ static void sys_free(void *ctx, void *p)
     fprintf(stderr, "%s:%d: the arena freed %p, which it never had from the fallback\n", __FILE__, __LINE__, p);
 }
 
-static int g_alloc(rt_t *rt, void **p, size_t bytes, int pool)
+int g_alloc(rt_t *rt, void **p, size_t bytes, int pool)
 {
     *p = arena_alloc(&rt->pool[pool], bytes);
     if (!*p) {
@@ -232,9 +155,9 @@ static int g_alloc(rt_t *rt, void **p, size_t bytes, int pool)
     return 0;
 }
 
-static void g_free(rt_t *rt, void *p) { arena_free(&rt->pool[RT_POOL_MAIN], p); }
+void g_free(rt_t *rt, void *p) { arena_free(&rt->pool[RT_POOL_MAIN], p); }
 
-static int g_memset0(rt_t *rt, void *p, size_t bytes, int stream)
+int g_memset0(rt_t *rt, void *p, size_t bytes, int stream)
 {
     if (BAD_STREAM(stream))
         return -1;
@@ -246,7 +169,7 @@ static int g_memset0(rt_t *rt, void *p, size_t bytes, int stream)
 /* Ordered after the compute stream's work (whose freed arena blocks may be
  * the destination), and complete on return; a pageable source is staged by
  * the driver, so it may be reused at once. */
-static int g_h2d(rt_t *rt, void *dst, const void *src, size_t bytes)
+int g_h2d(rt_t *rt, void *dst, const void *src, size_t bytes)
 {
     if (!bytes)
         return 0;
@@ -256,7 +179,7 @@ static int g_h2d(rt_t *rt, void *dst, const void *src, size_t bytes)
 }
 
 /* After everything issued on every stream. */
-static int g_d2h(rt_t *rt, void *dst, const void *src, size_t bytes)
+int g_d2h(rt_t *rt, void *dst, const void *src, size_t bytes)
 {
     KERN_CUDA_TRY(cudaDeviceSynchronize());
     if (bytes)
@@ -266,7 +189,7 @@ static int g_d2h(rt_t *rt, void *dst, const void *src, size_t bytes)
 
 /* A contiguous block (one row, or rows without gaps) is one plain copy:
  * no pitch limit (cudaMemcpy2D refuses pitches beyond the device's). */
-static int g_copy2d(rt_t *rt, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+int g_copy2d(rt_t *rt, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
                     size_t rows, int stream)
 {
     if (BAD_STREAM(stream))
@@ -296,7 +219,7 @@ static void *host_staging(rt_t *rt, size_t bytes)
     return g->host;
 }
 
-static int g_act_from_f32(rt_t *rt, void *dst, const float *host, long n)
+int g_act_from_f32(rt_t *rt, void *dst, const float *host, long n)
 {
     kern_bf16 *h = host_staging(rt, (size_t)n * sizeof *h);
     if (n > 0 && !h)
@@ -308,7 +231,7 @@ static int g_act_from_f32(rt_t *rt, void *dst, const float *host, long n)
 
 /* ---- ordering -------------------------------------------------------------- */
 
-static int g_join(rt_t *rt, int waiter, int on)
+int g_join(rt_t *rt, int waiter, int on)
 {
     gpu_t *g = G(rt);
     if (BAD_STREAM(waiter) || BAD_STREAM(on))
@@ -320,7 +243,7 @@ static int g_join(rt_t *rt, int waiter, int on)
     return 0;
 }
 
-static int g_compute_on(rt_t *rt, int stream)
+int g_compute_on(rt_t *rt, int stream)
 {
     if (rt_check_compute_stream(stream, __FILE__, __LINE__))
         return -1;
@@ -328,7 +251,7 @@ static int g_compute_on(rt_t *rt, int stream)
     return 0;
 }
 
-static int g_record(rt_t *rt, int stream, int counter, long value)
+int g_record(rt_t *rt, int stream, int counter, long value)
 {
     gpu_t *g = G(rt);
     if (BAD_STREAM(stream) || BAD_COUNTER(counter))
@@ -346,7 +269,7 @@ static int g_record(rt_t *rt, int stream, int counter, long value)
     return 0;
 }
 
-static int g_wait(rt_t *rt, int stream, int counter, long value)
+int g_wait(rt_t *rt, int stream, int counter, long value)
 {
     gpu_t *g = G(rt);
     if (value <= 0)
@@ -363,7 +286,7 @@ static int g_wait(rt_t *rt, int stream, int counter, long value)
     return 0;
 }
 
-static int g_sync(rt_t *rt)
+int g_sync(rt_t *rt)
 {
     KERN_CUDA_TRY(cudaDeviceSynchronize());
     return 0;
@@ -385,9 +308,9 @@ static int mark(rt_t *rt, int stream, rt_times_t *t, int kind)
     return 0;
 }
 
-static int g_mark_ready(rt_t *rt, int stream, rt_times_t *t) { return mark(rt, stream, t, MARK_READY); }
-static int g_mark_start(rt_t *rt, int stream, rt_times_t *t) { return mark(rt, stream, t, MARK_START); }
-static int g_mark_end(rt_t *rt, int stream, rt_times_t *t) { return mark(rt, stream, t, MARK_END); }
+int g_mark_ready(rt_t *rt, int stream, rt_times_t *t) { return mark(rt, stream, t, MARK_READY); }
+int g_mark_start(rt_t *rt, int stream, rt_times_t *t) { return mark(rt, stream, t, MARK_START); }
+int g_mark_end(rt_t *rt, int stream, rt_times_t *t) { return mark(rt, stream, t, MARK_END); }
 
 /* Fills the fields of every pending mark, in issue order, as the CPU
  * runtime does at each mark: ready sets all three, start sets start and
@@ -412,7 +335,7 @@ static int resolve_marks(rt_t *rt)
 
 /* The device is idle on return (marks issued since the last iter_end are
  * resolved against the previous start), so the transfer pool is free. */
-static int g_iter_begin(rt_t *rt)
+int g_iter_begin(rt_t *rt)
 {
     gpu_t *g = G(rt);
     KERN_CUDA_TRY(cudaDeviceSynchronize());
@@ -426,7 +349,7 @@ static int g_iter_begin(rt_t *rt)
     return 0;
 }
 
-static int g_iter_end(rt_t *rt)
+int g_iter_end(rt_t *rt)
 {
     gpu_t *g = G(rt);
     KERN_CUDA_TRY(cudaDeviceSynchronize());
@@ -437,12 +360,10 @@ static int g_iter_end(rt_t *rt)
 
 /* ---- scratch ------------------------------------------------------------------ */
 
-static size_t align_up(size_t n) { return (n + RT_GPU_ALIGN - 1) / RT_GPU_ALIGN * RT_GPU_ALIGN; }
-
 /* Attention scratch of at least `bytes`, for the compute stream only.
  * Grows in stream order (cudaMallocAsync) where the device allows, so no
  * other stream is waited for; else after the compute stream drains. */
-static void *scratch(rt_t *rt, size_t bytes)
+void *g_scratch(rt_t *rt, size_t bytes)
 {
     gpu_t *g = G(rt);
     if (bytes <= g->scratch_bytes)
@@ -483,226 +404,14 @@ static void scratch_free(rt_t *rt)
     g->scratch = NULL, g->scratch_bytes = 0;
 }
 
-/* ---- kernels: kernels/ launchers on the compute stream -------------------------------- */
-
-static int g_embedding_fwd(rt_t *rt, void *out, const int *tokens, const void *wte, const void *wpe, int v0,
-                           int V, int B, int T, int C)
-{
-    return kern_embedding_fwd_cuda(out, tokens, wte, wpe, v0, V, B, T, C, CS(rt));
-}
-
-static int g_embedding_bwd(rt_t *rt, float *dwte, float *dwpe, const void *dout, const int *tokens, int v0,
-                           int V, int B, int T, int C)
-{
-    return kern_embedding_bwd_cuda(dwte, dwpe, dout, tokens, v0, V, B, T, C, CS(rt));
-}
-
-static int g_layernorm_fwd(rt_t *rt, void *residual, void *out, float *mean, float *rstd, const void *inp,
-                           const void *skip, const kern_dropout *drop, uint8_t *mask, const void *w, const void *b,
-                           int N, int C)
-{
-    return kern_layernorm_fwd_cuda(residual, out, mean, rstd, inp, skip, drop, mask, w, b, N, C, CS(rt));
-}
-
-static int g_layernorm_bwd(rt_t *rt, void *dres, float *dw, float *db, const void *dout, const void *xln,
-                           const void *w, const float *mean, const float *rstd, int N, int C)
-{
-    return kern_layernorm_bwd_cuda(dres, dw, db, dout, xln, w, mean, rstd, N, C, CS(rt));
-}
-
-static int g_rmsnorm_fwd(rt_t *rt, void *residual, void *out, float *rstd, const void *inp, const void *skip,
-                         const kern_dropout *drop, uint8_t *mask, const void *w, int N, int C)
-{
-    return kern_rmsnorm_fwd_cuda(residual, out, rstd, inp, skip, drop, mask, w, N, C, CS(rt));
-}
-
-static int g_rmsnorm_bwd(rt_t *rt, void *dres, float *dw, const void *dout, const void *xln, const void *w,
-                         const float *rstd, int N, int C)
-{
-    return kern_rmsnorm_bwd_cuda(dres, dw, dout, xln, w, rstd, N, C, CS(rt));
-}
-
-static int g_linear_fwd(rt_t *rt, void *out, const void *inp, const void *weight, const void *bias, int N, int C,
-                        int OC)
-{
-    return kern_matmul_fwd_cuda(KC(rt), out, NULL, inp, weight, bias, N, C, OC, CS(rt));
-}
-
-/* dinp (N, C) = dout (N, OC) @ weight (OC, C), bf16 out; as kern_gemm_ref
- * (dinp, dout, weight, N, C, OC, 0, 0, OC, C, C, 0) in rt_cpu.c. */
-static int g_linear_dgrad(rt_t *rt, void *dinp, const void *dout, const void *weight, int N, int C, int OC)
-{
-    kern_gemm_desc g = {.M = N, .N = C, .K = OC, .ta = 0, .tb = 0, .batch = 1, .c_fp32 = 0,
-                        .lda = OC, .ldb = C, .ldc = C, .alpha = 1.0f, .beta = 0.0f};
-    return kern_gemm_cuda(KC(rt), dinp, dout, weight, &g, CS(rt));
-}
-
-/* dweight (OC, C) += dout^T (OC, N) @ inp (N, C), fp32; as kern_gemm_ref
- * (dweight, dout, inp, OC, C, N, 1, 0, OC, C, C, 1) in rt_cpu.c. */
-static int g_linear_wgrad(rt_t *rt, float *dweight, float *dbias, const void *dout, const void *inp, int N, int C,
-                          int OC)
-{
-    kern_gemm_desc g = {.M = OC, .N = C, .K = N, .ta = 1, .tb = 0, .batch = 1, .c_fp32 = 1,
-                        .lda = OC, .ldb = C, .ldc = C, .alpha = 1.0f, .beta = 1.0f};
-    KERN_TRY(kern_gemm_cuda(KC(rt), dweight, dout, inp, &g, CS(rt)));
-    return dbias ? kern_bias_grad_cuda(dbias, dout, N, OC, CS(rt)) : 0;
-}
-
-static int g_bias_gelu_fwd(rt_t *rt, void *out, const void *inp, const void *bias, int N, int C)
-{
-    return kern_bias_gelu_fwd_cuda(out, inp, bias, N, C, CS(rt));
-}
-
-static int g_bias_gelu_bwd(rt_t *rt, void *dinp, float *dbias, const void *dout, const void *inp, const void *bias,
-                           int N, int C)
-{
-    return kern_bias_gelu_bwd_cuda(dinp, dbias, dout, inp, bias, N, C, CS(rt));
-}
-
-static int g_bias_add(rt_t *rt, void *out, const void *inp, const void *bias, int N, int C)
-{
-    return kern_bias_add_cuda(out, inp, bias, N, C, CS(rt));
-}
-
-static int g_gelu_fwd(rt_t *rt, void *out, const void *inp, long n)
-{
-    return kern_gelu_fwd_cuda(out, inp, n, CS(rt));
-}
-
-static int g_gelu_bwd(rt_t *rt, void *dinp, const void *dout, const void *inp, long n)
-{
-    return kern_gelu_bwd_cuda(dinp, dout, inp, n, CS(rt));
-}
-
-static int g_bias_grad(rt_t *rt, float *dbias, const void *dout, int N, int C)
-{
-    return kern_bias_grad_cuda(dbias, dout, N, C, CS(rt));
-}
-
-static int g_dropout(rt_t *rt, void *out, uint8_t *mask, const void *inp, long n, kern_dropout d)
-{
-    return kern_dropout_cuda(out, mask, inp, n, d, CS(rt));
-}
-
-static int g_dropout_masked(rt_t *rt, void *out, const void *inp, const uint8_t *mask, long n, float scale)
-{
-    return kern_dropout_masked_cuda(out, inp, mask, n, scale, CS(rt));
-}
-
-static int g_dropout_add(rt_t *rt, void *out, uint8_t *mask, const void *x, const void *inp, long n, kern_dropout d)
-{
-    return kern_dropout_add_cuda(out, mask, x, inp, n, d, CS(rt));
-}
-
-static int g_rope(rt_t *rt, void *x, int N, int T, int H, int HS, double base, int inverse)
-{
-    return kern_rope_cuda(x, N, T, H, HS, base, inverse, CS(rt));
-}
-
-static int g_swiglu_fwd(rt_t *rt, void *out, const void *inp, int N, int F)
-{
-    return kern_swiglu_fwd_cuda(out, inp, N, F, CS(rt));
-}
-
-static int g_swiglu_bwd(rt_t *rt, void *dinp, const void *dout, const void *inp, int N, int F)
-{
-    return kern_swiglu_bwd_cuda(dinp, dout, inp, N, F, CS(rt));
-}
-
-static int g_add(rt_t *rt, void *out, const void *a, const void *b, long n)
-{
-    return rt_gpu_add_cuda(out, a, b, n, CS(rt));
-}
-
-/* Unfused scratch: fp32 scores (B, NH, T, T), then (backward) bf16 datt. */
-static size_t scores_bytes(kern_attn_shape s) { return align_up((size_t)s.B * s.NH * s.T * s.T * sizeof(float)); }
-static size_t datt_bytes(kern_attn_shape s) { return (size_t)s.B * s.NH * s.T * s.T * sizeof(kern_bf16); }
-
-static int g_attn_fwd(rt_t *rt, int attn, void *out, void *saved, const void *q, const void *k, const void *v,
-                      kern_attn_shape s)
-{
-    if (attn == ATTN_FLASH)
-        return kern_attention_fwd_cuda(out, saved, q, k, v, s, CS(rt));
-    if (attn == ATTN_FLASH1) {
-        float *st = scratch(rt, kern_attention_fwd_v1_scratch_bytes(s));
-        return st ? kern_attention_fwd_v1_cuda(out, saved, st, q, k, v, s, CS(rt)) : -1;
-    }
-    float *scores = scratch(rt, scores_bytes(s));
-    if (!scores)
-        return -1;
-    return kern_attention_unfused_fwd_cuda(KC(rt), out, saved, scores, q, k, v, s, CS(rt));
-}
-
-static int g_attn_bwd(rt_t *rt, int attn, void *dq, void *dk, void *dv, const void *dout, const void *q,
-                      const void *k, const void *v, const void *out, const void *saved, kern_attn_shape s)
-{
-    if (attn == ATTN_FLASH1) {
-        float *sc = scratch(rt, kern_attention_bwd_v1_scratch_bytes(s));
-        return sc ? kern_attention_bwd_v1_cuda(dq, dk, dv, sc, dout, q, k, v, out, saved, s, CS(rt)) : -1;
-    }
-    if (attn == ATTN_FLASH) {
-        float *sc = scratch(rt, kern_attention_bwd_scratch_bytes(s));
-        return sc ? kern_attention_bwd_cuda(dq, dk, dv, sc, dout, q, k, v, out, saved, s, CS(rt)) : -1;
-    }
-    char *sc = scratch(rt, scores_bytes(s) + datt_bytes(s));
-    if (!sc)
-        return -1;
-    kern_bf16 *datt = (kern_bf16 *)(sc + scores_bytes(s));
-    return kern_attention_unfused_bwd_cuda(KC(rt), dq, dk, dv, datt, (float *)sc, dout, q, k, v, saved, s,
-                                           CS(rt));
-}
-
-static int g_xent_fwd(rt_t *rt, float *losses, float *lse, const void *logits, const int *targets, int N, int V)
-{
-    return kern_crossentropy_fwd_cuda(losses, lse, logits, targets, N, V, CS(rt));
-}
-
-static int g_xent_part(rt_t *rt, float *part, const void *logits, const int *targets, int v0, int N, int V)
-{
-    return kern_crossentropy_part_cuda(part, logits, targets, v0, N, V, CS(rt));
-}
-
-static int g_xent_merge(rt_t *rt, float *losses, float *lse, const float *parts, const int *targets, int P, int N)
-{
-    return kern_crossentropy_merge_cuda(losses, lse, parts, targets, P, N, CS(rt));
-}
-
-static int g_xent_bwd(rt_t *rt, void *dlogits, const void *logits, const float *lse, const int *targets, int v0,
-                      float dloss, int N, int V)
-{
-    return kern_crossentropy_bwd_cuda(dlogits, logits, lse, targets, v0, dloss, N, V, CS(rt));
-}
-
-/* param_bf16 of each segment is the bf16 act copy: the kernels refresh it. */
-static int g_adamw(rt_t *rt, const kern_opt_tensor *ts, int count, kern_opt_hparams hp)
-{
-    return kern_adamw_cuda(ts, count, hp, CS(rt));
-}
-
-static int g_lamb_norms(rt_t *rt, const kern_opt_tensor *ts, int count, kern_opt_hparams hp, float *norms)
-{
-    return kern_lamb_norms_cuda(ts, count, hp, norms, CS(rt));
-}
-
-static int g_lamb_apply(rt_t *rt, const kern_opt_tensor *ts, int count, kern_opt_hparams hp, const float *norms)
-{
-    return kern_lamb_apply_cuda(ts, count, hp, norms, CS(rt));
-}
-
-static int g_grad_sumsq(rt_t *rt, const kern_opt_tensor *ts, int count, float *sums)
-{
-    return kern_grad_sumsq_cuda(ts, count, sums, CS(rt));
-}
-
-/* NULL (never one of ours) for a stream out of range. */
-static void *g_native(rt_t *rt, int stream)
+void *g_native(rt_t *rt, int stream)
 {
     return BAD_STREAM(stream) ? NULL : (void *)G(rt)->s[stream];
 }
 
 /* Safe on a partly built runtime (rt_gpu_create's failure path): every
  * handle is NULL until created. */
-static void g_destroy(rt_t *rt)
+void g_destroy(rt_t *rt)
 {
     if (!rt)
         return;
@@ -738,18 +447,6 @@ static void g_destroy(rt_t *rt)
     free(rt);
 }
 
-static const rt_ops_t gpu_ops = {
-    g_alloc, g_free, g_memset0, g_h2d, g_d2h, g_copy2d, g_act_from_f32,
-    g_join, g_record, g_wait, g_sync, g_compute_on,
-    g_mark_ready, g_mark_start, g_mark_end, g_iter_begin, g_iter_end,
-    g_embedding_fwd, g_embedding_bwd, g_layernorm_fwd, g_layernorm_bwd, g_rmsnorm_fwd, g_rmsnorm_bwd,
-    g_linear_fwd, g_linear_dgrad, g_linear_wgrad,
-    g_bias_gelu_fwd, g_bias_gelu_bwd, g_bias_add, g_gelu_fwd, g_gelu_bwd, g_bias_grad, g_rope, g_swiglu_fwd, g_swiglu_bwd,
-    g_add, g_dropout, g_dropout_masked, g_dropout_add,
-    g_attn_fwd, g_attn_bwd, g_xent_fwd, g_xent_part, g_xent_merge, g_xent_bwd,
-    g_adamw, g_lamb_norms, g_lamb_apply, g_grad_sumsq,
-    g_native, g_destroy,
-};
 
 /* ---- creation ------------------------------------------------------------------- */
 
@@ -841,7 +538,7 @@ int rt_gpu_create(rt_t **out, int device, const size_t plan[RT_NPOOLS], char *er
         snprintf(err, errlen, "out of host memory creating the GPU runtime");
         return -1;
     }
-    rt->op = &gpu_ops, rt->kind = RT_GPU, rt->act_bytes = 2, rt->impl = g;
+    rt->op = &rt_gpu_ops, rt->kind = RT_GPU, rt->act_bytes = 2, rt->impl = g;
     for (int p = 0; p < RT_NPOOLS; p++) /* empty arenas: destroy is safe from here on */
         arena_init(&rt->pool[p], NULL, 0, sys_alloc, sys_free, &g->extra[p]);
     int rc = describe(rt, device, err, errlen);
