@@ -1,6 +1,6 @@
 /* plot_data: a megasim result file (HDF5) to the .dat files and gnuplot
  * variables of its figures. See cmd/plot_data.h for which file yields
- * which figure and sim/SCHEMA.md for the simulation layout.
+ * which figure and docs/schema.md for the simulation layout.
  *
  * Columns are read by name (HDF5 converts a file compound to a memory
  * compound member by member), so a writer may add columns or reorder them;

@@ -1,7 +1,7 @@
 /* plot_data: reads a megasim result file and writes the plain data that
  * the gnuplot scripts in plots/ draw. Which figures a file yields depends
  * on what it holds:
- *   kind "simulation" or "measurement" (sim/SCHEMA.md): timeline (if
+ *   kind "simulation" or "measurement" (docs/schema.md): timeline (if
  *     /timeline has rows; of a measurement, its last iteration only),
  *     heatmap (if /ranks has more than one row);
  *   kind "reproduce" (`megasim reproduce`): table2-mfu (/table2),

@@ -1,6 +1,6 @@
 /* replay: `--replay RESULT` on predict, simulate, schedule, search and run:
  * start from the job, the hardware profile and the subcommand's own
- * options recorded in a result file's configuration (sim/SCHEMA.md,
+ * options recorded in a result file's configuration (docs/schema.md,
  * "config_json"), with the command line's job files and flags over them.
  * The recorded profile is used field for field (the profile file or
  * built-in it came from may have changed or be gone); --gpu or --cluster

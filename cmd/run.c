@@ -69,7 +69,7 @@ static const opt_def run_defs[] = {
     {"clip-grad", OPT_REAL, RO(clip_grad), 0, 1e6, "1.0", 0, "run",
      "clip the gradients to this global L2 norm, as Megatron-LM's --clip-grad (default 1.0); 0: no clipping"},
     {"out", OPT_STR, RO(out), 1, 1024, "", 0, "run",
-     "write the measured result file FILE.h5 (sim/SCHEMA.md, kind measurement): per-rank accounts, every op "
+     "write the measured result file FILE.h5 (docs/schema.md, kind measurement): per-rank accounts, every op "
      "of every iteration, /iterations"},
     {"trace", OPT_STR, RO(trace), 1, 1024, "", 0, "run", "write a Chrome trace FILE.json of every rank's ops"},
     {"save", OPT_STR, RO(save), 1, 1024, "", 0, "run", "checkpoint directory (two-stage: host copy, then a "
@@ -175,7 +175,7 @@ static int parse(run_t *R, int argc, char **argv)
      * (a replay's is the recorded one). */
     if (!replay && R->o.device == DEV_CPU && !R->job.hardware[0])
         snprintf(R->job.hardware, sizeof R->job.hardware, "%s", MEGASIM_EXPERIMENTS_DIR "/profiles/cpu-ci-2core.json");
-    if ((!replay && job_hardware(&R->job, &R->hw, err)) || job_finalize(&R->job, R->hw.cluster.gpus_per_node, err))
+    if ((!replay && job_hardware(&R->job, &R->hw, err)) || cli_finalize("run", &R->job, &R->hw, R->rank == 0, err))
         return bad(R, err);
     if (R->o.resume && !R->o.load[0] && !R->o.save[0])
         return bad(R, "--resume needs --save DIR (or --load DIR): the checkpoint directory to continue from");

@@ -44,7 +44,7 @@ static const opt_def simulate_defs[] = {
      "compute slowdown of a drawn slow host (MegaScale: ~10% longer forward)"},
     {"seed", OPT_INT, SO(seed), 0, 2147483647, "1", 0, "simulate", "seed for the slow-host draw"},
     {"out", OPT_STR, SO(out), 1, 1024, "", 0, "simulate",
-     "write the result file FILE.h5 (HDF5, sim/SCHEMA.md): summary, per-rank accounts, traced timelines, config"},
+     "write the result file FILE.h5 (HDF5, docs/schema.md): summary, per-rank accounts, traced timelines, config"},
     {"trace", OPT_STR, SO(trace), 1, 1024, "", 0, "simulate",
      "write a Chrome trace FILE.json of the traced ranks (Perfetto, chrome://tracing)"},
     {"trace-ranks", OPT_STR, SO(trace_ranks), 0, 1024, "0", 0, "simulate",

@@ -1,5 +1,5 @@
 /* real/run_output.h: what a real run leaves behind, in the simulator's
- * schema (sim/SCHEMA.md, kind = "measurement"): every rank's op records
+ * schema (docs/schema.md, kind = "measurement"): every rank's op records
  * are gathered on rank 0, turned into per-rank accounts of the last
  * iteration (the same breakdown the simulator reports) and a timeline of
  * every iteration, plus one row per step in /iterations; and a Chrome

@@ -1,6 +1,6 @@
 /* sim/output.c: the summary of a simulated iteration (one computation for
  * --json, text and HDF5), the HDF5 result file and the Chrome-trace JSON.
- * See sim/output.h for the contracts and sim/SCHEMA.md for the file layout.
+ * See sim/output.h for the contracts and docs/schema.md for the file layout.
  *
  * Determinism: no timestamps are written (HDF5 object time tracking is
  * off), rows are written in the engine's order and trace events sorted by

@@ -1,6 +1,6 @@
 /* sim/output.h: what a simulation leaves behind. One summary (the keys of
  * `megasim simulate --json`, computed in one place), the result file in the
- * schema every executor shares (HDF5, described in sim/SCHEMA.md) and a
+ * schema every executor shares (HDF5, described in docs/schema.md) and a
  * Chrome-trace JSON of the traced ranks' timelines (Perfetto,
  * chrome://tracing).
  *
@@ -54,7 +54,7 @@ struct cJSON *sim_summary_json(const job_t *job, const hw_t *hw, const estimate_
  * into list. "" gives none. 0, or -1 with a message naming flag. */
 int sim_parse_ranks(const char *text, const char *flag, int limit, int max, int *list, int *n, char *err, int len);
 
-/* The result file (sim/SCHEMA.md): root attributes, /summary, /ranks,
+/* The result file (docs/schema.md): root attributes, /summary, /ranks,
  * /timeline. Bit-identical for identical inputs (no timestamps). */
 int sim_write_h5(const char *path, const job_t *job, const hw_t *hw, const struct cJSON *sim_config,
                  const estimate_t *closed_form,

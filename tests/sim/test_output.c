@@ -1,4 +1,4 @@
-/* test_output: the simulator's result files (sim/output.h, sim/SCHEMA.md).
+/* test_output: the simulator's result files (sim/output.h, docs/schema.md).
  *
  *   test_sim_output lib          writes the HDF5 file and the Chrome trace of
  *                                a small job, reads them back (HDF5 C API,
