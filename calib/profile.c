@@ -415,11 +415,12 @@ static void fit_memory_bound(calib_result_t *r)
  * beside any collective, model/estimate.c and sim/engine.c), with its
  * standard error; each sample's residual (its slowdown less the mean) is
  * what a dependence on the GEMM or the message size would add. No
- * samples: < 0, the base profile's is kept. */
+ * samples: NAN, the base profile's is kept (a negative mean, timing noise
+ * on an idle link, is a measurement: clamped to 0 in the profile). */
 static void fit_overlap(calib_result_t *r)
 {
     int n = r->overlap.n;
-    r->comm_slowdown = -1;
+    r->comm_slowdown = NAN;
     if (n == 0)
         return;
     calib_fitrec_t *f = new_fit(r, "comm_slowdown", "bytes", "slowdown", n);
@@ -567,7 +568,7 @@ int calib_make_profile(const calib_result_t *r, const char *base_gpu, const char
     device_fields(r, g, host);
     g->hbm_gbps = r->copy_gbps;
     g->kernel_gap_us = r->gap_us;
-    if (r->comm_slowdown >= 0)
+    if (!isnan(r->comm_slowdown))
         g->comm_slowdown = clamp(r->comm_slowdown, 0, 1);
     double top_flops = r->device ? 1e13 : 1e12; /* the GPU's grid reaches 16384^3 GEMMs: 8.8e12 FLOPs */
     const calib_fitrec_t *gf = find_fit(r, "gemm_eff");

@@ -52,7 +52,7 @@ typedef struct {
     int have_coll, nranks, ncores;
     double llc_bytes;      /* copies of >= 2x this are DRAM-resident (calib_llc_bytes; a GPU's L2) */
     int hbm_fitted;        /* copy_gbps from the hbm_bw fit (else the largest copy's rate) */
-    double comm_slowdown;  /* the overlap samples' fit (fit_overlap), or < 0 */
+    double comm_slowdown;  /* the overlap samples' fit (fit_overlap), or NAN: not measured */
     double peak_gflops, gap_us;
     double copy_gbps;      /* memory bandwidth: the hbm_bw fit's over the DRAM-resident copies (hbm_fitted),
                               else the copy rate at the largest size */

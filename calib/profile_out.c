@@ -220,7 +220,7 @@ static void field_sources(cJSON *p, const calib_result_t *r)
                  host_stall_what);
         cJSON_AddStringToObject(p, "measured", buf);
         snprintf(buf, sizeof buf, "%s%scluster topology and network fields (no second node to measure)%s",
-                 r->comm_slowdown >= 0 ? "" : "gpu comm_slowdown (needs >= 3 ranks on as many cores: rank 0 "
+                 !isnan(r->comm_slowdown) ? "" : "gpu comm_slowdown (needs >= 3 ranks on as many cores: rank 0 "
                                              "computes while the others all-reduce); ",
                  r->gemm_acc_exposed >= 0 ? "" : "gpu gemm_acc_exposed (fewer than 2 weight-gradient GEMM samples); ",
                  no_coll);
@@ -248,7 +248,7 @@ static void field_sources(cJSON *p, const calib_result_t *r)
                  ? ", flash_fwd_gdraws and flash_bwd_gdraws (each kern_attention_*_cuda pass with dropout 0.1 less "
                    "without, times its wave efficiency, over its draws: fits/flash_*_draws)" : "",
              coll ? ", nvlink_gbps (ncclAllReduce busbw)" : "",
-             r->comm_slowdown >= 0 ? ", comm_slowdown (a GEMM beside an ncclAllReduce on another stream)" : "",
+             !isnan(r->comm_slowdown) ? ", comm_slowdown (a GEMM beside an ncclAllReduce on another stream)" : "",
              coll ? "alpha_nvlink_us, coll_launch_us, nvlink_eff (NCCL within this node), " : "", host_stall_what);
     cJSON_AddStringToObject(p, "measured", buf);
     snprintf(buf, sizeof buf, "gpu peak_tf32_tflops = the "
@@ -256,7 +256,7 @@ static void field_sources(cJSON *p, const calib_result_t *r)
              "gelu_gelems, optim_gparams (data-sheet math rates: those kernels are bandwidth-bound on a GPU, so "
              "their samples give mem_eff)%s%s%s%s%s; cluster topology "
              "and network fields (no second node to measure), runtime_reserved_gib%s",
-             r->comm_slowdown >= 0 ? "" : "; gpu comm_slowdown (needs >= 2 ranks, one GPU each)",
+             !isnan(r->comm_slowdown) ? "" : "; gpu comm_slowdown (needs >= 2 ranks, one GPU each)",
              r->flash1_rel > 0 ? "" : "; gpu flash1_rel (its measurement failed)",
              r->math_gelems[3] > 0 ? "" : "; gpu dropout_gdraws (dropout added no measurable time to LayerNorm)",
              r->flash_gdraws[0] > 0 && r->flash_gdraws[1] > 0 ? "" : "; gpu flash_fwd_gdraws and flash_bwd_gdraws "
@@ -456,7 +456,7 @@ void calib_print_report(const calib_result_t *r, const hw_t *hw)
     else
         printf("  collectives: need >= 2 MPI ranks (mpirun -np 2%s); skipped, the base profile's collective fields "
                "kept\n", r->device ? ", one GPU each" : "");
-    if (r->comm_slowdown >= 0)
+    if (!isnan(r->comm_slowdown))
         printf("  comm slowdown      %8.3f (%s; fits/comm_slowdown: the mean of %d samples, HDF5 /overlap)\n",
                r->comm_slowdown,
                r->device ? "GEMMs on rank 0 beside all-reduces on another stream of its GPU"
