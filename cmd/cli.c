@@ -85,10 +85,21 @@ int cli_job_setup(const char *cmd, int argc, char **argv, const opt_table *extra
     if (replay)
         return replay_job_setup(cmd, replay, argc, argv, extra, extra_obj, job, hw);
     if (job_parse(job, argc, argv, extra, extra_obj, err) || job_hardware(job, hw, err) ||
-        job_finalize(job, hw->cluster.gpus_per_node, err))
+        cli_finalize(cmd, job, hw, 1, err))
         return cli_fail(cmd, err);
     return 0;
 }
+
+static char fitted_note[1024]; /* the last cli_finalize's adjustments, "" when none */
+
+int cli_finalize(const char *cmd, job_t *job, const hw_t *hw, int say, char *err)
+{
+    if (job_fit_defaults(job, fitted_note, sizeof fitted_note) && say)
+        fprintf(stderr, "megasim %s: note: defaults fitted to the job: %s\n", cmd, fitted_note);
+    return job_finalize(job, hw->cluster.gpus_per_node, err);
+}
+
+const char *cli_fitted_defaults(void) { return fitted_note; }
 
 void cli_print_json(cJSON *o)
 {

@@ -41,6 +41,14 @@ int cli_parse_flags(const opt_table *t, void *obj, int argc, char **argv, const 
 struct cJSON;
 void cli_print_json(struct cJSON *o);
 
+/* Fits the defaults the user did not give to the job (job_fit_defaults),
+ * printing a note on stderr (when `say`) if it changed one, then
+ * job_finalize. The
+ * last call's adjustments stay readable (cli_fitted_defaults, "" when
+ * none). 0, or -1 with err. */
+int cli_finalize(const char *cmd, job_t *job, const hw_t *hw, int say, char *err);
+const char *cli_fitted_defaults(void);
+
 /* Parses argv (after the subcommand name) into job and extra_obj, resolves
  * the hardware and checks every rule. With --replay RESULT (where extra
  * has that option) it starts from the configuration RESULT records

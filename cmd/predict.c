@@ -27,6 +27,18 @@ static const opt_def predict_defs[] = {
 };
 const opt_table predict_opts = {predict_defs, sizeof predict_defs / sizeof predict_defs[0], "predict option"};
 
+/* Which headline options took their defaults, and which of those were
+ * fitted to the job (cli_finalize), so a reader knows what was assumed. */
+static void print_defaults(const job_t *job)
+{
+    char buf[2048];
+    job_defaults_text(job, buf, sizeof buf);
+    if (buf[0])
+        printf("\ndefaults (no file or flag gave them): %s\n", buf);
+    if (cli_fitted_defaults()[0])
+        printf("defaults fitted to this job: %s\n", cli_fitted_defaults());
+}
+
 int cmd_predict(int argc, char **argv)
 {
     predict_opts_t po;
@@ -43,6 +55,7 @@ int cmd_predict(int argc, char **argv)
         cli_print_json(report_json(&job, &hw, &e));
     } else {
         report_text(stdout, &job, &hw, &e);
+        print_defaults(&job);
         if (po.ops)
             report_ops(stdout, &job, &hw);
     }

@@ -179,8 +179,7 @@ int replay_job_setup(const char *cmd, const char *path, int argc, char **argv, c
                      void *extra_obj, job_t *job, hw_t *hw)
 {
     char err[OPT_ERR_LEN];
-    if (replay_parse(cmd, path, argc, argv, extra, extra_obj, job, hw, err) ||
-        job_finalize(job, hw->cluster.gpus_per_node, err))
+    if (replay_parse(cmd, path, argc, argv, extra, extra_obj, job, hw, err) || cli_finalize(cmd, job, hw, 1, err))
         return cli_fail(cmd, err);
     return 0;
 }

@@ -115,6 +115,22 @@ int job_parse_over(job_t *job, const job_base_t *base, int argc, char **argv, co
                    void *extra_obj, char *err);
 
 
+/* Fits the parallel plan's defaults to what the user gave, so that a value
+ * the user did not give (no file or flag set it) never makes the command
+ * fail: a default TP that does not split the heads, groups, MLP, vocabulary
+ * or GPUs falls to the largest that does; a default PP that does not
+ * split the layers or GPUs, likewise; a default global batch that is not a
+ * whole number of micro-batch x DP rises to the next one; the default
+ * interleaving is dropped (0: one chunk per stage) where the plan cannot
+ * interleave. A given value is never touched: its rule then fails in
+ * job_finalize, naming it. Before job_finalize; returns the number of
+ * adjustments, each described in notes ("NAME FROM -> TO (WHY)", "; "). */
+int job_fit_defaults(job_t *job, char *notes, size_t len);
+
+/* The plan's headline options that took their defaults (not given), as
+ * "name value, ..." ("" when every one was given). */
+void job_defaults_text(const job_t *job, char *buf, size_t len);
+
 /* Checks every cross-field rule and fills the derived fields. Needs the
  * cluster's GPUs per node for the node-count rule. */
 int job_finalize(job_t *job, int gpus_per_node, char *err);

@@ -32,6 +32,45 @@ static int parse(job_t *j, char *err, int n, ...)
     return job_parse(j, n, argv, NULL, NULL, err);
 }
 
+/* job_fit_defaults: a default never makes a command fail; a given value
+ * is never changed (issue 39). Expected values worked out by hand. */
+static void fit_defaults(void)
+{
+    job_t j;
+    char err[OPT_ERR_LEN] = "", notes[1024];
+    parse(&j, err, 0);
+    check_eq("the default job needs no fitting", 0, job_fit_defaults(&j, notes, sizeof notes), notes);
+    /* 4 layers, 1 stage given: the default 2 layers per virtual stage
+     * cannot interleave one stage, so it drops to 0. */
+    parse(&j, err, 8, "--num-layers", "4", "--hidden-size", "1024", "--num-attention-heads", "16",
+          "--pipeline-model-parallel-size", "1");
+    job_fit_defaults(&j, notes, sizeof notes);
+    check_eq("PP 1 given: default interleaving dropped", 0, j.layers_per_vstage, notes);
+    check_true("... and the job then finalizes", job_finalize(&j, 8, err) == 0, err);
+    /* 4 layers on 8 GPUs: the default PP 8 splits neither; TP 8 uses the 8
+     * GPUs, so PP falls to 1 (4 % p and 8 % 8p), interleaving to 0. */
+    parse(&j, err, 8, "--num-layers", "4", "--hidden-size", "1024", "--num-attention-heads", "16", "--num-gpus", "8");
+    check_eq("4 layers on 8 GPUs: adjustments", 2, job_fit_defaults(&j, notes, sizeof notes), notes);
+    check_eq("... default PP falls to", 1, j.pp, "the largest p with 4 % p == 0 and 8 % (8 p) == 0");
+    /* 12 heads: the default TP 8 does not split them; 6 is the largest
+     * below 8 that splits 12 heads, 6 x 4 ffn, 64000 vocabulary and 12,288 GPUs. */
+    parse(&j, err, 4, "--num-attention-heads", "12", "--hidden-size", "1536");
+    job_fit_defaults(&j, notes, sizeof notes);
+    check_eq("12 heads: default TP falls to", 4, j.tp, "8 no (12 % 8), 7 no, 6 no (64000 % 6), 5 no, 4 yes");
+    /* A global batch that does not divide: 6144 over DP 5 (40 GPUs at TP 8,
+     * PP 1) rises to the next multiple, 6145. */
+    parse(&j, err, 6, "--num-gpus", "40", "--pipeline-model-parallel-size", "1", "--micro-batch-size", "1");
+    job_fit_defaults(&j, notes, sizeof notes);
+    check_eq("default batch over DP 5 rises to", 6145, j.global_batch_size, "ceil(6144 / 5) x 5");
+    /* Given values stay, and their rule names them. */
+    parse(&j, err, 10, "--num-layers", "4", "--hidden-size", "1024", "--num-attention-heads", "16", "--num-gpus",
+          "8", "--pipeline-model-parallel-size", "8");
+    job_fit_defaults(&j, notes, sizeof notes);
+    check_eq("given PP 8 is kept", 8, j.pp, notes[0] ? notes : "(no adjustment)");
+    check_true("... and refused, naming it", job_finalize(&j, 8, err) != 0 && strstr(err, "pipeline-model-parallel-size = 8"),
+               err);
+}
+
 int main(void)
 {
     job_t j;
@@ -70,5 +109,6 @@ int main(void)
                err);
     const char *bad = tmp_file("megasim_hw_curve.json", "{\"gpu\": {\"base\": \"h100-sxm-80gb\", \"mem_eff\": [[2, 0.5], [1, 0.6]]}}");
     check_true("curve with decreasing x refused", hw_resolve("a100-sxm-80gb", "megascale", bad, &hw, err) != 0, err);
+    fit_defaults();
     return check_done("test_job");
 }
