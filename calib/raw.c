@@ -196,11 +196,10 @@ static int has_group(hid_t file, const char *name)
 
 static cJSON *parse_attr(hid_t file, const char *name, char *err)
 {
-    char *s = out_h5_attr_read(file, "/", name);
-    cJSON *o = s ? cJSON_Parse(s) : NULL;
-    free(s);
-    if (!o)
-        snprintf(err, OPT_ERR_LEN, "its root attribute '%s' is %s", name, s ? "not valid JSON" : "missing");
+    cJSON *o;
+    char what[OPT_ERR_LEN];
+    if (out_h5_attr_json(file, "the raw file", name, &o, what, sizeof what))
+        snprintf(err, OPT_ERR_LEN, "%s", what);
     return o;
 }
 

@@ -5,6 +5,7 @@
 #include "cmd/compare.h"
 
 #include "cmd/cli.h"
+#include "sim/out.h"
 #include "model/estimate.h"
 #include "sim/engine.h"
 #include "cmd/plot_data.h"
@@ -38,12 +39,8 @@ static int open_kind(const char *path, const char *want, hid_t *file, cJSON **co
                  !strcmp(want, "measurement") ? "megasim run --out RUN.h5" : "megasim simulate --out SIM.h5");
         rc = -1;
     }
-    char *s = !rc ? plot_attr_str(*file, "/", "config_json") : NULL;
-    if (!rc && !(*config = s ? cJSON_Parse(s) : NULL)) {
-        snprintf(err, OPT_ERR_LEN, "%s: the root attribute config_json is %s", path, s ? "not JSON" : "missing");
-        rc = -1;
-    }
-    free(s);
+    if (!rc)
+        rc = out_h5_attr_json(*file, path, "config_json", config, err, OPT_ERR_LEN);
     if (rc) {
         H5Fclose(*file);
         *file = -1;

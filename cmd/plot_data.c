@@ -484,9 +484,9 @@ static int open_result(plot_ctx_t *c)
     int rc = plot_open_result(c->path, &c->file, c->set->kind, sizeof c->set->kind, c->err, c->errlen);
     if (rc != PLOT_OK)
         return rc;
-    char *cfg = plot_attr_str(c->file, "/", "config_json");
-    c->config = cfg ? cJSON_Parse(cfg) : NULL;
-    free(cfg);
+    char ignored[512]; /* without a configuration the figures go untitled */
+    if (out_h5_attr_json(c->file, c->path, "config_json", &c->config, ignored, sizeof ignored))
+        c->config = NULL;
     return PLOT_OK;
 }
 

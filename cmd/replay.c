@@ -5,6 +5,7 @@
 
 #include "cmd/cli.h"
 #include "cmd/plot_data.h"
+#include "sim/out.h"
 
 #include <cjson/cJSON.h>
 #include <hdf5.h>
@@ -37,12 +38,8 @@ static int read_h5(const char *path, cJSON **config, char *err)
                  path, kind);
         rc = -1;
     }
-    char *s = !rc ? plot_attr_str(f, "/", "config_json") : NULL;
-    if (!rc && !(*config = s ? cJSON_Parse(s) : NULL)) {
-        snprintf(err, OPT_ERR_LEN, "%s: the root attribute config_json is %s", path, s ? "not JSON" : "missing");
-        rc = -1;
-    }
-    free(s);
+    if (!rc)
+        rc = out_h5_attr_json(f, path, "config_json", config, err, OPT_ERR_LEN);
     if (f >= 0)
         H5Fclose(f);
     H5Eset_auto2(H5E_DEFAULT, old_fn, old_data);

@@ -161,6 +161,12 @@ int hw_apply_file(const char *file, hw_t *hw, char *err)
     cJSON *root;
     if (opts_read_json_file(file, &root, err))
         return -1;
+    if (!cJSON_IsObject(root)) {
+        snprintf(err, OPT_ERR_LEN, "%s: a hardware profile is a JSON object ({\"gpu\": {...}, \"cluster\": {...}}), "
+                 "not %s", file, cJSON_IsArray(root) ? "an array" : "a single value");
+        cJSON_Delete(root);
+        return -1;
+    }
     int rc = 0;
     const cJSON *g = cJSON_GetObjectItemCaseSensitive(root, "gpu");
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(root, "cluster");

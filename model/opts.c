@@ -1,6 +1,7 @@
 /* opts: the options-table engine (see opts.h). */
 #include "model/opts.h"
 #include "model/curve.h"
+#include "model/json.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -293,22 +294,6 @@ int opts_apply_json(const opt_table *t, void *obj, const cJSON *o,
     return 0;
 }
 
-/* The first key that appears twice in one object, anywhere in o (JSON
- * leaves the meaning of duplicates open; cJSON keeps both). */
-static const cJSON *duplicate_key(const cJSON *o)
-{
-    for (const cJSON *m = o ? o->child : NULL; m; m = m->next) {
-        if (cJSON_IsObject(o))
-            for (const cJSON *e = o->child; e != m; e = e->next)
-                if (!strcmp(e->string, m->string))
-                    return m;
-        const cJSON *d = duplicate_key(m);
-        if (d)
-            return d;
-    }
-    return NULL;
-}
-
 int opts_read_json_file(const char *path, cJSON **root, char *err)
 {
     FILE *f = fopen(path, "rb");
@@ -345,34 +330,14 @@ int opts_read_json_file(const char *path, cJSON **root, char *err)
         return -1;
     }
     buf[len] = 0;
-    if (buf[strspn(buf, " \t\r\n")] == 0) {
+    if (strspn(buf, " \t\r\n") == len) {
         snprintf(err, OPT_ERR_LEN, "%s is empty; expected a JSON object ({...})", path);
         free(buf);
         return -1;
     }
-    const char *where = NULL;
-    *root = cJSON_ParseWithOpts(buf, &where, 1);
-    if (!*root) {
-        int line = 1;
-        for (const char *p = buf; where && p < where; p++)
-            line += *p == '\n';
-        char near[24] = "";
-        for (int k = 0; where && where[k] && k < 20; k++)
-            near[k] = (unsigned char)where[k] < ' ' ? ' ' : where[k];
-        snprintf(err, OPT_ERR_LEN, "%s:%d: malformed JSON near '%s'", path, line, near);
-        free(buf);
-        return -1;
-    }
+    int rc = json_parse_strict(buf, len, path, root, err, OPT_ERR_LEN);
     free(buf);
-    const cJSON *dup = duplicate_key(*root);
-    if (dup) {
-        snprintf(err, OPT_ERR_LEN, "%s: key '%s' appears twice in one object; allowed: each key once", path,
-                 dup->string);
-        cJSON_Delete(*root);
-        *root = NULL;
-        return -1;
-    }
-    return 0;
+    return rc;
 }
 
 void opts_format(const opt_def *d, const void *obj, char *buf, size_t len)

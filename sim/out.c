@@ -4,6 +4,8 @@
 
 #include "sim/out.h"
 
+#include "model/json.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <limits.h>
@@ -296,6 +298,21 @@ int out_h5_column(out_h5_t *w, hid_t loc, const char *name, const double *v, siz
     hid_t d;
     int rc = write_dataset(w, loc, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, v, n, &d);
     return close_dataset(w, d, name, rc);
+}
+
+int out_h5_attr_json(hid_t file, const char *path, const char *name, cJSON **o, char *err, int errlen)
+{
+    char *s = out_h5_attr_read(file, "/", name), what[512];
+    int rc = -1;
+    *o = NULL;
+    if (!s)
+        snprintf(err, errlen, "%s: the root attribute %s is missing", path, name);
+    else if (json_parse_strict(s, strlen(s), name, o, what, sizeof what))
+        snprintf(err, errlen, "%s: the root attribute %s is not JSON (%s)", path, name, what);
+    else
+        rc = 0;
+    free(s);
+    return rc;
 }
 
 char *out_h5_attr_read(hid_t loc, const char *obj, const char *name)

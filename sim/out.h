@@ -116,4 +116,10 @@ int out_h5_column(out_h5_t *w, hid_t loc, const char *name, const double *v, siz
  * not a string, or unreadable. */
 char *out_h5_attr_read(hid_t loc, const char *obj, const char *name);
 
+/* The root attribute `name` of file as strict JSON (model/json.h) into
+ * *o. 0, or -1 with "PATH: the root attribute NAME is missing" or "...
+ * is not JSON: byte N: what" in err. */
+struct cJSON;
+int out_h5_attr_json(hid_t file, const char *path, const char *name, struct cJSON **o, char *err, int errlen);
+
 #endif

@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-MODULES = {"model", "kernels", "sim", "search", "plot", "reproduce", "calib", "real", "tests"}
+MODULES = {"model", "kernels", "sim", "search", "plot", "reproduce", "calib", "real", "fuzz", "tests"}
 COSTS = {"fast", "slow"}
 
 def main():
