@@ -478,6 +478,13 @@ void calib_print_report(const calib_result_t *r, const hw_t *hw)
 
 int calib_write_profile(const char *path, const hw_t *hw, const cJSON *prov, char *err)
 {
+    char what[OPT_ERR_LEN], why[OPT_ERR_LEN];
+    snprintf(what, sizeof what, "the profile measured for %s", path);
+    if (hw_check_loadable(hw, what, why)) { /* reliability finding F06 */
+        snprintf(err, OPT_ERR_LEN, "%.1200s; not written (a measurement outside what a profile allows: a machine that "
+                 "slow, or a failed benchmark)", why);
+        return -1;
+    }
     cJSON *o = hw_to_json(hw);
     cJSON_AddItemToObject(o, "provenance", cJSON_Duplicate(prov, 1));
     int rc = out_write_json(path, o, err, OPT_ERR_LEN);

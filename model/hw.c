@@ -10,11 +10,14 @@
 #define G(f) offsetof(hw_gpu_t, f)
 #define C(f) offsetof(hw_cluster_t, f)
 
-/* No defaults: a profile file must give every field (or a "base"). */
+/* No defaults: a profile file must give every field (or a "base").
+ * Bounds are physical: from a CPU slowed by a sanitizer (10 MFLOP/s,
+ * 1 million elements or draws a second) to well beyond any GPU; a rate
+ * nearer zero would price one op in centuries (reliability finding F13). */
 static const opt_def gpu_defs[] = {
     {"name", OPT_STR, G(name), 0, sizeof(((hw_gpu_t *)0)->name), 0, 0, "gpu", "profile name"},
-    {"peak-bf16-tflops", OPT_REAL, G(peak_bf16_tflops), 1e-3, 1e6, 0, 0, "gpu", "dense bf16 peak, TFLOP/s"},
-    {"peak-tf32-tflops", OPT_REAL, G(peak_tf32_tflops), 1e-3, 1e6, 0, 0, "gpu", "dense tf32 peak, TFLOP/s"},
+    {"peak-bf16-tflops", OPT_REAL, G(peak_bf16_tflops), 1e-5, 1e6, 0, 0, "gpu", "dense bf16 peak, TFLOP/s"},
+    {"peak-tf32-tflops", OPT_REAL, G(peak_tf32_tflops), 1e-5, 1e6, 0, 0, "gpu", "dense tf32 peak, TFLOP/s"},
     {"hbm-gib", OPT_REAL, G(hbm_gib), 1e-3, 1e6, 0, 0, "gpu", "memory capacity, GiB"},
     {"hbm-gbps", OPT_REAL, G(hbm_gbps), 1e-3, 1e6, 0, 0, "gpu", "memory bandwidth, GB/s"},
     {"nvlink-gbps", OPT_REAL, G(nvlink_gbps), 1e-3, 1e6, 0, 0, "gpu", "NVLink per direction, GB/s"},
@@ -37,18 +40,18 @@ static const opt_def gpu_defs[] = {
     {"flash-fwd-eff", OPT_CURVE, G(flash_fwd_eff), 1e-4, 1, 0, 0, "gpu", "attention fwd fraction of peak vs FLOPs"},
     {"flash-bwd-eff", OPT_CURVE, G(flash_bwd_eff), 1e-4, 1, 0, 0, "gpu", "attention bwd fraction of peak vs FLOPs"},
     {"mem-eff", OPT_CURVE, G(mem_eff), 1e-4, 1, 0, 0, "gpu", "memory-bound fraction of HBM bandwidth vs bytes"},
-    {"norm-gelems", OPT_REAL, G(norm_gelems), 1e-6, 1e7, 0, 0, "gpu",
+    {"norm-gelems", OPT_REAL, G(norm_gelems), 1e-3, 1e7, 0, 0, "gpu",
      "residual + LayerNorm math rate, billions of elements per second"},
-    {"gelu-gelems", OPT_REAL, G(gelu_gelems), 1e-6, 1e7, 0, 0, "gpu",
+    {"gelu-gelems", OPT_REAL, G(gelu_gelems), 1e-3, 1e7, 0, 0, "gpu",
      "bias + GeLU math rate, billions of elements per second"},
-    {"optim-gparams", OPT_REAL, G(optim_gparams), 1e-6, 1e7, 0, 0, "gpu",
+    {"optim-gparams", OPT_REAL, G(optim_gparams), 1e-3, 1e7, 0, 0, "gpu",
      "optimizer step math rate, billions of parameters per second"},
-    {"dropout-gdraws", OPT_REAL, G(dropout_gdraws), 0, 1e7, 0, 0, "gpu",
+    {"dropout-gdraws", OPT_REAL, G(dropout_gdraws), 1e-3, 1e7, 0, OPT_ZERO_OK, "gpu",
      "dropout mask draws of an elementwise kernel, billions per second, added to its time (0: not charged)"},
-    {"flash-fwd-gdraws", OPT_REAL, G(flash_fwd_gdraws), 0, 1e7, "0", 0, "gpu",
+    {"flash-fwd-gdraws", OPT_REAL, G(flash_fwd_gdraws), 1e-3, 1e7, "0", OPT_ZERO_OK, "gpu",
      "dropout mask draws inside the flash forward, billions per second of a full grid (0: dropout_gdraws; "
      "missing in files written before 2026-11-26)"},
-    {"flash-bwd-gdraws", OPT_REAL, G(flash_bwd_gdraws), 0, 1e7, "0", 0, "gpu",
+    {"flash-bwd-gdraws", OPT_REAL, G(flash_bwd_gdraws), 1e-3, 1e7, "0", OPT_ZERO_OK, "gpu",
      "dropout mask draws inside the flash backward, billions per second of a full grid (0: dropout_gdraws; "
      "missing in files written before 2026-11-26)"},
     {"gemm-acc-exposed", OPT_REAL, G(gemm_acc_exposed), 0, 1, "0", 0, "gpu",
@@ -209,6 +212,20 @@ int hw_check(const hw_t *hw, char *err)
         if (curve_check(curves[i].c, 1e-4, 1, curves[i].name, err, OPT_ERR_LEN))
             return -1;
     return 0;
+}
+
+int hw_check_loadable(const hw_t *hw, const char *what, char *err)
+{
+    cJSON *o = hw_to_json(hw);
+    hw_t back;
+    memset(&back, 0, sizeof back);
+    int rc = load_section(&hw_gpu_opts, cJSON_GetObjectItemCaseSensitive(o, "gpu"), &back.gpu, what, gpu_builtin_v,
+                          err) ||
+             load_section(&hw_cluster_opts, cJSON_GetObjectItemCaseSensitive(o, "cluster"), &back.cluster, what,
+                          cluster_builtin_v, err) ||
+             hw_check(&back, err);
+    cJSON_Delete(o);
+    return rc ? -1 : 0;
 }
 
 cJSON *hw_to_json(const hw_t *hw)

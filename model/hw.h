@@ -135,6 +135,12 @@ int hw_apply_file(const char *file, hw_t *hw, char *err);
 /* Range checks of every field (missing fields are caught by hw_resolve). */
 int hw_check(const hw_t *hw, char *err);
 
+/* Whether a profile file holding hw would load: hw_to_json read back by
+ * the loader's own rules (every field's bounds, then hw_check), so a writer
+ * (calibrate) never writes what --hardware refuses. `what` names it in
+ * the message. 0, or -1 with err. */
+int hw_check_loadable(const hw_t *hw, const char *what, char *err);
+
 /* The profile as JSON, in the format hw_resolve reads. */
 struct cJSON *hw_to_json(const hw_t *hw);
 

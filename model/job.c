@@ -104,8 +104,8 @@ static const opt_def defs[] = {
      "hardware profile JSON file (overrides --gpu/--cluster sections it has)"},
     {"nics-per-node", OPT_INT, J(nics_per_node), 0, 1024, "0", 0, "hardware",
      "override the cluster's NICs per node (0 = profile's)"},
-    {"nic-gbit", OPT_REAL, J(nic_gbit), 0, 1e6, "0", 0, "hardware", "override the NIC speed, Gb/s (0 = profile's)"},
-    {"oversubscription", OPT_REAL, J(oversubscription), 0, 1e3, "0", 0, "hardware",
+    {"nic-gbit", OPT_REAL, J(nic_gbit), 1e-3, 1e6, "0", OPT_ZERO_OK, "hardware", "override the NIC speed, Gb/s (0 = profile's)"},
+    {"oversubscription", OPT_REAL, J(oversubscription), 1, 1e3, "0", OPT_ZERO_OK, "hardware",
      "override the ToR oversubscription (0 = profile's; else >= 1)"},
 };
 
@@ -666,8 +666,6 @@ int job_hw_overrides(const job_t *job, hw_t *hw, char *err)
         hw->cluster.nics_per_node = job->nics_per_node;
     if (job->nic_gbit > 0)
         hw->cluster.nic_gbit = job->nic_gbit;
-    RULE(job->oversubscription == 0 || job->oversubscription >= 1,
-         "--oversubscription = %g is not allowed; give 0 (the profile's) or a ratio >= 1", job->oversubscription);
     if (job->oversubscription >= 1)
         hw->cluster.oversubscription = job->oversubscription;
     return hw_check(hw, err);

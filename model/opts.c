@@ -81,10 +81,11 @@ static int parse_bool(const char *s, int *v)
 static int check_bounds(const opt_def *d, double v, const char *origin,
                         const char *text, char *err)
 {
-    if (v >= d->lo && v <= d->hi)
+    int zero_ok = d->choices && !strcmp(d->choices, OPT_ZERO_OK);
+    if ((v >= d->lo && v <= d->hi) || (zero_ok && v == 0))
         return 0;
-    snprintf(err, OPT_ERR_LEN, "%s = %s is out of range; allowed %.17g to %.17g (%s)",
-             origin, text, d->lo, d->hi, d->help);
+    snprintf(err, OPT_ERR_LEN, "%s = %s is out of range; allowed %s%.17g to %.17g (%s)",
+             origin, text, zero_ok ? "0, or " : "", d->lo, d->hi, d->help);
     return -1;
 }
 
@@ -387,10 +388,11 @@ void opts_print_help(FILE *f, const opt_table *t)
         else
             snprintf(left, sizeof left, "  --%s %s", d->name, type_word(d));
         fprintf(f, "%-44s %s", left, d->help);
+        const char *zero = d->choices && !strcmp(d->choices, OPT_ZERO_OK) ? "0 or " : "";
         if (d->type == OPT_INT)
-            fprintf(f, " [%.0f..%.0f]", d->lo, d->hi);
+            fprintf(f, " [%s%.0f..%.0f]", zero, d->lo, d->hi);
         else if (d->type == OPT_REAL)
-            fprintf(f, " [%g..%g]", d->lo, d->hi);
+            fprintf(f, " [%s%g..%g]", zero, d->lo, d->hi);
         if (d->def && *d->def)
             fprintf(f, " (default %s)", d->def);
         fputc('\n', f);

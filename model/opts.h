@@ -32,10 +32,15 @@ typedef struct {
     double lo, hi;       /* INT/REAL bounds (inclusive); STR: buffer size in hi, and lo 1
                             when a given value must not be empty (a path to write or read) */
     const char *def;     /* default as text; NULL = required (no default) */
-    const char *choices; /* ENUM: "none|full|selective" */
+    const char *choices; /* ENUM: "none|full|selective"; INT/REAL: OPT_ZERO_OK, or NULL */
     const char *group;   /* heading in --help */
     const char *help;
 } opt_def;
+
+/* A numeric option's `choices`: 0 is allowed beside lo..hi (it means off,
+ * or "the profile's"). Lower bounds are physical: a rate near zero is a
+ * mistake, not a slow machine, and 0 must say so explicitly. */
+#define OPT_ZERO_OK "0 or"
 
 typedef struct {
     const opt_def *defs;

@@ -26,8 +26,21 @@ static event_t *ev_new(sim_t *S)
     return ev;
 }
 
+int eng_past_the_end(sim_t *S, int64_t t)
+{
+    if (t < SIM_MAX_NS)
+        return 0;
+    snprintf(S->err, S->errlen, "the simulated iteration runs past %.1f years (%lld ns) at t = %.6g s: an op "
+             "lasts longer than any real device would take; check the rates and sizes given (a profile field "
+             "or a flag such as --nic-gbit near zero)", SIM_MAX_NS * 1e-9 / (365.25 * 86400), (long long)SIM_MAX_NS,
+             S->now * 1e-9);
+    return -1;
+}
+
 int eng_ev_at(sim_t *S, int64_t t, int type, int ent, int stream, int slot, uint64_t key)
 {
+    if (eng_past_the_end(S, t))
+        return -1;
     event_t *ev = ev_new(S);
     if (!ev || sim_heap_push(&S->heap, &ev->node, (uint64_t)t, S->seq++))
         return -1;
@@ -38,6 +51,8 @@ int eng_ev_at(sim_t *S, int64_t t, int type, int ent, int stream, int slot, uint
 /* The transfer-done event of a pipeline transfer, sides in the event. */
 int eng_xfer_event(sim_t *S, int64_t t, const int ent[2], const int st[2], const int sl[2])
 {
+    if (eng_past_the_end(S, t))
+        return -1;
     event_t *ev = ev_new(S);
     if (!ev || sim_heap_push(&S->heap, &ev->node, (uint64_t)t, S->seq++))
         return -1;
@@ -584,13 +599,14 @@ int sim_run(const job_t *job, const hw_t *hw, const sim_opts_t *o, result_t *r, 
         unfolded.fold = 0;
     sim_t S = {.job = job, .hw = hw, .opts = &unfolded, .err = err, .errlen = len};
     memset(r, 0, sizeof *r);
+    err[0] = 0;
     if (!unfolded.fold && eng_unfolded_too_big(job, err, len))
         return -1;
     int rc = eng_setup(&S); /* -2: the network model refused the fabric, its reason in err */
     if (rc == -1)
         snprintf(err, len, "out of memory setting up %d ranks", job->num_gpus);
-    else if (rc == 0)
-        rc = run_loop(&S);
+    else if (rc == 0 && (rc = run_loop(&S)) != 0 && !err[0])
+        snprintf(err, len, "out of memory simulating %d ranks", job->num_gpus);
     if (!rc)
         rc = eng_collect(&S, r, err, len);
     S.tl_failed_handover = rc != 0;

@@ -120,7 +120,17 @@ typedef struct {
 
 /* ---- small helpers -------------------------------------------------- */
 
-static inline int64_t ns(double s) { return (int64_t)llround(s * 1e9); }
+/* Simulated time ends at SIM_MAX_NS (about 3.2 years): an op or an
+ * iteration longer than that comes from inputs outside what megasim models
+ * (a profile's or a flag's rate near zero). ns() saturates there (NaN too),
+ * and no event is scheduled at or past it (eng_ev_at): the run stops with
+ * a message, before the int64 clock could wrap. */
+#define SIM_MAX_NS ((int64_t)100000000000000000LL)
+static inline int64_t ns(double s)
+{
+    double v = s * 1e9;
+    return v != v || v >= (double)SIM_MAX_NS ? SIM_MAX_NS : (int64_t)llround(v);
+}
 
 static inline int ent_id(const sim_t *S, int cls, int stage, int tp_i) { return (cls * S->p + stage) * S->E_tp + tp_i; }
 
@@ -131,6 +141,8 @@ static inline int global_rank(const sim_t *S, const entity_t *e)
 
 
 /* engine.c */
+/* An event at or past SIM_MAX_NS: -1 with the message in S->err, else 0. */
+int eng_past_the_end(sim_t *S, int64_t t);
 int eng_ev_at(sim_t *S, int64_t t, int type, int ent, int stream, int slot, uint64_t key);
 int eng_xfer_event(sim_t *S, int64_t t, const int ent[2], const int st[2], const int sl[2]);
 

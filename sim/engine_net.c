@@ -42,6 +42,8 @@ int eng_net_resched(sim_t *S)
             sim_heap_remove(&S->heap, &S->net_ev.node);
         return 0;
     }
+    if (t >= (uint64_t)SIM_MAX_NS)
+        return eng_past_the_end(S, SIM_MAX_NS);
     if (sim_heap_queued(&S->net_ev.node)) {
         sim_heap_update(&S->heap, &S->net_ev.node, t, S->seq++);
         return 0;

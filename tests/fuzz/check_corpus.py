@@ -8,7 +8,8 @@ holds text its message must contain (the finding's regression test).
 
   corpus/job/*       megasim predict FILE                (job files)
   corpus/hardware/*  megasim predict --hardware FILE     (profiles)
-  corpus/flags/*     megasim ARGS (one argument a line)  (command lines)
+  corpus/flags/*     megasim ARGS (one argument a line;  (command lines)
+                     @CORPUS@ stands for the corpus folder)
   corpus/result/*    megasim plot FILE --outdir TMP, compare FILE,
                      predict --replay FILE               (result files)
 """
@@ -27,7 +28,8 @@ def commands(megasim, kind, path, tmp):
         return [[megasim, "predict", "--hardware", path]]
     if kind == "flags":
         with open(path, encoding="utf-8", errors="surrogateescape") as f:
-            return [[megasim] + [a for a in f.read().split("\n") if a != ""]]
+            return [[megasim] + [a.replace("@CORPUS@", os.path.dirname(os.path.dirname(path)))
+                                 for a in f.read().split("\n") if a != ""]]
     if kind == "result":
         return [[megasim, "plot", path, "--outdir", tmp], [megasim, "compare", path],
                 [megasim, "predict", "--replay", path]]
@@ -59,7 +61,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for kind in sorted(os.listdir(corpus)):
             folder = os.path.join(corpus, kind)
-            if not os.path.isdir(folder):
+            if not os.path.isdir(folder) or kind == "data":  # data/: files the flags name
                 continue
             for name in sorted(os.listdir(folder)):
                 if name.endswith(".expect") or name.startswith("."):

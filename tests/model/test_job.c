@@ -109,6 +109,12 @@ int main(void)
                err);
     const char *bad = tmp_file("megasim_hw_curve.json", "{\"gpu\": {\"base\": \"h100-sxm-80gb\", \"mem_eff\": [[2, 0.5], [1, 0.6]]}}");
     check_true("curve with decreasing x refused", hw_resolve("a100-sxm-80gb", "megascale", bad, &hw, err) != 0, err);
+    /* calibrate checks what it writes with the loader's own rules (F06). */
+    check_true("a built-in profile is loadable", hw_resolve("h100-sxm-80gb", "fattree", NULL, &hw, err) == 0 &&
+               hw_check_loadable(&hw, "h100", err) == 0, err);
+    hw.gpu.peak_bf16_tflops = 7.4e-6; /* below the sanitized CPU's 1e-5 floor */
+    check_true("a profile its loader would refuse is found before writing",
+               hw_check_loadable(&hw, "measured", err) != 0 && strstr(err, "peak_bf16_tflops"), err);
     fit_defaults();
     return check_done("test_job");
 }
