@@ -375,7 +375,84 @@ static long count_ops(const job_t *j, int stage, int (*keep)(const sched_op_t *o
 
 static int is_blocking_exchange(const sched_op_t *o) { return o->kind == SOP_XFER && o->stream == STREAM_COMPUTE; }
 
-long sched_blocking_exchanges(const job_t *j, int stage) { return count_ops(j, stage, is_blocking_exchange); }
+/* ---- blocking exchanges without walking the program ------------------ *
+ * The closed form charges every blocking exchange of the first and last
+ * stage; walking the program to count them cost seconds at a batch of
+ * millions (reliability finding F11). The counts below mirror prologue(),
+ * step_1f1b() and step_interleaved() call for call; test_sched checks them
+ * against the walked program over a grid of plans. */
+
+/* Whether exchange() issues a call with these sends and receives. */
+static int issues(int send_f, int recv_f, int send_b, int recv_b) { return send_f || recv_f || send_b || recv_b; }
+
+/* Calls step_interleaved() issues at step k of a phase (0 warm-up, 1
+ * steady, 2 cool-down). */
+static int interleaved_calls(const sched_iter_t *it, int phase, long k)
+{
+    const job_t *j = it->job;
+    long total = total_steps(j), W = sched_warmup(j, it->stage), R = total - W;
+    int p = j->pp, v = j->vpp, gpipe = j->pipeline_schedule == PIPE_GPIPE;
+    if (phase == 0) {
+        int recv_prev = !(is_first(it) && sched_chunk(j, k + 1, 1) == 0) && k != total - 1;
+        int send = fwd_sends(it, sched_chunk(j, k, 1));
+        if (gpipe)
+            return send + recv_prev;
+        return issues(send, recv_prev, 0, k == W - 1 && R > 0 && !is_last(it));
+    }
+    if (phase == 1) {
+        long fk = k + W, bk = k;
+        int recv_prev = k == R - 1 ? 0 : is_first(it) ? sched_chunk(j, fk - (p - 1), 1) != v - 1 : 1;
+        int recv_next = is_last(it) ? sched_chunk(j, bk - (p - 1), 0) != 0 : 1;
+        return issues(fwd_sends(it, sched_chunk(j, fk, 1)), recv_prev, bwd_sends(it, sched_chunk(j, bk, 0)), recv_next);
+    }
+    long bk = R + k;
+    int first_recv = k == 0 && R == 0 && bwd_needs_recv(it, sched_chunk(j, 0, 0));
+    int recv_next = !(is_last(it) && sched_chunk(j, bk + 1, 0) == v - 1) && bk != total - 1;
+    return first_recv + issues(0, 0, bwd_sends(it, sched_chunk(j, bk, 0)), recv_next);
+}
+
+/* Sum of interleaved_calls over k in [0, n). Away from either end of a
+ * phase the calls depend on k only through k mod p v (the chunk order's
+ * period), so the ends are walked and the middle counted a period at a
+ * time: O(p v), whatever the batch. */
+static long phase_calls(const sched_iter_t *it, int phase, long n)
+{
+    long period = (long)it->job->pp * it->job->vpp, sum = 0;
+    if (n <= 3 * period) {
+        for (long k = 0; k < n; k++)
+            sum += interleaved_calls(it, phase, k);
+        return sum;
+    }
+    long one = 0, mid = n - 2 * period, full = mid / period;
+    for (long k = 0; k < period; k++)
+        sum += interleaved_calls(it, phase, k) + interleaved_calls(it, phase, n - period + k);
+    for (long k = period; k < 2 * period; k++)
+        one += interleaved_calls(it, phase, k);
+    sum += full * one;
+    for (long k = period + full * period; k < n - period; k++)
+        sum += interleaved_calls(it, phase, k);
+    return sum;
+}
+
+long sched_blocking_exchanges(const job_t *j, int stage)
+{
+    if (j->pp == 1 || j->pp_comm_overlap)
+        return 0;
+    sched_iter_t it;
+    sched_iter_init(&it, j, stage);
+    long total = total_steps(j), W = sched_warmup(j, stage);
+    long nf = !is_first(&it), nl = !is_last(&it);
+    if (j->vpp == 1 && j->pipeline_schedule != PIPE_GPIPE) { /* step_1f1b */
+        long m = j->num_microbatches, R = m - W;
+        return W * (nf + nl) + (W > 0 && R > 0) * nf + R * (nl + nf) + (R > 0 && W == 0) * nf + W * (nl + nf);
+    }
+    long cool = j->pipeline_schedule == PIPE_GPIPE ? total : W;
+    return nf /* the prologue's recv_forward */ + phase_calls(&it, 0, W) + phase_calls(&it, 1, total - W) +
+           phase_calls(&it, 2, cool);
+}
+
+/* The walked count, for tests: every blocking exchange the program issues. */
+long sched_blocking_exchanges_walked(const job_t *j, int stage) { return count_ops(j, stage, is_blocking_exchange); }
 
 long sched_program_ops(const job_t *j, int stage) { return count_ops(j, stage, NULL); }
 

@@ -103,8 +103,10 @@ long sched_warmup(const job_t *job, int stage);
 
 /* Blocking exchanges on a stage's compute stream (Megatron's combined
  * send/receive calls), each costing one transfer time when its partner
- * is on time. O(micro-batches x chunks). */
+ * is on time. O(stages x chunks), whatever the batch; the _walked twin
+ * counts them op by op (O(ops): tests hold the two equal). */
 long sched_blocking_exchanges(const job_t *job, int stage);
+long sched_blocking_exchanges_walked(const job_t *job, int stage);
 
 /* Ops in one iteration of a stage's program. O(ops). */
 long sched_program_ops(const job_t *job, int stage);

@@ -163,7 +163,7 @@ static void grid(void)
     static const char *const switches[] = {"--preset megatron-lm", "--preset megascale",
                                            "--preset megatron-lm --pp-comm-overlap",
                                            "--preset megatron-lm --overlap-grad-reduce --overlap-param-gather"};
-    int cases = 0, bad_count = 0, bad_verify = 0, bad_pairs = 0;
+    int cases = 0, bad_count = 0, bad_verify = 0, bad_pairs = 0, bad_xch = 0;
     char first_bad[256] = "none";
     for (size_t p = 0; p < sizeof plans / sizeof plans[0]; p++)
         for (size_t s = 0; s < sizeof switches / sizeof switches[0]; s++) {
@@ -183,6 +183,8 @@ static void grid(void)
                     bad_count++, ok = 0;
                 if (j.pp > 1 && !pairs_match(&j, r, (r + 1) % j.pp))
                     bad_pairs++, ok = 0;
+                if (sched_blocking_exchanges(&j, r) != sched_blocking_exchanges_walked(&j, r))
+                    bad_xch++, ok = 0;
             }
             if (!ok && !strcmp(first_bad, "none"))
                 snprintf(first_bad, sizeof first_bad, "%.250s", args);
@@ -191,6 +193,45 @@ static void grid(void)
     check_eq("stages whose forwards or backwards are not m v", 0, bad_count, "one per chunk and micro-batch");
     check_eq("programs the verifier rejects", 0, bad_verify, first_bad);
     check_eq("neighbour pairs whose transfers do not pair up", 0, bad_pairs, "i-th send meets i-th receive");
+    check_eq("stages whose counted exchanges differ from the walked", 0, bad_xch,
+             "sched_blocking_exchanges (O(p v)) vs the program, op by op");
+}
+
+/* The counted exchanges against the walked program where the count
+ * takes its shortcut: many micro-batches, so each phase is longer than
+ * three periods of the chunk order (p v steps), including batches that are
+ * not a whole number of periods. */
+static void exchanges_at_scale(void)
+{
+    static const char *const plans[] = {
+        "--num-layers 16 --pipeline-model-parallel-size 4 --num-gpus 4 --global-batch-size 200 "
+        "--num-layers-per-virtual-pipeline-stage 2",
+        "--num-layers 48 --pipeline-model-parallel-size 8 --num-gpus 8 --global-batch-size 296 "
+        "--num-layers-per-virtual-pipeline-stage 2",
+        "--num-layers 16 --pipeline-model-parallel-size 4 --num-gpus 4 --global-batch-size 250 "
+        "--num-layers-per-virtual-pipeline-stage 0",
+        "--num-layers 16 --pipeline-model-parallel-size 4 --num-gpus 4 --global-batch-size 130 "
+        "--num-layers-per-virtual-pipeline-stage 0 --pipeline-schedule gpipe",
+        "--num-layers 24 --pipeline-model-parallel-size 3 --num-gpus 3 --global-batch-size 99 "
+        "--num-layers-per-virtual-pipeline-stage 1",
+    };
+    int cases = 0, bad = 0;
+    char first[600] = "none";
+    for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++) {
+        char args[1024];
+        job_t j;
+        snprintf(args, sizeof args, "--preset megatron-lm --hidden-size 1024 --num-attention-heads 16 "
+                 "--tensor-model-parallel-size 1 %s", plans[i]);
+        if (make(&j, args))
+            continue;
+        for (int r = 0; r < j.pp; r++, cases++) {
+            long fast = sched_blocking_exchanges(&j, r), walked = sched_blocking_exchanges_walked(&j, r);
+            if (fast != walked && bad++ == 0)
+                snprintf(first, sizeof first, "stage %d: %ld vs %ld walked; %.500s", r, fast, walked, plans[i]);
+        }
+    }
+    check_eq("stages checked at scale (5 plans)", 4 + 8 + 4 + 4 + 3, cases, "every stage of each plan");
+    check_eq("... whose counted exchanges differ from the walked", 0, bad, first);
 }
 
 /* Broken programs from sched_verify_with's hook. */
@@ -326,6 +367,7 @@ int main(void)
     order();
     warmup();
     grid();
+    exchanges_at_scale();
     verifier();
     datatypes();
     exchanges();
