@@ -6,9 +6,10 @@
  * (KERN_EMU). Emulated:
  *   - a launch (KERN_LAUNCH): in its stream's order, the blocks one after
  *     another, each block's threads as fibers switched at barriers
- *     (emu/cuda_emu_fiber.cc), or with CUDA_EMU_THREADS as real threads
- *     (for ThreadSanitizer); 1-3 D; a warp is 32 consecutive linear
- *     thread ids, as on the GPU;
+ *     (emu/cuda_emu_fiber.cc; under ThreadSanitizer, CUDA_EMU_TSAN_FIBERS,
+ *     each fiber a thread of its own to it), or with CUDA_EMU_THREADS as real threads
+ *     (where the fiber switch's x86-64 assembly does not run); 1-3 D; a
+ *     warp is 32 consecutive linear thread ids, as on the GPU;
  *   - __syncthreads (a block barrier), __syncwarp (a barrier of the 32
  *     lanes of the caller's warp), __shfl_xor_sync (full warp), atomicAdd
  *     (float);
@@ -48,6 +49,8 @@
 #include <type_traits>
 #include <vector>
 
+#include <sys/mman.h>
+
 #include "emu/cuda_emu_stream.h"
 #include "emu/cuda_runtime_api.h"
 #include "kernels/kern_common.h"
@@ -68,9 +71,10 @@ struct dim3 {
 struct uint3 {
   unsigned x = 0, y = 0, z = 0;
 };
-/* CUDA_EMU_THREADS: each CUDA thread an OS thread (ThreadSanitizer sees
- * races between lanes); else fibers on the launching thread
- * (emu/cuda_emu_fiber.cc), and these are plain globals, set at each switch. */
+/* CUDA_EMU_THREADS: each CUDA thread an OS thread; else fibers on the
+ * launching thread (emu/cuda_emu_fiber.cc), and these are plain globals,
+ * set at each switch. ThreadSanitizer sees races between lanes either way
+ * (with fibers, CUDA_EMU_TSAN_FIBERS tells it each fiber's context). */
 #if !defined(CUDA_EMU_THREADS) && !defined(__x86_64__)
 #define CUDA_EMU_THREADS 1 /* the fiber switch is x86-64 assembly */
 #endif
@@ -117,8 +121,29 @@ inline void emu_aligned(const void *p, size_t bytes, const char *file, int line)
 }
 #define KERN_ALIGNED(p, bytes) emu_aligned((p), (bytes), __FILE__, __LINE__)
 
-alignas(128) inline unsigned char emu_smem[256 * 1024];
+alignas(4096) inline unsigned char emu_smem[256 * 1024];
 #define KERN_DYN_SMEM(type, name) type *name = (type *)emu_smem
+
+/* A launch's dynamic shared memory is the first smem_bytes of emu_smem,
+ * rounded up to a page: the pages past it are made inaccessible until a
+ * launch asks for them, so a kernel reading or writing beyond what its
+ * launch declared faults, as on a GPU ("out of range shared address"),
+ * and only what it may use is refilled with NaN before each block (all
+ * 256 KiB were: twice the time of an elementwise kernel's block). Returns
+ * the bytes to refill. One launch at a time (emu_kernel_m). */
+inline size_t emu_smem_limit(size_t smem_bytes) {
+  static size_t open_bytes = sizeof emu_smem; /* accessible now */
+  size_t want = std::min((smem_bytes + 4095) & ~(size_t)4095, sizeof emu_smem);
+  if (want != open_bytes) {
+    size_t lo = std::min(want, open_bytes), hi = std::max(want, open_bytes);
+    if (mprotect(emu_smem + lo, hi - lo, want > open_bytes ? PROT_READ | PROT_WRITE : PROT_NONE)) {
+      std::perror("cuda_emu: mprotect of shared memory");
+      std::abort();
+    }
+    open_bytes = want;
+  }
+  return want;
+}
 
 /* One cp.async in flight (kern_mma.cuh): copied at the wait covering group,
  * which must come in the block that issued it. */
@@ -143,7 +168,7 @@ inline emu_block *emu_cur;
 /* emu/cuda_emu_fiber.cc: barrier b (0: the block, 1 + w: warp w) for the
  * running fiber; every block of grid, body as each of its threads. */
 void emu_fiber_barrier(unsigned b);
-void emu_fiber_grid(dim3 grid, dim3 block, const std::function<void()> &body);
+void emu_fiber_grid(dim3 grid, dim3 block, size_t smem_fill, const std::function<void()> &body);
 inline void __syncthreads() { emu_fiber_barrier(0); }
 inline void __syncwarp(unsigned mask = 0xffffffffu) {
   (void)mask;
@@ -306,12 +331,13 @@ template <int N> inline void cp_async_wait() {
 
 /* Runs body() as every thread of every block of grid; a warp's threads
  * must all exist (block sizes a multiple of 32). Blocks one after another;
- * before each, the dynamic shared memory is refilled with NaN. Fibers
- * (emu/cuda_emu_fiber.cc), or with CUDA_EMU_THREADS one real thread per
- * block thread, reused for block after block, meeting at the block
- * barrier between blocks. */
-template <class F> void emu_launch(dim3 grid, dim3 block, F body) {
+ * before each, the dynamic shared memory (smem_bytes: all of it unless
+ * said) is refilled with NaN. Fibers (emu/cuda_emu_fiber.cc), or with
+ * CUDA_EMU_THREADS one real thread per block thread, reused for block
+ * after block, meeting at the block barrier between blocks. */
+template <class F> void emu_launch(dim3 grid, dim3 block, F body, size_t smem_bytes = sizeof emu_smem) {
   unsigned nthreads = block.x * block.y * block.z;
+  size_t smem_fill = emu_smem_limit(smem_bytes);
   blockDim = block;
   gridDim = grid;
   emu_block b;
@@ -321,7 +347,7 @@ template <class F> void emu_launch(dim3 grid, dim3 block, F body) {
   b.ncommit.assign(nthreads, 0);
   emu_cur = &b;
 #ifndef CUDA_EMU_THREADS
-  emu_fiber_grid(grid, block, std::function<void()>(body));
+  emu_fiber_grid(grid, block, smem_fill, std::function<void()>(body));
 #else
   unsigned long nblocks = (unsigned long)grid.x * grid.y * grid.z;
   b.block = std::make_unique<std::barrier<>>(nthreads);
@@ -334,7 +360,7 @@ template <class F> void emu_launch(dim3 grid, dim3 block, F body) {
       for (unsigned long i = 0; i < nblocks; i++) {
         blockIdx.x = (unsigned)(i % grid.x), blockIdx.y = (unsigned)(i / grid.x % grid.y);
         blockIdx.z = (unsigned)(i / grid.x / grid.y);
-        if (t == 0) std::memset(emu_smem, 0xff, sizeof emu_smem);
+        if (t == 0) std::memset(emu_smem, 0xff, smem_fill);
         b.block->arrive_and_wait(); /* the last block is done; shared memory is fresh */
         body();
         b.block->arrive_and_wait();
@@ -380,9 +406,9 @@ template <class K> struct emu_launch_t {
     }
     unsigned i = 0;
     (emu_check_arg(i++, a), ...);
-    emu_stream_enqueue(stream, [g = grid, b = block, k = kernel, a...] {
+    emu_stream_enqueue(stream, [g = grid, b = block, sm = smem, k = kernel, a...] {
       std::lock_guard<std::mutex> lk(emu_kernel_m);
-      emu_launch(g, b, [&] { k(a...); });
+      emu_launch(g, b, [&] { k(a...); }, sm);
     });
   }
 };
