@@ -192,6 +192,8 @@ int out_h5_close(out_h5_t *w, int rc)
     return out_close(&w->out, rc);
 }
 
+static int close_dataset(out_h5_t *w, hid_t d, const char *name, int rc);
+
 /* A scalar attribute: file type ft, memory type mt, value at buf. */
 static int put_attr(out_h5_t *w, hid_t loc, const char *name, hid_t ft, hid_t mt, const void *buf)
 {
@@ -209,13 +211,36 @@ int out_h5_attr_f64(out_h5_t *w, hid_t loc, const char *name, double v)
     return put_attr(w, loc, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v);
 }
 
-int out_h5_attr_str(out_h5_t *w, hid_t loc, const char *name, const char *v)
+/* A fixed-length UTF-8 string type holding n bytes and the NUL. */
+static hid_t str_type(size_t n)
 {
     hid_t t = H5Tcopy(H5T_C_S1);
-    int ok = t >= 0 && H5Tset_size(t, H5T_VARIABLE) >= 0 && H5Tset_cset(t, H5T_CSET_UTF8) >= 0;
-    int rc = ok ? put_attr(w, loc, name, t, t, &v) : out_h5_fail(w, "make a string type for", name);
-    if (t >= 0)
+    if (t >= 0 && (H5Tset_size(t, n + 1) < 0 || H5Tset_strpad(t, H5T_STR_NULLTERM) < 0 ||
+                   H5Tset_cset(t, H5T_CSET_UTF8) < 0)) {
         H5Tclose(t);
+        t = -1;
+    }
+    return t;
+}
+
+int out_h5_attr_str(out_h5_t *w, hid_t loc, const char *name, const char *v)
+{
+    size_t n = strlen(v);
+    hid_t t = str_type(n), s = -1, d = -1;
+    if (t < 0)
+        return out_h5_fail(w, "make a string type for", name);
+    int rc;
+    if (n < OUT_ATTR_MAX) {
+        rc = put_attr(w, loc, name, t, t, v);
+    } else { /* past what an object header holds: a scalar dataset of the same name */
+        int ok = (s = H5Screate(H5S_SCALAR)) >= 0 &&
+                 (d = H5Dcreate2(loc, name, t, s, H5P_DEFAULT, w->dcpl, H5P_DEFAULT)) >= 0 &&
+                 H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0;
+        rc = close_dataset(w, d, name, ok ? 0 : out_h5_fail(w, "write the string dataset", name));
+    }
+    if (s >= 0)
+        H5Sclose(s);
+    H5Tclose(t);
     return rc;
 }
 
@@ -315,31 +340,58 @@ int out_h5_attr_json(hid_t file, const char *path, const char *name, cJSON **o, 
     return rc;
 }
 
-char *out_h5_attr_read(hid_t loc, const char *obj, const char *name)
+/* A string of the type ft read by read(obj, mt, buf) from an attribute or
+ * a scalar dataset: either kind of string, a fixed length bounded by
+ * OUT_STR_READ_MAX (what a file claims is checked before memory is taken). */
+static char *read_str(hid_t obj, hid_t ft, int attr)
 {
-    if (H5Aexists_by_name(loc, obj, name, H5P_DEFAULT) <= 0)
-        return NULL;
-    hid_t a = H5Aopen_by_name(loc, obj, name, H5P_DEFAULT, H5P_DEFAULT);
-    hid_t ft = a >= 0 ? H5Aget_type(a) : -1, mt = -1;
     char *out = NULL;
-    if (ft >= 0 && H5Tget_class(ft) == H5T_STRING && (mt = H5Tcopy(ft)) >= 0) {
-        if (H5Tis_variable_str(ft) > 0) {
-            char *s = NULL;
-            if (H5Aread(a, mt, &s) >= 0 && s) {
-                out = strdup(s);
-                H5free_memory(s);
-            }
-        } else {
-            size_t n = H5Tget_size(ft);
-            out = calloc(n + 1, 1);
-            if (out && H5Aread(a, mt, out) < 0) {
-                free(out);
-                out = NULL;
-            }
+    hid_t mt = H5Tget_class(ft) == H5T_STRING ? H5Tcopy(ft) : -1;
+    if (mt >= 0 && H5Tis_variable_str(ft) > 0) {
+        char *s = NULL;
+        if ((attr ? H5Aread(obj, mt, &s) : H5Dread(obj, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, &s)) >= 0 && s) {
+            out = strdup(s);
+            H5free_memory(s);
+        }
+    } else if (mt >= 0) {
+        size_t n = H5Tget_size(ft);
+        out = n > 0 && n <= OUT_STR_READ_MAX ? calloc(n + 1, 1) : NULL;
+        if (out && (attr ? H5Aread(obj, mt, out) : H5Dread(obj, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, out)) < 0) {
+            free(out);
+            out = NULL;
         }
     }
     if (mt >= 0)
         H5Tclose(mt);
+    return out;
+}
+
+/* The scalar string dataset obj/name (a long string out_h5_attr_str
+ * wrote), NULL when there is none. */
+static char *read_str_dataset(hid_t loc, const char *obj, const char *name)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s%s%s", obj, obj[strlen(obj) - 1] == '/' ? "" : "/", name);
+    if (H5Lexists(loc, path, H5P_DEFAULT) <= 0)
+        return NULL;
+    hid_t d = H5Dopen2(loc, path, H5P_DEFAULT), ft = d >= 0 ? H5Dget_type(d) : -1, sp = d >= 0 ? H5Dget_space(d) : -1;
+    char *out = ft >= 0 && sp >= 0 && H5Sget_simple_extent_type(sp) == H5S_SCALAR ? read_str(d, ft, 0) : NULL;
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (ft >= 0)
+        H5Tclose(ft);
+    if (d >= 0)
+        H5Dclose(d);
+    return out;
+}
+
+char *out_h5_attr_read(hid_t loc, const char *obj, const char *name)
+{
+    if (H5Aexists_by_name(loc, obj, name, H5P_DEFAULT) <= 0)
+        return read_str_dataset(loc, obj, name);
+    hid_t a = H5Aopen_by_name(loc, obj, name, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t ft = a >= 0 ? H5Aget_type(a) : -1;
+    char *out = ft >= 0 ? read_str(a, ft, 1) : NULL;
     if (ft >= 0)
         H5Tclose(ft);
     if (a >= 0)

@@ -79,9 +79,15 @@ int out_h5_close(out_h5_t *w, int rc);
 /* "PATH: HDF5 could not WHAT NAME"; returns -1. */
 int out_h5_fail(out_h5_t *w, const char *what, const char *name);
 
-/* Attributes on loc (the file, a group or a dataset). Strings are UTF-8,
- * variable length (configurations above 64 KiB fit; h5py reads str);
- * numbers float64. 0, or -1 with a message. */
+/* Attributes on loc (the file, a group or a dataset). Strings are UTF-8
+ * and fixed length: nothing of them lives in HDF5's global heap, whose
+ * reader a damaged file could lead astray (reliability findings F04,
+ * F05). A string of OUT_ATTR_MAX bytes or more does not fit an object
+ * header: it becomes a scalar string dataset of the same name under loc,
+ * which out_h5_attr_read finds the same way. Numbers are float64. 0, or -1
+ * with a message. */
+#define OUT_ATTR_MAX 32768
+#define OUT_STR_READ_MAX ((size_t)64 << 20) /* the longest string a reader accepts */
 int out_h5_attr_str(out_h5_t *w, hid_t loc, const char *name, const char *v);
 int out_h5_attr_f64(out_h5_t *w, hid_t loc, const char *name, double v);
 
@@ -111,9 +117,10 @@ int out_h5_table(out_h5_t *w, hid_t loc, const char *name, const out_table_t *t,
 /* A float64 column of n values (n may be 0). 0, or -1 with a message. */
 int out_h5_column(out_h5_t *w, hid_t loc, const char *name, const double *v, size_t n);
 
-/* Reading back: attribute name of object obj (a path from loc), a string
- * of either kind (variable or fixed length), malloc'd; NULL when absent,
- * not a string, or unreadable. */
+/* Reading back: attribute name of object obj (a path from loc), or the
+ * scalar string dataset obj/name, a string of either kind (variable length,
+ * as files written before 2026-11-28 hold them, or fixed), malloc'd; NULL when absent, not a
+ * string, longer than OUT_STR_READ_MAX, or unreadable. */
 char *out_h5_attr_read(hid_t loc, const char *obj, const char *name);
 
 /* The root attribute `name` of file as strict JSON (model/json.h) into

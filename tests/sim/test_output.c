@@ -75,17 +75,21 @@ static int simulate(const job_t *j, const hw_t *hw, const char *trace, result_t 
 
 static char *read_attr_str(hid_t loc, const char *name)
 {
-    /* read with the stored type: a variable-length string (UTF-8) */
+    /* read with the stored type, as the schema says it is: a fixed-length,
+     * NUL-terminated UTF-8 string (nothing in HDF5's global heap) */
     hid_t a = H5Aopen(loc, name, H5P_DEFAULT), t = a >= 0 ? H5Aget_type(a) : -1;
-    char *v = NULL, *copy = NULL;
-    if (t >= 0 && H5Tis_variable_str(t) > 0 && H5Aread(a, t, &v) >= 0 && v)
-        copy = strdup(v);
-    H5free_memory(v);
+    char *v = NULL;
+    size_t n = t >= 0 ? H5Tget_size(t) : 0;
+    if (t >= 0 && H5Tget_class(t) == H5T_STRING && H5Tis_variable_str(t) == 0 && H5Tget_cset(t) == H5T_CSET_UTF8 &&
+        H5Tget_strpad(t) == H5T_STR_NULLTERM && (v = calloc(n + 1, 1)) && H5Aread(a, t, v) < 0) {
+        free(v);
+        v = NULL;
+    }
     if (t >= 0)
         H5Tclose(t);
     if (a >= 0)
         H5Aclose(a);
-    return copy;
+    return v;
 }
 
 static double read_attr_f64(hid_t loc, const char *name)
