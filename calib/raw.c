@@ -212,12 +212,15 @@ int calib_read_h5(const char *path, calib_result_t *r, cJSON **config, cJSON **p
     void *old_data = NULL;
     H5Eget_auto2(H5E_DEFAULT, &old_fn, &old_data);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our message replaces HDF5's error stack */
-    hid_t file = H5Fis_hdf5(path) > 0 ? H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
+    /* out_h5_vet: a damaged file costs a child process, with its reason in why */
+    hid_t file = H5Fis_hdf5(path) > 0 && out_h5_vet(path, why, sizeof why) == 0
+                     ? H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT)
+                     : -1;
     int rc = -1;
     cJSON *measured = NULL;
-    if (file < 0) {
+    if (file < 0 && !why[0]) {
         snprintf(why, sizeof why, "not a readable HDF5 file");
-    } else if ((measured = parse_attr(file, "measured", why))) {
+    } else if (file >= 0 && (measured = parse_attr(file, "measured", why))) {
         calib_gemm_table(&r->gemm), calib_attn_table(&r->attn), calib_attn_unfused_table(&r->attn_unfused);
         calib_mem_table(&r->mem), calib_coll_table(&r->coll), calib_overlap_table(&r->overlap);
         calib_attn_dropout_table(&r->attn_drop), calib_sustained_table(&r->sustained);

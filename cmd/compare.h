@@ -13,6 +13,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The largest iteration a measurement's /timeline may name (F07: INT32_MAX
+ * overflowed the per-iteration tally). */
+#define CMP_MAX_ITERATION 16777215
+
 typedef struct {
     int json, ranks_shown, help;
     char plot[1000], plots_dir[1024];

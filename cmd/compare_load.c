@@ -13,6 +13,7 @@
 
 #include <hdf5.h>
 #include <stddef.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +99,12 @@ static int read_run(cmp_t *c, char *err)
         snprintf(err, OPT_ERR_LEN, "%s: /iterations has no rows: the run measured no step", c->run_path);
         rc = -1;
     }
+    for (long i = 0; !rc && i < c->nsteps; i++)
+        if (!(isfinite(c->steps[i].step_time_s) && c->steps[i].step_time_s > 0)) {
+            snprintf(err, OPT_ERR_LEN, "%s: /iterations row %ld: step_time_s = %g is not a positive time",
+                     c->run_path, i, c->steps[i].step_time_s);
+            rc = -1;
+        }
     if (!rc)
         c->meas.iteration_s = mean_step(c);
     H5Fclose(f);
@@ -261,17 +268,32 @@ static int check_rows(const cmp_t *c, const side_t *s, const char *path, int eve
                  "has one row per rank); the file is inconsistent", path, s->nranks, c->job.num_gpus);
         return -1;
     }
+    if (every_rank && s->nops == 0) { /* F09: its statistics would all be 0/0 */
+        snprintf(err, OPT_ERR_LEN, "%s: /timeline has no rows; a measurement records every op of its traced "
+                 "iterations, so the file is inconsistent", path);
+        return -1;
+    }
     for (long i = 0; i < s->nops; i++) {
         const op_row_t *o = &s->ops[i];
         if (o->rank < 0 || o->rank >= c->job.num_gpus || o->stream < 0 || o->stream >= STREAM_COUNT ||
-            o->kind < 0 || o->kind >= NKINDS || o->iteration < 0) {
+            o->kind < 0 || o->kind >= NKINDS || o->iteration < 0 || o->iteration > CMP_MAX_ITERATION) {
             snprintf(err, OPT_ERR_LEN, "%s: /timeline row %ld: rank %d, stream %d, kind %d, iteration %d is not "
-                     "an op of this %d-rank job", path, i, o->rank, o->stream, o->kind, o->iteration,
-                     c->job.num_gpus);
+                     "an op of this %d-rank job (iterations 0 to %d)", path, i, o->rank, o->stream, o->kind,
+                     o->iteration, c->job.num_gpus, CMP_MAX_ITERATION);
+            return -1;
+        }
+        if (!isfinite(o->t_ready_s) || !isfinite(o->t_start_s) || !isfinite(o->t_end_s)) { /* F09 */
+            snprintf(err, OPT_ERR_LEN, "%s: /timeline row %ld: times %g, %g, %g s are not all finite", path, i,
+                     o->t_ready_s, o->t_start_s, o->t_end_s);
             return -1;
         }
     }
     for (long i = 0; i < s->nranks; i++) {
+        if (!isfinite(s->ranks[i].end_s)) {
+            snprintf(err, OPT_ERR_LEN, "%s: /ranks row %ld: end_s = %g is not a finite time", path, i,
+                     s->ranks[i].end_s);
+            return -1;
+        }
         if (s->ranks[i].rank < 0 || s->ranks[i].rank >= c->job.num_gpus) {
             snprintf(err, OPT_ERR_LEN, "%s: /ranks row %ld: rank %d is not a rank of this %d-rank job", path, i,
                      s->ranks[i].rank, c->job.num_gpus);

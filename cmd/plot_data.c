@@ -358,6 +358,11 @@ static int write_wide(plot_ctx_t *c, const char *fig_name, const char *header, c
             return plot_fail(c, PLOT_BAD_INPUT, "%s row %ld: system %d is not 0 to %d", fig_name, i, r[i].system,
                         MAX_SYS - 1);
         }
+        if (r[i].gpus < 1 || r[i].gpus >= PLOT_MAX_RANK) {
+            free(s.buf);
+            return plot_fail(c, PLOT_BAD_INPUT, "%s row %ld: gpus = %d is not 1 to %d", fig_name, i, r[i].gpus,
+                             PLOT_MAX_RANK - 1);
+        }
         if (r[i].system >= nsys)
             nsys = r[i].system + 1;
     }
@@ -432,7 +437,7 @@ static int fig_table3(plot_ctx_t *c)
     if (fp) {
         fprintf(fp, "# MFU in percent. columns: row paper_mfu closed_mfu sim_mfu \"what the row adds\"\n");
         for (long i = 0; i < n; i++) {
-            int k = r[i].row - 1; /* rows count from 1 in the paper; else take the order */
+            long k = (long)r[i].row - 1; /* rows count from 1 in the paper; else take the order (F08: INT_MIN) */
             const char *l = k >= 0 && k < nl ? labels[k] : i < nl ? labels[i] : "";
             fprintf(fp, "%d", r[i].row);
             plot_put_val(fp, 1, 100 * r[i].paper_mfu);
@@ -465,6 +470,9 @@ int plot_open_result(const char *path, hid_t *file, char *kind, size_t kind_size
         return pfail(err, errlen, path, PLOT_BAD_INPUT, "not a regular file");
     if (H5Fis_hdf5(path) <= 0)
         return pfail(err, errlen, path, PLOT_BAD_INPUT, "not an HDF5 file, so not a megasim result file");
+    char why[1024];
+    if (out_h5_vet(path, why, sizeof why)) /* a damaged file costs a child process, not this one */
+        return pfail(err, errlen, path, PLOT_BAD_INPUT, "%s", why);
     *file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (*file < 0)
         return pfail(err, errlen, path, PLOT_BAD_INPUT, "HDF5 cannot open it");

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #define MAX_NAMES 32 /* streams, kinds */
+#define PLOT_MAX_RANK (1 << 26) /* ranks, iterations and counts a file may name (the job allows fewer) */
 
 typedef struct {
     const char *path, *outdir;

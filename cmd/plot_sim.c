@@ -26,6 +26,14 @@ static double job_num(const plot_ctx_t *c, const char *sec, const char *key, dou
     return cfg_num(c->config, sec, key, def);
 }
 
+/* A recorded count: def unless a whole number 1 to PLOT_MAX_RANK (an edited
+ * file may hold anything; F02: 65536 x 65536 overflowed int). */
+static int cfg_count(const cJSON *root, const char *sec, const char *key, int def)
+{
+    double v = cfg_num(root, sec, key, def);
+    return v >= 1 && v <= PLOT_MAX_RANK && v == floor(v) ? (int)v : def;
+}
+
 static const char *job_str(const plot_ctx_t *c, const char *sec, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c->config, sec), key);
@@ -41,11 +49,11 @@ static int is_measurement(const plot_ctx_t *c)
  * a measurement says "measured, mean step 0.675 s". */
 static void job_line(const plot_ctx_t *c, char *buf, size_t size)
 {
-    int gpus = (int)job_num(c, "job", "num_gpus", 0), tp = (int)job_num(c, "job", "tensor_model_parallel_size", 1);
-    int pp = (int)job_num(c, "job", "pipeline_model_parallel_size", 1);
+    int gpus = cfg_count(c->config, "job", "num_gpus", 1), tp = cfg_count(c->config, "job", "tensor_model_parallel_size", 1);
+    int pp = cfg_count(c->config, "job", "pipeline_model_parallel_size", 1);
     double it_s = 0;
-    int k = snprintf(buf, size, "%d GPUs = TP %d x PP %d x DP %d, %s preset", gpus, tp, pp,
-                     tp > 0 && pp > 0 ? gpus / (tp * pp) : 0, job_str(c, "job", "preset"));
+    int k = snprintf(buf, size, "%d GPUs = TP %d x PP %d x DP %lld, %s preset", gpus, tp, pp,
+                     gpus / ((long long)tp * pp), job_str(c, "job", "preset"));
     if (k > 0 && (size_t)k < size && plot_attr_f64(c->file, "/summary", "iteration_time_s", &it_s) == 0)
         snprintf(buf + k, size - k, is_measurement(c) ? ", measured, mean step %.4g s" : ", iteration %.4g s", it_s);
 }
@@ -197,14 +205,19 @@ int plot_fig_timeline(plot_ctx_t *c)
     long n;
     int per_iter = is_measurement(c) && plot_has_column(c->file, "/timeline", "iteration"), iter = 0;
     int rc = plot_ctx_table(c, "/timeline", op_cols, per_iter ? 9 : 8, sizeof(op_row_t), &rows, &n);
+    for (long i = 0; rc == PLOT_OK && i < n; i++) { /* F08, F09: every field in range before any arithmetic */
+        const op_row_t *o = (const op_row_t *)rows + i;
+        if (o->stream < 0 || o->stream >= MAX_NAMES || o->rank < 0 || o->rank >= PLOT_MAX_RANK ||
+            o->kind < 0 || o->kind >= MAX_NAMES || (per_iter && (o->iteration < 0 || o->iteration >= PLOT_MAX_RANK)))
+            rc = plot_fail(c, PLOT_BAD_INPUT, "/timeline row %ld: rank %d, stream %d, kind %d, iteration %d out of "
+                           "range (ranks and iterations 0 to %d, streams and kinds 0 to %d)", i, o->rank, o->stream,
+                           o->kind, per_iter ? o->iteration : 0, PLOT_MAX_RANK - 1, MAX_NAMES - 1);
+        else if (!isfinite(o->t_ready_s) || !isfinite(o->t_start_s) || !isfinite(o->t_end_s))
+            rc = plot_fail(c, PLOT_BAD_INPUT, "/timeline row %ld: times %g, %g, %g s are not all finite", i,
+                           o->t_ready_s, o->t_start_s, o->t_end_s);
+    }
     if (rc == PLOT_OK && per_iter)
         n = last_iteration(rows, n, &iter);
-    for (long i = 0; rc == PLOT_OK && i < n; i++) {
-        const op_row_t *o = (const op_row_t *)rows + i;
-        if (o->stream < 0 || o->stream >= MAX_NAMES || o->rank < 0)
-            rc = plot_fail(c, PLOT_BAD_INPUT, "/timeline row %ld: rank %d stream %d out of range", i, o->rank,
-                      o->stream);
-    }
     if (rc == PLOT_OK && n > 0)
         rc = write_timeline(c, rows, n, per_iter ? iter + 1 : 0);
     free(rows);
@@ -277,16 +290,14 @@ static void straggler_line(const plot_ctx_t *c, char *buf, size_t size)
  * is nodes (x) by GPUs per node (y): rank = node * gpus_per_node + gpu. */
 static int write_heatmap(plot_ctx_t *c, const rank_row_t *r, long n)
 {
-    int gpn = (int)cfg_num(cJSON_GetObjectItemCaseSensitive(c->config, "hardware"), "cluster", "gpus_per_node", 8);
-    if (gpn < 1)
-        gpn = 8;
+    int gpn = cfg_count(cJSON_GetObjectItemCaseSensitive(c->config, "hardware"), "cluster", "gpus_per_node", 8);
     int max_rank = 0, folded = 0;
     for (long i = 0; i < n; i++) {
         if (r[i].rank > max_rank)
             max_rank = r[i].rank;
         folded |= r[i].stands_for > 1;
     }
-    int gpus = (int)job_num(c, "job", "num_gpus", max_rank + 1);
+    int gpus = cfg_count(c->config, "job", "num_gpus", max_rank + 1);
     plot_fig_t *f;
     FILE *fp = plot_fig_open(c, "heatmap", "compute time per rank (/ranks)", &f);
     if (!fp)
@@ -301,7 +312,7 @@ static int write_heatmap(plot_ctx_t *c, const rank_row_t *r, long n)
     plot_var_str(f, "subtitle", line);
     plot_var_str(f, "injected", inj);
     plot_var_num(f, "gpn", gpn);
-    plot_var_num(f, "nnodes", (gpus > max_rank ? gpus + gpn - 1 : max_rank + gpn) / gpn);
+    plot_var_num(f, "nnodes", ((long long)(gpus > max_rank ? gpus : max_rank + 1) + gpn - 1) / gpn);
     plot_var_num(f, "folded", folded);
     return plot_fig_close(c, f, fp, n);
 }
@@ -311,9 +322,14 @@ int plot_fig_heatmap(plot_ctx_t *c)
     void *rows;
     long n;
     int rc = plot_ctx_table(c, "/ranks", rank_cols, 4, sizeof(rank_row_t), &rows, &n);
-    for (long i = 0; rc == PLOT_OK && i < n; i++)
-        if (((rank_row_t *)rows)[i].rank < 0)
-            rc = plot_fail(c, PLOT_BAD_INPUT, "/ranks row %ld: rank %d is negative", i, ((rank_row_t *)rows)[i].rank);
+    for (long i = 0; rc == PLOT_OK && i < n; i++) {
+        const rank_row_t *k = (const rank_row_t *)rows + i;
+        if (k->rank < 0 || k->rank >= PLOT_MAX_RANK || k->stands_for < 1 || !isfinite(k->compute_s) ||
+            !isfinite(k->end_s)) /* F09: no non-finite value reaches a figure */
+            rc = plot_fail(c, PLOT_BAD_INPUT, "/ranks row %ld: rank %d, stands_for %d, compute_s %g, end_s %g: "
+                           "allowed a rank 0 to %d, stands_for >= 1 and finite times", i, k->rank, k->stands_for,
+                           k->compute_s, k->end_s, PLOT_MAX_RANK - 1);
+    }
     if (rc == PLOT_OK && n > 1)
         rc = write_heatmap(c, rows, n);
     free(rows);

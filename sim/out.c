@@ -11,7 +11,9 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* ---- files ------------------------------------------------------------ */
@@ -383,6 +385,112 @@ static char *read_str_dataset(hid_t loc, const char *obj, const char *name)
     if (d >= 0)
         H5Dclose(d);
     return out;
+}
+
+/* ---- vetting a file in a child process ------------------------------- */
+
+/* Reads n elements of type ft (a dataset's or an attribute's) with read(),
+ * freeing what variable-length types allocate. 0, or -1. */
+static int vet_read(hid_t obj, hid_t ft, hid_t space, int attr)
+{
+    hssize_t n = H5Sget_simple_extent_npoints(space);
+    hid_t mt = H5Tget_native_type(ft, H5T_DIR_ASCEND);
+    size_t size = mt >= 0 ? H5Tget_size(mt) : 0;
+    int rc = -1;
+    if (n >= 0 && size > 0 && (size_t)n <= OUT_H5_VET_BYTES / size) {
+        void *buf = calloc((size_t)n + 1, size);
+        if (buf && (attr ? H5Aread(obj, mt, buf) : H5Dread(obj, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf)) >= 0) {
+            rc = 0;
+            if (H5Tdetect_class(mt, H5T_VLEN) > 0 || H5Tis_variable_str(mt) > 0)
+                H5Dvlen_reclaim(mt, space, H5P_DEFAULT, buf);
+        }
+        free(buf);
+    }
+    if (mt >= 0)
+        H5Tclose(mt);
+    return rc;
+}
+
+static herr_t vet_attr(hid_t loc, const char *name, const H5A_info_t *info, void *data)
+{
+    hid_t a = H5Aopen(loc, name, H5P_DEFAULT), t = a >= 0 ? H5Aget_type(a) : -1, s = a >= 0 ? H5Aget_space(a) : -1;
+    int rc = t >= 0 && s >= 0 ? vet_read(a, t, s, 1) : -1;
+    if (s >= 0)
+        H5Sclose(s);
+    if (t >= 0)
+        H5Tclose(t);
+    if (a >= 0)
+        H5Aclose(a);
+    return rc ? -1 : 0;
+}
+
+static herr_t vet_link(hid_t g, const char *name, const H5L_info_t *info, void *depth);
+
+/* An object: its attributes, then its data (a dataset) or members (a group). */
+static int vet_object(hid_t o, int depth)
+{
+    if (depth > 32 || H5Aiterate2(o, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, vet_attr, NULL) < 0)
+        return -1;
+    H5I_type_t kind = H5Iget_type(o);
+    if (kind == H5I_GROUP)
+        return H5Literate(o, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, vet_link, &depth) < 0 ? -1 : 0;
+    if (kind != H5I_DATASET)
+        return 0;
+    hid_t t = H5Dget_type(o), s = H5Dget_space(o);
+    int rc = t >= 0 && s >= 0 ? vet_read(o, t, s, 0) : -1;
+    if (s >= 0)
+        H5Sclose(s);
+    if (t >= 0)
+        H5Tclose(t);
+    return rc;
+}
+
+static herr_t vet_link(hid_t g, const char *name, const H5L_info_t *info, void *depth)
+{
+    if (info->type != H5L_TYPE_HARD)
+        return -1; /* megasim writes no soft or external links */
+    hid_t o = H5Oopen(g, name, H5P_DEFAULT);
+    int rc = o >= 0 ? vet_object(o, *(int *)depth + 1) : -1;
+    if (o >= 0)
+        H5Oclose(o);
+    return rc ? -1 : 0;
+}
+
+/* The child: 0 when every object reads, 3 when HDF5 refuses one. */
+static int vet_child(const char *path)
+{
+    alarm(OUT_H5_VET_S); /* a hang ends here (SIGALRM) */
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t root = f >= 0 ? H5Gopen2(f, "/", H5P_DEFAULT) : -1;
+    int rc = root >= 0 && vet_object(root, 0) == 0 ? 0 : 3;
+    return rc;
+}
+
+int out_h5_vet(const char *path, char *err, int errlen)
+{
+    fflush(stdout), fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(vet_child(path));
+    int status = 0;
+    while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (pid < 0) {
+        snprintf(err, errlen, "cannot check the file (fork: %s)", strerror(errno));
+        return -1;
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return 0;
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
+        snprintf(err, errlen, "damaged: reading it did not finish in %d s (a result file must be as megasim "
+                 "wrote it)", OUT_H5_VET_S);
+    else if (WIFSIGNALED(status))
+        snprintf(err, errlen, "damaged: reading it crashed libhdf5 (signal %d; a result file must be as "
+                 "megasim wrote it)", WTERMSIG(status));
+    else
+        snprintf(err, errlen, "damaged: HDF5 cannot read all of it (a result file must be as megasim wrote it)");
+    return -1;
 }
 
 char *out_h5_attr_read(hid_t loc, const char *obj, const char *name)

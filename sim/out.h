@@ -123,6 +123,18 @@ int out_h5_column(out_h5_t *w, hid_t loc, const char *name, const double *v, siz
  * string, longer than OUT_STR_READ_MAX, or unreadable. */
 char *out_h5_attr_read(hid_t loc, const char *obj, const char *name);
 
+/* Before a reader trusts the HDF5 file at path, a child process opens it
+ * and reads every group, dataset and attribute whole, within
+ * OUT_H5_VET_S seconds: a damaged file that would crash libhdf5, corrupt
+ * its heap or hang it (F04, F05) costs the child, and the caller gets one
+ * message naming the file and what happened; libhdf5's own leaks after a
+ * refused file stay in the child too (F10). Anything larger than
+ * OUT_H5_VET_BYTES in one dataset or attribute is refused unread. 0, or -1
+ * with what happened in err (the caller names the file). */
+#define OUT_H5_VET_S 60
+#define OUT_H5_VET_BYTES ((size_t)4 << 30)
+int out_h5_vet(const char *path, char *err, int errlen);
+
 /* The root attribute `name` of file as strict JSON (model/json.h) into
  * *o. 0, or -1 with "PATH: the root attribute NAME is missing" or "...
  * is not JSON: byte N: what" in err. */

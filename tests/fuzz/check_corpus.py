@@ -4,7 +4,9 @@ fuzzers (scripts/fuzz.sh) or a person found, through the command a user
 would feed it to, and holds megasim to its bad-input rule: exit 0, or exit
 2 with one clear message; never a signal, a sanitizer report, another exit
 code, or more than TIMEOUT_S seconds. A file FILE.expect beside an input
-holds text its message must contain (the finding's regression test).
+holds text its message must contain (the finding's regression test): a
+line "TEXT" for every command, "CMD: TEXT" for one (plot, compare,
+predict).
 
   corpus/job/*       megasim predict FILE                (job files)
   corpus/hardware/*  megasim predict --hardware FILE     (profiles)
@@ -34,6 +36,18 @@ def commands(megasim, kind, path, tmp):
         return [[megasim, "plot", path, "--outdir", tmp], [megasim, "compare", path],
                 [megasim, "predict", "--replay", path]]
     return []
+
+
+def expected(lines, cmd):
+    """The text cmd's message must hold, from FILE.expect's lines (or None)."""
+    for line in lines:
+        head, sep, text = line.partition(": ")
+        if sep and head in ("plot", "compare", "predict", "simulate"):
+            if head == cmd[1]:
+                return text
+        elif line:
+            return line
+    return None
 
 
 def judge(cmd, expect):
@@ -67,13 +81,13 @@ def main():
                 if name.endswith(".expect") or name.startswith("."):
                     continue
                 path = os.path.join(folder, name)
-                expect = None
+                lines = []
                 if os.path.exists(path + ".expect"):
                     with open(path + ".expect", encoding="utf-8") as f:
-                        expect = f.read().strip()
+                        lines = [l.strip() for l in f.read().splitlines()]
                 for cmd in commands(megasim, kind, path, tmp):
                     n += 1
-                    why = judge(cmd, expect)
+                    why = judge(cmd, expected(lines, cmd))
                     shown = " ".join(os.path.relpath(a, corpus) if a.startswith(corpus) else a for a in cmd[1:])
                     print(("FAIL " if why else "ok   ") + f"{kind}/{name}: megasim {shown}" + (f": {why}" if why else ""))
                     if why:
