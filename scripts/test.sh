@@ -14,6 +14,12 @@ case "${1:-}" in
   --help|-h) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 bash scripts/install-deps.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+# Without a GPU the CUDA kernels are compiled (nvcc must accept them) but
+# never run: one architecture, sm_80, halves nvcc's time (attention.cu 63 s
+# of CPU for sm_80 + sm_90, 30 s for sm_80). With one, both, as the GPU
+# scripts build.
+cuda_archs="80;90"
+nvidia-smi -L >/dev/null 2>&1 || cuda_archs=80
+cmake -S . -B build --no-warn-unused-cli -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$cuda_archs" >/dev/null
 cmake --build build -j"$(nproc)"
 ctest --test-dir build --output-on-failure -j"$(nproc)" "${select[@]}" "$@"
