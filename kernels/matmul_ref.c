@@ -1,6 +1,10 @@
 /* kernels/matmul_ref.c: fp32 reference GEMMs. kern_gemm_ref packs the
  * operands so that both are read along K (c[i][j] = a[i] . b[j]), then runs
- * a 4 x 4 register-blocked kernel over (K 256) x (N 64) cache blocks. */
+ * a 4 x 8 register-blocked kernel over (K 256) x (N 64) cache blocks. Every
+ * element is summed the same way wherever it falls (tile or edge): from 0
+ * over its cache block's k in order, one rounded multiply and one rounded
+ * add a term, the block's sum then added to c; so the results do not
+ * depend on the tiling, and are the 4 x 4 scalar kernel's bit for bit. */
 #include <stdlib.h>
 #include <string.h>
 #include "kernels/gelu.h"
@@ -17,22 +21,34 @@ static float *pack_transposed(const float *src, int R, int K, long ld) {
   return dst;
 }
 
-/* c[i][j] += a[i][k0:k1] . b[j][k0:k1] for a 4 x 4 tile. */
-static void micro4x4(float *c, long ldc, const float *a, long lda, const float *b, long ldb,
-                     int k0, int k1) {
-  float acc[4][4] = {{0}};
+/* Four floats as one SSE register (GCC's vector extension; the x86-64
+ * baseline, so no fused multiply-add: each lane rounds the product and
+ * the sum as the scalar code does). */
+typedef float v4f __attribute__((vector_size(16)));
+
+/* bp[(k - k0) 8 + j] = b[j][k] for 8 rows of b (ld ldb) and k in [k0, k1):
+ * a tile's 8 columns at each k side by side. */
+static void pack_panel(float *bp, const float *b, long ldb, int k0, int k1) {
+  for (int k = k0; k < k1; k++)
+    for (int j = 0; j < 8; j++) bp[(long)(k - k0) * 8 + j] = b[j * ldb + k];
+}
+
+/* c[i][j] += a[i][k0:k1] . b[j][k0:k1] for a 4 x 8 tile, b as pack_panel
+ * laid it out: two 4-wide vectors of columns per row of a. */
+static void micro4x8(float *c, long ldc, const float *a, long lda, const float *bp, int k0, int k1) {
+  v4f acc[4][2] = {{{0}}};
   for (int k = k0; k < k1; k++) {
-    float a0 = a[k], a1 = a[lda + k], a2 = a[2 * lda + k], a3 = a[3 * lda + k];
-    for (int j = 0; j < 4; j++) {
-      float bj = b[j * ldb + k];
-      acc[0][j] += a0 * bj;
-      acc[1][j] += a1 * bj;
-      acc[2][j] += a2 * bj;
-      acc[3][j] += a3 * bj;
+    v4f b0, b1;
+    memcpy(&b0, bp + (long)(k - k0) * 8, sizeof b0);
+    memcpy(&b1, bp + (long)(k - k0) * 8 + 4, sizeof b1);
+    for (int i = 0; i < 4; i++) {
+      v4f ai = {a[i * lda + k], a[i * lda + k], a[i * lda + k], a[i * lda + k]};
+      acc[i][0] += ai * b0;
+      acc[i][1] += ai * b1;
     }
   }
   for (int i = 0; i < 4; i++)
-    for (int j = 0; j < 4; j++) c[i * ldc + j] += acc[i][j];
+    for (int j = 0; j < 8; j++) c[i * ldc + j] += acc[i][j / 4][j % 4];
 }
 
 static void edge(float *c, long ldc, const float *a, long lda, const float *b, long ldb, int mi,
@@ -45,25 +61,32 @@ static void edge(float *c, long ldc, const float *a, long lda, const float *b, l
     }
 }
 
-/* c (M, N) += a (M, K) . b (N, K)^T, rows of a and b contiguous along K. */
+/* c (M, N) += a (M, K) . b (N, K)^T, rows of a and b contiguous along K.
+ * Per (K 256) x (N 64) block, b's full 8-column tiles are packed once
+ * (bp: KB x NB floats) and reused by every 4 rows of a. */
 static void gemm_nt(float *c, const float *a, const float *b, int M, int N, int K, long lda,
                     long ldb, long ldc) {
+  float *bp = malloc(sizeof(float) * KB * NB);
   for (int k0 = 0; k0 < K; k0 += KB) {
     int k1 = k0 + KB < K ? k0 + KB : K;
     for (int j0 = 0; j0 < N; j0 += NB) {
-      int j1 = j0 + NB < N ? j0 + NB : N;
-      for (int i = 0; i < M; i += 4)
-        for (int j = j0; j < j1; j += 4) {
-          float *cij = c + (long)i * ldc + j;
-          const float *ai = a + (long)i * lda, *bj = b + (long)j * ldb;
-          if (i + 4 <= M && j + 4 <= j1)
-            micro4x4(cij, ldc, ai, lda, bj, ldb, k0, k1);
+      int j1 = j0 + NB < N ? j0 + NB : N, jt = j0 + (j1 - j0) / 8 * 8; /* full tiles end at jt */
+      for (int j = j0; j < jt; j += 8) pack_panel(bp + (long)(j - j0) * KB, b + (long)j * ldb, ldb, k0, k1);
+      for (int i = 0; i < M; i += 4) {
+        int mi = M - i < 4 ? M - i : 4;
+        float *ci = c + (long)i * ldc;
+        const float *ai = a + (long)i * lda;
+        for (int j = j0; j < jt; j += 8)
+          if (mi == 4)
+            micro4x8(ci + j, ldc, ai, lda, bp + (long)(j - j0) * KB, k0, k1);
           else
-            edge(cij, ldc, ai, lda, bj, ldb, M - i < 4 ? M - i : 4, j1 - j < 4 ? j1 - j : 4,
-                 k0, k1);
-        }
+            edge(ci + j, ldc, ai, lda, b + (long)j * ldb, ldb, mi, 8, k0, k1);
+        if (jt < j1)
+          edge(ci + jt, ldc, ai, lda, b + (long)jt * ldb, ldb, mi, j1 - jt, k0, k1);
+      }
     }
   }
+  free(bp);
 }
 
 void kern_gemm_ref(float *c, const float *a, const float *b, int M, int N, int K, int ta,
