@@ -13,11 +13,14 @@
 #define KB 256
 #define NB 64
 
-/* dst (R, K) contiguous = src (K, R) with row stride ld, transposed. */
+/* dst (R, K) contiguous = src (K, R) with row stride ld, transposed, in
+ * 32 x 32 blocks (a block's rows of src and of dst stay in cache). */
 static float *pack_transposed(const float *src, int R, int K, long ld) {
   float *dst = malloc(sizeof(float) * (size_t)R * K);
-  for (int k = 0; k < K; k++)
-    for (int r = 0; r < R; r++) dst[(long)r * K + k] = src[(long)k * ld + r];
+  for (int k0 = 0; k0 < K; k0 += 32)
+    for (int r0 = 0; r0 < R; r0 += 32)
+      for (int k = k0; k < K && k < k0 + 32; k++)
+        for (int r = r0; r < R && r < r0 + 32; r++) dst[(long)r * K + k] = src[(long)k * ld + r];
   return dst;
 }
 
