@@ -182,6 +182,12 @@ void eng_teardown(sim_t *S)
         for (int d = 0; d < 4; d++)
             free(S->e[i].pend[d / 2][d % 2].slot), free(S->e[i].pend[d / 2][d % 2].stream);
     }
+    sim_heap_node *q; /* events still queued: a run stopped early (the clock's end, a deadlock) */
+    while ((q = sim_heap_pop(&S->heap))) {
+        event_t *ev = SIM_HEAP_ENTRY(q, event_t, node);
+        if (ev != &S->net_ev)
+            free(ev);
+    }
     while (S->free_ev) {
         event_t *n = S->free_ev->next_free;
         free(S->free_ev);
