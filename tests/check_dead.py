@@ -13,6 +13,8 @@ import re
 import subprocess
 import sys
 
+from verdict import verdict
+
 LIBRARY = ("kernels", "model", "sim", "real", "calib", "cmd")
 # Looked up by name at run time (dlsym), or the program's entry.
 EXEMPT = {"main", "megasim_gpu_module", "megasim_gpu_calib"}
@@ -67,11 +69,8 @@ def main():
             uses = len(re.findall(r"\b%s\b" % re.escape(sym), f.read()))
         bad.append(f"{src}: {sym} " + ("is used only in its own file: make it static" if uses > 1
                                        else "is never used: delete it"))
-    print(f"{len(defined)} global symbols of kernels/, model/, sim/, real/, calib/, cmd/; expected every one "
-          f"referenced from another object file; got {len(bad)} that are not")
-    for b in bad:
-        print("  " + b)
-    return 1 if bad else 0
+    return verdict(f"{len(defined)} global symbols of kernels/, model/, sim/, real/, calib/, cmd/",
+                   "every one referenced from another object file", bad)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ import json
 import subprocess
 import sys
 
+from verdict import verdict
+
 MODULES = {"model", "kernels", "sim", "search", "plot", "reproduce", "calib", "real", "fuzz", "tests"}
 COSTS = {"fast", "slow"}
 
@@ -21,11 +23,8 @@ def main():
         mods, costs = MODULES.intersection(labels), COSTS.intersection(labels)
         if len(mods) != 1 or len(costs) != 1:
             bad.append(f"{t['name']}: labels {labels}")
-    print(f"{len(tests)} tests; expected each to carry one module label of {sorted(MODULES)} "
-          f"and one of {sorted(COSTS)}; got {len(bad)} without")
-    for b in bad:
-        print("  " + b)
-    return 1 if bad else 0
+    return verdict(f"{len(tests)} tests", f"each to carry one module label of {sorted(MODULES)} and one of "
+                   f"{sorted(COSTS)}", bad)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -13,6 +13,8 @@ import os
 import re
 import sys
 
+from verdict import verdict
+
 ALLOWED = {
     "kernels": {"kernels"},
     "model": {"model"},
@@ -50,11 +52,8 @@ def violations(root):
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
     checked, bad = violations(root)
-    print(f"{checked} library files checked; expected 0 includes from a lower layer to a higher one "
-          f"(kernels, model < sim < real < calib < cmd); got {len(bad)}")
-    for b in bad:
-        print("  " + b)
-    return 1 if bad else 0
+    return verdict(f"{checked} library files checked", "no include from a lower layer to a higher one "
+                   "(kernels, model < sim < real < calib < cmd)", bad)
 
 
 if __name__ == "__main__":
