@@ -6,9 +6,9 @@
  * the profile reads the same.
  *
  * Timing (bg_time): warm-up calls, one timed call to size the samples,
- * then `reps` samples. Before each sample the L2 is flushed by a 256 MiB
- * cudaMemsetAsync of a scratch buffer (not timed; llm.c's and nvbench's
- * cold-cache practice: 5x an H100's 50 MiB L2); then two events bracket
+ * then `reps` samples. Before each sample the L2 is flushed by a
+ * cudaMemsetAsync of a scratch buffer 5x the device's L2 (not timed;
+ * llm.c's and nvbench's cold-cache practice: 250 MiB on an H100's 50 MiB); then two events bracket
  * `inner` back-to-back calls on one stream, inner sized so that a sample
  * lasts >= min_sample_s (one call when a call is that long, so large
  * kernels always start cold; at most HOLD_MAX_CALLS). The stream is held
@@ -40,7 +40,7 @@
 #include <string.h>
 #include <time.h>
 
-#define FLUSH_BYTES ((size_t)256 << 20)    /* L2 flush: > 5x the 50 MiB L2 of an H100 */
+#define FLUSH_L2S 5                         /* L2 flush: 5x the device's L2 */
 #define WORKSPACE_BYTES ((size_t)32 << 20) /* cuBLASLt workspace, as the real backend's */
 #define PATTERN_BYTES (1 << 16)            /* random fill: one host pattern, repeated on the device */
 #define HOLD_MAX_S 1.0     /* a held stream runs on after this: a slow host never hangs the run */
@@ -138,7 +138,7 @@ static void node_rank(int *local, int *nlocal)
 int calib_gpu_init(char *err, size_t len)
 {
     char why[256];
-    int local, nlocal;
+    int local, nlocal, l2 = 0;
     memset(&bg, 0, sizeof bg);
     bg.nranks = 1;
     int ndev = rt_gpu_count(why, sizeof why);
@@ -155,7 +155,10 @@ int calib_gpu_init(char *err, size_t len)
     bg.device = local % ndev;
     if (INIT_OK(cudaSetDevice(bg.device)) || INIT_OK(cudaStreamCreateWithFlags(&bg.s, cudaStreamNonBlocking)) ||
         INIT_OK(cudaStreamCreateWithFlags(&bg.s_comm, cudaStreamNonBlocking)) || INIT_OK(cudaEventCreate(&bg.e0)) ||
-        INIT_OK(cudaEventCreate(&bg.e1)) || INIT_OK(cudaMalloc(&bg.flush, FLUSH_BYTES)))
+        INIT_OK(cudaEventCreate(&bg.e1)) || INIT_OK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, bg.device)))
+        return -1;
+    bg.flush_bytes = FLUSH_L2S * (size_t)(l2 > 0 ? l2 : 50 << 20);
+    if (INIT_OK(cudaMalloc(&bg.flush, bg.flush_bytes)))
         return -1;
     if (kern_ctx_init(&bg.kc, WORKSPACE_BYTES)) {
         snprintf(err, len, "cuBLASLt context (32 MiB workspace) on GPU %d failed (see above)", bg.device);
@@ -236,7 +239,7 @@ static void hold(void *p)
         }
 }
 
-static void flush_l2(void) { CUDA_CK(cudaMemsetAsync(bg.flush, (int)(++bg.flushes & 0xff), FLUSH_BYTES, bg.s)); }
+static void flush_l2(void) { CUDA_CK(cudaMemsetAsync(bg.flush, (int)(++bg.flushes & 0xff), bg.flush_bytes, bg.s)); }
 
 #define CLOCK_READ_S 5e-4 /* between SM clock reads while a sample runs */
 

@@ -19,7 +19,8 @@ typedef struct {
     kern_ctx kc;
     cudaStream_t s, s_comm;   /* compute; collectives (both non-blocking) */
     cudaEvent_t e0, e1;       /* sample start and end */
-    void *flush;              /* the L2 flush's scratch */
+    void *flush;              /* the L2 flush's scratch, flush_bytes (5x the L2) */
+    size_t flush_bytes;
     unsigned flushes;
     ncclComm_t comm;          /* from the first collective on; NULL with one rank */
     float *dsend, *drecv;     /* NCCL buffers, calib_coll_top_bytes each */

@@ -36,16 +36,23 @@ def objects(root, build):
                 yield os.path.join(folder, f), rel
 
 
-def symbols(obj):
-    out = subprocess.run(["nm", "-g", obj], capture_output=True, text=True).stdout
-    defined, used = [], []
-    for line in out.splitlines():
-        p = line.split()
-        if len(p) == 3 and p[1] in "TDRB":
-            defined.append(p[2])
-        elif len(p) == 2 and p[0] == "U":
-            used.append(p[1])
-    return defined, used
+def symbols(objs):
+    """{object: (defined, used)} from one nm run per 256 objects (nm -A
+    prefixes every line with its object's path)."""
+    out = {o: ([], []) for o in objs}
+    for i in range(0, len(objs), 256):
+        text = subprocess.run(["nm", "-g", "-A"] + objs[i:i + 256], capture_output=True, text=True).stdout
+        for line in text.splitlines():
+            path, _, rest = line.rpartition(".o:")
+            path += ".o"
+            p = rest.split()
+            if path not in out:
+                continue
+            if len(p) == 3 and p[1] in "TDRB":
+                out[path][0].append(p[2])
+            elif len(p) == 2 and p[0] == "U":
+                out[path][1].append(p[1])
+    return out
 
 
 def main():
@@ -55,8 +62,9 @@ def main():
         print("the GPU module (megasim_gpu or megasim_gpu_emu) is not built here: skipped")
         return 77
     defined, used = {}, set()
+    table = symbols([o for o, _ in objs])
     for obj, src in objs:
-        d, u = symbols(obj)
+        d, u = table[obj]
         used.update(u)
         if src.split("/")[0] in LIBRARY:
             for s in d:

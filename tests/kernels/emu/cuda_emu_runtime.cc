@@ -410,6 +410,7 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) 
   case cudaDevAttrClockRate: *value = 1980000; return cudaSuccess;       /* kHz, an H100 SXM's boost */
   case cudaDevAttrMemoryClockRate: *value = 2619000; return cudaSuccess; /* kHz */
   case cudaDevAttrMemoryPoolsSupported: *value = 1; return cudaSuccess;
+  case cudaDevAttrL2CacheSize: *value = 2 << 20; return cudaSuccess;    /* as cudaGetDeviceProperties says */
   }
   return cudaErrorInvalidValue;
 }

@@ -35,6 +35,7 @@ typedef enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8
 typedef enum cudaDeviceAttr {
   cudaDevAttrClockRate = 13,
   cudaDevAttrMemoryClockRate = 36,
+  cudaDevAttrL2CacheSize = 38,
   cudaDevAttrMemoryPoolsSupported = 115,
 } cudaDeviceAttr;
 typedef struct CUstream_st *cudaStream_t;
