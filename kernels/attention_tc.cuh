@@ -178,15 +178,6 @@ __device__ __forceinline__ void tc_tile(const tc_tiles<HD> &t, kern_attn_shape s
   __syncwarp();
 }
 
-/* Warp w's rows: the empty state (O = 0, m = -INF, l = 0). */
-template <int HD>
-__device__ __forceinline__ void tc_state_clear(const tc_tiles<HD> &t) {
-  int r0 = 16 * (threadIdx.x / 32), lane = threadIdx.x % 32;
-  for (int idx = lane; idx < 16 * HD; idx += 32) t.o[(r0 + idx / HD) * tc_tiles<HD>::LO + idx % HD] = 0.0f;
-  if (lane < 16) t.m[r0 + lane] = -INFINITY, t.l[r0 + lane] = 0.0f;
-  __syncwarp();
-}
-
 /* Warp w's rows i0 + 16 w ..: out = O / l in bf16 and lse (rows < T). */
 template <int HD>
 __device__ __forceinline__ void tc_store(const tc_tiles<HD> &t, bf16 *out, float *lse, kern_attn_shape s,
