@@ -11,6 +11,8 @@
 #define KERN_CHECK_H
 #include <stdint.h>
 
+#include "../check.h"
+
 typedef struct kc_rng { uint64_t s; } kc_rng;
 
 float kc_uniform(kc_rng *r, float lo, float hi);
@@ -40,7 +42,12 @@ typedef double (*kc_loss_fn)(void *ctx);
 int kc_fd_check(const char *what, float *x, const float *grad, long n, kc_loss_fn loss,
                 void *ctx, kc_rng *rng, int nsample);
 
-/* Prints "name: PASS" or "name: FAIL (k checks)"; returns the exit code. */
-int kc_finish(const char *name, int failures);
+/* The verdict, through tests/check.h (the one assertion header): the
+ * failures kc_compare and kc_fd_check counted must be 0; then check_done's
+ * summary and exit code. */
+static inline int kc_finish(const char *name, int failures) {
+  check_eq("mismatches and finite-difference failures above", 0, failures, "kc_compare, kc_fd_check");
+  return check_done(name);
+}
 
 #endif
