@@ -8,13 +8,17 @@
 #   scripts/test.sh --sanitize  the fast tier built under AddressSanitizer and
 #                             UndefinedBehaviorSanitizer (build-sanitize/),
 #                             stopping at the first report, leaks included
+#   scripts/test.sh --sanitize-all  every test of that build (the slow ones
+#                             with four times their time limits)
 #   scripts/test.sh ARGS...   anything else is passed to ctest (-L sim, -R NAME)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 select=()
 case "${1:-}" in
   --fast) select=(-L fast); shift ;;
-  --sanitize)
+  --sanitize|--sanitize-all)
+    tier=(-L fast)
+    [ "$1" = --sanitize-all ] && tier=()
     shift
     bash scripts/install-deps.sh
     cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEGASIM_SANITIZE=address,undefined >/dev/null
@@ -24,8 +28,8 @@ case "${1:-}" in
     export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=0
     export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
     export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0"
-    exec ctest --test-dir build-sanitize --output-on-failure -j"$(nproc)" -L fast "$@" ;;
-  --help|-h) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    exec ctest --test-dir build-sanitize --output-on-failure -j"$(nproc)" "${tier[@]}" "$@" ;;
+  --help|-h) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 bash scripts/install-deps.sh
 # Without a GPU the CUDA kernels are compiled (nvcc must accept them) but

@@ -103,9 +103,14 @@ echo "ok   predict --hardware accepts it (exit 0, JSON parses); provenance compl
 # slowest per element. (flash1_rel is not checked: on the CPU it is 1 by
 # construction, one flash reference serving both kinds, so a check of it
 # could not fail; the provenance lists it under by_construction.)
-python3 - "$dir/p.json" "$device" <<'PY' || fail "calibrated profile's executor terms or math rates are wrong"
+python3 - "$dir/p.json" "$device" "${MEGASIM_SANITIZED:-}" <<'PY' || fail "calibrated profile's executor terms or math rates are wrong"
 import json, sys
 p = json.load(open(sys.argv[1])); g, c = p['gpu'], p['cluster']
+# Under the sanitizers (MEGASIM_SANITIZED, set by tests/CMakeLists.txt)
+# instrumentation slows each kernel by its own factor: LayerNorm's loads
+# and stores are checked, Philox's register arithmetic is not, so the
+# rates' order is not asserted there, only that each is positive.
+sanitized = bool(sys.argv[3])
 print('     executor terms: expected compute_scale 1, host_sync_gap_us 0, iteration_overhead_s 0, nvlink_scale 1; got',
       c['compute_scale'], c['host_sync_gap_us'], c['iteration_overhead_s'], c['nvlink_scale'])
 assert (c['compute_scale'], c['host_sync_gap_us'], c['iteration_overhead_s'], c['nvlink_scale']) == (1, 0, 0, 1)
@@ -113,10 +118,11 @@ if sys.argv[2] == 'cpu':
     r = [g['norm_gelems'], g['gelu_gelems'], g['optim_gparams']]
     print('     CPU math rates (G/s): LayerNorm %.3g, bias+GeLU %.3g, AdamW %.3g; expected all > 0, GeLU below LayerNorm'
           % tuple(r))
-    assert min(r) > 0 and r[1] < r[0]
+    assert min(r) > 0 and (sanitized or r[1] < r[0])
     # ten Philox rounds per element outweigh LayerNorm's handful of flops
-    print('     CPU dropout draws: %.3g G/s; expected > 0 and below LayerNorm\'s %.3g' % (g['dropout_gdraws'], r[0]))
-    assert 0 < g['dropout_gdraws'] < r[0]
+    print('     CPU dropout draws: %.3g G/s; expected > 0 and below LayerNorm\'s %.3g%s'
+          % (g['dropout_gdraws'], r[0], ' (sanitized build: the order not asserted)' if sanitized else ''))
+    assert 0 < g['dropout_gdraws'] and (sanitized or g['dropout_gdraws'] < r[0])
 PY
 echo "ok   the profile carries the executor's terms (and, on the CPU, measured math rates)"
 
