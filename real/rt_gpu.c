@@ -574,5 +574,13 @@ int rt_gpu_count(char *why, size_t len)
         cudaGetLastError(); /* clear it: later calls must not report it again */
         return 0;
     }
+#ifdef MEGASIM_CUDA_CHECK_ONLY
+    /* Built where no GPU was (scripts/test.sh): device code at -O0, sm_80
+     * PTX only, compiled to be checked; run, it would be JIT-compiled into
+     * slow kernels and every time measured on it would mislead. */
+    snprintf(why, len, "this build compiled its CUDA code only to check it (-DMEGASIM_CUDA_CHECK_ONLY=ON, as "
+                       "scripts/test.sh does without a GPU); rebuild with -DMEGASIM_CUDA_CHECK_ONLY=OFF");
+    return 0;
+#endif
     return n;
 }
