@@ -208,7 +208,9 @@ int rt_gpu_create(rt_t **rt, int device, const size_t plan[RT_NPOOLS], char *err
 
 /* Number of GPUs this process can use, asked of the CUDA runtime (not of
  * /dev: a container may show one it cannot use); 0 with the reason in why
- * (no GPU module, no driver, no device). Creates no context. */
+ * (no GPU module, no driver, no device, or a module built with
+ * MEGASIM_CUDA_CHECK_ONLY, whose kernels are not for running). Creates no
+ * context. */
 int rt_gpu_count(char *why, size_t len);
 
 /* Bytes the attention forward saves for its backward (see attn_fwd). */

@@ -48,7 +48,8 @@ skip_without_gpu() {
 
 run=("$bin")
 rerun=1
-n=$(gpus)
+n=0
+[ "$device" = gpu ] && n=$(gpus)
 if [ ${#mpi[@]} -gt 0 ] && { [ "$device" = cpu ] || [ "${n:-0}" -ge 2 ]; }; then
   # Two ranks (one GPU each). With two GPUs the one-process path is not run
   # as well: it is the same code less the collectives, and the one-GPU
