@@ -17,7 +17,7 @@
  * command writes (and run's checkpoint directories and resuming), and the
  * values a measurement records beside its options. */
 static const char *const not_replayed[] = {
-    "out", "trace", "json", "csv", "plot", "ops", "help", "replay", "save", "save_interval", "load", "resume",
+    "out", "trace", "json", "csv", "plot", "plots_dir", "ops", "help", "replay", "save", "save_interval", "load", "resume",
     "world_size", "device_name", "comm_init_s", "memory_planned_bytes", "memory_peak_bytes",
     "memory_beyond_plan_bytes", "memory_outside_pools_bytes", "timing_overhead_ns_per_op",
     "timing_overhead_fraction", "clock_reads", "sm_clock_mhz", "power_w", "power_capped_fraction", NULL};
@@ -32,10 +32,10 @@ static int read_h5(const char *path, cJSON **config, char *err)
     H5Eget_auto2(H5E_DEFAULT, &old_fn, &old_data);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our message replaces HDF5's error stack */
     int rc = plot_open_result(path, &f, kind, sizeof kind, err, OPT_ERR_LEN) == PLOT_OK ? 0 : -1;
-    if (!rc && strcmp(kind, "simulation") && strcmp(kind, "measurement")) {
+    if (!rc && strcmp(kind, "simulation") && strcmp(kind, "measurement") && strcmp(kind, "goodput")) {
         snprintf(err, OPT_ERR_LEN, "%s: kind '%s' holds more than one job; --replay takes the result of one "
-                 "(kind simulation, from megasim simulate --out, or measurement, from megasim run --out)",
-                 path, kind);
+                 "(kind simulation, from megasim simulate --out, measurement, from megasim run --out, or goodput, "
+                 "from megasim goodput --out)", path, kind);
         rc = -1;
     }
     if (!rc)
@@ -77,7 +77,7 @@ static int is_hdf5(const char *path)
 }
 
 /* The configuration recorded in `path`: an HDF5 result file's root
- * attribute config_json (kind simulation or measurement: one job), or a
+ * attribute config_json (kind simulation, measurement or goodput: one job), or a
  * JSON output's "config" (predict/simulate --json) or "otherData.config"
  * (a Chrome trace). It must hold "job" and "hardware" objects. *origin
  * gets how to name it in messages ("RUN.h5: config_json"). 0, or -1 with
@@ -124,6 +124,12 @@ int replay_hardware(const cJSON *config, const char *origin, hw_t *hw, char *err
     if (hw_section(&hw_gpu_opts, h, "gpu", &hw->gpu, origin, err) ||
         hw_section(&hw_cluster_opts, h, "cluster", &hw->cluster, origin, err))
         return -1;
+    /* The fault model: in files written since it exists; none before. */
+    if (cJSON_GetObjectItemCaseSensitive(h, "faults")) {
+        if (hw_section(&hw_faults_opts, h, "faults", &hw->faults, origin, err))
+            return -1;
+        hw->faults.present = 1;
+    }
     return hw_check(hw, err);
 }
 
@@ -136,6 +142,8 @@ static int named_hardware(const job_t *job, hw_t *hw, char *err)
         return hw_unknown_name("--gpu", job->gpu, 1, ", or give --hardware FILE", err);
     if (job_given(job, "cluster") && hw_builtin_cluster(job->cluster, &hw->cluster))
         return hw_unknown_name("--cluster", job->cluster, 0, ", or give --hardware FILE", err);
+    if (job_given(job, "cluster"))
+        fault_builtin(job->cluster, &hw->faults);
     return job_given(job, "hardware") ? hw_apply_file(job->hardware, hw, err) : 0;
 }
 

@@ -101,8 +101,8 @@ static const char *const base_key[] = {"base", NULL};
 static int load_section(const opt_table *t, const cJSON *sec, void *obj, const char *path,
                         int (*builtin)(const char *, void *), char *err)
 {
-    char where[300], seen[64] = {0};
-    snprintf(where, sizeof where, "%s: %s", path, t == &hw_gpu_opts ? "gpu" : "cluster");
+    char where[300], seen[96] = {0};
+    snprintf(where, sizeof where, "%s: %s", path, t == &hw_gpu_opts ? "gpu" : t == &hw_cluster_opts ? "cluster" : "faults");
     const cJSON *base = cJSON_GetObjectItemCaseSensitive(sec, "base");
     if (base && (!cJSON_IsString(base) || builtin(base->valuestring, obj))) {
         snprintf(err, OPT_ERR_LEN, "%s: base: '%s' is not a built-in profile (megasim hardware lists them)",
@@ -136,6 +136,24 @@ int hw_fill_missing(const opt_table *t, void *obj, const char *seen, const char 
 
 static int gpu_builtin_v(const char *n, void *o) { return hw_builtin_gpu(n, o); }
 static int cluster_builtin_v(const char *n, void *o) { return hw_builtin_cluster(n, o); }
+static int faults_builtin_v(const char *n, void *o) { return fault_builtin(n, o); }
+
+/* The "faults" section: from its "base" cluster's model, or every field. */
+static int load_faults(const cJSON *sec, hw_faults_t *f, const char *path, char *err)
+{
+    if (!cJSON_IsObject(sec)) {
+        snprintf(err, OPT_ERR_LEN, "%s: faults: a JSON object of fault-model fields (megasim hardware prints one), "
+                 "not %s", path, cJSON_IsArray(sec) ? "an array" : "a single value");
+        return -1;
+    }
+    memset(f, 0, sizeof *f);
+    if (load_section(&hw_faults_opts, sec, f, path, faults_builtin_v, err))
+        return -1;
+    const cJSON *base = cJSON_GetObjectItemCaseSensitive(sec, "base");
+    snprintf(f->base, sizeof f->base, "%s", cJSON_IsString(base) ? base->valuestring : "");
+    f->present = 1;
+    return 0;
+}
 
 int hw_unknown_name(const char *flag, const char *name, int gpu, const char *hint, char *err)
 {
@@ -154,6 +172,7 @@ int hw_resolve(const char *gpu, const char *cluster, const char *file, hw_t *hw,
         return hw_unknown_name("--gpu", gpu, 1, ", or give --hardware FILE", err);
     if (hw_builtin_cluster(cluster, &hw->cluster))
         return hw_unknown_name("--cluster", cluster, 0, ", or give --hardware FILE", err);
+    fault_builtin(cluster, &hw->faults);
     if (file && *file && hw_apply_file(file, hw, err))
         return -1;
     return hw_check(hw, err);
@@ -173,23 +192,32 @@ int hw_apply_file(const char *file, hw_t *hw, char *err)
     int rc = 0;
     const cJSON *g = cJSON_GetObjectItemCaseSensitive(root, "gpu");
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(root, "cluster");
+    const cJSON *fs = cJSON_GetObjectItemCaseSensitive(root, "faults");
     const cJSON *m;
     cJSON_ArrayForEach(m, root)
     {
-        if (strcmp(m->string, "gpu") && strcmp(m->string, "cluster") && strcmp(m->string, "provenance")) {
-            snprintf(err, OPT_ERR_LEN, "%s: unknown section '%s'; allowed gpu, cluster, provenance",
+        if (strcmp(m->string, "gpu") && strcmp(m->string, "cluster") && strcmp(m->string, "faults") &&
+            strcmp(m->string, "provenance")) {
+            snprintf(err, OPT_ERR_LEN, "%s: unknown section '%s'; allowed gpu, cluster, faults, provenance",
                      file, m->string);
             rc = -1;
         }
     }
-    if (!rc && !g && !c) {
-        snprintf(err, OPT_ERR_LEN, "%s: no \"gpu\" or \"cluster\" section", file);
+    if (!rc && !g && !c && !fs) {
+        snprintf(err, OPT_ERR_LEN, "%s: no \"gpu\", \"cluster\" or \"faults\" section", file);
         rc = -1;
     }
     if (!rc && g)
         rc = load_section(&hw_gpu_opts, g, &hw->gpu, file, gpu_builtin_v, err);
-    if (!rc && c)
+    if (!rc && c) {
         rc = load_section(&hw_cluster_opts, c, &hw->cluster, file, cluster_builtin_v, err);
+        /* A new cluster brings its base's fault model, or none. */
+        const cJSON *base = cJSON_GetObjectItemCaseSensitive(c, "base");
+        if (!rc && (!cJSON_IsString(base) || fault_builtin(base->valuestring, &hw->faults)))
+            memset(&hw->faults, 0, sizeof hw->faults);
+    }
+    if (!rc && fs)
+        rc = load_faults(fs, &hw->faults, file, err);
     cJSON_Delete(root);
     return rc;
 }
@@ -211,7 +239,7 @@ int hw_check(const hw_t *hw, char *err)
     for (size_t i = 0; i < sizeof curves / sizeof curves[0]; i++)
         if (curve_check(curves[i].c, 1e-4, 1, curves[i].name, err, OPT_ERR_LEN))
             return -1;
-    return 0;
+    return hw->faults.present ? fault_check(&hw->faults, err) : 0;
 }
 
 int hw_check_loadable(const hw_t *hw, const char *what, char *err)
@@ -223,6 +251,7 @@ int hw_check_loadable(const hw_t *hw, const char *what, char *err)
                           err) ||
              load_section(&hw_cluster_opts, cJSON_GetObjectItemCaseSensitive(o, "cluster"), &back.cluster, what,
                           cluster_builtin_v, err) ||
+             (hw->faults.present && load_faults(cJSON_GetObjectItemCaseSensitive(o, "faults"), &back.faults, what, err)) ||
              hw_check(&back, err);
     cJSON_Delete(o);
     return rc ? -1 : 0;
@@ -233,5 +262,7 @@ cJSON *hw_to_json(const hw_t *hw)
     cJSON *o = cJSON_CreateObject();
     cJSON_AddItemToObject(o, "gpu", opts_to_json(&hw_gpu_opts, &hw->gpu));
     cJSON_AddItemToObject(o, "cluster", opts_to_json(&hw_cluster_opts, &hw->cluster));
+    if (hw->faults.present)
+        cJSON_AddItemToObject(o, "faults", opts_to_json(&hw_faults_opts, &hw->faults));
     return o;
 }

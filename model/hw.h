@@ -8,6 +8,7 @@
 #define MODEL_HW_H
 
 #include "model/curve.h"
+#include "model/fault.h"
 #include "model/opts.h"
 
 typedef enum { FABRIC_CLOS3, FABRIC_FATTREE } fabric_t;
@@ -104,6 +105,8 @@ typedef struct {
 typedef struct {
     hw_gpu_t gpu;
     hw_cluster_t cluster;
+    hw_faults_t faults;       /* the cluster's fault model (model/fault.h): its
+                                 built-in's, or a file's "faults" section */
 } hw_t;
 
 extern const opt_table hw_gpu_opts, hw_cluster_opts;
@@ -127,9 +130,11 @@ int hw_resolve(const char *gpu, const char *cluster, const char *file, hw_t *hw,
  * the GPU (gpu 1) or cluster names allowed, then hint. Returns -1. */
 int hw_unknown_name(const char *flag, const char *name, int gpu, const char *hint, char *err);
 
-/* A profile file's "gpu" and "cluster" sections, each replacing its
- * section of *hw (from its "base" built-in, or every field given); a
- * section the file lacks is kept. Not checked: hw_check. 0 or -1. */
+/* A profile file's "gpu", "cluster" and "faults" sections, each replacing
+ * its section of *hw (from its "base" built-in, or every field given); a
+ * section the file lacks is kept, except the faults: a cluster section
+ * brings its base's fault model, or none (faults.present 0) without a
+ * base. Not checked: hw_check. 0 or -1. */
 int hw_apply_file(const char *file, hw_t *hw, char *err);
 
 /* Range checks of every field (missing fields are caught by hw_resolve). */
