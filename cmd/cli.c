@@ -5,6 +5,7 @@
 #include "cmd/replay.h"
 
 #include <cjson/cJSON.h>
+#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,4 +109,54 @@ void cli_print_json(cJSON *o)
         puts(s);
     free(s);
     cJSON_Delete(o);
+}
+
+void cli_mpi_begin(cli_mpi_t *w)
+{
+    w->on = w->rank = 0, w->size = 1;
+    if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE")) {
+        MPI_Init(NULL, NULL);
+        MPI_Comm_rank(MPI_COMM_WORLD, &w->rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &w->size);
+        w->on = 1;
+    }
+}
+
+int cli_mpi_end(cli_mpi_t *w, int rc)
+{
+    if (w->on) {
+        MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        MPI_Finalize();
+    }
+    return w->rank ? 0 : rc;
+}
+
+void cli_mpi_block(const cli_mpi_t *w, long n, long *first, long *count)
+{
+    *first = n * w->rank / w->size;
+    *count = n * (w->rank + 1) / w->size - *first;
+}
+
+int cli_mpi_allgather_blocks(const cli_mpi_t *w, const void *mine, void *all, long n, size_t size)
+{
+    long first, count;
+    cli_mpi_block(w, n, &first, &count);
+    if (!w->on) {
+        memcpy(all, mine, size * count);
+        return 0;
+    }
+    int *counts = calloc(w->size, sizeof *counts), *displs = calloc(w->size, sizeof *displs);
+    if (!counts || !displs) {
+        free(counts), free(displs);
+        return -1;
+    }
+    for (int r = 0; r < w->size; r++) {
+        cli_mpi_t o = {1, r, w->size};
+        long f, c;
+        cli_mpi_block(&o, n, &f, &c);
+        counts[r] = (int)(c * size), displs[r] = (int)(f * size);
+    }
+    MPI_Allgatherv(mine, (int)(count * size), MPI_BYTE, all, counts, displs, MPI_BYTE, MPI_COMM_WORLD);
+    free(counts), free(displs);
+    return 0;
 }

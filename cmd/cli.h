@@ -57,4 +57,21 @@ const char *cli_fitted_defaults(void);
 int cli_job_setup(const char *cmd, int argc, char **argv, const opt_table *extra,
                   void *extra_obj, job_t *job, hw_t *hw);
 
+/* The MPI world of a subcommand that splits its work over ranks (search,
+ * goodput): initialised only under mpirun, so a plain run is one process
+ * with no MPI runtime at all. */
+typedef struct {
+    int on, rank, size;
+} cli_mpi_t;
+void cli_mpi_begin(cli_mpi_t *w);
+/* Rank 0's status to every rank, MPI finalised; what the process returns
+ * (0 on the other ranks: rank 0 reports). */
+int cli_mpi_end(cli_mpi_t *w, int rc);
+/* Items 0 .. n-1 of `size` bytes each, split in contiguous blocks: this
+ * rank's block [*first, *first + *count). */
+void cli_mpi_block(const cli_mpi_t *w, long n, long *first, long *count);
+/* Every rank's block (mine) into all[0 .. n) on every rank, in item order. 0,
+ * or -1 (out of memory). */
+int cli_mpi_allgather_blocks(const cli_mpi_t *w, const void *mine, void *all, long n, size_t size);
+
 #endif

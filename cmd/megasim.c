@@ -22,6 +22,8 @@ int cmd_run(int argc, char **argv);
 extern const opt_table run_opts;
 int cmd_compare(int argc, char **argv);
 extern const opt_table compare_opts;
+int cmd_goodput(int argc, char **argv);
+extern const opt_table goodput_opts;
 
 const cli_cmd_t cli_cmds[] = {
     {"predict", "Closed-form estimate of one job: iteration time, MFU/HFU, tokens/s, memory per GPU.",
@@ -33,6 +35,11 @@ const cli_cmd_t cli_cmds[] = {
     {"search", "Best parallel plans for a model on a cluster: closed form ranks all, simulator re-ranks the best.",
      "[JOB.json ...] [flags] [--top N] [--rerank K] [--min-batch B --max-batch B] [--out F.h5] [--csv F] [--plot F.png]",
      "megasim search --preset megascale --num-gpus 12288 --global-batch-size 6144", cmd_search, 1, &search_opts},
+    {"goodput", "A whole run under faults: ETTR, wall-clock days, restarts and lost time by cause, best checkpoint "
+     "interval (Monte Carlo).",
+     "[JOB.json ...] [flags] [--tokens N | --train-days D] [--trials N] [--seed S] [--checkpoint-interval-s S] "
+     "[--json] [--out F.h5] [--plot PREFIX]",
+     "megasim goodput --train-days 30", cmd_goodput, 1, &goodput_opts},
     {"reproduce", "Rebuild MegaScale's Table 2, Table 3 and Figure 9: paper vs closed form vs simulator, with errors.",
      "[all|table2|table3|fig9|quick] [--out FILE.h5] [--no-sim]", "megasim reproduce table3",
      cmd_reproduce, 0, &reproduce_opts},

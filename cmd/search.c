@@ -62,9 +62,9 @@ static const opt_def search_defs[] = {
 };
 const opt_table search_opts = {search_defs, sizeof search_defs / sizeof search_defs[0], "search option"};
 
-/* The MPI world: initialised only under mpirun, so a plain run is one
- * process with no MPI runtime at all. */
-static int mpi_on, mpi_rank, mpi_size = 1;
+/* The MPI world (cli_mpi_begin): one process without mpirun. */
+static cli_mpi_t mpi = {0, 0, 1};
+
 
 static double now_s(void)
 {
@@ -118,7 +118,7 @@ typedef struct {
 static void progress(progress_t *p, long long done, long long total)
 {
     double t = now_s();
-    if (mpi_rank || t - p->t0 < 1.0)
+    if (mpi.rank || t - p->t0 < 1.0)
         return;
     if (p->tty && t - p->last >= 0.1) {
         int w = (int)(40.0 * done / total);
@@ -142,13 +142,13 @@ typedef struct {
 /* Plans rank, rank + size, ... (strided, so every rank gets a mix). */
 static int evaluate_share(const search_space_t *s, evaluated_t *ev)
 {
-    long long mine = (s->total - mpi_rank + mpi_size - 1) / mpi_size;
+    long long mine = (s->total - mpi.rank + mpi.size - 1) / mpi.size;
     ev->rows = malloc(sizeof *ev->rows * (mine > 0 ? mine : 1));
     if (!ev->rows)
         return -1;
     progress_t p = {.t0 = now_s(), .tty = isatty(fileno(stderr))};
     job_t job;
-    for (long long i = mpi_rank, k = 0; i < s->total; i += mpi_size, k++) {
+    for (long long i = mpi.rank, k = 0; i < s->total; i += mpi.size, k++) {
         search_row_t r;
         int why = search_eval(s, i, &r, &job, NULL);
         ev->reasons[why]++;
@@ -157,7 +157,7 @@ static int evaluate_share(const search_space_t *s, evaluated_t *ev)
         if ((k & 255) == 0)
             progress(&p, k, mine);
     }
-    if (p.tty && now_s() - p.t0 >= 1.0 && !mpi_rank)
+    if (p.tty && now_s() - p.t0 >= 1.0 && !mpi.rank)
         fprintf(stderr, "\n");
     return 0;
 }
@@ -171,27 +171,27 @@ static int by_index(const void *pa, const void *pb)
 /* Rank 0 receives every rank's rows and counts, in index order. */
 static int gather(evaluated_t *ev)
 {
-    if (!mpi_on)
+    if (!mpi.on)
         return 0;
     long long sum[SEARCH_NREASONS];
     MPI_Reduce(ev->reasons, sum, SEARCH_NREASONS, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     int bytes = (int)(ev->n * sizeof(search_row_t)), *counts = NULL, *displs = NULL;
     char *all = NULL;
-    if (!mpi_rank) {
-        counts = calloc(mpi_size, sizeof *counts), displs = calloc(mpi_size, sizeof *displs);
+    if (!mpi.rank) {
+        counts = calloc(mpi.size, sizeof *counts), displs = calloc(mpi.size, sizeof *displs);
         if (!counts || !displs)
             MPI_Abort(MPI_COMM_WORLD, 1);
     }
     MPI_Gather(&bytes, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
     long long total = 0;
-    for (int r = 0; !mpi_rank && r < mpi_size; r++)
+    for (int r = 0; !mpi.rank && r < mpi.size; r++)
         displs[r] = (int)total, total += counts[r];
-    if (!mpi_rank && !(all = malloc(total ? total : 1)))
+    if (!mpi.rank && !(all = malloc(total ? total : 1)))
         MPI_Abort(MPI_COMM_WORLD, 1);
     MPI_Gatherv(ev->rows, bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, 0, MPI_COMM_WORLD);
     free(counts);
     free(displs);
-    if (mpi_rank)
+    if (mpi.rank)
         return 0;
     free(ev->rows);
     ev->rows = (search_row_t *)all;
@@ -616,7 +616,7 @@ static int report(const search_opts_t *so, const search_space_t *s, evaluated_t 
     else if (!rc)
         print_table(s, ev, rk, n, k);
     fprintf(stderr, "megasim search: %lld plans on %d rank(s) in %.2f s (closed form), %d re-ranked by the "
-                    "simulator in %.2f s, %.2f s in all\n", s->total, mpi_size, t1 - t0, k, t2 - t1, now_s() - t0);
+                    "simulator in %.2f s, %.2f s in all\n", s->total, mpi.size, t1 - t0, k, t2 - t1, now_s() - t0);
     free(rk);
     return rc;
 }
@@ -629,14 +629,14 @@ static int search_main(int argc, char **argv)
     char err[OPT_ERR_LEN];
     double t0 = now_s();
     if (setup(argc - 1, argv + 1, &so, &s, err) || probe_outputs(&so, err))
-        return mpi_rank ? 2 : cli_fail("search", err);
+        return mpi.rank ? 2 : cli_fail("search", err);
     if (evaluate_share(&s, &ev)) {
         snprintf(err, OPT_ERR_LEN, "out of memory for %lld plans", s.total);
         return cli_fail("search", err);
     }
     gather(&ev);
     int rc = 0;
-    if (!mpi_rank && report(&so, &s, &ev, t0, err))
+    if (!mpi.rank && report(&so, &s, &ev, t0, err))
         rc = cli_fail("search", err);
     free(ev.rows);
     return rc;
@@ -646,16 +646,6 @@ int cmd_search(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv))
         return 0;
-    if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE")) {
-        MPI_Init(NULL, NULL);
-        MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank);
-        MPI_Comm_size(MPI_COMM_WORLD, &mpi_size);
-        mpi_on = 1;
-    }
-    int rc = search_main(argc, argv);
-    if (mpi_on) {
-        MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
-        MPI_Finalize();
-    }
-    return mpi_rank ? 0 : rc;
+    cli_mpi_begin(&mpi);
+    return cli_mpi_end(&mpi, search_main(argc, argv));
 }
