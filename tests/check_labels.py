@@ -9,7 +9,7 @@ import sys
 
 from verdict import verdict
 
-MODULES = {"model", "kernels", "sim", "search", "plot", "reproduce", "calib", "real", "fuzz", "tests"}
+MODULES = {"model", "kernels", "sim", "search", "goodput", "plot", "reproduce", "calib", "real", "fuzz", "tests"}
 COSTS = {"fast", "slow"}
 
 def main():
