@@ -6,10 +6,11 @@ would feed it to, and holds megasim to its bad-input rule: exit 0, or exit
 code, or more than TIMEOUT_S seconds. A file FILE.expect beside an input
 holds text its message must contain (the finding's regression test): a
 line "TEXT" for every command, "CMD: TEXT" for one (plot, compare,
-predict).
+predict, goodput).
 
   corpus/job/*       megasim predict FILE                (job files)
-  corpus/hardware/*  megasim predict --hardware FILE     (profiles)
+  corpus/hardware/*  megasim predict --hardware FILE,    (profiles)
+                     goodput --hardware FILE (short)
   corpus/flags/*     megasim ARGS (one argument a line;  (command lines)
                      @CORPUS@ stands for the corpus folder)
   corpus/result/*    megasim plot FILE --outdir TMP, compare FILE,
@@ -27,7 +28,8 @@ def commands(megasim, kind, path, tmp):
     if kind == "job":
         return [[megasim, "predict", path]]
     if kind == "hardware":
-        return [[megasim, "predict", "--hardware", path]]
+        return [[megasim, "predict", "--hardware", path],
+                [megasim, "goodput", "--hardware", path, "--trials", "20", "--sweep-trials", "5"]]
     if kind == "flags":
         with open(path, encoding="utf-8", errors="surrogateescape") as f:
             return [[megasim] + [a.replace("@CORPUS@", os.path.dirname(os.path.dirname(path)))
