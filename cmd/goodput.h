@@ -57,7 +57,7 @@ typedef struct {
     gp_sweep_t sweep[GP_SWEEP];
     gp_whatif_t whatif[GP_WHATIF];
     int nwhatif;
-    double wall_s;               /* this command's own time, stderr only */
+    double main_s;               /* the main run's trials, wall seconds (stderr only) */
 } gp_result_t;
 
 extern const opt_table goodput_opts;

@@ -55,6 +55,13 @@ def targets(megasim):
           f"{d['wall_days']:.6f}", f"{d['trained_days'] + lost:.6f}", "every second accounted")
     check("the booking is the default 30 days", abs(d["wall_days"] - 30) < 1e-9, 30, d["wall_days"],
           "--train-days default")
+    lh, n = d["lost_hours"], d["restarts"]
+    dd = (lh["detection"] + lh["diagnosis"]) * 60 / n
+    check("detection + diagnosis per restart", dd < 10, "< 10 min", f"{dd:.2f} min",
+          "MegaScale section 4: under 10 minutes on average")
+    cu = (lh["relaunch_init"] + lh["checkpoint_load"] + lh["redone_work"]) * 60 / n
+    check("catch-up per restart (relaunch, init, load, redo)", cu < 15, "< 15 min", f"{cu:.2f} min",
+          "MegaScale section 4: under 15 minutes")
     paper = {"tcpstore": 1047, "redis": 361}
     for design, want in paper.items():
         got = d["init_designs"][design]["gpus_2048_s"]
