@@ -141,19 +141,19 @@ static int monte_carlo(const cli_mpi_t *w, const gp_model_t *models, int nm, lon
 
 /* ---- the model ------------------------------------------------------------ */
 
-/* The restart path's view of the job: its shape and checkpoint sizes
- * (bf16 or fp32 weights, Adam's fp32 master and moments, sharded over DP
- * with the distributed optimizer as the memory model has them). */
+/* The restart path's view of the job: its shape and checkpoint sizes.
+ * A GPU's state is what the memory model holds for it at its peak stage
+ * (weights, and Adam's fp32 master and moments, sharded over DP with the
+ * distributed optimizer); the whole checkpoint is one copy of every
+ * parameter's weight and optimizer bytes. */
 static void fault_job(const job_t *j, const hw_t *hw, const estimate_t *e, fault_job_t *fj)
 {
     const hw_cluster_t *c = &hw->cluster;
-    double wb = job_weight_bytes(j), ob = 8 + (j->bf16 ? 4 : 0), P = e->work.params_total;
-    double local = P / (j->tp * j->pp);
     fj->num_gpus = j->num_gpus, fj->gpus_per_node = c->gpus_per_node;
     fj->tp = j->tp, fj->pp = j->pp, fj->dp = j->dp;
     fj->nic_gbytes_per_gpu = c->nics_per_node * c->nic_gbit / 8 / c->gpus_per_node;
-    fj->ckpt_gpu_bytes = local * wb / (j->zero_stage >= 3 ? j->dp : 1) + local * ob / (j->zero_stage >= 1 ? j->dp : 1);
-    fj->ckpt_unique_bytes = P * (wb + ob);
+    fj->ckpt_gpu_bytes = e->mem.weights_bytes + e->mem.optimizer_bytes;
+    fj->ckpt_unique_bytes = e->work.params_total * (job_weight_bytes(j) + 8 + (j->bf16 ? 4 : 0));
 }
 
 /* The simulator's iteration with every GPU of node 0 slowed by factor
