@@ -58,31 +58,6 @@ static void default_outdir(const char *file, char *out, size_t size)
     snprintf(out, size, "%.*s%.*s-plots", (int)(base - file), file, stem, base);
 }
 
-/* mkdir -p */
-static int make_dir(const char *path, char *err)
-{
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1;; p++) {
-        if (*p == '/' || !*p) {
-            char c = *p;
-            *p = 0;
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
-                snprintf(err, OPT_ERR_LEN, "cannot create the output folder %s (%s)", buf, strerror(errno));
-                return -1;
-            }
-            *p = c;
-            if (!c)
-                break;
-        }
-    }
-    struct stat st;
-    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        snprintf(err, OPT_ERR_LEN, "the output folder %s is not a folder", path);
-        return -1;
-    }
-    return 0;
-}
 
 /* gnuplot's full path from PATH (shared with megasim compare: plot_data.h). */
 int plot_find_gnuplot(char *out, size_t size)
@@ -200,7 +175,7 @@ int cmd_plot(int argc, char **argv)
     /* A folder made for bad input is removed again (rmdir: only if empty). */
     struct stat st;
     int existed = stat(outdir, &st) == 0;
-    if (access(file, R_OK) == 0 && make_dir(outdir, err))
+    if (access(file, R_OK) == 0 && out_make_dir(outdir, err, OPT_ERR_LEN))
         return cli_fail("plot", err);
     int rc = plot_prepare(file, outdir, &set, perr, sizeof perr);
     if (rc != PLOT_OK && !existed)

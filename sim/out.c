@@ -524,3 +524,28 @@ char *out_h5_attr_read(hid_t loc, const char *obj, const char *name)
         H5Aclose(a);
     return out;
 }
+
+int out_make_dir(const char *path, char *err, int errlen)
+{
+    char buf[OUT_PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || !*p) {
+            char c = *p;
+            *p = 0;
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
+                snprintf(err, errlen, "cannot create the folder %s (%s)", buf, strerror(errno));
+                return -1;
+            }
+            *p = c;
+            if (!c)
+                break;
+        }
+    }
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "%s is not a folder", path);
+        return -1;
+    }
+    return 0;
+}

@@ -54,6 +54,10 @@ int out_write_json(const char *path, const struct cJSON *j, char *err, int errle
  * temporary file (a folder or a missing parent is named). 0, or -1. */
 int out_probe(const char *path, char *err, int errlen);
 
+/* mkdir -p path: every missing folder on it made. 0, or -1 with a message
+ * naming the folder that could not be made, or a path that is no folder. */
+int out_make_dir(const char *path, char *err, int errlen);
+
 /* The n (at most 8) outputs of one command (flags[i] names paths[i]; "" or
  * NULL: not asked for): no two name the same file (resolved folders and
  * inodes compared), and each can be written (out_probe). 0, or -1. */
