@@ -4,6 +4,7 @@
 #include "real/rt.h"
 #include "sim/out.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <mpi.h>
 #include <stdint.h>
@@ -138,20 +139,55 @@ void ckpt_free(ckpt_t *c)
     memset(c, 0, sizeof *c);
 }
 
+/* The newest step under dir whose every rank's file exists, or -1. */
+static int newest_complete(const char *dir, int world)
+{
+    DIR *d = opendir(dir);
+    int best = -1;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        int s, n = 0, r = 0;
+        if (sscanf(e->d_name, "step-%d%n", &s, &n) != 1 || e->d_name[n] || s <= best)
+            continue;
+        char file[1300];
+        for (r = 0; r < world; r++) {
+            snprintf(file, sizeof file, "%s/%s/rank-%05d.bin", dir, e->d_name, r);
+            if (access(file, R_OK))
+                break;
+        }
+        if (r == world)
+            best = s;
+    }
+    if (d)
+        closedir(d);
+    return best;
+}
+
+int ckpt_newest(const char *dir, int world)
+{
+    char latest[1100];
+    snprintf(latest, sizeof latest, "%s/latest", dir);
+    FILE *f = fopen(latest, "r");
+    int s = -1;
+    if (!f || fscanf(f, "%d", &s) != 1 || s < 0)
+        s = -1;
+    if (f)
+        fclose(f);
+    int newer = newest_complete(dir, world);
+    return newer > s ? newer : s;
+}
+
 int ckpt_load(const char *dir, int rank, int world, const char *config, long nshard, float **state, int *step,
               char *err, int errlen)
 {
     char latest[1100], file[1300];
     snprintf(latest, sizeof latest, "%s/latest", dir);
-    FILE *f = fopen(latest, "r");
-    int s = -1;
-    if (!f || fscanf(f, "%d", &s) != 1 || s < 0) {
-        if (f)
-            fclose(f);
-        snprintf(err, errlen, "--resume: %s holds no complete checkpoint (no readable %s)", dir, latest);
+    int s = ckpt_newest(dir, world);
+    FILE *f;
+    if (s < 0) {
+        snprintf(err, errlen, "--resume: %s holds no complete checkpoint (no readable %s, and no step-N folder "
+                 "with every rank's file)", dir, latest);
         return -1;
     }
-    fclose(f);
     snprintf(file, sizeof file, "%s/step-%06d/rank-%05d.bin", dir, s, rank);
     header_t h;
     char *cfg = NULL;

@@ -3,8 +3,11 @@
  * waits for), then a background thread writes it to DIR/step-N/rank-R.bin
  * (stage 2, written to a temporary name and renamed). A checkpoint is
  * complete when every rank's file is: the next save (or the end of the
- * run) checks that over MPI and rank 0 then points DIR/latest at it, so a
- * crash mid-write never leaves a half checkpoint that --resume would read.
+ * run) checks that over MPI and rank 0 then points DIR/latest at it, and
+ * --resume also takes a newer step whose every rank's file is there (a
+ * file appears only whole, by its rename): a job killed after stage two
+ * finished but before the next save loses nothing, and one killed during
+ * stage two leaves the previous checkpoint loadable.
  *
  * The file holds a header (magic, step, world size, rank, shard length and
  * the job's configuration as JSON, which a resume must match) and the
@@ -37,11 +40,16 @@ int ckpt_start(ckpt_t *c, int step, char *err, int errlen);
  * (rank 0) points DIR/latest at it. Collective over MPI_COMM_WORLD. */
 int ckpt_finish(ckpt_t *c, char *err, int errlen);
 
-/* Reads DIR/latest and this rank's file into *state (malloc'd, 3 x
+/* Reads the newest complete checkpoint (DIR/latest, or a newer step with
+ * every rank's file) and this rank's file into *state (malloc'd, 3 x
  * nshard). Every mismatch (missing, other world size, other job, other
  * shard length, short file) is one message. */
 int ckpt_load(const char *dir, int rank, int world, const char *config, long nshard, float **state, int *step,
               char *err, int errlen);
+
+/* The step of the newest complete checkpoint under dir for `world` ranks
+ * (what ckpt_load would read), or -1 when there is none. */
+int ckpt_newest(const char *dir, int world);
 
 void ckpt_free(ckpt_t *c);
 
