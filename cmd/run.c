@@ -19,6 +19,7 @@
 #include "real/comm.h"
 #include "real/data.h"
 #include "real/exec.h"
+#include "real/health.h"
 #include "real/gpt.h"
 #include "real/run_output.h"
 #include "sim/output.h"
@@ -34,10 +35,12 @@
 #include <unistd.h>
 
 typedef struct {
-    int train_iters, seed, device, json, save_interval, resume, help;
+    int train_iters, seed, device, json, save_interval, resume, self_check, help;
     double lr, beta1, beta2, eps, weight_decay, clip_grad, min_lr;
-    int warmup, decay_style, decay_iters;
-    char data[1024], out[1024], trace[1024], save[1024], load[1024], replay[1024];
+    int warmup, decay_style, decay_iters, on_nan, until_step;
+    double heartbeat_interval_s;
+    char data[1024], out[1024], trace[1024], save[1024], load[1024], replay[1024], heartbeat[1024];
+    char inject[1024];
 } run_opts_t;
 
 enum { DEV_CPU, DEV_GPU };
@@ -77,8 +80,25 @@ static const opt_def run_defs[] = {
     {"save-interval", OPT_INT, RO(save_interval), 0, 1000000, "0", 0, "run",
      "checkpoint every N iterations (0: at the end only, when --save is given)"},
     {"load", OPT_STR, RO(load), 1, 1024, "", 0, "run", "checkpoint directory --resume reads (default: --save)"},
+    {"until-step", OPT_INT, RO(until_step), 1, 1000000000, "0", OPT_ZERO_OK, "run",
+     "train until this step, counted from the start of the run (what megasim supervise restarts toward with "
+     "--resume); 0: --train-iters more steps"},
     {"resume", OPT_BOOL, RO(resume), 0, 1, "false", 0, "run",
      "continue from the latest complete checkpoint; its losses equal the uninterrupted run's"},
+    {"heartbeat", OPT_STR, RO(heartbeat), 1, 1024, "", 0, "health",
+     "heartbeat directory: each rank's position (step, op, communication call) and liveness, read by megasim "
+     "supervise and diagnose (default with --save DIR: DIR/heartbeat)"},
+    {"heartbeat-interval-s", OPT_REAL, RO(heartbeat_interval_s), 0.01, 3600, "1", 0, "health",
+     "liveness beat period, s (positions are written at every op boundary)"},
+    {"inject-fault", OPT_STR, RO(inject), 1, 1024, "", 0, "health",
+     "plant faults, comma-separated: crash:RANK:STEP, hang:RANK:STEP[:OP], slow:RANK:FACTOR, nan:RANK:STEP; each "
+     "fires once per --save directory, so a restarted job goes on"},
+    {"on-nan", OPT_ENUM, RO(on_nan), 0, 0, "abort", "abort|skip", "health",
+     "a NaN or Inf in the gradients (named by rank and step before the optimizer step): stop the run (a "
+     "supervisor restarts it from its checkpoint) or skip that step's update"},
+    {"self-check", OPT_BOOL, RO(self_check), 0, 1, "false", 0, "health",
+     "only check the ranks: their communicators and collectives, and one training step of the job with its "
+     "kernels (no checkpoint, heartbeat, fault or output); what megasim supervise runs between restarts"},
     {"replay", OPT_STR, RO(replay), 1, 1024, "", 0, "run",
      "train the job RESULT.h5 records (run --out; or simulate --out) again: its hardware profile and, of a run, "
      "its seed, data, steps and learning-rate schedule, on as many ranks; files and flags apply over them"},
@@ -98,6 +118,7 @@ typedef struct {
     exec_t x;
     ckpt_t ck;
     char *config;           /* the job's options as JSON: checkpoints must match it */
+    inject_t inject[INJ_MAX]; /* --inject-fault */
     double overhead_ns;     /* timing cost per op */
     double comm_init_s;     /* creating the TP, DP, PP and embedding communicators, slowest rank */
     long ops_per_iter;
@@ -181,6 +202,16 @@ static int parse(run_t *R, int argc, char **argv)
         return bad(R, "--resume needs --save DIR (or --load DIR): the checkpoint directory to continue from");
     if (R->o.save_interval && !R->o.save[0])
         return bad(R, "--save-interval needs --save DIR");
+    if (R->o.self_check) { /* the job's ranks and kernels, nothing else */
+        R->o.save[0] = R->o.load[0] = R->o.heartbeat[0] = R->o.inject[0] = R->o.out[0] = R->o.trace[0] = 0;
+        R->o.resume = R->o.save_interval = R->o.until_step = 0, R->o.train_iters = 1;
+    }
+    int ninj = 0;
+    if (R->o.inject[0] && inject_parse(R->o.inject, R->world, R->inject, &ninj, err, sizeof err))
+        return bad(R, err);
+    inject_arm(R->inject, ninj, R->rank, R->o.save[0] ? R->o.save : NULL);
+    if (!R->o.heartbeat[0] && R->o.save[0])
+        snprintf(R->o.heartbeat, sizeof R->o.heartbeat, "%.1000s/heartbeat", R->o.save);
     if (R->o.decay_style != LR_CONSTANT && R->o.decay_iters <= R->o.warmup) {
         char msg[200];
         snprintf(msg, sizeof msg, "--lr-decay-style linear or cosine needs --lr-decay-iters beyond --lr-warmup-iters "
@@ -294,6 +325,18 @@ static int setup(run_t *R)
     MPI_Allreduce(MPI_IN_PLACE, &R->comm_init_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     if (rank_failed(rc, err))
         return bad(R, err[0] ? err : "a rank could not create its communicators");
+    /* Heartbeats: the position of every op and communication call. */
+    if (R->o.heartbeat[0]) {
+        rc = health_open(R->o.heartbeat, R->rank, R->world, R->job.tp, R->job.dp, R->job.pp,
+                         R->o.heartbeat_interval_s, err, sizeof err);
+        comm_t *w = rc ? NULL : health_wrap_comm(R->comm);
+        if (!rc && !w)
+            rc = -1, snprintf(err, sizeof err, "out of host memory for the heartbeat");
+        if (w)
+            R->comm = w;
+        if (rank_failed(rc, err))
+            return bad(R, err);
+    }
     rc = gpt_init(&R->m, &R->job, R->rt, R->comm, err, sizeof err);
     if (rank_failed(rc, err))
         return bad(R, err[0] ? err : "a rank could not lay out its model");
@@ -303,7 +346,7 @@ static int setup(run_t *R)
         return bad(R, err[0] ? err : "a rank could not open the data");
     exec_hparams_t hp = {(float)R->o.lr, (float)R->o.beta1, (float)R->o.beta2, (float)R->o.eps,
                          (float)R->o.weight_decay, R->o.warmup, (float)R->o.clip_grad, R->o.decay_style,
-                         R->o.decay_iters, (float)R->o.min_lr};
+                         R->o.decay_iters, (float)R->o.min_lr, R->o.on_nan};
     rc = exec_init(&R->x, &R->job, R->rt, R->comm, &R->m, &R->data, &hp, (unsigned long long)R->o.seed, err, sizeof err);
     if (rank_failed(rc, err))
         return bad(R, err[0] ? err : "a rank could not set up its executor");
@@ -360,9 +403,12 @@ static void report_step(run_t *R, const result_iter_t *s)
     if (R->rank != 0)
         return;
     if (R->o.json) {
+        char norm[32] = "null"; /* a skipped step's (--on-nan skip) is no number */
+        if (isfinite(s->grad_norm))
+            snprintf(norm, sizeof norm, "%.9g", s->grad_norm);
         printf("{\"step\": %d, \"loss\": %.9g, \"step_time_s\": %.6f, \"tokens_per_s\": %.1f, \"mfu\": %.6f, "
-               "\"grad_norm\": %.9g, \"lr\": %.9g", s->step, s->loss, s->step_time_s, s->tokens_per_s, s->mfu,
-               s->grad_norm, s->lr);
+               "\"grad_norm\": %s, \"lr\": %.9g", s->step, s->loss, s->step_time_s, s->tokens_per_s, s->mfu,
+               norm, s->lr);
         if (R->rt->kind == RT_GPU)
             printf(", \"sm_mhz\": %.1f, \"power_w\": %.1f, \"power_capped\": %.4f", s->sm_mhz, s->power_w,
                    s->power_capped);
@@ -425,6 +471,10 @@ static int train(run_t *R)
                 R->clock.capped += step.capped;
         double mhz, watts, capped;
         kern_clock_means(&step, &mhz, &watts, &capped);
+        health_step_done(it + 1, tmax);
+        if (R->x.nan_rank >= 0 && R->rank == 0)
+            fprintf(stderr, "megasim run: step %d: a NaN or Inf in rank %d's gradients (the gradient-norm check); "
+                    "the step's update was skipped (--on-nan skip)\n", it + 1, R->x.nan_rank);
         result_iter_t *s = &R->iters[R->niters++];
         *s = (result_iter_t){it + 1, loss, tmax, tokens / tmax, R->model_flops / (tmax * R->job.num_gpus * R->peak_flops),
                           R->x.grad_norm, R->x.lr, mhz, watts, capped};
@@ -564,6 +614,14 @@ static int run(run_t *R, int argc, char **argv)
         return bad(R, err);
     if (R->o.resume && (rc = resume(R)))
         return rc;
+    if (R->o.until_step && R->o.until_step <= R->x.iter) {
+        if (R->rank == 0)
+            printf("step %d reached (--until-step %d): nothing to train\n", R->x.iter, R->o.until_step);
+        return 0;
+    }
+    if (R->o.until_step)
+        R->o.train_iters = R->o.until_step - R->x.iter;
+    health_target(R->x.iter + R->o.train_iters);
     workload_t w;
     workload_compute(&R->job, &w);
     R->model_flops = w.model_flops_per_iter;
@@ -571,6 +629,11 @@ static int run(run_t *R, int argc, char **argv)
     measure_overhead(R);
     if ((rc = train(R)))
         return rc;
+    if (R->o.self_check) {
+        if (R->rank == 0)
+            printf("self-check passed: %d ranks, their collectives and one step of the job\n", R->world);
+        return 0;
+    }
     result_t r;
     if (rank_failed(run_gather(&R->x, R->x.iter - 1, &r, err, sizeof err), err))
         return bad(R, err);
@@ -621,6 +684,7 @@ int cmd_run(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &R->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &R->world);
     int rc = run(R, argc, argv);
+    health_close(rc ? HB_FAILED : HB_DONE);
     teardown(R);
     free(R);
     MPI_Finalize();

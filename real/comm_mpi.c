@@ -5,6 +5,7 @@
 #include "real/comm.h"
 
 #include "model/layout.h"
+#include "real/health.h"
 #include "real/rt_cpu.h"
 
 #include <stdio.h>
@@ -66,7 +67,10 @@ int comm_host_sum_f64(comm_t *c, int grp, double *buf, int count)
 {
     if (c->mpi[grp] == MPI_COMM_NULL || c->size[grp] == 1)
         return 0;
-    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_DOUBLE, MPI_SUM, c->mpi[grp]));
+    health_comm_enter(HB_COLL, grp, -1, 0);
+    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_DOUBLE, MPI_SUM, c->mpi[grp]);
+    health_comm_leave();
+    MPI_TRY(rc);
     return 0;
 }
 

@@ -2,7 +2,9 @@
 #include "real/exec.h"
 
 #include "model/layout.h"
+#include "real/health.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,9 +12,12 @@
 
 #define OP (x->rt->op)
 
+/* This rank's failure: printed, and left in its heartbeat for supervise
+ * and diagnose. */
 static int fail(const char *what, int line)
 {
     fprintf(stderr, "%s:%d: %s\n", __FILE__, line, what);
+    health_error(what);
     return -1;
 }
 
@@ -65,6 +70,7 @@ int exec_init(exec_t *x, const job_t *job, rt_t *rt, comm_t *comm, gpt_t *m, dat
 {
     memset(x, 0, sizeof *x);
     x->job = job, x->rt = rt, x->comm = comm, x->m = m, x->data = data, x->hp = *hp;
+    x->nan_rank = -1;
     x->zero = job->zero_stage >= 1 && job->dp > 1;
     x->shard_base = calloc((size_t)m->npieces + 1, sizeof *x->shard_base);
     long nshard = 0;
@@ -401,15 +407,34 @@ static int clip_gradients(exec_t *x)
 {
     gpt_t *m = x->m;
     x->grad_scale = 1.0f;
+    if (x->nsegs && inject_nan_now(x->iter + 1)) { /* --inject-fault nan:RANK:STEP */
+        float nan = NAN;
+        RT_TRY(OP->h2d(x->rt, (void *)x->segs[0].grad, &nan, sizeof nan));
+    }
     RT_TRY(OP->grad_sumsq(x->rt, x->segs, x->nsegs, x->norms_dev));
     RT_TRY(OP->d2h(x->rt, x->norms_host, x->norms_dev, (size_t)x->nsegs * sizeof(float)));
-    double sum = 0;
+    double sum = 0, every = 0;
     for (int k = 0; k < x->nsegs; k++) {
         int i = x->seg_tensor[k];
+        every += x->norms_host[k];
         if ((!m->tensors[i].tp_split && m->tp_i != 0) || (!x->zero && m->dp_i != 0) ||
             (i == m->t_wte && m->stage != 0))
             continue;
         sum += x->norms_host[k];
+    }
+    /* The gradient-norm check: a NaN or Inf in any of the gradients this
+     * rank will apply (its copies the norm leaves to another rank too),
+     * named by the first such rank, before any optimizer step. */
+    int me, first;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    int mine = isfinite(every) ? INT_MAX : me;
+    health_comm_enter(HB_COLL, GRP_WORLD, -1, 0);
+    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    health_comm_leave();
+    x->nan_rank = first == INT_MAX ? -1 : first;
+    if (x->nan_rank >= 0) {
+        x->grad_norm = NAN; /* not a number to report as this step's */
+        return 0;
     }
     RT_TRY(comm_host_sum_f64(x->comm, GRP_WORLD, &sum, 1));
     x->grad_norm = sqrt(sum);
@@ -422,6 +447,16 @@ static int clip_gradients(exec_t *x)
 static int run_optim(exec_t *x)
 {
     RT_TRY(clip_gradients(x));
+    if (x->nan_rank >= 0) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "a NaN or Inf in rank %d's gradients at step %d (the gradient-norm check)",
+                 x->nan_rank, x->iter + 1);
+        if (x->hp.on_nan == EXEC_NAN_SKIP)
+            return 0; /* the step's update is skipped; run reports it */
+        int me;
+        MPI_Comm_rank(MPI_COMM_WORLD, &me);
+        return me == x->nan_rank ? fail(msg, __LINE__) : -1; /* the poisoned rank's failure; the rest stop */
+    }
     kern_opt_hparams hp = hparams(x);
     if (x->job->optimizer == OPTIM_LAMB) {
         RT_TRY(OP->lamb_norms(x->rt, x->segs, x->nsegs, hp, x->norms_dev));
@@ -458,9 +493,10 @@ static int run_op(exec_t *x, const sched_op_t *o)
     } else {
         RT_TRY(waits(x, o, o->parts - 1));
         RT_TRY(OP->mark_start(x->rt, s, T(rec)));
+        int64_t c0 = rt_now_ns();
         switch (o->kind) {
-        case SOP_FWD: RT_TRY(run_fwd(x, o)); break;
-        case SOP_BWD: RT_TRY(run_bwd(x, o)); break;
+        case SOP_FWD: RT_TRY(run_fwd(x, o)); inject_after_compute((rt_now_ns() - c0) * 1e-9); break;
+        case SOP_BWD: RT_TRY(run_bwd(x, o)); inject_after_compute((rt_now_ns() - c0) * 1e-9); break;
         case SOP_XFER: RT_TRY(run_xfer(x, o)); break;
         case SOP_EMB_SYNC: RT_TRY(run_emb_sync(x)); break;
         case SOP_OPTIM: RT_TRY(run_optim(x)); break;
@@ -484,7 +520,9 @@ static int begin_iteration(exec_t *x)
     if (!x->iter_t0_ns) /* a resumed run starts at a later step */
         memset(t0, 0, sizeof(int64_t) * (size_t)(x->iter + 1));
     x->iter_t0_ns = t0;
+    health_comm_enter(HB_COLL, GRP_WORLD, -1, 0);
     MPI_Barrier(MPI_COMM_WORLD); /* every rank's clock starts the iteration together */
+    health_comm_leave();
     t0[x->iter] = rt_now_ns() - x->run_t0_ns;
     RT_TRY(OP->iter_begin(x->rt));
     RT_TRY(OP->memset0(x->rt, m->grads, (size_t)m->nparams * sizeof(float), STREAM_COMPUTE));
@@ -545,8 +583,13 @@ int exec_iteration(exec_t *x, double *loss, double *time_s)
     sched_iter_t it;
     sched_op_t o;
     sched_iter_init(&it, x->job, x->m->stage);
-    while (sched_next(&it, &o))
+    for (int k = 0; sched_next(&it, &o); k++) {
+        /* the heartbeat's position, and the faults planted there */
+        health_op(x->iter + 1, k, 1, o.kind, o.mb, o.chunk);
+        inject_at_op(x->iter + 1, k);
         RT_TRY(run_op(x, &o));
+        health_op(x->iter + 1, k, 0, o.kind, o.mb, o.chunk);
+    }
     RT_TRY(OP->iter_end(x->rt));
     *time_s = (rt_now_ns() - t0) * 1e-9;
     for (long i = first; i < x->nrecs; i++) {

@@ -28,7 +28,10 @@ typedef struct {
     float clip_grad;          /* global gradient norm to clip to (Megatron-LM's --clip-grad); 0: none */
     int decay_style, decay_iters; /* Megatron-LM's --lr-decay-style, --lr-decay-iters (the step it ends at) */
     float min_lr;
+    int on_nan;               /* EXEC_NAN_ABORT or EXEC_NAN_SKIP: a NaN or Inf in the gradients */
 } exec_hparams_t;
+
+enum { EXEC_NAN_ABORT, EXEC_NAN_SKIP };
 
 
 typedef struct {
@@ -60,6 +63,7 @@ typedef struct {
     double grad_norm;         /* the last step's global gradient norm (every rank's part, each element once) */
     double lr;                /* the last step's learning rate */
     float grad_scale;         /* the last step's clipping factor (1: not clipped) */
+    int nan_rank;             /* the last step: the first rank whose gradients held a NaN or Inf, or -1 */
 
     /* this iteration */
     int *tok_dev, *tgt_dev;   /* (m, B, T) */

@@ -1,0 +1,130 @@
+/* real/health.h: a rank's health as `megasim supervise` and `megasim
+ * diagnose` read it, and the faults `megasim run --inject-fault` plants.
+ *
+ * Heartbeats: one small file per rank, DIR/rank-NNNNN.hb, mapped shared
+ * and updated in place: at every op boundary (step, op index, kind) and
+ * around every communication call (which group or peer, and the call's
+ * number), and a liveness beat from a thread every interval. Chosen over a
+ * socket to the supervisor because the record must outlive the rank (a
+ * crashed or hung rank's last position is what diagnosis needs), cost
+ * nothing per op (a few stores, no system call), and be readable by
+ * `diagnose` long after the job. Writers bump a sequence number to odd
+ * before a change and to even after; readers retry until they see an even
+ * number unchanged around their copy. Same-architecture files (binary). */
+#ifndef REAL_HEALTH_H
+#define REAL_HEALTH_H
+
+#include <stdint.h>
+
+#define HB_MAGIC "MSHB0001"
+#define HB_MAX_PENDING 8   /* communication calls one op waits on at once (a batch) */
+#define HB_MAX_P2P 16      /* (peer, tag, direction) transfer counters kept */
+#define HB_GROUPS 5        /* comm.h's GRP_TP .. GRP_WORLD */
+
+enum { HB_COLL, HB_SEND, HB_RECV };
+enum { HB_RUNNING, HB_DONE, HB_FAILED };
+
+typedef struct {
+    int8_t kind;           /* HB_COLL, HB_SEND, HB_RECV */
+    int8_t grp, tag;
+    int32_t peer;          /* world rank of the other side (transfers) */
+    int64_t n;             /* its number: the n-th collective on grp, or transfer with peer/tag/direction */
+} hb_pending_t;
+
+typedef struct {
+    int32_t peer;          /* world rank */
+    int8_t tag, recv;
+    int64_t n;             /* transfers entered */
+} hb_p2p_t;
+
+typedef struct {
+    char magic[8];
+    uint64_t seq;          /* odd while a change is being written */
+    int32_t rank, world, tp, dp, pp, tp_i, dp_i, stage, pid, state;
+    char host[64];
+    int64_t beat_ns;       /* liveness: CLOCK_REALTIME, every interval */
+    int64_t progress_ns;   /* the last op boundary or communication call */
+    int32_t step, op, in_op, op_kind, op_mb, op_chunk;
+    int32_t target_step;   /* the step this invocation trains until */
+    double interval_s;     /* the liveness beat's period */
+    int32_t last_step;     /* the last step finished, its time */
+    double last_step_s;
+    int64_t coll[HB_GROUPS]; /* collectives entered per group */
+    int32_t npending, np2p;
+    hb_pending_t pending[HB_MAX_PENDING];
+    hb_p2p_t p2p[HB_MAX_P2P];
+    char error[512];       /* why the rank stopped (state HB_FAILED) */
+} hb_record_t;
+
+/* ---- writing (one per rank; no-ops when not opened) --------------------- */
+
+struct comm;
+/* Opens DIR/rank-NNNNN.hb (DIR made if missing) and starts the liveness
+ * thread. 0, or -1 with err. */
+int health_open(const char *dir, int rank, int world, int tp, int dp, int pp, double interval_s, char *err,
+                int errlen);
+void health_close(int state);        /* HB_DONE or HB_FAILED; stops the thread */
+void health_error(const char *msg);  /* records why, before the rank exits */
+void health_op(int step, int op, int in_op, int kind, int mb, int chunk);
+void health_step_done(int step, double step_s);
+void health_target(int step);
+/* A communication call on grp (a collective), or a transfer to or from a
+ * world rank; leave clears every pending call (after a batch too). */
+void health_comm_enter(int kind, int grp, int peer, int tag);
+void health_comm_leave(void);
+/* A communicator whose calls report to the heartbeat, over inner (MPI or
+ * NCCL); NULL on failure. Destroying it destroys inner. */
+struct comm *health_wrap_comm(struct comm *inner);
+
+/* ---- reading ----------------------------------------------------------- */
+
+/* A consistent copy of DIR's rank's record. 0, or -1 with err (missing,
+ * not a heartbeat file, torn beyond retries). */
+int health_read(const char *path, hb_record_t *out, char *err, int errlen);
+
+/* ---- the wait-for graph (health_diag.c) ----------------------------------- */
+
+#define HB_MAX_WAIT 64
+
+typedef struct {
+    int rank;
+    int nwait;                 /* ranks it waits on */
+    int on[HB_MAX_WAIT];
+    char why[HB_MAX_WAIT][96]; /* for which call: "recv (tag fwd) from rank 3", "collective 12 on tp" */
+    int culprit;               /* waited on, directly or not, and waits on nobody; or dead or failed */
+    int dead;                  /* no liveness beat for 3 intervals before `now_ns` */
+} hb_wait_t;
+
+/* The wait-for graph of a world's records (rec[r] is rank r's) at now_ns:
+ * who waits on whom, for which send, receive or collective (from the
+ * calls each rank is in and the calls its peers have entered), and the
+ * culprits. chain[0 .. *nchain) is the longest wait-for chain, ending at a
+ * culprit. w has world entries. Returns the number of culprits. */
+int health_waitfor(const hb_record_t *rec, int world, int64_t now_ns, hb_wait_t *w, int *chain, int *nchain);
+const char *health_grp_name(int grp);
+const char *health_op_name(int kind);
+
+/* ---- injected faults ---------------------------------------------------- */
+
+enum { INJ_CRASH, INJ_HANG, INJ_SLOW, INJ_NAN };
+#define INJ_MAX 8
+
+typedef struct {
+    int kind, rank, step, op;  /* op: hang's op index (default 0) */
+    double factor;             /* slow */
+} inject_t;
+
+/* Parses "crash:RANK:STEP,hang:RANK:STEP[:OP],slow:RANK:FACTOR,nan:RANK:STEP"
+ * against the world size. 0, or -1 with err naming what is allowed. */
+int inject_parse(const char *text, int world, inject_t *list, int *n, char *err, int errlen);
+/* Arms this rank's faults; `once_dir` (the --save directory, or NULL) holds
+ * a marker per fault fired, so a restarted job goes on. */
+void inject_arm(const inject_t *list, int n, int rank, const char *once_dir);
+/* Called at every op (crash, hang) and after every compute op with its
+ * seconds (slow). */
+void inject_at_op(int step, int op);
+void inject_after_compute(double seconds);
+/* Whether to poison this rank's gradients now (step). */
+int inject_nan_now(int step);
+
+#endif
