@@ -24,6 +24,10 @@ int cmd_compare(int argc, char **argv);
 extern const opt_table compare_opts;
 int cmd_goodput(int argc, char **argv);
 extern const opt_table goodput_opts;
+int cmd_supervise(int argc, char **argv);
+extern const opt_table supervise_opts;
+int cmd_diagnose(int argc, char **argv);
+extern const opt_table diagnose_opts;
 
 const cli_cmd_t cli_cmds[] = {
     {"predict", "Closed-form estimate of one job: iteration time, MFU/HFU, tokens/s, memory per GPU.",
@@ -59,6 +63,15 @@ const cli_cmd_t cli_cmds[] = {
      "GPUs: the MPI world size)",
      "mpirun -np 8 megasim run --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --sequence-parallel",
      cmd_run, 1, &run_opts},
+    {"supervise", "Keep a training job alive: restart it from its checkpoint after a crash or a hang, log each "
+     "incident, report ETTR.",
+     "[--max-restarts N] [--heartbeat-timeout S] [--incidents FILE] -- mpirun -np N megasim run ... --save DIR",
+     "megasim supervise --heartbeat-timeout 30 -- mpirun -np 8 megasim run --save ckpt --save-interval 5",
+     cmd_supervise, 0, &supervise_opts},
+    {"diagnose", "Which rank a hang comes from (a run directory's heartbeats), which ranks or links are slow (a "
+     "result file).",
+     "RESULT [--json] [--mads K] [--min-excess F]   (RESULT: run --save DIR, run --out or simulate --out)",
+     "megasim diagnose ckpt-dir --json", cmd_diagnose, 0, &diagnose_opts},
     {"compare", "A measured run (run --out) vs the simulator and the closed form: per step, op class, stream, rank.",
      "RUN.h5 [SIM.h5] [--json] [--plot PREFIX] [--plots-dir DIR] [--ranks-shown N]",
      "megasim compare run.h5 --plot run-vs-sim", cmd_compare, 0, &compare_opts},
