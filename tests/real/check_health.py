@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""tests/real/check_health.py CASE MPIEXEC MEGASIM: robust real runs (issue
+35): `megasim supervise`, `megasim diagnose`, `run --inject-fault`. Every
+check prints what it expected, what it got and where the expected value
+comes from.
+
+  crash       a crash of one of 8 ranks (TP 2, PP 2, DP 2) at step 3 under
+              supervise: the job restarts by itself from its step-2
+              checkpoint and its losses and gradient norms equal an
+              uninterrupted run's as run prints them (9 digits; the CPU path
+              repeats a run bit for bit); the incident names the rank; no
+              megasim process is left
+  hang        a hang of a seeded random rank at a seeded random op (4 ranks,
+              TP 2 x PP 2): diagnose names that rank and only it while the
+              job hangs; under supervise the hang is detected within the
+              timeout plus 2 s, blamed on that rank, and the job finishes
+              with the uninterrupted losses
+  nan         a NaN in one rank's gradients is named (rank, step) before the
+              optimizer step: --on-nan skip goes on, abort stops the run
+  checkpoint  a checkpoint whose stage two did not finish on every rank (one
+              rank's file missing, `latest` not yet moved) is passed over:
+              --resume takes the previous complete one
+  stragglers  diagnose on simulated results of 12,288 GPUs names the TP
+              groups of 3 slow ranks (x1.1 to x2) and 2 slow links (nodes),
+              and nothing else; on a measured 4-rank run, the rank slowed 2x
+"""
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+CASE, MPIEXEC, MEGASIM = sys.argv[1], sys.argv[2], sys.argv[3]
+MPI = [MPIEXEC, "--allow-run-as-root", "--oversubscribe"]
+PLAN8 = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2"]
+failures = 0
+
+
+def check(what, ok, expected, got, source):
+    global failures
+    print(f"{'ok  ' if ok else 'FAIL'} {what}: expected {expected}, got {got} ({source})")
+    failures += 0 if ok else 1
+
+
+def steps_of(text):
+    """The last record of each step (a step redone after a restart is printed again)."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("{\"step\""):
+            s = json.loads(line)
+            norm = s["grad_norm"]
+            out[s["step"]] = (f"{s['loss']:.9g}", None if norm is None else f"{norm:.9g}")
+    return out
+
+
+def run(np, args, timeout=300):
+    p = subprocess.run(MPI + ["-np", str(np), MEGASIM, "run", "--json"] + args, capture_output=True, text=True,
+                       timeout=timeout)
+    return p
+
+
+def supervise(sup_args, np, args, timeout=300):
+    cmd = [MEGASIM, "supervise"] + sup_args + ["--"] + MPI + ["-np", str(np), MEGASIM, "run", "--json"] + args
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    return p
+
+
+def incidents(save):
+    with open(os.path.join(save, "incidents.jsonl")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def no_process_left(what):
+    time.sleep(0.3)
+    left = subprocess.run(["pgrep", "-f", f"{MEGASIM} run"], capture_output=True, text=True).stdout.split()
+    check(f"{what}: no megasim run process left", not left, "none", left or "none", "supervise stops the group")
+
+
+def same_steps(label, want, got):
+    check(f"{label}: steps", sorted(got) == sorted(want), sorted(want), sorted(got), "the uninterrupted run")
+    for s in sorted(want):
+        check(f"{label}: step {s} loss and gradient norm", got.get(s) == want[s], want[s], got.get(s),
+              "the uninterrupted run, as printed")
+
+
+def case_crash(tmp):
+    args = PLAN8 + ["--train-iters", "4", "--save-interval", "2"]
+    ref = run(8, args + ["--save", os.path.join(tmp, "ref")])
+    want = steps_of(ref.stdout)
+    save = os.path.join(tmp, "sup")
+    p = supervise(["--heartbeat-timeout", "20"], 8, args + ["--save", save, "--inject-fault", "crash:5:3"])
+    check("supervise exits 0", p.returncode == 0, 0, p.returncode, "the job finished after one restart")
+    same_steps("crash of rank 5 at step 3", want, steps_of(p.stdout))
+    inc = incidents(save)
+    crashes = [i for i in inc if i.get("cause") == "crash"]
+    check("one crash incident", len(crashes) == 1, 1, len(crashes), "incidents.jsonl")
+    if crashes:
+        c = crashes[0]
+        check("the incident names rank 5", c.get("rank") == 5, 5, c.get("rank"), "--inject-fault crash:5:3")
+        check("resumed from step 2", c.get("resume_step") == 2, 2, c.get("resume_step"), "--save-interval 2")
+        check("self-check passed", c.get("self_check") == "passed", "passed", c.get("self_check"), "run --self-check")
+    summary = inc[-1] if inc else {}
+    check("the log ends with an ETTR in (0, 1]", 0 < summary.get("ettr", -1) <= 1, "0 < ETTR <= 1",
+          summary.get("ettr"), "steps x median step time / wall")
+    no_process_left("crash")
+
+
+def case_hang(tmp):
+    rng = random.Random(35)
+    rank, op = rng.randrange(4), rng.randrange(1, 12)
+    print(f"hang injected at rank {rank}, step 2, op {op} (seed 35)")
+    args = PLAN8 + ["--train-iters", "4", "--save-interval", "1"]
+    want = steps_of(run(4, args + ["--save", os.path.join(tmp, "ref")]).stdout)
+    # diagnose while the job hangs
+    save = os.path.join(tmp, "hung")
+    job = subprocess.Popen(MPI + ["-np", "4", MEGASIM, "run", "--json"] + args +
+                           ["--save", save, "--inject-fault", f"hang:{rank}:2:{op}"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        # until the ranks' positions stop moving (a loaded machine reaches step 2 late)
+        d, before, t0 = {"hang": {"culprits": []}}, None, time.time()
+        while time.time() - t0 < 120:
+            time.sleep(1)
+            p = subprocess.run([MEGASIM, "diagnose", save, "--json"], capture_output=True, text=True)
+            if p.returncode:
+                continue
+            d = json.loads(p.stdout)
+            now = [(r["op"], r["in_calls"]) for r in d["hang"].get("ranks", [])]
+            if now and now == before:
+                break
+            before = now
+        got = [c["rank"] for c in d["hang"]["culprits"]]
+        check("diagnose names the hung rank, and only it", got == [rank], [rank], got, "--inject-fault hang")
+        chain = [c["rank"] for c in d["hang"].get("chain", [])]
+        check("the wait-for chain ends at it", bool(chain) and chain[-1] == rank, f"... -> {rank}", chain,
+              "wait-for graph")
+    finally:
+        os.killpg(job.pid, 9)
+        job.wait()
+    save = os.path.join(tmp, "sup")
+    timeout = 2.0
+    p = supervise(["--heartbeat-timeout", str(timeout)], 4, args + ["--save", save, "--inject-fault",
+                                                                     f"hang:{rank}:2:{op}"])
+    check("supervise exits 0", p.returncode == 0, 0, p.returncode, "the job finished after one restart")
+    same_steps("hang", want, steps_of(p.stdout))
+    hangs = [i for i in incidents(save) if i.get("cause") == "hang"]
+    check("one hang incident", len(hangs) == 1, 1, len(hangs), "incidents.jsonl")
+    if hangs:
+        h = hangs[0]
+        check("detected within the timeout + 2 s", h["detection_s"] <= timeout + 2, f"<= {timeout + 2} s",
+              f"{h['detection_s']:.2f} s", "issue 35")
+        check("blamed on the hung rank", h.get("rank") == rank, rank, h.get("rank"), "wait-for graph")
+    no_process_left("hang")
+
+
+def case_nan(tmp):
+    args = ["--train-iters", "3", "--inject-fault", "nan:1:2"]
+    p = run(2, args + ["--on-nan", "skip"])
+    check("--on-nan skip: exit 0", p.returncode == 0, 0, p.returncode, "the step's update skipped")
+    check("--on-nan skip: names rank 1 and step 2", "step 2: a NaN or Inf in rank 1's gradients" in p.stderr,
+          "step 2 ... rank 1", p.stderr.strip()[-160:], "the gradient-norm check")
+    got = steps_of(p.stdout)
+    check("--on-nan skip: 3 steps trained", len(got) == 3, 3, len(got), "--train-iters 3")
+    check("--on-nan skip: step 2's gradient norm is null", got.get(2, (0, 0))[1] is None, None, got.get(2),
+          "no number for a skipped step")
+    p = run(2, args)
+    check("--on-nan abort (default): the run stops", p.returncode != 0, "non-zero", p.returncode, "a NaN is a fault")
+    check("--on-nan abort: names rank 1 and step 2", "rank 1's gradients at step 2" in p.stderr,
+          "rank 1's gradients at step 2", p.stderr.strip()[-200:], "the gradient-norm check")
+    check("--on-nan abort: no step 2 printed", 2 not in steps_of(p.stdout), "steps 1", sorted(steps_of(p.stdout)),
+          "stopped before its optimizer step")
+
+
+def resumed_at(save):
+    p = subprocess.run(MPI + ["-np", "2", MEGASIM, "run", "--train-iters", "1", "--save", save, "--resume"],
+                       capture_output=True, text=True, timeout=300)
+    return [l for l in p.stdout.splitlines() if l.startswith("resumed")]
+
+
+def case_checkpoint(tmp):
+    for torn in (True, False):
+        save = os.path.join(tmp, f"ck{int(torn)}")
+        p = run(2, ["--train-iters", "4", "--save-interval", "2", "--save", save])
+        check("4 steps with checkpoints at 2 and 4", p.returncode == 0, 0, p.returncode, "run")
+        # killed before the next save moved `latest` past step 2 ...
+        with open(os.path.join(save, "latest"), "w") as f:
+            f.write("2\n")
+        if torn:  # ... and during step 4's stage two: rank 1's file never renamed into place
+            os.remove(os.path.join(save, "step-000004", "rank-00001.bin"))
+        want = 2 if torn else 4
+        got = resumed_at(save)
+        check(f"{'a torn step 4' if torn else 'a whole step 4 past latest'}: --resume takes step {want}",
+              got == [f"resumed from {save} at step {want}"], f"resumed ... at step {want}", got,
+              "the newest step with every rank's file (real/ckpt.h)")
+
+
+def diagnose_json(path):
+    p = subprocess.run([MEGASIM, "diagnose", path, "--json"], capture_output=True, text=True)
+    return json.loads(p.stdout)["stragglers"] if p.returncode == 0 else None
+
+
+def case_stragglers(tmp):
+    h5 = os.path.join(tmp, "s.h5")
+    subprocess.run([MEGASIM, "simulate", "--slow-rank", "17:1.1,5000:1.3,12000:2", "--out", h5], check=True,
+                   capture_output=True)
+    got = sorted(s["rank"] for s in diagnose_json(h5) if "rank" in s)
+    # TP 8: a slow rank's TP group moves at its pace; the group's first rank names it
+    check("12,288 GPUs: the TP groups of the 3 slow ranks, nothing else", got == [16, 5000, 12000],
+          [16, 5000, 12000], got, "--slow-rank 17:1.1,5000:1.3,12000:2")
+    subprocess.run([MEGASIM, "simulate", "--slow-link", "100:2,1400:1.5", "--out", h5], check=True,
+                   capture_output=True)
+    s = diagnose_json(h5)
+    got = sorted(x["link"] for x in s if "link" in x)
+    check("12,288 GPUs: the 2 slow links' nodes, nothing else", got == [100, 1400] and len(s) == 2, [100, 1400],
+          got + [x["rank"] for x in s if "rank" in x], "--slow-link 100:2,1400:1.5")
+    factors = sorted(round(x["factor"], 2) for x in s if "link" in x)
+    check("their factors", factors == [1.5, 2.0], [1.5, 2.0], factors, "--slow-link")
+    h5 = os.path.join(tmp, "m.h5")
+    p = run(4, ["--train-iters", "3", "--inject-fault", "slow:1:2", "--out", h5])
+    check("measured run exits 0", p.returncode == 0, 0, p.returncode, "run")
+    s = diagnose_json(h5) or []
+    got = [x.get("rank") for x in s]
+    check("measured 4 ranks: rank 1 slowed 2x, nothing else", got == [1], [1], got, "--inject-fault slow:1:2")
+
+
+if __name__ == "__main__":
+    tmp = tempfile.mkdtemp(prefix="megasim-health-")
+    try:
+        {"crash": case_crash, "hang": case_hang, "nan": case_nan, "checkpoint": case_checkpoint,
+         "stragglers": case_stragglers}[CASE](tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"check_health {CASE}: {'FAIL' if failures else 'ok'} ({failures} failed)")
+    sys.exit(1 if failures else 0)
