@@ -102,6 +102,12 @@ int cli_finalize(const char *cmd, job_t *job, const hw_t *hw, int say, char *err
 
 const char *cli_fitted_defaults(void) { return fitted_note; }
 
+int cli_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 void cli_print_json(cJSON *o)
 {
     char *s = o ? cJSON_Print(o) : NULL;

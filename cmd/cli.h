@@ -37,6 +37,9 @@ int cli_wants_help(int argc, char **argv);
 int cli_parse_flags(const opt_table *t, void *obj, int argc, char **argv, const char **pos, int maxpos, int *npos,
                     const char *too_many, char *err);
 
+/* qsort's order of doubles, ascending. */
+int cli_cmp_double(const void *a, const void *b);
+
 /* Prints a JSON object on stdout (indented) and frees it. */
 struct cJSON;
 void cli_print_json(struct cJSON *o);

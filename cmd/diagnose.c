@@ -173,12 +173,6 @@ typedef struct {
     double compute_s, pp_busy_s, dp_busy_s;
 } row_t;
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* The weighted median of v (weights w) over n entries. */
 static double wmedian(const double *v, const int *w, long n)
 {
@@ -187,7 +181,7 @@ static double wmedian(const double *v, const int *w, long n)
         return NAN;
     for (long i = 0; i < n; i++)
         p[i][0] = v[i], p[i][1] = w[i], tot += w[i];
-    qsort(p, n, sizeof *p, cmp_d);
+    qsort(p, n, sizeof *p, cli_cmp_double);
     for (long i = 0; i < n; i++)
         if ((acc += p[i][1]) >= tot / 2) {
             m = p[i][0];

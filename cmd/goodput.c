@@ -12,6 +12,7 @@
 #include "cmd/cli.h"
 #include "cmd/plot_data.h"
 #include "model/report.h"
+#include "real/rt.h"
 #include "sim/engine.h"
 #include "sim/out.h"
 
@@ -20,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #ifndef MEGASIM_PLOTS_DIR
 #define MEGASIM_PLOTS_DIR "plots"
@@ -67,20 +67,7 @@ static const opt_def goodput_defs[] = {
 };
 const opt_table goodput_opts = {goodput_defs, sizeof goodput_defs / sizeof goodput_defs[0], "goodput option"};
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-
 /* ---- statistics --------------------------------------------------------- */
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* -1: out of memory; -2: a trial reached its cap of interruptions. */
 static int stats(const gp_trial_t *t, long n, gp_stats_t *s)
@@ -110,7 +97,7 @@ static int stats(const gp_trial_t *t, long n, gp_stats_t *s)
         sq += (e[i] - s->ettr) * (e[i] - s->ettr);
     double half = n > 1 ? 1.96 * sqrt(sq / (n - 1) / n) : 0;
     s->ettr_lo = s->ettr - half, s->ettr_hi = s->ettr + half;
-    qsort(e, n, sizeof *e, cmp_double);
+    qsort(e, n, sizeof *e, cli_cmp_double);
     s->runs_lo = e[(long)floor(0.025 * (n - 1))], s->runs_hi = e[(long)ceil(0.975 * (n - 1))];
     free(e);
     return 0;
@@ -379,10 +366,10 @@ static int run(const cli_mpi_t *w, gp_result_t *R, char *err)
     fault_renewal_t rn = renewal_at(R, R->interval_s);
     R->analytic = fault_ettr_renewal(&rn);
     R->first_order = fault_ettr_first_order(&rn);
-    double t0 = now_s();
+    double t0 = rt_now_ns() * 1e-9;
     if ((rc = monte_carlo(w, &R->model, 1, R->o.trials, &R->main)))
         return mc_fail(rc, R, err);
-    R->main_s = now_s() - t0;
+    R->main_s = rt_now_ns() * 1e-9 - t0;
     /* What-ifs at the same interval: no spares, a spare always free, slow
      * hosts kept (when there are any to keep). */
     static const char *const names[GP_WHATIF] = {"no_spares", "unlimited_spares", "stragglers_kept"};
@@ -403,7 +390,7 @@ static int goodput_main(const cli_mpi_t *w, int argc, char **argv)
 {
     static gp_result_t R;
     char err[OPT_ERR_LEN];
-    double t0 = now_s();
+    double t0 = rt_now_ns() * 1e-9;
     memset(&R, 0, sizeof R);
     int rc = setup(argc, argv, &R, err);
     if (rc)
@@ -423,7 +410,7 @@ static int goodput_main(const cli_mpi_t *w, int argc, char **argv)
         gp_text(&R);
     fprintf(stderr, "megasim goodput: %d trials in %.2f s; with the sweep (%d x %d) and the what-ifs (%d x %d), on %d "
             "rank(s), %.2f s\n", R.o.trials, R.main_s, GP_SWEEP, R.o.sweep_trials, R.nwhatif, R.o.sweep_trials,
-            w->size, now_s() - t0);
+            w->size, rt_now_ns() * 1e-9 - t0);
     return 0;
 }
 

@@ -200,12 +200,6 @@ static int64_t read_world(sup_t *S, hb_record_t *rec, int max)
     return latest;
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* ---- incidents -------------------------------------------------------------- */
 
 static void log_line(sup_t *S, cJSON *o)
@@ -399,7 +393,7 @@ static int supervise(sup_t *S)
     }
     double wall = now_s() - S->t0, med = 0;
     if (S->nstep_s) {
-        qsort(S->step_s, S->nstep_s, sizeof *S->step_s, cmp_d);
+        qsort(S->step_s, S->nstep_s, sizeof *S->step_s, cli_cmp_double);
         med = S->step_s[S->nstep_s / 2];
     }
     int steps = S->target - S->first_step;

@@ -110,7 +110,11 @@ def case_crash(tmp):
 
 def case_hang(tmp):
     rng = random.Random(35)
-    rank, op = rng.randrange(4), rng.randrange(1, 12)
+    rank = rng.randrange(4)
+    sched = subprocess.run([MEGASIM, "schedule", "--num-gpus", "4"] + PLAN + ["--rank", str(rank)] +
+                           [os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "experiments", "real",
+                                         "tiny-gpt.json")], capture_output=True, text=True, check=True).stdout
+    op = rng.randrange(sum(1 for l in sched.splitlines() if l.strip() and not l.startswith("#")))
     print(f"hang injected at rank {rank}, step 2, op {op} (seed 35)")
     args = PLAN8 + ["--train-iters", "4", "--save-interval", "1"]
     want = steps_of(run(4, args + ["--save", os.path.join(tmp, "ref")]).stdout)
