@@ -170,7 +170,7 @@ static int config_int(const cJSON *cfg, const char *section, const char *key, in
 
 typedef struct {
     int rank, stands_for;
-    double compute_s, pp_busy_s, dp_busy_s;
+    double compute_s, pp_busy_s;
 } row_t;
 
 /* The weighted median of v (weights w) over n entries. */
@@ -294,8 +294,7 @@ static cJSON *stragglers_json(const diagnose_opts_t *o, const char *path, char *
         return NULL;
     static const plot_col_t cols[] = {{"rank", offsetof(row_t, rank), 1}, {"stands_for", offsetof(row_t, stands_for), 1},
                                       {"compute_s", offsetof(row_t, compute_s), 0},
-                                      {"pp_busy_s", offsetof(row_t, pp_busy_s), 0},
-                                      {"dp_busy_s", offsetof(row_t, dp_busy_s), 0}};
+                                      {"pp_busy_s", offsetof(row_t, pp_busy_s), 0}};
     row_t *rows = NULL;
     long n = 0;
     cJSON *cfg = NULL;
@@ -304,7 +303,7 @@ static cJSON *stragglers_json(const diagnose_opts_t *o, const char *path, char *
         snprintf(err, OPT_ERR_LEN, "%s: kind '%s'; diagnose reads a simulation (simulate --out), a measurement "
                  "(run --out) or a run directory", path, kind);
         rc = -1;
-    } else if (plot_read_table(f, path, "/ranks", cols, 5, sizeof *rows, (void **)&rows, &n, err, OPT_ERR_LEN) !=
+    } else if (plot_read_table(f, path, "/ranks", cols, 4, sizeof *rows, (void **)&rows, &n, err, OPT_ERR_LEN) !=
                PLOT_OK) {
         rc = -1;
     } else if (n < 0) {
@@ -324,6 +323,18 @@ static cJSON *stragglers_json(const diagnose_opts_t *o, const char *path, char *
     int gpus = config_int(cfg, "job", "num_gpus", 1);
     sh.dp = gpus / (sh.tp * sh.pp) > 0 ? gpus / (sh.tp * sh.pp) : 1;
     cJSON_Delete(cfg);
+    /* What the file claims, checked before it indexes anything. */
+    for (long i = 0; i < n && !rc; i++)
+        if (rows[i].rank < 0 || rows[i].rank >= gpus || rows[i].stands_for < 0 || gpus > (1 << 24) ||
+            !isfinite(rows[i].compute_s) || !isfinite(rows[i].pp_busy_s)) {
+            snprintf(err, OPT_ERR_LEN, "%s: /ranks row %ld (rank %d, %d GPUs in its job): not a row of this job; a "
+                     "damaged or edited file", path, i, rows[i].rank, gpus);
+            rc = -1;
+        }
+    if (rc) {
+        free(rows);
+        return NULL;
+    }
     double *v = malloc(sizeof *v * (n ? n : 1));
     int nodes = (gpus + sh.gpn - 1) / sh.gpn;
     found_t fd = {&sh, rows, v, cJSON_CreateArray(), -1, calloc((size_t)nodes + 1, sizeof(double)),

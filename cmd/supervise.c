@@ -52,6 +52,11 @@ const opt_table supervise_opts = {supervise_defs, sizeof supervise_defs / sizeof
 #define POLL_S 0.05
 #define MAX_ARGS 512
 
+/* SIGINT, SIGTERM or SIGHUP to supervise: the job is stopped with it (it
+ * runs in its own process group, which a terminal's Ctrl-C misses). */
+static volatile sig_atomic_t interrupted;
+static void on_signal(int sig) { interrupted = sig; }
+
 typedef struct {
     supervise_opts_t o;
     char **cmd;           /* the job's command */
@@ -157,7 +162,7 @@ static int run_bounded(const sup_t *S, char **argv, double limit_s)
     int st = 0;
     if (p < 0)
         return -1;
-    for (double t = 0; t < limit_s; t += POLL_S) {
+    for (double t = 0; t < limit_s && !interrupted; t += POLL_S) {
         if (waitpid(p, &st, WNOHANG) == p)
             return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
         usleep((useconds_t)(POLL_S * 1e6));
@@ -215,8 +220,10 @@ static void log_line(sup_t *S, cJSON *o)
     cJSON_Delete(o);
 }
 
-/* The culprit of an incident from the wait-for graph: the first culprit
- * (failed, dead, or waited on and waiting on nobody). */
+/* The culprit of an incident from the wait-for graph: of its culprits
+ * (failed, dead, or waited on and waiting on nobody), the one that
+ * recorded an error first (the others' errors follow from it: a peer's
+ * death fails their calls), else the lowest rank. */
 static void blame(const sup_t *S, const hb_record_t *rec, cJSON *inc)
 {
     if (!S->world)
@@ -233,18 +240,21 @@ static void blame(const sup_t *S, const hb_record_t *rec, cJSON *inc)
         oldest = rec[r].beat_ns < rec[oldest].beat_ns ? r : oldest;
     if (w && !n)
         w[oldest].culprit = 1;
-    if (w)
-        for (int r = 0; r < S->world; r++)
-            if (w[r].culprit) {
-                cJSON_AddNumberToObject(inc, "rank", r);
-                cJSON_AddStringToObject(inc, "host", rec[r].host);
-                char op[96];
-                snprintf(op, sizeof op, "step %d op %d (%s)", rec[r].step, rec[r].op, health_op_name(rec[r].op_kind));
-                cJSON_AddStringToObject(inc, "op", op);
-                if (rec[r].error[0])
-                    cJSON_AddStringToObject(inc, "message", rec[r].error);
-                break;
-            }
+    int first = -1;
+    for (int r = 0; w && r < S->world; r++)
+        if (w[r].culprit && (first < 0 || (rec[r].error_ns &&
+                                           (!rec[first].error_ns || rec[r].error_ns < rec[first].error_ns))))
+            first = r;
+    if (first >= 0) {
+        const hb_record_t *h = &rec[first];
+        char op[96];
+        snprintf(op, sizeof op, "step %d op %d (%s)", h->step, h->op, health_op_name(h->op_kind));
+        cJSON_AddNumberToObject(inc, "rank", first);
+        cJSON_AddStringToObject(inc, "host", h->host);
+        cJSON_AddStringToObject(inc, "op", op);
+        if (h->error[0])
+            cJSON_AddStringToObject(inc, "message", h->error);
+    }
     free(w), free(chain);
 }
 
@@ -316,9 +326,23 @@ static void attempt_argv(const sup_t *S, char **av, char *buf, int restart, int 
         if (ckpt_newest(S->save, S->world) >= 0)
             av[n++] = "--resume";
         snprintf(buf, 32, "%d", S->target);
-        av[n++] = "--until-step", av[n++] = buf;
+        if (S->target > 0) /* known once a rank has started training */
+            av[n++] = "--until-step", av[n++] = buf;
     }
     av[n] = NULL;
+}
+
+/* A launch starts with no heartbeat of an earlier one: a stale record
+ * would name a rank of another run (its incident is already logged). */
+static void clear_heartbeats(sup_t *S)
+{
+    char path[1300];
+    for (int r = 0;; r++) {
+        snprintf(path, sizeof path, "%s/rank-%05d.hb", S->hbdir, r);
+        if (unlink(path) && errno == ENOENT)
+            break;
+    }
+    S->world = 0;
 }
 
 static int supervise(sup_t *S)
@@ -328,6 +352,7 @@ static int supervise(sup_t *S)
     S->t0 = now_s();
     for (int restarts = 0;; restarts++) {
         attempt_argv(S, av, num, restarts > 0, 0);
+        clear_heartbeats(S);
         double t_launch = now_s();
         pid_t pid = launch(av);
         if (pid < 0) {
@@ -351,6 +376,11 @@ static int supervise(sup_t *S)
                 cause = "hang";
                 break;
             }
+            if (interrupted) {
+                stop(S, pid);
+                fprintf(stderr, "megasim supervise: stopped by signal %d; the job with it\n", (int)interrupted);
+                return 128 + interrupted;
+            }
         }
         double detected = now_s();
         if (!cause && S->target && S->last_step < S->target)
@@ -360,6 +390,13 @@ static int supervise(sup_t *S)
             break;
         }
         read_world(S, rec, 4096);
+        if (!restarts && !S->world) {
+            /* no rank ever started: its command is wrong, not the machine */
+            fprintf(stderr, "megasim supervise: error: the job exited (%s %d) before any rank started; not "
+                    "restarted: check its command\n", WIFSIGNALED(st) ? "signal" : "status",
+                    WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+            return 2;
+        }
         if (!strcmp(cause, "hang"))
             stop(S, pid);
         else
@@ -416,6 +453,10 @@ int cmd_supervise(int argc, char **argv)
     S.last_step = -1;
     if (setup(argc, argv, &S, err))
         return cli_fail("supervise", err);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL), sigaction(SIGTERM, &sa, NULL), sigaction(SIGHUP, &sa, NULL);
     int rc = supervise(&S);
     fclose(S.log);
     free(S.step_s);

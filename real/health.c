@@ -110,8 +110,9 @@ void health_error(const char *msg)
     if (!hb)
         return;
     w_begin();
+    if (hb->state != HB_FAILED) /* the first error is the cause; later ones follow from it */
+        snprintf(hb->error, sizeof hb->error, "%s", msg), hb->error_ns = wall_ns();
     hb->state = HB_FAILED;
-    snprintf(hb->error, sizeof hb->error, "%s", msg);
     w_end();
 }
 
@@ -312,6 +313,8 @@ int health_read(const char *path, hb_record_t *out, char *err, int errlen)
                 snprintf(err, errlen, "%s: not a megasim heartbeat file (its magic)", path);
                 return -1;
             }
+            /* a damaged or crafted file: its strings end inside it */
+            out->host[sizeof out->host - 1] = out->error[sizeof out->error - 1] = 0;
             return 0;
         }
         usleep(1000);

@@ -53,6 +53,7 @@ typedef struct {
     int32_t npending, np2p;
     hb_pending_t pending[HB_MAX_PENDING];
     hb_p2p_t p2p[HB_MAX_P2P];
+    int64_t error_ns;      /* when it recorded the error */
     char error[512];       /* why the rank stopped (state HB_FAILED) */
 } hb_record_t;
 

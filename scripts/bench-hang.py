@@ -51,8 +51,8 @@ def ops_of(rank):
 def main():
     rng = random.Random(2026)
     named = detected = 0
-    print(f"{'trial':>5} {'rank':>4} {'op':>3} {'culprits':>12} {'detect_s':>9}  megasim diagnose / supervise, "
-          f"{RANKS} ranks, timeout {TIMEOUT} s")
+    print(f"{'trial':>5} {'rank':>4} {'op':>3} {'culprits':>12} {'detect_s':>9} {'blamed':>6} {'exit':>4}  megasim "
+          f"diagnose / supervise, {RANKS} ranks, timeout {TIMEOUT} s")
     for t in range(TRIALS):
         rank = rng.randrange(RANKS)
         op = rng.randrange(ops_of(rank))
@@ -74,7 +74,9 @@ def main():
             hang = [i for i in inc if i.get("cause") == "hang"]
             ds = hang[0]["detection_s"] if hang else float("nan")
             detected += bool(hang) and ds <= TIMEOUT + 2 and hang[0].get("rank") == rank and p.returncode == 0
-            print(f"{t:>5} {rank:>4} {op:>3} {str(culprits):>12} {ds:>9.2f}", flush=True)
+            blamed = hang[0].get("rank") if hang else None
+            print(f"{t:>5} {rank:>4} {op:>3} {str(culprits):>12} {ds:>9.2f} {str(blamed):>6} {p.returncode:>4}",
+                  flush=True)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     print(f"named the hung rank and only it: {named} of {TRIALS}; supervise detected it within {TIMEOUT + 2} s, "
