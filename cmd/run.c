@@ -461,7 +461,9 @@ static int train(run_t *R)
     kern_clock_sums before = R->rt->clock;
     for (int it = first; it < last; it++) {
         double loss = 0, t = 0, tmax = 0;
+        health_outside(0);
         int rc = exec_iteration(&R->x, &loss, &t);
+        health_outside(1);
         if (all_ok(rc))
             return bad(R, "a training iteration failed (the message above names the rank's reason)");
         MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);

@@ -30,7 +30,7 @@
 
 typedef struct {
     int max_restarts, help;
-    double timeout_s, term_s;
+    double timeout_s, start_timeout_s, term_s;
     char incidents[1024];
 } supervise_opts_t;
 
@@ -40,6 +40,9 @@ static const opt_def supervise_defs[] = {
      "restarts before giving up (exit 1)"},
     {"heartbeat-timeout", OPT_REAL, SO(timeout_s), 0.1, 86400, "60", 0, "supervise",
      "a job none of whose ranks made progress for this long, s, is hung (longer than its longest op)"},
+    {"start-timeout", OPT_REAL, SO(start_timeout_s), 0.1, 86400, "600", 0, "supervise",
+     "a launch none of whose ranks has written a heartbeat after this long, s, is hung (the start: mpirun, "
+     "imports, communicators)"},
     {"term-s", OPT_REAL, SO(term_s), 0, 600, "3", 0, "supervise",
      "after SIGTERM, the seconds a stopped job gets before SIGKILL"},
     {"incidents", OPT_STR, SO(incidents), 1, 1024, "", 0, "supervise",
@@ -67,6 +70,7 @@ typedef struct {
     double *step_s;       /* step times seen in heartbeats */
     long nstep_s, capstep_s;
     int last_step;        /* the furthest step any heartbeat reported done */
+    int all_done;         /* every rank has finished (it may still be exiting) */
     FILE *log;
 } sup_t;
 
@@ -178,16 +182,19 @@ static int run_bounded(const sup_t *S, char **argv, double limit_s)
 static int64_t read_world(sup_t *S, hb_record_t *rec, int max)
 {
     char path[1300], err[256];
+    S->all_done = 0;
     snprintf(path, sizeof path, "%s/rank-00000.hb", S->hbdir);
     if (health_read(path, &rec[0], err, sizeof err) || rec[0].world < 1 || rec[0].world > max)
         return -1;
     S->world = rec[0].world;
     int64_t latest = 0;
+    S->all_done = 1;
     for (int r = 0; r < S->world; r++) {
         snprintf(path, sizeof path, "%s/rank-%05d.hb", S->hbdir, r);
         if (r && health_read(path, &rec[r], err, sizeof err))
             return -1;
         latest = rec[r].progress_ns > latest ? rec[r].progress_ns : latest;
+        S->all_done &= rec[r].state == HB_DONE;
         if (rec[r].target_step > S->target)
             S->target = rec[r].target_step;
         if (rec[r].last_step > S->last_step && rec[r].last_step_s > 0) {
@@ -372,7 +379,9 @@ static int supervise(sup_t *S)
                 read_world(S, rec, 4096); /* the ranks' last words */
                 break;
             }
-            if (now_s() - last_progress > S->o.timeout_s) {
+            /* before any rank has started, and once every rank has finished
+             * (MPI_Finalize, exit), the start's own allowance */
+            if (now_s() - last_progress > (p > 0 && !S->all_done ? S->o.timeout_s : S->o.start_timeout_s)) {
                 cause = "hang";
                 break;
             }

@@ -44,7 +44,10 @@ static void *beat_main(void *arg)
     (void)arg;
     struct timespec d = {(time_t)beat_interval_s, (long)((beat_interval_s - (time_t)beat_interval_s) * 1e9)};
     while (!beat_stop) {
-        __atomic_store_n(&hb->beat_ns, wall_ns(), __ATOMIC_RELEASE);
+        int64_t now = wall_ns();
+        __atomic_store_n(&hb->beat_ns, now, __ATOMIC_RELEASE);
+        if (__atomic_load_n(&hb->outside, __ATOMIC_ACQUIRE))
+            __atomic_store_n(&hb->progress_ns, now, __ATOMIC_RELEASE);
         nanosleep(&d, NULL);
     }
     return NULL;
@@ -80,6 +83,7 @@ int health_open(const char *dir, int rank, int world, int tp, int dp, int pp, do
     hb->step = hb->op = -1, hb->last_step = -1;
     hb->beat_ns = hb->progress_ns = wall_ns();
     hb->interval_s = interval_s;
+    hb->outside = 1;
     memcpy(hb->magic, HB_MAGIC, 8); /* last: a reader sees a whole record or none */
     beat_interval_s = interval_s;
     beat_stop = 0;
@@ -131,6 +135,15 @@ void health_target(int step)
         return;
     w_begin();
     hb->target_step = step;
+    w_end();
+}
+
+void health_outside(int outside)
+{
+    if (!hb)
+        return;
+    w_begin();
+    hb->outside = outside;
     w_end();
 }
 

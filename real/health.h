@@ -41,6 +41,8 @@ typedef struct {
     char magic[8];
     uint64_t seq;          /* odd while a change is being written */
     int32_t rank, world, tp, dp, pp, tp_i, dp_i, stage, pid, state;
+    int32_t outside;       /* outside the op program (start, between steps, checkpoints,
+                              the end): the liveness beat counts as progress there */
     char host[64];
     int64_t beat_ns;       /* liveness: CLOCK_REALTIME, every interval */
     int64_t progress_ns;   /* the last op boundary or communication call */
@@ -69,6 +71,10 @@ void health_error(const char *msg);  /* records why, before the rank exits */
 void health_op(int step, int op, int in_op, int kind, int mb, int chunk);
 void health_step_done(int step, double step_s);
 void health_target(int step);
+/* Entering (1) or leaving (0) the op program. Outside it nothing marks
+ * progress op by op, so the liveness beat does: a long checkpoint or the
+ * end of a run is not taken for a hang (nor is a hang there detected). */
+void health_outside(int outside);
 /* A communication call on grp (a collective), or a transfer to or from a
  * world rank; leave clears every pending call (after a batch too). */
 void health_comm_enter(int kind, int grp, int peer, int tag);

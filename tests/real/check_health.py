@@ -24,7 +24,8 @@ comes from.
               whose command fails before any rank starts is not restarted
   stragglers  diagnose on simulated results of 12,288 GPUs names the TP
               groups of 3 slow ranks (x1.1 to x2) and 2 slow links (nodes),
-              and nothing else; on a measured 4-rank run, the rank slowed 2x
+              and nothing else; on a measured 4-rank run, the rank slowed 3x
+              (2x on 4 ranks sharing 2 cores measures only 1.4x to 1.7x)
 """
 import json
 import os
@@ -250,12 +251,15 @@ def case_stragglers(tmp):
           got + [x["rank"] for x in s if "rank" in x], "--slow-link 100:2,1400:1.5")
     factors = sorted(round(x["factor"], 2) for x in s if "link" in x)
     check("their factors", factors == [1.5, 2.0], [1.5, 2.0], factors, "--slow-link")
+    # 4 ranks share this VM's 2 cores: a rank sleeping through its slowdown
+    # lends its core to its neighbour, so an injected 2x measures 1.4x to
+    # 1.7x here (found in about half the runs); 3x measures 2.3x to 3.4x
     h5 = os.path.join(tmp, "m.h5")
-    p = run(4, ["--train-iters", "3", "--inject-fault", "slow:1:2", "--out", h5])
+    p = run(4, ["--train-iters", "3", "--inject-fault", "slow:1:3", "--out", h5])
     check("measured run exits 0", p.returncode == 0, 0, p.returncode, "run")
     s = diagnose_json(h5) or []
     got = [x.get("rank") for x in s]
-    check("measured 4 ranks: rank 1 slowed 2x, nothing else", got == [1], [1], got, "--inject-fault slow:1:2")
+    check("measured 4 ranks: rank 1 slowed 3x, nothing else", got == [1], [1], got, "--inject-fault slow:1:3")
 
 
 if __name__ == "__main__":
