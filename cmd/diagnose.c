@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct {
     int json, help;
@@ -44,40 +45,22 @@ const opt_table diagnose_opts = {diagnose_defs, sizeof diagnose_defs / sizeof di
 
 /* ---- hangs: a run directory ------------------------------------------------ */
 
-/* Every rank's record from dir (or dir/heartbeat). *world of them. */
-static hb_record_t *read_heartbeats(const char *dir, int *world, char *err)
+/* Every rank's record from dir (or dir/heartbeat) into rec (HB_MAX_WORLD). */
+#define HB_MAX_WORLD 4096
+static int read_heartbeats(const char *dir, hb_record_t *rec, int *world, char *err)
 {
-    char hbdir[1200], path[1400];
+    char hbdir[1200];
     snprintf(hbdir, sizeof hbdir, "%s/heartbeat", dir);
     struct stat st;
     const char *d = stat(hbdir, &st) == 0 && S_ISDIR(st.st_mode) ? hbdir : dir;
-    hb_record_t first;
-    snprintf(path, sizeof path, "%s/rank-00000.hb", d);
-    if (health_read(path, &first, err, OPT_ERR_LEN)) {
+    char rank0[1300];
+    health_path(d, 0, rank0, sizeof rank0);
+    if (access(rank0, R_OK)) {
         snprintf(err, OPT_ERR_LEN, "%s: no heartbeat of rank 0 (%s/rank-00000.hb); a run directory is megasim run's "
                  "--save DIR or --heartbeat DIR", dir, d);
-        return NULL;
+        return -1;
     }
-    if (first.world < 1 || first.world > 4096) {
-        snprintf(err, OPT_ERR_LEN, "%s: world size %d; allowed 1 to 4096", path, first.world);
-        return NULL;
-    }
-    hb_record_t *rec = calloc((size_t)first.world, sizeof *rec);
-    if (!rec) {
-        snprintf(err, OPT_ERR_LEN, "out of memory");
-        return NULL;
-    }
-    for (int r = 0; r < first.world; r++) {
-        snprintf(path, sizeof path, "%s/rank-%05d.hb", d, r);
-        if (health_read(path, &rec[r], err, OPT_ERR_LEN) || rec[r].world != first.world || rec[r].rank != r) {
-            if (!err[0] || rec[r].rank != r)
-                snprintf(err, OPT_ERR_LEN, "%s: not rank %d of a world of %d", path, r, first.world);
-            free(rec);
-            return NULL;
-        }
-    }
-    *world = first.world;
-    return rec;
+    return health_read_world(d, rec, HB_MAX_WORLD, world, err, OPT_ERR_LEN);
 }
 
 static cJSON *rank_json(const hb_record_t *h)
@@ -110,14 +93,14 @@ static cJSON *rank_json(const hb_record_t *h)
 
 static cJSON *hang_json(const char *dir, char *err)
 {
+    static hb_record_t rec[HB_MAX_WORLD];
     int world = 0;
-    hb_record_t *rec = read_heartbeats(dir, &world, err);
-    if (!rec)
+    if (read_heartbeats(dir, rec, &world, err))
         return NULL;
     hb_wait_t *w = calloc((size_t)world, sizeof *w);
     int *chain = calloc((size_t)world, sizeof *chain), nchain = 0;
     if (!w || !chain) {
-        free(rec), free(w), free(chain);
+        free(w), free(chain);
         snprintf(err, OPT_ERR_LEN, "out of memory");
         return NULL;
     }
@@ -153,7 +136,7 @@ static cJSON *hang_json(const char *dir, char *err)
         cJSON_AddItemToArray(all, rank_json(&rec[r]));
     cJSON_AddNumberToObject(h, "world", world);
     cJSON_AddNumberToObject(h, "ranks_done", done);
-    free(rec), free(w), free(chain);
+    free(w), free(chain);
     return h;
 }
 

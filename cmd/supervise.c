@@ -25,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 typedef struct {
@@ -74,12 +73,8 @@ typedef struct {
     FILE *log;
 } sup_t;
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
+/* The heartbeats' clock, s. */
+static double now_s(void) { return health_now_ns() * 1e-9; }
 
 /* The value of --flag VALUE or --flag=VALUE in the job's command, or NULL. */
 static const char *cmd_flag(const sup_t *S, const char *flag)
@@ -128,7 +123,7 @@ static void kill_ranks(const sup_t *S)
     char path[1300], err[256], comm[64];
     for (int r = 0; r < S->world; r++) {
         hb_record_t h;
-        snprintf(path, sizeof path, "%s/rank-%05d.hb", S->hbdir, r);
+        health_path(S->hbdir, r, path, sizeof path);
         if (health_read(path, &h, err, sizeof err) || h.pid <= 1)
             continue;
         snprintf(path, sizeof path, "/proc/%d/comm", h.pid);
@@ -181,18 +176,13 @@ static int run_bounded(const sup_t *S, char **argv, double limit_s)
  * rank 0's record is not there yet. */
 static int64_t read_world(sup_t *S, hb_record_t *rec, int max)
 {
-    char path[1300], err[256];
+    char err[256];
     S->all_done = 0;
-    snprintf(path, sizeof path, "%s/rank-00000.hb", S->hbdir);
-    if (health_read(path, &rec[0], err, sizeof err) || rec[0].world < 1 || rec[0].world > max)
+    if (health_read_world(S->hbdir, rec, max, &S->world, err, sizeof err))
         return -1;
-    S->world = rec[0].world;
     int64_t latest = 0;
     S->all_done = 1;
     for (int r = 0; r < S->world; r++) {
-        snprintf(path, sizeof path, "%s/rank-%05d.hb", S->hbdir, r);
-        if (r && health_read(path, &rec[r], err, sizeof err))
-            return -1;
         latest = rec[r].progress_ns > latest ? rec[r].progress_ns : latest;
         S->all_done &= rec[r].state == HB_DONE;
         if (rec[r].target_step > S->target)
@@ -345,7 +335,7 @@ static void clear_heartbeats(sup_t *S)
 {
     char path[1300];
     for (int r = 0;; r++) {
-        snprintf(path, sizeof path, "%s/rank-%05d.hb", S->hbdir, r);
+        health_path(S->hbdir, r, path, sizeof path);
         if (unlink(path) && errno == ENOENT)
             break;
     }

@@ -24,18 +24,23 @@ static pthread_t beat_thread;
 static volatile int beat_stop;
 static double beat_interval_s;
 
-static int64_t wall_ns(void)
+int64_t health_now_ns(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_REALTIME, &t);
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
+void health_path(const char *dir, int rank, char *out, int len)
+{
+    snprintf(out, len, "%s/rank-%05d.hb", dir, rank);
+}
+
 /* The seqlock's two halves around every change. */
 static void w_begin(void) { __atomic_add_fetch(&hb->seq, 1, __ATOMIC_ACQ_REL); }
 static void w_end(void)
 {
-    hb->progress_ns = wall_ns();
+    hb->progress_ns = health_now_ns();
     __atomic_add_fetch(&hb->seq, 1, __ATOMIC_RELEASE);
 }
 
@@ -44,7 +49,7 @@ static void *beat_main(void *arg)
     (void)arg;
     struct timespec d = {(time_t)beat_interval_s, (long)((beat_interval_s - (time_t)beat_interval_s) * 1e9)};
     while (!beat_stop) {
-        int64_t now = wall_ns();
+        int64_t now = health_now_ns();
         __atomic_store_n(&hb->beat_ns, now, __ATOMIC_RELEASE);
         if (__atomic_load_n(&hb->outside, __ATOMIC_ACQUIRE))
             __atomic_store_n(&hb->progress_ns, now, __ATOMIC_RELEASE);
@@ -59,7 +64,7 @@ int health_open(const char *dir, int rank, int world, int tp, int dp, int pp, do
     char path[1200];
     if (out_make_dir(dir, err, errlen))
         return -1;
-    snprintf(path, sizeof path, "%s/rank-%05d.hb", dir, rank);
+    health_path(dir, rank, path, sizeof path);
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0666);
     if (fd < 0 || ftruncate(fd, sizeof(hb_record_t))) {
         snprintf(err, errlen, "heartbeat file %s: %s", path, strerror(errno));
@@ -81,7 +86,7 @@ int health_open(const char *dir, int rank, int world, int tp, int dp, int pp, do
     hb->pid = (int32_t)getpid();
     gethostname(hb->host, sizeof hb->host - 1);
     hb->step = hb->op = -1, hb->last_step = -1;
-    hb->beat_ns = hb->progress_ns = wall_ns();
+    hb->beat_ns = hb->progress_ns = health_now_ns();
     hb->interval_s = interval_s;
     hb->outside = 1;
     memcpy(hb->magic, HB_MAGIC, 8); /* last: a reader sees a whole record or none */
@@ -115,7 +120,7 @@ void health_error(const char *msg)
         return;
     w_begin();
     if (hb->state != HB_FAILED) /* the first error is the cause; later ones follow from it */
-        snprintf(hb->error, sizeof hb->error, "%s", msg), hb->error_ns = wall_ns();
+        snprintf(hb->error, sizeof hb->error, "%s", msg), hb->error_ns = health_now_ns();
     hb->state = HB_FAILED;
     w_end();
 }
@@ -335,6 +340,29 @@ int health_read(const char *path, hb_record_t *out, char *err, int errlen)
     close(fd);
     snprintf(err, errlen, "%s: the record kept changing or could not be read", path);
     return -1;
+}
+
+int health_read_world(const char *dir, hb_record_t *rec, int max, int *world, char *err, int errlen)
+{
+    char path[1200];
+    health_path(dir, 0, path, sizeof path);
+    if (health_read(path, &rec[0], err, errlen))
+        return -1;
+    if (rec[0].world < 1 || rec[0].world > max) {
+        snprintf(err, errlen, "%s: world size %d; allowed 1 to %d", path, rec[0].world, max);
+        return -1;
+    }
+    for (int r = 1; r < rec[0].world; r++) {
+        health_path(dir, r, path, sizeof path);
+        if (health_read(path, &rec[r], err, errlen))
+            return -1;
+        if (rec[r].world != rec[0].world || rec[r].rank != r) {
+            snprintf(err, errlen, "%s: not rank %d of a world of %d", path, r, rec[0].world);
+            return -1;
+        }
+    }
+    *world = rec[0].world;
+    return 0;
 }
 
 /* ---- injected faults ------------------------------------------------------ */

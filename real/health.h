@@ -85,9 +85,20 @@ struct comm *health_wrap_comm(struct comm *inner);
 
 /* ---- reading ----------------------------------------------------------- */
 
-/* A consistent copy of DIR's rank's record. 0, or -1 with err (missing,
+/* The heartbeats' clock: CLOCK_REALTIME, ns (comparable across processes). */
+int64_t health_now_ns(void);
+
+/* The path of rank's record under dir. */
+void health_path(const char *dir, int rank, char *out, int len);
+
+/* A consistent copy of one record (path). 0, or -1 with err (missing,
  * not a heartbeat file, torn beyond retries). */
 int health_read(const char *path, hb_record_t *out, char *err, int errlen);
+
+/* Every rank's record under dir into rec[0 .. *world): rank 0's names the
+ * world (1 to max), and each file must be the record of the rank of that
+ * world it is named for. 0, or -1 with err. */
+int health_read_world(const char *dir, hb_record_t *rec, int max, int *world, char *err, int errlen);
 
 /* ---- the wait-for graph (health_diag.c) ----------------------------------- */
 
