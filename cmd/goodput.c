@@ -140,7 +140,7 @@ static void fault_job(const job_t *j, const hw_t *hw, const estimate_t *e, fault
     fj->tp = j->tp, fj->pp = j->pp, fj->dp = j->dp;
     fj->nic_gbytes_per_gpu = c->nics_per_node * c->nic_gbit / 8 / c->gpus_per_node;
     fj->ckpt_gpu_bytes = e->mem.weights_bytes + e->mem.optimizer_bytes;
-    fj->ckpt_unique_bytes = e->work.params_total * (job_weight_bytes(j) + 8 + (j->bf16 ? 4 : 0));
+    fj->ckpt_unique_bytes = e->work.params_total * (job_weight_bytes(j) + job_optim_bytes(j));
 }
 
 /* The simulator's iteration with every GPU of node 0 slowed by factor

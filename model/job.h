@@ -81,6 +81,9 @@ extern const opt_table job_opts;
  * the weights' type: never narrower than the weights). */
 static inline double job_weight_bytes(const job_t *j) { return j->bf16 ? 2 : 4; }
 static inline double job_grad_bytes(const job_t *j) { return j->grads_fp32 ? 4 : job_weight_bytes(j); }
+/* Optimizer state per parameter: Adam's and LAMB's fp32 m and v, plus an
+ * fp32 master copy under mixed precision. */
+static inline double job_optim_bytes(const job_t *j) { return 8 + (j->bf16 ? 4 : 0); }
 
 /* Whether a job file or flag set the option NAME (flag spelling), as
  * opposed to its default or the preset's bundle. */

@@ -202,9 +202,7 @@ static void stage_memory(const job_t *j, const hw_t *hw, int stage, memory_t *m)
      * does. */
     int sharded = j->zero_stage >= 3 || (j->zero_stage == 2 && j->num_microbatches == 1);
     m->grads_bytes = sharded ? P * gb / dp + piece * gb : P * gb;
-    /* Adam and LAMB both keep m and v in fp32, plus an fp32 master copy
-     * under mixed precision. */
-    m->optimizer_bytes = P * (8 + (j->bf16 ? 4 : 0)) / (j->zero_stage >= 1 ? dp : 1);
+    m->optimizer_bytes = P * job_optim_bytes(j) / (j->zero_stage >= 1 ? dp : 1);
     double layers_per_chunk = (double)j->num_layers / (j->pp * j->vpp);
     m->inflight_microbatches = workload_inflight_chunks(j, stage) / j->vpp;
     double kept = layers_per_chunk * workload_layer_activation_bytes(j), rebuilt = 0; /* per chunk in flight */
