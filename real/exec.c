@@ -424,19 +424,23 @@ static int clip_gradients(exec_t *x)
     }
     /* The gradient-norm check: a NaN or Inf in any of the gradients this
      * rank will apply (its copies the norm leaves to another rank too),
-     * named by the first such rank, before any optimizer step. */
-    int me, first;
-    MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    int mine = isfinite(every) ? INT_MAX : me;
-    health_comm_enter(HB_COLL, GRP_WORLD, -1, 0);
-    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    health_comm_leave();
-    x->nan_rank = first == INT_MAX ? -1 : first;
-    if (x->nan_rank >= 0) {
+     * counted in the norm's own sum; only when there is one, a second
+     * reduction names the first such rank, before any optimizer step. */
+    double sums[2] = {sum, isfinite(every) ? 0 : 1};
+    RT_TRY(comm_host_sum_f64(x->comm, GRP_WORLD, sums, 2));
+    x->nan_rank = -1;
+    if (sums[1] > 0) {
+        int me, first;
+        MPI_Comm_rank(MPI_COMM_WORLD, &me);
+        int mine = isfinite(every) ? INT_MAX : me;
+        health_comm_enter(HB_COLL, GRP_WORLD, -1, 0);
+        MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        health_comm_leave();
+        x->nan_rank = first;
         x->grad_norm = NAN; /* not a number to report as this step's */
         return 0;
     }
-    RT_TRY(comm_host_sum_f64(x->comm, GRP_WORLD, &sum, 1));
+    sum = sums[0];
     x->grad_norm = sqrt(sum);
     double coeff = x->hp.clip_grad / (x->grad_norm + 1e-6);
     if (x->hp.clip_grad > 0 && coeff < 1.0)
