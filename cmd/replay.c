@@ -141,10 +141,8 @@ static int named_hardware(const job_t *job, hw_t *hw, char *err)
 {
     if (job_given(job, "gpu") && hw_builtin_gpu(job->gpu, &hw->gpu))
         return hw_unknown_name("--gpu", job->gpu, 1, ", or give --hardware FILE", err);
-    if (job_given(job, "cluster") && hw_builtin_cluster(job->cluster, &hw->cluster))
+    if (job_given(job, "cluster") && hw_use_builtin_cluster(hw, job->cluster))
         return hw_unknown_name("--cluster", job->cluster, 0, ", or give --hardware FILE", err);
-    if (job_given(job, "cluster"))
-        fault_builtin(job->cluster, &hw->faults);
     return job_given(job, "hardware") ? hw_apply_file(job->hardware, hw, err) : 0;
 }
 

@@ -155,6 +155,14 @@ static int load_faults(const cJSON *sec, hw_faults_t *f, const char *path, char 
     return 0;
 }
 
+int hw_use_builtin_cluster(hw_t *hw, const char *name)
+{
+    if (hw_builtin_cluster(name, &hw->cluster))
+        return -1;
+    fault_builtin(name, &hw->faults);
+    return 0;
+}
+
 int hw_unknown_name(const char *flag, const char *name, int gpu, const char *hint, char *err)
 {
     const char *const *names = gpu ? hw_gpu_names : hw_cluster_names;
@@ -170,9 +178,8 @@ int hw_resolve(const char *gpu, const char *cluster, const char *file, hw_t *hw,
     memset(hw, 0, sizeof *hw);
     if (hw_builtin_gpu(gpu, &hw->gpu))
         return hw_unknown_name("--gpu", gpu, 1, ", or give --hardware FILE", err);
-    if (hw_builtin_cluster(cluster, &hw->cluster))
+    if (hw_use_builtin_cluster(hw, cluster))
         return hw_unknown_name("--cluster", cluster, 0, ", or give --hardware FILE", err);
-    fault_builtin(cluster, &hw->faults);
     if (file && *file && hw_apply_file(file, hw, err))
         return -1;
     return hw_check(hw, err);

@@ -118,6 +118,9 @@ int hw_fill_missing(const opt_table *t, void *obj, const char *seen, const char 
 
 int hw_builtin_gpu(const char *name, hw_gpu_t *out);
 int hw_builtin_cluster(const char *name, hw_cluster_t *out);
+/* The built-in cluster `name` and its fault model into *hw (a cluster
+ * always brings its own). 0, or -1 for a name that is not built in. */
+int hw_use_builtin_cluster(hw_t *hw, const char *name);
 /* Names of the built-ins, NULL terminated. */
 extern const char *const hw_gpu_names[], *const hw_cluster_names[];
 
