@@ -5,10 +5,11 @@
  * order), re-ranks the best K with the folded simulator, and writes the top
  * N as a table or JSON, every evaluated plan as CSV and HDF5, and a gnuplot
  * figure of MFU against memory per GPU with the Pareto frontier. */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime, fileno, popen */
+#define _POSIX_C_SOURCE 200809L /* fileno, popen */
 #include "cmd/cli.h"
 #include "model/report.h"
 #include "model/search.h"
+#include "real/rt.h"
 #include "sim/engine.h"
 #include "sim/out.h"
 #include "sim/output.h"
@@ -66,12 +67,8 @@ const opt_table search_opts = {search_defs, sizeof search_defs / sizeof search_d
 static cli_mpi_t mpi = {0, 0, 1};
 
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
+/* Wall seconds on the runtimes' monotonic clock. */
+static double now_s(void) { return rt_now_ns() * 1e-9; }
 
 /* The plan fields a job file or flag can fix (one candidate each), and the
  * search_fixed_t switch each sets; the default and the preset's bundle
