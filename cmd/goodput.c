@@ -11,6 +11,7 @@
 
 #include "cmd/cli.h"
 #include "cmd/plot_data.h"
+#include "model/layout.h"
 #include "model/report.h"
 #include "real/rt.h"
 #include "sim/engine.h"
@@ -210,7 +211,7 @@ static void build_model(gp_result_t *R)
     fault_costs_t *c = &m->cost;
     memset(m, 0, sizeof *m);
     fault_costs(f, &R->fj, c);
-    R->nodes = (R->job.num_gpus + R->hw.cluster.gpus_per_node - 1) / R->hw.cluster.gpus_per_node;
+    R->nodes = layout_nodes(R->job.num_gpus, R->hw.cluster.gpus_per_node);
     R->spares = (int)ceil(R->o.spare_fraction * R->nodes - 1e-9);
     m->nodes = R->nodes;
     m->spare_nodes = R->o.unlimited_spares ? -1 : R->spares;

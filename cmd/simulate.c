@@ -3,6 +3,7 @@
  * keys), with the closed form beside it and where they differ. --out and
  * --trace write the result file and a Chrome trace (sim/output.h). */
 #include "cmd/cli.h"
+#include "model/layout.h"
 #include "model/report.h"
 #include "sim/engine.h"
 #include "sim/output.h"
@@ -83,7 +84,7 @@ static int check_pairs(const simulate_opts_t *so, char *err)
 
 static int draw_slow_hosts(const simulate_opts_t *so, const job_t *job, const hw_t *hw, sim_opts_t *o, char *err)
 {
-    int gpn = hw->cluster.gpus_per_node, nodes = (job->num_gpus + gpn - 1) / gpn;
+    int gpn = hw->cluster.gpus_per_node, nodes = layout_nodes(job->num_gpus, gpn);
     uint64_t state = (uint64_t)so->seed;
     for (int n = 0; n < nodes && so->slow_hosts > 0; n++) {
         if ((next_u64(&state) >> 11) * 0x1.0p-53 >= so->slow_hosts)
@@ -185,7 +186,7 @@ static int simulate(int argc, char **argv, int report)
     memset(&o, 0, sizeof o);
     o.fold = so.fold;
     o.network = so.network, o.ecmp_ideal = so.ecmp, o.slow_forward_only = so.slow_forward_only;
-    int nodes = (job.num_gpus + hw.cluster.gpus_per_node - 1) / hw.cluster.gpus_per_node;
+    int nodes = layout_nodes(job.num_gpus, hw.cluster.gpus_per_node);
     if (check_pairs(&so, err) ||
         sim_parse_slow(so.slow_rank, "slow-rank", job.num_gpus, o.slow_ranks, &o.nslow_ranks, err, sizeof err) ||
         sim_parse_slow(so.slow_link, "slow-link", nodes, o.slow_links, &o.nslow_links, err, sizeof err) ||

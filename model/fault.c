@@ -2,6 +2,7 @@
  * mechanism, and the analytic ETTR (see fault.h; the defaults and their
  * sources are in fault_builtin.c). */
 #include "model/fault.h"
+#include "model/layout.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -143,7 +144,7 @@ static double fmin3(double a, double b, double c) { return fmin(a, fmin(b, c)); 
  * replica, every byte through its own node. */
 double fault_load_s(const hw_faults_t *f, const fault_job_t *j, int design)
 {
-    int nodes = (j->num_gpus + j->gpus_per_node - 1) / j->gpus_per_node;
+    int nodes = layout_nodes(j->num_gpus, j->gpus_per_node);
     if (design == LOAD_EVERY_RANK) {
         double bytes = j->ckpt_gpu_bytes * j->num_gpus;
         double bw = fmin(f->storage_read_gbps, nodes * f->node_storage_gbps) * 1e9;
@@ -159,7 +160,7 @@ double fault_load_s(const hw_faults_t *f, const fault_job_t *j, int design)
 void fault_costs(const hw_faults_t *f, const fault_job_t *j, fault_costs_t *c)
 {
     memset(c, 0, sizeof *c);
-    int nodes = (j->num_gpus + j->gpus_per_node - 1) / j->gpus_per_node;
+    int nodes = layout_nodes(j->num_gpus, j->gpus_per_node);
     for (int i = 0; i < FAULT_NCAUSES; i++) {
         int det = i == FAULT_STRAGGLER ? DETECT_STRAGGLER : f->detect[i];
         int rec = i == FAULT_STRAGGLER ? RECOVER_EVICT : f->recover[i];

@@ -23,4 +23,11 @@ static inline int layout_rank(int tp_i, int dp_i, int stage, int tp, int dp)
     return tp_i + tp * (dp_i + dp * stage);
 }
 
+/* The nodes num_gpus ranks fill, gpus_per_node to a node (the last one
+ * maybe partly). */
+static inline int layout_nodes(int num_gpus, int gpus_per_node)
+{
+    return (num_gpus + gpus_per_node - 1) / gpus_per_node;
+}
+
 #endif

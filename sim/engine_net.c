@@ -3,6 +3,9 @@
  * per ring edge, sharing the fabric's links max-min (sim/net.c); one
  * network event in the engine's heap follows the fabric's next change. */
 #include "sim/engine_int.h"
+
+#include "model/layout.h"
+
 #include <math.h>
 
 #include <stdlib.h>
@@ -122,7 +125,7 @@ int eng_net_ring(sim_t *S, int ent, int stream, uint64_t key, int n)
 int eng_net_setup(sim_t *S)
 {
     const hw_cluster_t *c = &S->hw->cluster;
-    int nodes = (S->job->num_gpus + c->gpus_per_node - 1) / c->gpus_per_node;
+    int nodes = layout_nodes(S->job->num_gpus, c->gpus_per_node);
     double net_eff = curve_eval(&c->net_eff, 134217728.0);
     double nvl_eff = fmin(1, curve_eval(&c->nvlink_eff, 134217728.0) * c->nvlink_scale);
     sim_net_cfg cfg;
