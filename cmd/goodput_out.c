@@ -190,8 +190,9 @@ void gp_text(const gp_result_t *r)
 
 int gp_write_h5(const gp_result_t *r, const char *path, char *err)
 {
-    cJSON *cfg = config_json(r), *sum = gp_json(r);
-    char *config = cJSON_PrintUnformatted(cfg), *summary = cJSON_PrintUnformatted(sum);
+    cJSON *sum = gp_json(r); /* its "config" is the file's configuration */
+    char *config = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(sum, "config"));
+    char *summary = cJSON_PrintUnformatted(sum);
     double cols[5][GP_SWEEP];
     for (int k = 0; k < GP_SWEEP; k++) {
         cols[0][k] = r->sweep[k].interval_s, cols[1][k] = r->sweep[k].st.ettr;
@@ -217,7 +218,6 @@ int gp_write_h5(const gp_result_t *r, const char *path, char *err)
     }
     cJSON_free(config);
     cJSON_free(summary);
-    cJSON_Delete(cfg);
     cJSON_Delete(sum);
     if (!rc)
         fprintf(stderr, "wrote %s\n", path);

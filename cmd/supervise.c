@@ -64,7 +64,7 @@ typedef struct {
     char **cmd;           /* the job's command */
     int ncmd;
     char save[1024], hbdir[1100];
-    int world, target, first_step;
+    int world, target;    /* target: the step the first attempt trains until */
     double t0;
     double *step_s;       /* step times seen in heartbeats */
     long nstep_s, capstep_s;
@@ -366,7 +366,6 @@ static int supervise(sup_t *S)
                 last_progress = p * 1e-9;
             if (waitpid(pid, &st, WNOHANG) == pid) {
                 cause = WIFEXITED(st) && WEXITSTATUS(st) == 0 ? NULL : "crash";
-                read_world(S, rec, 4096); /* the ranks' last words */
                 break;
             }
             /* before any rank has started, and once every rank has finished
@@ -382,13 +381,13 @@ static int supervise(sup_t *S)
             }
         }
         double detected = now_s();
+        read_world(S, rec, 4096); /* the ranks' last words */
         if (!cause && S->target && S->last_step < S->target)
             cause = "crash"; /* exited 0 short of its end: not a success */
         if (!cause) {
             kill(-pid, SIGKILL); /* nothing of the group outlives it */
             break;
         }
-        read_world(S, rec, 4096);
         if (!restarts && !S->world) {
             /* no rank ever started: its command is wrong, not the machine */
             fprintf(stderr, "megasim supervise: error: the job exited (%s %d) before any rank started; not "
@@ -432,7 +431,7 @@ static int supervise(sup_t *S)
         qsort(S->step_s, S->nstep_s, sizeof *S->step_s, cli_cmp_double);
         med = S->step_s[S->nstep_s / 2];
     }
-    int steps = S->target - S->first_step;
+    int steps = S->target; /* the first attempt starts afresh (supervise refuses --resume) */
     cJSON *sum = cJSON_CreateObject();
     cJSON_AddNumberToObject(sum, "ettr", wall > 0 ? fmin(1, steps * med / wall) : 0);
     cJSON_AddNumberToObject(sum, "steps", steps);
