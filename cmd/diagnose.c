@@ -275,10 +275,14 @@ typedef struct {
     double t_start_s, t_end_s;
 } op_row_t;
 
-/* A measurement's compute per rank from every op it timed: the forward
- * and backward passes of every step after the first (warm-up), per step;
- * steadier than one step's account. Rows outside the job are skipped (the
- * accounts' check names them). 0, or -1 when the file has no timeline. */
+/* A measurement's compute per rank from every op it timed: each step's
+ * forward and backward passes summed, then the median over the steps after
+ * the first (warm-up). The median, not the mean: a step a rank lost to the
+ * scheduler (more ranks than cores) or to a page fault moves a mean by as
+ * much as a slow device does, and a median not at all. Rows outside the
+ * job are skipped (the accounts' check names them). 0, or -1 when the file
+ * has no timeline. */
+#define MEASURED_MAX_CELLS (1L << 26) /* ranks x steps kept: the latest steps */
 static int measured_compute(hid_t f, const char *path, row_t *rows, long n, int gpus, char *err)
 {
     static const plot_col_t cols[] = {{"rank", offsetof(op_row_t, rank), 1}, {"kind", offsetof(op_row_t, kind), 1},
@@ -294,18 +298,25 @@ static int measured_compute(hid_t f, const char *path, row_t *rows, long n, int 
         free(ops);
         return -1;
     }
-    double *sum = calloc((size_t)gpus, sizeof *sum);
     int last = 0;
     for (long i = 0; i < nops; i++)
         last = ops[i].iteration > last ? ops[i].iteration : last;
+    /* steps first..last: all but the warm-up, or the only one */
+    long first = last ? 1 : 0, nsteps = last - first + 1;
+    if (nsteps * gpus > MEASURED_MAX_CELLS)
+        nsteps = MEASURED_MAX_CELLS / gpus, first = last - nsteps + 1;
+    double *sum = calloc((size_t)(gpus * nsteps), sizeof *sum), *mine = malloc(sizeof *mine * nsteps);
     for (long i = 0; sum && i < nops; i++)
         if (ops[i].rank >= 0 && ops[i].rank < gpus && (ops[i].kind == SOP_FWD || ops[i].kind == SOP_BWD) &&
-            (ops[i].iteration > 0 || !last) && isfinite(ops[i].t_end_s - ops[i].t_start_s))
-            sum[ops[i].rank] += ops[i].t_end_s - ops[i].t_start_s;
-    for (long i = 0; sum && i < n; i++)
-        if (rows[i].rank >= 0 && rows[i].rank < gpus)
-            rows[i].compute_s = sum[rows[i].rank] / (last ? last : 1);
-    free(sum);
+            ops[i].iteration >= first && isfinite(ops[i].t_end_s - ops[i].t_start_s))
+            sum[ops[i].rank * nsteps + ops[i].iteration - first] += ops[i].t_end_s - ops[i].t_start_s;
+    for (long i = 0; sum && mine && i < n; i++)
+        if (rows[i].rank >= 0 && rows[i].rank < gpus) {
+            memcpy(mine, sum + rows[i].rank * nsteps, sizeof *mine * nsteps);
+            qsort(mine, nsteps, sizeof *mine, cli_cmp_double);
+            rows[i].compute_s = nsteps % 2 ? mine[nsteps / 2] : (mine[nsteps / 2 - 1] + mine[nsteps / 2]) / 2;
+        }
+    free(sum), free(mine);
     free(ops);
     return 0;
 }
