@@ -10,7 +10,8 @@ expected, what it got and where the expected value comes from.
                gradients clipped to norm 1.0, Megatron-LM's default); the parallel block, no linear
                biases, an untied output layer, RMSNorm, SwiGLU, rotary and no
                positions, dropout, a sliding window, LAMB likewise against
-               their own single-rank runs
+               their own single-rank runs (the five that tiny-llama.json
+               holds, in its one 8-rank run)
                (which each switch must change); fused element-wise kernels
                (dropout-add-norm) against the unfused ones; DP in several
                buckets (--ddp-bucket-size), overlapped, ZeRO-2 and all-reduce
@@ -117,6 +118,11 @@ ARCH_SWITCHES = [([], ["--disable-bias-linear"], "no linear biases"),
                  (["--parallel-block"], ["--sliding-window", "-1", "--attention", "flash"],
                   "parallel block, flash attention with a window of half the sequence"),
                  ([], ["--optimizer", "lamb"], "LAMB (per-tensor trust ratios over TP and ZeRO shards)")]
+# The standard block's first five switches are each in tiny-llama.json, whose
+# 8-rank run checks them together: their own 8-rank runs (an MPI launch of
+# 8 ranks each, about 1.4 s of the suite's 2 cores) would add no code path.
+# Each still must change the single-rank losses.
+IN_LLAMA = {"no linear biases", "untied output layer", "RMSNorm", "SwiGLU", "rotary positions"}
 
 
 def equivalence():
@@ -139,8 +145,9 @@ def equivalence():
         print(f"{'ok  ' if ok else 'FAIL'} {what} changes the single-rank losses of "
               f"{' '.join(block) or 'the standard block'}: largest relative change over {len(ref)} steps {moved:.1e} "
               f"(expected > 1e-5)")
-        got, _ = run(8, PLAN8 + block + switch + sum(OVERLAPS, []))
-        expect_losses(f"{name}, 8 ranks, every overlap", ref, got)
+        if name not in IN_LLAMA:
+            got, _ = run(8, PLAN8 + block + switch + sum(OVERLAPS, []))
+            expect_losses(f"{name}, 8 ranks, every overlap", ref, got)
     # Megatron-LM's buckets (not interleaved: PP 2 with 2 layers per stage):
     # --ddp-bucket-size 20000 cuts the first stage's ~63k parameters per rank
     # into 4 buckets, each reduced (gathered) on its own beside the backward
