@@ -36,10 +36,6 @@ case "${1:-}" in
   --help|-h) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 bash scripts/install-deps.sh
-# Every MPI test runs on this one machine: OpenMPI's shared-memory path
-# (ob1 over vader) without probing UCX first, 0.2 s (1 rank) to 0.4 s
-# (8 ranks) less per mpirun, 14 CPU-s of the suite's 475 (2026-11-29).
-export OMPI_MCA_pml="${OMPI_MCA_pml:-ob1}"
 # Without a GPU the CUDA code is compiled (nvcc must accept every kernel)
 # but never run: PTX for sm_80 only, device code unoptimised
 # (MEGASIM_CUDA_CHECK_ONLY; attention.cu: 63 s of CPU for sm_80 + sm_90
