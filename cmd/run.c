@@ -91,8 +91,9 @@ static const opt_def run_defs[] = {
     {"heartbeat-interval-s", OPT_REAL, RO(heartbeat_interval_s), 0.01, 3600, "1", 0, "health",
      "liveness beat period, s (positions are written at every op boundary)"},
     {"inject-fault", OPT_STR, RO(inject), 1, 1024, "", 0, "health",
-     "plant faults, comma-separated: crash:RANK:STEP, hang:RANK:STEP[:OP], slow:RANK:FACTOR, nan:RANK:STEP; each "
-     "fires once per --save directory, so a restarted job goes on"},
+     "plant faults, comma-separated: crash:RANK:STEP, hang:RANK:STEP[:OP], slow:RANK:FACTOR, nan:RANK:STEP, "
+     "ckpt:RANK:STEP (killed while writing STEP's checkpoint); each fires once per --save directory, so a "
+     "restarted job goes on"},
     {"on-nan", OPT_ENUM, RO(on_nan), 0, 0, "abort", "abort|skip", "health",
      "a NaN or Inf in the gradients (named by rank and step before the optimizer step): stop the run (a "
      "supervisor restarts it from its checkpoint) or skip that step's update"},

@@ -1,6 +1,7 @@
 /* real/ckpt.c: two-stage checkpoints (ckpt.h). */
 #include "real/ckpt.h"
 
+#include "real/health.h"
 #include "real/rt.h"
 #include "sim/out.h"
 
@@ -84,6 +85,8 @@ static void *writer(void *arg)
     if (rc == 0) {
         o.durable = 1;
         fwrite(&h, sizeof h, 1, o.f), fwrite(c->config, 1, (size_t)h.config_len, o.f);
+        fflush(o.f);
+        inject_in_ckpt_write(c->step); /* --inject-fault ckpt: killed here, half written */
         fwrite(c->state, sizeof(float), 3 * (size_t)c->nshard, o.f);
         rc = out_close(&o, 0);
     }

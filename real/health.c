@@ -370,7 +370,7 @@ int health_read_world(const char *dir, hb_record_t *rec, int max, int *world, ch
 static inject_t armed[INJ_MAX];
 static int narmed;
 static char once_dir[1024];
-static const char *const inj_names[] = {"crash", "hang", "slow", "nan"};
+static const char *const inj_names[] = {"crash", "hang", "slow", "nan", "ckpt"};
 
 int inject_parse(const char *text, int world, inject_t *list, int *n, char *err, int errlen)
 {
@@ -383,13 +383,13 @@ int inject_parse(const char *text, int world, inject_t *list, int *n, char *err,
         char tail;
         int got = sscanf(t, "%15[a-z]:%lf:%lf:%lf%c", kind, &a, &b, &c, &tail);
         int k = -1;
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < (int)(sizeof inj_names / sizeof *inj_names); i++)
             if (!strcmp(kind, inj_names[i]))
                 k = i;
         int want = k == INJ_HANG ? 4 : 3;
         if (k < 0 || got < 3 || got > want || *n == INJ_MAX) {
             snprintf(err, errlen, "--inject-fault '%s': expected crash:RANK:STEP, hang:RANK:STEP[:OP], "
-                     "slow:RANK:FACTOR or nan:RANK:STEP (at most %d, comma-separated)", t, INJ_MAX);
+                     "slow:RANK:FACTOR, nan:RANK:STEP or ckpt:RANK:STEP (at most %d, comma-separated)", t, INJ_MAX);
             return -1;
         }
         if (a != (int)a || a < 0 || a >= world) {
@@ -432,6 +432,21 @@ static int fire_once(const inject_t *f)
     return 1;
 }
 
+/* Fires fault f: says so, records it as the rank's error, and kills the
+ * rank (SIGKILL: nothing of it runs on) or, for a hang, stops it for good. */
+static void fire(const inject_t *f, const char *where)
+{
+    char msg[160];
+    snprintf(msg, sizeof msg, "injected %s at step %d, %s", inj_names[f->kind], f->step, where);
+    fprintf(stderr, "megasim run: rank %d: %s\n", f->rank, msg);
+    if (f->kind != INJ_HANG) {
+        health_error(msg);
+        raise(SIGKILL);
+    }
+    for (;;) /* a hang: alive (the liveness beat goes on), no progress */
+        pause();
+}
+
 void inject_at_op(int step, int op)
 {
     for (int i = 0; i < narmed; i++) {
@@ -440,16 +455,17 @@ void inject_at_op(int step, int op)
             continue;
         if (!fire_once(f))
             continue;
-        char msg[128];
-        snprintf(msg, sizeof msg, "injected %s at step %d, op %d", inj_names[f->kind], step, op);
-        fprintf(stderr, "megasim run: rank %d: %s\n", f->rank, msg);
-        if (f->kind == INJ_CRASH) {
-            health_error(msg);
-            raise(SIGKILL);
-        }
-        for (;;) /* a hang: alive (the liveness beat goes on), no progress */
-            pause();
+        char where[32];
+        snprintf(where, sizeof where, "op %d", op);
+        fire(f, where);
     }
+}
+
+void inject_in_ckpt_write(int step)
+{
+    for (int i = 0; i < narmed; i++)
+        if (armed[i].kind == INJ_CKPT && armed[i].step == step && fire_once(&armed[i]))
+            fire(&armed[i], "while writing its checkpoint (stage two)");
 }
 
 void inject_after_compute(double seconds)

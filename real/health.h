@@ -124,7 +124,7 @@ const char *health_op_name(int kind);
 
 /* ---- injected faults ---------------------------------------------------- */
 
-enum { INJ_CRASH, INJ_HANG, INJ_SLOW, INJ_NAN };
+enum { INJ_CRASH, INJ_HANG, INJ_SLOW, INJ_NAN, INJ_CKPT };
 #define INJ_MAX 8
 
 typedef struct {
@@ -132,7 +132,8 @@ typedef struct {
     double factor;             /* slow */
 } inject_t;
 
-/* Parses "crash:RANK:STEP,hang:RANK:STEP[:OP],slow:RANK:FACTOR,nan:RANK:STEP"
+/* Parses "crash:RANK:STEP,hang:RANK:STEP[:OP],slow:RANK:FACTOR,nan:RANK:STEP,
+ * ckpt:RANK:STEP"
  * against the world size. 0, or -1 with err naming what is allowed. */
 int inject_parse(const char *text, int world, inject_t *list, int *n, char *err, int errlen);
 /* Arms this rank's faults; `once_dir` (the --save directory, or NULL) holds
@@ -144,5 +145,9 @@ void inject_at_op(int step, int op);
 void inject_after_compute(double seconds);
 /* Whether to poison this rank's gradients now (step). */
 int inject_nan_now(int step);
+/* Called by the checkpoint writer (real/ckpt.c) partway through stage two
+ * of step's checkpoint, its file still under its temporary name: a
+ * ckpt:RANK:STEP fault kills the rank there (SIGKILL). */
+void inject_in_ckpt_write(int step);
 
 #endif

@@ -19,7 +19,9 @@ comes from.
               optimizer step: --on-nan skip goes on, abort stops the run
   checkpoint  a checkpoint whose stage two did not finish on every rank (one
               rank's file missing, `latest` not yet moved) is passed over:
-              --resume takes the previous complete one
+              --resume takes the previous complete one; a rank killed (-9)
+              halfway through writing one, under supervise: resumed from
+              the previous one, the uninterrupted run's losses
   interrupt   SIGTERM to supervise stops the job with it: no rank left; a job
               whose command fails before any rank starts is not restarted
   stragglers  diagnose on simulated results of 12,288 GPUs names the TP
@@ -210,6 +212,25 @@ def case_checkpoint(tmp):
         check(f"{'a torn step 4' if torn else 'a whole step 4 past latest'}: --resume takes step {want}",
               got == [f"resumed from {save} at step {want}"], f"resumed ... at step {want}", got,
               "the newest step with every rank's file (real/ckpt.h)")
+    # A real kill -9 of rank 1 halfway through writing step 4's checkpoint
+    # (its header out, its state not, the file under its temporary name),
+    # under supervise: resumed from step 2, and nothing lost.
+    want = steps_of(p.stdout)
+    save = os.path.join(tmp, "killed")
+    q = supervise(["--heartbeat-timeout", "20"], 2, ["--train-iters", "4", "--save-interval", "2", "--save", save,
+                                                     "--inject-fault", "ckpt:1:4"])
+    check("killed in stage two: supervise exits 0", q.returncode == 0, 0, q.returncode, "one restart")
+    check("killed in stage two: the rank said where", "injected ckpt at step 4, while writing its checkpoint" in
+          q.stderr, "injected ckpt at step 4 ...", q.stderr.strip()[-160:], "--inject-fault ckpt:1:4")
+    same_steps("killed in stage two", want, steps_of(q.stdout))
+    crashes = [i for i in incidents(save) if i.get("cause") == "crash"]
+    check("killed in stage two: one crash, rank 1, resumed from step 2",
+          [(c.get("rank"), c.get("resume_step")) for c in crashes] == [(1, 2)], [(1, 2)],
+          [(c.get("rank"), c.get("resume_step")) for c in crashes], "the previous complete checkpoint")
+    with open(os.path.join(save, "latest")) as f:
+        latest = f.read().strip()
+    check("killed in stage two: step 4 written whole on the rerun", latest == "4", "4", latest, "DIR/latest")
+    no_process_left("killed in stage two", save)
 
 
 def case_interrupt(tmp):
