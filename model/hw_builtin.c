@@ -28,7 +28,8 @@ static void set_curve(curve_t *c, const double (*pts)[2], int n)
 #define ITERATION_OVERHEAD_S 0.45
 #define MEGASCALE_NVLINK_SCALE 0.7
 
-const char *const hw_gpu_names[] = {"a100-sxm-80gb", "a800-sxm-80gb", "h100-sxm-80gb", "h800-sxm-80gb", NULL};
+const char *const hw_gpu_names[] = {"a100-sxm-80gb", "a800-sxm-80gb", "h100-sxm-80gb", "h800-sxm-80gb",
+                                    "h200-sxm-141gb", NULL};
 const char *const hw_cluster_names[] = {"megascale", "fattree", NULL};
 
 /* Math rates of the memory-bound kernels from the FP32 (CUDA core) peak,
@@ -95,14 +96,20 @@ static void ampere(hw_gpu_t *g, const char *name, double nvlink_gbps)
 
 /* Hopper SXM5 80GB: NVIDIA H100 datasheet: 989 TFLOP/s dense BF16 (1,979
  * with sparsity), 495 TF32, 3.35 TB/s HBM3, NVLink 900 GB/s (450 each way),
- * 132 SMs. H800: NVLink 400 GB/s (NVIDIA H800 datasheet). */
-static void hopper(hw_gpu_t *g, const char *name, double nvlink_gbps)
+ * 132 SMs. H800: NVLink 400 GB/s (NVIDIA H800 datasheet). H200 SXM: the
+ * same GH100 with 141 GB of HBM3e at 4.8 TB/s (NVIDIA H200 datasheet:
+ * 1,979 TFLOP/s BF16 and 989 TF32 with sparsity, 67 FP32, NVLink 900 GB/s,
+ * the H100's figures), so the H100's curves: its GEMMs and attention run
+ * on the same SMs at the same clocks; the memory-bound kernels keep their
+ * fraction of a faster HBM (an assumption until an H200 is calibrated).
+ * Memory as the data sheets give it (80, 141 GB), as for every GPU here. */
+static void hopper(hw_gpu_t *g, const char *name, double nvlink_gbps, double hbm_gib, double hbm_gbps)
 {
     strcpy(g->name, name);
     g->peak_bf16_tflops = 989.4;
     g->peak_tf32_tflops = 494.7;
-    g->hbm_gib = 80.0;
-    g->hbm_gbps = 3350.0;
+    g->hbm_gib = hbm_gib;
+    g->hbm_gbps = hbm_gbps;
     g->nvlink_gbps = nvlink_gbps;
     g->sm_count = 132;
     g->gemm_tile_m = 128, g->gemm_tile_n = 256; /* CUTLASS sm90 default */
@@ -128,9 +135,11 @@ int hw_builtin_gpu(const char *name, hw_gpu_t *g)
     else if (!strcmp(name, "a800-sxm-80gb"))
         ampere(g, name, 200.0);
     else if (!strcmp(name, "h100-sxm-80gb"))
-        hopper(g, name, 450.0);
+        hopper(g, name, 450.0, 80.0, 3350.0);
     else if (!strcmp(name, "h800-sxm-80gb"))
-        hopper(g, name, 200.0);
+        hopper(g, name, 200.0, 80.0, 3350.0);
+    else if (!strcmp(name, "h200-sxm-141gb"))
+        hopper(g, name, 450.0, 141.0, 4800.0);
     else
         return -1;
     return 0;

@@ -30,19 +30,23 @@ def run(*args):
 
 
 listing = run("hardware")
-for name in ("a100-sxm-80gb", "a800-sxm-80gb", "h100-sxm-80gb", "h800-sxm-80gb", "megascale", "fattree"):
+for name in ("a100-sxm-80gb", "a800-sxm-80gb", "h100-sxm-80gb", "h800-sxm-80gb", "h200-sxm-141gb", "megascale",
+             "fattree"):
     check(f"the list names {name}", name in listing.split(), "docs/hardware.md's built-in profiles")
 
 # NVIDIA data sheets: A100 SXM 80GB (312 TFLOPS dense bf16, 2,039 GB/s,
 # NVLink 600 GB/s both directions, 108 SMs); A800 SXM: the A100 with NVLink
 # cut to 400 GB/s; H100 SXM (989.4 TFLOPS dense bf16 = 1,979 with sparsity
 # / 2, 3.35 TB/s, NVLink 900 GB/s both directions, 132 SMs); H800 SXM: the
-# H100 with NVLink cut to 400 GB/s.
+# H100 with NVLink cut to 400 GB/s; H200 SXM (the H100's 1,979 TFLOPS bf16
+# with sparsity and NVLink 900 GB/s; 141 GB HBM3e at 4.8 TB/s).
 sheets = {
     "a100-sxm-80gb": {"peak_bf16_tflops": 312, "hbm_gbps": 2039, "hbm_gib": 80, "nvlink_gbps": 300, "sm_count": 108},
     "a800-sxm-80gb": {"peak_bf16_tflops": 312, "hbm_gbps": 2039, "hbm_gib": 80, "nvlink_gbps": 200, "sm_count": 108},
     "h100-sxm-80gb": {"peak_bf16_tflops": 989.4, "hbm_gbps": 3350, "hbm_gib": 80, "nvlink_gbps": 450, "sm_count": 132},
     "h800-sxm-80gb": {"peak_bf16_tflops": 989.4, "hbm_gbps": 3350, "hbm_gib": 80, "nvlink_gbps": 200, "sm_count": 132},
+    "h200-sxm-141gb": {"peak_bf16_tflops": 989.4, "hbm_gbps": 4800, "hbm_gib": 141, "nvlink_gbps": 450,
+                       "sm_count": 132},
 }
 for gpu, want in sheets.items():
     got = json.loads(run("hardware", "--gpu", gpu) or "{}").get("gpu", {})
