@@ -92,8 +92,8 @@ static const opt_def run_defs[] = {
      "liveness beat period, s (positions are written at every op boundary)"},
     {"inject-fault", OPT_STR, RO(inject), 1, 1024, "", 0, "health",
      "plant faults, comma-separated: crash:RANK:STEP, hang:RANK:STEP[:OP], slow:RANK:FACTOR, nan:RANK:STEP, "
-     "ckpt:RANK:STEP (killed while writing STEP's checkpoint); each fires once per --save directory, so a "
-     "restarted job goes on"},
+     "ckpt:RANK:STEP (killed while writing STEP's checkpoint), badhost:RANK:STEP (crashes at STEP, then its host "
+     "fails the self-check); each fires once per --save directory, so a restarted job goes on"},
     {"on-nan", OPT_ENUM, RO(on_nan), 0, 0, "abort", "abort|skip", "health",
      "a NaN or Inf in the gradients (named by rank and step before the optimizer step): stop the run (a "
      "supervisor restarts it from its checkpoint) or skip that step's update"},
@@ -203,16 +203,18 @@ static int parse(run_t *R, int argc, char **argv)
         return bad(R, "--resume needs --save DIR (or --load DIR): the checkpoint directory to continue from");
     if (R->o.save_interval && !R->o.save[0])
         return bad(R, "--save-interval needs --save DIR");
-    if (R->o.self_check) { /* the job's ranks and kernels, nothing else */
-        R->o.save[0] = R->o.load[0] = R->o.heartbeat[0] = R->o.inject[0] = R->o.out[0] = R->o.trace[0] = 0;
+    if (!R->o.heartbeat[0] && R->o.save[0])
+        snprintf(R->o.heartbeat, sizeof R->o.heartbeat, "%.1000s/heartbeat", R->o.save);
+    char once_dir[sizeof R->o.save]; /* the run directory: injected faults' markers */
+    snprintf(once_dir, sizeof once_dir, "%s", R->o.save);
+    if (R->o.self_check) { /* the job's ranks and kernels (heartbeats: who failed it), nothing else */
+        R->o.save[0] = R->o.load[0] = R->o.out[0] = R->o.trace[0] = 0;
         R->o.resume = R->o.save_interval = R->o.until_step = 0, R->o.train_iters = 1;
     }
     int ninj = 0;
     if (R->o.inject[0] && inject_parse(R->o.inject, R->world, R->inject, &ninj, err, sizeof err))
         return bad(R, err);
-    inject_arm(R->inject, ninj, R->rank, R->o.save[0] ? R->o.save : NULL);
-    if (!R->o.heartbeat[0] && R->o.save[0])
-        snprintf(R->o.heartbeat, sizeof R->o.heartbeat, "%.1000s/heartbeat", R->o.save);
+    inject_arm(R->inject, ninj, R->rank, once_dir[0] ? once_dir : NULL, R->o.self_check);
     if (R->o.decay_style != LR_CONSTANT && R->o.decay_iters <= R->o.warmup) {
         char msg[200];
         snprintf(msg, sizeof msg, "--lr-decay-style linear or cosine needs --lr-decay-iters beyond --lr-warmup-iters "
@@ -630,6 +632,8 @@ static int run(run_t *R, int argc, char **argv)
     R->model_flops = w.model_flops_per_iter;
     R->peak_flops = cost_peak_flops(&R->hw, &R->job);
     measure_overhead(R);
+    if (R->o.self_check)
+        inject_self_check(); /* --inject-fault badhost */
     if ((rc = train(R)))
         return rc;
     if (R->o.self_check) {

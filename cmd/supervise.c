@@ -8,9 +8,12 @@
  * name), names the culprit from the wait-for graph, runs the job's
  * self-check (`run --self-check`: the ranks' collectives and one step),
  * records the incident, and relaunches with --resume from the newest
- * complete checkpoint toward the same final step. The job's output passes
- * through. The incident log (JSON lines) ends with the run's ETTR:
- * steps trained x their median time / wall clock, goodput's definition. */
+ * complete checkpoint toward the same final step. With --hosts FILE every
+ * launch gets --hostfile DIR/hostfile, the hosts in use; a host whose
+ * ranks fail the self-check is left out and a spare takes its place. The
+ * job's output passes through. The incident log (JSON lines) ends with
+ * the run's ETTR: steps trained x their median time / wall clock,
+ * goodput's definition. */
 #include "cmd/cli.h"
 #include "real/ckpt.h"
 #include "real/health.h"
@@ -30,7 +33,7 @@
 typedef struct {
     int max_restarts, help;
     double timeout_s, start_timeout_s, term_s;
-    char incidents[1024];
+    char incidents[1024], hosts[1024];
 } supervise_opts_t;
 
 #define SO(f) offsetof(supervise_opts_t, f)
@@ -46,6 +49,10 @@ static const opt_def supervise_defs[] = {
      "after SIGTERM, the seconds a stopped job gets before SIGKILL"},
     {"incidents", OPT_STR, SO(incidents), 1, 1024, "", 0, "supervise",
      "the incident log, JSON lines (default DIR/incidents.jsonl beside the job's checkpoints)"},
+    {"hosts", OPT_STR, SO(hosts), 1, 1024, "", 0, "supervise",
+     "the job's hosts, one a line: NAME [slots=N] [spare] (# comments); each launch gets --hostfile "
+     "DIR/hostfile of the hosts in use, ranks filling them in order; a host whose ranks fail the self-check is "
+     "left out and the first spare with as many slots takes its place"},
     {"help", OPT_BOOL, SO(help), 0, 1, "false", 0, "supervise", "show this help"},
 };
 const opt_table supervise_opts = {supervise_defs, sizeof supervise_defs / sizeof supervise_defs[0],
@@ -53,6 +60,7 @@ const opt_table supervise_opts = {supervise_defs, sizeof supervise_defs / sizeof
 
 #define POLL_S 0.05
 #define MAX_ARGS 512
+#define MAX_HOSTS 4096
 
 /* SIGINT, SIGTERM or SIGHUP to supervise: the job is stopped with it (it
  * runs in its own process group, which a terminal's Ctrl-C misses). */
@@ -71,6 +79,13 @@ typedef struct {
     int last_step;        /* the furthest step any heartbeat reported done */
     int all_done;         /* every rank has finished (it may still be exiting) */
     FILE *log;
+    struct host {         /* --hosts: in file order */
+        char name[256];
+        int slots, spare; /* spare: not in use (a listed spare, or an evicted host) */
+        int evicted;
+    } *hosts;
+    int nhosts;
+    char hostfile[1100];  /* DIR/hostfile, what each launch gets */
 } sup_t;
 
 /* The heartbeats' clock, s. */
@@ -255,6 +270,165 @@ static void blame(const sup_t *S, const hb_record_t *rec, cJSON *inc)
     free(w), free(chain);
 }
 
+/* ---- hosts (--hosts) ---------------------------------------------------------- */
+
+/* Reads FILE: NAME [slots=N] [spare] a line. 0, or -1 with err. */
+static int read_hosts(sup_t *S, const char *path, char *err)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, OPT_ERR_LEN, "--hosts %s: %s", path, strerror(errno));
+        return -1;
+    }
+    S->hosts = calloc(MAX_HOSTS, sizeof *S->hosts);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int ln = 0, rc = S->hosts ? 0 : -1, in_use = 0;
+    while (!rc && (len = getline(&line, &cap, f)) >= 0) {
+        ln++;
+        if ((size_t)len != strlen(line) || len > 1000) {
+            snprintf(err, OPT_ERR_LEN, "--hosts %s, line %d: %s; a line is NAME [slots=N] [spare]", path, ln,
+                     len > 1000 ? "longer than 1000 bytes" : "a NUL byte");
+            rc = -1;
+            break;
+        }
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = 0;
+        char name[512] = "", w[2][64] = {"", ""}, extra[8] = "";
+        int nw = sscanf(line, "%511s %63s %63s %7s", name, w[0], w[1], extra);
+        if (nw <= 0)
+            continue;
+        struct host h = {.slots = 1};
+        int ok = nw <= 3 && strlen(name) < sizeof h.name && strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNO"
+                                                                        "PQRSTUVWXYZ0123456789._-:") == strlen(name);
+        for (int k = 0; ok && k < nw - 1; k++) {
+            char tail;
+            if (!strcmp(w[k], "spare") && !h.spare)
+                h.spare = 1;
+            else if (sscanf(w[k], "slots=%d%c", &h.slots, &tail) != 1 || h.slots < 1 || h.slots > 100000)
+                ok = 0;
+        }
+        for (int k = 0; ok && k < S->nhosts; k++)
+            ok = strcmp(S->hosts[k].name, name) != 0;
+        if (!ok || S->nhosts == MAX_HOSTS) {
+            snprintf(err, OPT_ERR_LEN, "--hosts %s, line %d: '%.200s' is not NAME [slots=N] [spare] (a host named "
+                     "once, letters, digits and ._-: only, N from 1 to 100000, at most %d hosts)", path, ln, name,
+                     MAX_HOSTS);
+            rc = -1;
+            break;
+        }
+        snprintf(h.name, sizeof h.name, "%s", name);
+        in_use += !h.spare;
+        S->hosts[S->nhosts++] = h;
+    }
+    free(line);
+    fclose(f);
+    if (!rc && !in_use) {
+        snprintf(err, OPT_ERR_LEN, "--hosts %s: no host to run on (every line is a spare, or the file is empty)",
+                 path);
+        rc = -1;
+    }
+    return rc;
+}
+
+/* --hosts needs the job started by an MPI launcher that takes --hostfile,
+ * and no host list of its own. */
+static int check_launcher(const sup_t *S, char *err)
+{
+    const char *base = strrchr(S->cmd[0], '/') ? strrchr(S->cmd[0], '/') + 1 : S->cmd[0];
+    if (strcmp(base, "mpirun") && strcmp(base, "mpiexec") && strcmp(base, "orterun")) {
+        snprintf(err, OPT_ERR_LEN, "--hosts: the job's command starts with '%s'; allowed: mpirun, mpiexec or "
+                 "orterun (supervise gives it --hostfile)", base);
+        return -1;
+    }
+    static const char *const own[] = {"--host", "-host", "-H", "--hostfile", "-hostfile", "--machinefile",
+                                      "-machinefile", "--default-hostfile"};
+    for (size_t k = 0; k < sizeof own / sizeof *own; k++)
+        if (cmd_has(S, own[k])) {
+            snprintf(err, OPT_ERR_LEN, "--hosts: the job's command gives %s: the hosts come from --hosts only",
+                     own[k]);
+            return -1;
+        }
+    return 0;
+}
+
+/* DIR/hostfile: the hosts in use, as the launcher reads them. */
+static int write_hostfile(const sup_t *S)
+{
+    char err[OPT_ERR_LEN];
+    out_file_t o;
+    if (out_open(&o, S->hostfile, "w", err, sizeof err)) {
+        fprintf(stderr, "megasim supervise: error: %s\n", err);
+        return -1;
+    }
+    fprintf(o.f, "# megasim supervise: the hosts in use (from --hosts %s)\n", S->o.hosts);
+    for (int k = 0; k < S->nhosts; k++)
+        if (!S->hosts[k].spare)
+            fprintf(o.f, "%s slots=%d\n", S->hosts[k].name, S->hosts[k].slots);
+    if (out_close(&o, 0)) {
+        fprintf(stderr, "megasim supervise: error: cannot write %s\n", S->hostfile);
+        return -1;
+    }
+    return 0;
+}
+
+/* The host rank r runs on: ranks fill the hosts in use in order, slots
+ * each (the launcher's by-slot placement), around again past the last. */
+static int host_of(const sup_t *S, int r)
+{
+    int total = 0;
+    for (int k = 0; k < S->nhosts; k++)
+        total += S->hosts[k].spare ? 0 : S->hosts[k].slots;
+    r = total ? r % total : 0;
+    for (int k = 0; k < S->nhosts; k++)
+        if (!S->hosts[k].spare && (r -= S->hosts[k].slots) < 0)
+            return k;
+    return -1;
+}
+
+/* After a failed self-check: the hosts of the ranks that failed it (its
+ * heartbeats), else of the incident's culprit, are left out, each for the
+ * first spare with as many slots; a host with no spare left stays (the
+ * job cannot run on fewer). Adds "evicted" and "replaced_by" to inc. */
+static void evict_hosts(sup_t *S, cJSON *inc)
+{
+    static hb_record_t rec[4096];
+    char err[256];
+    int world = 0, *bad = calloc((size_t)S->nhosts, sizeof *bad);
+    if (!bad)
+        return;
+    if (!health_read_world(S->hbdir, rec, 4096, &world, err, sizeof err))
+        for (int r = 0; r < world; r++)
+            if ((rec[r].state == HB_FAILED || rec[r].error[0]) && host_of(S, r) >= 0)
+                bad[host_of(S, r)] = 1;
+    int any = 0;
+    for (int k = 0; k < S->nhosts; k++)
+        any |= bad[k];
+    const cJSON *culprit = cJSON_GetObjectItemCaseSensitive(inc, "rank");
+    if (!any && cJSON_IsNumber(culprit) && host_of(S, culprit->valueint) >= 0)
+        bad[host_of(S, culprit->valueint)] = 1;
+    cJSON *out = cJSON_AddArrayToObject(inc, "evicted"), *in = cJSON_AddArrayToObject(inc, "replaced_by");
+    for (int k = 0; k < S->nhosts; k++) {
+        if (!bad[k])
+            continue;
+        int spare = -1;
+        for (int j = 0; j < S->nhosts && spare < 0; j++)
+            if (S->hosts[j].spare && !S->hosts[j].evicted && S->hosts[j].slots >= S->hosts[k].slots)
+                spare = j;
+        if (spare < 0) {
+            fprintf(stderr, "megasim supervise: %s failed the self-check and no spare is left: it stays\n",
+                    S->hosts[k].name);
+            continue;
+        }
+        S->hosts[k].spare = S->hosts[k].evicted = 1, S->hosts[spare].spare = 0;
+        cJSON_AddItemToArray(out, cJSON_CreateString(S->hosts[k].name));
+        cJSON_AddItemToArray(in, cJSON_CreateString(S->hosts[spare].name));
+    }
+    free(bad);
+}
+
 /* ---- the loop ----------------------------------------------------------------- */
 
 static int setup(int argc, char **argv, sup_t *S, char *err)
@@ -295,6 +469,10 @@ static int setup(int argc, char **argv, sup_t *S, char *err)
     snprintf(S->hbdir, sizeof S->hbdir, "%s", hb && *hb ? hb : "");
     if (!S->hbdir[0])
         snprintf(S->hbdir, sizeof S->hbdir, "%.1000s/heartbeat", S->save);
+    if (S->o.hosts[0] && (read_hosts(S, S->o.hosts, err) || check_launcher(S, err) ||
+                          out_make_dir(S->save, err, OPT_ERR_LEN)))
+        return -1;
+    snprintf(S->hostfile, sizeof S->hostfile, "%.1000s/hostfile", S->save);
     char path[1200];
     snprintf(path, sizeof path, "%s", S->o.incidents[0] ? S->o.incidents : "");
     if (!path[0]) {
@@ -311,12 +489,15 @@ static int setup(int argc, char **argv, sup_t *S, char *err)
 
 /* The command of attempt k: the job's, with --resume from the newest
  * complete checkpoint (if any) and --until-step the first attempt's end;
- * or with --self-check. */
+ * or with --self-check. With --hosts, the launcher's --hostfile first. */
 static void attempt_argv(const sup_t *S, char **av, char *buf, int restart, int self_check)
 {
     int n = 0;
-    for (int i = 0; i < S->ncmd; i++)
+    for (int i = 0; i < S->ncmd; i++) {
         av[n++] = S->cmd[i];
+        if (i == 0 && S->nhosts)
+            av[n++] = "--hostfile", av[n++] = (char *)S->hostfile;
+    }
     if (self_check) {
         av[n++] = "--self-check";
     } else if (restart) {
@@ -350,6 +531,8 @@ static int supervise(sup_t *S)
     for (int restarts = 0;; restarts++) {
         attempt_argv(S, av, num, restarts > 0, 0);
         clear_heartbeats(S);
+        if (S->nhosts && write_hostfile(S))
+            return 1;
         double t_launch = now_s();
         pid_t pid = launch(av);
         if (pid < 0) {
@@ -416,8 +599,15 @@ static int supervise(sup_t *S)
             return 1;
         }
         attempt_argv(S, av, num, 0, 1);
+        int world = S->world; /* the job's (the self-check's heartbeats replace its records) */
+        clear_heartbeats(S);
+        if (S->nhosts && write_hostfile(S))
+            return 1;
         int ok = run_bounded(S, av, S->o.timeout_s + 60) == 0;
+        S->world = world;
         cJSON_AddStringToObject(inc, "self_check", ok ? "passed" : "failed");
+        if (!ok && S->nhosts)
+            evict_hosts(S, inc);
         int ck = ckpt_newest(S->save, S->world);
         cJSON_AddNumberToObject(inc, "resume_step", ck > 0 ? ck : 0);
         cJSON_AddNumberToObject(inc, "steps_redone", S->last_step > ck ? S->last_step - (ck > 0 ? ck : 0) : 0);
@@ -449,8 +639,12 @@ int cmd_supervise(int argc, char **argv)
     char err[OPT_ERR_LEN] = "";
     memset(&S, 0, sizeof S);
     S.last_step = -1;
-    if (setup(argc, argv, &S, err))
+    if (setup(argc, argv, &S, err)) {
+        free(S.hosts);
+        if (S.log)
+            fclose(S.log);
         return cli_fail("supervise", err);
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -458,5 +652,6 @@ int cmd_supervise(int argc, char **argv)
     int rc = supervise(&S);
     fclose(S.log);
     free(S.step_s);
+    free(S.hosts);
     return rc;
 }

@@ -370,7 +370,7 @@ int health_read_world(const char *dir, hb_record_t *rec, int max, int *world, ch
 static inject_t armed[INJ_MAX];
 static int narmed;
 static char once_dir[1024];
-static const char *const inj_names[] = {"crash", "hang", "slow", "nan", "ckpt"};
+static const char *const inj_names[] = {"crash", "hang", "slow", "nan", "ckpt", "badhost"};
 
 int inject_parse(const char *text, int world, inject_t *list, int *n, char *err, int errlen)
 {
@@ -389,7 +389,8 @@ int inject_parse(const char *text, int world, inject_t *list, int *n, char *err,
         int want = k == INJ_HANG ? 4 : 3;
         if (k < 0 || got < 3 || got > want || *n == INJ_MAX) {
             snprintf(err, errlen, "--inject-fault '%s': expected crash:RANK:STEP, hang:RANK:STEP[:OP], "
-                     "slow:RANK:FACTOR, nan:RANK:STEP or ckpt:RANK:STEP (at most %d, comma-separated)", t, INJ_MAX);
+                     "slow:RANK:FACTOR, nan:RANK:STEP, ckpt:RANK:STEP or badhost:RANK:STEP (at most %d, "
+                     "comma-separated)", t, INJ_MAX);
             return -1;
         }
         if (a != (int)a || a < 0 || a >= world) {
@@ -408,29 +409,45 @@ int inject_parse(const char *text, int world, inject_t *list, int *n, char *err,
     return 0;
 }
 
-void inject_arm(const inject_t *list, int n, int rank, const char *dir)
+void inject_arm(const inject_t *list, int n, int rank, const char *dir, int self_check)
 {
     narmed = 0;
     for (int i = 0; i < n; i++)
-        if (list[i].rank == rank)
+        if (list[i].rank == rank && (!self_check || list[i].kind == INJ_BADHOST))
             armed[narmed++] = list[i];
     snprintf(once_dir, sizeof once_dir, "%s", dir ? dir : "");
 }
 
-/* Whether fault i may fire: the first time in this run directory (a
- * marker file made atomically), or always without one. */
-static int fire_once(const inject_t *f)
+/* Fault f's marker file, DIR/injected-WHAT-rankR-stepS. */
+static void marker_path(const char *what, const inject_t *f, char *path, size_t n)
+{
+    snprintf(path, n, "%s/injected-%s-rank%d-step%d", once_dir, what, f->rank, f->step);
+}
+
+/* Makes the marker atomically: 1 the first time (or always without a run
+ * directory), 0 once it is there. */
+static int mark_once(const char *what, const inject_t *f)
 {
     if (!once_dir[0])
         return 1;
     char path[1200];
-    snprintf(path, sizeof path, "%s/injected-%s-rank%d-step%d", once_dir, inj_names[f->kind], f->rank, f->step);
+    marker_path(what, f, path, sizeof path);
     int fd = open(path, O_CREAT | O_EXCL | O_WRONLY, 0666);
     if (fd < 0)
         return 0;
     close(fd);
     return 1;
 }
+
+static int marked(const char *what, const inject_t *f)
+{
+    char path[1200];
+    marker_path(what, f, path, sizeof path);
+    return once_dir[0] && access(path, F_OK) == 0;
+}
+
+/* Whether fault f may fire: the first time in this run directory. */
+static int fire_once(const inject_t *f) { return mark_once(inj_names[f->kind], f); }
 
 /* Fires fault f: says so, records it as the rank's error, and kills the
  * rank (SIGKILL: nothing of it runs on) or, for a hang, stops it for good. */
@@ -451,7 +468,8 @@ void inject_at_op(int step, int op)
 {
     for (int i = 0; i < narmed; i++) {
         inject_t *f = &armed[i];
-        if (f->step != step || (f->kind == INJ_CRASH ? op != 0 : f->kind != INJ_HANG || op != f->op))
+        int at_start = f->kind == INJ_CRASH || f->kind == INJ_BADHOST;
+        if (f->step != step || (at_start ? op != 0 : f->kind != INJ_HANG || op != f->op))
             continue;
         if (!fire_once(f))
             continue;
@@ -475,6 +493,20 @@ void inject_after_compute(double seconds)
             double extra = seconds * (armed[i].factor - 1);
             struct timespec d = {(time_t)extra, (long)((extra - (time_t)extra) * 1e9)};
             nanosleep(&d, NULL);
+        }
+}
+
+void inject_self_check(void)
+{
+    for (int i = 0; i < narmed; i++)
+        if (armed[i].kind == INJ_BADHOST && marked(inj_names[INJ_BADHOST], &armed[i]) &&
+            mark_once("badhost-checked", &armed[i])) {
+            const char *msg = "self-check failed on this rank's host (injected badhost)";
+            fprintf(stderr, "megasim run: rank %d: %s\n", armed[i].rank, msg);
+            health_error(msg);
+            health_close(HB_FAILED);
+            fflush(stdout);
+            _exit(1);
         }
 }
 

@@ -124,7 +124,7 @@ const char *health_op_name(int kind);
 
 /* ---- injected faults ---------------------------------------------------- */
 
-enum { INJ_CRASH, INJ_HANG, INJ_SLOW, INJ_NAN, INJ_CKPT };
+enum { INJ_CRASH, INJ_HANG, INJ_SLOW, INJ_NAN, INJ_CKPT, INJ_BADHOST };
 #define INJ_MAX 8
 
 typedef struct {
@@ -133,12 +133,13 @@ typedef struct {
 } inject_t;
 
 /* Parses "crash:RANK:STEP,hang:RANK:STEP[:OP],slow:RANK:FACTOR,nan:RANK:STEP,
- * ckpt:RANK:STEP"
+ * ckpt:RANK:STEP,badhost:RANK:STEP"
  * against the world size. 0, or -1 with err naming what is allowed. */
 int inject_parse(const char *text, int world, inject_t *list, int *n, char *err, int errlen);
 /* Arms this rank's faults; `once_dir` (the --save directory, or NULL) holds
- * a marker per fault fired, so a restarted job goes on. */
-void inject_arm(const inject_t *list, int n, int rank, const char *once_dir);
+ * a marker per fault fired, so a restarted job goes on. A self-check
+ * (self_check 1) meets only a bad host's fault. */
+void inject_arm(const inject_t *list, int n, int rank, const char *once_dir, int self_check);
 /* Called at every op (crash, hang) and after every compute op with its
  * seconds (slow). */
 void inject_at_op(int step, int op);
@@ -149,5 +150,11 @@ int inject_nan_now(int step);
  * of step's checkpoint, its file still under its temporary name: a
  * ckpt:RANK:STEP fault kills the rank there (SIGKILL). */
 void inject_in_ckpt_write(int step);
+/* badhost:RANK:STEP: the rank crashes at STEP, as crash does, and its host
+ * then fails the self-check that follows (once), as a broken GPU or NIC
+ * would, so that `supervise --hosts` evicts it. Called as the self-check
+ * starts: a rank whose host it is fails there (its error recorded, exit 1;
+ * its peers, waiting in a collective, are stopped by mpirun). */
+void inject_self_check(void);
 
 #endif

@@ -22,6 +22,10 @@ comes from.
               --resume takes the previous complete one; a rank killed (-9)
               halfway through writing one, under supervise: resumed from
               the previous one, the uninterrupted run's losses
+  hosts       supervise --hosts: a rank's host fails the self-check after
+              its crash (--inject-fault badhost), is left out, and the
+              spare runs the rest, with the uninterrupted losses; with no
+              spare the host stays and the job goes on
   interrupt   SIGTERM to supervise stops the job with it: no rank left; a job
               whose command fails before any rank starts is not restarted
   stragglers  diagnose on simulated results of 12,288 GPUs names the TP
@@ -255,6 +259,41 @@ def case_interrupt(tmp):
           "exit 2 and the two lines", (p.returncode, lines), "bad input is not a fault to restart")
 
 
+def case_hosts(tmp):
+    # One machine, two names for it: Open MPI runs both locally, and each
+    # launch's hostfile names one (two names of one host in one file are
+    # refused), so the eviction and the spare's turn are real launches.
+    args = ["--train-iters", "3", "--save-interval", "1"]
+    want = steps_of(run(2, args + ["--save", os.path.join(tmp, "ref")]).stdout)
+    hosts = os.path.join(tmp, "hosts.txt")
+    with open(hosts, "w") as f:
+        f.write("# the job's host, and a spare\nlocalhost slots=2\n127.0.0.1 slots=2 spare\n")
+    save = os.path.join(tmp, "sup")
+    p = supervise(["--hosts", hosts, "--heartbeat-timeout", "20"], 2,
+                  args + ["--save", save, "--inject-fault", "badhost:1:2"])
+    check("badhost: supervise exits 0", p.returncode == 0, 0, p.returncode, "one restart, on the spare")
+    same_steps("badhost", want, steps_of(p.stdout))
+    crashes = [i for i in incidents(save) if i.get("cause") == "crash"]
+    got = [(c.get("rank"), c.get("self_check"), c.get("evicted"), c.get("replaced_by")) for c in crashes]
+    check("badhost: rank 1 crashed, its host failed the self-check, the spare took its place", got ==
+          [(1, "failed", ["localhost"], ["127.0.0.1"])], [(1, "failed", ["localhost"], ["127.0.0.1"])], got,
+          "--inject-fault badhost:1:2, --hosts")
+    with open(os.path.join(save, "hostfile")) as f:
+        used = [l.split()[0] for l in f if l.strip() and not l.startswith("#")]
+    check("badhost: the last launch's hostfile", used == ["127.0.0.1"], ["127.0.0.1"], used, "DIR/hostfile")
+    no_process_left("badhost", save)
+    # no spare: the host stays (the job cannot run on fewer), and it goes on
+    with open(hosts, "w") as f:
+        f.write("localhost slots=2\n")
+    save = os.path.join(tmp, "nospare")
+    p = supervise(["--hosts", hosts, "--heartbeat-timeout", "20"], 2,
+                  args + ["--save", save, "--inject-fault", "badhost:1:2"])
+    check("badhost, no spare: supervise exits 0", p.returncode == 0, 0, p.returncode, "restarted on the same host")
+    check("badhost, no spare: it says so", "no spare is left: it stays" in p.stderr, "no spare is left: it stays",
+          p.stderr.strip()[-160:], "supervise")
+    same_steps("badhost, no spare", want, steps_of(p.stdout))
+
+
 def diagnose_json(path):
     p = subprocess.run([MEGASIM, "diagnose", path, "--json"], capture_output=True, text=True)
     return json.loads(p.stdout)["stragglers"] if p.returncode == 0 else None
@@ -301,7 +340,7 @@ if __name__ == "__main__":
     tmp = tempfile.mkdtemp(prefix="megasim-health-")
     try:
         {"crash": case_crash, "hang": case_hang, "nan": case_nan, "checkpoint": case_checkpoint,
-         "interrupt": case_interrupt, "stragglers": case_stragglers,
+         "interrupt": case_interrupt, "stragglers": case_stragglers, "hosts": case_hosts,
          "stragglers_measured": case_stragglers_measured}[CASE](tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
