@@ -265,33 +265,32 @@ def case_hosts(tmp):
     # refused), so the eviction and the spare's turn are real launches.
     args = ["--train-iters", "3", "--save-interval", "1"]
     want = steps_of(run(2, args + ["--save", os.path.join(tmp, "ref")]).stdout)
-    hosts = os.path.join(tmp, "hosts.txt")
-    with open(hosts, "w") as f:
-        f.write("# the job's host, and a spare\nlocalhost slots=2\n127.0.0.1 slots=2 spare\n")
-    save = os.path.join(tmp, "sup")
-    p = supervise(["--hosts", hosts, "--heartbeat-timeout", "20"], 2,
-                  args + ["--save", save, "--inject-fault", "badhost:1:2"])
-    check("badhost: supervise exits 0", p.returncode == 0, 0, p.returncode, "one restart, on the spare")
-    same_steps("badhost", want, steps_of(p.stdout))
+
+    def on_hosts(name, lines):
+        """supervise --hosts (these lines) of the job with rank 1's host broken at step 2."""
+        hosts, save = os.path.join(tmp, name + ".txt"), os.path.join(tmp, name)
+        with open(hosts, "w") as f:
+            f.write(lines)
+        p = supervise(["--hosts", hosts, "--heartbeat-timeout", "20"], 2,
+                      args + ["--save", save, "--inject-fault", "badhost:1:2"])
+        check(f"{name}: supervise exits 0", p.returncode == 0, 0, p.returncode, "one restart")
+        same_steps(name, want, steps_of(p.stdout))
+        return p, save
+
+    p, save = on_hosts("spare", "# the job's host, and a spare\nlocalhost slots=2\n127.0.0.1 slots=2 spare\n")
     crashes = [i for i in incidents(save) if i.get("cause") == "crash"]
     got = [(c.get("rank"), c.get("self_check"), c.get("evicted"), c.get("replaced_by")) for c in crashes]
-    check("badhost: rank 1 crashed, its host failed the self-check, the spare took its place", got ==
+    check("spare: rank 1 crashed, its host failed the self-check, the spare took its place", got ==
           [(1, "failed", ["localhost"], ["127.0.0.1"])], [(1, "failed", ["localhost"], ["127.0.0.1"])], got,
           "--inject-fault badhost:1:2, --hosts")
     with open(os.path.join(save, "hostfile")) as f:
         used = [l.split()[0] for l in f if l.strip() and not l.startswith("#")]
-    check("badhost: the last launch's hostfile", used == ["127.0.0.1"], ["127.0.0.1"], used, "DIR/hostfile")
-    no_process_left("badhost", save)
+    check("spare: the last launch's hostfile", used == ["127.0.0.1"], ["127.0.0.1"], used, "DIR/hostfile")
+    no_process_left("spare", save)
     # no spare: the host stays (the job cannot run on fewer), and it goes on
-    with open(hosts, "w") as f:
-        f.write("localhost slots=2\n")
-    save = os.path.join(tmp, "nospare")
-    p = supervise(["--hosts", hosts, "--heartbeat-timeout", "20"], 2,
-                  args + ["--save", save, "--inject-fault", "badhost:1:2"])
-    check("badhost, no spare: supervise exits 0", p.returncode == 0, 0, p.returncode, "restarted on the same host")
-    check("badhost, no spare: it says so", "no spare is left: it stays" in p.stderr, "no spare is left: it stays",
+    p, save = on_hosts("nospare", "localhost slots=2\n")
+    check("nospare: it says so", "no spare is left: it stays" in p.stderr, "no spare is left: it stays",
           p.stderr.strip()[-160:], "supervise")
-    same_steps("badhost, no spare", want, steps_of(p.stdout))
 
 
 def diagnose_json(path):
