@@ -1,5 +1,6 @@
 /* cmd/goodput.h: what `megasim goodput` computes (goodput.c) and writes
- * (goodput_out.c: the JSON object, the HDF5 file, the gnuplot figure). */
+ * (goodput_out.c: the JSON object, the HDF5 file, the gnuplot figure;
+ * goodput_fig.c: the figure's data, from a run or read back from its file). */
 #ifndef CMD_GOODPUT_H
 #define CMD_GOODPUT_H
 
@@ -67,5 +68,14 @@ void gp_text(const gp_result_t *r);
 /* --out and --plot; 0, or -1 with err. */
 int gp_write_h5(const gp_result_t *r, const char *path, char *err);
 int gp_write_plot(const gp_result_t *r, const char *prefix, char *err);
+/* The figure's data, PREFIX-interval.dat and PREFIX-lost.dat, and its
+ * gnuplot variables (plots/goodput.gp) into fig; 0, or -1 with err. */
+struct plot_fig;
+int gp_plot_fig(const gp_result_t *r, const char *prefix, struct plot_fig *fig, char *err);
+/* A goodput file's summary_json (gp_json) back into what its figure
+ * draws (the sweep, the lost hours of the run and its what-ifs, the title's
+ * job); what-if names point into sum. 0, or -1 with err naming the field
+ * missing or out of range. */
+int gp_from_json(const struct cJSON *sum, gp_result_t *r, char *err);
 
 #endif

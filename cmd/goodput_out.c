@@ -1,7 +1,7 @@
 /* goodput_out: what `megasim goodput` prints and writes: the report, one
  * JSON object (predict's keys and the run's), the HDF5 file (the
- * configuration, that JSON object, the sweep as columns) and the gnuplot
- * figure (plots/goodput.gp). */
+ * configuration, that JSON object, the sweep as columns), and the gnuplot
+ * figure drawn from goodput_fig.c's data. */
 #include "cmd/goodput.h"
 
 #include "cmd/cli.h"
@@ -224,59 +224,18 @@ int gp_write_h5(const gp_result_t *r, const char *path, char *err)
     return rc ? -1 : 0;
 }
 
-/* PREFIX-interval.dat: the sweep (minutes, ETTR %, its interval, the
- * analytic %); PREFIX-lost.dat: lost hours per run (rows: the main run,
- * each what-if) by category (columns, named in its first line). */
-static int write_dats(const gp_result_t *r, const char *dat_i, const char *dat_l, char *err)
-{
-    out_file_t o;
-    if (out_open(&o, dat_i, "w", err, OPT_ERR_LEN))
-        return -1;
-    fprintf(o.f, "# megasim goodput: ETTR against the checkpoint interval\n"
-                 "# columns: interval_min ettr_pct ettr_lo_pct ettr_hi_pct analytic_pct\n");
-    for (int k = 0; k < GP_SWEEP; k++)
-        fprintf(o.f, "%.6g %.6g %.6g %.6g %.6g\n", r->sweep[k].interval_s / 60, 100 * r->sweep[k].st.ettr,
-                100 * r->sweep[k].st.ettr_lo, 100 * r->sweep[k].st.ettr_hi, 100 * r->sweep[k].analytic);
-    if (out_close(&o, 0) || out_open(&o, dat_l, "w", err, OPT_ERR_LEN))
-        return -1;
-    fprintf(o.f, "run");
-    for (int c = 0; c < LOST_N; c++)
-        fprintf(o.f, " %s", gp_lost_names[c]);
-    for (int k = -1; k < r->nwhatif; k++) {
-        const gp_stats_t *st = k < 0 ? &r->main : &r->whatif[k].st;
-        fprintf(o.f, "\n%s", k < 0 ? "main" : r->whatif[k].name);
-        for (int c = 0; c < LOST_N; c++)
-            fprintf(o.f, " %.6g", st->lost_h[c]);
-    }
-    fprintf(o.f, "\n");
-    return out_close(&o, 0);
-}
-
 int gp_write_plot(const gp_result_t *r, const char *prefix, char *err)
 {
     static plot_fig_t fig;
-    char dat_l[1100], script[1100], out[1100], title[512];
-    memset(&fig, 0, sizeof fig);
-    fig.name = "goodput";
-    snprintf(fig.dat, sizeof fig.dat, "%s-interval.dat", prefix);
-    snprintf(dat_l, sizeof dat_l, "%s-lost.dat", prefix);
-    if (write_dats(r, fig.dat, dat_l, err))
+    char script[1100], out[1100];
+    if (gp_plot_fig(r, prefix, &fig, err))
         return -1;
-    fprintf(stderr, "wrote %s and %s\n", fig.dat, dat_l);
+    fprintf(stderr, "wrote %s and %s-lost.dat\n", fig.dat, prefix);
     char gnuplot[4096];
     if (!plot_find_gnuplot(gnuplot, sizeof gnuplot)) {
         fprintf(stderr, "megasim goodput: gnuplot not found: data written; install gnuplot-nox to draw\n");
         return 0;
     }
-    snprintf(title, sizeof title, "%d GPUs, TP %d x PP %d x DP %d, %s: ETTR %.2f%%, best interval %.3g min, "
-             "Young/Daly %.3g min", r->job.num_gpus, r->job.tp, r->job.pp, r->job.dp, r->hw.cluster.name,
-             100 * r->main.ettr, r->best_interval_s / 60, r->young_daly_s / 60);
-    snprintf(fig.vars, sizeof fig.vars, "lostfile=");
-    plot_gp_quote(fig.vars, sizeof fig.vars, dat_l);
-    strncat(fig.vars, "; title_job=", sizeof fig.vars - strlen(fig.vars) - 1);
-    plot_gp_quote(fig.vars, sizeof fig.vars, title);
-    snprintf(fig.vars + strlen(fig.vars), sizeof fig.vars - strlen(fig.vars), "; chosen_min=%.6g; ncats=%d; ",
-             r->interval_s / 60, LOST_N);
     snprintf(script, sizeof script, "%s/goodput.gp", r->o.plots_dir);
     int failures = 0;
     static const char *const exts[] = {"png", "svg"};
@@ -285,7 +244,7 @@ int gp_write_plot(const gp_result_t *r, const char *prefix, char *err)
         failures += plot_draw("goodput", gnuplot, script, &fig, out);
     }
     if (failures)
-        snprintf(err, OPT_ERR_LEN, "gnuplot failed to draw %.400s (the data are in %.400s and %.400s)", prefix, fig.dat,
-                 dat_l);
+        snprintf(err, OPT_ERR_LEN, "gnuplot failed to draw %.400s (the data are in %.400s and %.400s-lost.dat)", prefix,
+                 fig.dat, prefix);
     return failures ? -1 : 0;
 }

@@ -6,6 +6,8 @@
  * compound member by member), so a writer may add columns or reorder them;
  * a missing column is bad input naming the dataset and the column. */
 #include "cmd/plot_int.h"
+#include "cmd/cli.h"
+#include "cmd/goodput.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -487,6 +489,26 @@ int plot_open_result(const char *path, hid_t *file, char *kind, size_t kind_size
     return PLOT_OK;
 }
 
+/* A goodput file (megasim goodput --out): its figure from the summary it
+ * keeps (the sweep, the lost hours), drawn as goodput --plot draws it. */
+static int fig_goodput(plot_ctx_t *c)
+{
+    static gp_result_t r;
+    cJSON *sum = NULL;
+    char prefix[2048], e[OPT_ERR_LEN];
+    if (out_h5_attr_json(c->file, c->path, "summary_json", &sum, c->err, c->errlen))
+        return PLOT_BAD_INPUT;
+    snprintf(prefix, sizeof prefix, "%s/goodput", c->outdir);
+    int rc = PLOT_OK;
+    if (gp_from_json(sum, &r, e))
+        rc = plot_fail(c, PLOT_BAD_INPUT, "%s", e);
+    else if (gp_plot_fig(&r, prefix, &c->set->figs[c->set->nfigs], e))
+        rc = plot_fail(c, PLOT_IO_ERROR, "%s", e);
+    c->set->nfigs += rc == PLOT_OK;
+    cJSON_Delete(sum);
+    return rc;
+}
+
 static int open_result(plot_ctx_t *c)
 {
     int rc = plot_open_result(c->path, &c->file, c->set->kind, sizeof c->set->kind, c->err, c->errlen);
@@ -514,9 +536,11 @@ int plot_prepare(const char *path, const char *outdir, plot_set_t *set, char *er
     } else if (rc == PLOT_OK && (!strcmp(set->kind, "simulation") || !strcmp(set->kind, "measurement"))) {
         rc = plot_fig_timeline(&c);
         rc = rc ? rc : plot_fig_heatmap(&c);
+    } else if (rc == PLOT_OK && !strcmp(set->kind, "goodput")) {
+        rc = fig_goodput(&c);
     } else if (rc == PLOT_OK) {
-        rc = plot_fail(&c, PLOT_BAD_INPUT, "kind '%s' is not one megasim plot draws (simulation, measurement, reproduce)",
-                  set->kind);
+        rc = plot_fail(&c, PLOT_BAD_INPUT, "kind '%s' is not one megasim plot draws (simulation, measurement, "
+                       "reproduce, goodput)", set->kind);
     }
     if (c.file >= 0)
         H5Fclose(c.file);

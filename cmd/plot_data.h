@@ -5,7 +5,9 @@
  *     /timeline has rows; of a measurement, its last iteration only),
  *     heatmap (if /ranks has more than one row);
  *   kind "reproduce" (`megasim reproduce`): table2-mfu (/table2),
- *     table3-ablation (/table3), fig9-weak-scaling (/fig9), each if present.
+ *     table3-ablation (/table3), fig9-weak-scaling (/fig9), each if present;
+ *   kind "goodput" (`megasim goodput --out`): goodput, from the summary it
+ *     keeps (cmd/goodput_fig.c; the data goodput --plot writes).
  * Each figure NAME gets OUTDIR/NAME.dat (whitespace-separated columns, '#'
  * comments, '?' for a missing value) and is drawn by plots/NAME.gp with
  * `datafile`, `outfile` and the figure's extra variables (`vars`). */
@@ -18,7 +20,7 @@
 #define PLOT_MAX_FIGS 8
 #define PLOT_VARS_LEN 16384
 
-typedef struct {
+typedef struct plot_fig {
     const char *name;          /* script plots/NAME.gp, data NAME.dat */
     char dat[4096];            /* path of the .dat written */
     long rows;                 /* data rows in it */

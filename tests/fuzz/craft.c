@@ -66,19 +66,24 @@ static void set_root_str(hid_t f, const char *name, const char *v, int vlen)
     H5Aclose(a), H5Sclose(s), H5Tclose(t);
 }
 
-/* Replaces the first occurrence of from with to in the root attribute. */
-static void edit_config(const char *path, const char *from, const char *to)
+/* Replaces the first occurrence of from with to in root attribute attr. */
+static void edit_attr(const char *path, const char *attr, const char *from, const char *to)
 {
     hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
-    char *s = f >= 0 ? out_h5_attr_read(f, "/", "config_json") : NULL, *at = s ? strstr(s, from) : NULL;
+    char *s = f >= 0 ? out_h5_attr_read(f, "/", attr) : NULL, *at = s ? strstr(s, from) : NULL;
     if (!at)
-        die("config_json edit");
+        die(attr);
     size_t len = strlen(s) - strlen(from) + strlen(to);
     char *e = malloc(len + 1);
     snprintf(e, len + 1, "%.*s%s%s", (int)(at - s), s, to, at + strlen(from));
-    set_root_str(f, "config_json", e, 0);
+    set_root_str(f, attr, e, 0);
     free(s), free(e);
     H5Fclose(f);
+}
+
+static void edit_config(const char *path, const char *from, const char *to)
+{
+    edit_attr(path, "config_json", from, to);
 }
 
 /* Sets one field of row `row` of a compound dataset (int32 or float64). */
@@ -168,10 +173,10 @@ static void hit_heap(const char *path, int flip, int zero)
 
 int main(int argc, char **argv)
 {
-    if (argc != 5)
-        die("usage: craft DIR SIM.h5 RUN.h5 REP.h5");
+    if (argc != 6)
+        die("usage: craft DIR SIM.h5 RUN.h5 REP.h5 GOODPUT.h5");
     dir = argv[1];
-    const char *sim = argv[2], *run = argv[3], *rep = argv[4];
+    const char *sim = argv[2], *run = argv[3], *rep = argv[4], *gp = argv[5];
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     const char *p;
     /* F02: a recorded plan whose TP x PP overflows int (plot divided by 0). */
@@ -203,5 +208,18 @@ int main(int argc, char **argv)
     p = copy_of(run, "f05-heap-zeroed.h5");
     to_vlen(p);
     hit_heap(p, 0, 2048);
+    /* A goodput file's figure is read back from its summary (megasim plot):
+     * an ETTR of 7, a sweep emptied, negative lost hours (the keys' first
+     * occurrences are the main run's; the old values kept under new keys,
+     * as a strict parser refuses a key twice). */
+    p = copy_of(gp, "goodput-ettr-7.h5");
+    edit_attr(p, "summary_json", "\"ettr\":", "\"ettr\":7,\"x_ettr\":");
+    expect(p, "plot: summary_json: ettr: not a number from 0 to 1");
+    p = copy_of(gp, "goodput-sweep-empty.h5");
+    edit_attr(p, "summary_json", "\"sweep\":[", "\"sweep\":[],\"x_sweep\":[");
+    expect(p, "plot: a 25-point sweep");
+    p = copy_of(gp, "goodput-lost-negative.h5");
+    edit_attr(p, "summary_json", "\"lost_hours\":{\"detection\":", "\"lost_hours\":{\"detection\":-5,\"x\":");
+    expect(p, "plot: summary_json: lost_hours.detection: not a number");
     return 0;
 }

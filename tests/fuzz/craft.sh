@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/fuzz/craft.sh MEGASIM CRAFT MPIEXEC DIR: valid result files of each
-# kind (simulate, run under mpirun, reproduce quick), then the damaged
+# kind (simulate, run under mpirun, reproduce quick, goodput), then the damaged
 # copies tests/fuzz/craft.c makes of them, into DIR/result/.
 set -euo pipefail
 megasim=$1 craft=$2 mpiexec=$3 dir=$4
@@ -11,5 +11,6 @@ cd "$dir/base"
 "$mpiexec" --allow-run-as-root --oversubscribe -np 2 "$megasim" run --pipeline-model-parallel-size 2 \
   --train-iters 2 --out run.h5 >/dev/null
 "$megasim" reproduce quick --no-sim --no-plot --out rep.h5 >/dev/null 2>&1
-"$craft" "$dir/result" sim.h5 run.h5 rep.h5
+"$megasim" goodput --trials 50 --sweep-trials 10 --out gp.h5 >/dev/null 2>&1
+"$craft" "$dir/result" sim.h5 run.h5 rep.h5 gp.h5
 echo "crafted: $(ls "$dir/result" | grep -c '\.h5$') damaged result files in $dir/result"

@@ -4,7 +4,8 @@ runs it. Each check prints expected vs got and where the expected value
 comes from.
   targets  the default job (175B on 12,288 GPUs, the megascale cluster,
            30 days): issue 34's targets and the --json keys it names;
-  outputs  --out FILE.h5 (read back with h5dump) and --plot PREFIX."""
+  outputs  --out FILE.h5 (read back with h5dump) and --plot PREFIX; megasim
+           plot FILE.h5 redraws the figure with the same data."""
 import json
 import os
 import shutil
@@ -106,7 +107,23 @@ def outputs(megasim):
                                                                   "stragglers_kept"]
         print(f"{'ok  ' if ok else 'FAIL'} g-lost.dat rows: {[r[0] for r in rows]}")
         bad += [] if ok else ["lost rows"]
-        return verdict(f"{len(files) + 5} outputs", "all written", bad)
+        # megasim plot redraws the figure from the file alone: the same data
+        redraw = os.path.join(tmp, "p")
+        p = subprocess.run([megasim, "plot", h5, "--outdir", redraw], capture_output=True, text=True)
+        drawn = ["goodput.png", "goodput.svg"] if shutil.which("gnuplot") else []
+        for mine, theirs in (("g-interval.dat", "goodput-interval.dat"), ("g-lost.dat", "goodput-lost.dat")):
+            with open(os.path.join(tmp, mine)) as a:
+                want = a.read()
+            got = open(os.path.join(redraw, theirs)).read() if os.path.exists(os.path.join(redraw, theirs)) else None
+            ok = p.returncode == 0 and got == want
+            print(f"{'ok  ' if ok else 'FAIL'} megasim plot g.h5: {theirs} equals goodput --plot's {mine} "
+                  f"(exit {p.returncode})")
+            bad += [] if ok else [theirs]
+        for f in drawn:
+            ok = os.path.exists(os.path.join(redraw, f))
+            print(f"{'ok  ' if ok else 'FAIL'} megasim plot g.h5: {f} drawn")
+            bad += [] if ok else [f]
+        return verdict(f"{len(files) + 7 + len(drawn)} outputs", "all written", bad)
     finally:
         shutil.rmtree(tmp)
 
