@@ -391,24 +391,28 @@ static int host_of(const sup_t *S, int r)
 /* After a failed self-check: the hosts of the ranks that failed it (its
  * heartbeats), else of the incident's culprit, are left out, each for the
  * first spare with as many slots; a host with no spare left stays (the
- * job cannot run on fewer). Adds "evicted" and "replaced_by" to inc. */
-static void evict_hosts(sup_t *S, cJSON *inc)
+ * job cannot run on fewer). Adds "evicted" and "replaced_by" to inc; rec
+ * (max records) is scratch for the self-check's heartbeats. */
+static void evict_hosts(sup_t *S, cJSON *inc, hb_record_t *rec, int max)
 {
-    static hb_record_t rec[4096];
     char err[256];
     int world = 0, *bad = calloc((size_t)S->nhosts, sizeof *bad);
     if (!bad)
         return;
-    if (!health_read_world(S->hbdir, rec, 4096, &world, err, sizeof err))
-        for (int r = 0; r < world; r++)
-            if ((rec[r].state == HB_FAILED || rec[r].error[0]) && host_of(S, r) >= 0)
-                bad[host_of(S, r)] = 1;
+    if (health_read_world(S->hbdir, rec, max, &world, err, sizeof err))
+        world = 0;
+    for (int r = 0; r < world; r++) {
+        int h = rec[r].state == HB_FAILED || rec[r].error[0] ? host_of(S, r) : -1;
+        if (h >= 0)
+            bad[h] = 1;
+    }
     int any = 0;
     for (int k = 0; k < S->nhosts; k++)
         any |= bad[k];
     const cJSON *culprit = cJSON_GetObjectItemCaseSensitive(inc, "rank");
-    if (!any && cJSON_IsNumber(culprit) && host_of(S, culprit->valueint) >= 0)
-        bad[host_of(S, culprit->valueint)] = 1;
+    int h = cJSON_IsNumber(culprit) ? host_of(S, culprit->valueint) : -1;
+    if (!any && h >= 0)
+        bad[h] = 1;
     cJSON *out = cJSON_AddArrayToObject(inc, "evicted"), *in = cJSON_AddArrayToObject(inc, "replaced_by");
     for (int k = 0; k < S->nhosts; k++) {
         if (!bad[k])
@@ -523,6 +527,14 @@ static void clear_heartbeats(sup_t *S)
     S->world = 0;
 }
 
+/* Before each launch, the job's or its self-check's: no stale heartbeat,
+ * and with --hosts the hosts in use written for its --hostfile. */
+static int before_launch(sup_t *S)
+{
+    clear_heartbeats(S);
+    return S->nhosts ? write_hostfile(S) : 0;
+}
+
 static int supervise(sup_t *S)
 {
     static hb_record_t rec[4096];
@@ -530,8 +542,7 @@ static int supervise(sup_t *S)
     S->t0 = now_s();
     for (int restarts = 0;; restarts++) {
         attempt_argv(S, av, num, restarts > 0, 0);
-        clear_heartbeats(S);
-        if (S->nhosts && write_hostfile(S))
+        if (before_launch(S))
             return 1;
         double t_launch = now_s();
         pid_t pid = launch(av);
@@ -600,14 +611,13 @@ static int supervise(sup_t *S)
         }
         attempt_argv(S, av, num, 0, 1);
         int world = S->world; /* the job's (the self-check's heartbeats replace its records) */
-        clear_heartbeats(S);
-        if (S->nhosts && write_hostfile(S))
+        if (before_launch(S))
             return 1;
         int ok = run_bounded(S, av, S->o.timeout_s + 60) == 0;
         S->world = world;
         cJSON_AddStringToObject(inc, "self_check", ok ? "passed" : "failed");
         if (!ok && S->nhosts)
-            evict_hosts(S, inc);
+            evict_hosts(S, inc, rec, 4096);
         int ck = ckpt_newest(S->save, S->world);
         cJSON_AddNumberToObject(inc, "resume_step", ck > 0 ? ck : 0);
         cJSON_AddNumberToObject(inc, "steps_redone", S->last_step > ck ? S->last_step - (ck > 0 ? ck : 0) : 0);
