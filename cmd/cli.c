@@ -95,9 +95,14 @@ static char fitted_note[1024]; /* the last cli_finalize's adjustments, "" when n
 
 int cli_finalize(const char *cmd, job_t *job, const hw_t *hw, int say, char *err)
 {
-    if (job_fit_defaults(job, fitted_note, sizeof fitted_note) && say)
+    /* The note only for a job that then stands: a refused one gets its one
+     * message. */
+    int fitted = job_fit_defaults(job, fitted_note, sizeof fitted_note);
+    if (job_finalize(job, hw->cluster.gpus_per_node, err))
+        return -1;
+    if (fitted && say)
         fprintf(stderr, "megasim %s: note: defaults fitted to the job: %s\n", cmd, fitted_note);
-    return job_finalize(job, hw->cluster.gpus_per_node, err);
+    return 0;
 }
 
 const char *cli_fitted_defaults(void) { return fitted_note; }

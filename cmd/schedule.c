@@ -5,6 +5,7 @@
 #include "model/layer.h"
 #include "model/layout.h"
 #include "model/sched.h"
+#include "model/split.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -28,10 +29,10 @@ static const opt_def schedule_defs[] = {
 };
 const opt_table schedule_opts = {schedule_defs, sizeof schedule_defs / sizeof schedule_defs[0], "schedule option"};
 
-static void print_layer_ops(const job_t *job, int rank, const sched_op_t *o)
+static void print_layer_ops(const job_t *job, int rank, int stage, const sched_op_t *o)
 {
     op_t ops[LAYER_MAX_OPS];
-    int layers = job->num_layers / (job->pp * job->vpp);
+    int layers = split_chunk_layers(job, stage, o->chunk);
     pass_t passes[2] = {o->kind == SOP_FWD ? PASS_FWD : PASS_RECOMPUTE, PASS_BWD};
     for (int l = 0; l < layers; l++)
         for (int p = 0; p < (o->kind == SOP_FWD ? 1 : 2); p++) {
@@ -78,7 +79,7 @@ int cmd_schedule(int argc, char **argv)
         sched_format(&o, line, sizeof line);
         printf("%d %s\n", so.rank, line);
         if (so.layers && (o.kind == SOP_FWD || o.kind == SOP_BWD))
-            print_layer_ops(&job, so.rank, &o);
+            print_layer_ops(&job, so.rank, stage, &o);
     }
     return 0;
 }

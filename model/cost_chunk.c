@@ -8,6 +8,7 @@
 #include "model/cost.h"
 
 #include "model/layer.h"
+#include "model/split.h"
 #include "model/workload.h"
 
 #include <math.h>
@@ -137,10 +138,11 @@ void cost_chunk_times(const job_t *j, const hw_t *hw, int stage, int chunk, cost
 {
     cost_pass_t f = cost_pass(hw, j, PASS_FWD), b = cost_pass(hw, j, PASS_BWD);
     cost_pass_t rc = cost_pass(hw, j, PASS_RECOMPUTE);
-    double layers = (double)j->num_layers / (j->pp * j->vpp), ef, eb;
+    double layers = split_chunk_layers(j, stage, chunk), ef, eb;
+    double r = layers > 0 ? split_chunk_recomputed(j, stage, chunk) / layers : 0; /* block: a share */
     cost_chunk_extra(hw, j, stage, chunk, &ef, &eb);
     ct->fwd_s = layers * f.compute_s + ef;
     ct->fwd_tp_s = layers * f.exposed_s;
-    ct->bwd_s = layers * (b.compute_s + j->recompute_fraction * rc.compute_s) + eb;
-    ct->bwd_tp_s = layers * (b.exposed_s + j->recompute_fraction * rc.exposed_s);
+    ct->bwd_s = layers * (b.compute_s + r * rc.compute_s) + eb;
+    ct->bwd_tp_s = layers * (b.exposed_s + r * rc.exposed_s);
 }

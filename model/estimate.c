@@ -4,41 +4,51 @@
 #include "model/cost.h"
 #include "model/layer.h"
 #include "model/sched.h"
+#include "model/split.h"
 
 #include <math.h>
 
-static void stage_times(const hw_t *hw, const job_t *j, stage_times_t *st)
+/* One micro-batch through stage s, all its chunks: compute (recomputation
+ * and the embedding or output layer included) and exposed TP. */
+typedef struct {
+    double fw, bw, tf, tb;
+} stage_mb_t;
+
+static stage_mb_t stage_mb(const hw_t *hw, const job_t *j, int s)
 {
     cost_pass_t f = cost_pass(hw, j, PASS_FWD), b = cost_pass(hw, j, PASS_BWD);
     cost_pass_t rc = cost_pass(hw, j, PASS_RECOMPUTE);
-    double layers = (double)j->num_layers / j->pp, r = j->recompute_fraction; /* block: a share of the layers */
-    st->layer_fwd_s = f.compute_s;
-    st->layer_bwd_s = b.compute_s + r * rc.compute_s;
-    st->tp_exposed_fwd_s = layers * f.exposed_s;
-    st->tp_exposed_bwd_s = layers * (b.exposed_s + r * rc.exposed_s);
-    /* The slowest stage sets the pace of the steady state. */
-    int stages[2] = {0, j->pp - 1};
+    double layers = split_stage_layers(j, s), ef, eb;
+    double r = layers > 0 ? split_stage_recomputed(j, s) / layers : 0; /* block: a share of the layers */
+    cost_chunk_extra(hw, j, s, -1, &ef, &eb);
+    return (stage_mb_t){layers * f.compute_s + ef, layers * (b.compute_s + r * rc.compute_s) + eb,
+                        layers * f.exposed_s, layers * (b.exposed_s + r * rc.exposed_s)};
+}
+
+static void stage_times(const hw_t *hw, const job_t *j, stage_times_t *st)
+{
+    /* The stages are of three kinds, first, middle and last (model/split.h:
+     * the middle ones hold the same layers); the slowest sets the pace of
+     * the steady state, and every stage's micro-batch time, summed, is the
+     * pipeline's fill and drain through all stages at their own pace. */
+    int kinds[3] = {0, 1, j->pp - 1}, count[3] = {1, j->pp - 2, j->pp > 1};
     double best = -1;
-    for (int k = 0; k < 2; k++) {
-        double ef, eb;
-        cost_chunk_extra(hw, j, stages[k], -1, &ef, &eb);
-        double fw = layers * st->layer_fwd_s + ef, bw = layers * st->layer_bwd_s + eb;
+    st->all_stages_s = 0;
+    st->nkinds = 0;
+    for (int k = 0; k < 3; k++) {
+        if (count[k] <= 0)
+            continue;
+        stage_mb_t x = stage_mb(hw, j, kinds[k]);
+        st->kind[st->nkinds++] = (stage_kind_t){kinds[k], count[k], x.fw + x.tf, x.bw + x.tb};
         if (k == 0)
-            st->first_fwd_s = fw, st->first_bwd_s = bw;
-        if (fw + bw > best) {
-            best = fw + bw;
-            st->fwd_s = fw, st->bwd_s = bw, st->slowest_stage = stages[k];
+            st->first_fwd_s = x.fw, st->first_bwd_s = x.bw, st->first_tp_fwd_s = x.tf, st->first_tp_bwd_s = x.tb;
+        if (x.fw + x.bw + x.tf + x.tb > best) {
+            best = x.fw + x.bw + x.tf + x.tb;
+            st->fwd_s = x.fw, st->bwd_s = x.bw, st->slowest_stage = kinds[k];
+            st->tp_exposed_fwd_s = x.tf, st->tp_exposed_bwd_s = x.tb;
         }
+        st->all_stages_s += count[k] * (x.fw + x.bw + x.tf + x.tb);
     }
-    /* Every stage's micro-batch time, summed: the pipeline fills and drains
-     * through all stages at their own pace. */
-    double f0, b0, f1, b1;
-    cost_chunk_extra(hw, j, 0, 0, &f0, &b0);
-    cost_chunk_extra(hw, j, j->pp - 1, j->vpp - 1, &f1, &b1);
-    if (j->pp == 1)
-        f1 = b1 = 0; /* chunk_extra gave both ends already */
-    st->all_stages_s = j->pp * (layers * (st->layer_fwd_s + st->layer_bwd_s) + st->tp_exposed_fwd_s +
-                                st->tp_exposed_bwd_s) + f0 + b0 + f1 + b1;
     group_layout_t pp = cost_group_layout(j, hw, GROUP_PP);
     st->p2p_s = j->pp > 1 ? cost_p2p_s(hw, layer_p2p_bytes(j), &pp) : 0;
 }
@@ -76,16 +86,24 @@ static void phase_delay(double piece_s, int pieces, double window_s, double stal
  * or reduce-scatter with ZeRO >= 1) and weight all-gather (ZeRO >= 1).
  * Overlapped, they go piece by piece (see workload_dp_pieces); otherwise
  * as one collective each. Each piece pays its own ring latency. */
-static void dp_times(const hw_t *hw, const job_t *j, stage_times_t *st)
+static void dp_piece_times(const hw_t *hw, const job_t *j, double P, int pieces, double *reduce_s,
+                           double *gather_s)
 {
-    double P = fmax(workload_stage_params_local(j, 0), workload_stage_params_local(j, j->pp - 1));
     double wb = job_weight_bytes(j), gb = job_grad_bytes(j);
     group_layout_t dp = cost_group_layout(j, hw, GROUP_DP);
-    st->dp_pieces = workload_dp_pieces(j, workload_stage_params_local(j, 0));
-    double red = j->overlap_grad_reduce ? P / st->dp_pieces : P;
-    double gat = j->overlap_param_gather ? P / st->dp_pieces : P;
-    st->dp_reduce_s = cost_coll_s(hw, j->zero_stage == 0 ? COLL_ALLREDUCE : COLL_REDUCESCATTER, red * gb, &dp);
-    st->dp_gather_s = j->zero_stage == 0 ? 0 : cost_coll_s(hw, COLL_ALLGATHER, gat * wb, &dp);
+    double red = j->overlap_grad_reduce ? P / pieces : P;
+    double gat = j->overlap_param_gather ? P / pieces : P;
+    *reduce_s = cost_coll_s(hw, j->zero_stage == 0 ? COLL_ALLREDUCE : COLL_REDUCESCATTER, red * gb, &dp);
+    *gather_s = j->zero_stage == 0 ? 0 : cost_coll_s(hw, COLL_ALLGATHER, gat * wb, &dp);
+}
+
+/* The first stage's; every stage cuts its own parameters into as many
+ * pieces (model/sched.c). */
+static void dp_times(const hw_t *hw, const job_t *j, stage_times_t *st)
+{
+    double P = workload_stage_params_local(j, 0);
+    st->dp_pieces = workload_dp_pieces(j, P);
+    dp_piece_times(hw, j, P, st->dp_pieces, &st->dp_reduce_s, &st->dp_gather_s);
 }
 
 /* The DP phases (weights gathered at the start, gradients reduced at the
@@ -99,28 +117,46 @@ static void dp_exposure(const hw_t *hw, const job_t *j, const stage_times_t *st,
      * gradients are final once the cool-down's last group has run its
      * backward, p x (chunk backward) before the next chunk's. Without
      * chunks, buckets follow each other through the first forward (last
-     * backward). The windows are the first stage's: it starts first and
-     * finishes last, so its phases are the ones on the critical path. */
-    int n = st->dp_pieces, v = j->vpp;
-    double fwd = st->first_fwd_s + st->tp_exposed_fwd_s, bwd = st->first_bwd_s + st->tp_exposed_bwd_s;
-    double win_f = v > 1 ? j->pp * fwd / v : fwd / n;
-    double win_b = v > 1 ? j->pp * bwd / v : bwd / n;
+     * backward). Each stage runs its phases in its own windows with its
+     * own pieces; the first stage starts first and finishes last, and a
+     * later stage's phases have a lead on it: its first forward comes the
+     * forwards of the stages before it (one chunk each, and a transfer)
+     * later, its last backward as much earlier. The phase that reaches
+     * furthest past the lead is the one on the critical path: the first
+     * stage's when the stages are equal (model/split.h). */
+    int n = st->dp_pieces, v = j->vpp, steps = v > 1 ? v : n; /* window steps in each phase */
     /* Decoupled interleaved 1F1B has zero slack at each chunk step of the
      * warm-up and cool-down: the first micro-batch of a group needs the
      * previous chunk's output from the last stage, which took p chunk times
      * plus p transfers to come round, against p chunk times of work here. */
     double wrap = j->pp_comm_overlap && j->pp > 1 && v > 1 ? j->pp * st->p2p_s : 0;
-    double s = hw->gpu.comm_slowdown;
-    phase_delay_t red, gat;
-    int steps = v > 1 ? v : n; /* window steps in each phase */
-    if (j->overlap_grad_reduce)
-        phase_delay(st->dp_reduce_s, n, win_b, wrap, s, &red);
-    else /* one collective after the last backward; the wraps still happen */
-        phase_delay(0, steps, win_b, wrap, s, &red), red.dp_s = st->dp_reduce_s;
-    if (j->overlap_param_gather)
-        phase_delay(st->dp_gather_s, n, win_f, wrap, s, &gat);
-    else
-        phase_delay(0, steps, win_f, wrap, s, &gat), gat.dp_s = st->dp_gather_s;
+    double s = hw->gpu.comm_slowdown, lead_f = 0, lead_b = 0, best_r = -INFINITY, best_g = -INFINITY;
+    phase_delay_t red = {0}, gat = {0};
+    for (int k = 0; k < st->nkinds; k++) {
+        const stage_kind_t *x = &st->kind[k];
+        if (k > 0) { /* the stages before this kind's first: the first stage, then middle ones */
+            const stage_kind_t *mid = &st->kind[1];
+            int before_mid = x->stage - 1;
+            lead_f = (st->kind[0].fwd_s + before_mid * mid->fwd_s) / v + x->stage * st->p2p_s;
+            lead_b = (st->kind[0].bwd_s + before_mid * mid->bwd_s) / v + x->stage * st->p2p_s;
+        }
+        double red_s, gat_s, win_f = v > 1 ? j->pp * x->fwd_s / v : x->fwd_s / n;
+        double win_b = v > 1 ? j->pp * x->bwd_s / v : x->bwd_s / n;
+        dp_piece_times(hw, j, workload_stage_params_local(j, x->stage), n, &red_s, &gat_s);
+        phase_delay_t r, g;
+        if (j->overlap_grad_reduce)
+            phase_delay(red_s, n, win_b, wrap, s, &r);
+        else /* one collective after the last backward; the wraps still happen */
+            phase_delay(0, steps, win_b, wrap, s, &r), r.dp_s = red_s;
+        if (j->overlap_param_gather)
+            phase_delay(gat_s, n, win_f, wrap, s, &g);
+        else
+            phase_delay(0, steps, win_f, wrap, s, &g), g.dp_s = gat_s;
+        if (r.dp_s - lead_b > best_r)
+            best_r = r.dp_s - lead_b, red = r, red.dp_s = fmax(0, best_r);
+        if (g.dp_s - lead_f > best_g)
+            best_g = g.dp_s - lead_f, gat = g, gat.dp_s = fmax(0, best_g);
+    }
     *exposed_s = red.dp_s + gat.dp_s;
     *slowdown_s = red.slowdown_s + gat.slowdown_s;
     *wrap_s = red.stall_s + gat.stall_s;
@@ -162,7 +198,7 @@ static void fsdp_exposure(const hw_t *hw, const job_t *j, const stage_times_t *s
     int n = st->dp_pieces, og = j->overlap_param_gather, orr = j->overlap_grad_reduce;
     long m = j->num_microbatches, mm = m < 3 ? m : 3;
     double g = st->dp_gather_s, rd = st->dp_reduce_s, s = hw->gpu.comm_slowdown;
-    double cf = st->first_fwd_s, tf = st->tp_exposed_fwd_s, cb = st->first_bwd_s, tb = st->tp_exposed_bwd_s;
+    double cf = st->first_fwd_s, tf = st->first_tp_fwd_s, cb = st->first_bwd_s, tb = st->first_tp_bwd_s;
     fsdp_replay_t x = {0};
     double end_c[3] = {0}, end_r[3] = {0}, slow[3] = {0};
     for (long k = 0; k < mm; k++) {

@@ -16,17 +16,28 @@ typedef struct {
     double optimizer_s, other_s;
 } breakdown_t;
 
+/* One kind of pipeline stage (the first, the middle ones, the last: an
+ * uneven split gives them different layers, model/split.h): its first
+ * stage, how many stages are of the kind, and its micro-batch's forward
+ * and backward (all chunks; compute and exposed TP). */
+typedef struct {
+    int stage, count;
+    double fwd_s, bwd_s;
+} stage_kind_t;
+
 typedef struct {
     /* per micro-batch on the slowest stage */
     double fwd_s, bwd_s;           /* compute, recomputation and slowdown included */
     double first_fwd_s, first_bwd_s; /* the same on the first stage (DP phases, see dp_exposure) */
-    double tp_exposed_fwd_s, tp_exposed_bwd_s;
-    double layer_fwd_s, layer_bwd_s; /* one layer, compute only */
+    double tp_exposed_fwd_s, tp_exposed_bwd_s; /* on the slowest stage */
+    double first_tp_fwd_s, first_tp_bwd_s;     /* on the first */
     double p2p_s;                  /* one stage-to-stage transfer */
     double all_stages_s;           /* sum over stages of one micro-batch's time */
     double dp_reduce_s, dp_gather_s; /* one piece's gradient / weight collective */
     int dp_pieces;                 /* pieces (chunks or buckets) issued one after another */
     int slowest_stage;
+    stage_kind_t kind[3];          /* in stage order; nkinds of them (1 when PP = 1) */
+    int nkinds;
 } stage_times_t;
 
 typedef struct {

@@ -1,6 +1,7 @@
 /* job: the options table of a training job, presets, parsing of files and
  * flags, and the cross-field rules (see job.h). */
 #include "model/job.h"
+#include "model/split.h"
 #include "model/workload.h"
 
 #include <cjson/cJSON.h>
@@ -50,6 +51,18 @@ static const opt_def defs[] = {
     {"pipeline-model-parallel-size", OPT_INT, J(pp), 1, 4096, "8", 0, "parallel plan", "pipeline stages PP"},
     {"num-layers-per-virtual-pipeline-stage", OPT_INT, J(layers_per_vstage), 0, 10000, "2", 0, "parallel plan",
      "layers per model chunk for the interleaved schedule (0 = not interleaved)"},
+    {"num-virtual-stages-per-pipeline-rank", OPT_INT, J(vstages_per_rank), 0, 10000, "0", 0, "parallel plan",
+     "model chunks per stage for the interleaved schedule, instead of layers per chunk (0 = not set; needed "
+     "with the decoder-first/last options)"},
+    {"decoder-first-pipeline-num-layers", OPT_INT, J(first_stage_layers), 1, 10000, "0", OPT_ZERO_OK,
+     "parallel plan", "transformer layers on the first pipeline stage; the middle stages share the rest evenly "
+     "(0 = even split)"},
+    {"decoder-last-pipeline-num-layers", OPT_INT, J(last_stage_layers), 1, 10000, "0", OPT_ZERO_OK,
+     "parallel plan", "transformer layers on the last pipeline stage (0 = even split)"},
+    {"account-for-embedding-in-pipeline-split", OPT_BOOL, J(account_embedding), 0, 1, "false", 0, "parallel plan",
+     "count the embedding as a layer when splitting: the first chunk holds one transformer layer fewer"},
+    {"account-for-loss-in-pipeline-split", OPT_BOOL, J(account_loss), 0, 1, "false", 0, "parallel plan",
+     "count the output layer and loss as a layer: the last chunk holds one transformer layer fewer"},
     {"pipeline-schedule", OPT_ENUM, J(pipeline_schedule), 0, 0, "1f1b", "1f1b|gpipe", "parallel plan",
      "pipeline schedule (1f1b is interleaved when chunks > 1)"},
     {"sequence-parallel", OPT_BOOL, J(sequence_parallel), 0, 1, "false", 0, "parallel plan", "sequence parallelism in TP regions"},
@@ -468,13 +481,7 @@ void job_default(job_t *job)
     }
 }
 
-#define RULE(cond, ...)                                   \
-    do {                                                  \
-        if (!(cond)) {                                    \
-            snprintf(err, OPT_ERR_LEN, __VA_ARGS__);      \
-            return -1;                                    \
-        }                                                 \
-    } while (0)
+#define RULE JOB_RULE
 
 /* ---- defaults that fit ------------------------------------------------ */
 
@@ -491,10 +498,11 @@ static int tp_fits(const job_t *j, int t)
  * whose stages it divides, and micro-batches in whole rounds of stages. */
 static int lpv_fits(const job_t *j, long long dp)
 {
-    int per_stage = j->num_layers / j->pp;
+    int per_stage = split_stage_layers_for(j, j->pp, 0);
     long long per_step = (long long)j->micro_batch_size * dp, m = per_step ? j->global_batch_size / per_step : 0;
     return j->pp > 1 && per_stage % j->layers_per_vstage == 0 && j->pipeline_schedule == PIPE_1F1B &&
-           m % j->pp == 0 && j->zero_stage < 3;
+           m % j->pp == 0 && j->zero_stage < 3 && !j->vstages_per_rank && !j->first_stage_layers &&
+           !j->last_stage_layers;
 }
 
 /* Appends "NAME FROM -> TO (WHY)" to notes. */
@@ -518,9 +526,9 @@ int job_fit_defaults(job_t *j, char *notes, size_t len)
         j->tp = t, n++;
     }
     if (!job_given(j, "pipeline-model-parallel-size") &&
-        (j->num_layers % j->pp || j->num_gpus % ((long long)j->tp * j->pp))) {
+        (!split_pp_fits(j, j->pp) || j->num_gpus % ((long long)j->tp * j->pp))) {
         int p = j->pp;
-        while (p > 1 && (j->num_layers % p || j->num_gpus % ((long long)j->tp * p)))
+        while (p > 1 && (!split_pp_fits(j, p) || j->num_gpus % ((long long)j->tp * p)))
             p--;
         note(notes, len, "pipeline-model-parallel-size", j->pp, p, "the largest that splits the layers and GPUs");
         j->pp = p, n++;
@@ -535,7 +543,10 @@ int job_fit_defaults(job_t *j, char *notes, size_t len)
     if (dp && j->layers_per_vstage > 0 && !job_given(j, "num-layers-per-virtual-pipeline-stage") &&
         !lpv_fits(j, dp)) {
         note(notes, len, "num-layers-per-virtual-pipeline-stage", j->layers_per_vstage, 0,
-             "this plan cannot interleave: one chunk per stage");
+             j->vstages_per_rank ? "the chunks come from num-virtual-stages-per-pipeline-rank"
+             : j->first_stage_layers || j->last_stage_layers
+                 ? "uneven end stages take their chunks from num-virtual-stages-per-pipeline-rank"
+                 : "this plan cannot interleave: one chunk per stage");
         j->layers_per_vstage = 0, n++;
     }
     return n;
@@ -586,30 +597,10 @@ int job_finalize(job_t *j, int gpus_per_node, char *err)
     RULE(j->padded_vocab_size % j->tp == 0,
          "padded-vocab-size = %d is not divisible by tensor-model-parallel-size = %d",
          j->padded_vocab_size, j->tp);
-    RULE(j->num_layers % j->pp == 0,
-         "num-layers = %d is not divisible by pipeline-model-parallel-size = %d",
-         j->num_layers, j->pp);
-    int per_stage = j->num_layers / j->pp;
-    j->vpp = 1;
-    if (j->layers_per_vstage > 0) {
-        RULE(per_stage % j->layers_per_vstage == 0,
-             "num-layers = %d is not divisible by pipeline-model-parallel-size x chunks: "
-             "%d layers per stage, num-layers-per-virtual-pipeline-stage = %d does not divide it",
-             j->num_layers, per_stage, j->layers_per_vstage);
-        j->vpp = per_stage / j->layers_per_vstage;
-    }
-    RULE(j->vpp == 1 || j->pp > 1,
-         "num-layers-per-virtual-pipeline-stage = %d needs pipeline-model-parallel-size > 1",
-         j->layers_per_vstage);
-    int per_chunk = per_stage / j->vpp;
-    RULE(j->recompute != RECOMPUTE_FULL || j->recompute_num_layers <= per_chunk,
-         "recompute-num-layers = %d exceeds the %d layer(s) of a model chunk (num-layers / pipeline stages / "
-         "chunks per stage)", j->recompute_num_layers, per_chunk);
-    j->recompute_fraction = j->recompute == RECOMPUTE_FULL && j->recompute_method == RECOMPUTE_BLOCK
-                                ? (double)j->recompute_num_layers / per_chunk
-                                : 1;
+    if (split_finalize(j, err))
+        return -1;
     RULE(j->vpp == 1 || j->pipeline_schedule == PIPE_1F1B,
-         "the interleaved schedule (num-layers-per-virtual-pipeline-stage) needs pipeline-schedule 1f1b");
+         "the interleaved schedule (chunks per stage > 1) needs pipeline-schedule 1f1b");
     long long mp = (long long)j->tp * j->pp;
     RULE(j->num_gpus % mp == 0,
          "num-gpus = %d is not TP x PP x DP: TP x PP = %lld does not divide it",

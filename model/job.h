@@ -45,6 +45,9 @@ typedef struct {
     double rotary_base;  /* RoPE's theta base (numerics only: real/) */
     /* parallel plan */
     int tp, pp, layers_per_vstage, num_gpus;
+    int vstages_per_rank;      /* --num-virtual-stages-per-pipeline-rank (0: from layers_per_vstage) */
+    int first_stage_layers, last_stage_layers; /* --decoder-first/last-pipeline-num-layers (0: even) */
+    int account_embedding, account_loss; /* --account-for-embedding/loss-in-pipeline-split (model/split.h) */
     int sequence_parallel, recompute, distributed_optimizer, zero_stage;
     int recompute_method, recompute_num_layers;
     int overlap_grad_reduce, overlap_param_gather, tp_comm_overlap;
@@ -84,6 +87,16 @@ static inline double job_grad_bytes(const job_t *j) { return j->grads_fp32 ? 4 :
 /* Optimizer state per parameter: Adam's and LAMB's fp32 m and v, plus an
  * fp32 master copy under mixed precision. */
 static inline double job_optim_bytes(const job_t *j) { return 8 + (j->bf16 ? 4 : 0); }
+
+/* A cross-field rule of job_finalize (and model/split.c): when cond fails,
+ * one message into err and return -1. */
+#define JOB_RULE(cond, ...)                               \
+    do {                                                  \
+        if (!(cond)) {                                    \
+            snprintf(err, OPT_ERR_LEN, __VA_ARGS__);      \
+            return -1;                                    \
+        }                                                 \
+    } while (0)
 
 /* Whether a job file or flag set the option NAME (flag spelling), as
  * opposed to its default or the preset's bundle. */

@@ -1,6 +1,8 @@
 /* workload: parameters, FLOPs and memory of a job (see workload.h). */
 #include "model/workload.h"
 
+#include "model/split.h"
+
 #include <math.h>
 
 #define GIB 1073741824.0
@@ -91,7 +93,7 @@ double workload_stage_params_local(const job_t *j, int stage)
      * row-parallel biases and LayerNorms replicated. */
     double split = gemm_weights_per_layer(j) + (j->disable_bias_linear ? 0 : (h + 2 * kvd) + workload_fc1_width(j));
     double repl = params_per_layer(j) - split;
-    double p = (double)j->num_layers / j->pp * (split / t + repl);
+    double p = split_stage_layers(j, stage) * (split / t + repl);
     double V = j->padded_vocab_size;
     if (stage == 0)
         p += V * h / t + pos_params(j);
@@ -203,7 +205,9 @@ static void stage_memory(const job_t *j, const hw_t *hw, int stage, memory_t *m)
     int sharded = j->zero_stage >= 3 || (j->zero_stage == 2 && j->num_microbatches == 1);
     m->grads_bytes = sharded ? P * gb / dp + piece * gb : P * gb;
     m->optimizer_bytes = P * job_optim_bytes(j) / (j->zero_stage >= 1 ? dp : 1);
-    double layers_per_chunk = (double)j->num_layers / (j->pp * j->vpp);
+    /* The stage's chunks in flight, each at the stage's mean layers per
+     * chunk (only a first or last chunk under account-for-* differs). */
+    double layers_per_chunk = (double)split_stage_layers(j, stage) / j->vpp;
     m->inflight_microbatches = workload_inflight_chunks(j, stage) / j->vpp;
     double kept = layers_per_chunk * workload_layer_activation_bytes(j), rebuilt = 0; /* per chunk in flight */
     if (j->recompute == RECOMPUTE_FULL) {
@@ -238,12 +242,18 @@ static void stage_memory(const job_t *j, const hw_t *hw, int stage, memory_t *m)
 
 void workload_memory(const job_t *j, const hw_t *hw, memory_t *m)
 {
-    /* The first stage holds the most activations, the last the logits and
-     * the output layer: the peak is on one of the two. */
-    memory_t first, last;
-    stage_memory(j, hw, 0, &first);
-    stage_memory(j, hw, j->pp - 1, &last);
-    *m = first.total_bytes >= last.total_bytes ? first : last;
+    /* The first stage holds the most micro-batches' activations, the last
+     * the logits and the output layer; under an uneven split (model/split.h)
+     * the second, the first of the middle ones, may hold more layers than
+     * either: the peak is on one of the three. */
+    int kinds[3] = {0, j->pp > 2 ? 1 : 0, j->pp - 1};
+    stage_memory(j, hw, 0, m);
+    for (int k = 1; k < 3; k++) {
+        memory_t x;
+        stage_memory(j, hw, kinds[k], &x);
+        if (x.total_bytes > m->total_bytes)
+            *m = x;
+    }
     m->capacity_bytes = hw->gpu.hbm_gib * GIB;
     m->fits = m->total_bytes <= m->capacity_bytes;
 }
