@@ -2,6 +2,8 @@
  * search.h). */
 #include "model/search.h"
 
+#include "model/split.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,35 +24,48 @@ const char *const search_reason_text[SEARCH_NREASONS] = {
     "peak memory per GPU above the limit",
 };
 
-static int add_pp(search_space_t *s, int pp, int lpv)
+static int add_pp(search_space_t *s, int pp, int lpv, int split)
 {
-    if (s->nppv == 4 * SEARCH_MAX_CAND)
+    if (s->nppv == SEARCH_MAX_PPV)
         return -1;
-    s->ppv[s->nppv][0] = pp, s->ppv[s->nppv][1] = lpv;
+    s->ppv[s->nppv][0] = pp, s->ppv[s->nppv][1] = lpv, s->ppv[s->nppv][2] = split;
     s->nppv++;
     return 0;
 }
 
-/* (PP, layers per chunk): PP dividing the layers; chunk counts v dividing
- * layers / PP, v > 1 only when PP > 1. A fixed lpv keeps the PP it fits. */
+/* (PP, layers per chunk, split): PP splitting the layers; chunk counts v
+ * dividing a stage's layers, v > 1 only when PP > 1. A fixed lpv keeps the
+ * PP it fits. The split is even or, as Llama 3's, with the embedding and
+ * the loss counted as a layer each (model/split.h), unless the user gave a
+ * split of their own (the end stages' layers, either account-for switch or
+ * the chunks per stage), which every plan keeps. */
 static void pp_candidates(search_space_t *s, const search_fixed_t *f)
 {
-    int L = s->base.num_layers;
-    for (int pp = 1; pp <= L; pp++) {
-        if (L % pp || (f->pp && pp != s->base.pp))
-            continue;
-        int per = L / pp;
-        if (f->lpv) {
-            int lpv = s->base.layers_per_vstage;
-            if (lpv == 0 || lpv == per)
-                add_pp(s, pp, 0);
-            else if (pp > 1 && per % lpv == 0)
-                add_pp(s, pp, lpv);
-            continue;
+    job_t b = s->base;
+    int own = split_uneven(&b) || b.vstages_per_rank;
+    for (int split = 0; split <= !own; split++) {
+        b.account_embedding = split ? 1 : s->base.account_embedding;
+        b.account_loss = split ? 1 : s->base.account_loss;
+        for (int pp = 1; pp <= b.num_layers + 2; pp++) {
+            if ((f->pp && pp != s->base.pp) || (split && pp == 1) || !split_pp_fits(&b, pp))
+                continue;
+            int per = split_stage_layers_for(&b, pp, 0);
+            if (b.vstages_per_rank || b.first_stage_layers || b.last_stage_layers) { /* chunks as given */
+                add_pp(s, pp, 0, split);
+                continue;
+            }
+            if (f->lpv) {
+                int lpv = s->base.layers_per_vstage;
+                if (lpv == 0 || lpv == per)
+                    add_pp(s, pp, 0, split);
+                else if (pp > 1 && per % lpv == 0)
+                    add_pp(s, pp, lpv, split);
+                continue;
+            }
+            for (int v = 1; v <= (pp > 1 ? per : 1); v++)
+                if (per % v == 0)
+                    add_pp(s, pp, v == 1 ? 0 : per / v, split);
         }
-        for (int v = 1; v <= (pp > 1 ? per : 1); v++)
-            if (per % v == 0)
-                add_pp(s, pp, v == 1 ? 0 : per / v);
     }
 }
 
@@ -129,7 +144,7 @@ void search_plan_at(const search_space_t *s, long long i, search_plan_t *p)
     int pv = (int)(i % s->nppv); i /= s->nppv;
     int ts = (int)(i % s->ntpsp); i /= s->ntpsp;
     *p = (search_plan_t){.batch = s->batch[i], .tp = s->tpsp[ts][0], .sp = s->tpsp[ts][1], .pp = s->ppv[pv][0],
-                         .lpv = s->ppv[pv][1], .mb = s->mb[mb], .zero = s->zero[z], .recompute = s->rc[rc],
+                         .lpv = s->ppv[pv][1], .split = s->ppv[pv][2], .mb = s->mb[mb], .zero = s->zero[z], .recompute = s->rc[rc],
                          .ovl = s->ovl[ov]};
 }
 
@@ -139,6 +154,8 @@ static void search_plan_job(const search_space_t *s, const search_plan_t *p, job
     *j = s->base;
     j->global_batch_size = p->batch, j->tp = p->tp, j->sequence_parallel = p->sp;
     j->pp = p->pp, j->layers_per_vstage = p->lpv, j->micro_batch_size = p->mb;
+    if (p->split)
+        j->account_embedding = j->account_loss = 1;
     j->zero_stage = p->zero, j->distributed_optimizer = p->zero >= 1, j->recompute = p->recompute;
     j->tp_comm_overlap = (p->ovl & SEARCH_OVL_TP) != 0;
     j->pp_comm_overlap = (p->ovl & SEARCH_OVL_PP) != 0;
@@ -162,7 +179,7 @@ static int classify(const job_t *j, int gpus_per_node)
         return SEARCH_REJ_INTERLEAVE;
     if (j->zero_stage >= 3 && j->pp > 1)
         return SEARCH_REJ_ZERO3_PP;
-    int per_chunk = j->layers_per_vstage ? j->layers_per_vstage : j->num_layers / j->pp;
+    int per_chunk = j->layers_per_vstage ? j->layers_per_vstage : split_stage_layers_for(j, j->pp, 0);
     if (j->recompute == RECOMPUTE_FULL && j->recompute_num_layers > per_chunk)
         return SEARCH_REJ_RECOMPUTE;
     /* A switch with nothing to overlap gives the same plan as without it. */
@@ -254,7 +271,17 @@ void search_plan_flags(const job_t *j, char *buf, size_t len)
                      "--global-batch-size %d",
                      j->tp, j->pp, j->micro_batch_size, j->global_batch_size);
     if (j->vpp > 1 && n >= 0 && (size_t)n < len)
-        n += snprintf(buf + n, len - n, " --num-layers-per-virtual-pipeline-stage %d", j->layers_per_vstage);
+        n += j->vstages_per_rank
+                 ? snprintf(buf + n, len - n, " --num-virtual-stages-per-pipeline-rank %d", j->vpp)
+                 : snprintf(buf + n, len - n, " --num-layers-per-virtual-pipeline-stage %d", j->layers_per_vstage);
+    const struct {
+        int n;
+        const char *flag;
+    } ends[] = {{j->first_stage_layers, "--decoder-first-pipeline-num-layers"},
+                {j->last_stage_layers, "--decoder-last-pipeline-num-layers"}};
+    for (size_t i = 0; i < 2 && n >= 0 && (size_t)n < len; i++)
+        if (ends[i].n)
+            n += snprintf(buf + n, len - n, " %s %d", ends[i].flag, ends[i].n);
     if (j->recompute != RECOMPUTE_NONE && n >= 0 && (size_t)n < len)
         n += snprintf(buf + n, len - n, " --recompute-granularity %s", rc[j->recompute]);
     if (j->recompute == RECOMPUTE_FULL && n >= 0 && (size_t)n < len)
@@ -263,7 +290,9 @@ void search_plan_flags(const job_t *j, char *buf, size_t len)
     const struct {
         int on;
         const char *flag;
-    } sw[] = {{j->sequence_parallel, "--sequence-parallel"},
+    } sw[] = {{j->account_embedding, "--account-for-embedding-in-pipeline-split"},
+              {j->account_loss, "--account-for-loss-in-pipeline-split"},
+              {j->sequence_parallel, "--sequence-parallel"},
               {j->zero_stage >= 1, "--use-distributed-optimizer"},
               {j->overlap_grad_reduce, "--overlap-grad-reduce"},
               {j->overlap_param_gather, "--overlap-param-gather"},

@@ -8,7 +8,9 @@
  *   batch x (TP, SP) x (PP, chunks) x micro-batch x ZeRO stage x recompute
  * TP: divisors of the heads up to min(8, GPUs per node) (a TP group stays in
  * one node's NVLink domain); SP on and off when TP > 1; PP: divisors of the
- * layers; chunks per stage: divisors of layers / PP (1 when PP = 1);
+ * layers, or of the layers plus the embedding and the loss counted as layers
+ * (Megatron-Core's --account-for-*-in-pipeline-split, Llama 3's split);
+ * chunks per stage: divisors of a stage's layers (1 when PP = 1);
  * micro-batch 1..8; ZeRO 0..3; recompute none, selective, full. A field the
  * user fixed has one candidate. Everything else (overlap switches, attention,
  * optimizer...) is the base job's, except that --tp-comm-overlap is dropped
@@ -21,6 +23,7 @@
 #define SEARCH_MAX_CAND 64
 #define SEARCH_MAX_MB 8
 #define SEARCH_MAX_TP 8
+#define SEARCH_MAX_PPV (8 * SEARCH_MAX_CAND) /* (PP, chunks, split) candidates */
 
 /* Why a plan was not ranked, in the order the rules are checked. */
 typedef enum {
@@ -42,6 +45,7 @@ extern const char *const search_reason_text[SEARCH_NREASONS];  /* one line each 
 
 typedef struct {
     int batch, tp, sp, pp, lpv, mb, zero, recompute; /* lpv 0 = not interleaved */
+    int split; /* 1: the embedding and the loss counted as layers (model/split.h); 0: the base job's split */
     int ovl;  /* overlap switches: SEARCH_OVL_TP | _PP | _DP */
 } search_plan_t;
 
@@ -60,7 +64,7 @@ typedef struct {
     int nbatch, ntpsp, nppv, nmb, nzero, nrc, novl;
     int batch[SEARCH_MAX_CAND];
     int tpsp[SEARCH_MAX_CAND][2];   /* (TP, SP) */
-    int ppv[4 * SEARCH_MAX_CAND][2]; /* (PP, layers per chunk or 0) */
+    int ppv[SEARCH_MAX_PPV][3];  /* (PP, layers per chunk or 0, split) */
     int mb[SEARCH_MAX_MB], zero[4], rc[3], ovl[8];
     long long total;            /* product of the list lengths */
 } search_space_t;

@@ -19,7 +19,7 @@ struct gpt_saved {
     float *losses;
     void *emb;                   /* embedding output (N, C) when the chunk embeds */
     uint8_t *emb_mask;           /* its dropout's kept mask, this rank's rows (Nl, C) */
-    layer_saved_t *ls;           /* [layers_per_chunk]; under recomputation the first recompute_layers
+    layer_saved_t *ls;           /* [the chunk's layers]; under recomputation the first recompute_layers
                                     hold only their output (the next layer's input) until the backward */
     void *xf, *logits;           /* head: final LayerNorm output (Nl, C), logits (N, Vl): this TP rank's
                                     columns of every token's */
@@ -42,7 +42,7 @@ static void strip_layer(gpt_t *m, layer_saved_t *s)
 
 static int layer_fwd(gpt_t *m, gpt_saved_t *sv, int l, layer_saved_t *s, void *out)
 {
-    s->layer = (sv->chunk * m->pp + m->stage) * m->layers_per_chunk + l; /* as gpt_params.c lays them out */
+    s->layer = gpt_layer_index(m, sv->chunk, l);
     s->sample0 = sv->sample0;
     return gpt_layer_fwd(m, sv->chunk, l, s, out);
 }
@@ -50,9 +50,9 @@ static int layer_fwd(gpt_t *m, gpt_saved_t *sv, int l, layer_saved_t *s, void *o
 /* Layer l closes its checkpoint group: under uniform recomputation in
  * groups of N (Megatron-LM's --recompute-num-layers) the group's last
  * layer, or the chunk's; else every layer. */
-static int group_end(const gpt_t *m, int l)
+static int group_end(const gpt_t *m, int c, int l)
 {
-    return (l + 1) % m->recompute_group == 0 || l == m->layers_per_chunk - 1;
+    return (l + 1) % m->recompute_group == 0 || l == gpt_chunk_layers(m, c) - 1;
 }
 
 /* The chunk's layers from x; the last layer's output into out. Under
@@ -66,7 +66,9 @@ static int group_end(const gpt_t *m, int l)
  * (the next layer's norm is done). */
 static int layers_fwd(gpt_t *m, gpt_saved_t *sv, const void *x, void *out)
 {
-    int L = m->layers_per_chunk;
+    int L = gpt_chunk_layers(m, sv->chunk);
+    if (L == 0) /* the embedding or the loss alone (model/split.h): the input goes on as it is */
+        return out ? gpt_copy_act(m, out, x, (long)m->Nl * m->C) : 0;
     for (int l = 0; l < L; l++) {
         layer_saved_t *s = &sv->ls[l];
         norm_dst_t next;
@@ -85,7 +87,7 @@ static int layers_fwd(gpt_t *m, gpt_saved_t *sv, const void *x, void *out)
         s->fuse_next = NULL;
         if (l < m->recompute_layers)
             strip_layer(m, s);
-        if (l > 0 && l - 1 < m->recompute_layers && !group_end(m, l - 1)) { /* read by layer l: rebuilt later */
+        if (l > 0 && l - 1 < m->recompute_layers && !group_end(m, sv->chunk, l - 1)) { /* read by layer l: rebuilt later */
             layer_saved_t *p = &sv->ls[l - 1];
             if (p->x3_owned)
                 drop(m, p->x3);
@@ -123,6 +125,14 @@ static int group_rerun(gpt_t *m, gpt_saved_t *sv, int last, void **kept, int *ke
 static const void *chunk_input(gpt_t *m, gpt_saved_t *sv)
 {
     return sv->emb ? A(m, sv->emb, gpt_row0_local(m) * m->C) : sv->x_in;
+}
+
+/* The head's input: the chunk's last layer's output, or the chunk's own
+ * input when it holds no layer. */
+static const void *last_output(gpt_t *m, gpt_saved_t *sv)
+{
+    int L = gpt_chunk_layers(m, sv->chunk);
+    return L ? sv->ls[L - 1].x3 : chunk_input(m, sv);
 }
 
 /* The output layer's weight: the word embedding, or its own when untied. */
@@ -197,7 +207,7 @@ int gpt_chunk_fwd(gpt_t *m, int chunk, int mb, const void *x_in, void *x_out, co
                   const int *targets, float *losses, gpt_saved_t **saved)
 {
     gpt_saved_t *sv = calloc(1, sizeof *sv);
-    if (!sv || !(sv->ls = calloc((size_t)m->layers_per_chunk, sizeof *sv->ls))) {
+    if (!sv || !(sv->ls = calloc((size_t)gpt_chunk_layers(m, chunk) + 1, sizeof *sv->ls))) {
         free(sv);
         fprintf(stderr, "%s:%d: out of host memory\n", __FILE__, __LINE__);
         return -1;
@@ -221,7 +231,7 @@ int gpt_chunk_fwd(gpt_t *m, int chunk, int mb, const void *x_in, void *x_out, co
     }
     RT_TRY(layers_fwd(m, sv, chunk_input(m, sv), x_out));
     if (gpt_has_head(m, chunk))
-        RT_TRY(head_fwd(m, sv, sv->ls[m->layers_per_chunk - 1].x3));
+        RT_TRY(head_fwd(m, sv, last_output(m, sv)));
     return 0;
 }
 
@@ -232,7 +242,7 @@ int gpt_chunk_fwd(gpt_t *m, int chunk, int mb, const void *x_in, void *x_out, co
 static int head_bwd(gpt_t *m, gpt_saved_t *sv, void *dres, float dloss)
 {
     int N = m->N, Nl = m->Nl, C = m->C, Vl = m->Vl;
-    const void *x = sv->ls[m->layers_per_chunk - 1].x3, *in;
+    const void *x = last_output(m, sv), *in;
     void *full, *dx, *dxf;
     RT_TRY(OP->xent_bwd(RT, sv->logits, sv->logits, sv->lse, sv->targets, m->v0, dloss, N, Vl));
     RT_TRY(alloc_act(m, &dx, (long)N * C));
@@ -272,14 +282,14 @@ static int embedding_bwd(gpt_t *m, gpt_saved_t *sv, void *dres)
 
 int gpt_chunk_bwd(gpt_t *m, gpt_saved_t *sv, void *dres, float dloss)
 {
-    int head = gpt_has_head(m, sv->chunk), L = m->layers_per_chunk;
+    int head = gpt_has_head(m, sv->chunk), L = gpt_chunk_layers(m, sv->chunk);
     if (head) /* reads the last layer's output, which every method keeps */
         RT_TRY(head_bwd(m, sv, dres, dloss));
     for (int l = L - 1; l >= 0; l--) {
         layer_saved_t *s = &sv->ls[l];
         void *out = NULL;
         int owned = 0;
-        if (l < m->recompute_layers && group_end(m, l)) /* the kept output's readers are done */
+        if (l < m->recompute_layers && group_end(m, sv->chunk, l)) /* the kept output's readers are done */
             RT_TRY(group_rerun(m, sv, l, &out, &owned));
         RT_TRY(gpt_layer_bwd(m, sv->chunk, l, s, dres));
         gpt_layer_free(m, s); /* a rerun layer's output too: the layer after it is done */

@@ -86,7 +86,8 @@ typedef struct {
     rt_t *rt;
     comm_t *comm;
     int t, tp_i, stage, pp, vpp, dp, dp_i;
-    int layers_per_chunk;
+    int *chunk_layer0;       /* [vpp + 1]: chunk c holds layers chunk_layer0[c] .. chunk_layer0[c + 1] - 1 of
+                                this rank's layer_tensor rows (model/split.h: an uneven split varies them) */
     int B, T, C, F, Ft, V, NH, nh, G, g, HS, qkvn;
     int Vl, v0;              /* this TP rank's rows of the vocabulary: [v0, v0 + Vl) of V */
     int Fw;                  /* FC1 output width per TP rank: Ft, or 2 Ft with SwiGLU ([gate | up]) */
@@ -95,7 +96,7 @@ typedef struct {
     int attn;                /* attn_t: flash, flash1 or unfused */
     int fused, sp, overlap, parallel, recompute;
     int recompute_layers;    /* with recompute: the chunk's first layers rerun in the backward (uniform: all
-                                of them; block: the first N, each its own checkpoint) */
+                                of them, INT_MAX; block: the first N, each its own checkpoint) */
     int recompute_group;     /* layers per checkpoint: uniform's N (--recompute-num-layers), whose group keeps
                                 only its input and reruns whole in the backward; 1 otherwise */
     int recompute_core;      /* selective recomputation with unfused attention: the (B, nh, T, T)
@@ -113,7 +114,7 @@ typedef struct {
 
     gpt_tensor_t *tensors;
     int ntensors;
-    int *layer_tensor;       /* [chunk][layer][T_PER_LAYER] -> tensor index, -1 absent */
+    int *layer_tensor;       /* [layer of this rank][T_PER_LAYER] -> tensor index, -1 absent */
     int t_wte, t_wpe, t_lnf_w, t_lnf_b, t_wout; /* -1 where absent (t_wout: untied output layer) */
     gpt_piece_t *pieces;     /* DP pieces; the embedding piece last when separate */
     int npieces, cap_pieces, emb_piece; /* emb_piece: index, or -1 */
@@ -136,6 +137,14 @@ void gpt_init_values(const gpt_t *m, unsigned long long seed, float *host);
 /* First and last virtual stage of the model (embedding, loss). */
 int gpt_has_embedding(const gpt_t *m, int chunk);
 int gpt_has_head(const gpt_t *m, int chunk);
+
+/* Transformer layers of model chunk `chunk` on this rank, and the model-
+ * order index of its layer l (what numbers its dropout masks and names). */
+static inline int gpt_chunk_layers(const gpt_t *m, int chunk)
+{
+    return m->chunk_layer0[chunk + 1] - m->chunk_layer0[chunk];
+}
+int gpt_layer_index(const gpt_t *m, int chunk, int l);
 
 /* Forward of model chunk `chunk` on micro-batch mb of this DP rank (its
  * samples' places in the global batch number the dropout masks). x_in (Nl, C) is the

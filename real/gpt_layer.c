@@ -36,7 +36,7 @@ static int cols_in(gpt_t *m, void *dst, int ld, int col, const void *src, int ro
     return OP->copy2d(RT, A(m, dst, col), ld * ab, src, width * ab, width * ab, rows, STREAM_COMPUTE);
 }
 
-static int gpt_copy_act(gpt_t *m, void *dst, const void *src, long elems)
+int gpt_copy_act(gpt_t *m, void *dst, const void *src, long elems)
 {
     size_t b = (size_t)elems * RT->act_bytes;
     return OP->copy2d(RT, dst, b, src, b, b, 1, STREAM_COMPUTE);

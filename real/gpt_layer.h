@@ -53,7 +53,7 @@ static inline void drop(gpt_t *m, void *p) { OP->free(RT, p); }
 /* Tensor k of layer l of model chunk c. */
 static inline int P(const gpt_t *m, int chunk, int l, int k)
 {
-    return m->layer_tensor[((long)chunk * m->layers_per_chunk + l) * T_PER_LAYER + k];
+    return m->layer_tensor[((long)m->chunk_layer0[chunk] + l) * T_PER_LAYER + k];
 }
 
 /* One layer's forward of model chunk c, layer l (within the chunk), from
@@ -84,5 +84,7 @@ int gpt_hidden_drop(gpt_t *m, long long sample0, int layer, int kind, long rows,
                     uint8_t **mask, const kern_dropout **dp);
 float gpt_hidden_scale(const gpt_t *m);
 long gpt_row0_local(const gpt_t *m);
+/* dst = src, elems act elements, on the compute stream. */
+int gpt_copy_act(gpt_t *m, void *dst, const void *src, long elems);
 
 #endif

@@ -3,8 +3,10 @@
  * the DP pieces, and the seed's initial values. */
 #include "real/gpt.h"
 
+#include "model/split.h"
 #include "model/workload.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -91,7 +93,7 @@ static void proj_cols(const gpt_t *m, gpt_tensor_t *t, int with_fc2)
 static int layer(layout_t *L, int chunk, int l, int gl)
 {
     gpt_t *m = L->m;
-    int *idx = m->layer_tensor + ((long)chunk * m->layers_per_chunk + l) * T_PER_LAYER;
+    int *idx = m->layer_tensor + ((long)m->chunk_layer0[chunk] + l) * T_PER_LAYER;
     int base = 16 + gl * 16, par = m->parallel, C = m->C;
     int Fg = m->swiglu ? 2 * m->F : m->F; /* FC1's whole output */
     int NQKV = (m->NH + 2 * m->G) * m->HS + (par ? Fg : 0);
@@ -174,6 +176,7 @@ static int vocab_table(layout_t *L, const char *name, int id)
 
 int gpt_has_embedding(const gpt_t *m, int chunk) { return m->stage == 0 && chunk == 0; }
 int gpt_has_head(const gpt_t *m, int chunk) { return m->stage == m->pp - 1 && chunk == m->vpp - 1; }
+int gpt_layer_index(const gpt_t *m, int chunk, int l) { return split_layer_offset(m->job, m->stage, chunk) + l; }
 
 static int layout(gpt_t *m)
 {
@@ -183,11 +186,12 @@ static int layout(gpt_t *m)
     int separate = m->tied && m->pp > 1 && (m->stage == 0 || m->stage == m->pp - 1);
     int k = m->vpp > 1 ? 1 : workload_dp_pieces(m->job, workload_stage_params_local(m->job, 0));
     m->t_wte = m->t_wpe = m->t_lnf_w = m->t_lnf_b = m->t_wout = -1;
-    m->layer_tensor = malloc(sizeof(int) * (size_t)m->vpp * m->layers_per_chunk * T_PER_LAYER);
+    int nl = m->chunk_layer0[m->vpp]; /* this rank's layers */
+    m->layer_tensor = malloc(sizeof(int) * (size_t)(nl ? nl : 1) * T_PER_LAYER);
     m->chunk_piece0 = malloc(sizeof(int) * (size_t)(m->vpp + 1));
     if (!m->layer_tensor || !m->chunk_piece0)
         return -1;
-    for (long i = 0; i < (long)m->vpp * m->layers_per_chunk * T_PER_LAYER; i++)
+    for (long i = 0; i < (long)nl * T_PER_LAYER; i++)
         m->layer_tensor[i] = -1;
     for (int c = 0; c < m->vpp; c++) {
         long start = m->nparams = round_up(m->nparams, ALIGN_ELEMS);
@@ -202,8 +206,8 @@ static int layout(gpt_t *m)
                 return -1;
             m->t_wpe = m->ntensors - 1;
         }
-        for (int l = 0; l < m->layers_per_chunk; l++)
-            if (layer(&L, c, l, (c * m->pp + m->stage) * m->layers_per_chunk + l))
+        for (int l = 0; l < gpt_chunk_layers(m, c); l++)
+            if (layer(&L, c, l, gpt_layer_index(m, c, l)))
                 return -1;
         if (gpt_has_head(m, c)) {
             if (!vec(&L, "lnf_w", 2, m->C, 1, m->sp))
@@ -283,7 +287,13 @@ int gpt_init(gpt_t *m, const job_t *j, rt_t *rt, comm_t *comm, char *err, int er
     m->job = j, m->rt = rt, m->comm = comm;
     m->t = j->tp, m->tp_i = comm->tp_i, m->stage = comm->stage, m->pp = j->pp, m->vpp = j->vpp;
     m->dp = j->dp, m->dp_i = comm->dp_i;
-    m->layers_per_chunk = j->num_layers / (j->pp * j->vpp);
+    if (!(m->chunk_layer0 = malloc(sizeof(int) * (size_t)(m->vpp + 1)))) {
+        snprintf(err, errlen, "out of host memory laying out the model");
+        return -1;
+    }
+    m->chunk_layer0[0] = 0;
+    for (int c = 0; c < m->vpp; c++)
+        m->chunk_layer0[c + 1] = m->chunk_layer0[c] + split_chunk_layers(j, m->stage, c);
     m->B = j->micro_batch_size, m->T = j->seq_length, m->C = j->hidden_size;
     m->F = j->ffn_hidden_size, m->Ft = m->F / m->t, m->V = j->padded_vocab_size;
     m->Vl = m->V / m->t, m->v0 = m->tp_i * m->Vl; /* the job checks V % TP == 0 */
@@ -298,7 +308,7 @@ int gpt_init(gpt_t *m, const job_t *j, rt_t *rt, comm_t *comm, char *err, int er
     m->recompute = j->recompute == RECOMPUTE_FULL;
     m->recompute_layers = !m->recompute ? 0
                           : j->recompute_method == RECOMPUTE_BLOCK ? j->recompute_num_layers
-                                                                   : m->layers_per_chunk;
+                                                                   : INT_MAX;
     m->recompute_group = m->recompute && j->recompute_method == RECOMPUTE_UNIFORM ? j->recompute_num_layers : 1;
     m->recompute_core = j->recompute == RECOMPUTE_SELECTIVE && !attn_is_flash(j->attention);
     m->bias = !j->disable_bias_linear, m->tied = !j->untie_embeddings, m->rms = j->normalization == NORM_RMSNORM;
@@ -325,7 +335,7 @@ void gpt_free(gpt_t *m)
         m->rt->op->free(m->rt, m->params);
         m->rt->op->free(m->rt, m->grads);
     }
-    free(m->tensors), free(m->layer_tensor), free(m->pieces), free(m->chunk_piece0);
+    free(m->tensors), free(m->layer_tensor), free(m->pieces), free(m->chunk_piece0), free(m->chunk_layer0);
     memset(m, 0, sizeof *m);
 }
 

@@ -14,7 +14,9 @@ expected, what it got and where the expected value comes from.
                holds, in its one 8-rank run)
                (which each switch must change); fused element-wise kernels
                (dropout-add-norm) against the unfused ones; DP in several
-               buckets (--ddp-bucket-size), overlapped, ZeRO-2 and all-reduce
+               buckets (--ddp-bucket-size), overlapped, ZeRO-2 and all-reduce;
+               uneven pipeline stages (1 + 3 layers; the embedding and the
+               loss counted as layers, chunks with no layer)
   recompute    block recomputation keeps the losses (with dropout too: the
                rerun forward draws the same masks) and lands its peak memory
                between no and full recomputation's; uniform recomputation in
@@ -182,9 +184,19 @@ def equivalence():
     expect_losses("untied output layer, 4 ranks (TP 2 x PP 2, no SP)", ref, got)
     # Switches that change no maths, only the order of the work: each 8-rank
     # run against the single rank without it.
+    # Uneven pipeline stages (model/split.h) change which rank holds which
+    # layer, not the maths: 1 layer on the first stage and 3 on the last
+    # (with GPipe: one launch for both), and Llama 3's split, the embedding
+    # and the loss counted as a layer each (6 slots, 3 chunks of 1 per stage:
+    # the first stage's first chunk and the last stage's last hold no layer).
     for switch, name in ((["--attention", "flash"], "flash attention (online softmax) against unfused"),
-                         (["--pipeline-schedule", "gpipe", "--num-layers-per-virtual-pipeline-stage", "0"],
-                          "GPipe schedule (all forwards, then all backwards)")):
+                         (["--pipeline-schedule", "gpipe", "--num-layers-per-virtual-pipeline-stage", "0",
+                           "--decoder-first-pipeline-num-layers", "1"],
+                          "GPipe schedule (all forwards, then all backwards), uneven stages of 1 and 3 layers"),
+                         (["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
+                          + sum(OVERLAPS, []),
+                          "embedding and loss counted as layers, 3 chunks per stage, 2 of them no layer, "
+                          "every overlap")):
         got, _ = run(8, PLAN8 + switch)
         expect_losses(f"{name}, 8 ranks", refs[()], got, "single rank, unfused attention, 1F1B")
     for block in ([], ["--parallel-block"]):  # fusing must not change the maths

@@ -54,23 +54,30 @@ static int space_from(const char *args, search_space_t *s, double limit_gib, int
 /* Hand count for SMALL (heads 8, layers 4, 8 GPUs, batch 16):
  *   (TP, SP): TP in {1,2,4,8} (divisors of 8 up to 8), SP only when TP > 1:
  *             1 + 2 + 2 + 2 = 7
- *   (PP, v):  PP 1 (v 1), PP 2 (2 layers a stage: v 1 or 2), PP 4 (v 1): 4
- *   total = 7 x 4 x 8 micro-batches x 4 ZeRO x 3 recompute = 2688
- *   gpus:  TP x PP must divide 8: (8,2), (4,4), (8,4) fail, each with SP
- *          on/off, PP 2 with 2 chunk choices: (2x2 + 2 + 2) = 8 (TP,SP,PP,v)
- *          x 8 mb x 12 = 768
+ *   (PP, v, split): even: PP 1 (v 1), PP 2 (2 layers a stage: v 1 or 2),
+ *             PP 4 (v 1): 4; the embedding and the loss counted as layers
+ *             (6 slots, PP > 1): PP 2 (3 a stage: v 1 or 3), PP 3 (2: v 1
+ *             or 2), PP 6 (v 1): 5; 9 in all
+ *   total = 7 x 9 x 8 micro-batches x 4 ZeRO x 3 recompute = 6048
+ *   gpus:  TP x PP must divide 8. Even: (8,2), (4,4), (8,4) fail, each with
+ *          SP on/off, PP 2 with 2 chunk choices: (2x2 + 2 + 2) = 8; counted:
+ *          PP 3 and 6 with every (TP, SP), 3 x 7 = 21, and TP 8 x PP 2
+ *          (v 1, 3) x SP on/off, 4: 25. (8 + 25) x 8 mb x 12 = 3168
  *   batch: mb x DP must divide 16. DP 8: mb 1,2 pass; DP 4: 1,2,4; DP 2 or
  *          1: 1,2,4,8. Failing mb x weight ((SP, v) variants):
  *          PP1: TP1 DP8 6x1 + TP2 DP4 5x2 + TP4 DP2 4x2 + TP8 DP1 4x2 = 32
  *          PP2: TP1 DP4 5x2 + TP2 DP2 4x4 + TP4 DP1 4x4            = 42
  *          PP4: TP1 DP2 4x1 + TP2 DP1 4x2                          = 12
- *          86 x 12 = 1032
- *   interleave (PP 2, v 2): micro-batches 16 / (mb DP) must be even:
- *          TP1 DP4 mb 4 (m = 1) x1 SP + TP2 DP2 mb 8 (m = 1) x2 SP = 3;
- *          x 12 = 36
+ *          counted PP2 (v 1, 3): the even PP2's again                = 42
+ *          128 x 12 = 1536
+ *   interleave (PP 2 with v 2, or counted v 3): micro-batches 16 / (mb DP)
+ *          must be even: TP1 DP4 mb 4 (m = 1) x1 SP + TP2 DP2 mb 8 (m = 1)
+ *          x2 SP = 3 each; 6 x 12 = 72
  *   zero3_pp: the rest with PP > 1 and ZeRO 3, x 3 recompute:
- *          PP2 v1: 3 + 8 + 8, PP2 v2: 2 + 6 + 8, PP4: 4 + 8 = 47; x 3 = 141
- *   ok: 2688 - 768 - 1032 - 36 - 141 = 711 (the model is tiny: all fit) */
+ *          PP2 v1: 3 + 8 + 8, PP2 v2: 2 + 6 + 8, PP4: 4 + 8 = 47; counted
+ *          PP2 v1 19 and v3 16: 82; x 3 = 246
+ *   ok: 6048 - 3168 - 1536 - 72 - 246 = 1026 (the model is tiny: all fit;
+ *       the counted split's chunks of no layer are priced, not refused) */
 static int test_count(void)
 {
     static search_space_t s;
@@ -83,12 +90,12 @@ static int test_count(void)
         n[search_eval(&s, i, &r, &job, NULL)]++;
     }
     const char *src = "hand count, comment above test_count";
-    check_rel("plans in the space", 2688, (double)s.total, 0, src);
-    check_rel("rejected: TP x PP does not divide 8 GPUs", 768, (double)n[SEARCH_REJ_GPUS], 0, src);
-    check_rel("rejected: batch 16 not divisible by mb x DP", 1032, (double)n[SEARCH_REJ_BATCH], 0, src);
-    check_rel("rejected: interleaved, micro-batches odd", 36, (double)n[SEARCH_REJ_INTERLEAVE], 0, src);
-    check_rel("rejected: ZeRO-3 with PP > 1", 141, (double)n[SEARCH_REJ_ZERO3_PP], 0, src);
-    check_rel("valid and fit", 711, (double)n[SEARCH_OK], 0, src);
+    check_rel("plans in the space", 6048, (double)s.total, 0, src);
+    check_rel("rejected: TP x PP does not divide 8 GPUs", 3168, (double)n[SEARCH_REJ_GPUS], 0, src);
+    check_rel("rejected: batch 16 not divisible by mb x DP", 1536, (double)n[SEARCH_REJ_BATCH], 0, src);
+    check_rel("rejected: interleaved, micro-batches odd", 72, (double)n[SEARCH_REJ_INTERLEAVE], 0, src);
+    check_rel("rejected: ZeRO-3 with PP > 1", 246, (double)n[SEARCH_REJ_ZERO3_PP], 0, src);
+    check_rel("valid and fit", 1026, (double)n[SEARCH_OK], 0, src);
     check_rel("rejected otherwise (TP split, other rules, memory)", 0,
               (double)(n[SEARCH_REJ_TP] + n[SEARCH_REJ_OTHER] + n[SEARCH_REJ_MEMORY]), 0, src);
     /* With the overlap switches free, each valid plan above comes in
@@ -109,8 +116,8 @@ static int test_count(void)
         search_row_t r;
         ok += search_eval(&free_s, i, &r, &job, NULL) == SEARCH_OK;
     }
-    check_rel("overlaps free: plans in the space", 2688.0 * 8, (double)free_s.total, 0, "2688 x 8 switch combinations");
-    check_rel("overlaps free: valid plans", (double)expect, (double)ok, 0, "sum over the 711 of 2^(switches that apply)");
+    check_rel("overlaps free: plans in the space", 6048.0 * 8, (double)free_s.total, 0, "6048 x 8 switch combinations");
+    check_rel("overlaps free: valid plans", (double)expect, (double)ok, 0, "sum over the 1026 of 2^(switches that apply)");
     return check_done("search_enumerate_count");
 }
 
