@@ -146,7 +146,8 @@ def equivalence():
     for extra, name in (([], "standard block"), (["--parallel-block"], "parallel block")):
         ref, _ = run(1, extra)
         refs[tuple(extra)] = ref
-        cases = [[]] + OVERLAPS + [sum(OVERLAPS, [])] if not extra else [[], sum(OVERLAPS, [])]
+        # (the standard block with every overlap runs below, on Llama 3's uneven split)
+        cases = [[]] + OVERLAPS if not extra else [[], sum(OVERLAPS, [])]
         for ov in cases:
             got, _ = run(8, PLAN8 + extra + ov)
             expect_losses(f"{name}, 8 ranks {' '.join(ov) or 'no overlap'}", ref, got)
