@@ -19,9 +19,15 @@ double op_flops(const op_t *op)
     return 0;
 }
 
+/* The tensor-core peak a GEMM runs against. */
+static double gemm_peak_flops(const hw_t *hw, const job_t *job, int fp8)
+{
+    return (fp8 ? hw->gpu.peak_fp8_tflops : job->bf16 ? hw->gpu.peak_bf16_tflops : hw->gpu.peak_tf32_tflops) * 1e12;
+}
+
 double cost_peak_flops(const hw_t *hw, const job_t *job)
 {
-    return (job->bf16 ? hw->gpu.peak_bf16_tflops : hw->gpu.peak_tf32_tflops) * 1e12;
+    return gemm_peak_flops(hw, job, job->mfu_peak == MFU_PEAK_FP8);
 }
 
 /* Useful fraction of the work when tiles of tm x tn cover the (m x n)
@@ -50,12 +56,17 @@ double cost_gemm_wave_eff(int tm, int tn, int s, double m, double n, double batc
 
 double cost_gemm_s(const hw_t *hw, const job_t *job, double m, double n, double k, double batch)
 {
+    return cost_gemm_prec_s(hw, job, m, n, k, batch, 0);
+}
+
+double cost_gemm_prec_s(const hw_t *hw, const job_t *job, double m, double n, double k, double batch, int fp8)
+{
     const hw_gpu_t *g = &hw->gpu;
     double flops = 2 * m * n * k * batch;
     double we = cost_gemm_wave_eff(g->gemm_tile_m, g->gemm_tile_n, g->sm_count, m, n, batch);
     double eff = fmin(1, curve_eval(&g->gemm_eff, flops) * hw->cluster.compute_scale);
-    double t_math = flops / (cost_peak_flops(hw, job) * eff * we);
-    double bytes = batch * (m * k + k * n + m * n) * job_weight_bytes(job);
+    double t_math = flops / (gemm_peak_flops(hw, job, fp8) * eff * we);
+    double bytes = batch * ((m * k + k * n) * (fp8 ? 1 : job_weight_bytes(job)) + m * n * job_weight_bytes(job));
     double t_mem = bytes / (g->hbm_gbps * 1e9 * curve_eval(&g->mem_eff, bytes));
     return fmax(t_math, t_mem) + g->kernel_gap_us * US;
 }
@@ -310,7 +321,13 @@ double cost_optimizer_s(const hw_t *hw, const job_t *job, double params)
      * (2), gradient-norm pass reading the gradient (4). LAMB adds the
      * per-layer norms of weight and update (8). */
     double per = 34 + (job->optimizer == OPTIM_LAMB ? 8 : 0);
-    return cost_elem_math_s(hw, params * per, params, hw->gpu.optim_gparams);
+    double t = cost_elem_math_s(hw, params * per, params, hw->gpu.optim_gparams);
+    /* FP8: the new bf16 weights cast once per iteration (Transformer
+     * Engine's first-micro-batch cache), bf16 read, fp8 and its transpose
+     * written: every local weight, the shard's DP share gathered first. */
+    if (job->fp8_format)
+        t += cost_elem_s(hw, params * (job->zero_stage >= 1 ? job->dp : 1) * (job_weight_bytes(job) + 2));
+    return t;
 }
 
 double cost_gemm_acc_s(const hw_t *hw, double m, double n, double batch)
@@ -331,8 +348,9 @@ double cost_op_s(const hw_t *hw, const job_t *job, const op_t *op)
 {
     switch (op->kind) {
     case OP_GEMM:
-        return cost_gemm_s(hw, job, op->m, op->n, op->k, op->batch) +
-               (op->acc_fp32 ? cost_gemm_acc_s(hw, op->m, op->n, op->batch) : 0);
+        return cost_gemm_prec_s(hw, job, op->m, op->n, op->k, op->batch, op->fp8) +
+               (op->acc_fp32 ? cost_gemm_acc_s(hw, op->m, op->n, op->batch) : 0) +
+               (op->cast_elems > 0 ? cost_elem_s(hw, op->cast_elems * (job_weight_bytes(job) + 1)) : 0);
     case OP_ATTN:
         return cost_attn_s(hw, op);
     case OP_ELEM: { /* the draws add to the kernel's time */

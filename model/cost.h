@@ -25,6 +25,10 @@ typedef struct {
 group_layout_t cost_group_layout(const job_t *job, const hw_t *hw, group_t g);
 
 double cost_gemm_s(const hw_t *hw, const job_t *job, double m, double n, double k, double batch);
+/* The same with FP8 inputs (fp8 1: the FP8 peak, one byte per input
+ * element) or not (0: cost_gemm_s). The FP8 peak's efficiency is the gemm
+ * curve's fraction (hw_builtin.c says why). */
+double cost_gemm_prec_s(const hw_t *hw, const job_t *job, double m, double n, double k, double batch, int fp8);
 /* What a GEMM that accumulates into an fp32 output (C += A B: a weight
  * gradient into its fp32 main gradient, as Megatron-LM's gradient
  * accumulation fusion and `run` do) adds to cost_gemm_s: its epilogue reads
@@ -89,7 +93,9 @@ double cost_elem_s(const hw_t *hw, double bytes);
 double cost_elem_math_s(const hw_t *hw, double bytes, double elems, double gelems_per_s);
 double cost_coll_s(const hw_t *hw, coll_t c, double bytes, const group_layout_t *g);
 double cost_p2p_s(const hw_t *hw, double bytes, const group_layout_t *g);
-/* Optimizer step over `params` local parameters (memory bound). */
+/* Optimizer step over `params` local parameters (memory bound; the ZeRO
+ * shard when sharded), with FP8 the cast of every local weight (the
+ * shard's DP share). */
 double cost_optimizer_s(const hw_t *hw, const job_t *job, double params);
 /* Gradient clipping's sum of squares over every rank before the optimizer
  * (Megatron-LM's clip_grad_norm all-reduce; megasim run's world sum): one
@@ -99,7 +105,8 @@ double cost_grad_norm_sync_s(const hw_t *hw, const job_t *job);
 /* Any op; collectives and transfers use the job's layout of their group. */
 double cost_op_s(const hw_t *hw, const job_t *job, const op_t *op);
 
-/* Peak FLOP/s for the job's precision. */
+/* Peak FLOP/s MFU counts against: the job's precision (bf16 or tf32), or
+ * FP8's under --mfu-peak fp8. */
 double cost_peak_flops(const hw_t *hw, const job_t *job);
 
 /* ---- chunk-steps (model/cost_chunk.c) --------------------------------- */

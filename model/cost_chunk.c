@@ -31,9 +31,9 @@ static void chunked_pair(const hw_t *hw, const job_t *j, const op_t *coll, const
     group_layout_t lay = cost_group_layout(j, hw, coll->group);
     int t = j->tp;
     double comm_c = cost_p2p_s(hw, coll->bytes / t, &lay);
-    double gemm_c = cost_gemm_s(hw, j, g->m, g->n, g->k, g->batch) / t;
+    double gemm_c = cost_gemm_prec_s(hw, j, g->m, g->n, g->k, g->batch, g->fp8) / t;
     if (comm_c > gemm_c * (1 + hw->gpu.comm_slowdown))
-        gemm_c = cost_gemm_s(hw, j, g->m / t, g->n, g->k, g->batch);
+        gemm_c = cost_gemm_prec_s(hw, j, g->m / t, g->n, g->k, g->batch, g->fp8);
     double slow = gemm_c * (1 + hw->gpu.comm_slowdown);
     *compute_s = (t - 1) * slow + gemm_c;
     *exposed_s = (t - 1) * fmax(0, comm_c - slow);

@@ -17,6 +17,7 @@ typedef struct {
     char name[40];
     double peak_bf16_tflops;  /* dense tensor-core peak, bf16/fp16 */
     double peak_tf32_tflops;  /* dense tensor-core peak, tf32 (fp32 storage) */
+    double peak_fp8_tflops;   /* dense tensor-core peak, fp8 (E4M3/E5M2); 0: no FP8 tensor cores */
     double hbm_gib;           /* memory capacity */
     double hbm_gbps;          /* memory bandwidth, GB/s (1e9 B/s) */
     double nvlink_gbps;       /* NVLink bandwidth per GPU per direction, GB/s */

@@ -95,7 +95,7 @@ static void ampere(hw_gpu_t *g, const char *name, double nvlink_gbps)
 }
 
 /* Hopper SXM5 80GB: NVIDIA H100 datasheet: 989 TFLOP/s dense BF16 (1,979
- * with sparsity), 495 TF32, 3.35 TB/s HBM3, NVLink 900 GB/s (450 each way),
+ * with sparsity), 1,979 dense FP8 (3,958 with sparsity), 495 TF32, 3.35 TB/s HBM3, NVLink 900 GB/s (450 each way),
  * 132 SMs. H800: NVLink 400 GB/s (NVIDIA H800 datasheet). H200 SXM: the
  * same GH100 with 141 GB of HBM3e at 4.8 TB/s (NVIDIA H200 datasheet:
  * 1,979 TFLOP/s BF16 and 989 TF32 with sparsity, 67 FP32, NVLink 900 GB/s,
@@ -108,6 +108,11 @@ static void hopper(hw_gpu_t *g, const char *name, double nvlink_gbps, double hbm
     strcpy(g->name, name);
     g->peak_bf16_tflops = 989.4;
     g->peak_tf32_tflops = 494.7;
+    /* FP8 GEMMs are taken at the bf16 curve's fraction of their own peak
+     * (an assumption until a GPU calibrates FP8 GEMMs: public H100 sweeps
+     * put both near 70-80% of their peaks at large sizes). Ampere has no
+     * FP8 tensor cores (0). */
+    g->peak_fp8_tflops = 1978.9;
     g->hbm_gib = hbm_gib;
     g->hbm_gbps = hbm_gbps;
     g->nvlink_gbps = nvlink_gbps;

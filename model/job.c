@@ -92,6 +92,13 @@ static const opt_def defs[] = {
      "keep and reduce gradients in fp32 (4 bytes) rather than bf16"},
     {"bf16", OPT_BOOL, J(bf16), 0, 1, "true", 0, "parallel plan",
      "bf16 mixed precision (false: fp32 storage on TF32 tensor cores)"},
+    {"fp8-format", OPT_ENUM, J(fp8_format), 0, 0, "none", "none|e4m3|hybrid", "parallel plan",
+     "FP8 linear-layer GEMMs as Transformer Engine runs them (hybrid: E5M2 gradients), weights kept in bf16, "
+     "each GEMM input cast (and its amax taken) in a pass of its own; attention stays bf16"},
+    {"fp8-recipe", OPT_ENUM, J(fp8_recipe), 0, 0, "delayed", "delayed", "parallel plan",
+     "FP8 scaling recipe: delayed (scales from the amax history, Transformer Engine's default)"},
+    {"mfu-peak", OPT_ENUM, J(mfu_peak), 0, 0, "bf16", "bf16|fp8", "parallel plan",
+     "the peak MFU is counted against (with fp8 GEMMs the bf16 peak stays the default, as the FP8 papers report)"},
 
     {"preset", OPT_ENUM, J(preset), 0, 0, "megascale", "none|megatron-lm|megascale", "MegaScale techniques",
      "technique bundle applied before files and flags"},
@@ -599,6 +606,11 @@ int job_finalize(job_t *j, int gpus_per_node, char *err)
          j->padded_vocab_size, j->tp);
     if (split_finalize(j, err))
         return -1;
+    RULE(!j->fp8_format || j->bf16,
+         "--fp8-format %s needs --bf16 (Transformer Engine's FP8 GEMMs run inside bf16 mixed precision)",
+         j->fp8_format == FP8_E4M3 ? "e4m3" : "hybrid");
+    RULE(j->mfu_peak != MFU_PEAK_FP8 || j->fp8_format,
+         "--mfu-peak fp8 needs --fp8-format e4m3 or hybrid (no FP8 GEMM runs without it)");
     RULE(j->vpp == 1 || j->pipeline_schedule == PIPE_1F1B,
          "the interleaved schedule (chunks per stage > 1) needs pipeline-schedule 1f1b");
     long long mp = (long long)j->tp * j->pp;
@@ -653,6 +665,12 @@ int job_hardware(const job_t *job, hw_t *hw, char *err)
 
 int job_hw_overrides(const job_t *job, hw_t *hw, char *err)
 {
+    if (job->fp8_format && hw->gpu.peak_fp8_tflops <= 0) {
+        snprintf(err, OPT_ERR_LEN, "--fp8-format %s needs FP8 tensor cores; the %s profile has none "
+                 "(peak_fp8_tflops 0; allowed: a Hopper or later GPU, or a profile that gives peak_fp8_tflops)",
+                 job->fp8_format == FP8_E4M3 ? "e4m3" : "hybrid", hw->gpu.name);
+        return -1;
+    }
     if (job->nics_per_node)
         hw->cluster.nics_per_node = job->nics_per_node;
     if (job->nic_gbit > 0)

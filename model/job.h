@@ -30,6 +30,10 @@ typedef enum { PRESET_NONE, PRESET_MEGATRON, PRESET_MEGASCALE } preset_t;
 typedef enum { POS_LEARNED, POS_ROPE, POS_NONE } pos_emb_t;
 typedef enum { NORM_LAYERNORM, NORM_RMSNORM } norm_t;
 typedef enum { PIPE_1F1B, PIPE_GPIPE } pipe_sched_t;
+/* Transformer Engine's --fp8-format: none; E4M3 everywhere; hybrid (E4M3
+ * forward, E5M2 gradients). MFU against the bf16 peak unless --mfu-peak fp8. */
+typedef enum { FP8_NONE, FP8_E4M3, FP8_HYBRID } fp8_t;
+typedef enum { MFU_PEAK_BF16, MFU_PEAK_FP8 } mfu_peak_t;
 
 #define JOB_MAX_OPTS 64 /* options in job_opts, at most */
 
@@ -53,6 +57,7 @@ typedef struct {
     int overlap_grad_reduce, overlap_param_gather, tp_comm_overlap;
     double ddp_bucket_size;    /* parameters per DP bucket; 0 = Megatron-LM's max(4e7, 1e6 DP) */
     int grads_fp32, bf16, pipeline_schedule;
+    int fp8_format, fp8_recipe, mfu_peak; /* fp8_t; the recipe (delayed only); mfu_peak_t */
     /* MegaScale techniques */
     int parallel_block, sliding_window, optimizer, pp_comm_overlap;
     int attention, fused_elementwise, async_data_loader, preset;

@@ -21,17 +21,22 @@ static int push(builder_t *b, op_t op)
     return b->n++;
 }
 
+/* A linear layer's GEMM; under --fp8-format at the FP8 rate, its A input
+ * (the activation, or the output gradient) cast first. */
 static int gemm(builder_t *b, const char *name, double m, double n, double k)
 {
-    return push(b, (op_t){.kind = OP_GEMM, .name = name, .m = m, .n = n, .k = k, .batch = 1, .pair = -1});
+    int fp8 = b->j->fp8_format != FP8_NONE;
+    return push(b, (op_t){.kind = OP_GEMM, .name = name, .m = m, .n = n, .k = k, .batch = 1, .pair = -1,
+                          .fp8 = fp8, .cast_elems = fp8 ? m * k : 0});
 }
 
 /* A weight gradient (m, n) = (inputs, outputs) x tokens: accumulated into
- * its fp32 main gradient (op_t.acc_fp32). */
+ * its fp32 main gradient (op_t.acc_fp32); under FP8 from the casts the
+ * forward and the input gradient made. */
 static int wgrad(builder_t *b, const char *name, double m, double n, double k)
 {
     int i = gemm(b, name, m, n, k);
-    b->ops[i].acc_fp32 = 1;
+    b->ops[i].acc_fp32 = 1, b->ops[i].cast_elems = 0;
     return i;
 }
 

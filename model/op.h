@@ -41,6 +41,10 @@ typedef struct {
     int pair;             /* COLL: index of the GEMM it overlaps with, or -1 */
     int acc_fp32;         /* GEMM: C += A B into fp32 (a weight gradient into its fp32 main
                              gradient): cost_gemm_acc_s on top of the product */
+    int fp8;              /* GEMM: FP8 inputs at the FP8 peak (--fp8-format) */
+    double cast_elems;    /* GEMM: elements of its A input cast to FP8 first (bf16 read, fp8 written,
+                             amax taken), its own memory-bound pass; 0 for a weight gradient, whose
+                             inputs were cast for the forward and the input gradient */
 } op_t;
 
 /* FLOPs of a compute op (0 for memory-bound and communication ops). */

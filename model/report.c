@@ -26,6 +26,11 @@ static void line_b(FILE *f, const char *what, double b)
 {
     fprintf(f, "  %-28s %10.2f GB\n", what, b / GB);
 }
+const char *report_mfu_peak(const job_t *j)
+{
+    return j->mfu_peak == MFU_PEAK_FP8 ? "fp8" : j->bf16 ? "bf16" : "tf32";
+}
+
 
 void report_text(FILE *f, const job_t *j, const hw_t *hw, const estimate_t *e)
 {
@@ -59,8 +64,8 @@ void report_text(FILE *f, const job_t *j, const hw_t *hw, const estimate_t *e)
             hw->cluster.nics_per_node, hw->cluster.nic_gbit);
     fprintf(f, "iteration time %.3f s   tokens/s %.4g   days for 300B tokens %.1f\n",
             e->iteration_s, e->tokens_per_s, e->days_for_300b_tokens);
-    fprintf(f, "MFU %.1f%%  = model FLOPs %.4g / (%.3f s x %d GPUs x %.4g TFLOP/s)\n", 100 * e->mfu,
-            e->work.model_flops_per_iter, e->iteration_s, j->num_gpus, e->peak_flops / 1e12);
+    fprintf(f, "MFU %.1f%%  = model FLOPs %.4g / (%.3f s x %d GPUs x %.4g TFLOP/s, the %s peak)\n", 100 * e->mfu,
+            e->work.model_flops_per_iter, e->iteration_s, j->num_gpus, e->peak_flops / 1e12, report_mfu_peak(j));
     fprintf(f, "HFU %.1f%%  = hardware FLOPs %.4g (with recomputation) / same\n", 100 * e->hfu,
             e->work.hw_flops_per_iter);
     fprintf(f, "model FLOPs per token %.4g (Megatron: 72 l h^2 (1 + s/6h + V/12lh) / s per token, "
@@ -119,6 +124,7 @@ cJSON *report_json(const job_t *j, const hw_t *hw, const estimate_t *e)
     cJSON_AddNumberToObject(o, "tokens_per_s", e->tokens_per_s);
     cJSON_AddNumberToObject(o, "mfu", e->mfu);
     cJSON_AddNumberToObject(o, "hfu", e->hfu);
+    cJSON_AddStringToObject(o, "mfu_peak", report_mfu_peak(j));
     cJSON_AddNumberToObject(o, "model_flops_per_iteration", e->work.model_flops_per_iter);
     cJSON_AddNumberToObject(o, "hardware_flops_per_iteration", e->work.hw_flops_per_iter);
     cJSON_AddNumberToObject(o, "params_total", e->work.params_total);

@@ -11,6 +11,9 @@ struct cJSON;
 
 void report_text(FILE *f, const job_t *job, const hw_t *hw, const estimate_t *e);
 
+/* The peak MFU counts against: "bf16", "tf32" or "fp8" (--mfu-peak). */
+const char *report_mfu_peak(const job_t *job);
+
 /* {"iteration_time_s", ..., "breakdown": {...}, "memory": {...},
  *  "config": {"job": ..., "hardware": ..., "version": ...}} */
 /* One line per op of one layer (forward, backward, recomputation): kind,

@@ -1,10 +1,12 @@
 /* test_cost: op costs against hand-worked alpha-beta and roofline values
  * on the built-in profiles, and the group layouts of Megatron's rank order. */
 #include "model/cost.h"
+#include "model/estimate.h"
 #include "../check.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Every tile of every head scheduled (no even spread of the leading
  * heads), by a linear scan for the SM that frees first: the reference for
@@ -36,6 +38,55 @@ static void setup(job_t *j, hw_t *hw)
     job_default(j);
     job_hardware(j, hw, err);
     job_finalize(j, hw->cluster.gpus_per_node, err);
+}
+
+/* FP8 (--fp8-format): the linear layers' GEMMs at the FP8 peak with their
+ * A inputs cast first, the weight gradients from the casts already made,
+ * attention untouched; the weights cast once per iteration in the
+ * optimizer step; MFU against the bf16 peak unless --mfu-peak fp8. */
+static void fp8(void)
+{
+    job_t j, f;
+    hw_t hw;
+    char err[OPT_ERR_LEN];
+    job_default(&j);
+    snprintf(j.gpu, sizeof j.gpu, "h100-sxm-80gb");
+    CHECK(!job_hardware(&j, &hw, err) && !job_finalize(&j, 8, err), "%s", err);
+    f = j, f.fp8_format = FP8_HYBRID;
+    CHECK(!job_finalize(&f, 8, err), "%s", err);
+    /* 8192^3: math bound in both, the same curve, the same waves: the time
+     * past the launch gap halves with the peak (1,978.9 / 989.4). */
+    double gap = hw.gpu.kernel_gap_us * 1e-6, m = 8192;
+    double tb = cost_gemm_prec_s(&hw, &j, m, m, m, 1, 0) - gap, tf = cost_gemm_prec_s(&hw, &f, m, m, m, 1, 1) - gap;
+    check_rel("FP8 GEMM 8192^3: bf16 time / fp8 time", 1978.9 / 989.4, tb / tf, 1e-12,
+              "H100 data sheet: 1,979 dense FP8 TFLOP/s against 989.4 bf16, same curve");
+    op_t ops[LAYER_MAX_OPS];
+    int n = layer_ops(&f, PASS_BWD, ops), gemms = 0, casts = 0, bad = 0;
+    for (int i = 0; i < n; i++)
+        if (ops[i].kind == OP_GEMM) {
+            int w = strstr(ops[i].name, "wgrad") != NULL;
+            gemms++, casts += ops[i].cast_elems > 0;
+            bad += !ops[i].fp8 || (w ? ops[i].cast_elems != 0 : ops[i].cast_elems != ops[i].m * ops[i].k);
+        }
+    check_eq("FP8 backward: GEMMs not as described", 0, bad,
+             "every linear GEMM fp8; dgrad casts its m x k gradient, wgrad nothing");
+    check_eq("FP8 backward (parallel block): casts", gemms / 2, casts, "one per dgrad, none per wgrad");
+    /* The cast's price: bf16 read and fp8 written, 3 bytes an element. */
+    op_t g = {.kind = OP_GEMM, .m = 4096, .n = 1024, .k = 1024, .batch = 1, .pair = -1, .fp8 = 1,
+              .cast_elems = 4096.0 * 1024};
+    double with = cost_op_s(&hw, &f, &g);
+    g.cast_elems = 0;
+    check_rel("FP8 cast of a 4096 x 1024 input", cost_elem_s(&hw, 4096.0 * 1024 * 3), with - cost_op_s(&hw, &f, &g),
+              1e-12, "3 bytes per element at the memory curve");
+    estimate_t eb, ef, e8;
+    estimate_job(&j, &hw, &eb);
+    estimate_job(&f, &hw, &ef);
+    check_true("FP8 shortens the 175B iteration on the H100", ef.iteration_s < eb.iteration_s, "faster GEMMs");
+    f.mfu_peak = MFU_PEAK_FP8;
+    estimate_job(&f, &hw, &e8);
+    check_rel("--mfu-peak fp8: MFU scaled by the peaks", ef.mfu * 989.4 / 1978.9, e8.mfu, 1e-12,
+              "the same iteration against twice the peak");
+    check_rel("... and the iteration unchanged", ef.iteration_s, e8.iteration_s, 0, "only the denominator moves");
 }
 
 int main(void)
@@ -254,5 +305,6 @@ int main(void)
                                                                                   hw.cluster.compute_scale) * wf),
               t1, 1e-12, "FLOPs / (peak x curve x compute_scale x wave)");
     check_true("ten times the heads take less than ten times as long", t10 < 10 * t1, "larger grids fill the SMs better");
+    fp8();
     return check_done("test_cost");
 }
