@@ -172,15 +172,8 @@ static int parse(run_t *R, int argc, char **argv)
                  "--adam-beta2, --adam-eps, --train-iters, --seed, --data)", R->job.numerics_flag);
         return bad(R, err);
     }
-    if (!R->job.grads_fp32)
-        return bad(R, "--accumulate-allreduce-grads-in-fp32 false is not run: megasim run keeps and reduces the "
-                      "gradients in fp32 (allowed: true, the default; Megatron-LM requires it with bf16)");
-    if (R->job.fp8_format)
-        return bad(R, "--fp8-format is not run yet: megasim run's GEMMs are bf16 (GPU) or fp32 (CPU); predict, "
-                      "simulate and search price FP8 (allowed: --fp8-format none, the default)");
-    if (R->o.device == DEV_GPU && !R->job.bf16)
-        return bad(R, "--bf16 false with --device gpu: the GPU path trains in bf16 with fp32 master weights "
-                      "(allowed: --bf16 true; --device cpu trains in fp32)");
+    if (gpt_check_switches(&R->job, R->o.device == DEV_GPU, err, sizeof err))
+        return bad(R, err);
     if (!replay && !job_given(&R->job, "num-gpus"))
         R->job.num_gpus = R->world;
     if (R->job.num_gpus != R->world) {

@@ -221,17 +221,20 @@ group_layout_t cost_group_layout(const job_t *job, const hw_t *hw, group_t grp)
     case GROUP_TP:
         stride = 1, size = job->tp;
         break;
-    case GROUP_DP:
-        stride = job->tp, size = job->dp;
+    case GROUP_CP:
+        stride = job->tp, size = job->cp;
+        break;
+    case GROUP_DP: /* DP x CP: CP sits between TP and DP in the rank order */
+        stride = job->tp, size = job->dp_cp;
         break;
     case GROUP_PP:
-        stride = (long long)job->tp * job->dp, size = job->pp;
+        stride = (long long)job->tp * job->dp_cp, size = job->pp;
         break;
     case GROUP_WORLD:
         stride = 1, size = job->num_gpus;
         break;
     default: /* embedding group: first and last pipeline stage */
-        stride = (long long)job->tp * job->dp * (job->pp - 1), size = job->pp > 1 ? 2 : 1;
+        stride = (long long)job->tp * job->dp_cp * (job->pp - 1), size = job->pp > 1 ? 2 : 1;
         break;
     }
     group_layout_t g = {(int)size, 1, 1, -1};
@@ -301,6 +304,8 @@ double cost_coll_s(const hw_t *hw, coll_t coll, double bytes, const group_layout
         return launch + (n - 1) * a + frac * bytes / bw;
     case COLL_BROADCAST: /* pipelined ring */
         return launch + (n - 1) * a + bytes / bw;
+    case COLL_SENDRECV: /* to the next member, from the one before, at once */
+        return cost_p2p_s(hw, bytes, g);
     }
     return 0;
 }
@@ -326,7 +331,7 @@ double cost_optimizer_s(const hw_t *hw, const job_t *job, double params)
      * Engine's first-micro-batch cache), bf16 read, fp8 and its transpose
      * written: every local weight, the shard's DP share gathered first. */
     if (job->fp8_format)
-        t += cost_elem_s(hw, params * (job->zero_stage >= 1 ? job->dp : 1) * (job_weight_bytes(job) + 2));
+        t += cost_elem_s(hw, params * (job->zero_stage >= 1 ? job->dp_cp : 1) * (job_weight_bytes(job) + 2));
     return t;
 }
 
@@ -344,7 +349,14 @@ double cost_grad_norm_sync_s(const hw_t *hw, const job_t *job)
     return cost_coll_s(hw, COLL_ALLREDUCE, 8, &g);
 }
 
+static double op_once_s(const hw_t *hw, const job_t *job, const op_t *op);
+
 double cost_op_s(const hw_t *hw, const job_t *job, const op_t *op)
+{
+    return (op->repeat > 1 ? op->repeat : 1) * op_once_s(hw, job, op);
+}
+
+static double op_once_s(const hw_t *hw, const job_t *job, const op_t *op)
 {
     switch (op->kind) {
     case OP_GEMM:

@@ -58,9 +58,12 @@ cost_pass_t cost_pass(const hw_t *hw, const job_t *j, pass_t pass)
             r.exposed_s += t[i];
         } else if (o->overlap == OVL_ASYNC) {
             /* Launched beside its GEMM: exposed only past the GEMM's end;
-             * the GEMM slows while they share the GPU. */
-            r.exposed_s += fmax(0, t[i] - g);
-            r.compute_s += hw->gpu.comm_slowdown * fmin(t[i], g);
+             * the GEMM slows while they share the GPU. A repeated one
+             * (CP's ring) meets its pair's runs one by one. */
+            int n = o->repeat > 1 ? o->repeat : 1, np = ops[o->pair].repeat > 1 ? ops[o->pair].repeat : 1;
+            double one = t[i] / n, pair_one = g / np;
+            r.exposed_s += n * fmax(0, one - pair_one);
+            r.compute_s += n * hw->gpu.comm_slowdown * fmin(one, pair_one);
         } else {
             double c, e;
             chunked_pair(hw, j, o, &ops[o->pair], &c, &e);
@@ -87,7 +90,7 @@ static double tp_coll_s(const hw_t *hw, const job_t *j, coll_t kind, double byte
 
 static void embedding_extra(const hw_t *hw, const job_t *j, double *fwd, double *bwd)
 {
-    double T = (double)j->seq_length * j->micro_batch_size, h = j->hidden_size, wb = job_weight_bytes(j);
+    double T = job_tokens_local(j), h = j->hidden_size, wb = job_weight_bytes(j);
     double Tl = j->sequence_parallel ? T / j->tp : T;
     *fwd = cost_elem_s(hw, T * h * wb * 3);      /* gather rows, add positions */
     *bwd = cost_elem_s(hw, T * h * (wb + 4) * 2); /* scatter-add into fp32 grads */
@@ -108,7 +111,7 @@ static void embedding_extra(const hw_t *hw, const job_t *j, double *fwd, double 
 
 static void output_extra(const hw_t *hw, const job_t *j, double *fwd, double *bwd)
 {
-    double T = (double)j->seq_length * j->micro_batch_size, h = j->hidden_size;
+    double T = job_tokens_local(j), h = j->hidden_size;
     double wb = job_weight_bytes(j), Vt = (double)j->padded_vocab_size / j->tp;
     *fwd = cost_gemm_s(hw, j, T, Vt, h, 1) + cost_elem_s(hw, T * Vt * (wb + 4));
     *bwd = cost_gemm_s(hw, j, T, h, Vt, 1) + cost_gemm_s(hw, j, h, Vt, T, 1) + cost_gemm_acc_s(hw, h, Vt, 1) +

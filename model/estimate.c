@@ -272,7 +272,7 @@ void estimate_job(const job_t *j, const hw_t *hw, estimate_t *e)
                              (st->p2p_s + hw->cluster.host_sync_gap_us * 1e-6);
     br->exposed_pp_comm_s = p > 1 ? xch_s + wrap_s : 0;
     br->exposed_dp_comm_s = dp_exp;
-    double shard = workload_stage_params_local(j, 0) / (j->zero_stage >= 1 ? j->dp : 1);
+    double shard = workload_stage_params_local(j, 0) / (j->zero_stage >= 1 ? j->dp_cp : 1);
     br->optimizer_s = cost_optimizer_s(hw, j, shard) + cost_grad_norm_sync_s(hw, j);
     /* Tied embedding gradients summed between first and last stage. */
     group_layout_t emb = cost_group_layout(j, hw, GROUP_EMB);

@@ -49,6 +49,12 @@ static const opt_def defs[] = {
     {"num-gpus", OPT_INT, J(num_gpus), 1, 4194304, "12288", 0, "parallel plan", "GPUs in the job (DP = GPUs / (TP x PP))"},
     {"tensor-model-parallel-size", OPT_INT, J(tp), 1, 1024, "8", 0, "parallel plan", "tensor-parallel size TP"},
     {"pipeline-model-parallel-size", OPT_INT, J(pp), 1, 4096, "8", 0, "parallel plan", "pipeline stages PP"},
+    {"context-parallel-size", OPT_INT, J(cp), 1, 4096, "1", 0, "parallel plan",
+     "context-parallel size CP: each sequence split over CP ranks in 2 CP chunks, rank i holding chunks i and "
+     "2CP-1-i (the causal load balance)"},
+    {"cp-comm-type", OPT_ENUM, J(cp_comm_type), 0, 0, "p2p", "p2p|all_gather|a2a", "parallel plan",
+     "how CP attention meets the other chunks: a ring passing K and V on beside each block's attention, an "
+     "all-gather of K and V (Llama 3's), or all-to-alls scattering the heads (Ulysses)"},
     {"num-layers-per-virtual-pipeline-stage", OPT_INT, J(layers_per_vstage), 0, 10000, "2", 0, "parallel plan",
      "layers per model chunk for the interleaved schedule (0 = not interleaved)"},
     {"num-virtual-stages-per-pipeline-rank", OPT_INT, J(vstages_per_rank), 0, 10000, "0", 0, "parallel plan",
@@ -490,96 +496,6 @@ void job_default(job_t *job)
 
 #define RULE JOB_RULE
 
-/* ---- defaults that fit ------------------------------------------------ */
-
-/* TP t splits this model's heads, query groups, MLP and vocabulary, and the GPUs. */
-static int tp_fits(const job_t *j, int t)
-{
-    int ffn = j->ffn_hidden_size ? j->ffn_hidden_size : 4 * j->hidden_size;
-    int groups = j->num_query_groups ? j->num_query_groups : j->num_attention_heads;
-    return j->num_attention_heads % t == 0 && (groups % t == 0 || t % groups == 0) && ffn % t == 0 &&
-           j->padded_vocab_size % t == 0 && j->num_gpus % t == 0;
-}
-
-/* The default's interleaving is usable: several stages of a 1F1B pipeline
- * whose stages it divides, and micro-batches in whole rounds of stages. */
-static int lpv_fits(const job_t *j, long long dp)
-{
-    int per_stage = split_stage_layers_for(j, j->pp, 0);
-    long long per_step = (long long)j->micro_batch_size * dp, m = per_step ? j->global_batch_size / per_step : 0;
-    return j->pp > 1 && per_stage % j->layers_per_vstage == 0 && j->pipeline_schedule == PIPE_1F1B &&
-           m % j->pp == 0 && j->zero_stage < 3 && !j->vstages_per_rank && !j->first_stage_layers &&
-           !j->last_stage_layers;
-}
-
-/* Appends "NAME FROM -> TO (WHY)" to notes. */
-static void note(char *notes, size_t len, const char *name, long long from, long long to, const char *why)
-{
-    size_t k = strlen(notes);
-    snprintf(notes + k, len - k, "%s%s %lld -> %lld (%s)", k ? "; " : "", name, from, to, why);
-}
-
-int job_fit_defaults(job_t *j, char *notes, size_t len)
-{
-    int n = 0;
-    notes[0] = 0;
-    if (j->num_gpus <= 0 || j->num_layers <= 0 || j->num_attention_heads <= 0 || j->micro_batch_size <= 0)
-        return 0; /* job_finalize names what is wrong */
-    if (!job_given(j, "tensor-model-parallel-size") && !tp_fits(j, j->tp)) {
-        int t = j->tp;
-        while (t > 1 && !tp_fits(j, t))
-            t--;
-        note(notes, len, "tensor-model-parallel-size", j->tp, t, "the largest that splits this model and its GPUs");
-        j->tp = t, n++;
-    }
-    if (!job_given(j, "pipeline-model-parallel-size") &&
-        (!split_pp_fits(j, j->pp) || j->num_gpus % ((long long)j->tp * j->pp))) {
-        int p = j->pp;
-        while (p > 1 && (!split_pp_fits(j, p) || j->num_gpus % ((long long)j->tp * p)))
-            p--;
-        note(notes, len, "pipeline-model-parallel-size", j->pp, p, "the largest that splits the layers and GPUs");
-        j->pp = p, n++;
-    }
-    long long mp = (long long)j->tp * j->pp, dp = j->num_gpus % mp ? 0 : j->num_gpus / mp;
-    long long per_step = dp * j->micro_batch_size;
-    if (dp && !job_given(j, "global-batch-size") && j->global_batch_size % per_step) {
-        long long b = (j->global_batch_size / per_step + 1) * per_step;
-        note(notes, len, "global-batch-size", j->global_batch_size, b, "the next multiple of micro-batch x DP");
-        j->global_batch_size = (int)b, n++;
-    }
-    if (dp && j->layers_per_vstage > 0 && !job_given(j, "num-layers-per-virtual-pipeline-stage") &&
-        !lpv_fits(j, dp)) {
-        note(notes, len, "num-layers-per-virtual-pipeline-stage", j->layers_per_vstage, 0,
-             j->vstages_per_rank ? "the chunks come from num-virtual-stages-per-pipeline-rank"
-             : j->first_stage_layers || j->last_stage_layers
-                 ? "uneven end stages take their chunks from num-virtual-stages-per-pipeline-rank"
-                 : "this plan cannot interleave: one chunk per stage");
-        j->layers_per_vstage = 0, n++;
-    }
-    return n;
-}
-
-/* The headline options of a plan, listed by job_defaults_text when no
- * file or flag gave them. */
-static const char *const headline[] = {
-    "num-layers", "hidden-size", "num-attention-heads", "seq-length", "num-gpus", "tensor-model-parallel-size",
-    "pipeline-model-parallel-size", "num-layers-per-virtual-pipeline-stage", "global-batch-size",
-    "micro-batch-size", "preset", "gpu", "cluster"};
-
-void job_defaults_text(const job_t *j, char *buf, size_t len)
-{
-    size_t k = 0;
-    buf[0] = 0;
-    for (size_t i = 0; i < sizeof headline / sizeof headline[0] && k < len; i++) {
-        const opt_def *d = opts_find(&job_opts, headline[i]);
-        if (!d || j->given[d - defs])
-            continue;
-        char v[64];
-        opts_format(d, j, v, sizeof v);
-        k += snprintf(buf + k, len - k, "%s%s %s", k ? ", " : "", headline[i], v);
-    }
-}
-
 int job_finalize(job_t *j, int gpus_per_node, char *err)
 {
     if (j->ffn_hidden_size == 0)
@@ -613,11 +529,24 @@ int job_finalize(job_t *j, int gpus_per_node, char *err)
          "--mfu-peak fp8 needs --fp8-format e4m3 or hybrid (no FP8 GEMM runs without it)");
     RULE(j->vpp == 1 || j->pipeline_schedule == PIPE_1F1B,
          "the interleaved schedule (chunks per stage > 1) needs pipeline-schedule 1f1b");
-    long long mp = (long long)j->tp * j->pp;
-    RULE(j->num_gpus % mp == 0,
-         "num-gpus = %d is not TP x PP x DP: TP x PP = %lld does not divide it",
-         j->num_gpus, mp);
+    long long mp = (long long)j->tp * j->cp * j->pp;
+    RULE(j->num_gpus % mp == 0, "num-gpus = %d is not TP x %sPP x DP: TP x %sPP = %lld does not divide it",
+         j->num_gpus, j->cp > 1 ? "CP x " : "", j->cp > 1 ? "CP x " : "", mp);
     j->dp = (int)(j->num_gpus / mp);
+    j->dp_cp = j->dp * j->cp;
+    RULE(j->cp == 1 || j->seq_length % (2 * j->cp) == 0,
+         "seq-length = %d does not split into 2 x context-parallel-size = %d chunks (the causal load balance; "
+         "allowed: a multiple of %d)", j->seq_length, 2 * j->cp, 2 * j->cp);
+    RULE(j->cp == 1 || j->attention == ATTN_FLASH,
+         "context-parallel-size = %d needs --attention flash (context parallelism runs fused flash attention)", j->cp);
+    RULE(j->cp == 1 || j->sliding_window == 0 || j->sliding_window >= j->seq_length,
+         "context-parallel-size = %d with sliding-window = %d: context parallelism attends the whole sequence "
+         "(allowed: sliding-window 0)", j->cp, j->sliding_window);
+    int kv_local = j->num_query_groups >= j->tp ? j->num_query_groups / j->tp : 1;
+    RULE(j->cp == 1 || j->cp_comm_type != CP_A2A || ((j->num_attention_heads / j->tp) % j->cp == 0 && kv_local % j->cp == 0),
+         "cp-comm-type a2a scatters the heads over CP: %d query and %d key/value head(s) per TP rank do not divide by "
+         "context-parallel-size = %d (allowed: p2p or all_gather, or a CP dividing both)",
+         j->num_attention_heads / j->tp, kv_local, j->cp);
     RULE(j->num_gpus < gpus_per_node || j->num_gpus % gpus_per_node == 0,
          "num-gpus = %d is not a multiple of the cluster's %d GPUs per node",
          j->num_gpus, gpus_per_node);

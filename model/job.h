@@ -34,6 +34,10 @@ typedef enum { PIPE_1F1B, PIPE_GPIPE } pipe_sched_t;
  * forward, E5M2 gradients). MFU against the bf16 peak unless --mfu-peak fp8. */
 typedef enum { FP8_NONE, FP8_E4M3, FP8_HYBRID } fp8_t;
 typedef enum { MFU_PEAK_BF16, MFU_PEAK_FP8 } mfu_peak_t;
+/* Megatron-Core's --cp-comm-type: a ring passing each KV block on while
+ * the block before computes; all-gather of K and V, then local attention
+ * (Llama 3's); all-to-all (Ulysses: heads scattered, the sequence gathered). */
+typedef enum { CP_P2P, CP_ALLGATHER, CP_A2A } cp_comm_t;
 
 #define JOB_MAX_OPTS 64 /* options in job_opts, at most */
 
@@ -49,6 +53,7 @@ typedef struct {
     double rotary_base;  /* RoPE's theta base (numerics only: real/) */
     /* parallel plan */
     int tp, pp, layers_per_vstage, num_gpus;
+    int cp, cp_comm_type;      /* --context-parallel-size, --cp-comm-type (cp_comm_t) */
     int vstages_per_rank;      /* --num-virtual-stages-per-pipeline-rank (0: from layers_per_vstage) */
     int first_stage_layers, last_stage_layers; /* --decoder-first/last-pipeline-num-layers (0: even) */
     int account_embedding, account_loss; /* --account-for-embedding/loss-in-pipeline-split (model/split.h) */
@@ -67,7 +72,8 @@ typedef struct {
     double nic_gbit, oversubscription; /* 0 = the cluster profile's */
 
     /* derived by job_finalize (not options) */
-    int dp;              /* data-parallel size = num_gpus / (tp * pp) */
+    int dp;              /* data-parallel size = num_gpus / (tp * cp * pp): the batch's split */
+    int dp_cp;           /* dp x cp: the ranks holding the same weights (gradient reduction, ZeRO shards) */
     int vpp;             /* model chunks per pipeline stage (1 = not interleaved) */
     int num_microbatches;/* per pipeline per iteration = B / (b * dp) */
     int head_dim;        /* hidden / heads */
@@ -92,6 +98,12 @@ static inline double job_grad_bytes(const job_t *j) { return j->grads_fp32 ? 4 :
 /* Optimizer state per parameter: Adam's and LAMB's fp32 m and v, plus an
  * fp32 master copy under mixed precision. */
 static inline double job_optim_bytes(const job_t *j) { return 8 + (j->bf16 ? 4 : 0); }
+/* Tokens of one micro-batch on one rank: context parallelism splits the
+ * sequence over CP ranks. */
+static inline double job_tokens_local(const job_t *j)
+{
+    return (double)j->seq_length * j->micro_batch_size / (j->cp > 0 ? j->cp : 1);
+}
 
 /* A cross-field rule of job_finalize (and model/split.c): when cond fails,
  * one message into err and return -1. */

@@ -139,18 +139,77 @@ static void residual_norm(builder_t *b, const char *name, int bwd)
     elem_draw(b, name, ELEM_NORM, elems * per, elems, bwd ? 0 : mask * elems);
 }
 
+/* One flash attention kernel: bh heads of s queries, each seeing at most
+ * w keys (w = s: causal). */
+static int flash(builder_t *b, int bwd, double bh, double s, double w)
+{
+    const job_t *j = b->j;
+    double keys = workload_causal_keys(s, w); /* the mask drawn in both passes, as FlashAttention */
+    return push(b, (op_t){.kind = OP_ATTN, .name = bwd ? "attn_bwd" : "attn", .batch = bh, .attn_keys = keys,
+                          .attn_seq = s, .attn_window = w < s ? w : s, .attn_d = j->head_dim, .attn_bwd = bwd,
+                          .attn_v1 = j->attention == ATTN_FLASH1, .pair = -1,
+                          .attn_group = (double)j->num_attention_heads / j->num_query_groups,
+                          .draws = j->attention_dropout > 0 ? bh * keys : 0});
+}
+
+/* A collective over the CP group of `bytes` (the all-gather's output, the
+ * reduce-scatter's input, each member's share of an all-to-all or a ring
+ * step). */
+static void cp_coll(builder_t *b, const char *name, coll_t c, double bytes, overlap_t ovl, int pair)
+{
+    push(b, (op_t){.kind = OP_COLL, .name = name, .coll = c, .group = GROUP_CP, .bytes = bytes, .overlap = ovl,
+                   .pair = pair});
+}
+
+/* Context parallelism's attention (Megatron-Core with Transformer Engine):
+ * each rank holds T = s b / CP tokens, two chunks of the sequence balanced
+ * so that every rank has 1/CP of the causal work.
+ *  - p2p: CP steps, each the rank's queries against one rank's keys and
+ *    values (the work of causal attention over s / CP: s^2 / 2CP^2 pairs a
+ *    head), the next block's K and V passed round the ring beside it (its
+ *    gradient too in the backward);
+ *  - all_gather: K and V gathered (dK, dV reduce-scattered back), then
+ *    the rank's queries against all of them in one kernel;
+ *  - a2a: all-to-alls scatter the heads and gather the sequence (Q, K, V
+ *    in, the output back; the gradients the other way), then whole
+ *    sequences for 1/CP of the heads.
+ * The last two run 1/CP of the heads' causal work, one kernel. */
+static void cp_attention(builder_t *b, int bwd)
+{
+    const job_t *j = b->j;
+    double s = j->seq_length, cp = j->cp, T = b->T, wb = b->wb;
+    double bh = (double)j->micro_batch_size * j->num_attention_heads / j->tp;
+    double q = (double)j->num_attention_heads / j->tp * j->head_dim;
+    double kv = (j->num_query_groups >= j->tp ? (double)j->num_query_groups / j->tp : 1) * j->head_dim;
+    if (j->cp_comm_type == CP_P2P) { /* K, V (and dK, dV) to the next rank beside each block but the last */
+        int a = flash(b, bwd, bh, s / cp, s / cp);
+        b->ops[a].repeat = j->cp;
+        cp_coll(b, bwd ? "cp_ring_kv_dkv" : "cp_ring_kv", COLL_SENDRECV, (bwd ? 4 : 2) * T * kv * wb, OVL_ASYNC, a);
+        b->ops[b->n - 1].repeat = j->cp - 1;
+    } else if (j->cp_comm_type == CP_ALLGATHER) {
+        if (!bwd)
+            cp_coll(b, "cp_ag_kv", COLL_ALLGATHER, 2 * T * cp * kv * wb, OVL_NONE, -1);
+        flash(b, bwd, bh / cp, s, s);
+        if (bwd)
+            cp_coll(b, "cp_rs_dkv", COLL_REDUCESCATTER, 2 * T * cp * kv * wb, OVL_NONE, -1);
+    } else {
+        cp_coll(b, bwd ? "cp_a2a_dout" : "cp_a2a_qkv", COLL_ALLTOALL, T * (bwd ? q : q + 2 * kv) * wb, OVL_NONE, -1);
+        flash(b, bwd, bh / cp, s, s);
+        cp_coll(b, bwd ? "cp_a2a_dqkv" : "cp_a2a_out", COLL_ALLTOALL, T * (bwd ? q + 2 * kv : q) * wb, OVL_NONE, -1);
+    }
+}
+
 static void attention_core(builder_t *b, int bwd)
 {
     const job_t *j = b->j;
     double s = j->seq_length, d = j->head_dim;
     double bh = (double)j->micro_batch_size * j->num_attention_heads / j->tp;
+    if (j->cp > 1) {
+        cp_attention(b, bwd);
+        return;
+    }
     if (attn_is_flash(j->attention)) {
-        double keys = workload_causal_keys(s, j->window); /* the mask drawn in both passes, as FlashAttention */
-        push(b, (op_t){.kind = OP_ATTN, .name = bwd ? "attn_bwd" : "attn", .batch = bh, .attn_keys = keys,
-                       .attn_seq = s, .attn_window = j->window < s ? j->window : s, .attn_d = d,
-                       .attn_bwd = bwd, .attn_v1 = j->attention == ATTN_FLASH1, .pair = -1,
-                       .attn_group = (double)j->num_attention_heads / j->num_query_groups,
-                       .draws = j->attention_dropout > 0 ? bh * keys : 0});
+        flash(b, bwd, bh, s, j->window);
         return;
     }
     /* Unfused: scores over all s x s pairs (the mask does not save work);
@@ -268,7 +327,7 @@ static void backward(builder_t *b)
 
 int layer_ops(const job_t *job, pass_t pass, op_t *ops)
 {
-    builder_t b = {job, ops, 0, (double)job->seq_length * job->micro_batch_size, 0, job_weight_bytes(job)};
+    builder_t b = {job, ops, 0, job_tokens_local(job), 0, job_weight_bytes(job)};
     b.Tl = job->sequence_parallel ? b.T / job->tp : b.T;
     memset(ops, 0, sizeof(op_t) * LAYER_MAX_OPS);
     if (pass == PASS_FWD)
@@ -284,6 +343,6 @@ int layer_ops(const job_t *job, pass_t pass, op_t *ops)
 
 double layer_p2p_bytes(const job_t *job)
 {
-    double full = (double)job->seq_length * job->micro_batch_size * job->hidden_size * job_weight_bytes(job);
+    double full = job_tokens_local(job) * job->hidden_size * job_weight_bytes(job);
     return full / job->tp;
 }

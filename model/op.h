@@ -7,8 +7,12 @@
 #define MODEL_OP_H
 
 typedef enum { OP_GEMM, OP_ATTN, OP_ELEM, OP_COLL, OP_P2P, OP_OPTIM } op_kind_t;
-typedef enum { COLL_ALLREDUCE, COLL_ALLGATHER, COLL_REDUCESCATTER, COLL_BROADCAST, COLL_ALLTOALL } coll_t;
-typedef enum { GROUP_TP, GROUP_DP, GROUP_PP, GROUP_EMB, GROUP_WORLD } group_t;
+/* COLL_SENDRECV: one ring step, each member sending `bytes` to the next
+ * and receiving as much from the one before (context parallelism's KV ring). */
+typedef enum { COLL_ALLREDUCE, COLL_ALLGATHER, COLL_REDUCESCATTER, COLL_BROADCAST, COLL_ALLTOALL, COLL_SENDRECV } coll_t;
+/* GROUP_DP: the ranks holding the same weights, DP x CP (the gradient
+ * reduction and the ZeRO shards); GROUP_CP: one sequence's CP ranks. */
+typedef enum { GROUP_TP, GROUP_DP, GROUP_PP, GROUP_EMB, GROUP_WORLD, GROUP_CP } group_t;
 /* How a collective meets compute: exposed on the stream; launched
  * asynchronously beside a paired GEMM (Megatron's backward overlap); or
  * chunked and pipelined with the paired GEMM (--tp-comm-overlap). */
@@ -42,6 +46,8 @@ typedef struct {
     int acc_fp32;         /* GEMM: C += A B into fp32 (a weight gradient into its fp32 main
                              gradient): cost_gemm_acc_s on top of the product */
     int fp8;              /* GEMM: FP8 inputs at the FP8 peak (--fp8-format) */
+    int repeat;           /* runs this many times in a row (0 or 1: once); cost_op_s prices them all, and
+                             an OVL_ASYNC collective meets its pair's runs one by one (CP's ring) */
     double cast_elems;    /* GEMM: elements of its A input cast to FP8 first (bf16 read, fp8 written,
                              amax taken), its own memory-bound pass; 0 for a weight gradient, whose
                              inputs were cast for the forward and the input gradient */

@@ -43,8 +43,11 @@ void report_text(FILE *f, const job_t *j, const hw_t *hw, const estimate_t *e)
             e->work.params_total / 1e9, j->num_layers, j->hidden_size, j->num_attention_heads,
             j->num_query_groups, j->ffn_hidden_size, j->seq_length, j->padded_vocab_size,
             j->global_batch_size, j->seq_length);
-    fprintf(f, "plan: %d GPUs = TP %d x PP %d x DP %d, %d chunk(s) per stage, micro-batch %d, %d micro-batches\n",
-            j->num_gpus, j->tp, j->pp, j->dp, j->vpp, j->micro_batch_size, j->num_microbatches);
+    char cp[64] = "";
+    if (j->cp > 1)
+        snprintf(cp, sizeof cp, " x CP %d (%s)", j->cp, (const char *[]){"p2p", "all_gather", "a2a"}[j->cp_comm_type]);
+    fprintf(f, "plan: %d GPUs = TP %d%s x PP %d x DP %d, %d chunk(s) per stage, micro-batch %d, %d micro-batches\n",
+            j->num_gpus, j->tp, cp, j->pp, j->dp, j->vpp, j->micro_batch_size, j->num_microbatches);
     char rc[64];
     if (j->recompute == RECOMPUTE_FULL)
         snprintf(rc, sizeof rc, "full (%s, %d layer%s)", j->recompute_method == RECOMPUTE_BLOCK ? "block" : "uniform",

@@ -253,7 +253,7 @@ static void epilogue(sched_iter_t *it)
         o->bytes = (double)j->padded_vocab_size * j->hidden_size / j->tp * job_grad_bytes(j);
     }
     sched_op_t *o = emit(it, SOP_OPTIM, STREAM_COMPUTE);
-    o->bytes = workload_stage_params_local(j, it->stage) / (j->zero_stage >= 1 ? j->dp : 1);
+    o->bytes = workload_stage_params_local(j, it->stage) / (j->zero_stage >= 1 ? j->dp_cp : 1);
 }
 
 /* Interleaved 1F1B (and GPipe): one step of Megatron's loop. */

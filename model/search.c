@@ -14,7 +14,7 @@ const char *const search_reason_names[SEARCH_NREASONS] = {
 const char *const search_reason_text[SEARCH_NREASONS] = {
     "valid and fits",
     "ffn, vocab or query groups not divisible by TP",
-    "TP x PP does not divide the GPU count",
+    "TP x CP x PP does not divide the GPU count",
     "global batch not divisible by micro-batch x DP",
     "interleaved: micro-batches not divisible by PP (Megatron-LM's rule)",
     "ZeRO-3 needs PP = 1",
@@ -83,6 +83,25 @@ static void tp_candidates(search_space_t *s, const hw_t *hw, const search_fixed_
     }
 }
 
+/* (CP, comm type): the base job's when fixed; else CP 1 and each power of
+ * two leaving a rank at least SEARCH_MIN_CP_TOKENS of a sequence cut in
+ * 2 CP chunks, with p2p, all_gather and a2a. */
+static void cp_candidates(search_space_t *s, const search_fixed_t *f)
+{
+    const job_t *b = &s->base;
+    /* A window or a kernel other than flash that the user gave rules CP out. */
+    int flash_ok = (!job_given(b, "attention") || b->attention == ATTN_FLASH) &&
+                   (!job_given(b, "sliding-window") || b->sliding_window == 0);
+    if (f->cp || !flash_ok) {
+        s->cpc[0][0] = b->cp, s->cpc[0][1] = b->cp_comm_type, s->ncp = 1;
+        return;
+    }
+    s->cpc[s->ncp][0] = 1, s->cpc[s->ncp++][1] = CP_P2P;
+    for (int cp = 2; b->seq_length / cp >= SEARCH_MIN_CP_TOKENS && b->seq_length % (2 * cp) == 0; cp *= 2)
+        for (int c = CP_P2P; c <= CP_A2A && s->ncp < SEARCH_MAX_CAND; c++)
+            s->cpc[s->ncp][0] = cp, s->cpc[s->ncp++][1] = c;
+}
+
 static void small_candidates(search_space_t *s, const search_fixed_t *f)
 {
     const job_t *b = &s->base;
@@ -123,8 +142,9 @@ int search_space_init(search_space_t *s, const job_t *base, const hw_t *hw, cons
     }
     tp_candidates(s, hw, f);
     pp_candidates(s, f);
+    cp_candidates(s, f);
     small_candidates(s, f);
-    s->total = (long long)s->nbatch * s->ntpsp * s->nppv * s->nmb * s->nzero * s->nrc * s->novl;
+    s->total = (long long)s->nbatch * s->ntpsp * s->ncp * s->nppv * s->nmb * s->nzero * s->nrc * s->novl;
     if (s->total == 0)
         snprintf(err, OPT_ERR_LEN, "no plan to search: %s",
                  !s->nbatch  ? "the batch range is empty"
@@ -142,9 +162,11 @@ void search_plan_at(const search_space_t *s, long long i, search_plan_t *p)
     int z = (int)(i % s->nzero); i /= s->nzero;
     int mb = (int)(i % s->nmb); i /= s->nmb;
     int pv = (int)(i % s->nppv); i /= s->nppv;
+    int cc = (int)(i % s->ncp); i /= s->ncp;
     int ts = (int)(i % s->ntpsp); i /= s->ntpsp;
     *p = (search_plan_t){.batch = s->batch[i], .tp = s->tpsp[ts][0], .sp = s->tpsp[ts][1], .pp = s->ppv[pv][0],
-                         .lpv = s->ppv[pv][1], .split = s->ppv[pv][2], .mb = s->mb[mb], .zero = s->zero[z], .recompute = s->rc[rc],
+                         .lpv = s->ppv[pv][1], .split = s->ppv[pv][2], .cp = s->cpc[cc][0],
+                         .cp_comm = s->cpc[cc][1], .mb = s->mb[mb], .zero = s->zero[z], .recompute = s->rc[rc],
                          .ovl = s->ovl[ov]};
 }
 
@@ -156,6 +178,9 @@ static void search_plan_job(const search_space_t *s, const search_plan_t *p, job
     j->pp = p->pp, j->layers_per_vstage = p->lpv, j->micro_batch_size = p->mb;
     if (p->split)
         j->account_embedding = j->account_loss = 1;
+    j->cp = p->cp, j->cp_comm_type = p->cp_comm;
+    if (p->cp > 1) /* CP runs the flash kernels over whole sequences (job_finalize's rules) */
+        j->attention = ATTN_FLASH, j->sliding_window = 0;
     j->zero_stage = p->zero, j->distributed_optimizer = p->zero >= 1, j->recompute = p->recompute;
     j->tp_comm_overlap = (p->ovl & SEARCH_OVL_TP) != 0;
     j->pp_comm_overlap = (p->ovl & SEARCH_OVL_PP) != 0;
@@ -170,9 +195,9 @@ static int classify(const job_t *j, int gpus_per_node)
     int ffn = j->ffn_hidden_size ? j->ffn_hidden_size : 4 * j->hidden_size;
     if (ffn % j->tp || j->padded_vocab_size % j->tp || (groups % j->tp && j->tp % groups))
         return SEARCH_REJ_TP;
-    if (j->num_gpus % (j->tp * j->pp))
+    if (j->num_gpus % ((long long)j->tp * j->cp * j->pp))
         return SEARCH_REJ_GPUS;
-    long long dp = j->num_gpus / (j->tp * j->pp), step = dp * j->micro_batch_size;
+    long long dp = j->num_gpus / ((long long)j->tp * j->cp * j->pp), step = dp * j->micro_batch_size;
     if (j->global_batch_size % step)
         return SEARCH_REJ_BATCH;
     if (j->layers_per_vstage && (j->global_batch_size / step) % j->pp)
@@ -184,7 +209,7 @@ static int classify(const job_t *j, int gpus_per_node)
         return SEARCH_REJ_RECOMPUTE;
     /* A switch with nothing to overlap gives the same plan as without it. */
     if ((j->tp_comm_overlap && (j->tp == 1 || !j->sequence_parallel)) || (j->pp_comm_overlap && j->pp == 1) ||
-        (j->overlap_grad_reduce && dp == 1))
+        (j->overlap_grad_reduce && dp * j->cp == 1))
         return SEARCH_REJ_NO_EFFECT;
     return SEARCH_OK;
 }
@@ -270,6 +295,10 @@ void search_plan_flags(const job_t *j, char *buf, size_t len)
                      "--tensor-model-parallel-size %d --pipeline-model-parallel-size %d --micro-batch-size %d "
                      "--global-batch-size %d",
                      j->tp, j->pp, j->micro_batch_size, j->global_batch_size);
+    static const char *cpc[] = {"p2p", "all_gather", "a2a"};
+    if (j->cp > 1 && n >= 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - n, " --context-parallel-size %d --cp-comm-type %s --use-flash-attn", j->cp,
+                      cpc[j->cp_comm_type]);
     if (j->vpp > 1 && n >= 0 && (size_t)n < len)
         n += j->vstages_per_rank
                  ? snprintf(buf + n, len - n, " --num-virtual-stages-per-pipeline-rank %d", j->vpp)

@@ -5,13 +5,15 @@
  * The space is a mixed-radix product of candidate lists, so plan i is
  * decoded in O(1) and any subset of indices (an MPI rank's share) can be
  * evaluated independently:
- *   batch x (TP, SP) x (PP, chunks) x micro-batch x ZeRO stage x recompute
+ *   batch x (TP, SP) x (CP, comm) x (PP, chunks) x micro-batch x ZeRO stage x recompute
  * TP: divisors of the heads up to min(8, GPUs per node) (a TP group stays in
  * one node's NVLink domain); SP on and off when TP > 1; PP: divisors of the
  * layers, or of the layers plus the embedding and the loss counted as layers
  * (Megatron-Core's --account-for-*-in-pipeline-split, Llama 3's split);
  * chunks per stage: divisors of a stage's layers (1 when PP = 1);
- * micro-batch 1..8; ZeRO 0..3; recompute none, selective, full. A field the
+ * CP: 1, and powers of two that leave every rank at least
+ * SEARCH_MIN_CP_TOKENS tokens of a sequence, each with the three comm
+ * types; micro-batch 1..8; ZeRO 0..3; recompute none, selective, full. A field the
  * user fixed has one candidate. Everything else (overlap switches, attention,
  * optimizer...) is the base job's, except that --tp-comm-overlap is dropped
  * where SP is off (it overlaps SP's collectives). */
@@ -24,6 +26,10 @@
 #define SEARCH_MAX_MB 8
 #define SEARCH_MAX_TP 8
 #define SEARCH_MAX_PPV (8 * SEARCH_MAX_CAND) /* (PP, chunks, split) candidates */
+/* The fewest tokens of a sequence a searched CP split leaves a rank: below
+ * it each rank's attention is too small to hide or pay for the exchange of
+ * keys and values (Megatron-Core's CP examples start at 8K tokens a rank). */
+#define SEARCH_MIN_CP_TOKENS 1024
 
 /* Why a plan was not ranked, in the order the rules are checked. */
 typedef enum {
@@ -46,6 +52,7 @@ extern const char *const search_reason_text[SEARCH_NREASONS];  /* one line each 
 typedef struct {
     int batch, tp, sp, pp, lpv, mb, zero, recompute; /* lpv 0 = not interleaved */
     int split; /* 1: the embedding and the loss counted as layers (model/split.h); 0: the base job's split */
+    int cp, cp_comm; /* context-parallel size and --cp-comm-type (cp_comm_t) */
     int ovl;  /* overlap switches: SEARCH_OVL_TP | _PP | _DP */
 } search_plan_t;
 
@@ -54,6 +61,7 @@ enum { SEARCH_OVL_TP = 1, SEARCH_OVL_PP = 2, SEARCH_OVL_DP = 4 };
 /* Which plan fields the user fixed (one candidate each). */
 typedef struct {
     int tp, sp, pp, lpv, mb, zero, recompute;
+    int cp;   /* the context-parallel size and comm type, as given */
     int ovl;  /* the overlap switches are as the preset and flags set them */
 } search_fixed_t;
 
@@ -61,11 +69,12 @@ typedef struct {
     job_t base;                 /* finalize not needed; plan fields overwritten */
     hw_t hw;
     double mem_limit_bytes;
-    int nbatch, ntpsp, nppv, nmb, nzero, nrc, novl;
+    int nbatch, ntpsp, nppv, nmb, nzero, nrc, novl, ncp;
     int batch[SEARCH_MAX_CAND];
     int tpsp[SEARCH_MAX_CAND][2];   /* (TP, SP) */
     int ppv[SEARCH_MAX_PPV][3];  /* (PP, layers per chunk or 0, split) */
     int mb[SEARCH_MAX_MB], zero[4], rc[3], ovl[8];
+    int cpc[SEARCH_MAX_CAND][2];    /* (CP, comm type) */
     long long total;            /* product of the list lengths */
 } search_space_t;
 

@@ -9,7 +9,7 @@
 
 int workload_dp_pieces(const job_t *j, double P)
 {
-    double bucket = j->ddp_bucket_size > 0 ? j->ddp_bucket_size : fmax(40e6, 1e6 * j->dp);
+    double bucket = j->ddp_bucket_size > 0 ? j->ddp_bucket_size : fmax(40e6, 1e6 * j->dp_cp);
     return j->vpp > 1 ? j->vpp : (int)fmax(1, ceil(P / bucket));
 }
 
@@ -106,7 +106,7 @@ double workload_stage_params_local(const job_t *j, int stage)
 
 double workload_layer_activation_bytes(const job_t *j)
 {
-    double T = (double)j->seq_length * j->micro_batch_size;
+    double T = job_tokens_local(j);
     double h = j->hidden_size, f = j->ffn_hidden_size, t = j->tp;
     double a = j->num_attention_heads, s = j->seq_length, kvl = kv_local_dim(j);
     double sp = j->sequence_parallel ? t : 1;
@@ -137,7 +137,7 @@ double workload_layer_activation_bytes(const job_t *j)
  * they are communication buffers). */
 static double workload_layer_working_bytes(const job_t *j)
 {
-    double N = (double)j->seq_length * j->micro_batch_size, t = j->tp, C = j->hidden_size;
+    double N = job_tokens_local(j), t = j->tp, C = j->hidden_size;
     double e = job_weight_bytes(j);
     double Nl = j->sequence_parallel ? N / t : N; /* rows of a replicated (LayerNorm-side) tensor */
     double q = C / t, qkv = q + 2 * kv_local_dim(j), Ft = j->ffn_hidden_size / t, Fw = workload_fc1_width(j) / t;
@@ -188,8 +188,8 @@ double workload_inflight_chunks(const job_t *j, int stage)
 static void stage_memory(const job_t *j, const hw_t *hw, int stage, memory_t *m)
 {
     double P = workload_stage_params_local(j, stage);
-    double wb = job_weight_bytes(j), gb = job_grad_bytes(j), dp = j->dp;
-    double T = (double)j->seq_length * j->micro_batch_size;
+    double wb = job_weight_bytes(j), gb = job_grad_bytes(j), dp = j->dp_cp; /* the ZeRO shards' */
+    double T = job_tokens_local(j);
     double h = j->hidden_size, t = j->tp;
     double piece = P / workload_dp_pieces(j, P);
     /* ZeRO-3 (FSDP, model/sched.c): the shard, the piece computing and the

@@ -134,6 +134,11 @@ void gpt_free(gpt_t *m);
  * (nparams); padding is 0. */
 void gpt_init_values(const gpt_t *m, unsigned long long seed, float *host);
 
+/* The switches of a job (before job_finalize) that the real backend does
+ * not run: 0, or -1 with one message naming the switch and what is
+ * allowed. gpu: for --device gpu. */
+int gpt_check_switches(const job_t *job, int gpu, char *err, int errlen);
+
 /* First and last virtual stage of the model (embedding, loss). */
 int gpt_has_embedding(const gpt_t *m, int chunk);
 int gpt_has_head(const gpt_t *m, int chunk);

@@ -241,6 +241,23 @@ static int layout(gpt_t *m)
     return 0;
 }
 
+int gpt_check_switches(const job_t *j, int gpu, char *err, int errlen)
+{
+    const char *no = !j->grads_fp32 ? "--accumulate-allreduce-grads-in-fp32 false is not run: megasim run keeps and "
+                                      "reduces the gradients in fp32 (allowed: true, the default; Megatron-LM requires "
+                                      "it with bf16)"
+                     : j->fp8_format ? "--fp8-format is not run yet: megasim run's GEMMs are bf16 (GPU) or fp32 (CPU); "
+                                       "predict, simulate and search price FP8 (allowed: --fp8-format none, the default)"
+                     : j->cp > 1 ? "--context-parallel-size above 1 is not run yet: predict, simulate and search price "
+                                   "it (allowed: 1, the default)"
+                     : gpu && !j->bf16 ? "--bf16 false with --device gpu: the GPU path trains in bf16 with fp32 master "
+                                         "weights (allowed: --bf16 true; --device cpu trains in fp32)"
+                                       : NULL;
+    if (no)
+        snprintf(err, errlen, "%s", no);
+    return no ? -1 : 0;
+}
+
 static int check_plan(const job_t *j, char *err, int errlen)
 {
     if (j->num_query_groups % j->tp) {

@@ -70,7 +70,7 @@ static int replica_dirty(const sim_t *S, int d)
     const job_t *j = S->job;
     for (int s = 0; s < j->pp; s++)
         for (int t = 0; t < j->tp; t++) {
-            int r = t + j->tp * (d + j->dp * s);
+            int r = t + j->tp * (d + j->dp_cp * s);
             if (rank_factor(S, r) > 1 || node_factor(S, r) > 1)
                 return 1;
         }
@@ -80,18 +80,18 @@ static int replica_dirty(const sim_t *S, int d)
 static int setup_classes(sim_t *S)
 {
     const job_t *j = S->job;
-    S->cls_rep = malloc(sizeof(int) * j->dp);
-    S->cls_count = malloc(sizeof(int) * j->dp);
+    S->cls_rep = malloc(sizeof(int) * j->dp_cp);
+    S->cls_count = malloc(sizeof(int) * j->dp_cp);
     if (!S->cls_rep || !S->cls_count)
         return -1;
     S->classes = 0;
     if (!S->opts->fold) {
-        for (int d = 0; d < j->dp; d++)
+        for (int d = 0; d < j->dp_cp; d++)
             S->cls_rep[S->classes] = d, S->cls_count[S->classes++] = 1;
         return 0;
     }
     int clean = -1, nclean = 0;
-    for (int d = 0; d < j->dp; d++) {
+    for (int d = 0; d < j->dp_cp; d++) {
         if (replica_dirty(S, d)) {
             S->cls_rep[S->classes] = d, S->cls_count[S->classes++] = 1;
         } else {
@@ -111,7 +111,7 @@ static void entity_factors(sim_t *S, entity_t *e)
     const job_t *j = S->job;
     e->factor = e->link_factor = 1;
     for (int tt = S->E_tp > 1 ? e->tp_i : 0; tt < (S->E_tp > 1 ? e->tp_i + 1 : j->tp); tt++) {
-        int r = tt + j->tp * (S->cls_rep[e->cls] + j->dp * e->stage);
+        int r = tt + j->tp * (S->cls_rep[e->cls] + j->dp_cp * e->stage);
         e->factor = fmax(e->factor, rank_factor(S, r));
         e->link_factor = fmax(e->link_factor, node_factor(S, r));
     }
@@ -143,9 +143,9 @@ int eng_setup(sim_t *S)
     for (int s = 0; s < S->p; s++)
         for (int t = 0; t < S->E_tp; t++) { /* a ring runs at its slowest NIC */
             double f = 1;
-            for (int d = 0; d < j->dp; d++)
+            for (int d = 0; d < j->dp_cp; d++)
                 for (int tt = S->E_tp > 1 ? t : 0; tt < (S->E_tp > 1 ? t + 1 : j->tp); tt++)
-                    f = fmax(f, node_factor(S, layout_rank(tt, d, s, j->tp, j->dp)));
+                    f = fmax(f, node_factor(S, layout_rank(tt, d, s, j->tp, j->dp_cp)));
             S->dp_link[s * S->E_tp + t] = f;
         }
     for (int c = 0; c < S->classes; c++)
@@ -161,7 +161,7 @@ int eng_setup(sim_t *S)
      * stage, its replica's class, its TP rank when TP is unfolded. */
     for (int k = 0; k < S->opts->ntrace; k++) {
         int r = S->opts->trace_ranks[k], c = 0;
-        layout_pos_t at = layout_pos(r, j->tp, j->dp);
+        layout_pos_t at = layout_pos(r, j->tp, j->dp_cp);
         int d = at.dp_i, s = at.stage;
         while (c < S->classes && S->cls_rep[c] != d && !(S->cls_count[c] > 1 && !replica_dirty(S, d)))
             c++;

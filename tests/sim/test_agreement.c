@@ -80,7 +80,8 @@ static void zero3(void)
 
 /* Uneven pipeline stages (model/split.h): the end stages' own layer
  * counts, with and without chunks, and the embedding and the loss counted
- * as layers (Llama 3's split, down to chunks of no transformer layer).
+ * as layers (Llama 3's split, down to chunks of no transformer layer);
+ * and context parallelism, each comm type.
  * The closed form paces the steady state by the slowest of the first, a
  * middle and the last stage and fills the pipeline through each at its
  * own pace; the simulator plays every chunk. Agreement within 1%. */
@@ -99,7 +100,15 @@ static void uneven(void)
         "--num-layers 46 --pipeline-model-parallel-size 8 --account-for-embedding-in-pipeline-split "
         "--account-for-loss-in-pipeline-split --num-layers-per-virtual-pipeline-stage 1",
         "--num-layers 47 --pipeline-model-parallel-size 8 --account-for-embedding-in-pipeline-split "
-        "--num-layers-per-virtual-pipeline-stage 3"};
+        "--num-layers-per-virtual-pipeline-stage 3",
+        /* context parallelism: its collectives inside the layer, the DP
+         * collectives over DP x CP */
+        "--num-layers 48 --pipeline-model-parallel-size 4 --context-parallel-size 4 --cp-comm-type p2p "
+        "--sliding-window 0 --attention flash",
+        "--num-layers 48 --pipeline-model-parallel-size 4 --context-parallel-size 4 --cp-comm-type all_gather "
+        "--sliding-window 0 --attention flash --num-layers-per-virtual-pipeline-stage 2",
+        "--num-layers 48 --pipeline-model-parallel-size 2 --context-parallel-size 2 --cp-comm-type a2a "
+        "--sliding-window 0 --attention flash"};
     const char *presets[] = {"megatron-lm", "megascale"};
     int n = 0;
     double worst = 0;
@@ -108,7 +117,7 @@ static void uneven(void)
             char args[640];
             snprintf(args, sizeof args,
                      "--preset %s --hidden-size 6144 --num-attention-heads 48 --tensor-model-parallel-size 8 %s "
-                     "--num-gpus 2048 --global-batch-size 256 %s", presets[a], splits[k],
+                     "--num-gpus 2048 --global-batch-size 256 --seq-length 8192 %s", presets[a], splits[k],
                      strstr(splits[k], "per-virtual") ? "" : "--num-layers-per-virtual-pipeline-stage 0");
             char shown[640];
             snprintf(shown, sizeof shown, "%s", args);
@@ -122,10 +131,10 @@ static void uneven(void)
             n++;
             worst = fmax(worst, fabs(d));
         }
-    check_eq("uneven plans simulated", 14, n, "7 splits x 2 presets");
+    check_eq("uneven and CP plans simulated", 20, n, "10 splits x 2 presets");
     char got[96];
     snprintf(got, sizeof got, "worst %.2f%%", 100 * worst);
-    check_true("every uneven plan agrees within 1%", worst <= 0.01, got);
+    check_true("every uneven or CP plan agrees within 1%", worst <= 0.01, got);
 }
 
 int main(void)
