@@ -9,20 +9,10 @@
 #include "model/layer.h"
 #include "model/workload.h"
 #include "../check.h"
+#include "job_of.h"
 
 #include <stdio.h>
 #include <string.h>
-
-static int job_of(const char *args, job_t *j, char *err)
-{
-    static char buf[1024];
-    char *argv[48];
-    int argc = 0;
-    snprintf(buf, sizeof buf, "%s", args);
-    for (char *s = strtok(buf, " "); s && argc < 48; s = strtok(NULL, " "))
-        argv[argc++] = s;
-    return job_parse(j, argc, argv, NULL, NULL, err) || job_finalize(j, 8, err);
-}
 
 /* Sums over a pass's ops: attention FLOPs, and the bytes of each CP op by name. */
 static double attn_flops(const job_t *j, pass_t pass)

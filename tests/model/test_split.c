@@ -8,21 +8,10 @@
 #include "model/split.h"
 #include "model/workload.h"
 #include "../check.h"
+#include "job_of.h"
 
 #include <stdio.h>
 #include <string.h>
-
-/* Parses a space-separated command line and finalizes the job. */
-static int job_of(const char *args, job_t *j, char *err)
-{
-    static char buf[1024];
-    char *argv[48];
-    int argc = 0;
-    snprintf(buf, sizeof buf, "%s", args);
-    for (char *s = strtok(buf, " "); s && argc < 48; s = strtok(NULL, " "))
-        argv[argc++] = s;
-    return job_parse(j, argc, argv, NULL, NULL, err) || job_finalize(j, 8, err);
-}
 
 /* Walking the chunks in model order (chunk 0 of every stage, then chunk
  * 1, ...), each chunk's first layer is the count of layers before it, and
