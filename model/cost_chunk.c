@@ -71,6 +71,14 @@ cost_pass_t cost_pass(const hw_t *hw, const job_t *j, pass_t pass)
             r.exposed_s += e;
         }
     }
+    /* Activation offloading: the layer's offloaded share of its saved
+     * activations goes to the host after its forward and comes back before
+     * its backward, on a copy stream beside the layer's own work; the
+     * compute stream waits only for what the copy takes beyond it. */
+    if (j->offload_fraction > 0 && pass != PASS_RECOMPUTE) {
+        double copy_s = j->offload_fraction * workload_layer_activation_bytes(j) / (hw->gpu.pcie_gbps * 1e9);
+        r.compute_s += fmax(0, copy_s - (r.compute_s + r.exposed_s));
+    }
     return r;
 }
 

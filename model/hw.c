@@ -20,6 +20,9 @@ static const opt_def gpu_defs[] = {
     {"peak-tf32-tflops", OPT_REAL, G(peak_tf32_tflops), 1e-5, 1e6, 0, 0, "gpu", "dense tf32 peak, TFLOP/s"},
     {"peak-fp8-tflops", OPT_REAL, G(peak_fp8_tflops), 1e-5, 1e6, "0", OPT_ZERO_OK, "gpu",
      "dense fp8 peak, TFLOP/s (0: no FP8 tensor cores; missing in files written before 2026-11-29)"},
+    {"pcie-gbps", OPT_REAL, G(pcie_gbps), 1e-3, 1e6, "0", OPT_ZERO_OK, "gpu",
+     "host link: a pinned copy's sustained rate per direction, GB/s (0: unknown, no activation offloading; missing "
+     "in files written before 2026-11-29)"},
     {"hbm-gib", OPT_REAL, G(hbm_gib), 1e-3, 1e6, 0, 0, "gpu", "memory capacity, GiB"},
     {"hbm-gbps", OPT_REAL, G(hbm_gbps), 1e-3, 1e6, 0, 0, "gpu", "memory bandwidth, GB/s"},
     {"nvlink-gbps", OPT_REAL, G(nvlink_gbps), 1e-3, 1e6, 0, 0, "gpu", "NVLink per direction, GB/s"},

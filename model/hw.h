@@ -18,6 +18,7 @@ typedef struct {
     double peak_bf16_tflops;  /* dense tensor-core peak, bf16/fp16 */
     double peak_tf32_tflops;  /* dense tensor-core peak, tf32 (fp32 storage) */
     double peak_fp8_tflops;   /* dense tensor-core peak, fp8 (E4M3/E5M2); 0: no FP8 tensor cores */
+    double pcie_gbps;         /* host link, sustained pinned copy rate per direction, GB/s (0: unknown) */
     double hbm_gib;           /* memory capacity */
     double hbm_gbps;          /* memory bandwidth, GB/s (1e9 B/s) */
     double nvlink_gbps;       /* NVLink bandwidth per GPU per direction, GB/s */

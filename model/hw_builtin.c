@@ -49,6 +49,12 @@ static void math_rates(hw_gpu_t *g, double fp32_tflops)
     g->dropout_gdraws = 0;
 }
 
+/* A pinned host copy's sustained share of the PCIe link rate: 128b/130b
+ * encoding and the packet headers of 256-byte payloads leave about 85%
+ * (an assumption until a GPU measures its copies; MEMO's offloading and
+ * `--activation-offload-fraction` run at it). */
+#define PCIE_SUSTAINED 0.85
+
 /* Ampere SXM4 80GB: NVIDIA A100 Tensor Core GPU datasheet (2021): 312
  * TFLOP/s dense BF16, 156 TF32, 2,039 GB/s HBM2e, 80 GB, NVLink 600 GB/s
  * (12 links, both directions: 300 GB/s each way), 108 SMs (A100 whitepaper).
@@ -58,6 +64,7 @@ static void ampere(hw_gpu_t *g, const char *name, double nvlink_gbps)
     strcpy(g->name, name);
     g->peak_bf16_tflops = 312.0;
     g->peak_tf32_tflops = 156.0;
+    g->pcie_gbps = PCIE_SUSTAINED * 32.0; /* PCIe Gen4 x16: 64 GB/s both ways (data sheet) */
     g->hbm_gib = 80.0;
     g->hbm_gbps = 2039.0;
     g->nvlink_gbps = nvlink_gbps;
@@ -113,6 +120,7 @@ static void hopper(hw_gpu_t *g, const char *name, double nvlink_gbps, double hbm
      * put both near 70-80% of their peaks at large sizes). Ampere has no
      * FP8 tensor cores (0). */
     g->peak_fp8_tflops = 1978.9;
+    g->pcie_gbps = PCIE_SUSTAINED * 64.0; /* PCIe Gen5 x16: 128 GB/s both ways (data sheets) */
     g->hbm_gib = hbm_gib;
     g->hbm_gbps = hbm_gbps;
     g->nvlink_gbps = nvlink_gbps;

@@ -103,6 +103,9 @@ static const opt_def defs[] = {
      "each GEMM input cast (and its amax taken) in a pass of its own; attention stays bf16"},
     {"fp8-recipe", OPT_ENUM, J(fp8_recipe), 0, 0, "delayed", "delayed", "parallel plan",
      "FP8 scaling recipe: delayed (scales from the amax history, Transformer Engine's default)"},
+    {"activation-offload-fraction", OPT_REAL, J(offload_fraction), 0, 1, "0", 0, "parallel plan",
+     "the share of each layer's saved activations, token-wise, copied to host memory after its forward and back "
+     "before its backward, over PCIe beside the compute (MEMO); the rest kept or recomputed as the job says"},
     {"mfu-peak", OPT_ENUM, J(mfu_peak), 0, 0, "bf16", "bf16|fp8", "parallel plan",
      "the peak MFU is counted against (with fp8 GEMMs the bf16 peak stays the default, as the FP8 papers report)"},
 
@@ -594,6 +597,12 @@ int job_hardware(const job_t *job, hw_t *hw, char *err)
 
 int job_hw_overrides(const job_t *job, hw_t *hw, char *err)
 {
+    if (job->offload_fraction > 0 && hw->gpu.pcie_gbps <= 0) {
+        snprintf(err, OPT_ERR_LEN, "--activation-offload-fraction %g needs the GPU's host link rate; the %s profile "
+                 "has none (pcie_gbps 0; allowed: a built-in GPU, or a profile that gives pcie_gbps)",
+                 job->offload_fraction, hw->gpu.name);
+        return -1;
+    }
     if (job->fp8_format && hw->gpu.peak_fp8_tflops <= 0) {
         snprintf(err, OPT_ERR_LEN, "--fp8-format %s needs FP8 tensor cores; the %s profile has none "
                  "(peak_fp8_tflops 0; allowed: a Hopper or later GPU, or a profile that gives peak_fp8_tflops)",

@@ -63,6 +63,7 @@ typedef struct {
     double ddp_bucket_size;    /* parameters per DP bucket; 0 = Megatron-LM's max(4e7, 1e6 DP) */
     int grads_fp32, bf16, pipeline_schedule;
     int fp8_format, fp8_recipe, mfu_peak; /* fp8_t; the recipe (delayed only); mfu_peak_t */
+    double offload_fraction;   /* --activation-offload-fraction: saved activations sent to host, token-wise */
     /* MegaScale techniques */
     int parallel_block, sliding_window, optimizer, pp_comm_overlap;
     int attention, fused_elementwise, async_data_loader, preset;

@@ -94,6 +94,9 @@ void report_text(FILE *f, const job_t *j, const hw_t *hw, const estimate_t *e)
     line_b(f, "runtime reserve", m->runtime_bytes);
     fprintf(f, "  %-28s %10.2f GB of %.2f GB: %s\n", "total", m->total_bytes / GB, m->capacity_bytes / GB,
             m->fits ? "fits" : "DOES NOT FIT");
+    if (m->host_offload_bytes > 0)
+        fprintf(f, "  %-28s %10.2f GB of host memory (pinned; not in the total)\n", "offloaded activations",
+                m->host_offload_bytes / GB);
 }
 
 cJSON *report_config_json(const job_t *j, const hw_t *hw)
@@ -112,6 +115,7 @@ cJSON *report_memory_json(const estimate_t *e)
     cJSON_AddNumberToObject(m, "gradients_bytes", e->mem.grads_bytes);
     cJSON_AddNumberToObject(m, "optimizer_bytes", e->mem.optimizer_bytes);
     cJSON_AddNumberToObject(m, "activations_bytes", e->mem.activations_bytes);
+    cJSON_AddNumberToObject(m, "host_offload_bytes", e->mem.host_offload_bytes);
     cJSON_AddNumberToObject(m, "workspace_bytes", e->mem.workspace_bytes);
     cJSON_AddNumberToObject(m, "comm_buffers_bytes", e->mem.comm_buffers_bytes);
     cJSON_AddNumberToObject(m, "runtime_bytes", e->mem.runtime_bytes);

@@ -229,7 +229,11 @@ static void stage_memory(const job_t *j, const hw_t *hw, int stage, memory_t *m)
         keep_all.recompute = RECOMPUTE_NONE;
         rebuilt = workload_layer_activation_bytes(&keep_all) - workload_layer_activation_bytes(j);
     }
-    m->activations_bytes = workload_inflight_chunks(j, stage) * kept + rebuilt;
+    /* Offloading keeps the token-wise rest of every held layer on the GPU;
+     * the layer being rebuilt or run works whole. */
+    double held = workload_inflight_chunks(j, stage) * kept;
+    m->host_offload_bytes = j->offload_fraction * held;
+    m->activations_bytes = held - m->host_offload_bytes + rebuilt;
     if (stage == j->pp - 1) /* logits (bf16, or fp32) and the fp32 loss copy */
         m->activations_bytes += T * j->padded_vocab_size / t * (wb + 4);
     m->workspace_bytes = workload_layer_working_bytes(j);

@@ -22,6 +22,7 @@ typedef struct {
     double weights_bytes, grads_bytes, optimizer_bytes;
     double activations_bytes, workspace_bytes, comm_buffers_bytes, runtime_bytes;
     double total_bytes, capacity_bytes;
+    double host_offload_bytes;  /* activations offloaded to host memory (not in total_bytes) */
     double inflight_microbatches; /* activations held on the peak stage */
     int peak_stage;
     int fits;

@@ -89,6 +89,35 @@ static void fp8(void)
     check_rel("... and the iteration unchanged", ef.iteration_s, e8.iteration_s, 0, "only the denominator moves");
 }
 
+/* Activation offloading (--activation-offload-fraction F): the held
+ * activations fall by F (to host memory), and a layer's pass waits only for
+ * the copy's time beyond its own. */
+static void offload(void)
+{
+    job_t j, f;
+    hw_t hw;
+    char err[OPT_ERR_LEN];
+    job_default(&j);
+    snprintf(j.gpu, sizeof j.gpu, "h100-sxm-80gb");
+    CHECK(!job_hardware(&j, &hw, err) && !job_finalize(&j, 8, err), "%s", err);
+    f = j, f.offload_fraction = 0.25;
+    memory_t m0, m1;
+    workload_memory(&j, &hw, &m0);
+    workload_memory(&f, &hw, &m1);
+    check_rel("offload 1/4: activations on the GPU", 0.75 * m0.activations_bytes, m1.activations_bytes, 1e-12,
+              "no recomputation: every held byte is a layer's, a quarter to the host");
+    check_rel("... and on the host", 0.25 * m0.activations_bytes, m1.host_offload_bytes, 1e-12, "the same quarter");
+    cost_pass_t p0 = cost_pass(&hw, &j, PASS_FWD), p1 = cost_pass(&hw, &f, PASS_FWD);
+    check_rel("a fast host link hides the copy", p0.compute_s, p1.compute_s, 0, "copy < layer: nothing waits");
+    hw.gpu.pcie_gbps = 0.01;
+    p1 = cost_pass(&hw, &f, PASS_FWD);
+    double copy_s = 0.25 * workload_layer_activation_bytes(&f) / 0.01e9;
+    check_rel("a slow one: the layer waits for the copy", copy_s - p0.exposed_s, p1.compute_s, 1e-12,
+              "copy time, less the layer's exposed TP (the layer's compute and it run beside the copy)");
+    check_true("built-in H100: the host link", hw_builtin_gpu("h100-sxm-80gb", &hw.gpu) == 0 &&
+               fabs(hw.gpu.pcie_gbps - 54.4) < 1e-9, "0.85 x PCIe Gen5 x16's 64 GB/s a direction");
+}
+
 int main(void)
 {
     job_t j;
@@ -306,5 +335,6 @@ int main(void)
               t1, 1e-12, "FLOPs / (peak x curve x compute_scale x wave)");
     check_true("ten times the heads take less than ten times as long", t10 < 10 * t1, "larger grids fill the SMs better");
     fp8();
+    offload();
     return check_done("test_cost");
 }
