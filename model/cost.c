@@ -224,6 +224,15 @@ group_layout_t cost_group_layout(const job_t *job, const hw_t *hw, group_t grp)
     case GROUP_CP:
         stride = job->tp, size = job->cp;
         break;
+    case GROUP_ETP: /* the experts' order: ETP fastest, then EP, then EDP (model/moe.h) */
+        stride = 1, size = job->etp > 0 ? job->etp : 1;
+        break;
+    case GROUP_EP:
+        stride = job->etp > 0 ? job->etp : 1, size = job->ep;
+        break;
+    case GROUP_EDP:
+        stride = (long long)(job->etp > 0 ? job->etp : 1) * job->ep, size = job->edp;
+        break;
     case GROUP_DP: /* DP x CP: CP sits between TP and DP in the rank order */
         stride = job->tp, size = job->dp_cp;
         break;

@@ -132,5 +132,9 @@ typedef struct {
     double fwd_s, fwd_tp_s, bwd_s, bwd_tp_s;
 } cost_chunk_t;
 void cost_chunk_times(const job_t *job, const hw_t *hw, int stage, int chunk, cost_chunk_t *ct);
+/* `layers` layers of one kind (moe 0 dense, 1 MoE), `recomputed` of them
+ * rerun in the backward, on one micro-batch: the layers' part of a chunk's
+ * (or a stage's) times, without the embedding and output layer. */
+void cost_layers(const hw_t *hw, const job_t *job, double layers, double recomputed, int moe, cost_chunk_t *ct);
 
 #endif

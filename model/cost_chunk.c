@@ -8,6 +8,7 @@
 #include "model/cost.h"
 
 #include "model/layer.h"
+#include "model/moe.h"
 #include "model/split.h"
 #include "model/workload.h"
 
@@ -39,11 +40,12 @@ static void chunked_pair(const hw_t *hw, const job_t *j, const op_t *coll, const
     *exposed_s = (t - 1) * fmax(0, comm_c - slow);
 }
 
-cost_pass_t cost_pass(const hw_t *hw, const job_t *j, pass_t pass)
+/* cost_pass for a dense (moe 0) or an MoE layer (moe 1, model/moe.h). */
+static cost_pass_t cost_pass_of(const hw_t *hw, const job_t *j, pass_t pass, int moe)
 {
     op_t ops[LAYER_MAX_OPS];
     double t[LAYER_MAX_OPS];
-    int n = layer_ops(j, pass, ops);
+    int n = layer_ops_of(j, pass, moe, ops);
     cost_pass_t r = {0, 0};
     for (int i = 0; i < n; i++)
         t[i] = cost_op_s(hw, j, &ops[i]);
@@ -145,15 +147,30 @@ void cost_chunk_extra(const hw_t *hw, const job_t *j, int stage, int chunk, doub
         output_extra(hw, j, &f, &b), *fwd += f, *bwd += b;
 }
 
+cost_pass_t cost_pass(const hw_t *hw, const job_t *j, pass_t pass) { return cost_pass_of(hw, j, pass, 0); }
+
+void cost_layers(const hw_t *hw, const job_t *j, double layers, double recomputed, int moe, cost_chunk_t *ct)
+{
+    cost_pass_t f = cost_pass_of(hw, j, PASS_FWD, moe), b = cost_pass_of(hw, j, PASS_BWD, moe);
+    cost_pass_t rc = cost_pass_of(hw, j, PASS_RECOMPUTE, moe);
+    double r = layers > 0 ? recomputed / layers : 0; /* block: a share */
+    ct->fwd_s = layers * f.compute_s;
+    ct->fwd_tp_s = layers * f.exposed_s;
+    ct->bwd_s = layers * (b.compute_s + r * rc.compute_s);
+    ct->bwd_tp_s = layers * (b.exposed_s + r * rc.exposed_s);
+}
+
 void cost_chunk_times(const job_t *j, const hw_t *hw, int stage, int chunk, cost_chunk_t *ct)
 {
-    cost_pass_t f = cost_pass(hw, j, PASS_FWD), b = cost_pass(hw, j, PASS_BWD);
-    cost_pass_t rc = cost_pass(hw, j, PASS_RECOMPUTE);
     double layers = split_chunk_layers(j, stage, chunk), ef, eb;
-    double r = layers > 0 ? split_chunk_recomputed(j, stage, chunk) / layers : 0; /* block: a share */
+    double rec = split_chunk_recomputed(j, stage, chunk), lm = moe_chunk_layers(j, stage, chunk);
     cost_chunk_extra(hw, j, stage, chunk, &ef, &eb);
-    ct->fwd_s = layers * f.compute_s + ef;
-    ct->fwd_tp_s = layers * f.exposed_s;
-    ct->bwd_s = layers * (b.compute_s + r * rc.compute_s) + eb;
-    ct->bwd_tp_s = layers * (b.exposed_s + r * rc.exposed_s);
+    /* the dense layers, and the MoE ones (block recomputation's share taken evenly over both) */
+    cost_layers(hw, j, layers - lm, layers > 0 ? rec * (layers - lm) / layers : 0, 0, ct);
+    if (lm > 0) {
+        cost_chunk_t m;
+        cost_layers(hw, j, lm, rec * lm / layers, 1, &m);
+        ct->fwd_s += m.fwd_s, ct->fwd_tp_s += m.fwd_tp_s, ct->bwd_s += m.bwd_s, ct->bwd_tp_s += m.bwd_tp_s;
+    }
+    ct->fwd_s += ef, ct->bwd_s += eb;
 }

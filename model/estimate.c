@@ -3,6 +3,7 @@
 
 #include "model/cost.h"
 #include "model/layer.h"
+#include "model/moe.h"
 #include "model/sched.h"
 #include "model/split.h"
 
@@ -16,13 +17,14 @@ typedef struct {
 
 static stage_mb_t stage_mb(const hw_t *hw, const job_t *j, int s)
 {
-    cost_pass_t f = cost_pass(hw, j, PASS_FWD), b = cost_pass(hw, j, PASS_BWD);
-    cost_pass_t rc = cost_pass(hw, j, PASS_RECOMPUTE);
-    double layers = split_stage_layers(j, s), ef, eb;
-    double r = layers > 0 ? split_stage_recomputed(j, s) / layers : 0; /* block: a share of the layers */
+    double layers = split_stage_layers(j, s), rec = split_stage_recomputed(j, s), lm = moe_stage_layers(j, s), ef, eb;
+    cost_chunk_t d, m = {0};
     cost_chunk_extra(hw, j, s, -1, &ef, &eb);
-    return (stage_mb_t){layers * f.compute_s + ef, layers * (b.compute_s + r * rc.compute_s) + eb,
-                        layers * f.exposed_s, layers * (b.exposed_s + r * rc.exposed_s)};
+    cost_layers(hw, j, layers - lm, layers > 0 ? rec * (layers - lm) / layers : 0, 0, &d);
+    if (lm > 0) /* the MoE layers (model/moe.h) */
+        cost_layers(hw, j, lm, rec * lm / layers, 1, &m);
+    return (stage_mb_t){d.fwd_s + m.fwd_s + ef, d.bwd_s + m.bwd_s + eb, d.fwd_tp_s + m.fwd_tp_s,
+                        d.bwd_tp_s + m.bwd_tp_s};
 }
 
 static void stage_times(const hw_t *hw, const job_t *j, stage_times_t *st)
@@ -86,24 +88,28 @@ static void phase_delay(double piece_s, int pieces, double window_s, double stal
  * or reduce-scatter with ZeRO >= 1) and weight all-gather (ZeRO >= 1).
  * Overlapped, they go piece by piece (see workload_dp_pieces); otherwise
  * as one collective each. Each piece pays its own ring latency. */
-static void dp_piece_times(const hw_t *hw, const job_t *j, double P, int pieces, double *reduce_s,
+static void dp_piece_times(const hw_t *hw, const job_t *j, int stage, int pieces, double *reduce_s,
                            double *gather_s)
 {
     double wb = job_weight_bytes(j), gb = job_grad_bytes(j);
-    group_layout_t dp = cost_group_layout(j, hw, GROUP_DP);
-    double red = j->overlap_grad_reduce ? P / pieces : P;
-    double gat = j->overlap_param_gather ? P / pieces : P;
-    *reduce_s = cost_coll_s(hw, j->zero_stage == 0 ? COLL_ALLREDUCE : COLL_REDUCESCATTER, red * gb, &dp);
-    *gather_s = j->zero_stage == 0 ? 0 : cost_coll_s(hw, COLL_ALLGATHER, gat * wb, &dp);
+    double Pe = workload_stage_expert_params_local(j, stage), P = workload_stage_params_local(j, stage) - Pe;
+    group_layout_t grp[2] = {cost_group_layout(j, hw, GROUP_DP), cost_group_layout(j, hw, GROUP_EDP)};
+    double part[2] = {P, Pe}; /* the experts' share over EDP (model/moe.h), after the rest */
+    *reduce_s = *gather_s = 0;
+    for (int k = 0; k < 1 + (Pe > 0); k++) {
+        double red = j->overlap_grad_reduce ? part[k] / pieces : part[k];
+        double gat = j->overlap_param_gather ? part[k] / pieces : part[k];
+        *reduce_s += cost_coll_s(hw, j->zero_stage == 0 ? COLL_ALLREDUCE : COLL_REDUCESCATTER, red * gb, &grp[k]);
+        *gather_s += j->zero_stage == 0 ? 0 : cost_coll_s(hw, COLL_ALLGATHER, gat * wb, &grp[k]);
+    }
 }
 
 /* The first stage's; every stage cuts its own parameters into as many
  * pieces (model/sched.c). */
 static void dp_times(const hw_t *hw, const job_t *j, stage_times_t *st)
 {
-    double P = workload_stage_params_local(j, 0);
-    st->dp_pieces = workload_dp_pieces(j, P);
-    dp_piece_times(hw, j, P, st->dp_pieces, &st->dp_reduce_s, &st->dp_gather_s);
+    st->dp_pieces = workload_dp_pieces(j, workload_stage_params_local(j, 0));
+    dp_piece_times(hw, j, 0, st->dp_pieces, &st->dp_reduce_s, &st->dp_gather_s);
 }
 
 /* The DP phases (weights gathered at the start, gradients reduced at the
@@ -142,7 +148,7 @@ static void dp_exposure(const hw_t *hw, const job_t *j, const stage_times_t *st,
         }
         double red_s, gat_s, win_f = v > 1 ? j->pp * x->fwd_s / v : x->fwd_s / n;
         double win_b = v > 1 ? j->pp * x->bwd_s / v : x->bwd_s / n;
-        dp_piece_times(hw, j, workload_stage_params_local(j, x->stage), n, &red_s, &gat_s);
+        dp_piece_times(hw, j, x->stage, n, &red_s, &gat_s);
         phase_delay_t r, g;
         if (j->overlap_grad_reduce)
             phase_delay(red_s, n, win_b, wrap, s, &r);
@@ -272,7 +278,8 @@ void estimate_job(const job_t *j, const hw_t *hw, estimate_t *e)
                              (st->p2p_s + hw->cluster.host_sync_gap_us * 1e-6);
     br->exposed_pp_comm_s = p > 1 ? xch_s + wrap_s : 0;
     br->exposed_dp_comm_s = dp_exp;
-    double shard = workload_stage_params_local(j, 0) / (j->zero_stage >= 1 ? j->dp_cp : 1);
+    double P0 = workload_stage_params_local(j, 0), Pe0 = workload_stage_expert_params_local(j, 0);
+    double shard = j->zero_stage >= 1 ? (P0 - Pe0) / j->dp_cp + Pe0 / j->edp : P0; /* the experts' over EDP */
     br->optimizer_s = cost_optimizer_s(hw, j, shard) + cost_grad_norm_sync_s(hw, j);
     /* Tied embedding gradients summed between first and last stage. */
     group_layout_t emb = cost_group_layout(j, hw, GROUP_EMB);

@@ -1,6 +1,7 @@
 /* job: the options table of a training job, presets, parsing of files and
  * flags, and the cross-field rules (see job.h). */
 #include "model/job.h"
+#include "model/moe.h"
 #include "model/split.h"
 #include "model/workload.h"
 
@@ -103,6 +104,31 @@ static const opt_def defs[] = {
      "each GEMM input cast (and its amax taken) in a pass of its own; attention stays bf16"},
     {"fp8-recipe", OPT_ENUM, J(fp8_recipe), 0, 0, "delayed", "delayed", "parallel plan",
      "FP8 scaling recipe: delayed (scales from the amax history, Transformer Engine's default)"},
+    {"num-experts", OPT_INT, J(num_experts), 1, 65536, "0", OPT_ZERO_OK, "mixture of experts",
+     "experts in each MoE layer (0: a dense model)"},
+    {"moe-router-topk", OPT_INT, J(moe_topk), 1, 1024, "2", 0, "mixture of experts", "experts each token is routed to"},
+    {"moe-ffn-hidden-size", OPT_INT, J(moe_ffn_hidden_size), 1, 4194304, "0", OPT_ZERO_OK, "mixture of experts",
+     "an expert's MLP hidden size (0: ffn-hidden-size)"},
+    {"moe-shared-expert-intermediate-size", OPT_INT, J(moe_shared_ffn), 1, 4194304, "0", OPT_ZERO_OK,
+     "mixture of experts", "the shared expert's MLP hidden size, every token through it (0: none)"},
+    {"moe-layer-freq", OPT_INT, J(moe_layer_freq), 1, 10000, "1", 0, "mixture of experts",
+     "every N-th layer is an MoE layer, from layer 0 (Megatron-Core's integer form)"},
+    {"expert-model-parallel-size", OPT_INT, J(ep), 1, 65536, "1", 0, "mixture of experts",
+     "EP: the experts split over EP ranks (folded: the expert groups come from the attention's ranks)"},
+    {"expert-tensor-parallel-size", OPT_INT, J(etp), 1, 1024, "0", OPT_ZERO_OK, "mixture of experts",
+     "ETP: each expert's MLP split over ETP ranks (0: TP's, Megatron-Core's default)"},
+    {"moe-token-dispatcher-type", OPT_ENUM, J(moe_dispatcher), 0, 0, "allgather", "allgather|alltoall",
+     "mixture of experts", "how tokens reach their experts: all-gathered over the expert group, or all-to-all"},
+    {"moe-grouped-gemm", OPT_BOOL, J(moe_grouped_gemm), 0, 1, "false", 0, "mixture of experts",
+     "one grouped GEMM for the rank's experts (else one GEMM per expert)"},
+    {"moe-expert-capacity-factor", OPT_REAL, J(moe_capacity_factor), 0.01, 1000, "0", OPT_ZERO_OK,
+     "mixture of experts", "each expert takes at most this times its even share of tokens (0: dropless)"},
+    {"moe-pad-expert-input-to-capacity", OPT_BOOL, J(moe_pad_to_capacity), 0, 1, "false", 0, "mixture of experts",
+     "every expert computes its full capacity (needs a capacity factor)"},
+    {"moe-router-load-balancing-type", OPT_ENUM, J(moe_lb_type), 0, 0, "aux_loss", "aux_loss|seq_aux_loss|sinkhorn|none",
+     "mixture of experts", "the router's balancing (numerics: its small kernels are not priced)"},
+    {"moe-permute-fusion", OPT_BOOL, J(moe_permute_fusion), 0, 1, "false", 0, "mixture of experts",
+     "the token permutation in one fused kernel each way (else an index pass and a gather)"},
     {"activation-offload-fraction", OPT_REAL, J(offload_fraction), 0, 1, "0", 0, "parallel plan",
      "the share of each layer's saved activations, token-wise, copied to host memory after its forward and back "
      "before its backward, over PCIe beside the compute (MEMO); the rest kept or recomputed as the job says"},
@@ -537,6 +563,8 @@ int job_finalize(job_t *j, int gpus_per_node, char *err)
          j->num_gpus, j->cp > 1 ? "CP x " : "", j->cp > 1 ? "CP x " : "", mp);
     j->dp = (int)(j->num_gpus / mp);
     j->dp_cp = j->dp * j->cp;
+    if (moe_finalize(j, err))
+        return -1;
     RULE(j->cp == 1 || j->seq_length % (2 * j->cp) == 0,
          "seq-length = %d does not split into 2 x context-parallel-size = %d chunks (the causal load balance; "
          "allowed: a multiple of %d)", j->seq_length, 2 * j->cp, 2 * j->cp);

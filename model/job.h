@@ -38,8 +38,10 @@ typedef enum { MFU_PEAK_BF16, MFU_PEAK_FP8 } mfu_peak_t;
  * the block before computes; all-gather of K and V, then local attention
  * (Llama 3's); all-to-all (Ulysses: heads scattered, the sequence gathered). */
 typedef enum { CP_P2P, CP_ALLGATHER, CP_A2A } cp_comm_t;
+/* Megatron-Core's --moe-token-dispatcher-type. */
+typedef enum { MOE_ALLGATHER, MOE_ALLTOALL } moe_dispatch_t;
 
-#define JOB_MAX_OPTS 64 /* options in job_opts, at most */
+#define JOB_MAX_OPTS 96 /* options in job_opts, at most */
 
 typedef struct {
     /* model */
@@ -64,6 +66,11 @@ typedef struct {
     int grads_fp32, bf16, pipeline_schedule;
     int fp8_format, fp8_recipe, mfu_peak; /* fp8_t; the recipe (delayed only); mfu_peak_t */
     double offload_fraction;   /* --activation-offload-fraction: saved activations sent to host, token-wise */
+    /* mixture of experts (model/moe.h; num_experts 0: dense) */
+    int num_experts, moe_topk, moe_ffn_hidden_size, moe_shared_ffn, moe_layer_freq;
+    int ep, etp;               /* expert model- and tensor-parallel sizes (etp 0: TP's) */
+    int moe_dispatcher, moe_grouped_gemm, moe_pad_to_capacity, moe_lb_type, moe_permute_fusion;
+    double moe_capacity_factor; /* 0: dropless */
     /* MegaScale techniques */
     int parallel_block, sliding_window, optimizer, pp_comm_overlap;
     int attention, fused_elementwise, async_data_loader, preset;
@@ -75,6 +82,7 @@ typedef struct {
     /* derived by job_finalize (not options) */
     int dp;              /* data-parallel size = num_gpus / (tp * cp * pp): the batch's split */
     int dp_cp;           /* dp x cp: the ranks holding the same weights (gradient reduction, ZeRO shards) */
+    int edp;             /* expert data-parallel size: TP x CP x DP / (ETP x EP), the experts' DP x CP */
     int vpp;             /* model chunks per pipeline stage (1 = not interleaved) */
     int num_microbatches;/* per pipeline per iteration = B / (b * dp) */
     int head_dim;        /* hidden / heads */

@@ -57,6 +57,10 @@ int job_fit_defaults(job_t *j, char *notes, size_t len)
     }
     long long mp = (long long)j->tp * j->cp * j->pp, dp = j->num_gpus % mp ? 0 : j->num_gpus / mp;
     long long per_step = dp * j->micro_batch_size;
+    if (j->num_experts > 0 && j->parallel_block && !job_given(j, "parallel-block")) {
+        note(notes, len, "parallel-block", 1, 0, "an MoE layer's MLP does not run beside its attention");
+        j->parallel_block = 0, n++;
+    }
     if (j->cp > 1 && j->sliding_window != 0 && !job_given(j, "sliding-window")) {
         note(notes, len, "sliding-window", j->sliding_window, 0, "context parallelism attends the whole sequence");
         j->sliding_window = 0, n++;

@@ -2,6 +2,7 @@
  * TP degree t; GEMM (m, n, k) computes (m x k) x (k x n). */
 #include "model/layer.h"
 
+#include "model/moe.h"
 #include "model/workload.h"
 
 #include <string.h>
@@ -13,6 +14,7 @@ typedef struct {
     double T;   /* tokens of the micro-batch */
     double Tl;  /* tokens this GPU holds outside TP regions (T/t with SP) */
     double wb;  /* bytes per element */
+    int moe;    /* the layer is an MoE layer (model/moe.h) */
 } builder_t;
 
 static int push(builder_t *b, op_t op)
@@ -239,6 +241,100 @@ static double qkv_n(const job_t *j)
     return ((double)j->hidden_size + 2.0 * j->num_query_groups * j->head_dim) / j->tp;
 }
 
+/* A collective over one of the experts' groups. */
+static void moe_coll(builder_t *b, const char *name, coll_t c, group_t g, double bytes)
+{
+    push(b, (op_t){.kind = OP_COLL, .name = name, .coll = c, .group = g, .bytes = bytes, .overlap = OVL_NONE,
+                   .pair = -1});
+}
+
+/* The rank's experts' GEMM (m rows each, n x k weights): one grouped GEMM
+ * (--moe-grouped-gemm) or one per expert, one after another. */
+static int expert_gemm(builder_t *b, const char *name, double m, double n, double k, int w)
+{
+    const job_t *j = b->j;
+    int el = j->num_experts / j->ep, i = w ? wgrad(b, name, m, n, k) : gemm(b, name, m, n, k);
+    if (j->moe_grouped_gemm)
+        b->ops[i].batch = el, b->ops[i].cast_elems *= el;
+    else
+        b->ops[i].repeat = el;
+    return i;
+}
+
+/* A token permutation (or its inverse) of the rank's rows: a gather read
+ * and written, and without --moe-permute-fusion an index pass and a
+ * second copy before it. */
+static void permute(builder_t *b, const char *name, double rows)
+{
+    elem(b, name, (b->j->moe_permute_fusion ? 2 : 4) * rows * b->j->hidden_size * b->wb);
+}
+
+/* An MoE layer's MLP (model/moe.h), forward or backward, as Megatron-Core
+ * runs it: the router (a replicated h x E GEMM and its softmax top-k) on
+ * this rank's SP share of the tokens; their top-k copies permuted, sent to
+ * the experts' ranks (all-to-all over EP, then gathered over ETP; or the
+ * allgather dispatcher: every token gathered over EP x ETP), the rank's
+ * experts' FC1, activation and FC2 on their rows (moe_rows_local, at the
+ * even split), and the way back; the shared expert as a dense MLP beside
+ * (not overlapped). */
+static void moe_mlp(builder_t *b, int bwd)
+{
+    const job_t *j = b->j;
+    double h = j->hidden_size, Tl = b->Tl, k = j->moe_topk, E = j->num_experts, wb = b->wb;
+    double R = moe_rows_local(j), el = (double)j->num_experts / j->ep, Re = R / el;
+    double fe = (double)j->moe_ffn_hidden_size / j->etp, fc1 = (j->swiglu ? 2 : 1) * fe;
+    double sent = Tl * k * h * wb, gathered = Tl * h * wb * j->ep * j->etp;
+    int a2a = j->moe_dispatcher == MOE_ALLTOALL;
+    if (!bwd) {
+        push(b, (op_t){.kind = OP_GEMM, .name = "router", .m = Tl, .n = E, .k = h, .batch = 1, .pair = -1});
+        elem(b, "router_topk", 2 * Tl * E * 4);
+        permute(b, "permute", Tl * k);
+        if (a2a) {
+            moe_coll(b, "ep_dispatch", COLL_ALLTOALL, GROUP_EP, sent);
+            moe_coll(b, "etp_ag_tokens", COLL_ALLGATHER, GROUP_ETP, R * h * wb);
+        } else {
+            moe_coll(b, "ep_ag_tokens", COLL_ALLGATHER, GROUP_EP, gathered);
+        }
+        expert_gemm(b, "expert_fc1", Re, fc1, h, 0);
+        elem_math(b, act_name(j, 0), ELEM_GELU, (j->swiglu ? 3 : 2) * R * fe * wb, R * fe);
+        expert_gemm(b, "expert_fc2", Re, h, fe, 0);
+        if (a2a) {
+            moe_coll(b, "etp_rs_out", COLL_REDUCESCATTER, GROUP_ETP, R * h * wb);
+            moe_coll(b, "ep_combine", COLL_ALLTOALL, GROUP_EP, sent);
+        } else {
+            moe_coll(b, "ep_rs_out", COLL_REDUCESCATTER, GROUP_EP, gathered);
+        }
+        permute(b, "unpermute", Tl * k);
+    } else {
+        permute(b, "unpermute_bwd", Tl * k);
+        if (a2a) {
+            moe_coll(b, "ep_combine_bwd", COLL_ALLTOALL, GROUP_EP, sent);
+            moe_coll(b, "etp_ag_grad", COLL_ALLGATHER, GROUP_ETP, R * h * wb);
+        } else {
+            moe_coll(b, "ep_ag_grad", COLL_ALLGATHER, GROUP_EP, gathered);
+        }
+        expert_gemm(b, "expert_fc2_dgrad", Re, fe, h, 0);
+        expert_gemm(b, "expert_fc2_wgrad", fe, h, Re, 1);
+        elem_math(b, act_name(j, 1), ELEM_GELU, (j->swiglu ? 5 : 3) * R * fe * wb, R * fe);
+        expert_gemm(b, "expert_fc1_dgrad", Re, h, fc1, 0);
+        expert_gemm(b, "expert_fc1_wgrad", h, fc1, Re, 1);
+        if (a2a) {
+            moe_coll(b, "etp_rs_grad", COLL_REDUCESCATTER, GROUP_ETP, R * h * wb);
+            moe_coll(b, "ep_dispatch_bwd", COLL_ALLTOALL, GROUP_EP, sent);
+        } else {
+            moe_coll(b, "ep_rs_grad", COLL_REDUCESCATTER, GROUP_EP, gathered);
+        }
+        permute(b, "permute_bwd", Tl * k);
+        push(b, (op_t){.kind = OP_GEMM, .name = "router_dgrad", .m = Tl, .n = h, .k = E, .batch = 1, .pair = -1});
+        push(b, (op_t){.kind = OP_GEMM, .name = "router_wgrad", .m = h, .n = E, .k = Tl, .batch = 1, .pair = -1,
+                       .acc_fp32 = 1});
+    }
+}
+
+/* The shared expert: a dense MLP of its own width, TP-split as the dense
+ * layer's (the gathers and reduce-scatters of SP included). */
+static void shared_expert(builder_t *b, int bwd);
+
 static void forward(builder_t *b)
 {
     const job_t *j = b->j;
@@ -264,6 +360,11 @@ static void forward(builder_t *b)
     attention_core(b, 0);
     fwd_reduce(b, "rs_proj", gemm(b, "proj", T, h, h / j->tp));
     residual_norm(b, "ln2", 0);
+    if (b->moe) {
+        moe_mlp(b, 0);
+        shared_expert(b, 0);
+        return;
+    }
     fwd_gather(b, "ag_fc1", b->n + (j->sequence_parallel && j->tp > 1));
     gemm(b, "fc1", T, fc1_n(j), h);
     elem_math(b, act_name(j, 0), ELEM_GELU, gelu_bytes(j, T, b->wb), gelu_elems(j, T));
@@ -314,9 +415,14 @@ static void backward(builder_t *b)
         residual_norm(b, "ln_bwd", 1);
         return;
     }
-    row_backward(b, "fc2_dgrad", "fc2_wgrad", ft);
-    elem_math(b, act_name(j, 1), ELEM_GELU, gelu_bwd_bytes(j, T, b->wb), gelu_elems(j, T));
-    col_backward(b, "fc1_dgrad", "fc1_wgrad", fc1_n(j));
+    if (b->moe) {
+        shared_expert(b, 1);
+        moe_mlp(b, 1);
+    } else {
+        row_backward(b, "fc2_dgrad", "fc2_wgrad", ft);
+        elem_math(b, act_name(j, 1), ELEM_GELU, gelu_bwd_bytes(j, T, b->wb), gelu_elems(j, T));
+        col_backward(b, "fc1_dgrad", "fc1_wgrad", fc1_n(j));
+    }
     residual_norm(b, "ln2_bwd", 1);
     row_backward(b, "proj_dgrad", "proj_wgrad", j->hidden_size / j->tp);
     attention_core(b, 1);
@@ -325,9 +431,30 @@ static void backward(builder_t *b)
     residual_norm(b, "ln1_bwd", 1);
 }
 
-int layer_ops(const job_t *job, pass_t pass, op_t *ops)
+static void shared_expert(builder_t *b, int bwd)
 {
-    builder_t b = {job, ops, 0, job_tokens_local(job), 0, job_weight_bytes(job)};
+    const job_t *j = b->j;
+    double T = b->T, h = j->hidden_size, fs = (double)j->moe_shared_ffn / j->tp;
+    double fc1 = (j->swiglu ? 2 : 1) * fs, elems = T * fs;
+    if (!j->moe_shared_ffn)
+        return;
+    if (!bwd) {
+        fwd_gather(b, "ag_shared", b->n + (j->sequence_parallel && j->tp > 1));
+        gemm(b, "shared_fc1", T, fc1, h);
+        elem_math(b, act_name(j, 0), ELEM_GELU, (j->swiglu ? 3 : 2) * elems * b->wb, elems);
+        fwd_reduce(b, "rs_shared", gemm(b, "shared_fc2", T, h, fs));
+        return;
+    }
+    row_backward(b, "shared_fc2_dgrad", "shared_fc2_wgrad", fs);
+    elem_math(b, act_name(j, 1), ELEM_GELU, (j->swiglu ? 5 : 3) * elems * b->wb, elems);
+    col_backward(b, "shared_fc1_dgrad", "shared_fc1_wgrad", fc1);
+}
+
+int layer_ops(const job_t *job, pass_t pass, op_t *ops) { return layer_ops_of(job, pass, 0, ops); }
+
+int layer_ops_of(const job_t *job, pass_t pass, int moe, op_t *ops)
+{
+    builder_t b = {job, ops, 0, job_tokens_local(job), 0, job_weight_bytes(job), moe && job->num_experts > 0};
     b.Tl = job->sequence_parallel ? b.T / job->tp : b.T;
     memset(ops, 0, sizeof(op_t) * LAYER_MAX_OPS);
     if (pass == PASS_FWD)

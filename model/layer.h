@@ -18,6 +18,9 @@ typedef enum { PASS_FWD, PASS_BWD, PASS_RECOMPUTE } pass_t;
  * is the extra forward work that the backward repeats (full: the layer;
  * selective: the attention core; none: nothing). */
 int layer_ops(const job_t *job, pass_t pass, op_t *ops);
+/* The same for a dense layer (moe 0) or an MoE layer (moe 1: its MLP is
+ * the router, the experts and the shared expert, model/moe.h). */
+int layer_ops_of(const job_t *job, pass_t pass, int moe, op_t *ops);
 
 /* Bytes of the activation passed between pipeline stages per micro-batch
  * on one GPU (split by TP with sequence parallelism, Megatron's scatter-

@@ -12,7 +12,9 @@ typedef enum { OP_GEMM, OP_ATTN, OP_ELEM, OP_COLL, OP_P2P, OP_OPTIM } op_kind_t;
 typedef enum { COLL_ALLREDUCE, COLL_ALLGATHER, COLL_REDUCESCATTER, COLL_BROADCAST, COLL_ALLTOALL, COLL_SENDRECV } coll_t;
 /* GROUP_DP: the ranks holding the same weights, DP x CP (the gradient
  * reduction and the ZeRO shards); GROUP_CP: one sequence's CP ranks. */
-typedef enum { GROUP_TP, GROUP_DP, GROUP_PP, GROUP_EMB, GROUP_WORLD, GROUP_CP } group_t;
+/* GROUP_ETP, GROUP_EP, GROUP_EDP: the experts' groups, folded into the
+ * same ranks (model/moe.h). */
+typedef enum { GROUP_TP, GROUP_DP, GROUP_PP, GROUP_EMB, GROUP_WORLD, GROUP_CP, GROUP_ETP, GROUP_EP, GROUP_EDP } group_t;
 /* How a collective meets compute: exposed on the stream; launched
  * asynchronously beside a paired GEMM (Megatron's backward overlap); or
  * chunked and pipelined with the paired GEMM (--tp-comm-overlap). */

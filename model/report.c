@@ -43,6 +43,11 @@ void report_text(FILE *f, const job_t *j, const hw_t *hw, const estimate_t *e)
             e->work.params_total / 1e9, j->num_layers, j->hidden_size, j->num_attention_heads,
             j->num_query_groups, j->ffn_hidden_size, j->seq_length, j->padded_vocab_size,
             j->global_batch_size, j->seq_length);
+    if (j->num_experts > 0)
+        fprintf(f, "experts: %d of FFN %d, top-%d, every %d layer(s); %.1fB parameters active per token (MFU counts "
+                   "them); EP %d x ETP %d x EDP %d, %s dispatcher\n", j->num_experts, j->moe_ffn_hidden_size,
+                j->moe_topk, j->moe_layer_freq, e->work.params_active / 1e9, j->ep, j->etp, j->edp,
+                j->moe_dispatcher == MOE_ALLTOALL ? "alltoall" : "allgather");
     char cp[64] = "";
     if (j->cp > 1)
         snprintf(cp, sizeof cp, " x CP %d (%s)", j->cp, (const char *[]){"p2p", "all_gather", "a2a"}[j->cp_comm_type]);
@@ -135,6 +140,7 @@ cJSON *report_json(const job_t *j, const hw_t *hw, const estimate_t *e)
     cJSON_AddNumberToObject(o, "model_flops_per_iteration", e->work.model_flops_per_iter);
     cJSON_AddNumberToObject(o, "hardware_flops_per_iteration", e->work.hw_flops_per_iter);
     cJSON_AddNumberToObject(o, "params_total", e->work.params_total);
+    cJSON_AddNumberToObject(o, "params_active", e->work.params_active);
     cJSON_AddNumberToObject(o, "peak_memory_per_gpu_bytes", e->mem.total_bytes);
     cJSON_AddBoolToObject(o, "fits_in_memory", e->mem.fits);
     cJSON_AddNumberToObject(o, "days_for_300b_tokens", e->days_for_300b_tokens);

@@ -123,11 +123,11 @@ static int dp_pieces(const job_t *j) { return workload_dp_pieces(j, workload_sta
 static void dp_op(sched_iter_t *it, int kind, int stream, int piece, int parts, int wait, long wait_for)
 {
     const job_t *j = it->job;
-    double P = workload_stage_params_local(j, it->stage);
+    double P = workload_stage_params_local(j, it->stage), Pe = workload_stage_expert_params_local(j, it->stage);
     int pieces = piece < 0 && parts == 1 ? 1 : dp_pieces(j);
     double per = kind == SOP_DP_GATHER ? job_weight_bytes(j) : job_grad_bytes(j);
     sched_op_t *o = emit(it, kind, stream);
-    o->chunk = piece, o->parts = parts, o->bytes = P / pieces * per;
+    o->chunk = piece, o->parts = parts, o->bytes = (P - Pe) / pieces * per, o->bytes_edp = Pe / pieces * per;
     o->wait[0] = wait, o->wait_for[0] = wait_for;
     if (sched_stream_dp(stream))
         o->bump_part = kind == SOP_DP_GATHER ? CNT_GATHER_DONE : CNT_REDUCE_DONE;
@@ -253,7 +253,8 @@ static void epilogue(sched_iter_t *it)
         o->bytes = (double)j->padded_vocab_size * j->hidden_size / j->tp * job_grad_bytes(j);
     }
     sched_op_t *o = emit(it, SOP_OPTIM, STREAM_COMPUTE);
-    o->bytes = workload_stage_params_local(j, it->stage) / (j->zero_stage >= 1 ? j->dp_cp : 1);
+    double P = workload_stage_params_local(j, it->stage), Pe = workload_stage_expert_params_local(j, it->stage);
+    o->bytes = j->zero_stage >= 1 ? (P - Pe) / j->dp_cp + Pe / j->edp : P; /* the shard, the experts' over EDP */
 }
 
 /* Interleaved 1F1B (and GPipe): one step of Megatron's loop. */

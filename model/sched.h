@@ -74,6 +74,7 @@ typedef struct {
     int32_t wait_for[2]; /* wait until counter >= wait_for */
     sched_xfer_t x[4];
     double bytes;     /* XFER: per transfer; DP/EMB: the collective's bytes */
+    double bytes_edp; /* DP: the experts' bytes beside them, over EDP instead (model/moe.h); 0 when dense */
 } sched_op_t;
 
 /* Iterator over one rank's program. The state is a handful of integers. */

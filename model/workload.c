@@ -1,6 +1,7 @@
 /* workload: parameters, FLOPs and memory of a job (see workload.h). */
 #include "model/workload.h"
 
+#include "model/moe.h"
 #include "model/split.h"
 
 #include <math.h>
@@ -57,27 +58,41 @@ static double params_per_layer(const job_t *j)
     return gemm_weights_per_layer(j) + biases + norms;
 }
 
+/* An MoE layer's parameters: a dense layer's with its MLP replaced by the
+ * experts (all, or a token's: model/moe.h). */
+static double moe_layer_params(const job_t *j, int active)
+{
+    return params_per_layer(j) - moe_mlp_of(j, j->ffn_hidden_size, 1) + moe_mlp_params(j, active, 1);
+}
+
 void workload_compute(const job_t *j, workload_t *w)
 {
     double l = j->num_layers, h = j->hidden_size, s = j->seq_length, V = j->padded_vocab_size;
+    double lm = moe_layers_in(j, 0, j->num_layers), ld = l - lm; /* MoE and dense layers */
     w->params_layer = params_per_layer(j);
     /* Word and position embeddings; the output layer is tied to the word
      * embedding (Megatron's default) unless untied, which adds V h; the
      * final norm adds its weight (and bias). */
-    w->params_total = l * w->params_layer + (j->untie_embeddings ? 2 : 1) * V * h + pos_params(j) + norm_params(j);
+    double ends = (j->untie_embeddings ? 2 : 1) * V * h + pos_params(j) + norm_params(j);
+    w->params_total = ld * w->params_layer + lm * moe_layer_params(j, 0) + ends;
+    w->params_active = ld * w->params_layer + lm * moe_layer_params(j, 1) + ends;
     w->attn_window_factor = workload_causal_keys(s, j->window) / workload_causal_keys(s, s);
     /* Megatron's convention: attention scored over all s keys (4 s h per
      * token per layer forward); a window scales it by the fraction of
      * causal keys it keeps. */
     double attn = 4 * s * h * w->attn_window_factor;
     double gemm = 2 * gemm_weights_per_layer(j);
-    double fwd = l * (gemm + attn) + 2 * V * h;
+    /* an MoE layer's: the experts a token uses, the router, the shared expert
+     * (the MoE papers' active-parameter count) */
+    double gemm_moe = gemm - 2 * moe_mlp_of(j, j->ffn_hidden_size, 0) + 2 * moe_mlp_params(j, 1, 0);
+    double fwd = ld * (gemm + attn) + lm * (gemm_moe + attn) + 2 * V * h;
     w->model_flops_per_token = 3 * fwd;
     /* Selective recomputation reruns the unfused attention core only (a
      * flash kernel keeps no scores to drop: Megatron-LM checkpoints the
      * unfused core alone, model/layer.c). */
     int selective = j->recompute == RECOMPUTE_SELECTIVE && !attn_is_flash(j->attention);
-    double recompute = j->recompute == RECOMPUTE_FULL ? j->recompute_fraction * l * (gemm + attn)
+    double recompute = j->recompute == RECOMPUTE_FULL ? j->recompute_fraction * ld * (gemm + attn) +
+                                                            j->recompute_fraction * lm * (gemm_moe + attn)
                        : selective                    ? l * attn
                                                       : 0;
     double tokens = (double)j->global_batch_size * s;
@@ -93,7 +108,17 @@ double workload_stage_params_local(const job_t *j, int stage)
      * row-parallel biases and LayerNorms replicated. */
     double split = gemm_weights_per_layer(j) + (j->disable_bias_linear ? 0 : (h + 2 * kvd) + workload_fc1_width(j));
     double repl = params_per_layer(j) - split;
-    double p = split_stage_layers(j, stage) * (split / t + repl);
+    int lm = moe_stage_layers(j, stage);
+    double p = (split_stage_layers(j, stage) - lm) * (split / t + repl);
+    if (lm) { /* an MoE layer: the dense MLP out; the router replicated, the shared expert split as a dense MLP,
+                 the rank's experts (workload_stage_expert_params_local) */
+        int b = !j->disable_bias_linear;
+        double fc1 = (j->swiglu ? 2.0 : 1.0), fs = j->moe_shared_ffn;
+        double split_m = split - moe_mlp_of(j, j->ffn_hidden_size, 0) - b * fc1 * j->ffn_hidden_size +
+                         (fs ? moe_mlp_of(j, fs, 0) + b * fc1 * fs : 0);
+        double repl_m = repl - b * h + (double)h * j->num_experts + (fs ? b * h : 0);
+        p += lm * (split_m / t + repl_m + moe_expert_params_local(j));
+    }
     double V = j->padded_vocab_size;
     if (stage == 0)
         p += V * h / t + pos_params(j);
@@ -104,7 +129,14 @@ double workload_stage_params_local(const job_t *j, int stage)
     return p;
 }
 
-double workload_layer_activation_bytes(const job_t *j)
+double workload_stage_expert_params_local(const job_t *j, int stage)
+{
+    return moe_stage_layers(j, stage) * (j->num_experts > 0 ? moe_expert_params_local(j) : 0);
+}
+
+/* One layer's activations for one micro-batch on one GPU, a dense layer's
+ * or (moe 1) an MoE layer's (see workload_layer_activation_bytes). */
+static double layer_activation_bytes(const job_t *j, int moe)
 {
     double T = job_tokens_local(j);
     double h = j->hidden_size, f = j->ffn_hidden_size, t = j->tp;
@@ -128,7 +160,25 @@ double workload_layer_activation_bytes(const job_t *j)
         core = 0;         /* the s x s scores are recomputed */
     else /* softmax out, dropout mask (1 byte) and out */
         core = (j->attention_dropout > 0 ? 2 * e + 1 : e) * a * s / t;
+    if (moe) { /* the MLP's saved tensors: the expert rank's rows (permuted input, activation input, FC2
+                  input), the router's fp32 probabilities of this rank's tokens, the shared expert's two */
+        double R = moe_rows_local(j), fm = j->moe_ffn_hidden_size / (double)j->etp, fs = j->moe_shared_ffn;
+        split += e * (fs ? (fs * (j->swiglu ? 2 : 1) + fs) / t : 0) - e * (workload_fc1_width(j) + f) / t;
+        return T * (repl / sp + split + core) + R * e * (h + fm * (j->swiglu ? 2 : 1) + fm) +
+               T / sp * 4 * j->num_experts;
+    }
     return T * (repl / sp + split + core);
+}
+
+double workload_layer_activation_bytes(const job_t *j) { return layer_activation_bytes(j, 0); }
+
+/* The mean layer's activations on a stage (its dense and MoE layers). */
+static double stage_activation_bytes(const job_t *j, int stage)
+{
+    int l = split_stage_layers(j, stage), lm = moe_stage_layers(j, stage);
+    if (!lm || !l)
+        return layer_activation_bytes(j, 0);
+    return ((l - lm) * layer_activation_bytes(j, 0) + lm * layer_activation_bytes(j, 1)) / l;
 }
 
 /* Bytes one layer holds beside its saved activations while it runs, for
@@ -187,14 +237,15 @@ double workload_inflight_chunks(const job_t *j, int stage)
 
 static void stage_memory(const job_t *j, const hw_t *hw, int stage, memory_t *m)
 {
-    double P = workload_stage_params_local(j, stage);
-    double wb = job_weight_bytes(j), gb = job_grad_bytes(j), dp = j->dp_cp; /* the ZeRO shards' */
+    double P = workload_stage_params_local(j, stage), Pe = workload_stage_expert_params_local(j, stage);
+    double wb = job_weight_bytes(j), gb = job_grad_bytes(j);
+    double shard = (P - Pe) / j->dp_cp + Pe / j->edp; /* ZeRO's: over DP x CP, the experts' over EDP */
     double T = job_tokens_local(j);
     double h = j->hidden_size, t = j->tp;
     double piece = P / workload_dp_pieces(j, P);
     /* ZeRO-3 (FSDP, model/sched.c): the shard, the piece computing and the
      * one gathered beside it; otherwise every weight, all the time. */
-    m->weights_bytes = j->zero_stage >= 3 ? P * wb / dp + 2 * piece * wb : P * wb;
+    m->weights_bytes = j->zero_stage >= 3 ? shard * wb + 2 * piece * wb : P * wb;
     /* Gradients are sharded (the shard plus the piece whose reduce-scatter
      * is in flight) only where each is reduce-scattered once complete and
      * never added to again: ZeRO-3 (each micro-batch's) and ZeRO-2 without
@@ -203,17 +254,17 @@ static void stage_memory(const job_t *j, const hw_t *hw, int stage, memory_t *m)
      * program's) needs every full gradient while they accumulate, as ZeRO-1
      * does. */
     int sharded = j->zero_stage >= 3 || (j->zero_stage == 2 && j->num_microbatches == 1);
-    m->grads_bytes = sharded ? P * gb / dp + piece * gb : P * gb;
-    m->optimizer_bytes = P * job_optim_bytes(j) / (j->zero_stage >= 1 ? dp : 1);
+    m->grads_bytes = sharded ? shard * gb + piece * gb : P * gb;
+    m->optimizer_bytes = (j->zero_stage >= 1 ? shard : P) * job_optim_bytes(j);
     /* The stage's chunks in flight, each at the stage's mean layers per
      * chunk (only a first or last chunk under account-for-* differs). */
     double layers_per_chunk = (double)split_stage_layers(j, stage) / j->vpp;
     m->inflight_microbatches = workload_inflight_chunks(j, stage) / j->vpp;
-    double kept = layers_per_chunk * workload_layer_activation_bytes(j), rebuilt = 0; /* per chunk in flight */
+    double kept = layers_per_chunk * stage_activation_bytes(j, stage), rebuilt = 0; /* per chunk in flight */
     if (j->recompute == RECOMPUTE_FULL) {
         job_t keep_all = *j;
         keep_all.recompute = RECOMPUTE_NONE;
-        double in = workload_layer_activation_bytes(j), all = workload_layer_activation_bytes(&keep_all);
+        double in = workload_layer_activation_bytes(j), all = stage_activation_bytes(&keep_all, stage);
         double n = fmin(j->recompute_num_layers, layers_per_chunk);
         /* Block: the first n layers checkpointed one by one, the rest kept.
          * The backward reaches the first n last, when the kept layers of
@@ -227,7 +278,7 @@ static void stage_memory(const job_t *j, const hw_t *hw, int stage, memory_t *m)
         /* the backward rebuilds one layer's attention core at a time */
         job_t keep_all = *j;
         keep_all.recompute = RECOMPUTE_NONE;
-        rebuilt = workload_layer_activation_bytes(&keep_all) - workload_layer_activation_bytes(j);
+        rebuilt = stage_activation_bytes(&keep_all, stage) - stage_activation_bytes(j, stage);
     }
     /* Offloading keeps the token-wise rest of every held layer on the GPU;
      * the layer being rebuilt or run works whole. */

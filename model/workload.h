@@ -11,6 +11,7 @@
 
 typedef struct {
     double params_total;       /* whole model (tied embeddings counted once) */
+    double params_active;      /* those one token uses: with MoE its top-k experts only (= total when dense) */
     double params_layer;       /* one transformer layer */
     double model_flops_per_token;    /* Megatron convention, no recompute */
     double model_flops_per_iter;
@@ -32,6 +33,10 @@ void workload_compute(const job_t *job, workload_t *w);
 
 /* Parameters held by one GPU of pipeline stage `stage` (TP-split). */
 double workload_stage_params_local(const job_t *job, int stage);
+
+/* Of those, the experts' (model/moe.h): reduced and sharded over EDP, the
+ * rest over DP x CP. 0 for a dense model. */
+double workload_stage_expert_params_local(const job_t *job, int stage);
 
 /* Activation bytes of one layer for one micro-batch on one GPU. */
 double workload_layer_activation_bytes(const job_t *job);

@@ -252,6 +252,8 @@ int gpt_check_switches(const job_t *j, int gpu, char *err, int errlen)
                                    "it (allowed: 1, the default)"
                      : j->offload_fraction > 0 ? "--activation-offload-fraction above 0 is not run yet: predict, "
                                                  "simulate and search price it (allowed: 0, the default)"
+                     : j->num_experts > 0 ? "--num-experts is not run yet: megasim run trains dense GPTs; predict and "
+                                            "simulate price mixtures of experts (allowed: 0, the default)"
                      : gpu && !j->bf16 ? "--bf16 false with --device gpu: the GPU path trains in bf16 with fp32 master "
                                          "weights (allowed: --bf16 true; --device cpu trains in fp32)"
                                        : NULL;

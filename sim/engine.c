@@ -206,8 +206,12 @@ static int64_t coll_ns(sim_t *S, const entity_t *e, const sched_op_t *op, group_
     coll_t c = op->kind == SOP_DP_GATHER ? COLL_ALLGATHER
                : op->kind == SOP_DP_REDUCE && j->zero_stage >= 1 ? COLL_REDUCESCATTER
                                                                    : COLL_ALLREDUCE;
-    double f = g == GROUP_DP ? S->dp_link[e->stage * S->E_tp + e->tp_i] : e->link_factor;
-    return ns(cost_coll_s(S->hw, c, op->bytes, &lay) * f);
+    double f = g == GROUP_DP ? S->dp_link[e->stage * S->E_tp + e->tp_i] : e->link_factor, s = 0;
+    if (g == GROUP_DP && op->bytes_edp > 0) { /* the experts' share, over EDP, after the rest */
+        group_layout_t edp = cost_group_layout(j, S->hw, GROUP_EDP);
+        s = cost_coll_s(S->hw, c, op->bytes_edp, &edp);
+    }
+    return ns((cost_coll_s(S->hw, c, op->bytes, &lay) + s) * f);
 }
 
 static int pend_push(pend_t *p, int slot, int stream)

@@ -102,6 +102,7 @@ cJSON *sim_summary_json(const job_t *job, const hw_t *hw, const estimate_t *e, c
             cJSON_AddNumberToObject(sec[f->section], f->key, field_value(&s, f));
     }
     cJSON_AddStringToObject(o, "mfu_peak", report_mfu_peak(job));
+    cJSON_AddNumberToObject(o, "params_active", e->work.params_active);
     if (r->ncontended) { /* network = flows: the links where flows had to share */
         cJSON *arr = cJSON_AddArrayToObject(o, "contended_links");
         for (int k = 0; k < r->ncontended; k++) {

@@ -2,7 +2,8 @@
 """check_predict_json: `megasim predict --json` parses and carries the keys
 the issue names (and every executor shares), with values in range, and a
 configuration that holds the GPU count asked for. With EXPECT_PARAMS set,
-params_total must equal it (a model's published size). With EXPECT_MFU
+params_total must equal it (a model's published size), with EXPECT_ACTIVE
+params_active (a mixture of experts' per-token count). With EXPECT_MFU
 ("value|source") set, or an experiment file with a "paper" block given, the
 predicted MFU must lie within 2.5 points of the paper's (issue 4's largest
 allowed error; EXPECT_MFU_TOL="points|source" for another issue's)."""
@@ -70,12 +71,13 @@ for want, src in paper:
           % (100 * want, tol, src, tol_src, 100 * d["mfu"]))
     fail += not ok
     checks += 1
-if os.environ.get("EXPECT_PARAMS"):
-    want = int(os.environ["EXPECT_PARAMS"])
-    ok = round(d["params_total"]) == want
-    print(("ok  " if ok else "FAIL"), "params_total: expected %d (the model's published size), got %d"
-          % (want, round(d["params_total"])))
-    fail += not ok
-    checks += 1
+for key, env in (("params_total", "EXPECT_PARAMS"), ("params_active", "EXPECT_ACTIVE")):
+    if os.environ.get(env):
+        want = int(os.environ[env])
+        ok = round(d[key]) == want
+        print(("ok  " if ok else "FAIL"), "%s: expected %d (the model's published size, counted by hand in the job "
+              "file), got %d" % (key, want, round(d[key])))
+        fail += not ok
+        checks += 1
 print("check_predict_json: %d passed, %d failed" % (checks - fail, fail))
 sys.exit(1 if fail else 0)

@@ -81,7 +81,7 @@ static void zero3(void)
 /* Uneven pipeline stages (model/split.h): the end stages' own layer
  * counts, with and without chunks, and the embedding and the loss counted
  * as layers (Llama 3's split, down to chunks of no transformer layer);
- * and context parallelism, each comm type.
+ * context parallelism, each comm type; and mixtures of experts.
  * The closed form paces the steady state by the slowest of the first, a
  * middle and the last stage and fills the pipeline through each at its
  * own pace; the simulator plays every chunk. Agreement within 1%. */
@@ -108,7 +108,14 @@ static void uneven(void)
         "--num-layers 48 --pipeline-model-parallel-size 4 --context-parallel-size 4 --cp-comm-type all_gather "
         "--sliding-window 0 --attention flash --num-layers-per-virtual-pipeline-stage 2",
         "--num-layers 48 --pipeline-model-parallel-size 2 --context-parallel-size 2 --cp-comm-type a2a "
-        "--sliding-window 0 --attention flash"};
+        "--sliding-window 0 --attention flash",
+        /* mixture of experts: the MoE layers' ops in the chunks, the experts'
+         * gradients over EDP beside the rest over DP */
+        "--num-layers 48 --pipeline-model-parallel-size 4 --num-experts 16 --expert-model-parallel-size 8 "
+        "--sequence-parallel --no-parallel-block --moe-token-dispatcher-type alltoall --moe-grouped-gemm",
+        "--num-layers 48 --pipeline-model-parallel-size 4 --num-experts 16 --expert-model-parallel-size 4 "
+        "--expert-tensor-parallel-size 2 --moe-layer-freq 2 --moe-shared-expert-intermediate-size 8192 "
+        "--sequence-parallel --no-parallel-block --num-layers-per-virtual-pipeline-stage 2"};
     const char *presets[] = {"megatron-lm", "megascale"};
     int n = 0;
     double worst = 0;
@@ -131,10 +138,10 @@ static void uneven(void)
             n++;
             worst = fmax(worst, fabs(d));
         }
-    check_eq("uneven and CP plans simulated", 20, n, "10 splits x 2 presets");
+    check_eq("uneven, CP and MoE plans simulated", 24, n, "12 plans x 2 presets");
     char got[96];
     snprintf(got, sizeof got, "worst %.2f%%", 100 * worst);
-    check_true("every uneven or CP plan agrees within 1%", worst <= 0.01, got);
+    check_true("every uneven, CP or MoE plan agrees within 1%", worst <= 0.01, got);
 }
 
 int main(void)

@@ -1,0 +1,75 @@
+/* test_moe: mixtures of experts (model/moe.h) against values worked out by
+ * hand: which layers are MoE layers, the folded expert groups, the
+ * parameters a rank holds, the FLOPs counted on the active parameters,
+ * and the bytes and shapes of the MoE layer's ops. */
+#include "model/cost.h"
+#include "model/layer.h"
+#include "model/moe.h"
+#include "model/workload.h"
+#include "../check.h"
+#include "job_of.h"
+
+#include <string.h>
+
+#define BASE "--preset megatron-lm --attention flash --num-layers 8 --hidden-size 4096 --num-attention-heads 32 " \
+             "--num-query-groups 8 --ffn-hidden-size 14336 --swiglu --disable-bias-linear --seq-length 4096 " \
+             "--tensor-model-parallel-size 2 --sequence-parallel --pipeline-model-parallel-size 2 " \
+             "--num-layers-per-virtual-pipeline-stage 0 --num-gpus 64 --global-batch-size 64 --gpu h100-sxm-80gb"
+
+static const op_t *find(const op_t *ops, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(ops[i].name, name))
+            return &ops[i];
+    return NULL;
+}
+
+int main(void)
+{
+    job_t d, j;
+    char err[OPT_ERR_LEN];
+    CHECK(!job_of(BASE, &d, err), "%s", err);
+    CHECK(!job_of(BASE " --num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 4 --moe-layer-freq 2 "
+                        "--moe-token-dispatcher-type alltoall --moe-grouped-gemm", &j, err), "%s", err);
+    /* 64 GPUs = TP 2 x PP 2 x DP 16; experts: ETP 2 (TP's), EP 4, EDP 2 x 16 / (2 x 4) = 4. */
+    check_eq("ETP (TP's by default)", 2, j.etp, "Megatron-Core's default");
+    check_eq("EDP", 4, j.edp, "TP 2 x DP 16 / (ETP 2 x EP 4)");
+    check_eq("MoE layers of 8, every 2nd", 4, moe_layers_in(&j, 0, 8), "layers 0, 2, 4, 6");
+    check_eq("MoE layers among 1 .. 4", 2, moe_layers_in(&j, 1, 4), "layers 2 and 4");
+    check_eq("stage 1's MoE layers", 2, moe_stage_layers(&j, 1), "layers 4 to 7: 4 and 6");
+    hw_t hw;
+    CHECK(!job_hardware(&j, &hw, err), "%s", err);
+    group_layout_t ep = cost_group_layout(&j, &hw, GROUP_EP), edp = cost_group_layout(&j, &hw, GROUP_EDP);
+    check_eq("EP group: members on a node", 4, ep.per_node, "stride ETP 2: 4 of them on 8 GPUs");
+    check_eq("EDP group: size", 4, edp.size, "stride ETP x EP = 8: one a node");
+    /* A rank's experts: 2 of 8 in each of its 2 MoE layers, each split by ETP 2: 3 h f / 2 each. */
+    double expert = 3.0 * 4096 * 14336;
+    check_rel("stage 1's expert parameters on a rank", 2 * 2 * expert / 2, workload_stage_expert_params_local(&j, 1),
+              0, "2 layers x 2 experts x 3 h f / ETP");
+    /* FLOPs per token: each MoE layer swaps the dense MLP (3 h f) for its top-2 experts (6 h f) and the
+     * router (h x 8): 6 FLOPs a weight (forward and backward) x 4 layers. */
+    workload_t wd, wm;
+    workload_compute(&d, &wd);
+    workload_compute(&j, &wm);
+    check_rel("model FLOPs a token, MoE less dense", 6.0 * 4 * (expert + 4096.0 * 8),
+              wm.model_flops_per_token - wd.model_flops_per_token, 1e-12, "6 x 4 layers x (one more expert + router)");
+    check_rel("active parameters, MoE less dense", 4 * (expert + 4096.0 * 8), wm.params_active - wd.params_total, 1e-12,
+              "the same swap in parameters");
+    check_rel("all parameters, MoE less dense", 4 * (7 * expert + 4096.0 * 8), wm.params_total - wd.params_total, 1e-12,
+              "7 more experts and the router in each of 4 layers");
+    /* The ops: each rank's SP share of 4096 tokens (2048), top-2, sent over EP; after the gather over
+     * ETP the rank computes 2048 x 2 x 2 = 8192 rows for its 2 experts, 4096 each, in one grouped GEMM. */
+    op_t ops[LAYER_MAX_OPS];
+    int n = layer_ops_of(&j, PASS_FWD, 1, ops);
+    const op_t *a2a = find(ops, n, "ep_dispatch"), *fc1 = find(ops, n, "expert_fc1");
+    CHECK(a2a && fc1, "no ep_dispatch or expert_fc1 op");
+    check_rel("dispatch all-to-all bytes", 2048.0 * 2 * 4096 * 2, a2a->bytes, 0, "T / TP x top-k x h x 2 bytes");
+    check_eq("dispatch over EP", GROUP_EP, a2a->group, "the experts' group");
+    check_rel("expert FC1: rows an expert", 4096, fc1->m, 0, "8192 rows over 2 experts");
+    check_rel("expert FC1: width on a rank", 2 * 14336.0 / 2, fc1->n, 0, "gate and up, split by ETP 2");
+    check_rel("expert FC1: grouped over the rank's experts", 2, fc1->batch, 0, "--moe-grouped-gemm");
+    n = layer_ops_of(&j, PASS_FWD, 0, ops);
+    check_true("a dense layer of the same job has no expert op", !find(ops, n, "expert_fc1") && find(ops, n, "fc1"),
+               "layer_ops_of(..., 0, ...)");
+    return check_done("test_moe");
+}
