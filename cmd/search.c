@@ -77,7 +77,8 @@ static double now_s(void) { return rt_now_ns() * 1e-9; }
 static const struct { const char *name; size_t off; } plan_fields[] = {
 #define PF(name, f) {name, offsetof(search_fixed_t, f)}
     PF("tensor-model-parallel-size", tp), PF("pipeline-model-parallel-size", pp),
-    PF("context-parallel-size", cp), PF("cp-comm-type", cp),
+    PF("context-parallel-size", cp), PF("cp-comm-type", cp), PF("expert-model-parallel-size", ep),
+    PF("expert-tensor-parallel-size", ep),
     PF("num-layers-per-virtual-pipeline-stage", lpv), PF("micro-batch-size", mb), PF("sequence-parallel", sp),
     PF("zero-stage", zero), PF("use-distributed-optimizer", zero), PF("recompute-granularity", recompute),
     PF("tp-comm-overlap", ovl), PF("pp-comm-overlap", ovl), PF("overlap-grad-reduce", ovl),
@@ -263,7 +264,8 @@ static cJSON *plan_json(const job_t *j)
         "use-distributed-optimizer", "recompute-granularity", "overlap-grad-reduce", "overlap-param-gather",
         "tp-comm-overlap", "pp-comm-overlap", "account-for-embedding-in-pipeline-split",
         "account-for-loss-in-pipeline-split", "decoder-first-pipeline-num-layers", "decoder-last-pipeline-num-layers",
-        "num-virtual-stages-per-pipeline-rank", "context-parallel-size", "cp-comm-type"};
+        "num-virtual-stages-per-pipeline-rank", "context-parallel-size", "cp-comm-type", "expert-model-parallel-size",
+        "expert-tensor-parallel-size"};
     cJSON *o = cJSON_CreateObject();
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         const opt_def *d = opts_find(&job_opts, names[i]);
@@ -309,9 +311,9 @@ static void print_json(const search_opts_t *so, const search_space_t *s, const r
 
 static void print_counts(const search_space_t *s, const evaluated_t *ev)
 {
-    printf("space: %lld plans = %d batch x %d (TP, SP) x %d (CP, comm) x %d (PP, chunks) x %d micro-batch x %d ZeRO x "
-           "%d recompute x %d overlap (TP, PP, DP)\n", s->total, s->nbatch, s->ntpsp, s->ncp, s->nppv, s->nmb, s->nzero,
-           s->nrc, s->novl);
+    printf("space: %lld plans = %d batch x %d (TP, SP) x %d (CP, comm) x %d (EP, ETP) x %d (PP, chunks) x %d micro-batch "
+           "x %d ZeRO x %d recompute x %d overlap (TP, PP, DP)\n", s->total, s->nbatch, s->ntpsp, s->ncp, s->nep, s->nppv,
+           s->nmb, s->nzero, s->nrc, s->novl);
     printf("valid and fit: %lld; rejected:\n", ev->reasons[SEARCH_OK]);
     for (int r = 1; r < SEARCH_NREASONS; r++)
         if (ev->reasons[r])
@@ -326,8 +328,8 @@ static void print_table(const search_space_t *s, const evaluated_t *ev, const ra
            s->hw.cluster.name, s->mem_limit_bytes / GIB);
     print_counts(s, ev);
     printf("\nbest %d by predicted MFU%s:\n", n, k ? "; the first ones re-ranked by the folded simulator" : "");
-    printf("%4s %5s %3s %-6s %3s %3s %-5s %5s %3s %2s %4s %-9s %-7s %6s %6s %8s %9s %8s %8s %8s\n", "#", "batch", "TP",
-           "CP", "PP", "v", "split", "DP", "mb", "SP", "ZeRO", "recompute", "overlap", "MFU", "simMFU", "iter s", "tokens/s", "mem GiB", "comm s",
+    printf("%4s %5s %3s %-6s %-6s %3s %3s %-5s %5s %3s %2s %4s %-9s %-7s %6s %6s %8s %9s %8s %8s %8s\n", "#", "batch",
+           "TP", "CP", "EP/ETP", "PP", "v", "split", "DP", "mb", "SP", "ZeRO", "recompute", "overlap", "MFU", "simMFU", "iter s", "tokens/s", "mem GiB", "comm s",
            "bubble s");
     for (int i = 0; i < n; i++) {
         search_plan_t p;
@@ -341,8 +343,11 @@ static void print_table(const search_space_t *s, const evaluated_t *ev, const ra
                  p.ovl & SEARCH_OVL_DP ? "D" : "-");
         char cp[16]; /* CP and its comm type's initial: p2p, all_gather, a2a */
         snprintf(cp, sizeof cp, p.cp > 1 ? "%d%s" : "%d", p.cp, (const char *[]){"p", "g", "a"}[p.cp_comm]);
-        printf("%4d %5d %3d %-6s %3d %3d %-5s %5d %3d %2s %4d %-9s %-7s %5.1f%% %6s %8.3f %9.4g %8.1f %8.3f %8.3f\n", i + 1,
-               p.batch, p.tp, cp, p.pp, r->vpp, p.split ? "e+l" : split_uneven(b) ? "given" : "even", r->dp, p.mb, p.sp ? "on" : "-", p.zero, rc_name(p.recompute), ovl,
+        char ep[16] = "-";
+        if (s->base.num_experts > 0)
+            snprintf(ep, sizeof ep, "%d/%d", p.ep, p.etp1 ? 1 : p.tp);
+        printf("%4d %5d %3d %-6s %-6s %3d %3d %-5s %5d %3d %2s %4d %-9s %-7s %5.1f%% %6s %8.3f %9.4g %8.1f %8.3f %8.3f\n",
+               i + 1, p.batch, p.tp, cp, ep, p.pp, r->vpp, p.split ? "e+l" : split_uneven(b) ? "given" : "even", r->dp, p.mb, p.sp ? "on" : "-", p.zero, rc_name(p.recompute), ovl,
                100 * r->mfu, sim, r->iteration_s, r->tokens_per_s, r->mem_bytes / GIB, r->exposed_comm_s, r->bubble_s);
     }
     job_t job;
@@ -360,7 +365,7 @@ static void print_table(const search_space_t *s, const evaluated_t *ev, const ra
 /* One row of the files: every evaluated plan (valid by the rules). */
 typedef struct {
     int64_t index;
-    int32_t batch, tp, sp, cp, cp_comm_type, pp, vpp, layers_per_vstage, split_embedding_loss, dp, micro_batch_size, zero_stage, recompute;
+    int32_t batch, tp, sp, cp, cp_comm_type, ep, etp, pp, vpp, layers_per_vstage, split_embedding_loss, dp, micro_batch_size, zero_stage, recompute;
     int32_t tp_comm_overlap, pp_comm_overlap, dp_overlap;
     int32_t num_microbatches, fits, frontier;
     double mfu, sim_mfu, iteration_time_s, tokens_per_s, memory_per_gpu_bytes, exposed_comm_s, bubble_s;
@@ -370,7 +375,7 @@ static void file_row(const search_space_t *s, const search_row_t *r, int frontie
 {
     search_plan_t p;
     search_plan_at(s, r->index, &p);
-    *f = (file_row_t){r->index, p.batch, p.tp, p.sp, p.cp, p.cp_comm, p.pp, r->vpp, p.lpv, p.split, r->dp, p.mb, p.zero, p.recompute,
+    *f = (file_row_t){r->index, p.batch, p.tp, p.sp, p.cp, p.cp_comm, p.ep, p.etp1 ? 1 : p.tp, p.pp, r->vpp, p.lpv, p.split, r->dp, p.mb, p.zero, p.recompute,
                       (p.ovl & SEARCH_OVL_TP) != 0, (p.ovl & SEARCH_OVL_PP) != 0, (p.ovl & SEARCH_OVL_DP) != 0,
                       r->num_microbatches, r->reason == SEARCH_OK, frontier, r->mfu, sim_mfu, r->iteration_s,
                       r->tokens_per_s, r->mem_bytes, r->exposed_comm_s, r->bubble_s};
@@ -381,13 +386,13 @@ static int write_csv(const char *path, const file_row_t *rows, long long n, char
     out_file_t o;
     if (out_open(&o, path, "w", err, OPT_ERR_LEN))
         return -1;
-    fprintf(o.f, "index,batch,tp,sp,cp,cp_comm_type,pp,vpp,layers_per_vstage,split_embedding_loss,dp,micro_batch_size,zero_stage,recompute,"
+    fprintf(o.f, "index,batch,tp,sp,cp,cp_comm_type,ep,etp,pp,vpp,layers_per_vstage,split_embedding_loss,dp,micro_batch_size,zero_stage,recompute,"
                  "tp_comm_overlap,pp_comm_overlap,dp_overlap,num_microbatches,fits,frontier,mfu,sim_mfu,iteration_time_s,tokens_per_s,memory_per_gpu_bytes,"
                  "exposed_comm_s,bubble_s\n");
     for (long long i = 0; i < n; i++) {
         const file_row_t *r = &rows[i];
-        fprintf(o.f, "%lld,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%s,%d,%d,%d,%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n",
-                (long long)r->index, r->batch, r->tp, r->sp, r->cp, r->cp_comm_type, r->pp, r->vpp, r->layers_per_vstage,
+        fprintf(o.f, "%lld,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%s,%d,%d,%d,%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n",
+                (long long)r->index, r->batch, r->tp, r->sp, r->cp, r->cp_comm_type, r->ep, r->etp, r->pp, r->vpp, r->layers_per_vstage,
                 r->split_embedding_loss, r->dp,
                 r->micro_batch_size, r->zero_stage, rc_name(r->recompute), r->tp_comm_overlap, r->pp_comm_overlap,
                 r->dp_overlap, r->num_microbatches, r->fits,
@@ -401,7 +406,7 @@ static int write_csv(const char *path, const file_row_t *rows, long long n, char
 #define I32(f) {#f, offsetof(file_row_t, f), OUT_I32}
 #define F64(f) {#f, offsetof(file_row_t, f), OUT_F64}
 static const out_col_t plan_cols[] = {
-    {"index", offsetof(file_row_t, index), OUT_I64}, I32(batch), I32(tp), I32(sp), I32(cp), I32(cp_comm_type), I32(pp),
+    {"index", offsetof(file_row_t, index), OUT_I64}, I32(batch), I32(tp), I32(sp), I32(cp), I32(cp_comm_type), I32(ep), I32(etp), I32(pp),
     I32(vpp),
     I32(layers_per_vstage), I32(split_embedding_loss), I32(dp), I32(micro_batch_size), I32(zero_stage), I32(recompute), I32(tp_comm_overlap),
     I32(pp_comm_overlap), I32(dp_overlap), I32(num_microbatches), I32(fits), I32(frontier), F64(mfu), F64(sim_mfu),

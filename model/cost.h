@@ -132,9 +132,16 @@ typedef struct {
     double fwd_s, fwd_tp_s, bwd_s, bwd_tp_s;
 } cost_chunk_t;
 void cost_chunk_times(const job_t *job, const hw_t *hw, int stage, int chunk, cost_chunk_t *ct);
-/* `layers` layers of one kind (moe 0 dense, 1 MoE), `recomputed` of them
- * rerun in the backward, on one micro-batch: the layers' part of a chunk's
- * (or a stage's) times, without the embedding and output layer. */
-void cost_layers(const hw_t *hw, const job_t *job, double layers, double recomputed, int moe, cost_chunk_t *ct);
+/* One layer's three passes (forward, backward, recomputation), a dense
+ * layer's (moe 0) or an MoE layer's (moe 1, model/moe.h): the same on
+ * every stage, so priced once. */
+typedef struct {
+    cost_pass_t fwd, bwd, rc;
+} cost_layer_t;
+void cost_layer(const hw_t *hw, const job_t *job, int moe, cost_layer_t *c);
+/* `layers` layers, moe_layers of them MoE layers (c[1]; c[0] the dense
+ * ones), `recomputed` of them rerun in the backward, on one micro-batch:
+ * a chunk's (or a stage's) times without the embedding and output layer. */
+void cost_layers(const cost_layer_t c[2], double layers, double recomputed, double moe_layers, cost_chunk_t *ct);
 
 #endif

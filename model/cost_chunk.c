@@ -149,28 +149,35 @@ void cost_chunk_extra(const hw_t *hw, const job_t *j, int stage, int chunk, doub
 
 cost_pass_t cost_pass(const hw_t *hw, const job_t *j, pass_t pass) { return cost_pass_of(hw, j, pass, 0); }
 
-void cost_layers(const hw_t *hw, const job_t *j, double layers, double recomputed, int moe, cost_chunk_t *ct)
+void cost_layer(const hw_t *hw, const job_t *j, int moe, cost_layer_t *c)
 {
-    cost_pass_t f = cost_pass_of(hw, j, PASS_FWD, moe), b = cost_pass_of(hw, j, PASS_BWD, moe);
-    cost_pass_t rc = cost_pass_of(hw, j, PASS_RECOMPUTE, moe);
-    double r = layers > 0 ? recomputed / layers : 0; /* block: a share */
-    ct->fwd_s = layers * f.compute_s;
-    ct->fwd_tp_s = layers * f.exposed_s;
-    ct->bwd_s = layers * (b.compute_s + r * rc.compute_s);
-    ct->bwd_tp_s = layers * (b.exposed_s + r * rc.exposed_s);
+    c->fwd = cost_pass_of(hw, j, PASS_FWD, moe), c->bwd = cost_pass_of(hw, j, PASS_BWD, moe);
+    c->rc = cost_pass_of(hw, j, PASS_RECOMPUTE, moe);
+}
+
+void cost_layers(const cost_layer_t c[2], double layers, double recomputed, double moe_layers, cost_chunk_t *ct)
+{
+    *ct = (cost_chunk_t){0};
+    /* the dense layers, and the MoE ones (block recomputation's share taken evenly over both) */
+    double n[2] = {layers - moe_layers, moe_layers};
+    for (int k = 0; k < 1 + (moe_layers > 0); k++) {
+        double r = layers > 0 ? recomputed / layers : 0; /* block: a share */
+        ct->fwd_s += n[k] * c[k].fwd.compute_s;
+        ct->fwd_tp_s += n[k] * c[k].fwd.exposed_s;
+        ct->bwd_s += n[k] * (c[k].bwd.compute_s + r * c[k].rc.compute_s);
+        ct->bwd_tp_s += n[k] * (c[k].bwd.exposed_s + r * c[k].rc.exposed_s);
+    }
 }
 
 void cost_chunk_times(const job_t *j, const hw_t *hw, int stage, int chunk, cost_chunk_t *ct)
 {
-    double layers = split_chunk_layers(j, stage, chunk), ef, eb;
-    double rec = split_chunk_recomputed(j, stage, chunk), lm = moe_chunk_layers(j, stage, chunk);
+    double ef, eb;
+    cost_layer_t c[2];
+    cost_layer(hw, j, 0, &c[0]);
+    if (j->num_experts > 0)
+        cost_layer(hw, j, 1, &c[1]);
+    cost_layers(c, split_chunk_layers(j, stage, chunk), split_chunk_recomputed(j, stage, chunk),
+                moe_chunk_layers(j, stage, chunk), ct);
     cost_chunk_extra(hw, j, stage, chunk, &ef, &eb);
-    /* the dense layers, and the MoE ones (block recomputation's share taken evenly over both) */
-    cost_layers(hw, j, layers - lm, layers > 0 ? rec * (layers - lm) / layers : 0, 0, ct);
-    if (lm > 0) {
-        cost_chunk_t m;
-        cost_layers(hw, j, lm, rec * lm / layers, 1, &m);
-        ct->fwd_s += m.fwd_s, ct->fwd_tp_s += m.fwd_tp_s, ct->bwd_s += m.bwd_s, ct->bwd_tp_s += m.bwd_tp_s;
-    }
     ct->fwd_s += ef, ct->bwd_s += eb;
 }

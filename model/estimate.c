@@ -15,16 +15,13 @@ typedef struct {
     double fw, bw, tf, tb;
 } stage_mb_t;
 
-static stage_mb_t stage_mb(const hw_t *hw, const job_t *j, int s)
+static stage_mb_t stage_mb(const hw_t *hw, const job_t *j, const cost_layer_t c[2], int s)
 {
-    double layers = split_stage_layers(j, s), rec = split_stage_recomputed(j, s), lm = moe_stage_layers(j, s), ef, eb;
-    cost_chunk_t d, m = {0};
+    double ef, eb;
+    cost_chunk_t x;
+    cost_layers(c, split_stage_layers(j, s), split_stage_recomputed(j, s), moe_stage_layers(j, s), &x);
     cost_chunk_extra(hw, j, s, -1, &ef, &eb);
-    cost_layers(hw, j, layers - lm, layers > 0 ? rec * (layers - lm) / layers : 0, 0, &d);
-    if (lm > 0) /* the MoE layers (model/moe.h) */
-        cost_layers(hw, j, lm, rec * lm / layers, 1, &m);
-    return (stage_mb_t){d.fwd_s + m.fwd_s + ef, d.bwd_s + m.bwd_s + eb, d.fwd_tp_s + m.fwd_tp_s,
-                        d.bwd_tp_s + m.bwd_tp_s};
+    return (stage_mb_t){x.fwd_s + ef, x.bwd_s + eb, x.fwd_tp_s, x.bwd_tp_s};
 }
 
 static void stage_times(const hw_t *hw, const job_t *j, stage_times_t *st)
@@ -35,12 +32,16 @@ static void stage_times(const hw_t *hw, const job_t *j, stage_times_t *st)
      * pipeline's fill and drain through all stages at their own pace. */
     int kinds[3] = {0, 1, j->pp - 1}, count[3] = {1, j->pp - 2, j->pp > 1};
     double best = -1;
+    cost_layer_t c[2];
+    cost_layer(hw, j, 0, &c[0]);
+    if (j->num_experts > 0)
+        cost_layer(hw, j, 1, &c[1]);
     st->all_stages_s = 0;
     st->nkinds = 0;
     for (int k = 0; k < 3; k++) {
         if (count[k] <= 0)
             continue;
-        stage_mb_t x = stage_mb(hw, j, kinds[k]);
+        stage_mb_t x = stage_mb(hw, j, c, kinds[k]);
         st->kind[st->nkinds++] = (stage_kind_t){kinds[k], count[k], x.fw + x.tf, x.bw + x.tb};
         if (k == 0)
             st->first_fwd_s = x.fw, st->first_bwd_s = x.bw, st->first_tp_fwd_s = x.tf, st->first_tp_bwd_s = x.tb;

@@ -102,6 +102,20 @@ static void cp_candidates(search_space_t *s, const search_fixed_t *f)
             s->cpc[s->ncp][0] = cp, s->cpc[s->ncp++][1] = c;
 }
 
+/* (EP, ETP): the base job's when fixed or dense; else every EP dividing
+ * the experts, with ETP 1 and with ETP = TP. */
+static void ep_candidates(search_space_t *s, const search_fixed_t *f)
+{
+    const job_t *b = &s->base;
+    if (f->ep || b->num_experts <= 0) {
+        s->epc[0][0] = b->ep, s->epc[0][1] = b->etp == 1, s->nep = 1;
+        return;
+    }
+    for (int ep = 1; ep <= b->num_experts; ep++)
+        for (int one = 0; one <= 1 && b->num_experts % ep == 0 && s->nep < SEARCH_MAX_CAND; one++)
+            s->epc[s->nep][0] = ep, s->epc[s->nep++][1] = one;
+}
+
 static void small_candidates(search_space_t *s, const search_fixed_t *f)
 {
     const job_t *b = &s->base;
@@ -143,8 +157,9 @@ int search_space_init(search_space_t *s, const job_t *base, const hw_t *hw, cons
     tp_candidates(s, hw, f);
     pp_candidates(s, f);
     cp_candidates(s, f);
+    ep_candidates(s, f);
     small_candidates(s, f);
-    s->total = (long long)s->nbatch * s->ntpsp * s->ncp * s->nppv * s->nmb * s->nzero * s->nrc * s->novl;
+    s->total = (long long)s->nbatch * s->ntpsp * s->ncp * s->nep * s->nppv * s->nmb * s->nzero * s->nrc * s->novl;
     if (s->total == 0)
         snprintf(err, OPT_ERR_LEN, "no plan to search: %s",
                  !s->nbatch  ? "the batch range is empty"
@@ -163,10 +178,11 @@ void search_plan_at(const search_space_t *s, long long i, search_plan_t *p)
     int mb = (int)(i % s->nmb); i /= s->nmb;
     int pv = (int)(i % s->nppv); i /= s->nppv;
     int cc = (int)(i % s->ncp); i /= s->ncp;
+    int ec = (int)(i % s->nep); i /= s->nep;
     int ts = (int)(i % s->ntpsp); i /= s->ntpsp;
     *p = (search_plan_t){.batch = s->batch[i], .tp = s->tpsp[ts][0], .sp = s->tpsp[ts][1], .pp = s->ppv[pv][0],
                          .lpv = s->ppv[pv][1], .split = s->ppv[pv][2], .cp = s->cpc[cc][0],
-                         .cp_comm = s->cpc[cc][1], .mb = s->mb[mb], .zero = s->zero[z], .recompute = s->rc[rc],
+                         .cp_comm = s->cpc[cc][1], .ep = s->epc[ec][0], .etp1 = s->epc[ec][1], .mb = s->mb[mb], .zero = s->zero[z], .recompute = s->rc[rc],
                          .ovl = s->ovl[ov]};
 }
 
@@ -179,6 +195,7 @@ static void search_plan_job(const search_space_t *s, const search_plan_t *p, job
     if (p->split)
         j->account_embedding = j->account_loss = 1;
     j->cp = p->cp, j->cp_comm_type = p->cp_comm;
+    j->ep = p->ep, j->etp = p->etp1 ? 1 : 0; /* 0: TP's (model/moe.c) */
     if (p->cp > 1) /* CP runs the flash kernels over whole sequences (job_finalize's rules) */
         j->attention = ATTN_FLASH, j->sliding_window = 0;
     j->zero_stage = p->zero, j->distributed_optimizer = p->zero >= 1, j->recompute = p->recompute;
@@ -209,6 +226,7 @@ static int classify(const job_t *j, int gpus_per_node)
         return SEARCH_REJ_RECOMPUTE;
     /* A switch with nothing to overlap gives the same plan as without it. */
     if ((j->tp_comm_overlap && (j->tp == 1 || !j->sequence_parallel)) || (j->pp_comm_overlap && j->pp == 1) ||
+        (j->num_experts > 0 && j->etp == 1 && j->tp == 1) || /* ETP 1 is TP's at TP 1 */
         (j->overlap_grad_reduce && dp * j->cp == 1))
         return SEARCH_REJ_NO_EFFECT;
     return SEARCH_OK;
@@ -296,6 +314,9 @@ void search_plan_flags(const job_t *j, char *buf, size_t len)
                      "--global-batch-size %d",
                      j->tp, j->pp, j->micro_batch_size, j->global_batch_size);
     static const char *cpc[] = {"p2p", "all_gather", "a2a"};
+    if (j->num_experts > 0 && n >= 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - n, " --expert-model-parallel-size %d --expert-tensor-parallel-size %d", j->ep,
+                      j->etp);
     if (j->cp > 1 && n >= 0 && (size_t)n < len)
         n += snprintf(buf + n, len - n, " --context-parallel-size %d --cp-comm-type %s --use-flash-attn", j->cp,
                       cpc[j->cp_comm_type]);

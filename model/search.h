@@ -5,7 +5,7 @@
  * The space is a mixed-radix product of candidate lists, so plan i is
  * decoded in O(1) and any subset of indices (an MPI rank's share) can be
  * evaluated independently:
- *   batch x (TP, SP) x (CP, comm) x (PP, chunks) x micro-batch x ZeRO stage x recompute
+ *   batch x (TP, SP) x (CP, comm) x (EP, ETP) x (PP, chunks) x micro-batch x ZeRO stage x recompute
  * TP: divisors of the heads up to min(8, GPUs per node) (a TP group stays in
  * one node's NVLink domain); SP on and off when TP > 1; PP: divisors of the
  * layers, or of the layers plus the embedding and the loss counted as layers
@@ -13,7 +13,9 @@
  * chunks per stage: divisors of a stage's layers (1 when PP = 1);
  * CP: 1, and powers of two that leave every rank at least
  * SEARCH_MIN_CP_TOKENS tokens of a sequence, each with the three comm
- * types; micro-batch 1..8; ZeRO 0..3; recompute none, selective, full. A field the
+ * types; with experts, EP (divisors of the experts) with ETP 1 or TP's
+ * (MoE Parallel Folding's two common foldings); micro-batch 1..8; ZeRO
+ * 0..3; recompute none, selective, full. A field the
  * user fixed has one candidate. Everything else (overlap switches, attention,
  * optimizer...) is the base job's, except that --tp-comm-overlap is dropped
  * where SP is off (it overlaps SP's collectives). */
@@ -53,6 +55,7 @@ typedef struct {
     int batch, tp, sp, pp, lpv, mb, zero, recompute; /* lpv 0 = not interleaved */
     int split; /* 1: the embedding and the loss counted as layers (model/split.h); 0: the base job's split */
     int cp, cp_comm; /* context-parallel size and --cp-comm-type (cp_comm_t) */
+    int ep, etp1;    /* MoE: expert-parallel size, and ETP 1 (etp1) or TP's (model/moe.h) */
     int ovl;  /* overlap switches: SEARCH_OVL_TP | _PP | _DP */
 } search_plan_t;
 
@@ -62,6 +65,7 @@ enum { SEARCH_OVL_TP = 1, SEARCH_OVL_PP = 2, SEARCH_OVL_DP = 4 };
 typedef struct {
     int tp, sp, pp, lpv, mb, zero, recompute;
     int cp;   /* the context-parallel size and comm type, as given */
+    int ep;   /* the experts' EP and ETP, as given */
     int ovl;  /* the overlap switches are as the preset and flags set them */
 } search_fixed_t;
 
@@ -69,12 +73,13 @@ typedef struct {
     job_t base;                 /* finalize not needed; plan fields overwritten */
     hw_t hw;
     double mem_limit_bytes;
-    int nbatch, ntpsp, nppv, nmb, nzero, nrc, novl, ncp;
+    int nbatch, ntpsp, nppv, nmb, nzero, nrc, novl, ncp, nep;
     int batch[SEARCH_MAX_CAND];
     int tpsp[SEARCH_MAX_CAND][2];   /* (TP, SP) */
     int ppv[SEARCH_MAX_PPV][3];  /* (PP, layers per chunk or 0, split) */
     int mb[SEARCH_MAX_MB], zero[4], rc[3], ovl[8];
     int cpc[SEARCH_MAX_CAND][2];    /* (CP, comm type) */
+    int epc[SEARCH_MAX_CAND][2];    /* MoE: (EP, ETP 1 or TP's) */
     long long total;            /* product of the list lengths */
 } search_space_t;
 
