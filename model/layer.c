@@ -269,6 +269,27 @@ static void permute(builder_t *b, const char *name, double rows)
     elem(b, name, (b->j->moe_permute_fusion ? 2 : 4) * rows * b->j->hidden_size * b->wb);
 }
 
+/* Tokens (or their gradients) to the experts' ranks (in 1) or back: the
+ * alltoall dispatcher's all-to-all over EP and gather (reduce-scatter)
+ * over ETP, or the allgather dispatcher's gather (reduce-scatter) of every
+ * token over the expert group. names: the EP all-to-all's, the ETP
+ * collective's, the allgather dispatcher's. */
+static void moe_route(builder_t *b, int in, const char *a2a, const char *etp, const char *ag)
+{
+    const job_t *j = b->j;
+    double h = j->hidden_size, rows = moe_rows_local(j) * h * b->wb;
+    double sent = b->Tl * j->moe_topk * h * b->wb, gathered = b->Tl * h * b->wb * j->ep * j->etp;
+    if (j->moe_dispatcher != MOE_ALLTOALL) {
+        moe_coll(b, ag, in ? COLL_ALLGATHER : COLL_REDUCESCATTER, GROUP_EP, gathered);
+    } else if (in) {
+        moe_coll(b, a2a, COLL_ALLTOALL, GROUP_EP, sent);
+        moe_coll(b, etp, COLL_ALLGATHER, GROUP_ETP, rows);
+    } else {
+        moe_coll(b, etp, COLL_REDUCESCATTER, GROUP_ETP, rows);
+        moe_coll(b, a2a, COLL_ALLTOALL, GROUP_EP, sent);
+    }
+}
+
 /* An MoE layer's MLP (model/moe.h), forward or backward, as Megatron-Core
  * runs it: the router (a replicated h x E GEMM and its softmax top-k) on
  * this rank's SP share of the tokens; their top-k copies permuted, sent to
@@ -283,47 +304,25 @@ static void moe_mlp(builder_t *b, int bwd)
     double h = j->hidden_size, Tl = b->Tl, k = j->moe_topk, E = j->num_experts, wb = b->wb;
     double R = moe_rows_local(j), el = (double)j->num_experts / j->ep, Re = R / el;
     double fe = (double)j->moe_ffn_hidden_size / j->etp, fc1 = (j->swiglu ? 2 : 1) * fe;
-    double sent = Tl * k * h * wb, gathered = Tl * h * wb * j->ep * j->etp;
-    int a2a = j->moe_dispatcher == MOE_ALLTOALL;
     if (!bwd) {
         push(b, (op_t){.kind = OP_GEMM, .name = "router", .m = Tl, .n = E, .k = h, .batch = 1, .pair = -1});
         elem(b, "router_topk", 2 * Tl * E * 4);
         permute(b, "permute", Tl * k);
-        if (a2a) {
-            moe_coll(b, "ep_dispatch", COLL_ALLTOALL, GROUP_EP, sent);
-            moe_coll(b, "etp_ag_tokens", COLL_ALLGATHER, GROUP_ETP, R * h * wb);
-        } else {
-            moe_coll(b, "ep_ag_tokens", COLL_ALLGATHER, GROUP_EP, gathered);
-        }
+        moe_route(b, 1, "ep_dispatch", "etp_ag_tokens", "ep_ag_tokens");
         expert_gemm(b, "expert_fc1", Re, fc1, h, 0);
         elem_math(b, act_name(j, 0), ELEM_GELU, (j->swiglu ? 3 : 2) * R * fe * wb, R * fe);
         expert_gemm(b, "expert_fc2", Re, h, fe, 0);
-        if (a2a) {
-            moe_coll(b, "etp_rs_out", COLL_REDUCESCATTER, GROUP_ETP, R * h * wb);
-            moe_coll(b, "ep_combine", COLL_ALLTOALL, GROUP_EP, sent);
-        } else {
-            moe_coll(b, "ep_rs_out", COLL_REDUCESCATTER, GROUP_EP, gathered);
-        }
+        moe_route(b, 0, "ep_combine", "etp_rs_out", "ep_rs_out");
         permute(b, "unpermute", Tl * k);
     } else {
         permute(b, "unpermute_bwd", Tl * k);
-        if (a2a) {
-            moe_coll(b, "ep_combine_bwd", COLL_ALLTOALL, GROUP_EP, sent);
-            moe_coll(b, "etp_ag_grad", COLL_ALLGATHER, GROUP_ETP, R * h * wb);
-        } else {
-            moe_coll(b, "ep_ag_grad", COLL_ALLGATHER, GROUP_EP, gathered);
-        }
+        moe_route(b, 1, "ep_combine_bwd", "etp_ag_grad", "ep_ag_grad");
         expert_gemm(b, "expert_fc2_dgrad", Re, fe, h, 0);
         expert_gemm(b, "expert_fc2_wgrad", fe, h, Re, 1);
         elem_math(b, act_name(j, 1), ELEM_GELU, (j->swiglu ? 5 : 3) * R * fe * wb, R * fe);
         expert_gemm(b, "expert_fc1_dgrad", Re, h, fc1, 0);
         expert_gemm(b, "expert_fc1_wgrad", h, fc1, Re, 1);
-        if (a2a) {
-            moe_coll(b, "etp_rs_grad", COLL_REDUCESCATTER, GROUP_ETP, R * h * wb);
-            moe_coll(b, "ep_dispatch_bwd", COLL_ALLTOALL, GROUP_EP, sent);
-        } else {
-            moe_coll(b, "ep_rs_grad", COLL_REDUCESCATTER, GROUP_EP, gathered);
-        }
+        moe_route(b, 0, "ep_dispatch_bwd", "etp_rs_grad", "ep_rs_grad");
         permute(b, "permute_bwd", Tl * k);
         push(b, (op_t){.kind = OP_GEMM, .name = "router_dgrad", .m = Tl, .n = h, .k = E, .batch = 1, .pair = -1});
         push(b, (op_t){.kind = OP_GEMM, .name = "router_wgrad", .m = h, .n = E, .k = Tl, .batch = 1, .pair = -1,

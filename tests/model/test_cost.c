@@ -44,14 +44,21 @@ static void setup(job_t *j, hw_t *hw)
  * A inputs cast first, the weight gradients from the casts already made,
  * attention untouched; the weights cast once per iteration in the
  * optimizer step; MFU against the bf16 peak unless --mfu-peak fp8. */
+/* The default job (MegaScale's 175B plan) on the built-in H100. */
+static void h100_default(job_t *j, hw_t *hw)
+{
+    char err[OPT_ERR_LEN];
+    job_default(j);
+    snprintf(j->gpu, sizeof j->gpu, "h100-sxm-80gb");
+    CHECK(!job_hardware(j, hw, err) && !job_finalize(j, 8, err), "%s", err);
+}
+
 static void fp8(void)
 {
     job_t j, f;
     hw_t hw;
     char err[OPT_ERR_LEN];
-    job_default(&j);
-    snprintf(j.gpu, sizeof j.gpu, "h100-sxm-80gb");
-    CHECK(!job_hardware(&j, &hw, err) && !job_finalize(&j, 8, err), "%s", err);
+    h100_default(&j, &hw);
     f = j, f.fp8_format = FP8_HYBRID;
     CHECK(!job_finalize(&f, 8, err), "%s", err);
     /* 8192^3: math bound in both, the same curve, the same waves: the time
@@ -96,10 +103,7 @@ static void offload(void)
 {
     job_t j, f;
     hw_t hw;
-    char err[OPT_ERR_LEN];
-    job_default(&j);
-    snprintf(j.gpu, sizeof j.gpu, "h100-sxm-80gb");
-    CHECK(!job_hardware(&j, &hw, err) && !job_finalize(&j, 8, err), "%s", err);
+    h100_default(&j, &hw);
     f = j, f.offload_fraction = 0.25;
     memory_t m0, m1;
     workload_memory(&j, &hw, &m0);
