@@ -43,7 +43,8 @@ static const opt_def simulate_defs[] = {
      "stragglers slow forward passes only (MegaScale: ~10% longer forward passes)"},
     {"slow-factor", OPT_REAL, SO(slow_factor), 1, 1000, "1.1", 0, "simulate",
      "compute slowdown of a drawn slow host (MegaScale: ~10% longer forward)"},
-    {"seed", OPT_INT, SO(seed), 0, 2147483647, "1", 0, "simulate", "seed for the slow-host draw"},
+    {"seed", OPT_INT, SO(seed), 0, 2147483647, "1", 0, "simulate",
+     "seed for the slow-host draw and the experts' loads (--moe-expert-load-cv)"},
     {"out", OPT_STR, SO(out), 1, 1024, "", 0, "simulate",
      "write the result file FILE.h5 (HDF5, docs/schema.md): summary, per-rank accounts, traced timelines, config"},
     {"trace", OPT_STR, SO(trace), 1, 1024, "", 0, "simulate",
@@ -186,6 +187,7 @@ static int simulate(int argc, char **argv, int report)
     memset(&o, 0, sizeof o);
     o.fold = so.fold;
     o.network = so.network, o.ecmp_ideal = so.ecmp, o.slow_forward_only = so.slow_forward_only;
+    o.seed = (uint64_t)so.seed;
     int nodes = layout_nodes(job.num_gpus, hw.cluster.gpus_per_node);
     if (check_pairs(&so, err) ||
         sim_parse_slow(so.slow_rank, "slow-rank", job.num_gpus, o.slow_ranks, &o.nslow_ranks, err, sizeof err) ||

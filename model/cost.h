@@ -116,6 +116,7 @@ double cost_peak_flops(const hw_t *hw, const job_t *job);
  * included) and the TP communication left on the critical path. */
 typedef struct {
     double compute_s, exposed_s;
+    double moe_load_s; /* of their sum, the ops that grow with the busiest expert rank's tokens */
 } cost_pass_t;
 cost_pass_t cost_pass(const hw_t *hw, const job_t *job, pass_t pass);
 
@@ -130,6 +131,7 @@ void cost_chunk_extra(const hw_t *hw, const job_t *job, int stage, int chunk, do
  * this and the closed form sums the same parts, so both share one cost. */
 typedef struct {
     double fwd_s, fwd_tp_s, bwd_s, bwd_tp_s;
+    double fwd_moe_s, bwd_moe_s; /* of those, what the busiest expert rank's extra tokens scale (model/moe.h) */
 } cost_chunk_t;
 void cost_chunk_times(const job_t *job, const hw_t *hw, int stage, int chunk, cost_chunk_t *ct);
 /* One layer's three passes (forward, backward, recomputation), a dense

@@ -46,11 +46,13 @@ static cost_pass_t cost_pass_of(const hw_t *hw, const job_t *j, pass_t pass, int
     op_t ops[LAYER_MAX_OPS];
     double t[LAYER_MAX_OPS];
     int n = layer_ops_of(j, pass, moe, ops);
-    cost_pass_t r = {0, 0};
+    cost_pass_t r = {0};
     for (int i = 0; i < n; i++)
         t[i] = cost_op_s(hw, j, &ops[i]);
     for (int i = 0; i < n; i++) {
         const op_t *o = &ops[i];
+        if (o->moe_load) /* compute, or an exposed collective */
+            r.moe_load_s += t[i];
         if (o->kind != OP_COLL) {
             r.compute_s += t[i];
             continue;
@@ -166,6 +168,8 @@ void cost_layers(const cost_layer_t c[2], double layers, double recomputed, doub
         ct->fwd_tp_s += n[k] * c[k].fwd.exposed_s;
         ct->bwd_s += n[k] * (c[k].bwd.compute_s + r * c[k].rc.compute_s);
         ct->bwd_tp_s += n[k] * (c[k].bwd.exposed_s + r * c[k].rc.exposed_s);
+        ct->fwd_moe_s += n[k] * c[k].fwd.moe_load_s;
+        ct->bwd_moe_s += n[k] * (c[k].bwd.moe_load_s + r * c[k].rc.moe_load_s);
     }
 }
 

@@ -21,7 +21,10 @@ static stage_mb_t stage_mb(const hw_t *hw, const job_t *j, const cost_layer_t c[
     cost_chunk_t x;
     cost_layers(c, split_stage_layers(j, s), split_stage_recomputed(j, s), moe_stage_layers(j, s), &x);
     cost_chunk_extra(hw, j, s, -1, &ef, &eb);
-    return (stage_mb_t){x.fwd_s + ef, x.bwd_s + eb, x.fwd_tp_s, x.bwd_tp_s};
+    /* routing imbalance: the busiest expert rank's expected share over the even one (model/moe.h) */
+    double extra = j->moe_load_cv > 0 ? moe_load_factor(j) - 1 : 0;
+    return (stage_mb_t){x.fwd_s + extra * x.fwd_moe_s + ef, x.bwd_s + extra * x.bwd_moe_s + eb, x.fwd_tp_s,
+                        x.bwd_tp_s};
 }
 
 static void stage_times(const hw_t *hw, const job_t *j, stage_times_t *st)

@@ -127,6 +127,10 @@ static const opt_def defs[] = {
      "every expert computes its full capacity (needs a capacity factor)"},
     {"moe-router-load-balancing-type", OPT_ENUM, J(moe_lb_type), 0, 0, "aux_loss", "aux_loss|seq_aux_loss|sinkhorn|none",
      "mixture of experts", "the router's balancing (numerics: its small kernels are not priced)"},
+    {"moe-expert-load-cv", OPT_REAL, J(moe_load_cv), 0, 10, "0", 0, "mixture of experts",
+     "routing imbalance: the experts' token loads in a micro-batch vary with this coefficient of variation, and "
+     "the busiest expert rank sets the pace of the dispatch, the experts and the combine (0: every expert its "
+     "even share)"},
     {"moe-permute-fusion", OPT_BOOL, J(moe_permute_fusion), 0, 1, "false", 0, "mixture of experts",
      "the token permutation in one fused kernel each way (else an index pass and a gather)"},
     {"activation-offload-fraction", OPT_REAL, J(offload_fraction), 0, 1, "0", 0, "parallel plan",

@@ -71,6 +71,7 @@ typedef struct {
     int ep, etp;               /* expert model- and tensor-parallel sizes (etp 0: TP's) */
     int moe_dispatcher, moe_grouped_gemm, moe_pad_to_capacity, moe_lb_type, moe_permute_fusion;
     double moe_capacity_factor; /* 0: dropless */
+    double moe_load_cv;        /* the experts' token loads' coefficient of variation in a micro-batch (0: even) */
     /* MegaScale techniques */
     int parallel_block, sliding_window, optimizer, pp_comm_overlap;
     int attention, fused_elementwise, async_data_loader, preset;

@@ -245,7 +245,7 @@ static double qkv_n(const job_t *j)
 static void moe_coll(builder_t *b, const char *name, coll_t c, group_t g, double bytes)
 {
     push(b, (op_t){.kind = OP_COLL, .name = name, .coll = c, .group = g, .bytes = bytes, .overlap = OVL_NONE,
-                   .pair = -1});
+                   .pair = -1, .moe_load = 1});
 }
 
 /* The rank's experts' GEMM (m rows each, n x k weights): one grouped GEMM
@@ -258,6 +258,7 @@ static int expert_gemm(builder_t *b, const char *name, double m, double n, doubl
         b->ops[i].batch = el, b->ops[i].cast_elems *= el;
     else
         b->ops[i].repeat = el;
+    b->ops[i].moe_load = 1;
     return i;
 }
 
@@ -267,6 +268,7 @@ static int expert_gemm(builder_t *b, const char *name, double m, double n, doubl
 static void permute(builder_t *b, const char *name, double rows)
 {
     elem(b, name, (b->j->moe_permute_fusion ? 2 : 4) * rows * b->j->hidden_size * b->wb);
+    b->ops[b->n - 1].moe_load = 1;
 }
 
 /* Tokens (or their gradients) to the experts' ranks (in 1) or back: the
@@ -311,6 +313,7 @@ static void moe_mlp(builder_t *b, int bwd)
         moe_route(b, 1, "ep_dispatch", "etp_ag_tokens", "ep_ag_tokens");
         expert_gemm(b, "expert_fc1", Re, fc1, h, 0);
         elem_math(b, act_name(j, 0), ELEM_GELU, (j->swiglu ? 3 : 2) * R * fe * wb, R * fe);
+        b->ops[b->n - 1].moe_load = 1;
         expert_gemm(b, "expert_fc2", Re, h, fe, 0);
         moe_route(b, 0, "ep_combine", "etp_rs_out", "ep_rs_out");
         permute(b, "unpermute", Tl * k);
@@ -320,6 +323,7 @@ static void moe_mlp(builder_t *b, int bwd)
         expert_gemm(b, "expert_fc2_dgrad", Re, fe, h, 0);
         expert_gemm(b, "expert_fc2_wgrad", fe, h, Re, 1);
         elem_math(b, act_name(j, 1), ELEM_GELU, (j->swiglu ? 5 : 3) * R * fe * wb, R * fe);
+        b->ops[b->n - 1].moe_load = 1;
         expert_gemm(b, "expert_fc1_dgrad", Re, h, fc1, 0);
         expert_gemm(b, "expert_fc1_wgrad", h, fc1, Re, 1);
         moe_route(b, 0, "ep_dispatch_bwd", "etp_rs_grad", "ep_rs_grad");

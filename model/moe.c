@@ -5,6 +5,8 @@
 #include "model/split.h"
 #include "model/workload.h"
 
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #define RULE JOB_RULE
@@ -59,6 +61,57 @@ double moe_rows_local(const job_t *j)
     if (j->moe_capacity_factor > 0 && j->moe_pad_to_capacity)
         rows *= j->moe_capacity_factor; /* every expert at its capacity */
     return rows;
+}
+
+/* E[max of n independent standard normals] = the integral of x n phi(x)
+ * Phi(x)^(n-1) (Simpson's rule on [-10, 10], 4,000 steps: 1e-10), kept for
+ * the last n asked (a search asks the same n plan after plan). */
+static double expected_max_normal(int n)
+{
+    static int last_n;
+    static double last;
+    if (n == last_n)
+        return last;
+    const int steps = 4000;
+    double a = -10, w = 20.0 / steps, sum = 0;
+    for (int i = 0; i <= steps; i++) {
+        double x = a + i * w, phi = exp(-0.5 * x * x) / sqrt(2 * M_PI), Phi = 0.5 * erfc(-x / sqrt(2));
+        double f = x * n * phi * pow(Phi, n - 1);
+        sum += (i == 0 || i == steps ? 1 : i % 2 ? 4 : 2) * f;
+    }
+    last_n = n, last = sum * w / 3;
+    return last;
+}
+
+double moe_load_factor(const job_t *j)
+{
+    if (j->num_experts <= 0 || j->moe_load_cv <= 0)
+        return 1;
+    return 1 + j->moe_load_cv / sqrt((double)j->num_experts / j->ep) * expected_max_normal(j->ep);
+}
+
+/* splitmix64: a counter-based draw, the same on every rank that asks. */
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+double moe_load_draw(const job_t *j, uint64_t seed, int stage, int chunk, long mb)
+{
+    if (j->num_experts <= 0 || j->moe_load_cv <= 0)
+        return 1;
+    double cv = j->moe_load_cv / sqrt((double)j->num_experts / j->ep), most = -INFINITY;
+    uint64_t key = mix(seed ^ mix(((uint64_t)stage << 40) ^ ((uint64_t)chunk << 32) ^ (uint64_t)mb));
+    for (int i = 0; i < j->ep; i++) { /* Box-Muller, one normal per EP rank */
+        uint64_t a = mix(key + 2 * (uint64_t)i), b = mix(key + 2 * (uint64_t)i + 1);
+        double u1 = ((a >> 11) + 0.5) * 0x1p-53, u2 = (b >> 11) * 0x1p-53;
+        double z = sqrt(-2 * log(u1)) * cos(2 * M_PI * u2);
+        most = fmax(most, z);
+    }
+    return fmax(0, 1 + cv * most); /* a rank's load is never negative */
 }
 
 int moe_finalize(job_t *j, char *err)

@@ -13,6 +13,8 @@
 
 #include "model/job.h"
 
+#include <stdint.h>
+
 /* The rules (EP divides the experts, top-k at most the experts, ETP x EP
  * divides TP x CP x DP, SP under TP, capacity and padding) and the derived
  * fields (etp, edp, the expert MLP's size). Called by job_finalize. */
@@ -45,5 +47,17 @@ double moe_expert_params_local(const job_t *job);
  * even split (dropless: the balanced router's expectation), or every
  * expert's capacity when padded. */
 double moe_rows_local(const job_t *job);
+
+/* Routing imbalance (--moe-expert-load-cv c): each expert's tokens in a
+ * micro-batch vary independently around the even share with coefficient of
+ * variation c, so an EP rank's (E / EP experts) with c / sqrt(E / EP), and
+ * the busiest of the EP ranks sets the pace of the dispatch, the experts
+ * and the combine. The closed form takes its expected load over the even
+ * one, 1 + c / sqrt(E / EP) E[max of EP standard normals] (by quadrature);
+ * the simulator draws it per stage, chunk and micro-batch (the backward
+ * meets the forward's routing), seeded: the same on every rank. 1 when
+ * even. */
+double moe_load_factor(const job_t *job);
+double moe_load_draw(const job_t *job, uint64_t seed, int stage, int chunk, long mb);
 
 #endif

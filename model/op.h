@@ -48,6 +48,8 @@ typedef struct {
     int acc_fp32;         /* GEMM: C += A B into fp32 (a weight gradient into its fp32 main
                              gradient): cost_gemm_acc_s on top of the product */
     int fp8;              /* GEMM: FP8 inputs at the FP8 peak (--fp8-format) */
+    int moe_load;         /* its time grows with the tokens the busiest expert rank gets (MoE routing
+                             imbalance, model/moe.h: the dispatch, the experts, the combine) */
     int repeat;           /* runs this many times in a row (0 or 1: once); cost_op_s prices them all, and
                              an OVL_ASYNC collective meets its pair's runs one by one (CP's ring) */
     double cast_elems;    /* GEMM: elements of its A input cast to FP8 first (bf16 read, fp8 written,

@@ -6,6 +6,7 @@
 
 #include "model/cost.h"
 #include "model/layer.h"
+#include "model/moe.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -273,6 +274,9 @@ static int start(sim_t *S, int ent, int stream, int slot)
         const cost_chunk_t *c = &S->ct[e->stage * S->v + op->chunk];
         double slow = op->kind == SOP_FWD || !S->opts->slow_forward_only ? e->factor : 1;
         double comp = (op->kind == SOP_FWD ? c->fwd_s : c->bwd_s) * slow / op->parts;
+        if (j->moe_load_cv > 0) /* the busiest expert rank's share of this micro-batch's tokens */
+            comp += (moe_load_draw(j, S->opts->seed, e->stage, op->chunk, op->mb) - 1) *
+                    (op->kind == SOP_FWD ? c->fwd_moe_s : c->bwd_moe_s) * slow / op->parts;
         double tp = (op->kind == SOP_FWD ? c->fwd_tp_s : c->bwd_tp_s) / op->parts;
         /* Compute shares the GPU with DP collectives still running. */
         int64_t until = 0;

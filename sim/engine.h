@@ -44,6 +44,7 @@ typedef struct {
     int nslow_ranks, nslow_links;
     sim_slow_t slow_ranks[SIM_MAX_SLOW];  /* compute of these ranks runs slower */
     sim_slow_t slow_links[SIM_MAX_SLOW];  /* these nodes' NICs run slower */
+    uint64_t seed;               /* the draws: MoE routing imbalance (model/moe.h) */
 } sim_opts_t;
 
 /* Parses "R:F,R:F" (rank or node : factor > 1) into list; -1 with a message. */

@@ -9,6 +9,7 @@
 #include "../check.h"
 #include "job_of.h"
 
+#include <math.h>
 #include <string.h>
 
 #define BASE "--preset megatron-lm --attention flash --num-layers 8 --hidden-size 4096 --num-attention-heads 32 " \
@@ -71,5 +72,17 @@ int main(void)
     n = layer_ops_of(&j, PASS_FWD, 0, ops);
     check_true("a dense layer of the same job has no expert op", !find(ops, n, "expert_fc1") && find(ops, n, "fc1"),
                "layer_ops_of(..., 0, ...)");
+    /* Routing imbalance: 8 experts over EP 2 with a coefficient of variation of 0.3 each; an EP rank's 4
+     * vary with 0.3 / 2, and the busier of 2 ranks is E[max of 2 standard normals] = 1 / sqrt(pi) above. */
+    CHECK(!job_of(BASE " --num-experts 8 --expert-model-parallel-size 2 --moe-expert-load-cv 0.3", &j, err), "%s", err);
+    check_rel("the busier of 2 EP ranks' expected load", 1 + 0.15 / sqrt(M_PI), moe_load_factor(&j), 1e-9,
+              "E[max of 2 N(0,1)] = 1/sqrt(pi), by hand");
+    double sum = 0;
+    for (long mb = 0; mb < 20000; mb++)
+        sum += moe_load_draw(&j, 1, 0, 0, mb);
+    check_rel("the simulator's draws, mean of 20,000 micro-batches", moe_load_factor(&j), sum / 20000, 0.002,
+              "the same expectation (sampling error ~0.0006)");
+    check_rel("the same draw on every rank that asks", moe_load_draw(&j, 1, 3, 1, 7), moe_load_draw(&j, 1, 3, 1, 7), 0,
+              "counter-based: seed, stage, chunk, micro-batch");
     return check_done("test_moe");
 }
