@@ -29,8 +29,8 @@ static void set_curve(curve_t *c, const double (*pts)[2], int n)
 #define MEGASCALE_NVLINK_SCALE 0.7
 
 const char *const hw_gpu_names[] = {"a100-sxm-80gb", "a800-sxm-80gb", "h100-sxm-80gb", "h800-sxm-80gb",
-                                    "h200-sxm-141gb", NULL};
-const char *const hw_cluster_names[] = {"megascale", "fattree", NULL};
+                                    "h200-sxm-141gb", "b200-sxm-180gb", "gb200-nvl72", NULL};
+const char *const hw_cluster_names[] = {"megascale", "fattree", "gb200-nvl72", NULL};
 
 /* Math rates of the memory-bound kernels from the FP32 (CUDA core) peak,
  * TFLOP/s (A100 19.5, H100 SXM 66.9: datasheets), and FLOPs per element
@@ -140,6 +140,27 @@ static void hopper(hw_gpu_t *g, const char *name, double nvlink_gbps, double hbm
     math_rates(g, 66.9);
 }
 
+/* Blackwell, dense rates from NVIDIA's data sheets (their sparsity figures
+ * halved): DGX B200 (8 GPUs: 72 PFLOPS FP8 training with sparsity, 1,440
+ * GB HBM3e at 64 TB/s, NVLink 5 at 1.8 TB/s a GPU both ways; host PCIe
+ * Gen5) gives the B200 4,500 TFLOP/s FP8, 2,250 BF16 and 1,100 TF32, 180 GB
+ * at 8 TB/s; GB200 NVL72 (72 GPUs: 720 PFLOPS FP8, 360 BF16 and 180 TF32
+ * with sparsity, 13.4 TB HBM3e at 576 TB/s, 130 TB/s of NVLink; each GPU's
+ * host link NVLink-C2C at 900 GB/s both ways) gives each GPU 5,000, 2,500
+ * and 1,250 TFLOP/s, 186 GB at 8 TB/s. Not in the data sheets, and
+ * assumptions until a Blackwell is calibrated: 148 SMs (what a B200's
+ * device query reports), 79.6 TFLOP/s FP32 (148 SMs x 128 lanes x 2 x ~2.1
+ * GHz), and the H100's efficiency curves and tiles (the same kind of
+ * tensor-core kernels; Blackwell's own, tcgen05, may do better). */
+static void blackwell(hw_gpu_t *g, const char *name, double bf16, double tf32, double hbm_gib, double host_gbps)
+{
+    hopper(g, name, 900.0, hbm_gib, 8000.0);
+    g->peak_bf16_tflops = bf16, g->peak_tf32_tflops = tf32, g->peak_fp8_tflops = 2 * bf16;
+    g->sm_count = 148;
+    g->pcie_gbps = PCIE_SUSTAINED * host_gbps;
+    math_rates(g, 79.6);
+}
+
 int hw_builtin_gpu(const char *name, hw_gpu_t *g)
 {
     memset(g, 0, sizeof *g);
@@ -153,6 +174,10 @@ int hw_builtin_gpu(const char *name, hw_gpu_t *g)
         hopper(g, name, 200.0, 80.0, 3350.0);
     else if (!strcmp(name, "h200-sxm-141gb"))
         hopper(g, name, 450.0, 141.0, 4800.0);
+    else if (!strcmp(name, "b200-sxm-180gb"))
+        blackwell(g, name, 2250.0, 1100.0, 180.0, 64.0); /* PCIe Gen5 x16 */
+    else if (!strcmp(name, "gb200-nvl72"))
+        blackwell(g, name, 2500.0, 1250.0, 186.0, 450.0); /* NVLink-C2C */
     else
         return -1;
     return 0;
@@ -240,6 +265,23 @@ int hw_builtin_cluster(const char *name, hw_cluster_t *c)
          * (scripts/crosscheck-megatron.py). No per-iteration host terms.
          * NVLink at its curve as measured (nvlink_scale 1): the curve comes
          * from DGX A100 class nodes, this cluster's kind. */
+        c->compute_scale = MEGASCALE_COMPUTE_SCALE;
+        c->nvlink_scale = 1.0;
+    } else if (!strcmp(name, "gb200-nvl72")) {
+        /* GB200 NVL72 racks (NVIDIA's data sheet): 72 GPUs in one NVLink
+         * domain (NVLink 5 switches, 1.8 TB/s a GPU both ways: the GPU
+         * profile's nvlink_gbps), so a "node" here is a rack, and TP, CP
+         * and EP groups up to 72 GPUs stay on NVLink; one 400G ConnectX-7
+         * NIC a GPU on the scale-out fabric (DGX GB200). Assumptions: a
+         * rail-optimised 1:1 fat-tree of 8 racks a leaf group and 16 leaf
+         * groups a pod (9,216 GPUs), the fattree cluster's sustained
+         * fractions. */
+        strcpy(c->name, name);
+        c->fabric = FABRIC_FATTREE;
+        c->gpus_per_node = 72, c->nics_per_node = 72, c->nic_gbit = 400.0;
+        c->nodes_per_tor = 8, c->tors_per_pod = 16;
+        c->tor_uplink_ratio = 1.0, c->oversubscription = 1.0;
+        c->tier_eff[0] = c->tier_eff[1] = c->tier_eff[2] = 1.0;
         c->compute_scale = MEGASCALE_COMPUTE_SCALE;
         c->nvlink_scale = 1.0;
     } else {

@@ -30,8 +30,8 @@ def run(*args):
 
 
 listing = run("hardware")
-for name in ("a100-sxm-80gb", "a800-sxm-80gb", "h100-sxm-80gb", "h800-sxm-80gb", "h200-sxm-141gb", "megascale",
-             "fattree"):
+for name in ("a100-sxm-80gb", "a800-sxm-80gb", "h100-sxm-80gb", "h800-sxm-80gb", "h200-sxm-141gb", "b200-sxm-180gb",
+             "gb200-nvl72", "megascale", "fattree"):
     check(f"the list names {name}", name in listing.split(), "docs/hardware.md's built-in profiles")
 
 # NVIDIA data sheets: A100 SXM 80GB (312 TFLOPS dense bf16, 2,039 GB/s,
@@ -39,7 +39,10 @@ for name in ("a100-sxm-80gb", "a800-sxm-80gb", "h100-sxm-80gb", "h800-sxm-80gb",
 # cut to 400 GB/s; H100 SXM (989.4 TFLOPS dense bf16 = 1,979 with sparsity
 # / 2, 3.35 TB/s, NVLink 900 GB/s both directions, 132 SMs); H800 SXM: the
 # H100 with NVLink cut to 400 GB/s; H200 SXM (the H100's 1,979 TFLOPS bf16
-# with sparsity and NVLink 900 GB/s; 141 GB HBM3e at 4.8 TB/s).
+# with sparsity and NVLink 900 GB/s; 141 GB HBM3e at 4.8 TB/s); DGX B200
+# (8 B200: 72 PFLOPS FP8 with sparsity, 1,440 GB at 64 TB/s, NVLink 5 1.8
+# TB/s a GPU); GB200 NVL72 (72 GPUs: 360 PFLOPS BF16 with sparsity, 13.4 TB
+# at 576 TB/s). Dense = sparse / 2; per GPU = the system's / its GPUs.
 sheets = {
     "a100-sxm-80gb": {"peak_bf16_tflops": 312, "hbm_gbps": 2039, "hbm_gib": 80, "nvlink_gbps": 300, "sm_count": 108},
     "a800-sxm-80gb": {"peak_bf16_tflops": 312, "hbm_gbps": 2039, "hbm_gib": 80, "nvlink_gbps": 200, "sm_count": 108},
@@ -47,11 +50,21 @@ sheets = {
     "h800-sxm-80gb": {"peak_bf16_tflops": 989.4, "hbm_gbps": 3350, "hbm_gib": 80, "nvlink_gbps": 200, "sm_count": 132},
     "h200-sxm-141gb": {"peak_bf16_tflops": 989.4, "hbm_gbps": 4800, "hbm_gib": 141, "nvlink_gbps": 450,
                        "sm_count": 132},
+    "b200-sxm-180gb": {"peak_bf16_tflops": 2250, "peak_fp8_tflops": 4500, "hbm_gbps": 8000, "hbm_gib": 180,
+                       "nvlink_gbps": 900},
+    "gb200-nvl72": {"peak_bf16_tflops": 2500, "peak_fp8_tflops": 5000, "hbm_gbps": 8000, "hbm_gib": 186,
+                    "nvlink_gbps": 900},
 }
 for gpu, want in sheets.items():
     got = json.loads(run("hardware", "--gpu", gpu) or "{}").get("gpu", {})
     for k, v in want.items():
         check(f"{gpu} {k}", got.get(k) == v, f"expected {v} (NVIDIA data sheet), got {got.get(k)}")
+
+# GB200 NVL72's rack is one NVLink domain of 72 GPUs (NVIDIA's data sheet):
+# a TP 8 x EP 9 group of 72 stays on NVLink.
+got = json.loads(run("hardware", "--cluster", "gb200-nvl72") or "{}").get("cluster", {})
+check("gb200-nvl72: GPUs in one NVLink domain", got.get("gpus_per_node") == 72,
+      f"expected 72 (GB200 NVL72 data sheet), got {got.get('gpus_per_node')}")
 
 with tempfile.TemporaryDirectory() as d:
     f = os.path.join(d, "h100-fattree.json")
