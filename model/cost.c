@@ -277,6 +277,8 @@ static double bus_Bps(const hw_t *hw, const group_layout_t *g, double bytes)
     double net = nics * c->nic_gbit / 8 * 1e9 * curve_eval(&c->net_eff, bytes) * c->tier_eff[g->tier];
     if (g->tier > 0)
         net /= c->oversubscription;
+    if (g->tier > 1) /* above the pod */
+        net /= c->pod_oversubscription;
     return g->per_node > 1 ? fmin(nvl, net) : net;
 }
 

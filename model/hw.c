@@ -74,6 +74,9 @@ static const opt_def cluster_defs[] = {
     {"tors-per-pod", OPT_INT, C(tors_per_pod), 1, 100000, 0, 0, "cluster", "ToR sets per pod"},
     {"tor-uplink-ratio", OPT_REAL, C(tor_uplink_ratio), 1e-3, 1e3, 0, 0, "cluster", "uplink / downlink port speed"},
     {"oversubscription", OPT_REAL, C(oversubscription), 1, 1e3, 0, 0, "cluster", "ToR down / up bandwidth"},
+    {"pod-oversubscription", OPT_REAL, C(pod_oversubscription), 1, 1e3, "1", 0, "cluster",
+     "a pod's bandwidth over what leaves it (1: full bisection across pods; missing in files written before "
+     "2026-11-29)"},
     {"alpha-nvlink-us", OPT_REAL, C(alpha_nvlink_us), 0, 1e6, 0, 0, "cluster", "ring step latency, NVLink, us"},
     {"alpha-net-us", OPT_REAL, C(alpha_net_us), 0, 1e6, 0, 0, "cluster", "ring step latency, network, us"},
     {"alpha-hop-us", OPT_REAL, C(alpha_hop_us), 0, 1e6, 0, 0, "cluster", "latency per switch tier, us"},

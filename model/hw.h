@@ -76,6 +76,7 @@ typedef struct {
     int tors_per_pod;         /* ToR sets under one aggregation block */
     double tor_uplink_ratio;  /* uplink port speed / downlink port speed */
     double oversubscription;  /* ToR downlink bandwidth / uplink bandwidth */
+    double pod_oversubscription; /* bandwidth within a pod / above it (1: full bisection across pods) */
     double alpha_nvlink_us;   /* per-step latency of a ring step over NVLink */
     double alpha_net_us;      /* per-step latency of a ring step over the network */
     double alpha_hop_us;      /* extra latency per switch tier crossed */

@@ -30,7 +30,7 @@ static void set_curve(curve_t *c, const double (*pts)[2], int n)
 
 const char *const hw_gpu_names[] = {"a100-sxm-80gb", "a800-sxm-80gb", "h100-sxm-80gb", "h800-sxm-80gb",
                                     "h200-sxm-141gb", "b200-sxm-180gb", "gb200-nvl72", NULL};
-const char *const hw_cluster_names[] = {"megascale", "fattree", "gb200-nvl72", NULL};
+const char *const hw_cluster_names[] = {"megascale", "fattree", "gb200-nvl72", "llama3-roce", NULL};
 
 /* Math rates of the memory-bound kernels from the FP32 (CUDA core) peak,
  * TFLOP/s (A100 19.5, H100 SXM 66.9: datasheets), and FLOPs per element
@@ -267,6 +267,20 @@ int hw_builtin_cluster(const char *name, hw_cluster_t *c)
          * from DGX A100 class nodes, this cluster's kind. */
         c->compute_scale = MEGASCALE_COMPUTE_SCALE;
         c->nvlink_scale = 1.0;
+    } else if (!strcmp(name, "llama3-roce")) {
+        /* Meta's 24K-GPU RoCE cluster that trained Llama 3 405B (arXiv
+         * 2407.21783, section 3.3.1): 8 H100s and 8 x 400 Gb/s NICs a
+         * server, 2 servers (16 GPUs) under a ToR, 192 racks a pod of 3,072
+         * GPUs at full bisection, 8 pods joined by aggregation switches at
+         * 1:7. The fattree cluster's sustained fractions. */
+        strcpy(c->name, name);
+        c->fabric = FABRIC_FATTREE;
+        c->gpus_per_node = 8, c->nics_per_node = 8, c->nic_gbit = 400.0;
+        c->nodes_per_tor = 2, c->tors_per_pod = 192;
+        c->tor_uplink_ratio = 1.0, c->oversubscription = 1.0, c->pod_oversubscription = 7.0;
+        c->tier_eff[0] = c->tier_eff[1] = c->tier_eff[2] = 1.0;
+        c->compute_scale = MEGASCALE_COMPUTE_SCALE;
+        c->nvlink_scale = 1.0;
     } else if (!strcmp(name, "gb200-nvl72")) {
         /* GB200 NVL72 racks (NVIDIA's data sheet): 72 GPUs in one NVLink
          * domain (NVLink 5 switches, 1.8 TB/s a GPU both ways: the GPU
@@ -287,6 +301,8 @@ int hw_builtin_cluster(const char *name, hw_cluster_t *c)
     } else {
         return -1;
     }
+    if (c->pod_oversubscription < 1) /* full bisection across pods unless said */
+        c->pod_oversubscription = 1;
     nccl_defaults(c);
     return 0;
 }

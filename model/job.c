@@ -166,6 +166,8 @@ static const opt_def defs[] = {
     {"nic-gbit", OPT_REAL, J(nic_gbit), 1e-3, 1e6, "0", OPT_ZERO_OK, "hardware", "override the NIC speed, Gb/s (0 = profile's)"},
     {"oversubscription", OPT_REAL, J(oversubscription), 1, 1e3, "0", OPT_ZERO_OK, "hardware",
      "override the ToR oversubscription (0 = profile's; else >= 1)"},
+    {"pod-oversubscription", OPT_REAL, J(pod_oversubscription), 1, 1e3, "0", OPT_ZERO_OK, "hardware",
+     "override the oversubscription above a pod (0 = profile's; else >= 1)"},
 };
 
 const opt_table job_opts = {defs, sizeof defs / sizeof defs[0], "job"};
@@ -647,5 +649,7 @@ int job_hw_overrides(const job_t *job, hw_t *hw, char *err)
         hw->cluster.nic_gbit = job->nic_gbit;
     if (job->oversubscription >= 1)
         hw->cluster.oversubscription = job->oversubscription;
+    if (job->pod_oversubscription >= 1)
+        hw->cluster.pod_oversubscription = job->pod_oversubscription;
     return hw_check(hw, err);
 }

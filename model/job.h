@@ -78,7 +78,7 @@ typedef struct {
     /* hardware */
     char gpu[40], cluster[40], hardware[256];
     int nics_per_node;         /* 0 = the cluster profile's */
-    double nic_gbit, oversubscription; /* 0 = the cluster profile's */
+    double nic_gbit, oversubscription, pod_oversubscription; /* 0 = the cluster profile's */
 
     /* derived by job_finalize (not options) */
     int dp;              /* data-parallel size = num_gpus / (tp * cp * pp): the batch's split */

@@ -31,7 +31,7 @@ def run(*args):
 
 listing = run("hardware")
 for name in ("a100-sxm-80gb", "a800-sxm-80gb", "h100-sxm-80gb", "h800-sxm-80gb", "h200-sxm-141gb", "b200-sxm-180gb",
-             "gb200-nvl72", "megascale", "fattree"):
+             "gb200-nvl72", "megascale", "fattree", "llama3-roce"):
     check(f"the list names {name}", name in listing.split(), "docs/hardware.md's built-in profiles")
 
 # NVIDIA data sheets: A100 SXM 80GB (312 TFLOPS dense bf16, 2,039 GB/s,

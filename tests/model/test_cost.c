@@ -340,5 +340,17 @@ int main(void)
     check_true("ten times the heads take less than ten times as long", t10 < 10 * t1, "larger grids fill the SMs better");
     fp8();
     offload();
+    /* Llama 3's cluster: a group across pods has 1/7 of the bandwidth (the
+     * aggregation layer at 1:7, arXiv 2407.21783 section 3.3.1). Above the
+     * net curve's last point the bandwidth term is linear in the bytes, so
+     * t(2S) - t(S) is it alone: 7 times as long over the pods. */
+    hw_t l3;
+    CHECK(!hw_resolve("h100-sxm-80gb", "llama3-roce", "", &l3, (char[OPT_ERR_LEN]){0}), "llama3-roce");
+    group_layout_t pods = {2048, 1, 2048, 2}, pod = {2048, 1, 2048, 1};
+    double G = 1073741824.0;
+    double across = cost_coll_s(&l3, COLL_ALLGATHER, 2 * G, &pods) - cost_coll_s(&l3, COLL_ALLGATHER, G, &pods);
+    double within = cost_coll_s(&l3, COLL_ALLGATHER, 2 * G, &pod) - cost_coll_s(&l3, COLL_ALLGATHER, G, &pod);
+    check_rel("llama3-roce: bandwidth time across pods / within one", 7, across / within, 1e-9,
+              "1:7 above the 3,072-GPU pods (Llama 3, section 3.3.1)");
     return check_done("test_cost");
 }
