@@ -113,6 +113,9 @@ static const opt_def defs[] = {
      "mixture of experts", "the shared expert's MLP hidden size, every token through it (0: none)"},
     {"moe-layer-freq", OPT_INT, J(moe_layer_freq), 1, 10000, "1", 0, "mixture of experts",
      "every N-th layer is an MoE layer, from layer 0 (Megatron-Core's integer form)"},
+    {"moe-dense-first-layers", OPT_INT, J(moe_dense_first), 0, 10000, "0", 0, "mixture of experts",
+     "the first K layers stay dense (DeepSeek's first_k_dense_replace; Megatron-Core writes it --moe-layer-freq "
+     "'([0]*K+[1]*N)')"},
     {"expert-model-parallel-size", OPT_INT, J(ep), 1, 65536, "1", 0, "mixture of experts",
      "EP: the experts split over EP ranks (folded: the expert groups come from the attention's ranks)"},
     {"expert-tensor-parallel-size", OPT_INT, J(etp), 1, 1024, "0", OPT_ZERO_OK, "mixture of experts",

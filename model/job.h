@@ -67,7 +67,7 @@ typedef struct {
     int fp8_format, fp8_recipe, mfu_peak; /* fp8_t; the recipe (delayed only); mfu_peak_t */
     double offload_fraction;   /* --activation-offload-fraction: saved activations sent to host, token-wise */
     /* mixture of experts (model/moe.h; num_experts 0: dense) */
-    int num_experts, moe_topk, moe_ffn_hidden_size, moe_shared_ffn, moe_layer_freq;
+    int num_experts, moe_topk, moe_ffn_hidden_size, moe_shared_ffn, moe_layer_freq, moe_dense_first;
     int ep, etp;               /* expert model- and tensor-parallel sizes (etp 0: TP's) */
     int moe_dispatcher, moe_grouped_gemm, moe_pad_to_capacity, moe_lb_type, moe_permute_fusion;
     double moe_capacity_factor; /* 0: dropless */

@@ -50,8 +50,8 @@ int moe_layers_in(const job_t *j, int first, int n)
 {
     if (j->num_experts <= 0 || n <= 0)
         return 0;
-    int f = j->moe_layer_freq; /* multiples of f in [first, first + n) */
-    return (first + n - 1) / f - (first + f - 1) / f + 1;
+    int f = j->moe_layer_freq, a = first > j->moe_dense_first ? first : j->moe_dense_first, b = first + n - 1;
+    return b < a ? 0 : b / f - (a + f - 1) / f + 1; /* multiples of f in [a, b], past the dense first layers */
 }
 
 double moe_rows_local(const job_t *j)

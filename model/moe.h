@@ -21,7 +21,8 @@
 int moe_finalize(job_t *job, char *err);
 
 /* How many of the model's layers first .. first + n - 1 (model order,
- * 0-based) are MoE layers: every moe-layer-freq-th from layer 0. */
+ * 0-based) are MoE layers: every moe-layer-freq-th from layer 0, less the
+ * first moe-dense-first-layers. */
 int moe_layers_in(const job_t *job, int first, int n);
 /* The MoE layers of a stage's chunk, and of the whole stage. */
 int moe_chunk_layers(const job_t *job, int stage, int chunk);

@@ -38,6 +38,10 @@ int main(void)
     check_eq("MoE layers of 8, every 2nd", 4, moe_layers_in(&j, 0, 8), "layers 0, 2, 4, 6");
     check_eq("MoE layers among 1 .. 4", 2, moe_layers_in(&j, 1, 4), "layers 2 and 4");
     check_eq("stage 1's MoE layers", 2, moe_stage_layers(&j, 1), "layers 4 to 7: 4 and 6");
+    job_t k;
+    CHECK(!job_of(BASE " --num-experts 8 --moe-dense-first-layers 3", &k, err), "%s", err);
+    check_eq("3 dense layers first: MoE layers of 8", 5, moe_layers_in(&k, 0, 8), "layers 3 to 7");
+    check_eq("... among 0 .. 3", 1, moe_layers_in(&k, 0, 4), "layer 3");
     hw_t hw;
     CHECK(!job_hardware(&j, &hw, err), "%s", err);
     group_layout_t ep = cost_group_layout(&j, &hw, GROUP_EP), edp = cost_group_layout(&j, &hw, GROUP_EDP);
