@@ -38,6 +38,8 @@ static const opt_def defs[] = {
      "LayerNorm (weight and bias) or RMSNorm (weight only)"},
     {"disable-bias-linear", OPT_BOOL, J(disable_bias_linear), 0, 1, "false", 0, "model",
      "no biases in the linear layers (LLaMA style)"},
+    {"add-qkv-bias", OPT_BOOL, J(add_qkv_bias), 0, 1, "false", 0, "model",
+     "with --disable-bias-linear, the QKV layer keeps its bias (Qwen2 style)"},
     {"untie-embeddings-and-output-weights", OPT_BOOL, J(untie_embeddings), 0, 1, "false", 0, "model",
      "the output layer has its own V x h weights instead of the word embedding's (no embedding gradient sync "
      "between the first and last pipeline stage)"},
@@ -113,6 +115,8 @@ static const opt_def defs[] = {
      "mixture of experts", "the shared expert's MLP hidden size, every token through it (0: none)"},
     {"moe-layer-freq", OPT_INT, J(moe_layer_freq), 1, 10000, "1", 0, "mixture of experts",
      "every N-th layer is an MoE layer, from layer 0 (Megatron-Core's integer form)"},
+    {"moe-shared-expert-gate", OPT_BOOL, J(moe_shared_gate), 0, 1, "false", 0, "mixture of experts",
+     "the shared expert's output scaled by a sigmoid gate of the token (h weights; Qwen2's)"},
     {"moe-dense-first-layers", OPT_INT, J(moe_dense_first), 0, 10000, "0", 0, "mixture of experts",
      "the first K layers stay dense (DeepSeek's first_k_dense_replace; Megatron-Core writes it --moe-layer-freq "
      "'([0]*K+[1]*N)')"},

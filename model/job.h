@@ -52,6 +52,7 @@ typedef struct {
     int swiglu;          /* gated MLP: FC1 gives gate and up (2 ffn), SiLU(gate) x up feeds FC2 */
     int untie_embeddings;/* the output layer has its own weights (no tied-gradient sync) */
     int position_embedding, normalization, disable_bias_linear; /* pos_emb_t, norm_t; no linear biases */
+    int add_qkv_bias;    /* with disable_bias_linear: the QKV layer keeps its bias (Qwen2's) */
     double rotary_base;  /* RoPE's theta base (numerics only: real/) */
     /* parallel plan */
     int tp, pp, layers_per_vstage, num_gpus;
@@ -68,6 +69,7 @@ typedef struct {
     double offload_fraction;   /* --activation-offload-fraction: saved activations sent to host, token-wise */
     /* mixture of experts (model/moe.h; num_experts 0: dense) */
     int num_experts, moe_topk, moe_ffn_hidden_size, moe_shared_ffn, moe_layer_freq, moe_dense_first;
+    int moe_shared_gate;       /* the shared expert's output scaled by a sigmoid gate (h -> 1) */
     int ep, etp;               /* expert model- and tensor-parallel sizes (etp 0: TP's) */
     int moe_dispatcher, moe_grouped_gemm, moe_pad_to_capacity, moe_lb_type, moe_permute_fusion;
     double moe_capacity_factor; /* 0: dropless */

@@ -29,7 +29,8 @@ double moe_expert_params_local(const job_t *j)
 double moe_mlp_params(const job_t *j, int active, int biases)
 {
     double router = (double)j->hidden_size * j->num_experts;
-    double shared = j->moe_shared_ffn ? moe_mlp_of(j, j->moe_shared_ffn, biases) : 0;
+    double shared = j->moe_shared_ffn ? moe_mlp_of(j, j->moe_shared_ffn, biases) +
+                                            (j->moe_shared_gate ? (double)j->hidden_size : 0) : 0;
     return (active ? j->moe_topk : j->num_experts) * moe_mlp_of(j, j->moe_ffn_hidden_size, biases) + router + shared;
 }
 

@@ -53,7 +53,8 @@ static double params_per_layer(const job_t *j)
 {
     double h = j->hidden_size;
     double kvd = (double)j->num_query_groups * j->head_dim;
-    double biases = j->disable_bias_linear ? 0 : (h + 2 * kvd) + h + workload_fc1_width(j) + h;
+    double biases = j->disable_bias_linear ? (j->add_qkv_bias ? h + 2 * kvd : 0)
+                                           : (h + 2 * kvd) + h + workload_fc1_width(j) + h;
     double norms = (j->parallel_block ? 1 : 2) * norm_params(j);
     return gemm_weights_per_layer(j) + biases + norms;
 }
@@ -106,7 +107,8 @@ double workload_stage_params_local(const job_t *j, int stage)
     double kvd = (double)j->num_query_groups * j->head_dim;
     /* Column- and row-parallel weights and column biases split by TP;
      * row-parallel biases and LayerNorms replicated. */
-    double split = gemm_weights_per_layer(j) + (j->disable_bias_linear ? 0 : (h + 2 * kvd) + workload_fc1_width(j));
+    double split = gemm_weights_per_layer(j) + (j->disable_bias_linear ? (j->add_qkv_bias ? h + 2 * kvd : 0)
+                                                                       : (h + 2 * kvd) + workload_fc1_width(j));
     double repl = params_per_layer(j) - split;
     int lm = moe_stage_layers(j, stage);
     double p = (split_stage_layers(j, stage) - lm) * (split / t + repl);
@@ -116,7 +118,7 @@ double workload_stage_params_local(const job_t *j, int stage)
         double fc1 = (j->swiglu ? 2.0 : 1.0), fs = j->moe_shared_ffn;
         double split_m = split - moe_mlp_of(j, j->ffn_hidden_size, 0) - b * fc1 * j->ffn_hidden_size +
                          (fs ? moe_mlp_of(j, fs, 0) + b * fc1 * fs : 0);
-        double repl_m = repl - b * h + (double)h * j->num_experts + (fs ? b * h : 0);
+        double repl_m = repl - b * h + (double)h * j->num_experts + (fs ? b * h : 0) + (fs && j->moe_shared_gate ? h : 0);
         p += lm * (split_m / t + repl_m + moe_expert_params_local(j));
     }
     double V = j->padded_vocab_size;

@@ -254,6 +254,9 @@ int gpt_check_switches(const job_t *j, int gpu, char *err, int errlen)
                                                  "simulate and search price it (allowed: 0, the default)"
                      : j->num_experts > 0 ? "--num-experts is not run yet: megasim run trains dense GPTs; predict and "
                                             "simulate price mixtures of experts (allowed: 0, the default)"
+                     : j->add_qkv_bias && j->disable_bias_linear ? "--add-qkv-bias is not run yet: megasim run's linear "
+                                                                   "layers have all their biases or none (allowed: "
+                                                                   "--no-add-qkv-bias)"
                      : gpu && !j->bf16 ? "--bf16 false with --device gpu: the GPU path trains in bf16 with fp32 master "
                                          "weights (allowed: --bf16 true; --device cpu trains in fp32)"
                                        : NULL;
