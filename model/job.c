@@ -106,6 +106,12 @@ static const opt_def defs[] = {
      "each GEMM input cast (and its amax taken) in a pass of its own; attention stays bf16"},
     {"fp8-recipe", OPT_ENUM, J(fp8_recipe), 0, 0, "delayed", "delayed", "parallel plan",
      "FP8 scaling recipe: delayed (scales from the amax history, Transformer Engine's default)"},
+    {"activation-offload-fraction", OPT_REAL, J(offload_fraction), 0, 1, "0", 0, "parallel plan",
+     "the share of each layer's saved activations, token-wise, copied to host memory after its forward and back "
+     "before its backward, over PCIe beside the compute (MEMO); the rest kept or recomputed as the job says"},
+    {"mfu-peak", OPT_ENUM, J(mfu_peak), 0, 0, "bf16", "bf16|fp8", "parallel plan",
+     "the peak MFU is counted against (with fp8 GEMMs the bf16 peak stays the default, as the FP8 papers report)"},
+
     {"num-experts", OPT_INT, J(num_experts), 1, 65536, "0", OPT_ZERO_OK, "mixture of experts",
      "experts in each MoE layer (0: a dense model)"},
     {"moe-router-topk", OPT_INT, J(moe_topk), 1, 1024, "2", 0, "mixture of experts", "experts each token is routed to"},
@@ -140,11 +146,6 @@ static const opt_def defs[] = {
      "even share)"},
     {"moe-permute-fusion", OPT_BOOL, J(moe_permute_fusion), 0, 1, "false", 0, "mixture of experts",
      "the token permutation in one fused kernel each way (else an index pass and a gather)"},
-    {"activation-offload-fraction", OPT_REAL, J(offload_fraction), 0, 1, "0", 0, "parallel plan",
-     "the share of each layer's saved activations, token-wise, copied to host memory after its forward and back "
-     "before its backward, over PCIe beside the compute (MEMO); the rest kept or recomputed as the job says"},
-    {"mfu-peak", OPT_ENUM, J(mfu_peak), 0, 0, "bf16", "bf16|fp8", "parallel plan",
-     "the peak MFU is counted against (with fp8 GEMMs the bf16 peak stays the default, as the FP8 papers report)"},
 
     {"preset", OPT_ENUM, J(preset), 0, 0, "megascale", "none|megatron-lm|megascale", "MegaScale techniques",
      "technique bundle applied before files and flags"},
