@@ -84,11 +84,21 @@ static double expected_max_normal(int n)
     return last;
 }
 
+/* A load factor under the capacity: padded experts compute their capacity
+ * whatever comes (moe_rows_local holds it: 1 here); dropping ones at most
+ * their capacity, the rest of the tokens dropped. */
+static double capped(const job_t *j, double f)
+{
+    if (j->moe_capacity_factor > 0 && j->moe_pad_to_capacity)
+        return 1;
+    return j->moe_capacity_factor > 0 && f > j->moe_capacity_factor ? j->moe_capacity_factor : f;
+}
+
 double moe_load_factor(const job_t *j)
 {
     if (j->num_experts <= 0 || j->moe_load_cv <= 0)
         return 1;
-    return 1 + j->moe_load_cv / sqrt((double)j->num_experts / j->ep) * expected_max_normal(j->ep);
+    return capped(j, 1 + j->moe_load_cv / sqrt((double)j->num_experts / j->ep) * expected_max_normal(j->ep));
 }
 
 /* splitmix64: a counter-based draw, the same on every rank that asks. */
@@ -112,7 +122,7 @@ double moe_load_draw(const job_t *j, uint64_t seed, int stage, int chunk, long m
         double z = sqrt(-2 * log(u1)) * cos(2 * M_PI * u2);
         most = fmax(most, z);
     }
-    return fmax(0, 1 + cv * most); /* a rank's load is never negative */
+    return capped(j, fmax(0, 1 + cv * most)); /* a rank's load is never negative */
 }
 
 int moe_finalize(job_t *j, char *err)

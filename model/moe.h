@@ -57,7 +57,10 @@ double moe_rows_local(const job_t *job);
  * one, 1 + c / sqrt(E / EP) E[max of EP standard normals] (by quadrature);
  * the simulator draws it per stage, chunk and micro-batch (the backward
  * meets the forward's routing), seeded: the same on every rank. 1 when
- * even. */
+ * even. Under a capacity factor the busiest rank takes at most its
+ * capacity (the rest dropped; the closed form caps the expectation, a
+ * bound from above) and padded experts always compute it (1 here:
+ * moe_rows_local holds the capacity). */
 double moe_load_factor(const job_t *job);
 double moe_load_draw(const job_t *job, uint64_t seed, int stage, int chunk, long mb);
 

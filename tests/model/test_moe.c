@@ -88,5 +88,14 @@ int main(void)
               "the same expectation (sampling error ~0.0006)");
     check_rel("the same draw on every rank that asks", moe_load_draw(&j, 1, 3, 1, 7), moe_load_draw(&j, 1, 3, 1, 7), 0,
               "counter-based: seed, stage, chunk, micro-batch");
+    /* Capacity 1.05: the busiest rank drops what is past its capacity; padded, every expert computes it. */
+    j.moe_capacity_factor = 1.05;
+    double most = 0;
+    for (long mb = 0; mb < 1000; mb++)
+        most = fmax(most, moe_load_draw(&j, 1, 0, 0, mb));
+    check_rel("capacity 1.05: the busiest rank's load at most", 1.05, most, 0, "the tokens past it dropped");
+    check_rel("... and the closed form's", 1.05, moe_load_factor(&j), 0, "min(1.0846, 1.05)");
+    j.moe_pad_to_capacity = 1;
+    check_rel("padded to capacity: no imbalance left", 1, moe_load_factor(&j), 0, "every expert computes 1.05 x");
     return check_done("test_moe");
 }
