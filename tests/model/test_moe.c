@@ -88,6 +88,19 @@ int main(void)
               "the same expectation (sampling error ~0.0006)");
     check_rel("the same draw on every rank that asks", moe_load_draw(&j, 1, 3, 1, 7), moe_load_draw(&j, 1, 3, 1, 7), 0,
               "counter-based: seed, stage, chunk, micro-batch");
+    /* EP 10 (20 experts, 2 a rank): one draw an op is the largest of 10 normals (Phi^-1(U^(1/10))); its
+     * mean against the closed form's quadrature, and that against E[max of 10 N(0,1)] = 1.53875 (tables of
+     * normal order statistics). */
+    job_t w;
+    CHECK(!job_of(BASE " --num-gpus 160 --global-batch-size 80 --num-experts 20 --expert-model-parallel-size 10 "
+                        "--expert-tensor-parallel-size 1 --moe-expert-load-cv 0.3", &w, err), "%s", err);
+    check_rel("EP 10: the closed form's expected busiest load", 1 + 0.3 / sqrt(2) * 1.53875, moe_load_factor(&w), 1e-5,
+              "1 + 0.3 / sqrt(2) x 1.53875 (order-statistics tables)");
+    sum = 0;
+    for (long mb = 0; mb < 20000; mb++)
+        sum += moe_load_draw(&w, 7, 1, 0, mb);
+    check_rel("EP 10: the simulator's draws, mean of 20,000", moe_load_factor(&w), sum / 20000, 0.002,
+              "the same expectation (sampling error ~0.0008)");
     /* Capacity 1.05: the busiest rank drops what is past its capacity; padded, every expert computes it. */
     j.moe_capacity_factor = 1.05;
     double most = 0;

@@ -123,8 +123,8 @@ static void uneven(void)
         for (int a = 0; a < 2; a++) {
             char args[640];
             snprintf(args, sizeof args,
-                     "--preset %s --hidden-size 6144 --num-attention-heads 48 --tensor-model-parallel-size 8 %s "
-                     "--num-gpus 2048 --global-batch-size 256 --seq-length 8192 %s", presets[a], splits[k],
+                     "--preset %s --hidden-size 6144 --num-attention-heads 48 --tensor-model-parallel-size 8 "
+                     "--num-gpus 2048 --global-batch-size 256 --seq-length 8192 %s %s", presets[a], splits[k],
                      strstr(splits[k], "per-virtual") ? "" : "--num-layers-per-virtual-pipeline-stage 0");
             char shown[640];
             snprintf(shown, sizeof shown, "%s", args);
