@@ -210,6 +210,27 @@ static void nccl_defaults(hw_cluster_t *c)
     c->host_sync_gap_us = HOST_SYNC_GAP_US;
 }
 
+/* A rail-optimised fat-tree: a NIC a GPU at nic_gbit, nodes_per_tor
+ * nodes under a ToR set, tors_per_pod of them a pod at full bisection, pod_os
+ * above (1: none). The Table 3 fit's sustained fraction of the data sheets'
+ * rates: with it NVIDIA's published Megatron-LM MFU on A100 (22B to 1T,
+ * Selene) comes out within 2 points, with 1.0 up to 3.3 high
+ * (scripts/crosscheck-megatron.py). No per-iteration host terms. NVLink at
+ * its curve as measured (nvlink_scale 1): the curve comes from DGX A100
+ * class nodes. */
+static void rail_fattree(hw_cluster_t *c, const char *name, int gpus_per_node, double nic_gbit, int nodes_per_tor,
+                         int tors_per_pod, double pod_os)
+{
+    strcpy(c->name, name);
+    c->fabric = FABRIC_FATTREE;
+    c->gpus_per_node = c->nics_per_node = gpus_per_node, c->nic_gbit = nic_gbit;
+    c->nodes_per_tor = nodes_per_tor, c->tors_per_pod = tors_per_pod;
+    c->tor_uplink_ratio = 1.0, c->oversubscription = 1.0, c->pod_oversubscription = pod_os;
+    c->tier_eff[0] = c->tier_eff[1] = c->tier_eff[2] = 1.0;
+    c->compute_scale = MEGASCALE_COMPUTE_SCALE;
+    c->nvlink_scale = 1.0;
+}
+
 int hw_builtin_cluster(const char *name, hw_cluster_t *c)
 {
     memset(c, 0, sizeof *c);
@@ -253,34 +274,14 @@ int hw_builtin_cluster(const char *name, hw_cluster_t *c)
         /* Generic rail-optimised fat-tree (NVIDIA DGX SuperPOD style):
          * 8 GPUs, 8x200G NICs per node, 32 nodes per leaf group, 1:1.
          * --nics-per-node, --nic-gbit and --oversubscription change it. */
-        strcpy(c->name, name);
-        c->fabric = FABRIC_FATTREE;
-        c->gpus_per_node = 8, c->nics_per_node = 8, c->nic_gbit = 200.0;
-        c->nodes_per_tor = 32, c->tors_per_pod = 32;
-        c->tor_uplink_ratio = 1.0, c->oversubscription = 1.0;
-        c->tier_eff[0] = c->tier_eff[1] = c->tier_eff[2] = 1.0;
-        /* The Table 3 fit's sustained fraction of the data sheets' rates:
-         * with it NVIDIA's published Megatron-LM MFU on A100 (22B to 1T,
-         * Selene) comes out within 2 points, with 1.0 up to 3.3 high
-         * (scripts/crosscheck-megatron.py). No per-iteration host terms.
-         * NVLink at its curve as measured (nvlink_scale 1): the curve comes
-         * from DGX A100 class nodes, this cluster's kind. */
-        c->compute_scale = MEGASCALE_COMPUTE_SCALE;
-        c->nvlink_scale = 1.0;
+        rail_fattree(c, name, 8, 200.0, 32, 32, 1.0);
     } else if (!strcmp(name, "llama3-roce")) {
         /* Meta's 24K-GPU RoCE cluster that trained Llama 3 405B (arXiv
          * 2407.21783, section 3.3.1): 8 H100s and 8 x 400 Gb/s NICs a
          * server, 2 servers (16 GPUs) under a ToR, 192 racks a pod of 3,072
          * GPUs at full bisection, 8 pods joined by aggregation switches at
-         * 1:7. The fattree cluster's sustained fractions. */
-        strcpy(c->name, name);
-        c->fabric = FABRIC_FATTREE;
-        c->gpus_per_node = 8, c->nics_per_node = 8, c->nic_gbit = 400.0;
-        c->nodes_per_tor = 2, c->tors_per_pod = 192;
-        c->tor_uplink_ratio = 1.0, c->oversubscription = 1.0, c->pod_oversubscription = 7.0;
-        c->tier_eff[0] = c->tier_eff[1] = c->tier_eff[2] = 1.0;
-        c->compute_scale = MEGASCALE_COMPUTE_SCALE;
-        c->nvlink_scale = 1.0;
+         * 1:7. */
+        rail_fattree(c, name, 8, 400.0, 2, 192, 7.0);
     } else if (!strcmp(name, "gb200-nvl72")) {
         /* GB200 NVL72 racks (NVIDIA's data sheet): 72 GPUs in one NVLink
          * domain (NVLink 5 switches, 1.8 TB/s a GPU both ways: the GPU
@@ -288,16 +289,8 @@ int hw_builtin_cluster(const char *name, hw_cluster_t *c)
          * and EP groups up to 72 GPUs stay on NVLink; one 400G ConnectX-7
          * NIC a GPU on the scale-out fabric (DGX GB200). Assumptions: a
          * rail-optimised 1:1 fat-tree of 8 racks a leaf group and 16 leaf
-         * groups a pod (9,216 GPUs), the fattree cluster's sustained
-         * fractions. */
-        strcpy(c->name, name);
-        c->fabric = FABRIC_FATTREE;
-        c->gpus_per_node = 72, c->nics_per_node = 72, c->nic_gbit = 400.0;
-        c->nodes_per_tor = 8, c->tors_per_pod = 16;
-        c->tor_uplink_ratio = 1.0, c->oversubscription = 1.0;
-        c->tier_eff[0] = c->tier_eff[1] = c->tier_eff[2] = 1.0;
-        c->compute_scale = MEGASCALE_COMPUTE_SCALE;
-        c->nvlink_scale = 1.0;
+         * groups a pod (9,216 GPUs). */
+        rail_fattree(c, name, 72, 400.0, 8, 16, 1.0);
     } else {
         return -1;
     }
