@@ -22,8 +22,9 @@
 #   usage: scripts/closed-loop-cpu.sh [build-dir]   (default: build)
 #   env:   ITERS=8 (steps per run; the first is left out as warm-up)
 #          ROUNDS=5 (calibrations; every plan runs once after each)
-#          PLANS="0 1 2 3 4 5 6 7 8" (which of the plans below to run, by
-#                    index; 5 is the LLaMA-style tiny model, 7 and 8 recompute)
+#          PLANS="0 1 ... 10" (which of the plans below to run, by index; 5
+#                    is the LLaMA-style tiny model, 7 and 8 recompute, 9 and
+#                    10 split the pipeline unevenly)
 #          KEEP=DIR (keep the last round's profile, DIR/cpu-profile.json,
 #                    and each plan's last run, DIR/run-INDEX.h5)
 # Run it on an otherwise idle machine: 2 ranks on 2 cores, one core each,
@@ -47,7 +48,9 @@ plans=("--pipeline-model-parallel-size 2"
        "$root/experiments/real/tiny-llama.json --pipeline-model-parallel-size 2"
        "--pipeline-model-parallel-size 2 --attention unfused --attention-dropout 0.1 --hidden-dropout 0.1"
        "--pipeline-model-parallel-size 2 --recompute-granularity full --recompute-method uniform --recompute-num-layers 2"
-       "--pipeline-model-parallel-size 2 --attention unfused --recompute-granularity selective")
+       "--pipeline-model-parallel-size 2 --attention unfused --recompute-granularity selective"
+       "--pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 1"
+       "--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1 --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split")
 chosen=${PLANS:-${!plans[*]}}
 for i in $chosen; do
   [[ $i =~ ^[0-9]+$ ]] && [ "$i" -lt ${#plans[@]} ] ||
