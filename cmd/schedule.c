@@ -4,6 +4,7 @@
 #include "cmd/cli.h"
 #include "model/layer.h"
 #include "model/layout.h"
+#include "model/moe.h"
 #include "model/sched.h"
 #include "model/split.h"
 
@@ -29,20 +30,24 @@ static const opt_def schedule_defs[] = {
 };
 const opt_table schedule_opts = {schedule_defs, sizeof schedule_defs / sizeof schedule_defs[0], "schedule option"};
 
+/* Each layer's ops of a FWD or BWD op (a dense or an MoE layer's), a
+ * collective named by its group (op.h's group_t order). */
 static void print_layer_ops(const job_t *job, int rank, int stage, const sched_op_t *o)
 {
+    static const char *const group[] = {"tp", "dp", "pp", "emb", "world", "cp", "etp", "ep", "edp"};
     op_t ops[LAYER_MAX_OPS];
-    int layers = split_chunk_layers(job, stage, o->chunk);
+    int layers = split_chunk_layers(job, stage, o->chunk), first = split_layer_offset(job, stage, o->chunk);
     pass_t passes[2] = {o->kind == SOP_FWD ? PASS_FWD : PASS_RECOMPUTE, PASS_BWD};
-    for (int l = 0; l < layers; l++)
+    for (int l = 0; l < layers; l++) {
+        int at = o->kind == SOP_FWD ? l : layers - 1 - l, moe = moe_layers_in(job, first + at, 1);
         for (int p = 0; p < (o->kind == SOP_FWD ? 1 : 2); p++) {
-            int n = layer_ops(job, passes[p], ops);
+            int n = layer_ops_of(job, passes[p], moe, ops);
             for (int i = 0; i < n; i++)
                 printf("%d   %s %s layer=%d m=%g n=%g k=%g batch=%g bytes=%.0f\n", rank,
-                       ops[i].kind == OP_COLL ? "tp" : "compute", ops[i].name,
-                       (o->kind == SOP_FWD ? l : layers - 1 - l), ops[i].m, ops[i].n, ops[i].k, ops[i].batch,
-                       ops[i].bytes);
+                       ops[i].kind == OP_COLL ? group[ops[i].group] : "compute", ops[i].name, at, ops[i].m,
+                       ops[i].n, ops[i].k, ops[i].batch, ops[i].bytes);
         }
+    }
 }
 
 int cmd_schedule(int argc, char **argv)
