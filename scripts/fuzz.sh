@@ -28,6 +28,7 @@ cp tests/fuzz/corpus/result/*.h5 $b/corpus/result/ 2>/dev/null
 rm -f $b/corpus/*/*.expect
 printf -- '--preset\nmegatron-lm\n--num-gpus\n1024\n--global-batch-size\n768\n' > $b/corpus/flags/seed-plan
 printf -- '--num-layers\n4\n--hidden-size\n1024\n--num-attention-heads\n16\n--pipeline-model-parallel-size\n1\n' > $b/corpus/flags/seed-small
+printf -- '--num-experts\n64\n--expert-model-parallel-size\n8\n--context-parallel-size\n2\n--decoder-first-pipeline-num-layers\n2\n--num-virtual-stages-per-pipeline-rank\n2\n--moe-expert-load-cv\n0.3\n--fp8-format\nhybrid\n--gpu\nh100-sxm-80gb\n--activation-offload-fraction\n0.5\n' > $b/corpus/flags/seed-splits
 (cd $b/corpus/result && ../../megasim simulate --num-gpus 16 --tensor-model-parallel-size 2 \
    --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 0 --global-batch-size 32 \
    --trace-ranks 0,1 --out seed-sim.h5 >/dev/null 2>&1
