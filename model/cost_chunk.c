@@ -161,9 +161,8 @@ void cost_layers(const cost_layer_t c[2], double layers, double recomputed, doub
 {
     *ct = (cost_chunk_t){0};
     /* the dense layers, and the MoE ones (block recomputation's share taken evenly over both) */
-    double n[2] = {layers - moe_layers, moe_layers};
+    double n[2] = {layers - moe_layers, moe_layers}, r = layers > 0 ? recomputed / layers : 0; /* block: a share */
     for (int k = 0; k < 1 + (moe_layers > 0); k++) {
-        double r = layers > 0 ? recomputed / layers : 0; /* block: a share */
         ct->fwd_s += n[k] * c[k].fwd.compute_s;
         ct->fwd_tp_s += n[k] * c[k].fwd.exposed_s;
         ct->bwd_s += n[k] * (c[k].bwd.compute_s + r * c[k].rc.compute_s);

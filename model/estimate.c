@@ -33,7 +33,7 @@ static void stage_times(const hw_t *hw, const job_t *j, stage_times_t *st)
      * the middle ones hold the same layers); the slowest sets the pace of
      * the steady state, and every stage's micro-batch time, summed, is the
      * pipeline's fill and drain through all stages at their own pace. */
-    int kinds[3] = {0, 1, j->pp - 1}, count[3] = {1, j->pp - 2, j->pp > 1};
+    int stage[3], count[3], kinds = split_kinds(j, stage, count);
     double best = -1;
     cost_layer_t c[2];
     cost_layer(hw, j, 0, &c[0]);
@@ -41,16 +41,14 @@ static void stage_times(const hw_t *hw, const job_t *j, stage_times_t *st)
         cost_layer(hw, j, 1, &c[1]);
     st->all_stages_s = 0;
     st->nkinds = 0;
-    for (int k = 0; k < 3; k++) {
-        if (count[k] <= 0)
-            continue;
-        stage_mb_t x = stage_mb(hw, j, c, kinds[k]);
-        st->kind[st->nkinds++] = (stage_kind_t){kinds[k], count[k], x.fw + x.tf, x.bw + x.tb};
+    for (int k = 0; k < kinds; k++) {
+        stage_mb_t x = stage_mb(hw, j, c, stage[k]);
+        st->kind[st->nkinds++] = (stage_kind_t){stage[k], count[k], x.fw + x.tf, x.bw + x.tb};
         if (k == 0)
             st->first_fwd_s = x.fw, st->first_bwd_s = x.bw, st->first_tp_fwd_s = x.tf, st->first_tp_bwd_s = x.tb;
         if (x.fw + x.bw + x.tf + x.tb > best) {
             best = x.fw + x.bw + x.tf + x.tb;
-            st->fwd_s = x.fw, st->bwd_s = x.bw, st->slowest_stage = kinds[k];
+            st->fwd_s = x.fw, st->bwd_s = x.bw, st->slowest_stage = stage[k];
             st->tp_exposed_fwd_s = x.tf, st->tp_exposed_bwd_s = x.tb;
         }
         st->all_stages_s += count[k] * (x.fw + x.bw + x.tf + x.tb);

@@ -85,14 +85,25 @@ int split_stage_recomputed(const job_t *j, int s)
     return n;
 }
 
-/* The largest chunk's layers: the stages are of three kinds (first, the
- * middle ones, last) and only a stage's first and last chunks differ. */
+int split_kinds(const job_t *j, int stage[3], int count[3])
+{
+    int n = 0;
+    stage[n] = 0, count[n++] = 1;
+    if (j->pp > 2)
+        stage[n] = 1, count[n++] = j->pp - 2;
+    if (j->pp > 1)
+        stage[n] = j->pp - 1, count[n++] = 1;
+    return n;
+}
+
+/* The largest chunk's layers: only a stage's first and last chunks differ
+ * from its others. */
 static int largest_chunk(const job_t *j)
 {
-    int stages[3] = {0, j->pp > 2 ? 1 : 0, j->pp - 1}, best = 0;
-    for (int a = 0; a < 3; a++)
+    int stage[3], count[3], kinds = split_kinds(j, stage, count), best = 0;
+    for (int a = 0; a < kinds; a++)
         for (int c = 0; c < j->vpp; c += j->vpp > 1 ? j->vpp - 1 : 1) {
-            int n = split_chunk_layers(j, stages[a], c);
+            int n = split_chunk_layers(j, stage[a], c);
             best = n > best ? n : best;
         }
     return best;
@@ -101,11 +112,10 @@ static int largest_chunk(const job_t *j)
 /* Layers whose recomputation pass runs, over the whole model. */
 static long total_recomputed(const job_t *j)
 {
-    long n = split_stage_recomputed(j, 0);
-    if (j->pp > 1)
-        n += split_stage_recomputed(j, j->pp - 1);
-    if (j->pp > 2)
-        n += (long)(j->pp - 2) * split_stage_recomputed(j, 1);
+    int stage[3], count[3], kinds = split_kinds(j, stage, count);
+    long n = 0;
+    for (int a = 0; a < kinds; a++)
+        n += (long)count[a] * split_stage_recomputed(j, stage[a]);
     return n;
 }
 
@@ -150,11 +160,11 @@ int split_finalize(job_t *j, char *err)
     }
     RULE(j->vpp == 1 || p > 1, "%s = %d needs pipeline-model-parallel-size > 1",
          lpv ? "num-layers-per-virtual-pipeline-stage" : "num-virtual-stages-per-pipeline-rank", lpv ? lpv : vs);
-    int kinds[3] = {0, p > 2 ? 1 : 0, p - 1};
-    for (int a = 0; a < 3; a++)
-        RULE(slots(j, kinds[a]) % j->vpp == 0,
+    int stage[3], count[3], kinds = split_kinds(j, stage, count);
+    for (int a = 0; a < kinds; a++)
+        RULE(slots(j, stage[a]) % j->vpp == 0,
              "stage %d's %d layer(s) do not split into num-virtual-stages-per-pipeline-rank = %d chunks (allowed: "
-             "a divisor of every stage's layers)", kinds[a], slots(j, kinds[a]), j->vpp);
+             "a divisor of every stage's layers)", stage[a], slots(j, stage[a]), j->vpp);
     if (j->recompute == RECOMPUTE_FULL) {
         int most = largest_chunk(j);
         RULE(j->recompute_num_layers <= most,

@@ -45,6 +45,13 @@ int split_layer_offset(const job_t *job, int stage, int chunk);
 int split_chunk_recomputed(const job_t *job, int stage, int chunk);
 int split_stage_recomputed(const job_t *job, int stage);
 
+/* The stages' kinds, in stage order: the first, a middle one (stage 1: the
+ * middle ones hold the same layers), the last, each with the stages it
+ * stands for in count. Returns how many kinds (1 at PP 1, 2 at PP 2, else
+ * 3): what the memory model, the closed form and the rules visit instead of
+ * every stage. */
+int split_kinds(const job_t *job, int stage[3], int count[3]);
+
 /* Whether the layers are split unevenly (any of the four options on). */
 int split_uneven(const job_t *job);
 

@@ -303,11 +303,11 @@ void workload_memory(const job_t *j, const hw_t *hw, memory_t *m)
      * the logits and the output layer; under an uneven split (model/split.h)
      * the second, the first of the middle ones, may hold more layers than
      * either: the peak is on one of the three. */
-    int kinds[3] = {0, j->pp > 2 ? 1 : 0, j->pp - 1};
-    stage_memory(j, hw, 0, m);
-    for (int k = 1; k < 3; k++) {
+    int stage[3], count[3], kinds = split_kinds(j, stage, count);
+    stage_memory(j, hw, stage[0], m);
+    for (int k = 1; k < kinds; k++) {
         memory_t x;
-        stage_memory(j, hw, kinds[k], &x);
+        stage_memory(j, hw, stage[k], &x);
         if (x.total_bytes > m->total_bytes)
             *m = x;
     }
