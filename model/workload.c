@@ -49,12 +49,16 @@ static double gemm_weights_per_layer(const job_t *j)
     return h * (h + 2 * kvd) + h * h + h * workload_fc1_width(j) + f * h;
 }
 
+/* The QKV layer's bias: with linear biases, or alone under --add-qkv-bias. */
+static double qkv_bias(const job_t *j)
+{
+    return !j->disable_bias_linear || j->add_qkv_bias ? j->hidden_size + 2.0 * j->num_query_groups * j->head_dim : 0;
+}
+
 static double params_per_layer(const job_t *j)
 {
     double h = j->hidden_size;
-    double kvd = (double)j->num_query_groups * j->head_dim;
-    double biases = j->disable_bias_linear ? (j->add_qkv_bias ? h + 2 * kvd : 0)
-                                           : (h + 2 * kvd) + h + workload_fc1_width(j) + h;
+    double biases = qkv_bias(j) + (j->disable_bias_linear ? 0 : h + workload_fc1_width(j) + h);
     double norms = (j->parallel_block ? 1 : 2) * norm_params(j);
     return gemm_weights_per_layer(j) + biases + norms;
 }
@@ -104,20 +108,18 @@ void workload_compute(const job_t *j, workload_t *w)
 double workload_stage_params_local(const job_t *j, int stage)
 {
     double h = j->hidden_size, t = j->tp;
-    double kvd = (double)j->num_query_groups * j->head_dim;
     /* Column- and row-parallel weights and column biases split by TP;
      * row-parallel biases and LayerNorms replicated. */
-    double split = gemm_weights_per_layer(j) + (j->disable_bias_linear ? (j->add_qkv_bias ? h + 2 * kvd : 0)
-                                                                       : (h + 2 * kvd) + workload_fc1_width(j));
+    double split = gemm_weights_per_layer(j) + qkv_bias(j) + (j->disable_bias_linear ? 0 : workload_fc1_width(j));
     double repl = params_per_layer(j) - split;
     int lm = moe_stage_layers(j, stage);
     double p = (split_stage_layers(j, stage) - lm) * (split / t + repl);
     if (lm) { /* an MoE layer: the dense MLP out; the router replicated, the shared expert split as a dense MLP,
                  the rank's experts (workload_stage_expert_params_local) */
         int b = !j->disable_bias_linear;
-        double fc1 = (j->swiglu ? 2.0 : 1.0), fs = j->moe_shared_ffn;
-        double split_m = split - moe_mlp_of(j, j->ffn_hidden_size, 0) - b * fc1 * j->ffn_hidden_size +
-                         (fs ? moe_mlp_of(j, fs, 0) + b * fc1 * fs : 0);
+        double fs = j->moe_shared_ffn, fc1s = (j->swiglu ? 2.0 : 1.0) * fs; /* the shared expert's FC1 width */
+        double split_m = split - moe_mlp_of(j, j->ffn_hidden_size, 0) - b * workload_fc1_width(j) +
+                         (fs ? moe_mlp_of(j, fs, 0) + b * fc1s : 0);
         double repl_m = repl - b * h + (double)h * j->num_experts + (fs ? b * h : 0) + (fs && j->moe_shared_gate ? h : 0);
         p += lm * (split_m / t + repl_m + moe_expert_params_local(j));
     }
