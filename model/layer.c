@@ -57,13 +57,20 @@ static void elem_math(builder_t *b, const char *name, elem_kind_t kind, double b
 
 static void elem(builder_t *b, const char *name, double bytes) { elem_math(b, name, ELEM_STREAM, bytes, 0); }
 
+/* A collective over group g of `bytes` (the all-gather's output, the
+ * reduce-scatter's input, each member's share of an all-to-all or a ring
+ * step); its index. */
+static int coll(builder_t *b, const char *name, coll_t c, group_t g, double bytes, overlap_t ovl, int pair)
+{
+    return push(b, (op_t){.kind = OP_COLL, .name = name, .coll = c, .group = g, .bytes = bytes, .overlap = ovl,
+                          .pair = pair});
+}
+
 /* A TP collective of the full (T x h) activation. Without TP nothing. */
 static void tp_coll(builder_t *b, const char *name, coll_t c, overlap_t ovl, int pair)
 {
-    if (b->j->tp == 1)
-        return;
-    push(b, (op_t){.kind = OP_COLL, .name = name, .coll = c, .group = GROUP_TP,
-                   .bytes = b->T * b->j->hidden_size * b->wb, .overlap = ovl, .pair = pair});
+    if (b->j->tp > 1)
+        coll(b, name, c, GROUP_TP, b->T * b->j->hidden_size * b->wb, ovl, pair);
 }
 
 /* Collective before a column-parallel GEMM in forward: all-gather of the
@@ -154,15 +161,6 @@ static int flash(builder_t *b, int bwd, double bh, double s, double w)
                           .draws = j->attention_dropout > 0 ? bh * keys : 0});
 }
 
-/* A collective over the CP group of `bytes` (the all-gather's output, the
- * reduce-scatter's input, each member's share of an all-to-all or a ring
- * step). */
-static void cp_coll(builder_t *b, const char *name, coll_t c, double bytes, overlap_t ovl, int pair)
-{
-    push(b, (op_t){.kind = OP_COLL, .name = name, .coll = c, .group = GROUP_CP, .bytes = bytes, .overlap = ovl,
-                   .pair = pair});
-}
-
 /* Context parallelism's attention (Megatron-Core with Transformer Engine):
  * each rank holds T = s b / CP tokens, two chunks of the sequence balanced
  * so that every rank has 1/CP of the causal work.
@@ -186,18 +184,21 @@ static void cp_attention(builder_t *b, int bwd)
     if (j->cp_comm_type == CP_P2P) { /* K, V (and dK, dV) to the next rank beside each block but the last */
         int a = flash(b, bwd, bh, s / cp, s / cp);
         b->ops[a].repeat = j->cp;
-        cp_coll(b, bwd ? "cp_ring_kv_dkv" : "cp_ring_kv", COLL_SENDRECV, (bwd ? 4 : 2) * T * kv * wb, OVL_ASYNC, a);
-        b->ops[b->n - 1].repeat = j->cp - 1;
+        int ring = coll(b, bwd ? "cp_ring_kv_dkv" : "cp_ring_kv", COLL_SENDRECV, GROUP_CP,
+                        (bwd ? 4 : 2) * T * kv * wb, OVL_ASYNC, a);
+        b->ops[ring].repeat = j->cp - 1;
     } else if (j->cp_comm_type == CP_ALLGATHER) {
         if (!bwd)
-            cp_coll(b, "cp_ag_kv", COLL_ALLGATHER, 2 * T * cp * kv * wb, OVL_NONE, -1);
+            coll(b, "cp_ag_kv", COLL_ALLGATHER, GROUP_CP, 2 * T * cp * kv * wb, OVL_NONE, -1);
         flash(b, bwd, bh / cp, s, s);
         if (bwd)
-            cp_coll(b, "cp_rs_dkv", COLL_REDUCESCATTER, 2 * T * cp * kv * wb, OVL_NONE, -1);
+            coll(b, "cp_rs_dkv", COLL_REDUCESCATTER, GROUP_CP, 2 * T * cp * kv * wb, OVL_NONE, -1);
     } else {
-        cp_coll(b, bwd ? "cp_a2a_dout" : "cp_a2a_qkv", COLL_ALLTOALL, T * (bwd ? q : q + 2 * kv) * wb, OVL_NONE, -1);
+        coll(b, bwd ? "cp_a2a_dout" : "cp_a2a_qkv", COLL_ALLTOALL, GROUP_CP, T * (bwd ? q : q + 2 * kv) * wb,
+             OVL_NONE, -1);
         flash(b, bwd, bh / cp, s, s);
-        cp_coll(b, bwd ? "cp_a2a_dqkv" : "cp_a2a_out", COLL_ALLTOALL, T * (bwd ? q + 2 * kv : q) * wb, OVL_NONE, -1);
+        coll(b, bwd ? "cp_a2a_dqkv" : "cp_a2a_out", COLL_ALLTOALL, GROUP_CP, T * (bwd ? q + 2 * kv : q) * wb,
+             OVL_NONE, -1);
     }
 }
 
@@ -244,8 +245,7 @@ static double qkv_n(const job_t *j)
 /* A collective over one of the experts' groups. */
 static void moe_coll(builder_t *b, const char *name, coll_t c, group_t g, double bytes)
 {
-    push(b, (op_t){.kind = OP_COLL, .name = name, .coll = c, .group = g, .bytes = bytes, .overlap = OVL_NONE,
-                   .pair = -1, .moe_load = 1});
+    b->ops[coll(b, name, c, g, bytes, OVL_NONE, -1)].moe_load = 1;
 }
 
 /* The rank's experts' GEMM (m rows each, n x k weights): one grouped GEMM
