@@ -31,10 +31,9 @@ static const opt_def schedule_defs[] = {
 const opt_table schedule_opts = {schedule_defs, sizeof schedule_defs / sizeof schedule_defs[0], "schedule option"};
 
 /* Each layer's ops of a FWD or BWD op (a dense or an MoE layer's), a
- * collective named by its group (op.h's group_t order). */
+ * collective named by its group. */
 static void print_layer_ops(const job_t *job, int rank, int stage, const sched_op_t *o)
 {
-    static const char *const group[] = {"tp", "dp", "pp", "emb", "world", "cp", "etp", "ep", "edp"};
     op_t ops[LAYER_MAX_OPS];
     int layers = split_chunk_layers(job, stage, o->chunk), first = split_layer_offset(job, stage, o->chunk);
     pass_t passes[2] = {o->kind == SOP_FWD ? PASS_FWD : PASS_RECOMPUTE, PASS_BWD};
@@ -44,7 +43,7 @@ static void print_layer_ops(const job_t *job, int rank, int stage, const sched_o
             int n = layer_ops_of(job, passes[p], moe, ops);
             for (int i = 0; i < n; i++)
                 printf("%d   %s %s layer=%d m=%g n=%g k=%g batch=%g bytes=%.0f\n", rank,
-                       ops[i].kind == OP_COLL ? group[ops[i].group] : "compute", ops[i].name, at, ops[i].m,
+                       ops[i].kind == OP_COLL ? op_group_name(ops[i].group) : "compute", ops[i].name, at, ops[i].m,
                        ops[i].n, ops[i].k, ops[i].batch, ops[i].bytes);
         }
     }

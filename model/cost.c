@@ -9,16 +9,6 @@
 
 #define US 1e-6
 
-double op_flops(const op_t *op)
-{
-    if (op->kind == OP_GEMM)
-        return 2 * op->m * op->n * op->k * op->batch;
-    if (op->kind == OP_ATTN) /* QK^T and PV: 2 matmuls of 2 d FLOPs per key;
-                                backward: 5 matmuls (FlashAttention-2) */
-        return 4 * op->batch * op->attn_d * op->attn_keys * (op->attn_bwd ? 2.5 : 1);
-    return 0;
-}
-
 /* The tensor-core peak a GEMM runs against. */
 static double gemm_peak_flops(const hw_t *hw, const job_t *job, int fp8)
 {
@@ -364,7 +354,7 @@ static double op_once_s(const hw_t *hw, const job_t *job, const op_t *op);
 
 double cost_op_s(const hw_t *hw, const job_t *job, const op_t *op)
 {
-    return (op->repeat > 1 ? op->repeat : 1) * op_once_s(hw, job, op);
+    return op_runs(op) * op_once_s(hw, job, op);
 }
 
 static double op_once_s(const hw_t *hw, const job_t *job, const op_t *op)

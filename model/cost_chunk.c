@@ -64,10 +64,10 @@ static cost_pass_t cost_pass_of(const hw_t *hw, const job_t *j, pass_t pass, int
             /* Launched beside its GEMM: exposed only past the GEMM's end;
              * the GEMM slows while they share the GPU. A repeated one
              * (CP's ring) meets its pair's runs one by one. */
-            int n = o->repeat > 1 ? o->repeat : 1, np = ops[o->pair].repeat > 1 ? ops[o->pair].repeat : 1;
-            double one = t[i] / n, pair_one = g / np;
-            r.exposed_s += n * fmax(0, one - pair_one);
-            r.compute_s += n * hw->gpu.comm_slowdown * fmin(one, pair_one);
+            int runs = op_runs(o);
+            double one = t[i] / runs, pair_one = g / op_runs(&ops[o->pair]);
+            r.exposed_s += runs * fmax(0, one - pair_one);
+            r.compute_s += runs * hw->gpu.comm_slowdown * fmin(one, pair_one);
         } else {
             double c, e;
             chunked_pair(hw, j, o, &ops[o->pair], &c, &e);

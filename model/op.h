@@ -57,7 +57,14 @@ typedef struct {
                              inputs were cast for the forward and the input gradient */
 } op_t;
 
-/* FLOPs of a compute op (0 for memory-bound and communication ops). */
+/* FLOPs of one run of a compute op (0 for memory-bound and communication
+ * ops). */
 double op_flops(const op_t *op);
+/* How many times the op runs in a row (op_t.repeat, at least 1). */
+int op_runs(const op_t *op);
+/* A collective's name ("all-reduce", ..., "send-recv") and a group's
+ * ("tp", "dp", ..., "edp"); "?" outside the enum. */
+const char *op_coll_name(coll_t c);
+const char *op_group_name(group_t g);
 
 #endif

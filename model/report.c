@@ -160,7 +160,6 @@ cJSON *report_json(const job_t *j, const hw_t *hw, const estimate_t *e)
 void report_ops(FILE *f, const job_t *j, const hw_t *hw)
 {
     static const char *kinds[] = {"gemm", "attn", "elem", "coll", "p2p", "optim"};
-    static const char *colls[] = {"all-reduce", "all-gather", "reduce-scatter", "broadcast", "all-to-all"};
     static const char *ovl[] = {"exposed", "async", "chunked"};
     static const char *passes[] = {"forward", "backward", "recompute"};
     op_t ops[LAYER_MAX_OPS];
@@ -193,7 +192,7 @@ void report_ops(FILE *f, const job_t *j, const hw_t *hw)
                     snprintf(waves, sizeof waves, "in curve");
             }
             else if (o->kind == OP_COLL)
-                snprintf(shape, sizeof shape, "%s TP, %s", colls[o->coll], ovl[o->overlap]);
+                snprintf(shape, sizeof shape, "%s TP, %s", op_coll_name(o->coll), ovl[o->overlap]);
             double amount = fl ? fl / 1e9 : o->bytes / 1e6;
             double rate = fl ? fl / t / 1e12 : o->bytes / t / 1e9;
             fprintf(f, "  %-16s %-5s %-30s %12.3f %10.1f  %12.1f  %s\n", o->name, kinds[o->kind], shape, amount,

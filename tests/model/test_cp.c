@@ -22,7 +22,7 @@ static double attn_flops(const job_t *j, pass_t pass)
     double f = 0;
     for (int i = 0; i < n; i++)
         if (ops[i].kind == OP_ATTN)
-            f += op_flops(&ops[i]) * (ops[i].repeat > 1 ? ops[i].repeat : 1);
+            f += op_flops(&ops[i]) * op_runs(&ops[i]);
     return f;
 }
 
