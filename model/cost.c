@@ -207,6 +207,7 @@ group_layout_t cost_group_layout(const job_t *job, const hw_t *hw, group_t grp)
     const hw_cluster_t *c = &hw->cluster;
     int gpn = c->gpus_per_node;
     long long stride, size; /* rank distance between members, members */
+    long long etp = job->etp > 0 ? job->etp : 1;
     switch (grp) {
     case GROUP_TP:
         stride = 1, size = job->tp;
@@ -215,13 +216,16 @@ group_layout_t cost_group_layout(const job_t *job, const hw_t *hw, group_t grp)
         stride = job->tp, size = job->cp;
         break;
     case GROUP_ETP: /* the experts' order: ETP fastest, then EP, then EDP (model/moe.h) */
-        stride = 1, size = job->etp > 0 ? job->etp : 1;
+        stride = 1, size = etp;
         break;
     case GROUP_EP:
-        stride = job->etp > 0 ? job->etp : 1, size = job->ep;
+        stride = etp, size = job->ep;
         break;
     case GROUP_EDP:
-        stride = (long long)(job->etp > 0 ? job->etp : 1) * job->ep, size = job->edp;
+        stride = etp * job->ep, size = job->edp;
+        break;
+    case GROUP_ETP_EP:
+        stride = 1, size = etp * job->ep;
         break;
     case GROUP_DP: /* DP x CP: CP sits between TP and DP in the rank order */
         stride = job->tp, size = job->dp_cp;

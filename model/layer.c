@@ -282,7 +282,7 @@ static void moe_route(builder_t *b, int in, const char *a2a, const char *etp, co
     double h = j->hidden_size, rows = moe_rows_local(j) * h * b->wb;
     double sent = b->Tl * j->moe_topk * h * b->wb, gathered = b->Tl * h * b->wb * j->ep * j->etp;
     if (j->moe_dispatcher != MOE_ALLTOALL) {
-        moe_coll(b, ag, in ? COLL_ALLGATHER : COLL_REDUCESCATTER, GROUP_EP, gathered);
+        moe_coll(b, ag, in ? COLL_ALLGATHER : COLL_REDUCESCATTER, GROUP_ETP_EP, gathered);
     } else if (in) {
         moe_coll(b, a2a, COLL_ALLTOALL, GROUP_EP, sent);
         moe_coll(b, etp, COLL_ALLGATHER, GROUP_ETP, rows);

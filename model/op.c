@@ -17,7 +17,7 @@ int op_runs(const op_t *op) { return op->repeat > 1 ? op->repeat : 1; }
 /* Each table in its enum's order (op.h). */
 static const char *const coll_names[] = {"all-reduce", "all-gather", "reduce-scatter", "broadcast", "all-to-all",
                                          "send-recv"};
-static const char *const group_names[] = {"tp", "dp", "pp", "emb", "world", "cp", "etp", "ep", "edp"};
+static const char *const group_names[] = {"tp", "dp", "pp", "emb", "world", "cp", "etp", "ep", "edp", "etp_ep"};
 
 const char *op_coll_name(coll_t c)
 {

@@ -13,8 +13,11 @@ typedef enum { COLL_ALLREDUCE, COLL_ALLGATHER, COLL_REDUCESCATTER, COLL_BROADCAS
 /* GROUP_DP: the ranks holding the same weights, DP x CP (the gradient
  * reduction and the ZeRO shards); GROUP_CP: one sequence's CP ranks. */
 /* GROUP_ETP, GROUP_EP, GROUP_EDP: the experts' groups, folded into the
- * same ranks (model/moe.h). */
-typedef enum { GROUP_TP, GROUP_DP, GROUP_PP, GROUP_EMB, GROUP_WORLD, GROUP_CP, GROUP_ETP, GROUP_EP, GROUP_EDP } group_t;
+ * same ranks (model/moe.h); GROUP_ETP_EP: ETP x EP together (Megatron-Core's
+ * expert tensor and model parallel group, the allgather dispatcher's). */
+typedef enum {
+    GROUP_TP, GROUP_DP, GROUP_PP, GROUP_EMB, GROUP_WORLD, GROUP_CP, GROUP_ETP, GROUP_EP, GROUP_EDP, GROUP_ETP_EP
+} group_t;
 /* How a collective meets compute: exposed on the stream; launched
  * asynchronously beside a paired GEMM (Megatron's backward overlap); or
  * chunked and pipelined with the paired GEMM (--tp-comm-overlap). */

@@ -76,6 +76,20 @@ int main(void)
     n = layer_ops_of(&j, PASS_FWD, 0, ops);
     check_true("a dense layer of the same job has no expert op", !find(ops, n, "expert_fc1") && find(ops, n, "fc1"),
                "layer_ops_of(..., 0, ...)");
+    /* The allgather dispatcher gathers every token over ETP x EP (Megatron-Core's tp_ep group): with EP 1
+     * and ETP 2 that is the TP pair, priced as an all-gather of the same bytes over TP (it was EP's group of
+     * one, free). */
+    job_t g;
+    CHECK(!job_of(BASE " --num-experts 8 --moe-token-dispatcher-type allgather", &g, err), "%s", err);
+    n = layer_ops_of(&g, PASS_FWD, 1, ops);
+    const op_t *ag = find(ops, n, "ep_ag_tokens");
+    CHECK(ag, "no ep_ag_tokens op");
+    check_eq("allgather dispatcher's group", GROUP_ETP_EP, ag->group, "ETP x EP");
+    group_layout_t tp_ep = cost_group_layout(&g, &hw, GROUP_ETP_EP), tp = cost_group_layout(&g, &hw, GROUP_TP);
+    check_eq("ETP x EP group: size", 2, tp_ep.size, "ETP 2 x EP 1");
+    check_rel("its gather's time", cost_coll_s(&hw, COLL_ALLGATHER, ag->bytes, &tp),
+              cost_coll_s(&hw, COLL_ALLGATHER, ag->bytes, &tp_ep), 0, "an all-gather over TP's 2 ranks");
+    check_true("... and not free", cost_op_s(&hw, &g, ag) > 0, "2 ranks exchange");
     /* Routing imbalance: 8 experts over EP 2 with a coefficient of variation of 0.3 each; an EP rank's 4
      * vary with 0.3 / 2, and the busier of 2 ranks is E[max of 2 standard normals] = 1 / sqrt(pi) above. */
     CHECK(!job_of(BASE " --num-experts 8 --expert-model-parallel-size 2 --moe-expert-load-cv 0.3", &j, err), "%s", err);
