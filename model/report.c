@@ -3,6 +3,7 @@
 
 #include "model/cost.h"
 #include "model/layer.h"
+#include "model/moe.h"
 
 #include <cjson/cJSON.h>
 
@@ -157,48 +158,63 @@ cJSON *report_json(const job_t *j, const hw_t *hw, const estimate_t *e)
     return o;
 }
 
-void report_ops(FILE *f, const job_t *j, const hw_t *hw)
+/* One pass's ops of a dense (moe 0) or an MoE layer, with their modelled
+ * times; a repeated op's amount and rate count all its runs. */
+static void report_pass_ops(FILE *f, const job_t *j, const hw_t *hw, pass_t pass, int moe)
 {
     static const char *kinds[] = {"gemm", "attn", "elem", "coll", "p2p", "optim"};
     static const char *ovl[] = {"exposed", "async", "chunked"};
     static const char *passes[] = {"forward", "backward", "recompute"};
     op_t ops[LAYER_MAX_OPS];
-    for (int p = PASS_FWD; p <= PASS_RECOMPUTE; p++) {
-        int n = layer_ops(j, (pass_t)p, ops);
-        if (!n)
-            continue;
-        fprintf(f, "\none layer, %s, per micro-batch per GPU:\n", passes[p]);
-        fprintf(f, "  %-16s %-5s %-30s %12s %10s  %12s  %s\n", "op", "kind", "shape", "GFLOP|MB", "time_us",
-                "TFLOP/s|GB/s", "waves");
-        double sum = 0;
-        for (int i = 0; i < n; i++) {
-            const op_t *o = &ops[i];
-            double t = cost_op_s(hw, j, o), fl = op_flops(o);
-            char shape[64] = "", waves[16] = "";
-            const hw_gpu_t *g = &hw->gpu;
-            if (o->kind == OP_GEMM) {
-                snprintf(shape, sizeof shape, "%gx%gx%g x%g", o->m, o->n, o->k, o->batch);
+    int n = layer_ops_of(j, pass, moe, ops);
+    if (!n)
+        return;
+    fprintf(f, "\none %slayer, %s, per micro-batch per GPU:\n", j->num_experts <= 0 ? "" : moe ? "MoE " : "dense ",
+            passes[pass]);
+    fprintf(f, "  %-16s %-5s %-40s %12s %10s  %12s  %s\n", "op", "kind", "shape", "GFLOP|MB", "time_us",
+            "TFLOP/s|GB/s", "waves");
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        const op_t *o = &ops[i];
+        double t = cost_op_s(hw, j, o), fl = op_flops(o) * op_runs(o);
+        char shape[64] = "", waves[16] = "";
+        const hw_gpu_t *g = &hw->gpu;
+        int k = 0;
+        if (o->kind == OP_GEMM) {
+            k = snprintf(shape, sizeof shape, "%gx%gx%g x%g", o->m, o->n, o->k, o->batch);
+            snprintf(waves, sizeof waves, "%.3f",
+                     cost_gemm_wave_eff(g->gemm_tile_m, g->gemm_tile_n, g->sm_count, o->m, o->n, o->batch));
+        } else if (o->kind == OP_ATTN) {
+            k = snprintf(shape, sizeof shape, "bh=%g s=%g w=%g d=%g", o->batch, o->attn_seq, o->attn_window, o->attn_d);
+            int block = o->attn_bwd ? g->attn_block_k : g->attn_block_q;
+            if (block) /* else the profile's curves include the grid's fill */
                 snprintf(waves, sizeof waves, "%.3f",
-                         cost_gemm_wave_eff(g->gemm_tile_m, g->gemm_tile_n, g->sm_count, o->m, o->n, o->batch));
-            } else if (o->kind == OP_ATTN) {
-                snprintf(shape, sizeof shape, "bh=%g s=%g w=%g d=%g", o->batch, o->attn_seq, o->attn_window, o->attn_d);
-                int block = o->attn_bwd ? g->attn_block_k : g->attn_block_q;
-                if (block) /* else the profile's curves include the grid's fill */
-                    snprintf(waves, sizeof waves, "%.3f",
-                             cost_attn_wave_eff(block, cost_attn_slots(g, o->attn_bwd),
-                                               cost_attn_grid_heads(o->batch, o->attn_group, o->attn_bwd, o->attn_v1),
-                                               o->attn_seq, o->attn_window, o->attn_bwd));
-                else
-                    snprintf(waves, sizeof waves, "in curve");
-            }
-            else if (o->kind == OP_COLL)
-                snprintf(shape, sizeof shape, "%s TP, %s", op_coll_name(o->coll), ovl[o->overlap]);
-            double amount = fl ? fl / 1e9 : o->bytes / 1e6;
-            double rate = fl ? fl / t / 1e12 : o->bytes / t / 1e9;
-            fprintf(f, "  %-16s %-5s %-30s %12.3f %10.1f  %12.1f  %s\n", o->name, kinds[o->kind], shape, amount,
-                    t * 1e6, rate, waves);
-            sum += t;
-        }
-        fprintf(f, "  %-16s %-5s %-30s %12s %10.1f  (serial sum, before overlap)\n", "total", "", "", "", sum * 1e6);
+                         cost_attn_wave_eff(block, cost_attn_slots(g, o->attn_bwd),
+                                            cost_attn_grid_heads(o->batch, o->attn_group, o->attn_bwd, o->attn_v1),
+                                            o->attn_seq, o->attn_window, o->attn_bwd));
+            else
+                snprintf(waves, sizeof waves, "in curve");
+        } else if (o->kind == OP_COLL)
+            k = snprintf(shape, sizeof shape, "%s %s, %s", op_coll_name(o->coll), op_group_name(o->group),
+                         ovl[o->overlap]);
+        if (op_runs(o) > 1 && k >= 0 && k < (int)sizeof shape)
+            snprintf(shape + k, sizeof shape - k, " (%d runs)", op_runs(o));
+        double amount = fl ? fl / 1e9 : o->bytes * op_runs(o) / 1e6;
+        double rate = t <= 0 ? 0 : fl ? fl / t / 1e12 : o->bytes * op_runs(o) / t / 1e9;
+        fprintf(f, "  %-16s %-5s %-40s %12.3f %10.1f  %12.1f  %s\n", o->name, kinds[o->kind], shape, amount, t * 1e6,
+                rate, waves);
+        sum += t;
+    }
+    fprintf(f, "  %-16s %-5s %-40s %12s %10.1f  (serial sum, before overlap)\n", "total", "", "", "", sum * 1e6);
+}
+
+void report_ops(FILE *f, const job_t *j, const hw_t *hw)
+{
+    int moe_layers = moe_layers_in(j, 0, j->num_layers);
+    for (int moe = 0; moe <= 1; moe++) {
+        if (moe ? moe_layers == 0 : moe_layers == j->num_layers)
+            continue; /* no layer of this kind */
+        for (int p = PASS_FWD; p <= PASS_RECOMPUTE; p++)
+            report_pass_ops(f, j, hw, (pass_t)p, moe);
     }
 }
