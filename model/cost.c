@@ -1,6 +1,7 @@
 /* cost: per-op time model (see cost.h). */
 #include "model/cost.h"
 
+#include "model/layout.h"
 #include "model/workload.h"
 
 #include <math.h>
@@ -206,40 +207,7 @@ group_layout_t cost_group_layout(const job_t *job, const hw_t *hw, group_t grp)
 {
     const hw_cluster_t *c = &hw->cluster;
     int gpn = c->gpus_per_node;
-    long long stride, size; /* rank distance between members, members */
-    long long etp = job->etp > 0 ? job->etp : 1;
-    switch (grp) {
-    case GROUP_TP:
-        stride = 1, size = job->tp;
-        break;
-    case GROUP_CP:
-        stride = job->tp, size = job->cp;
-        break;
-    case GROUP_ETP: /* the experts' order: ETP fastest, then EP, then EDP (model/moe.h) */
-        stride = 1, size = etp;
-        break;
-    case GROUP_EP:
-        stride = etp, size = job->ep;
-        break;
-    case GROUP_EDP:
-        stride = etp * job->ep, size = job->edp;
-        break;
-    case GROUP_ETP_EP:
-        stride = 1, size = etp * job->ep;
-        break;
-    case GROUP_DP: /* DP x CP: CP sits between TP and DP in the rank order */
-        stride = job->tp, size = job->dp_cp;
-        break;
-    case GROUP_PP:
-        stride = (long long)job->tp * job->dp_cp, size = job->pp;
-        break;
-    case GROUP_WORLD:
-        stride = 1, size = job->num_gpus;
-        break;
-    default: /* embedding group: first and last pipeline stage */
-        stride = (long long)job->tp * job->dp_cp * (job->pp - 1), size = job->pp > 1 ? 2 : 1;
-        break;
-    }
+    long long stride, size = layout_group_span(job, grp, &stride);
     group_layout_t g = {(int)size, 1, 1, -1};
     if (stride < gpn) {
         g.per_node = (int)fmin((double)size, (double)gpn / stride);

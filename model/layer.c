@@ -2,6 +2,7 @@
  * TP degree t; GEMM (m, n, k) computes (m x k) x (k x n). */
 #include "model/layer.h"
 
+#include "model/layout.h"
 #include "model/moe.h"
 #include "model/workload.h"
 
@@ -59,18 +60,21 @@ static void elem(builder_t *b, const char *name, double bytes) { elem_math(b, na
 
 /* A collective over group g of `bytes` (the all-gather's output, the
  * reduce-scatter's input, each member's share of an all-to-all or a ring
- * step); its index. */
+ * step); its index. Over a group of one rank nothing (-1): Megatron-Core
+ * skips the call. */
 static int coll(builder_t *b, const char *name, coll_t c, group_t g, double bytes, overlap_t ovl, int pair)
 {
+    long long stride;
+    if (layout_group_span(b->j, g, &stride) <= 1)
+        return -1;
     return push(b, (op_t){.kind = OP_COLL, .name = name, .coll = c, .group = g, .bytes = bytes, .overlap = ovl,
                           .pair = pair});
 }
 
-/* A TP collective of the full (T x h) activation. Without TP nothing. */
+/* A TP collective of the full (T x h) activation. */
 static void tp_coll(builder_t *b, const char *name, coll_t c, overlap_t ovl, int pair)
 {
-    if (b->j->tp > 1)
-        coll(b, name, c, GROUP_TP, b->T * b->j->hidden_size * b->wb, ovl, pair);
+    coll(b, name, c, GROUP_TP, b->T * b->j->hidden_size * b->wb, ovl, pair);
 }
 
 /* Collective before a column-parallel GEMM in forward: all-gather of the
@@ -245,7 +249,9 @@ static double qkv_n(const job_t *j)
 /* A collective over one of the experts' groups. */
 static void moe_coll(builder_t *b, const char *name, coll_t c, group_t g, double bytes)
 {
-    b->ops[coll(b, name, c, g, bytes, OVL_NONE, -1)].moe_load = 1;
+    int i = coll(b, name, c, g, bytes, OVL_NONE, -1);
+    if (i >= 0)
+        b->ops[i].moe_load = 1;
 }
 
 /* The rank's experts' GEMM (m rows each, n x k weights): one grouped GEMM

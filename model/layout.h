@@ -7,6 +7,9 @@
 #ifndef MODEL_LAYOUT_H
 #define MODEL_LAYOUT_H
 
+#include "model/job.h"
+#include "model/op.h"
+
 typedef struct {
     int tp_i;  /* rank in its TP group, 0 .. tp - 1 */
     int dp_i;  /* its data-parallel replica, 0 .. dp - 1 */
@@ -29,5 +32,10 @@ static inline int layout_nodes(int num_gpus, int gpus_per_node)
 {
     return (num_gpus + gpus_per_node - 1) / gpus_per_node;
 }
+
+/* A communication group's members, and the rank distance between them
+ * (*stride), in Megatron-Core's order: TP fastest, then CP, DP, PP; the
+ * experts' groups folded into the same ranks, ETP fastest, then EP, EDP. */
+long long layout_group_span(const job_t *job, group_t grp, long long *stride);
 
 #endif

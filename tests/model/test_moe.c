@@ -90,6 +90,12 @@ int main(void)
     check_rel("its gather's time", cost_coll_s(&hw, COLL_ALLGATHER, ag->bytes, &tp),
               cost_coll_s(&hw, COLL_ALLGATHER, ag->bytes, &tp_ep), 0, "an all-gather over TP's 2 ranks");
     check_true("... and not free", cost_op_s(&hw, &g, ag) > 0, "2 ranks exchange");
+    /* A collective over a group of one is no op (Megatron-Core skips the call): the alltoall dispatcher
+     * with EP 1 has no all-to-all, only the gather over ETP 2. */
+    CHECK(!job_of(BASE " --num-experts 8 --moe-token-dispatcher-type alltoall", &g, err), "%s", err);
+    n = layer_ops_of(&g, PASS_FWD, 1, ops);
+    check_true("EP 1: no dispatch all-to-all", !find(ops, n, "ep_dispatch"), "a group of one rank");
+    check_true("... the gather over ETP 2 stays", find(ops, n, "etp_ag_tokens") != NULL, "2 ranks");
     /* Routing imbalance: 8 experts over EP 2 with a coefficient of variation of 0.3 each; an EP rank's 4
      * vary with 0.3 / 2, and the busier of 2 ranks is E[max of 2 standard normals] = 1 / sqrt(pi) above. */
     CHECK(!job_of(BASE " --num-experts 8 --expert-model-parallel-size 2 --moe-expert-load-cv 0.3", &j, err), "%s", err);
