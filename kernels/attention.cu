@@ -308,6 +308,9 @@ __global__ void __launch_bounds__(256)
 }
 
 static int attn_check(kern_attn_shape s) {
+  if (kern_attn_tk(&s) != s.T || s.q0 || s.k0)
+    return kern_report_cuda((int)cudaErrorInvalidValue, "attention blocks (Tk != T, q0, k0): not on CUDA yet",
+                            __FILE__, __LINE__);
   if (kern_attn_shape_check(s) == 0 && s.HS <= 128) return 0;
   return kern_report_cuda((int)cudaErrorInvalidValue, "attention shape (HS <= 128, NH % NKV)",
                           __FILE__, __LINE__);

@@ -1,16 +1,33 @@
 /* kernels/attention.h: causal self-attention with an optional sliding
  * window and grouped-query attention (GQA), forward and backward.
  *
- * Layouts (row-major):
+ * Layouts (row-major), Tk = shape.Tk (0: T):
  *   q, out, dq, dout  (B, T, NH, HS)   i.e. (B, T, C) with C = NH * HS
- *   k, v, dk, dv      (B, T, NKV, HS)  NH % NKV == 0; query head h reads
+ *   k, v, dk, dv      (B, Tk, NKV, HS) NH % NKV == 0; query head h reads
  *                                      kv head h / (NH / NKV)
  *   lse               (B, NH, T) fp32: log-sum-exp of the scaled scores of
  *                                      each query row, saved for backward
- *   att               (B, NH, T, T):   probabilities (unfused path only)
- * Mask: query i attends key j iff lo(i) <= j <= i, lo(i) = max(0, i-window+1)
- * for window > 0 and 0 for window 0 (full causal). A window >= T equals full
- * causal. Scores are scaled by 1/sqrt(HS).
+ *   att               (B, NH, T, Tk):  probabilities (unfused path only)
+ * Mask: query row i sits at position p = q0 + i of the sequence, key row j
+ * at k0 + j (q0 = k0 = 0, Tk = T: the whole sequence); the query attends
+ * the key iff lo(p) <= k0 + j <= p, lo(p) = max(0, p-window+1) for window
+ * > 0 and 0 for window 0 (full causal). A window >= T equals full causal.
+ * Scores are scaled by 1/sqrt(HS).
+ *
+ * Blocks (context parallelism: a rank's queries against another block of
+ * keys, Megatron-Core's all-gather and p2p ring attention): with q0, k0,
+ * Tk the call is one block of the sequence's attention. A query row that
+ * sees no key of the block gets out = 0 and lse = -INFINITY exactly, and
+ * adds nothing in the backward, so blocks merge by lse: lse = log sum_b
+ * e^lse_b, out = sum_b e^(lse_b - lse) out_b. The flash backwards take the
+ * lse and out they are given: with the merged ones, each block's dq, dk,
+ * dv are exactly its share of the whole sequence's (summed by the caller).
+ * Dropout draws probability (b, h, i, j) at (b, h, q0 + i, k0 + j) of a
+ * sequence of Tseq (0: T), so every split draws the whole sequence's masks.
+ * Who takes blocks: the flash references and the unfused ones (whose
+ * backward is the block's own softmax's: its att is normalised within the
+ * block, so it cannot give a share of merged blocks). The CUDA kernels
+ * refuse Tk != T, q0 != 0 or k0 != 0 for now (an error, with a message).
  *
  * Three algorithms: "flash" (FlashAttention-2 style: key tiles, online
  * softmax, O(T HS) memory, recomputation in the backward; blocks over
@@ -36,15 +53,57 @@
 extern "C" {
 #endif
 
+/* The fields after drop are a block's (above); their zero value is the
+ * whole sequence, so an initialiser that stops at drop keeps its meaning. */
 typedef struct kern_attn_shape {
   int B, T, NH, NKV, HS;
   int window; /* 0: full causal */
   kern_dropout drop; /* on the probabilities; p 0 (the zero value): none */
+  int Tk;   /* key (and value) rows per sequence; 0: T */
+  int q0;   /* position in the sequence of query row 0 */
+  int k0;   /* position in the sequence of key row 0 */
+  int Tseq; /* the whole sequence's length, for the dropout indices; 0: T */
 } kern_attn_shape;
+
+/* The block fields of the whole sequence (Tk, q0, k0, Tseq all 0), for a
+ * positional initialiser that lists every field, as -Wextra asks of C:
+ * {B, T, NH, NKV, HS, window, KERN_NO_DROPOUT, KERN_ATTN_WHOLE}. */
+#define KERN_ATTN_WHOLE 0, 0, 0, 0
+
+/* Key rows per sequence, and the sequence length dropout numbers by. */
+static inline KERN_HD int kern_attn_tk(const kern_attn_shape *s) { return s->Tk > 0 ? s->Tk : s->T; }
+static inline KERN_HD int kern_attn_tseq(const kern_attn_shape *s) { return s->Tseq > 0 ? s->Tseq : s->T; }
+
+/* First position visible from position p. */
+static inline KERN_HD int kern_attn_lo(int p, int window) {
+  return (window > 0 && p - window + 1 > 0) ? p - window + 1 : 0;
+}
+
+/* Does query row i see key row j (0 <= i < T, 0 <= j < Tk)? */
+static inline KERN_HD int kern_attn_sees(const kern_attn_shape *s, int i, int j) {
+  int p = s->q0 + i, pk = s->k0 + j;
+  return pk <= p && pk >= kern_attn_lo(p, s->window);
+}
+
+/* The key rows query row i sees: kern_attn_key_lo .. kern_attn_key_hi,
+ * none when lo > hi (both are nondecreasing in i). */
+static inline KERN_HD int kern_attn_key_lo(const kern_attn_shape *s, int i) {
+  int j = kern_attn_lo(s->q0 + i, s->window) - s->k0;
+  return j > 0 ? j : 0;
+}
+static inline KERN_HD int kern_attn_key_hi(const kern_attn_shape *s, int i) {
+  int j = s->q0 + i - s->k0, last = kern_attn_tk(s) - 1;
+  return j < last ? j : last;
+}
+
+/* Dropout's index of probability (b, h, i, j): at positions (q0 + i, k0 + j). */
+static inline KERN_HD long long kern_attn_drop_index(const kern_attn_shape *s, int b, int h, int i, int j) {
+  return kern_dropout_attn_index(&s->drop, b, h, s->q0 + i, s->k0 + j, kern_attn_tseq(s));
+}
 
 /* The dropout multiplier of probability (b, h, i, j): 1 without dropout. */
 static inline KERN_HD float kern_attn_drop(const kern_attn_shape *s, int b, int h, int i, int j) {
-  return s->drop.p > 0.0f ? kern_dropout_attn_mult(&s->drop, b, h, i, j, s->T) : 1.0f;
+  return s->drop.p > 0.0f ? kern_dropout_mult(&s->drop, kern_attn_drop_index(s, b, h, i, j)) : 1.0f;
 }
 
 /* kern_attn_drop with the last Philox call's words kept in blk (q < 0:
@@ -52,16 +111,18 @@ static inline KERN_HD float kern_attn_drop(const kern_attn_shape *s, int b, int 
  * four of them (kernels/dropout.h, kern_dropout_block). */
 static inline KERN_HD float kern_attn_drop_block(const kern_attn_shape *s, int b, int h, int i, int j,
                                                  kern_dropout_block *blk) {
-  return s->drop.p > 0.0f ? kern_dropout_mult_block(&s->drop, kern_dropout_attn_index(&s->drop, b, h, i, j, s->T), blk)
-                          : 1.0f;
+  return s->drop.p > 0.0f ? kern_dropout_mult_block(&s->drop, kern_attn_drop_index(s, b, h, i, j), blk) : 1.0f;
 }
 
-/* First key visible from query i. */
-static inline KERN_HD int kern_attn_lo(int i, int window) {
-  return (window > 0 && i - window + 1 > 0) ? i - window + 1 : 0;
+/* Do four consecutive keys 4 c .. 4 c + 3 of every row share one Philox
+ * call? (Rows start on a multiple of 4 of the index.) */
+static inline KERN_HD int kern_attn_drop_aligned(const kern_attn_shape *s) {
+  return kern_attn_tseq(s) % 4 == 0 && s->k0 % 4 == 0;
 }
 
-/* 0 when the shape is usable (dropout p in [0, 1)), else -1 (prints nothing). */
+/* 0 when the shape is usable (dropout p in [0, 1); Tk, q0, k0, Tseq not
+ * negative; with dropout, Tseq >= q0 + T and k0 + Tk), else -1 (prints
+ * nothing). */
 int kern_attn_shape_check(kern_attn_shape s);
 
 /* Flash reference: O(T HS) extra memory per call in the forward, none in
@@ -72,8 +133,8 @@ void kern_attention_bwd_ref(float *dq, float *dk, float *dv, const float *dout, 
                             const float *k, const float *v, const float *out,
                             const float *lse, kern_attn_shape s);
 
-/* Unfused reference: att (B, NH, T, T) written by the forward and read by
- * the backward; the backward uses one T-float row of scratch. */
+/* Unfused reference: att (B, NH, T, Tk) written by the forward and read by
+ * the backward; the backward uses one Tk-float row of scratch. */
 void kern_attention_unfused_fwd_ref(float *out, float *att, const float *q, const float *k,
                                     const float *v, kern_attn_shape s);
 void kern_attention_unfused_bwd_ref(float *dq, float *dk, float *dv, const float *dout,

@@ -50,7 +50,7 @@ int kc_compare(const char *what, const float *got, const float *ref, long n, flo
   double maxerr = 0.0;
   long maxi = 0;
   for (long i = 0; i < n; i++) {
-    double err = fabs((double)got[i] - ref[i]);
+    double err = got[i] == ref[i] ? 0.0 : fabs((double)got[i] - ref[i]); /* equal infinities match */
     if (!(err <= atol + rtol * fabs(ref[i]))) { /* NaN fails too */
       if (bad < KC_SHOW)
         printf("    mismatch %-10s [%ld] got %+.6f expected %+.6f\n", what, i, got[i], ref[i]);

@@ -23,7 +23,9 @@ void kc_round_bf16(float *x, long n); /* each value -> nearest bf16 */
 double kc_dot(const float *a, const float *b, long n);
 
 /* Prints one summary line and the first few mismatches (index, got,
- * expected); returns the number of mismatches. */
+ * expected); returns the number of mismatches. Equal values match, so an
+ * expected infinity (attention's lse of a row that sees no key) must be
+ * got exactly; NaN never matches. */
 int kc_compare(const char *what, const float *got, const float *ref, long n, float atol,
                float rtol);
 
