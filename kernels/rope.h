@@ -6,7 +6,8 @@
  *   x'[i]        = x[i] cos - x[i + HS/2] sin
  *   x'[i + HS/2] = x[i + HS/2] cos + x[i] sin
  * In place on x (N, H, HS), N = B T rows in sequence order (row n sits at
- * t = n mod T). The turn is orthogonal, so the backward is the turn by
+ * t = t0 + n mod T: t0 0 for whole sequences, the block's first place for
+ * a block of each sequence, as a context-parallel rank holds). The turn is orthogonal, so the backward is the turn by
  * minus the angle: inverse = 1. Angles in double (sequences of thousands
  * of tokens reach thousands of radians). */
 #ifndef KERN_ROPE_H
@@ -22,10 +23,11 @@ static inline KERN_HD double kern_rope_angle(int t, int i, int HS, double base) 
   return (double)t * pow(base, -2.0 * i / HS);
 }
 
-void kern_rope_ref(float *x, int N, int T, int H, int HS, double base, int inverse);
+void kern_rope_ref(float *x, int N, int T, int t0, int H, int HS, double base, int inverse);
 
 #ifdef KERN_HAVE_CUDA
-int kern_rope_cuda(kern_bf16 *x, int N, int T, int H, int HS, double base, int inverse, cudaStream_t stream);
+int kern_rope_cuda(kern_bf16 *x, int N, int T, int t0, int H, int HS, double base, int inverse,
+                   cudaStream_t stream);
 #endif
 
 #ifdef __cplusplus

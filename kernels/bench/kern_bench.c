@@ -300,7 +300,7 @@ static int rms_bwd(bench *b, void *p) {
 /* RoPE over the rows as heads of 128 (the q of a layer whose hidden size is C) */
 static int rope_fwd(bench *b, void *p) {
   ew_arg *a = p;
-  return kern_rope_cuda(a->out, a->N, 2048, a->C / 128, 128, 10000.0, 0, b->stream);
+  return kern_rope_cuda(a->out, a->N, 2048, 0, a->C / 128, 128, 10000.0, 0, b->stream);
 }
 /* Hidden dropout 0.1 over the rows, keeping its 1-byte mask (in res) as Megatron-LM's does */
 static int dropout_fwd(bench *b, void *p) {
