@@ -91,7 +91,7 @@ static int unfused_bwd_call(void *p)
  * gemm_eff and the memory-bound rates; no profile field to feed). */
 static void unfused_point(const calib_plan_t *p, calib_table_t *t, int T, int NH, int HS)
 {
-    attn_ctx_t a = attn_alloc((kern_attn_shape){1, T, NH, NH, HS, 0, KERN_NO_DROPOUT}, 0, 1);
+    attn_ctx_t a = attn_alloc((kern_attn_shape){.B = 1, .T = T, .NH = NH, .NKV = NH, .HS = HS, .drop = KERN_NO_DROPOUT}, 0, 1);
     for (int bwd = 0; bwd <= 1; bwd++) {
         calib_stat_t st = bg_time(bwd ? unfused_bwd_call : unfused_fwd_call, &a, p);
         calib_attn_unfused_row(t, bwd, 1, T, NH, NH, HS, 0, &st);
@@ -102,7 +102,7 @@ static void unfused_point(const calib_plan_t *p, calib_table_t *t, int T, int NH
 /* Forward then backward (which reads the forward's out and lse). */
 static void attn_point(const calib_plan_t *p, calib_table_t *t, int T, int NH, int NKV, int HS, int window)
 {
-    kern_attn_shape s = {1, T, NH, NKV, HS, window, KERN_NO_DROPOUT};
+    kern_attn_shape s = {.B = 1, .T = T, .NH = NH, .NKV = NKV, .HS = HS, .window = window, .drop = KERN_NO_DROPOUT};
     attn_ctx_t a = attn_alloc(s, kern_attention_bwd_scratch_bytes(s), 0);
     for (int bwd = 0; bwd <= 1; bwd++) {
         calib_stat_t st = bg_time(bwd ? attn_bwd_call : attn_fwd_call, &a, p);
@@ -146,7 +146,7 @@ void bg_attention(const calib_plan_t *p, calib_table_t *t, calib_table_t *unfuse
 static attn_ctx_t attn_shape_ctx(const calib_plan_t *p, int heads_x)
 {
     int tiny = p->level == CALIB_TINY, T = tiny ? 256 : 2048, NH = (tiny ? 4 : 16) * heads_x, HS = tiny ? 64 : 128;
-    kern_attn_shape s = {1, T, NH, NH, HS, 0, KERN_NO_DROPOUT};
+    kern_attn_shape s = {.B = 1, .T = T, .NH = NH, .NKV = NH, .HS = HS, .drop = KERN_NO_DROPOUT};
     size_t sc = kern_attention_fwd_v1_scratch_bytes(s);
     if (kern_attention_bwd_v1_scratch_bytes(s) > sc)
         sc = kern_attention_bwd_v1_scratch_bytes(s);

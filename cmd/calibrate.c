@@ -142,7 +142,7 @@ static double host_stall(const calib_plan_t *p)
     if (job_parse(&j, 3, argv, NULL, NULL, err) || job_hardware(&j, &hw, err) ||
         job_finalize(&j, hw.cluster.gpus_per_node, err) ||
         data_open(&c.d, MEGASIM_EXPERIMENTS_DIR "/data/corpus.txt", 1, j.micro_batch_size, j.seq_length,
-                  j.num_microbatches, 0, 0, err, sizeof err))
+                  j.num_microbatches, 0, 1, 0, 0, err, sizeof err))
         return -1;
     calib_stat_t st = calib_time(load_call, &c, p->warmup, p->reps, p->min_sample_s);
     data_close(&c.d);

@@ -235,7 +235,7 @@ static void plan(const run_t *R, size_t p[RT_NPOOLS])
         sched_iter_t it;
         sched_op_t o;
         long n = 0;
-        sched_iter_init(&it, &R->job, layout_pos(R->rank, R->job.tp, R->job.dp).stage); /* comm_groups_init's */
+        sched_iter_init(&it, &R->job, layout_pos(R->rank, R->job.tp, R->job.dp_cp).stage); /* comm_groups_init's */
         while (sched_next(&it, &o))
             n += o.kind == SOP_XFER ? o.nx : 0;
         p[RT_POOL_XFER] = (size_t)(n * layer_p2p_bytes(&R->job) * (R->o.device == DEV_CPU ? 2 : 1) + 65536);
@@ -318,15 +318,15 @@ static int setup(run_t *R)
     MPI_Barrier(MPI_COMM_WORLD);
     long long t0 = rt_now_ns();
     rc = R->o.device == DEV_GPU
-             ? comm_nccl_create(&R->comm, R->rt, R->job.tp, R->job.dp, R->job.pp, err, sizeof err)
-             : comm_mpi_create(&R->comm, R->rt, R->job.tp, R->job.dp, R->job.pp, err, sizeof err);
+             ? comm_nccl_create(&R->comm, R->rt, R->job.tp, R->job.cp, R->job.dp, R->job.pp, err, sizeof err)
+             : comm_mpi_create(&R->comm, R->rt, R->job.tp, R->job.cp, R->job.dp, R->job.pp, err, sizeof err);
     R->comm_init_s = (double)(rt_now_ns() - t0) * 1e-9;
     MPI_Allreduce(MPI_IN_PLACE, &R->comm_init_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     if (rank_failed(rc, err))
         return bad(R, err[0] ? err : "a rank could not create its communicators");
     /* Heartbeats: the position of every op and communication call. */
     if (R->o.heartbeat[0]) {
-        rc = health_open(R->o.heartbeat, R->rank, R->world, R->job.tp, R->job.dp, R->job.pp,
+        rc = health_open(R->o.heartbeat, R->rank, R->world, R->job.tp, R->job.cp, R->job.dp, R->job.pp,
                          R->o.heartbeat_interval_s, err, sizeof err);
         comm_t *w = rc ? NULL : health_wrap_comm(R->comm);
         if (!rc && !w)
@@ -340,7 +340,8 @@ static int setup(run_t *R)
     if (rank_failed(rc, err))
         return bad(R, err[0] ? err : "a rank could not lay out its model");
     rc = data_open(&R->data, R->o.data, (unsigned long long)R->o.seed, R->job.micro_batch_size, R->job.seq_length,
-                   R->job.num_microbatches, R->comm->dp_i, R->job.async_data_loader, err, sizeof err);
+                   R->job.num_microbatches, R->comm->dp_i / R->job.cp, R->job.cp, R->comm->cp_i,
+                   R->job.async_data_loader, err, sizeof err);
     if (rank_failed(rc, err))
         return bad(R, err[0] ? err : "a rank could not open the data");
     exec_hparams_t hp = {(float)R->o.lr, (float)R->o.beta1, (float)R->o.beta2, (float)R->o.eps,

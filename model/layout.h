@@ -26,6 +26,19 @@ static inline int layout_rank(int tp_i, int dp_i, int stage, int tp, int dp)
     return tp_i + tp * (dp_i + dp * stage);
 }
 
+/* Context parallelism's causal load balance, Megatron-Core's: a sequence
+ * in 2 x cp chunks, CP rank cp_i holding chunks cp_i and 2 cp - 1 - cp_i
+ * (slots 0 and 1 of its rows), so that every rank attends as many keys.
+ * layout_cp_pos: the place in the sequence of T tokens of row t of a
+ * rank's T / cp (cp 1: t itself). */
+static inline int layout_cp_chunk(int slot, int cp, int cp_i) { return slot ? 2 * cp - 1 - cp_i : cp_i; }
+
+static inline long layout_cp_pos(long t, long T, int cp, int cp_i)
+{
+    long Tc = T / (2 * cp);
+    return layout_cp_chunk((int)(t / Tc), cp, cp_i) * Tc + t % Tc;
+}
+
 /* The nodes num_gpus ranks fill, gpus_per_node to a node (the last one
  * maybe partly). */
 static inline int layout_nodes(int num_gpus, int gpus_per_node)

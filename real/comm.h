@@ -1,7 +1,10 @@
-/* real/comm.h: the communicators of one rank of a real run: its TP, DP and
- * pipeline groups, the tied-embedding group (first and last pipeline
- * stage), and the world. Ranks are numbered as Megatron-LM and the
- * simulator number them: rank = tp_i + TP * (dp_i + DP * stage).
+/* real/comm.h: the communicators of one rank of a real run: its TP, CP,
+ * DP and pipeline groups, the tied-embedding group (first and last
+ * pipeline stage), and the world. Ranks are numbered as Megatron-Core and
+ * the simulator number them (model/layout.h): TP fastest, then CP, DP,
+ * PP. The DP group is DP x CP, the ranks holding the same weights (the
+ * gradients' reduction, ZeRO's shards): dp_i numbers a rank in it, and a
+ * rank's data replica is dp_i / CP, its place in the sequence cp_i.
  *
  * Two implementations behind one table:
  *   comm_mpi.c   MPI on host memory (the CPU runtime). On the compute
@@ -25,7 +28,7 @@
 
 #include <mpi.h>
 
-typedef enum { GRP_TP, GRP_DP, GRP_PP, GRP_EMB, GRP_WORLD, GRP_COUNT } grp_t;
+typedef enum { GRP_TP, GRP_DP, GRP_PP, GRP_EMB, GRP_WORLD, GRP_CP, GRP_COUNT } grp_t;
 typedef enum { DT_F32, DT_ACT, DT_I32 } dtype_t; /* DT_ACT: the runtime's act type */
 
 typedef struct comm comm_t;
@@ -39,6 +42,9 @@ typedef struct {
     int (*allgather)(comm_t *c, int grp, void *buf, long count, int dt, int stream);
     /* out (count) = this rank's part of the sum of in (size x count) */
     int (*reduce_scatter)(comm_t *c, int grp, void *out, const void *in, long count, int dt, int stream);
+    /* out (size x count): part r from member r's in (size x count), its
+     * part for this rank (CP's Ulysses exchange of heads for tokens) */
+    int (*alltoall)(comm_t *c, int grp, void *out, const void *in, long count, int dt, int stream);
     /* point to point inside a group (peer = rank in the group). Between
      * group_begin and group_end the transfers run concurrently and
      * complete together (Megatron's batched exchanges, NCCL groups).
@@ -57,20 +63,22 @@ struct comm {
     rt_t *rt;
     int rank[GRP_COUNT], size[GRP_COUNT]; /* this rank in each group; size 0: not a member */
     MPI_Comm mpi[GRP_COUNT];              /* MPI_COMM_NULL where not a member */
-    int tp_i, dp_i, stage;                /* coordinates of this rank */
+    int tp_i, dp_i, stage;                /* coordinates of this rank (dp_i: in DP x CP) */
+    int cp_i;                             /* its place in its CP group: dp_i mod CP */
     void *impl;
 };
 
-/* Splits MPI_COMM_WORLD into the groups of a TP x DP x PP plan (the world
- * size must be tp * dp * pp). Fills c->rank, size, mpi and coordinates. */
-int comm_groups_init(comm_t *c, int tp, int dp, int pp, char *err, int errlen);
+/* Splits MPI_COMM_WORLD into the groups of a TP x CP x DP x PP plan (the
+ * world size must be their product). Fills c->rank, size, mpi and
+ * coordinates. */
+int comm_groups_init(comm_t *c, int tp, int cp, int dp, int pp, char *err, int errlen);
 void comm_groups_free(comm_t *c);
 
 /* The MPI communicators on the CPU runtime. */
-int comm_mpi_create(comm_t **c, rt_t *rt, int tp, int dp, int pp, char *err, int errlen);
+int comm_mpi_create(comm_t **c, rt_t *rt, int tp, int cp, int dp, int pp, char *err, int errlen);
 
 /* NCCL communicators on the GPU runtime; -1 with a message without CUDA. */
-int comm_nccl_create(comm_t **c, rt_t *rt, int tp, int dp, int pp, char *err, int errlen);
+int comm_nccl_create(comm_t **c, rt_t *rt, int tp, int cp, int dp, int pp, char *err, int errlen);
 
 /* Host-side sum over a group's MPI communicator (any runtime). */
 int comm_host_sum_f64(comm_t *c, int grp, double *buf, int count);

@@ -27,21 +27,24 @@ static int mpi_error(int rc, const char *what, const char *file, int line)
     return rc ? rc : -1;
 }
 
-int comm_groups_init(comm_t *c, int tp, int dp, int pp, char *err, int errlen)
+int comm_groups_init(comm_t *c, int tp, int cp, int dp, int pp, char *err, int errlen)
 {
     int w, n;
     MPI_Comm_rank(MPI_COMM_WORLD, &w);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
-    if (n != tp * dp * pp) {
-        snprintf(err, errlen, "MPI world size %d is not TP %d x DP %d x PP %d = %d", n, tp, dp, pp, tp * dp * pp);
+    if (n != tp * cp * dp * pp) {
+        snprintf(err, errlen, "MPI world size %d is not TP %d x CP %d x DP %d x PP %d = %d", n, tp, cp, dp, pp,
+                 tp * cp * dp * pp);
         return -1;
     }
-    layout_pos_t at = layout_pos(w, tp, dp);
-    c->tp_i = at.tp_i, c->dp_i = at.dp_i, c->stage = at.stage;
+    int dpc = dp * cp; /* DP x CP: CP sits between TP and DP in the rank order */
+    layout_pos_t at = layout_pos(w, tp, dpc);
+    c->tp_i = at.tp_i, c->dp_i = at.dp_i, c->stage = at.stage, c->cp_i = at.dp_i % cp;
     int emb = pp > 1 && (c->stage == 0 || c->stage == pp - 1);
     int color[GRP_COUNT] = {w / tp, c->tp_i + tp * c->stage, c->tp_i + tp * c->dp_i,
-                            emb ? c->tp_i + tp * c->dp_i : MPI_UNDEFINED, 0};
-    int key[GRP_COUNT] = {c->tp_i, c->dp_i, c->stage, c->stage, w};
+                            emb ? c->tp_i + tp * c->dp_i : MPI_UNDEFINED, 0,
+                            c->tp_i + tp * (c->dp_i / cp + dp * c->stage)};
+    int key[GRP_COUNT] = {c->tp_i, c->dp_i, c->stage, c->stage, w, c->cp_i};
     for (int g = 0; g < GRP_COUNT; g++) {
         c->mpi[g] = MPI_COMM_NULL, c->rank[g] = 0, c->size[g] = 0;
         if (MPI_Comm_split(MPI_COMM_WORLD, color[g], key[g], &c->mpi[g]) != MPI_SUCCESS) {
@@ -133,6 +136,13 @@ static int m_reduce_scatter(comm_t *c, int grp, void *out, const void *in, long 
     return settle(c, stream, r);
 }
 
+static int m_alltoall(comm_t *c, int grp, void *out, const void *in, long count, int dt, int stream)
+{
+    MPI_Request r;
+    MPI_TRY(MPI_Ialltoall(in, (int)count, mpi_type(dt), out, (int)count, mpi_type(dt), c->mpi[grp], &r));
+    return settle(c, stream, r);
+}
+
 static int m_send(comm_t *c, int grp, int peer, int tag, const void *buf, long count, int dt, int stream)
 {
     MPI_Request r;
@@ -174,10 +184,10 @@ static void m_destroy(comm_t *c)
     free(c);
 }
 
-static const comm_ops_t mpi_ops = {m_allreduce, m_allgather, m_reduce_scatter, m_send, m_recv,
+static const comm_ops_t mpi_ops = {m_allreduce, m_allgather, m_reduce_scatter, m_alltoall, m_send, m_recv,
                                    m_group_begin, m_group_end, m_destroy};
 
-int comm_mpi_create(comm_t **out, rt_t *rt, int tp, int dp, int pp, char *err, int errlen)
+int comm_mpi_create(comm_t **out, rt_t *rt, int tp, int cp, int dp, int pp, char *err, int errlen)
 {
     comm_t *c = calloc(1, sizeof *c);
     mpi_impl_t *m = calloc(1, sizeof *m);
@@ -187,7 +197,7 @@ int comm_mpi_create(comm_t **out, rt_t *rt, int tp, int dp, int pp, char *err, i
         return -1;
     }
     c->op = &mpi_ops, c->rt = rt, c->impl = m;
-    if (comm_groups_init(c, tp, dp, pp, err, errlen)) {
+    if (comm_groups_init(c, tp, cp, dp, pp, err, errlen)) {
         free(m), free(c);
         return -1;
     }

@@ -49,7 +49,7 @@
  * TAG_BWD on the pipeline). */
 static int grouped_tag(int grp, int tag)
 {
-    return (grp == GRP_TP && tag == TAG_RING) || (grp == GRP_PP && (tag == TAG_FWD || tag == TAG_BWD));
+    return ((grp == GRP_TP || grp == GRP_CP) && tag == TAG_RING) || (grp == GRP_PP && (tag == TAG_FWD || tag == TAG_BWD));
 }
 
 static int link_tag(int grp, int tag) { return grp == GRP_PP && (tag == TAG_FWD || tag == TAG_BWD); }
@@ -63,7 +63,7 @@ typedef struct {
     int depth;                                  /* open group_begin calls */
 } nccl_impl_t;
 
-static const char *const grp_name[GRP_COUNT] = {"TP", "DP", "PP", "EMB", "WORLD"};
+static const char *const grp_name[GRP_COUNT] = {"TP", "DP", "PP", "EMB", "WORLD", "CP"};
 
 static int nccl_error(ncclResult_t r, const char *what, const char *file, int line)
 {
@@ -348,6 +348,32 @@ static int n_reduce_scatter(comm_t *c, int grp, void *out, const void *in, long 
     return 0;
 }
 
+/* Every pair's part at once, as NCCL's own all-to-all example: a group of
+ * sends and receives on the group's communicator. */
+static int n_alltoall(comm_t *c, int grp, void *out, const void *in, long count, int dt, int stream)
+{
+    cudaStream_t st = cstream(c, stream);
+    if (!st)
+        return -1;
+    size_t part = (size_t)count * (size_t)comm_dt_bytes(c, dt);
+    int P = c->size[grp];
+    if (P <= 1) {
+        cudaError_t e = P == 1 && out != in && count > 0 ? cudaMemcpyAsync(out, in, part, cudaMemcpyDeviceToDevice, st)
+                                                        : cudaSuccess;
+        if (e != cudaSuccess)
+            fprintf(stderr, "%s:%d: cudaMemcpyAsync: CUDA error %d: %s\n", __FILE__, __LINE__, (int)e,
+                    cudaGetErrorString(e));
+        return e == cudaSuccess ? 0 : -1;
+    }
+    NCCL_TRY(ncclGroupStart());
+    for (int r = 0; r < P; r++) {
+        NCCL_TRY(ncclSend((const char *)in + r * part, (size_t)count, nccl_type(c, dt), r, N(c)->coll[grp], st));
+        NCCL_TRY(ncclRecv((char *)out + r * part, (size_t)count, nccl_type(c, dt), r, N(c)->coll[grp], st));
+    }
+    NCCL_TRY(ncclGroupEnd());
+    return 0;
+}
+
 /* ---- point to point ------------------------------------------------------------ */
 
 /* The communicator of a transfer and the peer's rank in it (a link's
@@ -417,10 +443,10 @@ static void n_destroy(comm_t *c)
     free(c);
 }
 
-static const comm_ops_t nccl_ops = {n_allreduce, n_allgather, n_reduce_scatter, n_send, n_recv,
+static const comm_ops_t nccl_ops = {n_allreduce, n_allgather, n_reduce_scatter, n_alltoall, n_send, n_recv,
                                     n_group_begin, n_group_end, n_destroy};
 
-int comm_nccl_create(comm_t **out, rt_t *rt, int tp, int dp, int pp, char *err, int errlen)
+int comm_nccl_create(comm_t **out, rt_t *rt, int tp, int cp, int dp, int pp, char *err, int errlen)
 {
     *out = NULL;
     if (rt->kind != RT_GPU) {
@@ -435,7 +461,7 @@ int comm_nccl_create(comm_t **out, rt_t *rt, int tp, int dp, int pp, char *err, 
         return -1;
     }
     c->op = &nccl_ops, c->rt = rt, c->impl = n;
-    if (comm_groups_init(c, tp, dp, pp, err, errlen)) {
+    if (comm_groups_init(c, tp, cp, dp, pp, err, errlen)) {
         free(n), free(c);
         return -1;
     }

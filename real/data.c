@@ -2,6 +2,8 @@
  * background loader (data.h). */
 #include "real/data.h"
 
+#include "model/layout.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,9 +24,11 @@ static void fill(data_t *d, int it, int buf)
         for (int i = 0; i < d->B; i++) {
             long k = ((long)d->dp_i * d->m + mb) * d->B + i; /* sample of the global batch */
             long at = (long)(mix(mix(d->seed ^ 0x5bd1e995u) ^ ((uint64_t)it << 32) ^ (uint64_t)k) % (uint64_t)span);
-            int *tok = d->tok[buf] + ((long)mb * d->B + i) * d->T, *tgt = d->tgt[buf] + ((long)mb * d->B + i) * d->T;
-            for (int t = 0; t < d->T; t++)
-                tok[t] = d->bytes[at + t], tgt[t] = d->bytes[at + t + 1];
+            int *tok = d->tok[buf] + ((long)mb * d->B + i) * d->Tl, *tgt = d->tgt[buf] + ((long)mb * d->B + i) * d->Tl;
+            for (int t = 0; t < d->Tl; t++) {
+                long p = at + layout_cp_pos(t, d->T, d->cp, d->cp_i);
+                tok[t] = d->bytes[p], tgt[t] = d->bytes[p + 1];
+            }
         }
     d->ready_it[buf] = it;
 }
@@ -50,8 +54,8 @@ static void *loader(void *arg)
     return NULL;
 }
 
-int data_open(data_t *d, const char *path, unsigned long long seed, int B, int T, int m, int dp_i, int async,
-              char *err, int errlen)
+int data_open(data_t *d, const char *path, unsigned long long seed, int B, int T, int m, int dp_i, int cp, int cp_i,
+              int async, char *err, int errlen)
 {
     memset(d, 0, sizeof *d);
     FILE *f = fopen(path, "rb");
@@ -76,9 +80,10 @@ int data_open(data_t *d, const char *path, unsigned long long seed, int B, int T
     }
     fclose(f);
     d->seed = seed, d->B = B, d->T = T, d->m = m, d->dp_i = dp_i, d->async = async;
+    d->cp = cp, d->cp_i = cp_i, d->Tl = T / cp;
     for (int b = 0; b < 2; b++) {
-        d->tok[b] = malloc(sizeof(int) * (size_t)m * B * T);
-        d->tgt[b] = malloc(sizeof(int) * (size_t)m * B * T);
+        d->tok[b] = malloc(sizeof(int) * (size_t)m * B * d->Tl);
+        d->tgt[b] = malloc(sizeof(int) * (size_t)m * B * d->Tl);
         d->ready_it[b] = -1;
         if (!d->tok[b] || !d->tgt[b]) {
             snprintf(err, errlen, "out of host memory for the batches");

@@ -3,7 +3,9 @@
  * target sequences of each of this DP rank's micro-batches. Sample k of
  * the global batch at iteration `it` starts at a position drawn from
  * (seed, it, k), so any parallel plan sees the same global batch and a
- * resumed run sees what the uninterrupted one saw.
+ * resumed run sees what the uninterrupted one saw. With context
+ * parallelism a rank holds T / CP tokens of each sample: its two chunks
+ * of the sequence (model/layout.h, layout_cp_pos).
  *
  * With --async-data-loader a background thread prepares iteration it + 1
  * while it runs (MegaScale's asynchronous data pipeline); otherwise the
@@ -17,8 +19,9 @@ typedef struct {
     unsigned char *bytes;
     long len;
     unsigned long long seed;
-    int B, T, m, dp_i;          /* micro-batch, sequence, micro-batches, DP rank */
-    int *tok[2], *tgt[2];       /* host (m, B, T) per buffer */
+    int B, T, m, dp_i;          /* micro-batch, sequence, micro-batches, DP rank (the data replica) */
+    int cp, cp_i, Tl;           /* CP size, this rank's place, tokens it holds per sample (T / cp) */
+    int *tok[2], *tgt[2];       /* host (m, B, Tl) per buffer */
     int ready_it[2];            /* iteration held by each buffer, -1 none */
     /* the background loader */
     int async, stop, want_it, busy;
@@ -28,8 +31,8 @@ typedef struct {
 } data_t;
 
 /* Reads the file; checks it holds at least T + 2 bytes. */
-int data_open(data_t *d, const char *path, unsigned long long seed, int B, int T, int m, int dp_i, int async,
-              char *err, int errlen);
+int data_open(data_t *d, const char *path, unsigned long long seed, int B, int T, int m, int dp_i, int cp, int cp_i,
+              int async, char *err, int errlen);
 void data_close(data_t *d);
 
 /* Host arrays of iteration `it` (blocks until ready; with the loader, asks

@@ -190,9 +190,8 @@ static int embedding_fwd(gpt_t *m, gpt_saved_t *sv, const int *tokens)
     void *out = sv->emb;
     if (scatter)
         RT_TRY(alloc_act(m, &out, (long)m->N * m->C));
-    RT_TRY(OP->embedding_fwd(RT, out, tokens, gpt_param(m, m->t_wte),
-                             m->t_wpe >= 0 && m->tp_i == 0 ? gpt_param(m, m->t_wpe) : NULL, m->v0, m->Vl, m->B,
-                             m->T, m->C));
+    RT_TRY(gpt_embed(m, out, tokens, gpt_param(m, m->t_wte),
+                     m->t_wpe >= 0 && m->tp_i == 0 ? gpt_param(m, m->t_wpe) : NULL));
     if (m->t == 1)
         return 0;
     if (!scatter)
@@ -215,7 +214,7 @@ int gpt_chunk_fwd(gpt_t *m, int chunk, int mb, const void *x_in, void *x_out, co
     *saved = sv;
     sv->chunk = chunk, sv->x_in = x_in, sv->x_out = x_out, sv->tokens = tokens, sv->targets = targets;
     sv->losses = losses;
-    sv->sample0 = ((long long)m->dp_i * m->job->num_microbatches + mb) * m->B; /* as real/data.c numbers them */
+    sv->sample0 = ((long long)(m->dp_i / m->cp) * m->job->num_microbatches + mb) * m->B; /* as real/data.c */
     if (gpt_has_embedding(m, chunk)) {
         RT_TRY(alloc_act(m, &sv->emb, (long)m->N * m->C));
         RT_TRY(embedding_fwd(m, sv, tokens));
@@ -277,7 +276,7 @@ static int embedding_bwd(gpt_t *m, gpt_saved_t *sv, void *dres)
         RT_TRY(gpt_tp_gather(m, sv->emb, dres, m->C, STREAM_COMPUTE));
         d = sv->emb;
     }
-    return OP->embedding_bwd(RT, dwte, dwpe, d, sv->tokens, m->v0, m->Vl, m->B, m->T, m->C);
+    return gpt_embed_bwd(m, dwte, dwpe, d, sv->tokens);
 }
 
 int gpt_chunk_bwd(gpt_t *m, gpt_saved_t *sv, void *dres, float dloss)

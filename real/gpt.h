@@ -85,10 +85,13 @@ typedef struct {
     const job_t *job;
     rt_t *rt;
     comm_t *comm;
-    int t, tp_i, stage, pp, vpp, dp, dp_i;
+    int t, tp_i, stage, pp, vpp, dp, dp_i; /* dp, dp_i: the weights' replicas, DP x CP */
+    int cp, cp_i;            /* context parallelism: this rank holds chunks cp_i and 2 cp - 1 - cp_i of each
+                                sequence (model/layout.h), T = Tseq / cp tokens of each */
+    int Tseq;                /* the whole sequence */
     int *chunk_layer0;       /* [vpp + 1]: chunk c holds layers chunk_layer0[c] .. chunk_layer0[c + 1] - 1 of
                                 this rank's layer_tensor rows (model/split.h: an uneven split varies them) */
-    int B, T, C, F, Ft, V, NH, nh, G, g, HS, qkvn;
+    int B, T, C, F, Ft, V, NH, nh, G, g, HS, qkvn; /* T: tokens of a sequence this rank holds */
     int Vl, v0;              /* this TP rank's rows of the vocabulary: [v0, v0 + Vl) of V */
     int Fw;                  /* FC1 output width per TP rank: Ft, or 2 Ft with SwiGLU ([gate | up]) */
     int N, Nl;               /* tokens of a micro-batch; rows held outside TP regions */

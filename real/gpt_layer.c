@@ -289,7 +289,8 @@ static int col_bwd(gpt_t *m, void *dx, const void *dout, const void *inp, int tw
  * over the model's heads, from this rank's first). */
 static kern_attn_shape attn_shape(const gpt_t *m, const layer_saved_t *s)
 {
-    kern_attn_shape sh = {m->B, m->T, m->nh, m->g, m->HS, m->window, KERN_NO_DROPOUT};
+    kern_attn_shape sh = {.B = m->B, .T = m->T, .NH = m->nh, .NKV = m->g, .HS = m->HS, .window = m->window,
+                          .drop = KERN_NO_DROPOUT};
     if (m->adrop > 0) {
         sh.drop = kern_dropout_make(m->adrop, m->drop_seed, kern_dropout_site(s->layer, KERN_DROP_ATTN),
                                     (uint32_t)m->drop_step);
@@ -370,6 +371,8 @@ static int split_qkv(gpt_t *m, layer_saved_t *s, const void *y, int ld)
 static int core_fwd(gpt_t *m, layer_saved_t *s, void *out)
 {
     kern_attn_shape sh = attn_shape(m, s);
+    if (m->cp > 1)
+        return gpt_cp_attn_fwd(m, s, out, sh);
     RT_TRY(OP->alloc(RT, &s->att, rt_attn_saved_bytes(RT, m->attn, sh), RT_POOL_MAIN));
     return OP->attn_fwd(RT, m->attn, out, s->att, s->q, s->k, s->v, sh);
 }
@@ -377,8 +380,8 @@ static int core_fwd(gpt_t *m, layer_saved_t *s, void *out)
 static int attn_fwd(gpt_t *m, layer_saved_t *s)
 {
     if (m->pos == POS_ROPE) { /* the queries and keys turn by their tokens' places, in place */
-        RT_TRY(OP->rope(RT, s->q, m->N, m->T, m->nh, m->HS, m->job->rotary_base, 0));
-        RT_TRY(OP->rope(RT, s->k, m->N, m->T, m->g, m->HS, m->job->rotary_base, 0));
+        RT_TRY(gpt_rope(m, s->q, m->nh, 0));
+        RT_TRY(gpt_rope(m, s->k, m->g, 0));
     }
     RT_TRY(alloc_act(m, &s->ao, (long)m->N * m->nh * m->HS));
     RT_TRY(core_fwd(m, s, s->ao));
@@ -408,12 +411,16 @@ static int attn_bwd(gpt_t *m, layer_saved_t *s, const void *dao, void *dy, int l
     RT_TRY(alloc_act(m, &dq, (long)m->N * q));
     RT_TRY(alloc_act(m, &dk, (long)m->N * kv));
     RT_TRY(alloc_act(m, &dv, (long)m->N * kv));
-    if (!s->att)
-        RT_TRY(attn_rebuild(m, s));
-    RT_TRY(OP->attn_bwd(RT, m->attn, dq, dk, dv, dao, s->q, s->k, s->v, s->ao, s->att, attn_shape(m, s)));
+    if (m->cp > 1) {
+        RT_TRY(gpt_cp_attn_bwd(m, s, dao, dq, dk, dv, attn_shape(m, s)));
+    } else {
+        if (!s->att)
+            RT_TRY(attn_rebuild(m, s));
+        RT_TRY(OP->attn_bwd(RT, m->attn, dq, dk, dv, dao, s->q, s->k, s->v, s->ao, s->att, attn_shape(m, s)));
+    }
     if (m->pos == POS_ROPE) { /* back through the turn: the inverse turn */
-        RT_TRY(OP->rope(RT, dq, m->N, m->T, m->nh, m->HS, m->job->rotary_base, 1));
-        RT_TRY(OP->rope(RT, dk, m->N, m->T, m->g, m->HS, m->job->rotary_base, 1));
+        RT_TRY(gpt_rope(m, dq, m->nh, 1));
+        RT_TRY(gpt_rope(m, dk, m->g, 1));
     }
     RT_TRY(cols_in(m, dy, ld, 0, dq, m->N, q));
     RT_TRY(cols_in(m, dy, ld, q, dk, m->N, kv));
@@ -652,7 +659,7 @@ static int parallel_bwd(gpt_t *m, int c, int l, layer_saved_t *s, void *dres)
 void gpt_layer_free(gpt_t *m, layer_saved_t *s)
 {
     void *ps[] = {s->mean1, s->rstd1, s->mean2, s->rstd2, s->h1, s->h2, s->q, s->k, s->v, s->ao, s->att,
-                  s->x2, s->pre, s->gl, s->cat, s->mask_a, s->mask_m};
+                  s->x2, s->pre, s->gl, s->cat, s->mask_a, s->mask_m, s->cpb[0], s->cpb[1], s->cpb[2], s->cpb[3]};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
         drop(m, ps[i]);
     if (s->x3_owned)

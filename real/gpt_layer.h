@@ -32,6 +32,7 @@ typedef struct {
     long long sample0;           /* the micro-batch's first sample in the global batch: dropout indices */
     const norm_dst_t *fuse_next; /* forward only: the norm its output add runs fused with (NULL: none); when
                                     set, the next layer finds h1, mean1, rstd1 (or the head its xf) filled */
+    void *cpb[4];                /* what context parallelism's attention keeps (gpt_cp.c) */
 } layer_saved_t;
 
 #define RT (m->rt)
@@ -68,6 +69,17 @@ int gpt_layer_bwd(gpt_t *m, int c, int l, layer_saved_t *s, void *dres);
 
 /* Frees everything s holds (its output too when owned) and clears it. */
 void gpt_layer_free(gpt_t *m, layer_saved_t *s);
+
+/* Context parallelism (gpt_cp.c): the rotary turn of x (N, H, HS) and the
+ * embedding at this rank's places in the sequence (whole sequences
+ * without CP), and the attention core of layer s over the whole sequence
+ * (CP above 1), its backward into dq, dk, dv (this rank's rows); sh is the
+ * layer's shape for whole sequences of this rank's rows. */
+int gpt_rope(gpt_t *m, void *x, int H, int inverse);
+int gpt_embed(gpt_t *m, void *out, const int *tokens, const void *wte, const void *wpe);
+int gpt_embed_bwd(gpt_t *m, float *dwte, float *dwpe, const void *dout, const int *tokens);
+int gpt_cp_attn_fwd(gpt_t *m, layer_saved_t *s, void *out, kern_attn_shape sh);
+int gpt_cp_attn_bwd(gpt_t *m, layer_saved_t *s, const void *dao, void *dq, void *dk, void *dv, kern_attn_shape sh);
 
 /* The pieces the driver shares with the layers: a norm's buffers (mean and
  * rstd (Nl), output (Nl, C)), the norm with its residual add and its

@@ -202,7 +202,7 @@ static int layout(gpt_t *m)
             m->t_wte = m->ntensors - 1;
         }
         if (gpt_has_embedding(m, c) && m->pos == POS_LEARNED) { /* every rank sees every row's gradient */
-            if (!add(&L, "wpe", 1, m->T, m->C, m->job->seq_length, m->C))
+            if (!add(&L, "wpe", 1, m->Tseq, m->C, m->job->seq_length, m->C))
                 return -1;
             m->t_wpe = m->ntensors - 1;
         }
@@ -248,8 +248,6 @@ int gpt_check_switches(const job_t *j, int gpu, char *err, int errlen)
                                       "it with bf16)"
                      : j->fp8_format ? "--fp8-format is not run yet: megasim run's GEMMs are bf16 (GPU) or fp32 (CPU); "
                                        "predict, simulate and search price FP8 (allowed: --fp8-format none, the default)"
-                     : j->cp > 1 ? "--context-parallel-size above 1 is not run yet: predict, simulate and search price "
-                                   "it (allowed: 1, the default)"
                      : j->offload_fraction > 0 ? "--activation-offload-fraction above 0 is not run yet: predict, "
                                                  "simulate and search price it (allowed: 0, the default)"
                      : j->num_experts > 0 ? "--num-experts is not run yet: megasim run trains dense GPTs; predict and "
@@ -257,12 +255,30 @@ int gpt_check_switches(const job_t *j, int gpu, char *err, int errlen)
                      : j->add_qkv_bias && j->disable_bias_linear ? "--add-qkv-bias is not run yet: megasim run's linear "
                                                                    "layers have all their biases or none (allowed: "
                                                                    "--no-add-qkv-bias)"
+                     : gpu && j->cp > 1 && j->cp_comm_type != CP_A2A
+                         ? "--cp-comm-type p2p and all_gather are not run on the GPU yet: the CUDA flash kernels take "
+                           "no blocks of queries against blocks of keys (kernels/attention.h); the CPU path runs all "
+                           "three (allowed with --device gpu: --cp-comm-type a2a)"
                      : gpu && !j->bf16 ? "--bf16 false with --device gpu: the GPU path trains in bf16 with fp32 master "
                                          "weights (allowed: --bf16 true; --device cpu trains in fp32)"
                                        : NULL;
     if (no)
         snprintf(err, errlen, "%s", no);
     return no ? -1 : 0;
+}
+
+/* What context parallelism needs of a plan in the real backend beyond the
+ * model's rules (job.c: 2 x CP divides the sequence, flash attention, a2a's
+ * heads). */
+static int cp_plan(const job_t *j, char *err, int errlen)
+{
+    if (j->hidden_dropout > 0) {
+        snprintf(err, errlen, "--hidden-dropout above 0 with --context-parallel-size above 1 is not run: the "
+                 "hidden dropout's masks are indexed by contiguous rows and a CP rank holds two chunks of each "
+                 "sequence (allowed: --hidden-dropout 0; --attention-dropout is run)");
+        return -1;
+    }
+    return 0;
 }
 
 static int check_plan(const job_t *j, char *err, int errlen)
@@ -278,7 +294,9 @@ static int check_plan(const job_t *j, char *err, int errlen)
                  j->ffn_hidden_size, j->tp);
         return -1;
     }
-    long N = (long)j->micro_batch_size * j->seq_length;
+    if (j->cp > 1 && cp_plan(j, err, errlen))
+        return -1;
+    long N = (long)j->micro_batch_size * j->seq_length / j->cp; /* a rank's tokens */
     if (j->sequence_parallel && N % j->tp) {
         snprintf(err, errlen, "micro-batch tokens %ld are not divisible by TP %d: sequence parallelism "
                  "splits them evenly", N, j->tp);
@@ -310,7 +328,8 @@ int gpt_init(gpt_t *m, const job_t *j, rt_t *rt, comm_t *comm, char *err, int er
         return -1;
     m->job = j, m->rt = rt, m->comm = comm;
     m->t = j->tp, m->tp_i = comm->tp_i, m->stage = comm->stage, m->pp = j->pp, m->vpp = j->vpp;
-    m->dp = j->dp, m->dp_i = comm->dp_i;
+    m->dp = j->dp_cp, m->dp_i = comm->dp_i; /* the weights' replicas: DP x CP */
+    m->cp = j->cp, m->cp_i = comm->cp_i;
     if (!(m->chunk_layer0 = malloc(sizeof(int) * (size_t)(m->vpp + 1)))) {
         snprintf(err, errlen, "out of host memory laying out the model");
         return -1;
@@ -318,7 +337,7 @@ int gpt_init(gpt_t *m, const job_t *j, rt_t *rt, comm_t *comm, char *err, int er
     m->chunk_layer0[0] = 0;
     for (int c = 0; c < m->vpp; c++)
         m->chunk_layer0[c + 1] = m->chunk_layer0[c] + split_chunk_layers(j, m->stage, c);
-    m->B = j->micro_batch_size, m->T = j->seq_length, m->C = j->hidden_size;
+    m->B = j->micro_batch_size, m->Tseq = j->seq_length, m->T = m->Tseq / m->cp, m->C = j->hidden_size;
     m->F = j->ffn_hidden_size, m->Ft = m->F / m->t, m->V = j->padded_vocab_size;
     m->Vl = m->V / m->t, m->v0 = m->tp_i * m->Vl; /* the job checks V % TP == 0 */
     m->NH = j->num_attention_heads, m->nh = m->NH / m->t, m->G = j->num_query_groups, m->g = m->G / m->t;
@@ -326,7 +345,7 @@ int gpt_init(gpt_t *m, const job_t *j, rt_t *rt, comm_t *comm, char *err, int er
     m->N = m->B * m->T;
     m->sp = j->sequence_parallel && m->t > 1;
     m->Nl = m->sp ? m->N / m->t : m->N;
-    m->window = j->window >= m->T ? 0 : j->window;
+    m->window = j->window >= m->Tseq ? 0 : j->window;
     m->attn = j->attention, m->fused = j->fused_elementwise;
     m->overlap = j->tp_comm_overlap && m->t > 1, m->parallel = j->parallel_block;
     m->recompute = j->recompute == RECOMPUTE_FULL;

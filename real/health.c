@@ -58,7 +58,7 @@ static void *beat_main(void *arg)
     return NULL;
 }
 
-int health_open(const char *dir, int rank, int world, int tp, int dp, int pp, double interval_s, char *err,
+int health_open(const char *dir, int rank, int world, int tp, int cp, int dp, int pp, double interval_s, char *err,
                 int errlen)
 {
     char path[1200];
@@ -80,8 +80,8 @@ int health_open(const char *dir, int rank, int world, int tp, int dp, int pp, do
     }
     hb = p;
     memset(hb, 0, sizeof *hb);
-    hb->rank = rank, hb->world = world, hb->tp = tp, hb->dp = dp, hb->pp = pp;
-    layout_pos_t at = layout_pos(rank, tp, dp); /* as comm_groups_init places it */
+    hb->rank = rank, hb->world = world, hb->tp = tp, hb->dp = dp * cp, hb->pp = pp, hb->cp = cp;
+    layout_pos_t at = layout_pos(rank, tp, dp * cp); /* as comm_groups_init places it */
     hb->tp_i = at.tp_i, hb->dp_i = at.dp_i, hb->stage = at.stage;
     hb->pid = (int32_t)getpid();
     gethostname(hb->host, sizeof hb->host - 1);
@@ -228,6 +228,14 @@ static int w_reduce_scatter(comm_t *c, int grp, void *out, const void *in, long 
     return rc;
 }
 
+static int w_alltoall(comm_t *c, int grp, void *out, const void *in, long count, int dt, int stream)
+{
+    health_comm_enter(HB_COLL, grp, -1, 0);
+    int rc = INNER(c)->op->alltoall(INNER(c), grp, out, in, count, dt, stream);
+    health_comm_leave();
+    return rc;
+}
+
 /* A transfer: pending until it returns, or until its batch ends. */
 static int w_p2p(comm_t *c, int send, int grp, int peer, int tag, void *buf, long count, int dt, int stream)
 {
@@ -274,7 +282,7 @@ static void w_destroy(comm_t *c)
     free(c);
 }
 
-static const comm_ops_t wrap_ops = {w_allreduce, w_allgather, w_reduce_scatter, w_send,   w_recv,
+static const comm_ops_t wrap_ops = {w_allreduce, w_allgather, w_reduce_scatter, w_alltoall, w_send, w_recv,
                                     w_group_begin, w_group_end, w_destroy};
 
 comm_t *health_wrap_comm(comm_t *inner)

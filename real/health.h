@@ -16,10 +16,10 @@
 
 #include <stdint.h>
 
-#define HB_MAGIC "MSHB0001"
+#define HB_MAGIC "MSHB0002" /* 0002: the CP size and group */
 #define HB_MAX_PENDING 8   /* communication calls one op waits on at once (a batch) */
 #define HB_MAX_P2P 16      /* (peer, tag, direction) transfer counters kept */
-#define HB_GROUPS 5        /* comm.h's GRP_TP .. GRP_WORLD */
+#define HB_GROUPS 6        /* comm.h's GRP_TP .. GRP_CP */
 
 enum { HB_COLL, HB_SEND, HB_RECV };
 enum { HB_RUNNING, HB_DONE, HB_FAILED };
@@ -40,7 +40,8 @@ typedef struct {
 typedef struct {
     char magic[8];
     uint64_t seq;          /* odd while a change is being written */
-    int32_t rank, world, tp, dp, pp, tp_i, dp_i, stage, pid, state;
+    int32_t rank, world, tp, dp, pp, tp_i, dp_i, stage, pid, state; /* dp, dp_i: over DP x CP */
+    int32_t cp;            /* the CP size: dp_i mod cp is the place in the sequence */
     int32_t outside;       /* outside the op program (start, between steps, checkpoints,
                               the end): the liveness beat counts as progress there */
     char host[64];
@@ -64,7 +65,7 @@ typedef struct {
 struct comm;
 /* Opens DIR/rank-NNNNN.hb (DIR made if missing) and starts the liveness
  * thread. 0, or -1 with err. */
-int health_open(const char *dir, int rank, int world, int tp, int dp, int pp, double interval_s, char *err,
+int health_open(const char *dir, int rank, int world, int tp, int cp, int dp, int pp, double interval_s, char *err,
                 int errlen);
 void health_close(int state);        /* HB_DONE or HB_FAILED; stops the thread */
 void health_error(const char *msg);  /* records why, before the rank exits */

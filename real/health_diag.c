@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const grp_names[] = {"tp", "dp", "pp", "emb", "world"};
+static const char *const grp_names[] = {"tp", "dp", "pp", "emb", "world", "cp"};
 static const char *const tag_names[] = {"fwd", "bwd", "ring"};
 static const char *const op_names[] = {"fwd", "bwd", "xfer", "dp_gather", "dp_reduce", "emb_sync", "optim",
                                        "host", "join"};
@@ -33,6 +33,8 @@ static int same_group(const hb_record_t *a, const hb_record_t *b, int grp)
     case GRP_DP: return a->tp_i == b->tp_i && a->stage == b->stage;
     case GRP_PP: return a->tp_i == b->tp_i && a->dp_i == b->dp_i;
     case GRP_EMB: return a->tp_i == b->tp_i && a->dp_i == b->dp_i && (b->stage == 0 || b->stage == b->pp - 1);
+    case GRP_CP: /* one sequence's ranks: the same data replica, dp_i / cp */
+        return a->tp_i == b->tp_i && a->stage == b->stage && a->dp_i / (a->cp > 0 ? a->cp : 1) == b->dp_i / (b->cp > 0 ? b->cp : 1);
     default: return 1;
     }
 }

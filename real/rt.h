@@ -132,9 +132,9 @@ typedef struct {
     int (*gelu_fwd)(rt_t *rt, void *out, const void *inp, long n);
     int (*gelu_bwd)(rt_t *rt, void *dinp, const void *dout, const void *inp, long n);
     int (*bias_grad)(rt_t *rt, float *dbias, const void *dout, int N, int C);
-    /* rotary position embedding in place on x (N, H, HS), row n at t = n mod
-     * T; inverse 1 turns back (the backward) */
-    int (*rope)(rt_t *rt, void *x, int N, int T, int H, int HS, double base, int inverse);
+    /* rotary position embedding in place on x (N, H, HS), row n at t = t0 +
+     * n mod T; inverse 1 turns back (the backward) */
+    int (*rope)(rt_t *rt, void *x, int N, int T, int t0, int H, int HS, double base, int inverse);
     /* SwiGLU over FC1's [gate | up] (N, 2F) -> (N, F); dinp (N, 2F) */
     int (*swiglu_fwd)(rt_t *rt, void *out, const void *inp, int N, int F);
     int (*swiglu_bwd)(rt_t *rt, void *dinp, const void *dout, const void *inp, int N, int F);
@@ -157,6 +157,11 @@ typedef struct {
                     const void *v, kern_attn_shape s);
     int (*attn_bwd)(rt_t *rt, int attn, void *dq, void *dk, void *dv, const void *dout, const void *q,
                     const void *k, const void *v, const void *out, const void *saved, kern_attn_shape s);
+    /* two flash outputs of the same queries over disjoint keys merged by
+     * their log-sum-exp into (out, lse), in place (kernels/attnmerge.h):
+     * out (B, T, NH, HS) act, lse (B, NH, T) fp32; CP's ring */
+    int (*attn_merge)(rt_t *rt, void *out, float *lse, const void *out_b, const float *lse_b, int B, int T, int NH,
+                      int HS);
     int (*xent_fwd)(rt_t *rt, float *losses, float *lse, const void *logits, const int *targets, int N,
                     int V);
     /* split by vocabulary, columns [v0, v0 + V) (kernels/crossentropy.h) */

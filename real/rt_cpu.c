@@ -7,6 +7,7 @@
  * latest when the next op starts). */
 #include "real/rt_cpu.h"
 
+#include "kernels/attnmerge.h"
 #include "kernels/crossentropy.h"
 #include "kernels/embedding.h"
 #include "kernels/gelu.h"
@@ -389,9 +390,9 @@ static int c_dropout_add(rt_t *rt, void *out, uint8_t *mask, const void *x, cons
     return 0;
 }
 
-static int c_rope(rt_t *rt, void *x, int N, int T, int H, int HS, double base, int inverse)
+static int c_rope(rt_t *rt, void *x, int N, int T, int t0, int H, int HS, double base, int inverse)
 {
-    kern_rope_ref(x, N, T, H, HS, base, inverse);
+    kern_rope_ref(x, N, T, t0, H, HS, base, inverse);
     return 0;
 }
 
@@ -433,6 +434,13 @@ static int c_attn_bwd(rt_t *rt, int attn, void *dq, void *dk, void *dv, const vo
         kern_attention_bwd_ref(dq, dk, dv, dout, q, k, v, out, saved, s);
     else
         kern_attention_unfused_bwd_ref(dq, dk, dv, dout, q, k, v, saved, s);
+    return 0;
+}
+
+static int c_attn_merge(rt_t *rt, void *out, float *lse, const void *out_b, const float *lse_b, int B, int T,
+                        int NH, int HS)
+{
+    kern_attnmerge_ref(out, lse, out_b, lse_b, B, T, NH, HS);
     return 0;
 }
 
@@ -541,7 +549,7 @@ static const rt_ops_t cpu_ops = {
     c_linear_fwd, c_linear_dgrad, c_linear_wgrad,
     c_bias_gelu_fwd, c_bias_gelu_bwd, c_bias_add, c_gelu_fwd, c_gelu_bwd, c_bias_grad, c_rope, c_swiglu_fwd, c_swiglu_bwd,
     c_add, c_dropout, c_dropout_masked, c_dropout_add,
-    c_attn_fwd, c_attn_bwd, c_xent_fwd, c_xent_part, c_xent_merge, c_xent_bwd,
+    c_attn_fwd, c_attn_bwd, c_attn_merge, c_xent_fwd, c_xent_part, c_xent_merge, c_xent_bwd,
     c_adamw, c_lamb_norms, c_lamb_apply, c_grad_sumsq,
     c_native, c_destroy,
 };

@@ -4,6 +4,7 @@
  * attention with the runtime's scratch; and the runtime's op table. */
 #include "real/rt_gpu_int.h"
 
+#include "kernels/attnmerge.h"
 #include "kernels/crossentropy.h"
 #include "kernels/dropout.h"
 #include "kernels/embedding.h"
@@ -125,9 +126,9 @@ static int g_dropout_add(rt_t *rt, void *out, uint8_t *mask, const void *x, cons
     return kern_dropout_add_cuda(out, mask, x, inp, n, d, CS(rt));
 }
 
-static int g_rope(rt_t *rt, void *x, int N, int T, int H, int HS, double base, int inverse)
+static int g_rope(rt_t *rt, void *x, int N, int T, int t0, int H, int HS, double base, int inverse)
 {
-    return kern_rope_cuda(x, N, T, H, HS, base, inverse, CS(rt));
+    return kern_rope_cuda(x, N, T, t0, H, HS, base, inverse, CS(rt));
 }
 
 static int g_swiglu_fwd(rt_t *rt, void *out, const void *inp, int N, int F)
@@ -183,6 +184,12 @@ static int g_attn_bwd(rt_t *rt, int attn, void *dq, void *dk, void *dv, const vo
                                            CS(rt));
 }
 
+static int g_attn_merge(rt_t *rt, void *out, float *lse, const void *out_b, const float *lse_b, int B, int T,
+                        int NH, int HS)
+{
+    return kern_attnmerge_cuda(out, lse, out_b, lse_b, B, T, NH, HS, CS(rt));
+}
+
 static int g_xent_fwd(rt_t *rt, float *losses, float *lse, const void *logits, const int *targets, int N, int V)
 {
     return kern_crossentropy_fwd_cuda(losses, lse, logits, targets, N, V, CS(rt));
@@ -234,7 +241,7 @@ const rt_ops_t rt_gpu_ops = {
     g_linear_fwd, g_linear_dgrad, g_linear_wgrad,
     g_bias_gelu_fwd, g_bias_gelu_bwd, g_bias_add, g_gelu_fwd, g_gelu_bwd, g_bias_grad, g_rope, g_swiglu_fwd, g_swiglu_bwd,
     g_add, g_dropout, g_dropout_masked, g_dropout_add,
-    g_attn_fwd, g_attn_bwd, g_xent_fwd, g_xent_part, g_xent_merge, g_xent_bwd,
+    g_attn_fwd, g_attn_bwd, g_attn_merge, g_xent_fwd, g_xent_part, g_xent_merge, g_xent_bwd,
     g_adamw, g_lamb_norms, g_lamb_apply, g_grad_sumsq,
     g_native, g_destroy,
 };
