@@ -585,7 +585,7 @@ static void report_end(run_t *R, const result_t *r)
                "every rank, steps after the first)\n", mhz, watts, 100 * capped, R->clock.reads, RT_CLOCK_READ_MS);
     else if (R->rt->kind == RT_GPU)
         printf("GPU clock: not read (NVML, libnvidia-ml.so.1, did not answer)\n");
-    printf("communicators: TP, DP, PP and embedding groups (%s) created in %.3f s (slowest rank)\n",
+    printf("communicators: TP, CP, DP (x CP), PP and embedding groups (%s) created in %.3f s (slowest rank)\n",
            R->rt->kind == RT_CPU ? "MPI_Comm_split" : "ncclCommInitRank, bootstrapped over MPI", R->comm_init_s);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (R->rt->kind == RT_CPU && R->world > cores)
