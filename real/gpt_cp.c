@@ -11,11 +11,12 @@
  *              to its place; the keys' and values' gradients are
  *              reduce-scattered back to their owners;
  *   p2p        the ring (TransformerEngine's): the keys and values pass
- *              around CP, each block of queries meets each block of keys
- *              it can see, and the blocks' outputs are merged by their
- *              log-sum-exp; in the backward each block's key and value
- *              gradients travel on with the keys and arrive home after CP
- *              steps.
+ *              around CP on the TP stream while the compute stream runs
+ *              the blocks of the ones at hand, each block of queries
+ *              meeting each block of keys it can see, and the blocks'
+ *              outputs are merged by their log-sum-exp; in the backward
+ *              each block's key and value gradients travel on after it
+ *              and arrive home after CP steps.
  * Every form gives the whole sequence's attention: the 8-rank runs equal
  * the single rank's (tests/real). Layouts: a rank's rows (B, T, w) hold
  * in slot 0 chunk cp_i and in slot 1 chunk 2 CP - 1 - cp_i of each
@@ -271,17 +272,27 @@ static kern_attn_shape block_shape(const gpt_t *m, kern_attn_shape sh, int qc, i
     return sh;
 }
 
-/* The ring's step: buf (n elements) on to the next CP rank, the previous
- * one's into nxt; then they swap. */
-static int ring_pass(gpt_t *m, void **buf, void **nxt, long n)
+/* The ring's step on the TP stream, beside the compute stream's blocks:
+ * buf (n elements, as the compute stream left it) on to the next CP rank,
+ * the previous one's into nxt. ring_land: the compute stream waits for
+ * every step issued, and each buf and nxt swap (buf now what arrived). */
+static int ring_send(gpt_t *m, void *buf, void *nxt, long n)
 {
     int next = (m->cp_i + 1) % m->cp, prev = (m->cp_i + m->cp - 1) % m->cp;
+    RT_TRY(OP->join(RT, RT_STREAM_TP, STREAM_COMPUTE));
     RT_TRY(CM->op->group_begin(CM));
-    RT_TRY(CM->op->send(CM, GRP_CP, next, TAG_RING, *buf, n, DT_ACT, STREAM_COMPUTE));
-    RT_TRY(CM->op->recv(CM, GRP_CP, prev, TAG_RING, *nxt, n, DT_ACT, STREAM_COMPUTE));
-    RT_TRY(CM->op->group_end(CM));
+    RT_TRY(CM->op->send(CM, GRP_CP, next, TAG_RING, buf, n, DT_ACT, RT_STREAM_TP));
+    RT_TRY(CM->op->recv(CM, GRP_CP, prev, TAG_RING, nxt, n, DT_ACT, RT_STREAM_TP));
+    return CM->op->group_end(CM);
+}
+
+static int ring_land(gpt_t *m, void **buf, void **nxt, void **buf2, void **nxt2)
+{
+    RT_TRY(OP->join(RT, STREAM_COMPUTE, RT_STREAM_TP));
     void *t = *buf;
     *buf = *nxt, *nxt = t;
+    if (buf2)
+        t = *buf2, *buf2 = *nxt2, *nxt2 = t;
     return 0;
 }
 
@@ -312,7 +323,9 @@ static int ring_fwd(gpt_t *m, layer_saved_t *s, void *out, kern_attn_shape sh)
         RT_TRY(slot_out(m, qs[a], s->q, a, qw));
     }
     for (int st = 0; st < m->cp; st++) {
-        int src = (m->cp_i - st + m->cp) % m->cp;
+        int src = (m->cp_i - st + m->cp) % m->cp, more = st < m->cp - 1;
+        if (more) /* the next rank's keys travel while these are used */
+            RT_TRY(ring_send(m, kv, nxt, kvn));
         for (int a = 0; a < 2; a++)
             for (int b = 0; b < 2; b++) {
                 int qc = layout_cp_chunk(a, m->cp, m->cp_i), kc = layout_cp_chunk(b, m->cp, src);
@@ -328,8 +341,8 @@ static int ring_fwd(gpt_t *m, layer_saved_t *s, void *out, kern_attn_shape sh)
                 RT_TRY(OP->attn_fwd(RT, m->attn, ob, lb, qs[a], kb, vb, bs));
                 RT_TRY(OP->attn_merge(RT, os[a], s->cpb[a], ob, lb, m->B, (int)Tc, m->nh, m->HS));
             }
-        if (st < m->cp - 1)
-            RT_TRY(ring_pass(m, &kv, &nxt, kvn));
+        if (more)
+            RT_TRY(ring_land(m, &kv, &nxt, NULL, NULL));
     }
     for (int a = 0; a < 2; a++) {
         RT_TRY(slot_in(m, out, a, os[a], qw));
@@ -361,7 +374,9 @@ static int ring_bwd(gpt_t *m, layer_saved_t *s, const void *dao, void *dq, void 
         RT_TRY(OP->memset0(RT, dqs[a], (size_t)qn * RT->act_bytes, STREAM_COMPUTE));
     }
     for (int st = 0; st < m->cp; st++) {
-        int src = (m->cp_i - st + m->cp) % m->cp;
+        int src = (m->cp_i - st + m->cp) % m->cp, more = st < m->cp - 1;
+        if (more)
+            RT_TRY(ring_send(m, kv, nxt, kvn));
         for (int a = 0; a < 2; a++)
             for (int b = 0; b < 2; b++) {
                 int qc = layout_cp_chunk(a, m->cp, m->cp_i), kc = layout_cp_chunk(b, m->cp, src);
@@ -374,9 +389,8 @@ static int ring_bwd(gpt_t *m, layer_saved_t *s, const void *dao, void *dq, void 
                 RT_TRY(OP->add(RT, dkacc, dkacc, dkb, half));
                 RT_TRY(OP->add(RT, dvacc, dvacc, dvb, half));
             }
-        if (st < m->cp - 1)
-            RT_TRY(ring_pass(m, &kv, &nxt, kvn));
-        RT_TRY(ring_pass(m, &dkv, &dnxt, kvn)); /* after CP passes, the sums come home */
+        RT_TRY(ring_send(m, dkv, dnxt, kvn)); /* after CP steps, the sums come home */
+        RT_TRY(more ? ring_land(m, &dkv, &dnxt, &kv, &nxt) : ring_land(m, &dkv, &dnxt, NULL, NULL));
     }
     for (int a = 0; a < 2; a++) {
         RT_TRY(slot_in(m, dq, a, dqs[a], qw));
