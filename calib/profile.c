@@ -534,13 +534,15 @@ static void coll_curve(const calib_result_t *r, curve_t *c, double bw_gbps)
 /* The device's own fields. CPU: one core running the fp32 reference
  * kernels stands in for a GPU (its "bf16" peak is the fp32 rate, its SMs
  * the cores, its memory MemTotal). GPU: the bf16 peak is the best GEMM
- * measured; tf32 is not measured (kern_gemm_cuda is bf16 only), so it
- * keeps the base profile's tf32/bf16 ratio (1/2 on A100 and H100). */
+ * measured; tf32 and fp8 are not measured (kern_gemm_cuda is bf16 only),
+ * so they keep the base profile's ratios to bf16 (tf32 1/2 on A100 and
+ * H100, fp8 2 on the H100). The CPU's fp8 rate is its fp32 one too: the
+ * CPU path emulates FP8's casts (kernels/fp8.h) around fp32 GEMMs. */
 static void device_fields(const calib_result_t *r, hw_gpu_t *g, const char *host)
 {
     if (!r->device) {
         snprintf(g->name, sizeof g->name, "cpu-%.30s", host);
-        g->peak_bf16_tflops = g->peak_tf32_tflops = r->peak_gflops * 1e-3;
+        g->peak_bf16_tflops = g->peak_tf32_tflops = g->peak_fp8_tflops = r->peak_gflops * 1e-3;
         g->hbm_gib = r->host_mem_gib > 0 ? r->host_mem_gib : 1;
         g->sm_count = r->ncores;
         g->gemm_tile_m = g->gemm_tile_n = 4; /* kern_gemm_ref's 4 x 4 register block */
@@ -551,8 +553,10 @@ static void device_fields(const calib_result_t *r, hw_gpu_t *g, const char *host
     name_slug(r->gpu.name, slug, 30);
     snprintf(g->name, sizeof g->name, "%.30s-measured", slug);
     double tf32_per_bf16 = g->peak_tf32_tflops / g->peak_bf16_tflops;
+    double fp8_per_bf16 = g->peak_fp8_tflops / g->peak_bf16_tflops;
     g->peak_bf16_tflops = r->peak_gflops * 1e-3;
     g->peak_tf32_tflops = g->peak_bf16_tflops * tf32_per_bf16;
+    g->peak_fp8_tflops = g->peak_bf16_tflops * fp8_per_bf16;
     g->hbm_gib = r->gpu.mem_gib;
     g->sm_count = r->gpu.sm_count;
     g->attn_slots_q = r->gpu.attn_slots_q, g->attn_slots_k = r->gpu.attn_slots_k;

@@ -326,7 +326,8 @@ cJSON *calib_provenance(const calib_result_t *r, const char *base_gpu, const cha
                             r->device ? "bf16 CUDA kernels (kernels/*.cu; GEMMs through cuBLASLt, fp32 accumulation), "
                                         "one GPU per rank: peak_bf16_tflops holds the best bf16 GEMM rate measured"
                                       : "fp32 reference kernels (kernels/*_ref.c), one thread per rank: "
-                                        "peak_bf16_tflops and peak_tf32_tflops both hold the fp32 GEMM rate");
+                                        "peak_bf16_tflops, peak_tf32_tflops and peak_fp8_tflops all hold the fp32 "
+                                        "GEMM rate (FP8 is emulated: kernels/fp8.h)");
     char cmd[4200];
     command_line(cmd, sizeof cmd, r->nranks, argc, argv);
     cJSON_AddStringToObject(p, "command", cmd);

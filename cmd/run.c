@@ -367,7 +367,8 @@ static int resume(run_t *R)
     float *state = NULL;
     int step = 0;
     const char *dir = R->o.load[0] ? R->o.load : R->o.save;
-    int rc = ckpt_load(dir, R->rank, R->world, R->config, R->x.nshard, &state, &step, err, sizeof err);
+    int rc = ckpt_load(dir, R->rank, R->world, R->config, R->x.nshard, R->m.fp8_sites, &state, &step, err,
+                       sizeof err);
     if (!rc)
         rc = exec_state_set(&R->x, state, step);
     free(state);
@@ -430,7 +431,7 @@ static int checkpoint(run_t *R, int step)
     if (rank_failed(rc, err))
         return bad(R, err[0] ? err : "a checkpoint write failed");
     int64_t t0 = rt_now_ns();
-    float *buf = ckpt_buffer(&R->ck, R->x.nshard);
+    float *buf = ckpt_buffer(&R->ck, R->x.nshard, R->m.fp8_sites);
     rc = !buf || exec_state_get(&R->x, buf);
     R->ckpt_stage1_s = (rt_now_ns() - t0) * 1e-9;
     if (!rc)

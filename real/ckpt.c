@@ -20,7 +20,7 @@
 
 typedef struct {
     char magic[16];
-    int32_t step, world, rank, pad;
+    int32_t step, world, rank, nextra; /* nextra: floats after the 3 x nshard (FP8's scales; 0 before) */
     int64_t nshard, config_len;
     uint64_t fnv1a; /* FNV-1a 64 over the configuration and the state, as written */
 } header_t;
@@ -35,10 +35,13 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
     return h;
 }
 
-/* A shard's checksum: its configuration text, then its 3 x nshard floats. */
-static uint64_t shard_sum(const char *config, size_t config_len, const float *state, long nshard)
+/* The floats of a rank's state: the shard's three, then the extra ones. */
+static size_t state_len(long nshard, long nextra) { return 3 * (size_t)nshard + (size_t)nextra; }
+
+/* A shard's checksum: its configuration text, then its state's floats. */
+static uint64_t shard_sum(const char *config, size_t config_len, const float *state, long nshard, long nextra)
 {
-    return fnv1a(fnv1a(FNV_START, config, config_len), state, sizeof(float) * 3 * (size_t)nshard);
+    return fnv1a(fnv1a(FNV_START, config, config_len), state, sizeof(float) * state_len(nshard, nextra));
 }
 
 int ckpt_init(ckpt_t *c, const char *dir, int rank, int world, const char *config, char *err, int errlen)
@@ -53,12 +56,12 @@ int ckpt_init(ckpt_t *c, const char *dir, int rank, int world, const char *confi
     return 0;
 }
 
-float *ckpt_buffer(ckpt_t *c, long nshard)
+float *ckpt_buffer(ckpt_t *c, long nshard, long nextra)
 {
-    if (!c->state || c->nshard != nshard) {
+    if (!c->state || c->nshard != nshard || c->nextra != nextra) {
         free(c->state);
-        c->state = malloc(sizeof(float) * 3 * (size_t)(nshard ? nshard : 1));
-        c->nshard = nshard;
+        c->state = malloc(sizeof(float) * (state_len(nshard, nextra) ? state_len(nshard, nextra) : 1));
+        c->nshard = nshard, c->nextra = nextra;
     }
     return c->state;
 }
@@ -78,8 +81,8 @@ static void *writer(void *arg)
     int64_t t0 = rt_now_ns();
     char stepdir[1100], file[1200], err[512];
     paths(c, c->step, stepdir, sizeof stepdir, file, sizeof file);
-    header_t h = {MAGIC, c->step, c->world, c->rank, 0, c->nshard, (int64_t)strlen(c->config), 0};
-    h.fnv1a = shard_sum(c->config, (size_t)h.config_len, c->state, c->nshard);
+    header_t h = {MAGIC, c->step, c->world, c->rank, (int32_t)c->nextra, c->nshard, (int64_t)strlen(c->config), 0};
+    h.fnv1a = shard_sum(c->config, (size_t)h.config_len, c->state, c->nshard, c->nextra);
     out_file_t o;
     int rc = (mkdir(stepdir, 0777) == 0 || errno == EEXIST) ? out_open(&o, file, "wb", err, sizeof err) : -1;
     if (rc == 0) {
@@ -87,7 +90,7 @@ static void *writer(void *arg)
         fwrite(&h, sizeof h, 1, o.f), fwrite(c->config, 1, (size_t)h.config_len, o.f);
         fflush(o.f);
         inject_in_ckpt_write(c->step); /* --inject-fault ckpt: killed here, half written */
-        fwrite(c->state, sizeof(float), 3 * (size_t)c->nshard, o.f);
+        fwrite(c->state, sizeof(float), state_len(c->nshard, c->nextra), o.f);
         rc = out_close(&o, 0);
     }
     c->write_rc = rc;
@@ -179,7 +182,8 @@ int ckpt_newest(const char *dir, int world)
     return newer > s ? newer : s;
 }
 
-int ckpt_load(const char *dir, int rank, int world, const char *config, long nshard, float **state, int *step,
+int ckpt_load(const char *dir, int rank, int world, const char *config, long nshard, long nextra, float **state,
+              int *step,
               char *err, int errlen)
 {
     char latest[1100], file[1300];
@@ -205,18 +209,18 @@ int ckpt_load(const char *dir, int rank, int world, const char *config, long nsh
     else if (h.world != world)
         snprintf(err, errlen, "--resume: %s was written by %d ranks; this run has %d (allowed: the same plan)", file,
                  h.world, world);
-    else if (h.nshard != nshard || h.config_len < 0 || h.config_len > (1 << 24))
-        snprintf(err, errlen, "--resume: %s holds %lld parameters for this rank; the job needs %ld", file,
-                 (long long)h.nshard, nshard);
+    else if (h.nshard != nshard || h.nextra != nextra || h.config_len < 0 || h.config_len > (1 << 24))
+        snprintf(err, errlen, "--resume: %s holds %lld parameters and %d FP8 scales for this rank; the job needs %ld "
+                 "and %ld", file, (long long)h.nshard, (int)h.nextra, nshard, nextra);
     else if (!(cfg = calloc(1, (size_t)h.config_len + 1)) || fread(cfg, 1, (size_t)h.config_len, f) != (size_t)h.config_len)
         snprintf(err, errlen, "--resume: %s is truncated", file);
     else if (strcmp(cfg, config))
         snprintf(err, errlen, "--resume: %s was written for another job (its configuration differs from this "
                  "run's job, --seed or --data; allowed: the same)", file);
-    else if (!(*state = malloc(sizeof(float) * 3 * (size_t)(nshard ? nshard : 1))) ||
-             fread(*state, sizeof(float), 3 * (size_t)nshard, f) != 3 * (size_t)nshard)
+    else if (!(*state = malloc(sizeof(float) * (state_len(nshard, nextra) ? state_len(nshard, nextra) : 1))) ||
+             fread(*state, sizeof(float), state_len(nshard, nextra), f) != state_len(nshard, nextra))
         snprintf(err, errlen, "--resume: %s is truncated", file);
-    else if (shard_sum(cfg, (size_t)h.config_len, *state, nshard) != h.fnv1a)
+    else if (shard_sum(cfg, (size_t)h.config_len, *state, nshard, nextra) != h.fnv1a)
         snprintf(err, errlen, "--resume: %s is corrupt: its checksum does not match its contents", file);
     else
         rc = 0, *step = s;

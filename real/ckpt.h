@@ -9,9 +9,10 @@
  * finished but before the next save loses nothing, and one killed during
  * stage two leaves the previous checkpoint loadable.
  *
- * The file holds a header (magic, step, world size, rank, shard length and
- * the job's configuration as JSON, which a resume must match) and the
- * shard's master weights and Adam moments (exec_state_get). */
+ * The file holds a header (magic, step, world size, rank, shard length,
+ * the count of extra floats and the job's configuration as JSON, which a
+ * resume must match) and the shard's master weights and Adam moments, then
+ * the extra floats (FP8's scales; none without) (exec_state_get). */
 #ifndef REAL_CKPT_H
 #define REAL_CKPT_H
 
@@ -24,8 +25,8 @@ typedef struct {
     /* the write in flight */
     pthread_t thread;
     int busy, step, write_rc;
-    float *state;               /* host copy (3 x nshard) */
-    long nshard;
+    float *state;               /* host copy (3 x nshard + nextra) */
+    long nshard, nextra;
     double stage1_s, stage2_s;  /* last save: copy to host, write to file */
 } ckpt_t;
 
@@ -33,7 +34,7 @@ int ckpt_init(ckpt_t *c, const char *dir, int rank, int world, const char *confi
 
 /* Stage 1 has been done by the caller into c->state (ckpt_buffer gives
  * it); starts stage 2 for `step`. Finishes the previous save first. */
-float *ckpt_buffer(ckpt_t *c, long nshard);
+float *ckpt_buffer(ckpt_t *c, long nshard, long nextra);
 int ckpt_start(ckpt_t *c, int step, char *err, int errlen);
 
 /* Waits for the write in flight, checks every rank's went through, and
@@ -42,9 +43,10 @@ int ckpt_finish(ckpt_t *c, char *err, int errlen);
 
 /* Reads the newest complete checkpoint (DIR/latest, or a newer step with
  * every rank's file) and this rank's file into *state (malloc'd, 3 x
- * nshard). Every mismatch (missing, other world size, other job, other
+ * nshard + nextra). Every mismatch (missing, other world size, other job, other
  * shard length, short file) is one message. */
-int ckpt_load(const char *dir, int rank, int world, const char *config, long nshard, float **state, int *step,
+int ckpt_load(const char *dir, int rank, int world, const char *config, long nshard, long nextra, float **state,
+              int *step,
               char *err, int errlen);
 
 /* The step of the newest complete checkpoint under dir for `world` ranks

@@ -80,8 +80,9 @@ int comm_mpi_create(comm_t **c, rt_t *rt, int tp, int cp, int dp, int pp, char *
 /* NCCL communicators on the GPU runtime; -1 with a message without CUDA. */
 int comm_nccl_create(comm_t **c, rt_t *rt, int tp, int cp, int dp, int pp, char *err, int errlen);
 
-/* Host-side sum over a group's MPI communicator (any runtime). */
+/* Host-side sum (max) over a group's MPI communicator (any runtime). */
 int comm_host_sum_f64(comm_t *c, int grp, double *buf, int count);
+int comm_host_max_f64(comm_t *c, int grp, double *buf, int count);
 
 /* Bytes of one element of dt on this runtime. */
 int comm_dt_bytes(const comm_t *c, int dt);

@@ -66,16 +66,20 @@ void comm_groups_free(comm_t *c)
             MPI_Comm_free(&c->mpi[g]);
 }
 
-int comm_host_sum_f64(comm_t *c, int grp, double *buf, int count)
+static int host_reduce(comm_t *c, int grp, double *buf, int count, MPI_Op op)
 {
     if (c->mpi[grp] == MPI_COMM_NULL || c->size[grp] == 1)
         return 0;
     health_comm_enter(HB_COLL, grp, -1, 0);
-    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_DOUBLE, MPI_SUM, c->mpi[grp]);
+    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_DOUBLE, op, c->mpi[grp]);
     health_comm_leave();
     MPI_TRY(rc);
     return 0;
 }
+
+int comm_host_sum_f64(comm_t *c, int grp, double *buf, int count) { return host_reduce(c, grp, buf, count, MPI_SUM); }
+
+int comm_host_max_f64(comm_t *c, int grp, double *buf, int count) { return host_reduce(c, grp, buf, count, MPI_MAX); }
 
 int comm_dt_bytes(const comm_t *c, int dt) { return dt == DT_ACT ? c->rt->act_bytes : 4; }
 

@@ -595,6 +595,7 @@ int exec_iteration(exec_t *x, double *loss, double *time_s)
         health_op(x->iter + 1, k, 0, o.kind, o.mb, o.chunk);
     }
     RT_TRY(OP->iter_end(x->rt));
+    RT_TRY(gpt_fp8_step(x->m)); /* the amaxes of this iteration: the next one's FP8 scales */
     *time_s = (rt_now_ns() - t0) * 1e-9;
     for (long i = first; i < x->nrecs; i++) {
         x->recs[i].t_ready_ns = x->times[i].ready_ns, x->recs[i].t_start_ns = x->times[i].start_ns;
@@ -624,6 +625,8 @@ int exec_state_get(exec_t *x, float *host3)
                            (size_t)(hi - lo) * sizeof(float)));
         }
     }
+    if (x->m->fp8_sites) /* the next iteration's FP8 scales */
+        memcpy(host3 + 3 * x->nshard, x->m->fp8_scale, sizeof(float) * (size_t)x->m->fp8_sites);
     return OP->d2h(x->rt, host3 + x->nshard, x->mom1, b) || OP->d2h(x->rt, host3 + 2 * x->nshard, x->mom2, b);
 }
 
@@ -634,6 +637,8 @@ int exec_state_set(exec_t *x, const float *host3, int step)
         RT_TRY(OP->h2d(x->rt, x->master, host3, b));
     RT_TRY(OP->h2d(x->rt, x->mom1, host3 + x->nshard, b));
     RT_TRY(OP->h2d(x->rt, x->mom2, host3 + 2 * x->nshard, b));
+    if (x->m->fp8_sites)
+        memcpy(x->m->fp8_scale, host3 + 3 * x->nshard, sizeof(float) * (size_t)x->m->fp8_sites);
     /* the act copy of the owned parts; the others arrive with the DP gather */
     for (int p = 0; p < x->m->npieces; p++) {
         long lo, hi;

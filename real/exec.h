@@ -92,7 +92,8 @@ int exec_iteration(exec_t *x, double *loss, double *time_s);
 
 
 /* Checkpoint state: the shard's master weights and moments (3 x nshard
- * floats, host) and the step. Restoring refreshes the act weights. */
+ * floats, host), then the model's FP8 scales (m->fp8_sites floats; none
+ * without FP8), and the step. Restoring refreshes the act weights. */
 int exec_state_get(exec_t *x, float *host3);
 int exec_state_set(exec_t *x, const float *host3, int step);
 

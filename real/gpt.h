@@ -124,6 +124,9 @@ typedef struct {
     int *chunk_piece0;       /* [vpp + 1]: chunk c's first piece; [vpp]: npieces w/o emb */
     long nparams;            /* flat space, padding included */
 
+    int fp8_sites;           /* --fp8-format: 3 per weight tensor of the model (gpt_fp8.c), 0 without */
+    float *fp8_amax, *fp8_scale; /* [fp8_sites]: this iteration's amax so far, the scale in use */
+
     void *params;            /* act (nparams): the weights the kernels read */
     float *grads;            /* fp32 (nparams) */
 } gpt_t;
@@ -173,6 +176,13 @@ int gpt_chunk_bwd(gpt_t *m, gpt_saved_t *saved, void *dres, float dloss);
 /* With SP, sums the TP-partial gradients of chunk c (LayerNorms,
  * embeddings) over the TP group; nothing otherwise. */
 int gpt_sync_sp_grads(gpt_t *m, int chunk);
+
+/* FP8 (gpt_fp8.c): the scales' state (after the layout; nothing without
+ * --fp8-format), and the iteration's end: every rank's amaxes reduced,
+ * the next iteration's scales. */
+int gpt_fp8_init(gpt_t *m, char *err, int errlen);
+void gpt_fp8_free(gpt_t *m);
+int gpt_fp8_step(gpt_t *m);
 
 /* Pointers into params (act) and grads of tensor i. */
 void *gpt_param(const gpt_t *m, int i);

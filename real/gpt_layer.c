@@ -153,14 +153,14 @@ static int col_fwd(gpt_t *m, void *out, const void *inp, int tw, int tb, int C, 
 {
     const void *W = gpt_param(m, tw), *b = tb >= 0 ? gpt_param(m, tb) : NULL;
     if (!m->sp)
-        return OP->linear_fwd(RT, out, inp, W, b, m->N, C, OC);
+        return gpt_gemm_fwd(m, out, inp, tw, b, C, OC);
     void *full;
     RT_TRY(alloc_act(m, &full, (long)m->N * C));
     if (m->overlap)
         RT_TRY(ring_gather_gemm(m, full, inp, 0, out, W, b, C, OC));
     else {
         RT_TRY(gpt_tp_gather(m, full, inp, C, STREAM_COMPUTE));
-        RT_TRY(OP->linear_fwd(RT, out, full, W, b, m->N, C, OC));
+        RT_TRY(gpt_gemm_fwd(m, out, full, tw, b, C, OC));
     }
     drop(m, full);
     return 0;
@@ -211,16 +211,16 @@ static int row_fwd(gpt_t *m, void *y, const void *inp, int tw, int tb, int K)
 {
     const void *W = gpt_param(m, tw), *b = m->tp_i == 0 && tb >= 0 ? gpt_param(m, tb) : NULL; /* the bias once */
     if (m->t == 1)
-        return OP->linear_fwd(RT, y, inp, W, b, m->N, K, m->C);
+        return gpt_gemm_fwd(m, y, inp, tw, b, K, m->C);
     if (!m->sp) { /* --tp-comm-overlap needs SP (job.c) */
-        RT_TRY(OP->linear_fwd(RT, y, inp, W, b, m->N, K, m->C));
+        RT_TRY(gpt_gemm_fwd(m, y, inp, tw, b, K, m->C));
         return CM->op->allreduce(CM, GRP_TP, y, (long)m->N * m->C, DT_ACT, STREAM_COMPUTE);
     }
     if (m->overlap)
         return ring_gemm_scatter(m, y, inp, W, b, K);
     void *part;
     RT_TRY(alloc_act(m, &part, (long)m->N * m->C));
-    RT_TRY(OP->linear_fwd(RT, part, inp, W, b, m->N, K, m->C));
+    RT_TRY(gpt_gemm_fwd(m, part, inp, tw, b, K, m->C));
     RT_TRY(CM->op->reduce_scatter(CM, GRP_TP, y, part, (long)m->Nl * m->C, DT_ACT, STREAM_COMPUTE));
     drop(m, part);
     return 0;
@@ -245,8 +245,8 @@ static int row_bwd(gpt_t *m, void *dinp, const void *dy, const void *inp, int tw
         dyf = full;
     }
     if (!(m->sp && m->overlap))
-        RT_TRY(OP->linear_dgrad(RT, dinp, dyf, W, m->N, K, m->C));
-    RT_TRY(OP->linear_wgrad(RT, gpt_grad(m, tw), tb >= 0 ? gpt_grad(m, tb) : NULL, dyf, inp, m->N, K, m->C));
+        RT_TRY(gpt_gemm_dgrad(m, dinp, dyf, tw, K, m->C));
+    RT_TRY(gpt_gemm_wgrad(m, tw, tb >= 0 ? gpt_grad(m, tb) : NULL, dyf, inp, K, m->C));
     drop(m, full);
     return 0;
 }
@@ -258,7 +258,7 @@ static int row_bwd(gpt_t *m, void *dinp, const void *dy, const void *inp, int tw
 static int col_bwd(gpt_t *m, void *dx, const void *dout, const void *inp, int tw, int tb, int OC)
 {
     int C = m->C;
-    const void *W = gpt_param(m, tw), *inpf = inp;
+    const void *inpf = inp;
     void *full = NULL, *dxf = dx;
     float *db = tb >= 0 ? gpt_grad(m, tb) : NULL;
     if (m->sp) { /* re-gather the input beside the dgrad */
@@ -267,7 +267,7 @@ static int col_bwd(gpt_t *m, void *dx, const void *dout, const void *inp, int tw
         RT_TRY(gpt_tp_gather(m, full, inp, C, RT_STREAM_TP));
         inpf = full;
     }
-    RT_TRY(OP->linear_dgrad(RT, dxf, dout, W, m->N, C, OC));
+    RT_TRY(gpt_gemm_dgrad(m, dxf, dout, tw, C, OC));
     if (m->t > 1) { /* reduce the input gradient beside the wgrad */
         RT_TRY(OP->join(RT, STREAM_COMPUTE, RT_STREAM_TP));
         RT_TRY(OP->join(RT, RT_STREAM_TP, STREAM_COMPUTE));
@@ -276,7 +276,7 @@ static int col_bwd(gpt_t *m, void *dx, const void *dout, const void *inp, int tw
         else
             RT_TRY(CM->op->allreduce(CM, GRP_TP, dx, (long)m->N * C, DT_ACT, RT_STREAM_TP));
     }
-    RT_TRY(OP->linear_wgrad(RT, gpt_grad(m, tw), db, dout, inpf, m->N, C, OC));
+    RT_TRY(gpt_gemm_wgrad(m, tw, db, dout, inpf, C, OC));
     RT_TRY(OP->join(RT, STREAM_COMPUTE, RT_STREAM_TP));
     if (m->sp)
         drop(m, full), drop(m, dxf);

@@ -81,6 +81,14 @@ int gpt_embed_bwd(gpt_t *m, float *dwte, float *dwpe, const void *dout, const in
 int gpt_cp_attn_fwd(gpt_t *m, layer_saved_t *s, void *out, kern_attn_shape sh);
 int gpt_cp_attn_bwd(gpt_t *m, layer_saved_t *s, const void *dao, void *dq, void *dk, void *dv, kern_attn_shape sh);
 
+/* The layers' GEMMs of weight tensor tw (N rows, K in, OC out), their
+ * inputs as FP8 reads them: out (N, OC) = x @ W^T + b; dx (N, K) = dy @ W;
+ * dW (OC, K) += dy^T x with db (OC, unless NULL) from dy unquantised, as
+ * TE's bias gradient. */
+int gpt_gemm_fwd(gpt_t *m, void *out, const void *x, int tw, const void *b, int K, int OC);
+int gpt_gemm_dgrad(gpt_t *m, void *dx, const void *dy, int tw, int K, int OC);
+int gpt_gemm_wgrad(gpt_t *m, int tw, float *db, const void *dy, const void *x, int K, int OC);
+
 /* The pieces the driver shares with the layers: a norm's buffers (mean and
  * rstd (Nl), output (Nl, C)), the norm with its residual add and its
  * backward, the hidden dropout, and a copy of act elements. */

@@ -246,8 +246,11 @@ int gpt_check_switches(const job_t *j, int gpu, char *err, int errlen)
     const char *no = !j->grads_fp32 ? "--accumulate-allreduce-grads-in-fp32 false is not run: megasim run keeps and "
                                       "reduces the gradients in fp32 (allowed: true, the default; Megatron-LM requires "
                                       "it with bf16)"
-                     : j->fp8_format ? "--fp8-format is not run yet: megasim run's GEMMs are bf16 (GPU) or fp32 (CPU); "
-                                       "predict, simulate and search price FP8 (allowed: --fp8-format none, the default)"
+                     : gpu && j->fp8_format ? "--fp8-format with --device gpu is not run: the CPU path emulates FP8's "
+                                              "casts (kernels/fp8.h); on a GPU FP8 means cuBLASLt's FP8 GEMMs, not "
+                                              "built yet (allowed: --device cpu, or --fp8-format none)"
+                     : j->fp8_format && j->tp_comm_overlap ? "--fp8-format with --tp-comm-overlap is not run: the "
+                                                             "chunked GEMMs take no FP8 casts yet (allowed: either alone)"
                      : j->offload_fraction > 0 ? "--activation-offload-fraction above 0 is not run yet: predict, "
                                                  "simulate and search price it (allowed: 0, the default)"
                      : j->num_experts > 0 ? "--num-experts is not run yet: megasim run trains dense GPTs; predict and "
@@ -361,6 +364,8 @@ int gpt_init(gpt_t *m, const job_t *j, rt_t *rt, comm_t *comm, char *err, int er
         snprintf(err, errlen, "out of host memory laying out the model");
         return -1;
     }
+    if (gpt_fp8_init(m, err, errlen))
+        return -1;
     size_t ab = (size_t)rt->act_bytes;
     if (rt->op->alloc(rt, &m->params, (size_t)m->nparams * ab, RT_POOL_MAIN) ||
         rt->op->alloc(rt, (void **)&m->grads, (size_t)m->nparams * sizeof(float), RT_POOL_MAIN) ||
@@ -378,6 +383,7 @@ void gpt_free(gpt_t *m)
         m->rt->op->free(m->rt, m->params);
         m->rt->op->free(m->rt, m->grads);
     }
+    gpt_fp8_free(m);
     free(m->tensors), free(m->layer_tensor), free(m->pieces), free(m->chunk_piece0), free(m->chunk_layer0);
     memset(m, 0, sizeof *m);
 }

@@ -10,6 +10,7 @@
 #include "kernels/attnmerge.h"
 #include "kernels/crossentropy.h"
 #include "kernels/embedding.h"
+#include "kernels/fp8.h"
 #include "kernels/gelu.h"
 #include "kernels/layernorm.h"
 #include "kernels/rope.h"
@@ -444,6 +445,12 @@ static int c_attn_merge(rt_t *rt, void *out, float *lse, const void *out_b, cons
     return 0;
 }
 
+static int c_fp8_quant(rt_t *rt, void *out, const void *x, long n, int fmt, float scale, float *amax)
+{
+    kern_fp8_quant_ref(out, x, n, fmt, scale, amax);
+    return 0;
+}
+
 static int c_xent_fwd(rt_t *rt, float *losses, float *lse, const void *logits, const int *targets, int N, int V)
 {
     kern_crossentropy_fwd_ref(losses, lse, logits, targets, N, V);
@@ -549,7 +556,7 @@ static const rt_ops_t cpu_ops = {
     c_linear_fwd, c_linear_dgrad, c_linear_wgrad,
     c_bias_gelu_fwd, c_bias_gelu_bwd, c_bias_add, c_gelu_fwd, c_gelu_bwd, c_bias_grad, c_rope, c_swiglu_fwd, c_swiglu_bwd,
     c_add, c_dropout, c_dropout_masked, c_dropout_add,
-    c_attn_fwd, c_attn_bwd, c_attn_merge, c_xent_fwd, c_xent_part, c_xent_merge, c_xent_bwd,
+    c_attn_fwd, c_attn_bwd, c_attn_merge, c_fp8_quant, c_xent_fwd, c_xent_part, c_xent_merge, c_xent_bwd,
     c_adamw, c_lamb_norms, c_lamb_apply, c_grad_sumsq,
     c_native, c_destroy,
 };

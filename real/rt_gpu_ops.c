@@ -190,6 +190,13 @@ static int g_attn_merge(rt_t *rt, void *out, float *lse, const void *out_b, cons
     return kern_attnmerge_cuda(out, lse, out_b, lse_b, B, T, NH, HS, CS(rt));
 }
 
+static int g_fp8_quant(rt_t *rt, void *out, const void *x, long n, int fmt, float scale, float *amax)
+{
+    fprintf(stderr, "%s:%d: FP8 is emulated on the CPU path only (gpt_check_switches refuses it on the GPU)\n",
+            __FILE__, __LINE__);
+    return -1;
+}
+
 static int g_xent_fwd(rt_t *rt, float *losses, float *lse, const void *logits, const int *targets, int N, int V)
 {
     return kern_crossentropy_fwd_cuda(losses, lse, logits, targets, N, V, CS(rt));
@@ -241,7 +248,7 @@ const rt_ops_t rt_gpu_ops = {
     g_linear_fwd, g_linear_dgrad, g_linear_wgrad,
     g_bias_gelu_fwd, g_bias_gelu_bwd, g_bias_add, g_gelu_fwd, g_gelu_bwd, g_bias_grad, g_rope, g_swiglu_fwd, g_swiglu_bwd,
     g_add, g_dropout, g_dropout_masked, g_dropout_add,
-    g_attn_fwd, g_attn_bwd, g_attn_merge, g_xent_fwd, g_xent_part, g_xent_merge, g_xent_bwd,
+    g_attn_fwd, g_attn_bwd, g_attn_merge, g_fp8_quant, g_xent_fwd, g_xent_part, g_xent_merge, g_xent_bwd,
     g_adamw, g_lamb_norms, g_lamb_apply, g_grad_sumsq,
     g_native, g_destroy,
 };

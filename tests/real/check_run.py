@@ -29,9 +29,7 @@ expected, what it got and where the expected value comes from.
                uninterrupted run's losses (a cosine learning rate included),
                bit for bit on the CPU
   outputs      --out writes the measured result file, --trace the Chrome trace
-  cp           context parallelism: TP 2 x CP 2 x PP 2 x DP 2 (16 ranks,
-               uneven stages) with each --cp-comm-type, and CP 4 with
-               attention dropout, against the single rank
+  (check_splits.py: context parallelism and FP8, the same way)
   gpu          (label gpu) the GPU path on the GPUs at hand; skipped without
   gpu_emu      the GPU path's own code (real/rt_gpu.c, comm_nccl.c, the CUDA
                kernels, cuBLASLt and NCCL calls) on the emulated GPU module
@@ -622,40 +620,6 @@ def gpu_clock_in_file(h5):
           f"prediction): expected {want}, got {got_cmp} (exit {cmp.returncode})")
 
 
-def context_parallel():
-    """Context parallelism (real/gpt_cp.c) changes where the work runs, not
-    the maths: 16 ranks, TP 2 x CP 2 x PP 2 x DP 2 with SP, ZeRO-2 and
-    uneven stages (1 and 3 layers), each --cp-comm-type against the single
-    rank (a2a on tiny-gpt.json's learned positions; p2p, with every overlap,
-    and all_gather on tiny-llama.json's rotary positions and grouped
-    queries, whose one key/value group per TP rank a2a cannot split); then
-    CP 4 with attention dropout (every block draws the whole sequence's
-    masks), each type on 4 ranks. The hidden dropout is refused."""
-    global failures
-    plan = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2", "--context-parallel-size",
-            "2", "--sequence-parallel", "--use-distributed-optimizer", "--zero-stage", "2",
-            "--decoder-first-pipeline-num-layers", "1", "--attention", "flash"]
-    for model, ctype, extra in (([], "a2a", []), (LLAMA, "p2p", sum(OVERLAPS, [])), (LLAMA, "all_gather", [])):
-        ref, _ = run(1, model + ["--attention", "flash"])
-        got, _ = run(16, model + plan + ["--cp-comm-type", ctype] + extra)
-        name = "tiny-llama.json" if model else "tiny-gpt.json"
-        expect_losses(f"{name}, --cp-comm-type {ctype}, 16 ranks (TP 2 x CP 2 x PP 2 x DP 2, SP, ZeRO-2, stages "
-                      f"of 1 and 3 layers{', every overlap' if extra else ''})", ref, got,
-                      "single rank, flash attention")
-    drop = ["--attention", "flash", "--attention-dropout", "0.1"]
-    ref, _ = run(1, drop)
-    for ctype in ("a2a", "all_gather", "p2p"):
-        got, _ = run(4, drop + ["--context-parallel-size", "4", "--cp-comm-type", ctype])
-        expect_losses(f"attention dropout 0.1, --cp-comm-type {ctype}, 4 ranks (CP 4)", ref, got,
-                      "single rank, flash attention, the same dropout")
-    _, p = run(2, ["--context-parallel-size", "2", "--hidden-dropout", "0.1"], iters=1, check=False)
-    errs = [l for l in p.stderr.splitlines() if "megasim run: error:" in l]
-    ok = p.returncode != 0 and len(errs) == 1 and "--hidden-dropout above 0 with --context-parallel-size" in errs[0]
-    failures += not ok
-    print(f"{'ok  ' if ok else 'FAIL'} CP 2 with --hidden-dropout 0.1: expected a non-zero exit and one message "
-          f"naming the rule, got exit {p.returncode} and {len(errs)} message(s): {errs}")
-
-
 def bad_world():
     """A world size the plan cannot use: rank 0 says why, every rank exits 2."""
     global failures
@@ -667,6 +631,7 @@ def bad_world():
           f"rule (from rank 0 only), got exit {p.returncode} and {len(errs)} message(s): {errs}")
 
 
-{"gpu": gpu, "gpu_emu": gpu_emu, "bad_world": bad_world, "equivalence": equivalence, "recompute": recompute,
- "learns": learns, "resume": resume, "outputs": outputs, "cp": context_parallel}[CASE]()
-sys.exit(1 if failures else 0)
+if __name__ == "__main__":  # (check_splits.py imports the helpers above)
+    {"gpu": gpu, "gpu_emu": gpu_emu, "bad_world": bad_world, "equivalence": equivalence, "recompute": recompute,
+     "learns": learns, "resume": resume, "outputs": outputs}[CASE]()
+    sys.exit(1 if failures else 0)

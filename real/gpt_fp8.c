@@ -1,0 +1,137 @@
+/* real/gpt_fp8.c: the transformer layers' GEMMs (gpt_layer.h) with FP8
+ * training emulated on the CPU path (--fp8-format e4m3 or hybrid,
+ * --fp8-recipe delayed), as Transformer Engine runs the linear
+ * layers of each transformer layer: their inputs and weights cast to E4M3,
+ * their output gradients to E5M2 (hybrid) or E4M3, each tensor at its own
+ * scale fp8_max / amax from the amax it reached in the previous iteration
+ * (the delayed recipe at Megatron-LM's defaults: a history of 1, the most
+ * recent, margin 0; the first iteration at scale 1). The casts are
+ * kernels/fp8.h's rounding in fp32, so the GEMMs see exactly the values
+ * FP8 GEMMs would; the GEMMs, biases, embedding, output layer and norms
+ * stay in the wider type, as TE keeps them. A tensor's amax is its
+ * largest |x| over the iteration (every micro-batch) and over every rank
+ * (one max over the world at the iteration's end): TE reduces over its
+ * amax group after each forward pass, but once per iteration keeps every
+ * parallel plan and schedule on the same scales, so their losses agree. */
+#include "real/gpt_layer.h"
+
+#include "kernels/fp8.h"
+
+#include <stdlib.h>
+
+/* Per weight tensor (its model-wide id), three tensors: the input, the
+ * weight and the output gradient. */
+enum { GPT_FP8_IN, GPT_FP8_W, GPT_FP8_GRAD, NROLES };
+
+static int site(const gpt_t *m, int tw, int role) { return m->tensors[tw].id * NROLES + role; }
+
+int gpt_fp8_init(gpt_t *m, char *err, int errlen)
+{
+    if (!m->job->fp8_format)
+        return 0;
+    int ids = 0;
+    for (int i = 0; i < m->ntensors; i++)
+        ids = m->tensors[i].id + 1 > ids ? m->tensors[i].id + 1 : ids;
+    double n = ids; /* the whole model's: the largest over the ranks */
+    if (comm_host_max_f64(m->comm, GRP_WORLD, &n, 1))
+        return -1;
+    m->fp8_sites = (int)n * NROLES;
+    m->fp8_amax = calloc((size_t)m->fp8_sites, sizeof *m->fp8_amax);
+    m->fp8_scale = malloc(sizeof *m->fp8_scale * (size_t)m->fp8_sites);
+    if (!m->fp8_amax || !m->fp8_scale) {
+        snprintf(err, errlen, "out of host memory for the FP8 scales");
+        return -1;
+    }
+    for (int i = 0; i < m->fp8_sites; i++)
+        m->fp8_scale[i] = 1.0f;
+    return 0;
+}
+
+void gpt_fp8_free(gpt_t *m)
+{
+    free(m->fp8_amax), free(m->fp8_scale);
+    m->fp8_amax = m->fp8_scale = NULL;
+}
+
+/* x (n act elements) as the GEMM of weight tensor tw reads it in role r:
+ * x itself without --fp8-format, else a quantised copy (its amax
+ * recorded); fp8_drop frees the copy. */
+static int fp8(gpt_t *m, int tw, int role, const void *x, long n, const void **q)
+{
+    *q = x;
+    if (!m->fp8_sites)
+        return 0;
+    int s = site(m, tw, role);
+    int fmt = role == GPT_FP8_GRAD && m->job->fp8_format == FP8_HYBRID ? KERN_FP8_E5M2 : KERN_FP8_E4M3;
+    void *out;
+    float amax;
+    RT_TRY(alloc_act(m, &out, n));
+    RT_TRY(OP->fp8_quant(RT, out, x, n, fmt, m->fp8_scale[s], &amax));
+    m->fp8_amax[s] = amax > m->fp8_amax[s] ? amax : m->fp8_amax[s];
+    *q = out;
+    return 0;
+}
+
+static void fp8_drop(gpt_t *m, const void *q, const void *x)
+{
+    if (q != x)
+        drop(m, (void *)q);
+}
+
+/* ---- the layers' GEMMs as FP8 reads them -------------------------------------------- */
+
+int gpt_gemm_fwd(gpt_t *m, void *out, const void *x, int tw, const void *b, int K, int OC)
+{
+    const void *xq, *Wq, *W = gpt_param(m, tw);
+    RT_TRY(fp8(m, tw, GPT_FP8_IN, x, (long)m->N * K, &xq));
+    RT_TRY(fp8(m, tw, GPT_FP8_W, W, (long)OC * K, &Wq));
+    RT_TRY(OP->linear_fwd(RT, out, xq, Wq, b, m->N, K, OC));
+    fp8_drop(m, xq, x), fp8_drop(m, Wq, W);
+    return 0;
+}
+
+int gpt_gemm_dgrad(gpt_t *m, void *dx, const void *dy, int tw, int K, int OC)
+{
+    const void *dyq, *Wq, *W = gpt_param(m, tw);
+    RT_TRY(fp8(m, tw, GPT_FP8_GRAD, dy, (long)m->N * OC, &dyq));
+    RT_TRY(fp8(m, tw, GPT_FP8_W, W, (long)OC * K, &Wq));
+    RT_TRY(OP->linear_dgrad(RT, dx, dyq, Wq, m->N, K, OC));
+    fp8_drop(m, dyq, dy), fp8_drop(m, Wq, W);
+    return 0;
+}
+
+int gpt_gemm_wgrad(gpt_t *m, int tw, float *db, const void *dy, const void *x, int K, int OC)
+{
+    const void *dyq, *xq;
+    if (db && m->fp8_sites) { /* the bias gradient from the unquantised gradient */
+        RT_TRY(OP->bias_grad(RT, db, dy, m->N, OC));
+        db = NULL;
+    }
+    RT_TRY(fp8(m, tw, GPT_FP8_GRAD, dy, (long)m->N * OC, &dyq));
+    RT_TRY(fp8(m, tw, GPT_FP8_IN, x, (long)m->N * K, &xq));
+    RT_TRY(OP->linear_wgrad(RT, gpt_grad(m, tw), db, dyq, xq, m->N, K, OC));
+    fp8_drop(m, dyq, dy), fp8_drop(m, xq, x);
+    return 0;
+}
+
+int gpt_fp8_step(gpt_t *m)
+{
+    if (!m->fp8_sites)
+        return 0;
+    double *a = malloc(sizeof *a * (size_t)m->fp8_sites);
+    if (!a) {
+        fprintf(stderr, "%s:%d: out of host memory for the FP8 amaxes\n", __FILE__, __LINE__);
+        return -1;
+    }
+    for (int i = 0; i < m->fp8_sites; i++)
+        a[i] = m->fp8_amax[i];
+    int rc = comm_host_max_f64(m->comm, GRP_WORLD, a, m->fp8_sites);
+    for (int i = 0; !rc && i < m->fp8_sites; i++) {
+        int fmt = i % NROLES == GPT_FP8_GRAD && m->job->fp8_format == FP8_HYBRID ? KERN_FP8_E5M2 : KERN_FP8_E4M3;
+        if (a[i] > 0 && isfinite(a[i])) /* a tensor that was all zeros (or not met) keeps its scale */
+            m->fp8_scale[i] = (float)(kern_fp8_max(fmt) / a[i]);
+        m->fp8_amax[i] = 0;
+    }
+    free(a);
+    return rc;
+}

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""tests/real/check_splits.py: `megasim run` with the splits of issue 36 on
+the CPU path, each against the single rank as check_run.py's equivalence
+(whose helpers it uses), printing expected vs got per step.
+
+  cp   context parallelism: TP 2 x CP 2 x PP 2 x DP 2 (16 ranks, uneven
+       stages) with each --cp-comm-type, and CP 4 with attention dropout
+  fp8  FP8 emulated on the CPU path: each format moves the losses; DP 2 and
+       8 ranks against 1; a resumed FP8 run repeats the whole one
+
+Usage: check_splits.py CASE MPIEXEC MEGASIM"""
+import os
+import shutil
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_run as cr  # noqa: E402  (reads CASE, MPIEXEC, MEGASIM from sys.argv)
+
+
+# FP8's casts sit on rounding boundaries: a value that fp32 sums in another
+# order (TP's partial sums) move by 1e-7 can round to the neighbouring FP8
+# value, and at the first step's scale 1 small gradients fall in E5M2's
+# subnormal steps of 1.5e-5, where one step is most of the value. TP 2
+# against 1 rank moves the first step's gradient norm by 1.9e-5; 8 ranks
+# against 1 moved the losses by up to 3.2e-5 and the gradient norms by up to
+# 2.6e-4 over 4 steps (2026-11-29). Without the casts the same runs agree to
+# 1e-6; FP8 itself moves the losses by 5e-4 (hybrid) to 1.6e-2 (e4m3). DP
+# alone changes no GEMM input, so DP 2 must agree as fp32 does (REL_TOL):
+# that holds only if every rank casts at the same scales, from amaxes
+# reduced over the ranks.
+FP8_TOL, FP8_NORM_TOL = 1e-4, 1e-3
+
+
+def fp8():
+    """FP8 emulated on the CPU path (real/gpt_fp8.c, kernels/fp8.h): each
+    format changes the single-rank losses, and from each other (E4M3
+    gradients against hybrid's E5M2); 8 ranks (the equivalence plan, every
+    overlap but --tp-comm-overlap) against 1 with hybrid, GPT and LLaMA-style;
+    a resumed FP8 run repeats the uninterrupted one bit for bit (the
+    scales travel in the checkpoint). FP8 with --tp-comm-overlap or on the
+    GPU is refused (bad-input tests real_bad_fp8_*)."""
+    base, _ = cr.run(1, [], iters=4)
+    fmts = {}
+    for fmt in ("e4m3", "hybrid"):
+        fmts[fmt], _ = cr.run(1, ["--fp8-format", fmt], iters=4)
+    for label, a, b, floor in (("--fp8-format e4m3 vs none", fmts["e4m3"], base, 1e-3),
+                               ("--fp8-format hybrid vs none", fmts["hybrid"], base, FP8_TOL),
+                               ("--fp8-format e4m3 vs hybrid", fmts["e4m3"], fmts["hybrid"], 1e-3)):
+        moved = max(abs(x["loss"] - y["loss"]) / y["loss"] for x, y in zip(a, b))
+        ok = moved > floor
+        cr.failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {label}, 1 rank: largest relative change of the loss over 4 steps "
+              f"{moved:.1e} (expected > {floor:.0e})")
+    dp2, _ = cr.run(2, ["--fp8-format", "hybrid"], iters=4)
+    cr.expect_losses("--fp8-format hybrid, 2 ranks (DP 2: the same GEMM inputs, amaxes reduced over the ranks)",
+                  fmts["hybrid"], dp2, "single rank, hybrid")
+    overlaps = [o for ov in cr.OVERLAPS for o in ov if o != "--tp-comm-overlap"]
+    for model, name in (([], "tiny-gpt.json"), (cr.LLAMA, "tiny-llama.json")):
+        ref = fmts["hybrid"] if not model else cr.run(1, model + ["--fp8-format", "hybrid"], iters=4)[0]
+        got, _ = cr.run(8, model + cr.PLAN8 + overlaps + ["--fp8-format", "hybrid"], iters=4)
+        cr.expect_losses(f"{name}, --fp8-format hybrid, 8 ranks (TP 2 + SP, PP 2 interleaved, DP 2, ZeRO-2, every "
+                      f"overlap but TP's)", ref, got, "single rank, hybrid", tol=FP8_TOL, norm_tol=FP8_NORM_TOL)
+    d = tempfile.mkdtemp(prefix="megasim-ckpt-fp8-")
+    try:
+        plan = ["--tensor-model-parallel-size", "2", "--fp8-format", "hybrid"]
+        whole, _ = cr.run(2, plan, iters=4)
+        cr.run(2, plan + ["--save", d, "--save-interval", "2"], iters=2)
+        later, _ = cr.run(2, plan + ["--save", d, "--resume"], iters=2)
+        cr.expect_losses("--fp8-format hybrid resumed at step 2 (2 ranks, TP 2)", whole[2:], later,
+                      "uninterrupted run", tol=0.0)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def context_parallel():
+    """Context parallelism (real/gpt_cp.c) changes where the work runs, not
+    the maths: 16 ranks, TP 2 x CP 2 x PP 2 x DP 2 with SP, ZeRO-2 and
+    uneven stages (1 and 3 layers), each --cp-comm-type against the single
+    rank (a2a on tiny-gpt.json's learned positions; p2p, with every overlap,
+    and all_gather on tiny-llama.json's rotary positions and grouped
+    queries, whose one key/value group per TP rank a2a cannot split); then
+    CP 4 with attention dropout (every block draws the whole sequence's
+    masks), each type on 4 ranks. The hidden dropout is refused."""
+    plan = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2", "--context-parallel-size",
+            "2", "--sequence-parallel", "--use-distributed-optimizer", "--zero-stage", "2",
+            "--decoder-first-pipeline-num-layers", "1", "--attention", "flash"]
+    for model, ctype, extra in (([], "a2a", []), (cr.LLAMA, "p2p", sum(cr.OVERLAPS, [])), (cr.LLAMA, "all_gather", [])):
+        ref, _ = cr.run(1, model + ["--attention", "flash"])
+        got, _ = cr.run(16, model + plan + ["--cp-comm-type", ctype] + extra)
+        name = "tiny-llama.json" if model else "tiny-gpt.json"
+        cr.expect_losses(f"{name}, --cp-comm-type {ctype}, 16 ranks (TP 2 x CP 2 x PP 2 x DP 2, SP, ZeRO-2, stages "
+                      f"of 1 and 3 layers{', every overlap' if extra else ''})", ref, got,
+                      "single rank, flash attention")
+    drop = ["--attention", "flash", "--attention-dropout", "0.1"]
+    ref, _ = cr.run(1, drop)
+    for ctype in ("a2a", "all_gather", "p2p"):
+        got, _ = cr.run(4, drop + ["--context-parallel-size", "4", "--cp-comm-type", ctype])
+        cr.expect_losses(f"attention dropout 0.1, --cp-comm-type {ctype}, 4 ranks (CP 4)", ref, got,
+                      "single rank, flash attention, the same dropout")
+    _, p = cr.run(2, ["--context-parallel-size", "2", "--hidden-dropout", "0.1"], iters=1, check=False)
+    errs = [l for l in p.stderr.splitlines() if "megasim run: error:" in l]
+    ok = p.returncode != 0 and len(errs) == 1 and "--hidden-dropout above 0 with --context-parallel-size" in errs[0]
+    cr.failures += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} CP 2 with --hidden-dropout 0.1: expected a non-zero exit and one message "
+          f"naming the rule, got exit {p.returncode} and {len(errs)} message(s): {errs}")
+
+
+{"cp": context_parallel, "fp8": fp8}[cr.CASE]()
+sys.exit(1 if cr.failures else 0)
