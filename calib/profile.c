@@ -571,6 +571,8 @@ int calib_make_profile(const calib_result_t *r, const char *base_gpu, const char
     const char *host = r->host[0] ? r->host : "host";
     device_fields(r, g, host);
     g->hbm_gbps = r->copy_gbps;
+    if (!r->device) /* the CPU path's "host" is its own memory: offloading is a copy at the copy rate */
+        g->pcie_gbps = r->copy_gbps;
     g->kernel_gap_us = r->gap_us;
     if (!isnan(r->comm_slowdown))
         g->comm_slowdown = clamp(r->comm_slowdown, 0, 1);

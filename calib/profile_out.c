@@ -327,7 +327,8 @@ cJSON *calib_provenance(const calib_result_t *r, const char *base_gpu, const cha
                                         "one GPU per rank: peak_bf16_tflops holds the best bf16 GEMM rate measured"
                                       : "fp32 reference kernels (kernels/*_ref.c), one thread per rank: "
                                         "peak_bf16_tflops, peak_tf32_tflops and peak_fp8_tflops all hold the fp32 "
-                                        "GEMM rate (FP8 is emulated: kernels/fp8.h)");
+                                        "GEMM rate (FP8 is emulated: kernels/fp8.h), and pcie_gbps the copy rate "
+                                        "(offloading copies within host memory)");
     char cmd[4200];
     command_line(cmd, sizeof cmd, r->nranks, argc, argv);
     cJSON_AddStringToObject(p, "command", cmd);

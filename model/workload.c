@@ -285,10 +285,14 @@ static void stage_memory(const job_t *j, const hw_t *hw, int stage, memory_t *m)
         rebuilt = stage_activation_bytes(&keep_all, stage) - stage_activation_bytes(j, stage);
     }
     /* Offloading keeps the token-wise rest of every held layer on the GPU;
-     * the layer being rebuilt or run works whole. */
+     * the layer being rebuilt or run works whole: its offloaded share is
+     * on the GPU too until its forward ends (and again from its backward's
+     * start). */
     double held = workload_inflight_chunks(j, stage) * kept;
     m->host_offload_bytes = j->offload_fraction * held;
     m->activations_bytes = held - m->host_offload_bytes + rebuilt;
+    if (j->offload_fraction > 0 && j->recompute != RECOMPUTE_FULL)
+        m->activations_bytes += j->offload_fraction * stage_activation_bytes(j, stage);
     if (stage == j->pp - 1) /* logits (bf16, or fp32) and the fp32 loss copy */
         m->activations_bytes += T * j->padded_vocab_size / t * (wb + 4);
     m->workspace_bytes = workload_layer_working_bytes(j);

@@ -87,6 +87,8 @@ static int layers_fwd(gpt_t *m, gpt_saved_t *sv, const void *x, void *out)
         s->fuse_next = NULL;
         if (l < m->recompute_layers)
             strip_layer(m, s);
+        else
+            RT_TRY(gpt_offload(m, s));
         if (l > 0 && l - 1 < m->recompute_layers && !group_end(m, sv->chunk, l - 1)) { /* read by layer l: rebuilt later */
             layer_saved_t *p = &sv->ls[l - 1];
             if (p->x3_owned)
@@ -290,6 +292,7 @@ int gpt_chunk_bwd(gpt_t *m, gpt_saved_t *sv, void *dres, float dloss)
         int owned = 0;
         if (l < m->recompute_layers && group_end(m, sv->chunk, l)) /* the kept output's readers are done */
             RT_TRY(group_rerun(m, sv, l, &out, &owned));
+        RT_TRY(gpt_fetch(m, s));
         RT_TRY(gpt_layer_bwd(m, sv->chunk, l, s, dres));
         gpt_layer_free(m, s); /* a rerun layer's output too: the layer after it is done */
         if (owned)

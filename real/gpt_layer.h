@@ -33,6 +33,8 @@ typedef struct {
     const norm_dst_t *fuse_next; /* forward only: the norm its output add runs fused with (NULL: none); when
                                     set, the next layer finds h1, mean1, rstd1 (or the head its xf) filled */
     void *cpb[4];                /* what context parallelism's attention keeps (gpt_cp.c) */
+    int offloaded;               /* tensors whose first rows are in host memory (gpt_offload.c) */
+    void *off_host[16];          /* their host rows */
 } layer_saved_t;
 
 #define RT (m->rt)
@@ -80,6 +82,12 @@ int gpt_embed(gpt_t *m, void *out, const int *tokens, const void *wte, const voi
 int gpt_embed_bwd(gpt_t *m, float *dwte, float *dwpe, const void *dout, const int *tokens);
 int gpt_cp_attn_fwd(gpt_t *m, layer_saved_t *s, void *out, kern_attn_shape sh);
 int gpt_cp_attn_bwd(gpt_t *m, layer_saved_t *s, const void *dao, void *dq, void *dk, void *dv, kern_attn_shape sh);
+
+/* Activation offloading (gpt_offload.c): after a layer's forward, the
+ * first --activation-offload-fraction of the rows it keeps to host memory;
+ * before its backward, back. Nothing without the flag. */
+int gpt_offload(gpt_t *m, layer_saved_t *s);
+int gpt_fetch(gpt_t *m, layer_saved_t *s);
 
 /* The layers' GEMMs of weight tensor tw (N rows, K in, OC out), their
  * inputs as FP8 reads them: out (N, OC) = x @ W^T + b; dx (N, K) = dy @ W;

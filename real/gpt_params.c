@@ -251,8 +251,10 @@ int gpt_check_switches(const job_t *j, int gpu, char *err, int errlen)
                                               "built yet (allowed: --device cpu, or --fp8-format none)"
                      : j->fp8_format && j->tp_comm_overlap ? "--fp8-format with --tp-comm-overlap is not run: the "
                                                              "chunked GEMMs take no FP8 casts yet (allowed: either alone)"
-                     : j->offload_fraction > 0 ? "--activation-offload-fraction above 0 is not run yet: predict, "
-                                                 "simulate and search price it (allowed: 0, the default)"
+                     : gpu && j->offload_fraction > 0
+                         ? "--activation-offload-fraction with --device gpu is not run: the CPU path offloads to host "
+                           "memory with plain copies; the GPU's (pinned memory, a copy stream beside compute) is not "
+                           "built yet (allowed: --device cpu, or 0)"
                      : j->num_experts > 0 ? "--num-experts is not run yet: megasim run trains dense GPTs; predict and "
                                             "simulate price mixtures of experts (allowed: 0, the default)"
                      : j->add_qkv_bias && j->disable_bias_linear ? "--add-qkv-bias is not run yet: megasim run's linear "

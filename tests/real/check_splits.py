@@ -7,10 +7,14 @@ the CPU path, each against the single rank as check_run.py's equivalence
        stages) with each --cp-comm-type, and CP 4 with attention dropout
   fp8  FP8 emulated on the CPU path: each format moves the losses; DP 2 and
        8 ranks against 1; a resumed FP8 run repeats the whole one
+  offload  activation offloading: the same losses bit for bit, the peak
+       memory falling with the share offloaded, as the memory model plans
 
 Usage: check_splits.py CASE MPIEXEC MEGASIM"""
 import os
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -73,6 +77,38 @@ def fp8():
         shutil.rmtree(d, ignore_errors=True)
 
 
+def offload():
+    """Activation offloading on the CPU path (real/gpt_offload.c): the first
+    F of each kept tensor's rows go to host memory after a layer's forward
+    and come back before its backward. The copies are exact, so the losses
+    repeat the run without it bit for bit (8 ranks, the equivalence plan:
+    interleaved 1F1B with micro-batches in flight, every overlap); the pool's
+    peak falls with F and lands within 15% of the memory model's plan (PP 2,
+    8 layers, 8 micro-batches: the shape of check_run.py's recompute)."""
+    ref, _ = cr.run(8, cr.PLAN8 + sum(cr.OVERLAPS, []))
+    got, _ = cr.run(8, cr.PLAN8 + sum(cr.OVERLAPS, []) + ["--activation-offload-fraction", "0.5"])
+    cr.expect_losses("--activation-offload-fraction 0.5, 8 ranks, every overlap", ref, got,
+                     "the same run without offloading", tol=0.0)
+    shape = ["--num-layers", "8", "--micro-batch-size", "8", "--global-batch-size", "64",
+             "--pipeline-model-parallel-size", "2", "--attention", "flash"]
+    peaks = []
+    for f in ("0", "0.5", "1"):
+        cmd = [cr.MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np", "2"] + cr.MPI_ENV + [
+            cr.MEGASIM, "run", "--train-iters", "2", "--activation-offload-fraction", f] + shape
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        m = re.search(r"planned ([0-9.]+) MiB \(memory model\), used at peak ([0-9.]+) MiB", p.stdout)
+        planned, peak = (float(m.group(1)), float(m.group(2))) if m else (float("nan"), float("nan"))
+        peaks.append(peak)
+        ok = abs(peak / planned - 1) <= 0.15
+        cr.failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} offload {f}: measured peak {peak} MiB against the memory model's {planned} "
+              f"MiB: {100 * (peak / planned - 1):+.1f}% (allowed 15%)")
+    ok = peaks[0] > peaks[1] > peaks[2]
+    cr.failures += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} peak memory per rank falls with the offloaded share: 0: {peaks[0]}, 0.5: "
+          f"{peaks[1]}, 1: {peaks[2]} MiB (expected strictly falling)")
+
+
 def context_parallel():
     """Context parallelism (real/gpt_cp.c) changes where the work runs, not
     the maths: 16 ranks, TP 2 x CP 2 x PP 2 x DP 2 with SP, ZeRO-2 and
@@ -106,5 +142,5 @@ def context_parallel():
           f"naming the rule, got exit {p.returncode} and {len(errs)} message(s): {errs}")
 
 
-{"cp": context_parallel, "fp8": fp8}[cr.CASE]()
+{"cp": context_parallel, "fp8": fp8, "offload": offload}[cr.CASE]()
 sys.exit(1 if cr.failures else 0)
