@@ -55,14 +55,15 @@
 #define FB_BC 64 /* backward: keys per tile (FA-2: per block) */
 #define FB_BR 32 /* backward: query rows per tile */
 
-/* Rows t0 .. t0 + R - 1 of one head into shared memory, zero outside T
- * and for dims >= HS (so padded lanes contribute exactly 0). */
+/* Rows t0 .. t0 + R - 1 of one head of a (B, rows, H, HS) tensor into
+ * shared memory, zero past `rows` and for dims >= HS (so padded lanes
+ * contribute exactly 0). */
 template <int R, int HD>
 __device__ __forceinline__ void load_tile(bf16 (*dst)[HD], const bf16 *src, kern_attn_shape s,
-                                          int b, int t0, int H, int head) {
+                                          int b, int t0, int rows, int H, int head) {
   for (int idx = threadIdx.x; idx < R * HD; idx += blockDim.x) {
     int r = idx / HD, d = idx % HD, t = t0 + r;
-    dst[r][d] = (t < s.T && d < s.HS) ? src[row_off(s, b, t, H, head) + d] : __float2bfloat16(0.0f);
+    dst[r][d] = (t < rows && d < s.HS) ? src[seq_off(s, rows, H, b, t, head) + d] : __float2bfloat16(0.0f);
   }
 }
 
@@ -100,16 +101,16 @@ __device__ __forceinline__ void fa_load_kv(bf16 (*ks)[HD], bf16 (*vs)[HD], const
                                            const bf16 *v, kern_attn_shape s, int b, int g,
                                            int j0) {
   __syncthreads();
-  load_tile<FA_BC, HD>(ks, k, s, b, j0, s.NKV, g);
-  load_tile<FA_BC, HD>(vs, v, s, b, j0, s.NKV, g);
+  load_tile<FA_BC, HD>(ks, k, s, b, j0, kern_attn_tk(&s), s.NKV, g);
+  load_tile<FA_BC, HD>(vs, v, s, b, j0, kern_attn_tk(&s), s.NKV, g);
   __syncthreads();
 }
 
 /* Online-softmax step of query row i over keys j0 .. j0 + FA_BC - 1 (in ks,
  * vs). Invariant, before and after: acc and l are sums of 2^(x - m) terms
  * over the visible keys seen so far (x their scores, m their max); while
- * none was visible m = -INF and acc = l = 0. Masked keys (j > i, j < lo(i),
- * j >= T) and rows i >= T score -INF and add nothing. All 32 lanes of the
+ * none was visible m = -INF and acc = l = 0. Masked keys (not seen, or j >=
+ * Tk) and rows i >= T score -INF and add nothing. All 32 lanes of the
  * warp call it together (quad shuffles, __syncwarp); no block barrier.
  * ss[row] is the row's score scratch, touched by its 4 threads only. */
 template <int DPT>
@@ -117,7 +118,7 @@ __device__ __forceinline__ void fa_tile(float (&acc)[DPT], float &m, float &l,
                                         const float (&qr)[DPT], const bf16 (*ks)[4 * DPT],
                                         const bf16 (*vs)[4 * DPT], float (*ss)[FA_BC + 1],
                                         kern_attn_shape s, int b, int h, int i, int j0) {
-  int row = threadIdx.x / 4, sub = threadIdx.x % 4, lo = kern_attn_lo(i, s.window);
+  int row = threadIdx.x / 4, sub = threadIdx.x % 4, tk = kern_attn_tk(&s);
   bool valid = i < s.T;
   __syncwarp(); /* the row's threads may still be reading ss[row] from the last call */
   float tmax = -INFINITY;
@@ -127,7 +128,7 @@ __device__ __forceinline__ void fa_tile(float (&acc)[DPT], float &m, float &l,
     for (int e = 0; e < DPT; e++) x += qr[e] * __bfloat162float(ks[jj][4 * e + sub]);
     x = quad_sum(x);
     int j = j0 + jj;
-    if (!valid || j > i || j < lo) x = -INFINITY;
+    if (!valid || j >= tk || !kern_attn_pos_sees(i + s.q0, j + s.k0, s.window)) x = -INFINITY;
     if (sub == 0) ss[row][jj] = x;
     tmax = fmaxf(tmax, x);
   }
@@ -150,17 +151,18 @@ __device__ __forceinline__ void fa_tile(float (&acc)[DPT], float &m, float &l,
 }
 
 /* out row i = acc / l in bf16, lse = ln sum_j e^{score} = (m + log2 l) / log2(e).
- * For i < T, l >= 1: key i is visible, so m is finite and its argmax adds 2^0. */
+ * l >= 1 where the row saw a key (m is finite and its argmax adds 2^0), else
+ * l = 0: out 0, lse -inf (row_inv, row_lse). */
 template <int DPT>
 __device__ __forceinline__ void fa_store(bf16 *out, float *lse, const float (&acc)[DPT], float m,
                                          float l, kern_attn_shape s, int b, int h, int i) {
   int sub = threadIdx.x % 4;
-  float inv = 1.0f / l;
+  float inv = row_inv(l);
   bf16 *orow = out + row_off(s, b, i, s.NH, h);
 #pragma unroll
   for (int e = 0; e < DPT; e++)
     if (4 * e + sub < s.HS) orow[4 * e + sub] = __float2bfloat16_rn(acc[e] * inv);
-  if (sub == 0) lse[stat_off(s, b, h, i)] = (m + log2f(l)) / LOG2E;
+  if (sub == 0) lse[stat_off(s, b, h, i)] = row_lse(m, l);
 }
 
 /* FA-2 loop order: grid (T / 64, NH, B); the block's query tile stays in
@@ -176,8 +178,8 @@ __global__ void __launch_bounds__(256)
   int i0 = blockIdx.x * FA_BR, i = i0 + threadIdx.x / 4;
   float qr[DPT], acc[DPT] = {}, m = -INFINITY, l = 0.0f;
   fa_load_q<DPT>(qr, q, s, b, h, i);
-  int ilast = min(i0 + FA_BR, s.T) - 1;
-  for (int j0 = kern_attn_lo(i0, s.window) / FA_BC * FA_BC; j0 <= ilast; j0 += FA_BC) {
+  int jlast = kern_attn_key_hi(&s, min(i0 + FA_BR, s.T) - 1);
+  for (int j0 = kern_attn_key_lo(&s, i0) / FA_BC * FA_BC; j0 <= jlast; j0 += FA_BC) {
     fa_load_kv<HD>(ks, vs, k, v, s, b, g, j0);
     fa_tile<DPT>(acc, m, l, qr, ks, vs, ss, s, b, h, i, j0);
   }
@@ -223,11 +225,11 @@ __device__ __forceinline__ void fb_key_tile(bf16 *dk, bf16 *dv, float *dq_acc, c
   constexpr int HD = 4 * DPT;
   __shared__ bf16 qs[FB_BR][HD], dos[FB_BR][HD], ks[FB_BC][HD];
   __shared__ float dss[FB_BR][FB_BC + 1], ls[FB_BR], Ds[FB_BR];
-  int key = threadIdx.x / 4, sub = threadIdx.x % 4, grp = s.NH / s.NKV;
+  int key = threadIdx.x / 4, sub = threadIdx.x % 4, grp = s.NH / s.NKV, tk = kern_attn_tk(&s);
   int j = j0 + key;
-  bool valid = j < s.T;
+  bool valid = j < tk;
   float scale = rsqrtf((float)s.HS), kr[DPT], vr[DPT], dkr[DPT], dvr[DPT];
-  long koff = row_off(s, b, valid ? j : 0, s.NKV, g);
+  long koff = kv_off(s, b, valid ? j : 0, g);
 #pragma unroll
   for (int e = 0; e < DPT; e++) {
     int d = 4 * e + sub;
@@ -236,14 +238,14 @@ __device__ __forceinline__ void fb_key_tile(bf16 *dk, bf16 *dv, float *dq_acc, c
     dkr[e] = dvr[e] = 0.0f;
   }
   __syncthreads(); /* the previous key tile's dq step may still read ks */
-  load_tile<FB_BC, HD>(ks, k, s, b, j0, s.NKV, g);
-  int ihi = last_query(s, min(j0 + FB_BC, s.T) - 1);
+  load_tile<FB_BC, HD>(ks, k, s, b, j0, tk, s.NKV, g);
+  int ihi = last_query(s, min(j0 + FB_BC, tk) - 1);
   for (int r = 0; r < grp; r++) {
     int h = g * grp + r;
-    for (int it = j0 / FB_BR * FB_BR; it <= ihi; it += FB_BR) {
+    for (int it = first_query(s, j0) / FB_BR * FB_BR; it <= ihi; it += FB_BR) {
       __syncthreads();
-      load_tile<FB_BR, HD>(qs, q, s, b, it, s.NH, h);
-      load_tile<FB_BR, HD>(dos, dout, s, b, it, s.NH, h);
+      load_tile<FB_BR, HD>(qs, q, s, b, it, s.T, s.NH, h);
+      load_tile<FB_BR, HD>(dos, dout, s, b, it, s.T, s.NH, h);
       if (threadIdx.x < FB_BR) {
         int i = it + threadIdx.x;
         ls[threadIdx.x] = i < s.T ? lse[stat_off(s, b, h, i)] : INFINITY;
@@ -260,7 +262,7 @@ __device__ __forceinline__ void fb_key_tile(bf16 *dk, bf16 *dv, float *dq_acc, c
         }
         x = quad_sum(x);
         dp = quad_sum(dp);
-        bool ok = valid && i < s.T && j <= i && j >= kern_attn_lo(i, s.window);
+        bool ok = valid && i < s.T && kern_attn_pos_sees(i + s.q0, j + s.k0, s.window);
         float mk = ok ? kern_attn_drop(&s, b, h, i, j) : 1.0f;
         float p = ok ? __expf(x * scale - ls[ii]) : 0.0f, ds = p * (dp * mk - Ds[ii]) * scale;
         p *= mk; /* dV from the dropped probabilities */
@@ -302,14 +304,16 @@ __global__ void __launch_bounds__(256)
     flash_bwd_kernel(bf16 *dk, bf16 *dv, float *dq_acc, const bf16 *q, const bf16 *k,
                      const bf16 *v, const bf16 *dout, const float *lse, const float *D,
                      kern_attn_shape s) {
-  for (int j0 = blockIdx.x * FB_BC; j0 < s.T; j0 += gridDim.x * FB_BC)
+  for (int j0 = blockIdx.x * FB_BC; j0 < kern_attn_tk(&s); j0 += gridDim.x * FB_BC)
     fb_key_tile<DPT>(dk, dv, dq_acc, q, k, v, dout, lse, D, s, blockIdx.z, blockIdx.y, j0,
                      gridDim.x == 1);
 }
 
-static int attn_check(kern_attn_shape s) {
-  if (kern_attn_tk(&s) != s.T || s.q0 || s.k0)
-    return kern_report_cuda((int)cudaErrorInvalidValue, "attention blocks (Tk != T, q0, k0): not on CUDA yet",
+/* blocks: the kernel takes a block of the sequence (Tk, q0, k0; the
+ * flash kernels), else it refuses one (the unfused pair). */
+static int attn_check(kern_attn_shape s, bool blocks = true) {
+  if (!blocks && (kern_attn_tk(&s) != s.T || s.q0 || s.k0))
+    return kern_report_cuda((int)cudaErrorInvalidValue, "unfused attention: no blocks (Tk != T, q0, k0)",
                             __FILE__, __LINE__);
   if (kern_attn_shape_check(s) == 0 && s.HS <= 128) return 0;
   return kern_report_cuda((int)cudaErrorInvalidValue, "attention shape (HS <= 128, NH % NKV)",
@@ -420,10 +424,10 @@ extern "C" int kern_attention_fwd_v1_cuda(kern_bf16 *out, float *lse, float *scr
 }
 
 /* D and the dq accumulator, then with GQA (NH > NKV) the fp32 dK, dV
- * partials of each query head: 2 NH / NKV x (B, T, NKV, HS). */
+ * partials of each query head: 2 NH / NKV x (B, Tk, NKV, HS). */
 extern "C" size_t kern_attention_bwd_scratch_bytes(kern_attn_shape s) {
-  size_t nq = (size_t)s.B * s.T * s.NH * s.HS;
-  return sizeof(float) * ((size_t)s.B * s.NH * s.T + nq + (s.NKV > 0 && s.NH > s.NKV ? 2 * nq : 0));
+  size_t nq = (size_t)s.B * s.T * s.NH * s.HS, nk = (size_t)s.B * kern_attn_tk(&s) * s.NH * s.HS;
+  return sizeof(float) * ((size_t)s.B * s.NH * s.T + nq + (s.NKV > 0 && s.NH > s.NKV ? 2 * nk : 0));
 }
 
 extern "C" size_t kern_attention_bwd_v1_scratch_bytes(kern_attn_shape s) {
@@ -443,10 +447,10 @@ static cudaError_t attn_bwd_mma(bf16 *dk, bf16 *dv, float *dq_acc, float *part, 
   typedef mb_smem<HD, NW> cfg;
   cudaError_t e = kern_allow_smem(flash_bwd_mma_kernel<HD, NW>, cfg::bytes);
   if (e != cudaSuccess) return e;
-  KERN_LAUNCH(dim3(kern_cdiv(s.T, cfg::BK), s.NH / hpb, s.B), 32 * NW, cfg::bytes, stream,
+  KERN_LAUNCH(dim3(kern_cdiv(kern_attn_tk(&s), cfg::BK), s.NH / hpb, s.B), 32 * NW, cfg::bytes, stream,
               flash_bwd_mma_kernel<HD, NW>)(dk, dv, dq_acc, q, k, v, dout, lse, D, s, hpb, part);
   int nparts = s.NH / s.NKV / hpb;
-  long nkv = (long)s.B * s.T * s.NKV * s.HS;
+  long nkv = (long)s.B * kern_attn_tk(&s) * s.NKV * s.HS;
   if (nparts > 1)
     KERN_LAUNCH(kern_cdiv(nkv, 256), 256, 0, stream, attn_dkv_sum_kernel)(dk, dv, part, nparts, nkv);
   return cudaGetLastError();
@@ -473,7 +477,7 @@ static int attn_bwd_run(kern_bf16 *dq, kern_bf16 *dk, kern_bf16 *dv, float *scra
              *DO = (const bf16 *)dout;
   cudaError_t e = cudaSuccess;
   if (kind == BWD_SIMT) {
-    dim3 grid(kern_cdiv(s.T, FB_BC), s.NKV, s.B);
+    dim3 grid(kern_cdiv(kern_attn_tk(&s), FB_BC), s.NKV, s.B);
     with_dpt(s.HS, [&](auto dpt) {
       KERN_LAUNCH(grid, 256, 0, stream, flash_bwd_kernel<decltype(dpt)::value>)(DK, DV, dq_acc, Q, K, V, DO, lse, D, s);
     });
@@ -677,7 +681,7 @@ extern "C" int kern_attention_unfused_fwd_cuda(const kern_ctx *ctx, kern_bf16 *o
                                                const kern_bf16 *q, const kern_bf16 *k,
                                                const kern_bf16 *v, kern_attn_shape s,
                                                cudaStream_t stream) {
-  KERN_TRY(attn_check(s));
+  KERN_TRY(attn_check(s, false));
   int T = s.T, HS = s.HS;
   long nrows = (long)s.B * s.NH * T;
   attn_gemm qk = {T, T, HS, 0, 1, 1, rsqrtf((float)HS), 0.0f}; /* scores = q k^T / sqrt(HS) */
@@ -701,7 +705,7 @@ extern "C" int kern_attention_unfused_bwd_cuda(const kern_ctx *ctx, kern_bf16 *d
                                                const kern_bf16 *q, const kern_bf16 *k,
                                                const kern_bf16 *v, const kern_bf16 *att,
                                                kern_attn_shape s, cudaStream_t stream) {
-  KERN_TRY(attn_check(s));
+  KERN_TRY(attn_check(s, false));
   int T = s.T, HS = s.HS;
   long nrows = (long)s.B * s.NH * T;
   float scale = rsqrtf((float)HS);

@@ -11,7 +11,8 @@
  * Mask: query row i sits at position p = q0 + i of the sequence, key row j
  * at k0 + j (q0 = k0 = 0, Tk = T: the whole sequence); the query attends
  * the key iff lo(p) <= k0 + j <= p, lo(p) = max(0, p-window+1) for window
- * > 0 and 0 for window 0 (full causal). A window >= T equals full causal.
+ * > 0 and 0 for window 0 (full causal). A window longer than the sequence
+ * equals full causal.
  * Scores are scaled by 1/sqrt(HS).
  *
  * Blocks (context parallelism: a rank's queries against another block of
@@ -24,10 +25,13 @@
  * dv are exactly its share of the whole sequence's (summed by the caller).
  * Dropout draws probability (b, h, i, j) at (b, h, q0 + i, k0 + j) of a
  * sequence of Tseq (0: T), so every split draws the whole sequence's masks.
- * Who takes blocks: the flash references and the unfused ones (whose
+ * Who takes blocks: the flash references; the unfused references (whose
  * backward is the block's own softmax's: its att is normalised within the
- * block, so it cannot give a share of merged blocks). The CUDA kernels
- * refuse Tk != T, q0 != 0 or k0 != 0 for now (an error, with a message).
+ * block, so it cannot give a share of merged blocks); every flash CUDA
+ * kernel: FA-2 (each forward tile, both backward block sizes, GQA's
+ * per-head and grouped grids), the _simt pair and FA-1. The cuBLASLt
+ * unfused pair refuses Tk != T, q0 != 0 or k0 != 0 (an error, with a
+ * message): its T x T probabilities are a baseline, not a CP path.
  *
  * Three algorithms: "flash" (FlashAttention-2 style: key tiles, online
  * softmax, O(T HS) memory, recomputation in the backward; blocks over
@@ -79,10 +83,17 @@ static inline KERN_HD int kern_attn_lo(int p, int window) {
   return (window > 0 && p - window + 1 > 0) ? p - window + 1 : 0;
 }
 
+/* Does the query at position p see the key at position pk (both >= 0)?
+ * pk >= lo(p) iff p - pk < window, as pk >= 0: only p - pk matters, so a
+ * kernel may pass any pair with that difference (q0 - k0 and j - i, or q0
+ * + i and k0 + j: whichever its registers like best). */
+static inline KERN_HD int kern_attn_pos_sees(int p, int pk, int window) {
+  return pk <= p && (window <= 0 || p - pk < window);
+}
+
 /* Does query row i see key row j (0 <= i < T, 0 <= j < Tk)? */
 static inline KERN_HD int kern_attn_sees(const kern_attn_shape *s, int i, int j) {
-  int p = s->q0 + i, pk = s->k0 + j;
-  return pk <= p && pk >= kern_attn_lo(p, s->window);
+  return kern_attn_pos_sees(s->q0 + i, s->k0 + j, s->window);
 }
 
 /* The key rows query row i sees: kern_attn_key_lo .. kern_attn_key_hi,
@@ -96,9 +107,12 @@ static inline KERN_HD int kern_attn_key_hi(const kern_attn_shape *s, int i) {
   return j < last ? j : last;
 }
 
-/* Dropout's index of probability (b, h, i, j): at positions (q0 + i, k0 + j). */
+/* Dropout's index of probability (b, h, i, j): at positions (q0 + i, k0 +
+ * j), written as row0 + i Tseq + j, row0 the block's (b, h, 0, 0), which a
+ * kernel keeps once (in 64-bit integers: the same value either way). */
 static inline KERN_HD long long kern_attn_drop_index(const kern_attn_shape *s, int b, int h, int i, int j) {
-  return kern_dropout_attn_index(&s->drop, b, h, s->q0 + i, s->k0 + j, kern_attn_tseq(s));
+  long long T = kern_attn_tseq(s), row0 = kern_dropout_attn_index(&s->drop, b, h, s->q0, s->k0, (int)T);
+  return row0 + (i * T + j);
 }
 
 /* The dropout multiplier of probability (b, h, i, j): 1 without dropout. */
@@ -163,7 +177,7 @@ int kern_attention_fwd_simt_cuda(kern_bf16 *out, float *lse, const kern_bf16 *q,
                                  const kern_bf16 *v, kern_attn_shape s, cudaStream_t stream);
 /* fp32 device scratch the backward needs: rowsum(dout * out) (B, NH, T),
  * the dq accumulator (B, T, NH, HS) and, with GQA (NH > NKV), each query
- * head's dK and dV partials, twice (B, T, NH, HS): the backward's grid
+ * head's dK and dV partials, twice (B, Tk, NH, HS): the backward's grid
  * runs over query heads (a block per key tile and query head, as
  * FlashAttention-2's), and a second kernel adds a group's partials in a
  * fixed order. */

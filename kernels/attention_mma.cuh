@@ -20,24 +20,25 @@
 
 #include "kernels/kern_mma.cuh"
 
-/* Rows t0 .. t0 + n - 1 of one head into dst (row stride HD + 8), rows >= T
- * and dims >= HS zero, by threads tid = 0 .. nthreads - 1: cp.async of 16
- * bytes (zero-filled outside) when HS % 8 == 0, complete at the caller's
- * cp_async_wait; else element stores, visible after its next barrier. */
+/* Rows t0 .. t0 + n - 1 of one head of a (B, rows, H, HS) tensor into dst
+ * (row stride HD + 8), rows >= `rows` and dims >= HS zero, by threads tid
+ * = 0 .. nthreads - 1: cp.async of 16 bytes (zero-filled outside) when HS
+ * % 8 == 0, complete at the caller's cp_async_wait; else element stores,
+ * visible after its next barrier. */
 template <int HD>
 __device__ __forceinline__ void mma_load_rows(bf16 *dst, const bf16 *src, kern_attn_shape s, int b, int t0, int n,
-                                              int H, int head, int tid, int nthreads) {
+                                              int rows, int H, int head, int tid, int nthreads) {
   constexpr int CH = HD / 8, LD = HD + 8;
   for (int idx = tid; idx < n * CH; idx += nthreads) {
     int r = idx / CH, c = idx % CH * 8, t = t0 + r;
-    bool in = t < s.T && c < s.HS;
+    bool in = t < rows && c < s.HS;
     bf16 *d = dst + r * LD + c;
-    const bf16 *from = src + row_off(s, b, in ? t : 0, H, head) + (in ? c : 0);
+    const bf16 *from = src + seq_off(s, rows, H, b, in ? t : 0, head) + (in ? c : 0);
     if (s.HS % 8 == 0) {
       cp_async16(d, from, in);
     } else {
 #pragma unroll
-      for (int e = 0; e < 8; e++) d[e] = (t < s.T && c + e < s.HS) ? from[e] : __float2bfloat16(0.0f);
+      for (int e = 0; e < 8; e++) d[e] = (t < rows && c + e < s.HS) ? from[e] : __float2bfloat16(0.0f);
     }
   }
 }
@@ -87,13 +88,13 @@ __device__ __forceinline__ uint32_t word_of(const uint32_t (&w)[4], int k) {
  * 8-key tile, (row r_{e / 2}, key j + e % 2), e = 0..3, j = the thread's
  * first key (2 tq of the tile), at one Philox call per four: the two lanes
  * tq = 2 c, 2 c + 1 hold keys 4 c .. 4 c + 3 of both rows (one call each
- * when T % 4 == 0); lane t = tq & 1 draws row r_t's group and keeps words
+ * when kern_attn_drop_aligned); lane t = tq & 1 draws row r_t's group and keeps words
  * 2 t, 2 t + 1, and sends its partner (lane ^ 1) the other two. p[e] is
  * multiplied by its multiplier. All 32 lanes must call it. */
 __device__ __forceinline__ void drop_pair(const kern_attn_shape &s, int b, int h, int r0, int r1, int j, int t,
                                           float (&p)[4]) {
   uint32_t w[4];
-  kern_dropout_words(&s.drop, kern_dropout_attn_index(&s.drop, b, h, t ? r1 : r0, j, s.T) >> 2, w);
+  kern_dropout_words(&s.drop, kern_attn_drop_index(&s, b, h, t ? r1 : r0, j) >> 2, w);
   /* own words 2 t, 2 t + 1 (row r_t); the partner's 2 t, 2 t + 1 of row r_(1-t) */
   uint32_t own0 = t ? w[2] : w[0], own1 = t ? w[3] : w[1];
   uint32_t oth0 = __shfl_xor_sync(0xffffffffu, t ? w[0] : w[2], 1);
@@ -108,13 +109,13 @@ __device__ __forceinline__ void drop_pair(const kern_attn_shape &s, int b, int h
  * call per four, where the quad of lanes with keys 4a .. 4a + 3 of the warp
  * (lane bits 2-3, m = gr & 3; the same tq) shares four Philox calls: lane m
  * draws the group of its element e = m (keys 4a .. 4a + 3 of one query:
- * one call, since a row starts on a multiple of 4 when T % 4 == 0), and a
+ * one call, since a row starts on a multiple of 4 when kern_attn_drop_aligned), and a
  * 4 x 4 transpose by xor shuffles hands each lane word m of every group
  * (lane m ^ d sends word m of its group). All 32 lanes must call it. */
 __device__ __forceinline__ void drop_quad(const kern_attn_shape &s, int b, int h, int i0, const int (&key)[2], int m,
                                           float (&mk)[4]) {
   uint32_t w[4], got[4];
-  kern_dropout_words(&s.drop, kern_dropout_attn_index(&s.drop, b, h, i0 + (m & 1), key[m >> 1], s.T) >> 2, w);
+  kern_dropout_words(&s.drop, kern_attn_drop_index(&s, b, h, i0 + (m & 1), key[m >> 1]) >> 2, w);
   got[0] = word_of(w, m);
 #pragma unroll
   for (int d = 1; d < 4; d++) got[d] = __shfl_xor_sync(0xffffffffu, word_of(w, m ^ d), 4 * d);
@@ -140,7 +141,12 @@ __device__ __forceinline__ void drop_quad(const kern_attn_shape &s, int b, int h
  * The default tile (mf_tile): MT = 2; BC = 64, or 32 at head size 128,
  * where 64 needs more than 255 registers (ptxas, nvcc 13.0, sm_90: 252
  * registers with the dropout draws, no spills, 68 KB of shared memory;
- * head size 64's default also 252, 2026-11-25). The bench times the
+ * head size 64's default also 252, 2026-11-25). With the blocks' offsets
+ * (q0, k0, Tk; -O3 --use_fast_math, no -lineinfo, before -> after): sm_90
+ * 250 -> 250 at head size 128, 255 -> 255 at 64, 252 -> 245 at 32, no
+ * spills; sm_80 252 -> 255, 254 -> 255 with 4 bytes spilled at 64. The
+ * bench-only tiles moved more (sm_90: 2 x 64 at 128 spills 528 bytes, was
+ * 100; 1 x 64 at 128 uses 254, was 172). The bench times the
  * others (kern_attention_fwd_tile_cuda) so a GPU can tell which is best. */
 template <int HD, int MT, int BC> struct mf_smem {
   static constexpr int BR = 64 * MT, LD = HD + 8;
@@ -180,30 +186,38 @@ __global__ void __launch_bounds__(128)
   int b = blockIdx.z, h = blockIdx.y, g = h / (s.NH / s.NKV);
   int i0 = (gridDim.x - 1 - blockIdx.x) * BR; /* the longest causal rows first */
   int w = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tq = lane % 4;
-  int ilast = min(i0 + BR, s.T) - 1, jfirst = kern_attn_lo(i0, s.window) / BC * BC;
-  mma_load_rows<HD>(qs, q, s, b, i0, BR, s.NH, h, threadIdx.x, blockDim.x);
-  mma_load_rows<HD>(ks, k, s, b, jfirst, BC, s.NKV, g, threadIdx.x, blockDim.x);
-  mma_load_rows<HD>(vs, v, s, b, jfirst, BC, s.NKV, g, threadIdx.x, blockDim.x);
+  /* The block's key tiles: from the one holding the first row's first key
+   * to the last row's last (kern_attn_key_lo, _hi: nondecreasing in the row). */
+  int tk = kern_attn_tk(&s), ilast = min(i0 + BR, s.T) - 1, jlast = kern_attn_key_hi(&s, ilast);
+  int jfirst = kern_attn_key_lo(&s, i0) / BC * BC;
+  mma_load_rows<HD>(qs, q, s, b, i0, BR, s.T, s.NH, h, threadIdx.x, blockDim.x);
+  mma_load_rows<HD>(ks, k, s, b, jfirst, BC, tk, s.NKV, g, threadIdx.x, blockDim.x);
+  mma_load_rows<HD>(vs, v, s, b, jfirst, BC, tk, s.NKV, g, threadIdx.x, blockDim.x);
   cp_async_commit();
   const float scale = rsqrtf((float)s.HS) * LOG2E;
-  /* The warp's rows rw .. rw + WR - 1 and their band: keys every row sees
-   * from rlo; this lane's row of accumulator row r (= 2 mt + half). */
-  int rw = i0 + WR * w, rlast = min(rw + WR - 1, s.T - 1), rlo = kern_attn_lo(rlast, s.window);
+  /* The warp's rows rw .. rlast; this lane's row of accumulator row r (=
+   * 2 mt + half). Which keys the warp's rows see is tested below in
+   * positions (q0 + row, k0 + key), from the shape's fields where used:
+   * kern_attn_key_lo, _hi kept in registers pushed the head-size-64
+   * kernel into spills (ptxas 13.0). */
+  int rw = i0 + WR * w, rlast = min(rw + WR - 1, s.T - 1);
   auto row = [&](int r) { return rw + 16 * (r / 2) + gr + 8 * (r % 2); };
   float o[MT][NO][4] = {}, m[2 * MT], l[2 * MT];
 #pragma unroll
   for (int r = 0; r < 2 * MT; r++) m[r] = -INFINITY, l[r] = 0.0f;
   int buf = 0;
-  for (int j0 = jfirst; j0 <= ilast; j0 += BC, buf ^= 1) {
+  for (int j0 = jfirst; j0 <= jlast; j0 += BC, buf ^= 1) {
     cp_async_wait<0>();
     __syncthreads(); /* this tile (and Q) landed; every warp is done with the other buffers */
-    if (j0 + BC <= ilast) {
-      mma_load_rows<HD>(ks + (buf ^ 1) * BC * LD, k, s, b, j0 + BC, BC, s.NKV, g, threadIdx.x, blockDim.x);
-      mma_load_rows<HD>(vs + (buf ^ 1) * BC * LD, v, s, b, j0 + BC, BC, s.NKV, g, threadIdx.x, blockDim.x);
+    if (j0 + BC <= jlast) {
+      mma_load_rows<HD>(ks + (buf ^ 1) * BC * LD, k, s, b, j0 + BC, BC, tk, s.NKV, g, threadIdx.x, blockDim.x);
+      mma_load_rows<HD>(vs + (buf ^ 1) * BC * LD, v, s, b, j0 + BC, BC, tk, s.NKV, g, threadIdx.x, blockDim.x);
     }
     cp_async_commit();
-    if (rw >= s.T || j0 > rlast || j0 + BC - 1 < kern_attn_lo(rw, s.window))
-      continue; /* nothing of this tile is visible to the warp's rows */
+    /* Nothing of this tile visible to the warp's rows: its first key is
+     * past the last row, or its last key before the first row's window. */
+    if (rw >= s.T || j0 + s.k0 > rlast + s.q0 || j0 + BC - 1 + s.k0 < kern_attn_lo(rw + s.q0, s.window))
+      continue;
     const bf16 *kb = ks + buf * BC * LD, *vb = vs + buf * BC * LD;
     float sc[MT][NS][4] = {};
 #pragma unroll
@@ -219,8 +233,11 @@ __global__ void __launch_bounds__(128)
         for (int mt = 0; mt < MT; mt++) mma_pair(&sc[mt][n], qa[mt], bk);
       }
     }
-    /* Every key of the tile visible to every row of the warp: no mask. */
-    bool full = rw + WR - 1 < s.T && j0 + BC - 1 <= rw && j0 >= rlo;
+    /* Every key of the tile visible to every row of the warp: no mask (its
+     * keys inside Tk, its last one not after the first row, its first one
+     * inside the last row's window; lo() is nondecreasing). */
+    bool full = rw + WR - 1 < s.T && j0 + BC <= tk && j0 + BC - 1 + s.k0 <= rw + s.q0 &&
+                j0 + s.k0 >= kern_attn_lo(rlast + s.q0, s.window);
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) {
       float mx[2] = {-INFINITY, -INFINITY};
@@ -230,7 +247,8 @@ __global__ void __launch_bounds__(128)
         for (int e = 0; e < 4; e++) {
           int i = row(2 * mt + e / 2), j = j0 + 8 * n + 2 * tq + e % 2;
           float x = sc[mt][n][e] * scale;
-          if (!full && !(i < s.T && j <= i && j >= kern_attn_lo(i, s.window))) x = -INFINITY;
+          /* rows i >= T are never stored: left unmasked (fewer registers) */
+          if (!full && (j >= tk || !kern_attn_pos_sees(i + s.q0, j + s.k0, s.window))) x = -INFINITY;
           sc[mt][n][e] = x;
           mx[e / 2] = fmaxf(mx[e / 2], x);
         }
@@ -255,11 +273,11 @@ __global__ void __launch_bounds__(128)
     }
     /* Dropout scales P's terms of O, after l took them undropped: one
      * Philox call per four probabilities shared by a pair of lanes where
-     * rows start on a multiple of 4 (T % 4 == 0); else one call per
+     * rows start on a multiple of 4 (kern_attn_drop_aligned); else one call per
      * probability (a cache of the last call's words, as the SIMT kernel
      * keeps, pushed the head-size-64 kernel past 255 registers into
      * spills, ptxas 13.0). */
-    if (s.drop.p > 0.0f && s.T % 4 == 0) {
+    if (s.drop.p > 0.0f && kern_attn_drop_aligned(&s)) {
 #pragma unroll
       for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -292,14 +310,15 @@ __global__ void __launch_bounds__(128)
     }
   }
   cp_async_wait<0>();
-  /* out = o / l, lse = (m + log2 l) / log2 e; for i < T, l >= 1 (key i is visible). */
+  /* out = o / l, lse = (m + log2 l) / log2 e; l >= 1 where the row saw a
+   * key (its max adds 2^0), else l = 0: out 0, lse -inf. */
 #pragma unroll
   for (int r = 0; r < 2 * MT; r++) {
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
     int i = row(r), mt = r / 2, hf = r % 2;
     if (i >= s.T) continue;
-    float inv = 1.0f / l[r];
+    float inv = row_inv(l[r]);
     bf16 *orow = out + row_off(s, b, i, s.NH, h);
 #pragma unroll
     for (int n = 0; n < NO; n++) {
@@ -313,7 +332,7 @@ __global__ void __launch_bounds__(128)
         if (d + 1 < s.HS) orow[d + 1] = __float2bfloat16_rn(x1);
       }
     }
-    if (tq == 0) lse[stat_off(s, b, h, i)] = (m[r] + log2f(l[r])) / LOG2E;
+    if (tq == 0) lse[stat_off(s, b, h, i)] = row_lse(m[r], l[r]);
   }
 }
 
@@ -341,7 +360,8 @@ __global__ void __launch_bounds__(128)
  * as FlashAttention-2's backward at head size 128 (half the atomics and
  * half the Q, dO loads of NW = 4); ptxas (nvcc 13.0, sm_90): 246 registers
  * at head size 128 (247 with NW = 4), no spills, a 32-byte stack frame
- * (2026-11-25, with the dropout draws); shared memory: K, V, twice Q and dO, dS^T
+ * (2026-11-25, with the dropout draws; with the blocks' offsets 245, and
+ * 244 at head size 64, was 237); shared memory: K, V, twice Q and dO, dS^T
  * in bf16 and twice lse, D, 113 KB (NW = 8) or 74 KB (NW = 4) at head size
  * 128. kern_bench times NW = 4 too. */
 template <int HD, int NW> struct mb_smem {
@@ -366,24 +386,26 @@ __global__ void __launch_bounds__(32 * NW)
   bf16 *dst = dos + 2 * BQ * LD;
   float *ls = (float *)(dst + BK * LP), *Ds = ls + 2 * BQ; /* ls, Ds, qs, dos: 2 buffers each */
   int b = blockIdx.z, h0 = blockIdx.y * hpb, grp = s.NH / s.NKV, g = h0 / grp, j0 = blockIdx.x * BK;
-  int w = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tq = lane % 4;
+  int w = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tq = lane % 4, tk = kern_attn_tk(&s);
   const float scale = rsqrtf((float)s.HS), scale2 = scale * LOG2E;
-  int ihi = last_query(s, min(j0 + BK, s.T) - 1), it0 = j0 / BQ * BQ, ntiles = ihi / BQ - it0 / BQ + 1;
-  int npairs = hpb * ntiles;
+  /* The query tiles that see the block's keys: first_query(j0) ..
+   * last_query(its last key); none when a block sees no query. */
+  int ifirst = first_query(s, j0), ihi = last_query(s, min(j0 + BK, tk) - 1), it0 = ifirst / BQ * BQ;
+  int ntiles = ihi >= ifirst ? ihi / BQ - it0 / BQ + 1 : 0, npairs = hpb * ntiles;
   /* Pair p: query head h0 + p / ntiles, query rows it0 + BQ (p % ntiles) .. */
   auto fetch = [&](int p, int bufi) {
     int h = h0 + p / ntiles, it = it0 + BQ * (p % ntiles);
-    mma_load_rows<HD>(qs + bufi * BQ * LD, q, s, b, it, BQ, s.NH, h, threadIdx.x, blockDim.x);
-    mma_load_rows<HD>(dos + bufi * BQ * LD, dout, s, b, it, BQ, s.NH, h, threadIdx.x, blockDim.x);
+    mma_load_rows<HD>(qs + bufi * BQ * LD, q, s, b, it, BQ, s.T, s.NH, h, threadIdx.x, blockDim.x);
+    mma_load_rows<HD>(dos + bufi * BQ * LD, dout, s, b, it, BQ, s.T, s.NH, h, threadIdx.x, blockDim.x);
     if (threadIdx.x < BQ) {
       int i = it + threadIdx.x;
       ls[bufi * BQ + threadIdx.x] = i < s.T ? lse[stat_off(s, b, h, i)] * LOG2E : INFINITY;
       Ds[bufi * BQ + threadIdx.x] = i < s.T ? D[stat_off(s, b, h, i)] : 0.0f;
     }
   };
-  mma_load_rows<HD>(ks, k, s, b, j0, BK, s.NKV, g, threadIdx.x, blockDim.x);
-  mma_load_rows<HD>(vs, v, s, b, j0, BK, s.NKV, g, threadIdx.x, blockDim.x);
-  fetch(0, 0);
+  mma_load_rows<HD>(ks, k, s, b, j0, BK, tk, s.NKV, g, threadIdx.x, blockDim.x);
+  mma_load_rows<HD>(vs, v, s, b, j0, BK, tk, s.NKV, g, threadIdx.x, blockDim.x);
+  if (npairs > 0) fetch(0, 0); /* (p / ntiles: none when the block sees no query) */
   cp_async_commit();
   float dka[NO][4] = {}, dva[NO][4] = {};
   int key[2] = {j0 + 16 * w + gr, j0 + 16 * w + gr + 8};
@@ -398,7 +420,7 @@ __global__ void __launch_bounds__(32 * NW)
     float st[NQ][4] = {}, dpt[NQ][4] = {};
     /* Does any query of the tile see a key of the warp? Else P^T = dS^T = 0. */
     int jw = j0 + 16 * w, ilast = min(it + BQ, s.T) - 1;
-    bool seen = jw < s.T && jw <= ilast && jw + 15 >= kern_attn_lo(it, s.window);
+    bool seen = jw < tk && jw <= kern_attn_key_hi(&s, ilast) && jw + 15 >= kern_attn_key_lo(&s, it);
 #pragma unroll
     for (int kk = 0; kk < NK && seen; kk++) {
       uint32_t ka[4], va[4];
@@ -414,9 +436,10 @@ __global__ void __launch_bounds__(32 * NW)
       }
     }
     /* P^T and dS^T in place of S^T and dP^T. Dropout: the quad-shared
-     * draws where rows start on a multiple of 4 (T % 4 == 0), else one
-     * call per probability. */
-    bool quad = s.drop.p > 0.0f && s.T % 4 == 0;
+     * draws where rows start on a multiple of 4 (kern_attn_drop_aligned),
+     * else one call per probability. A row that sees no key of the block
+     * gets p = 0 whatever its lse (-inf where the block's own). */
+    bool quad = s.drop.p > 0.0f && kern_attn_drop_aligned(&s);
 #pragma unroll
     for (int n = 0; n < NQ; n++) {
       float mq[4] = {1.0f, 1.0f, 1.0f, 1.0f};
@@ -424,7 +447,7 @@ __global__ void __launch_bounds__(32 * NW)
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         int c = 8 * n + 2 * tq + e % 2, i = it + c, j = key[e / 2];
-        bool ok = j < s.T && i < s.T && j <= i && j >= kern_attn_lo(i, s.window);
+        bool ok = j < tk && i < s.T && kern_attn_pos_sees(i + s.q0, j + s.k0, s.window);
         float pv = ok ? exp2f(st[n][e] * scale2 - lb[c]) : 0.0f;
         float mk = !ok ? 1.0f : quad ? mq[e] : kern_attn_drop(&s, b, h, i, j);
         st[n][e] = pv * mk; /* dropout: dV from the dropped P, dP through the mask */
@@ -478,13 +501,13 @@ __global__ void __launch_bounds__(32 * NW)
       }
   }
   cp_async_wait<0>();
-  long nkv = (long)s.B * s.T * s.NKV * s.HS;
+  long nkv = (long)s.B * tk * s.NKV * s.HS;
   float *pk = hpb < grp ? part + 2 * (h0 % grp / hpb) * nkv : NULL, *pv = pk ? pk + nkv : NULL;
 #pragma unroll
   for (int r = 0; r < 2; r++) {
     int j = key[r];
-    if (j >= s.T) continue;
-    long off = row_off(s, b, j, s.NKV, g);
+    if (j >= tk) continue;
+    long off = kv_off(s, b, j, g);
 #pragma unroll
     for (int n = 0; n < NO; n++)
 #pragma unroll

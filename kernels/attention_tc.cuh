@@ -11,9 +11,20 @@
 
 #define LOG2E 1.4426950408889634f
 
-/* Offset of (b, t, head) in a (B, T, H, HS) tensor. */
+/* Offset of (b, t, head) in a (B, rows, H, HS) tensor: the query side (q,
+ * out, dq, dout) has rows = T, the key side (k, v, dk, dv) rows = Tk. */
+__device__ __forceinline__ long seq_off(kern_attn_shape s, int rows, int H, int b, int t, int head) {
+  return (((long)b * rows + t) * H + head) * s.HS;
+}
+
+/* Offset of (b, t, head) in a query-side (B, T, H, HS) tensor. */
 __device__ __forceinline__ long row_off(kern_attn_shape s, int b, int t, int H, int head) {
-  return (((long)b * s.T + t) * H + head) * s.HS;
+  return seq_off(s, s.T, H, b, t, head);
+}
+
+/* Offset of (b, t, head) in a key-side (B, Tk, NKV, HS) tensor. */
+__device__ __forceinline__ long kv_off(kern_attn_shape s, int b, int t, int head) {
+  return seq_off(s, kern_attn_tk(&s), s.NKV, b, t, head);
 }
 
 /* Offset of (b, head, t) in a (B, NH, T) row-statistics array (lse, D, m, l). */
@@ -21,11 +32,22 @@ __device__ __forceinline__ long stat_off(kern_attn_shape s, int b, int head, int
   return ((long)b * s.NH + head) * s.T + t;
 }
 
-/* The last query that sees key j. A window of T or more is full causal;
- * testing that first also keeps j + window - 1 from overflowing int for a
- * huge window. */
+/* The query rows that see key row j: first_query .. last_query (none when
+ * first > last; the query-side twins of kern_attn_key_lo, _hi). The sum
+ * in 64 bits keeps a huge window from overflowing int. */
+__device__ __forceinline__ int first_query(kern_attn_shape s, int j) {
+  return max(0, s.k0 + j - s.q0);
+}
 __device__ __forceinline__ int last_query(kern_attn_shape s, int j) {
-  return s.window > 0 && s.window < s.T ? min(s.T - 1, j + s.window - 1) : s.T - 1;
+  long long i = s.window > 0 ? (long long)s.k0 + j + s.window - 1 - s.q0 : (long long)s.T - 1;
+  return (int)(i < s.T - 1 ? i : s.T - 1);
+}
+
+/* A row's output scale 1 / l and its lse (m and l in base 2: lse = (m +
+ * log2 l) / log2 e); a row that saw no key (l = 0) gets out 0, lse -inf. */
+__device__ __forceinline__ float row_inv(float l) { return l > 0.0f ? 1.0f / l : 0.0f; }
+__device__ __forceinline__ float row_lse(float m, float l) {
+  return l > 0.0f ? (m + log2f(l)) / LOG2E : -INFINITY;
 }
 
 /* FA-1's running state in HBM, fp32: o (B, T, NH, HS) the unnormalised
@@ -77,24 +99,24 @@ template <int HD> struct tc_tiles {
   }
 };
 
-/* Rows t0 .. t0 + n - 1 of one head into dst (row stride ld), dims >= HS and
- * rows >= T zero, 8 bf16 per step (16-byte copies when HS % 8 == 0), by
- * threads tid = 0 .. nthreads - 1. */
+/* Rows t0 .. t0 + n - 1 of one head of a (B, rows, H, HS) tensor into dst
+ * (row stride ld), dims >= HS and rows >= `rows` zero, 8 bf16 per step
+ * (16-byte copies when HS % 8 == 0), by threads tid = 0 .. nthreads - 1. */
 template <int HD>
 __device__ __forceinline__ void tc_load_rows(bf16 *dst, int ld, const bf16 *src, kern_attn_shape s, int b,
-                                             int t0, int n, int H, int head, int tid, int nthreads) {
+                                             int t0, int n, int rows, int H, int head, int tid, int nthreads) {
   constexpr int CH = HD / 8;
   bool vec = s.HS % 8 == 0;
   for (int idx = tid; idx < n * CH; idx += nthreads) {
     int r = idx / CH, c = idx % CH * 8, t = t0 + r;
     bf16 *d = dst + r * ld + c;
-    const bf16 *from = src + row_off(s, b, t < s.T ? t : 0, H, head) + c;
-    if (vec && t < s.T && c < s.HS) {
+    const bf16 *from = src + seq_off(s, rows, H, b, t < rows ? t : 0, head) + c;
+    if (vec && t < rows && c < s.HS) {
       KERN_ALIGNED(d, 16), KERN_ALIGNED(from, 16);
       *(uint4 *)d = *(const uint4 *)from;
     } else {
 #pragma unroll
-      for (int e = 0; e < 8; e++) d[e] = (t < s.T && c + e < s.HS) ? from[e] : __float2bfloat16(0.0f);
+      for (int e = 0; e < 8; e++) d[e] = (t < rows && c + e < s.HS) ? from[e] : __float2bfloat16(0.0f);
     }
   }
 }
@@ -133,12 +155,12 @@ __device__ __forceinline__ void tc_tile(const tc_tiles<HD> &t, kern_attn_shape s
   }
   __syncwarp();
   /* Online softmax: lanes 2 r' and 2 r' + 1 share row r = r0 + r'. */
-  int r = r0 + lane / 2, c0 = lane % 2 * (TC_BC / 2), i = i0 + r, lo = kern_attn_lo(i, s.window);
+  int r = r0 + lane / 2, c0 = lane % 2 * (TC_BC / 2), i = i0 + r, tk = kern_attn_tk(&s);
   float scale = rsqrtf((float)s.HS) * LOG2E, tmax = -INFINITY;
   float *srow = t.s + r * LS;
   for (int c = c0; c < c0 + TC_BC / 2; c++) {
     int j = j0 + c;
-    float x = (i < s.T && j <= i && j >= lo) ? srow[c] * scale : -INFINITY;
+    float x = (i < s.T && j < tk && kern_attn_pos_sees(i + s.q0, j + s.k0, s.window)) ? srow[c] * scale : -INFINITY;
     srow[c] = x;
     tmax = fmaxf(tmax, x);
   }
@@ -178,7 +200,8 @@ __device__ __forceinline__ void tc_tile(const tc_tiles<HD> &t, kern_attn_shape s
   __syncwarp();
 }
 
-/* Warp w's rows i0 + 16 w ..: out = O / l in bf16 and lse (rows < T). */
+/* Warp w's rows i0 + 16 w ..: out = O / l in bf16 and lse (rows < T; a
+ * row that saw no key: 0 and -inf). */
 template <int HD>
 __device__ __forceinline__ void tc_store(const tc_tiles<HD> &t, bf16 *out, float *lse, kern_attn_shape s,
                                          int b, int h, int i0) {
@@ -187,10 +210,11 @@ __device__ __forceinline__ void tc_store(const tc_tiles<HD> &t, bf16 *out, float
   for (int idx = lane; idx < 16 * HD; idx += 32) {
     int rr = r0 + idx / HD, d = idx % HD, i = i0 + rr;
     if (i < s.T && d < s.HS)
-      out[row_off(s, b, i, s.NH, h) + d] = __float2bfloat16_rn(t.o[rr * tc_tiles<HD>::LO + d] / t.l[rr]);
+      out[row_off(s, b, i, s.NH, h) + d] =
+          __float2bfloat16_rn(t.l[rr] > 0.0f ? t.o[rr * tc_tiles<HD>::LO + d] / t.l[rr] : 0.0f);
   }
   int i = i0 + r0 + lane;
-  if (lane < 16 && i < s.T) lse[stat_off(s, b, h, i)] = (t.m[r0 + lane] + log2f(t.l[r0 + lane])) / LOG2E;
+  if (lane < 16 && i < s.T) lse[stat_off(s, b, h, i)] = row_lse(t.m[r0 + lane], t.l[r0 + lane]);
 }
 
 /* Warp w's rows i0 + 16 w .. of the HBM state into shared memory (rows >= T:
@@ -228,11 +252,12 @@ __device__ __forceinline__ void tc_state_save(const tc_tiles<HD> &t, fa1_state s
 /* FA-1 loop order (Algorithm 1) on tensor cores: grid (1, NH, B), one block
  * of 128 threads per (b, h). Outer loop: key tiles j0 (K_j, V_j into shared
  * memory once). Inner loop: the query tiles i0 with a row that sees a key
- * of the tile, i.e. from the tile holding row j0 (earlier rows are all
- * above the diagonal) to the one holding last_query(jlast); this is
- * exactly the set of (j0, i0) pairs the FA-2 kernel visits, so every row
- * i < T meets key i. Per pair: Q_i and (O_i, m_i, l_i) from HBM, one
- * tc_tile step, the state back to HBM. Then out = O / l and lse. */
+ * of the tile, i.e. from the tile holding first_query(j0) (earlier rows
+ * are all above the diagonal) to the one holding last_query(jlast); this
+ * covers every (j0, i0) pair the FA-2 kernel visits, so every row meets
+ * every key it sees. Per pair: Q_i and (O_i, m_i, l_i) from HBM, one
+ * tc_tile step, the state back to HBM. Then out = O / l and lse (a row
+ * that met no key keeps the state it started with: 0 and -inf). */
 template <int HD>
 __global__ void __launch_bounds__(128)
     flash1_fwd_tc_kernel(bf16 *out, float *lse, fa1_state st, const bf16 *q, const bf16 *k,
@@ -240,14 +265,15 @@ __global__ void __launch_bounds__(128)
   KERN_DYN_SMEM(unsigned char, tc_smem);
   tc_tiles<HD> t(tc_smem);
   int b = blockIdx.z, h = blockIdx.y, g = h / (s.NH / s.NKV), w = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int j0 = 0; j0 < s.T; j0 += TC_BC) {
+  int tk = kern_attn_tk(&s);
+  for (int j0 = 0; j0 < tk; j0 += TC_BC) {
     __syncthreads();
-    tc_load_rows<HD>(t.k, tc_tiles<HD>::LQ, k, s, b, j0, TC_BC, s.NKV, g, threadIdx.x, blockDim.x);
-    tc_load_rows<HD>(t.v, tc_tiles<HD>::LQ, v, s, b, j0, TC_BC, s.NKV, g, threadIdx.x, blockDim.x);
+    tc_load_rows<HD>(t.k, tc_tiles<HD>::LQ, k, s, b, j0, TC_BC, tk, s.NKV, g, threadIdx.x, blockDim.x);
+    tc_load_rows<HD>(t.v, tc_tiles<HD>::LQ, v, s, b, j0, TC_BC, tk, s.NKV, g, threadIdx.x, blockDim.x);
     __syncthreads();
-    int ihi = last_query(s, min(j0 + TC_BC, s.T) - 1);
-    for (int i0 = j0 / TC_BR * TC_BR; i0 <= ihi; i0 += TC_BR) {
-      tc_load_rows<HD>(t.q + 16 * w * tc_tiles<HD>::LQ, tc_tiles<HD>::LQ, q, s, b, i0 + 16 * w, 16, s.NH, h,
+    int ihi = last_query(s, min(j0 + TC_BC, tk) - 1);
+    for (int i0 = first_query(s, j0) / TC_BR * TC_BR; i0 <= ihi; i0 += TC_BR) {
+      tc_load_rows<HD>(t.q + 16 * w * tc_tiles<HD>::LQ, tc_tiles<HD>::LQ, q, s, b, i0 + 16 * w, 16, s.T, s.NH, h,
                        lane, 32);
       tc_state_load<HD>(t, st, s, b, h, i0);
       tc_tile<HD>(t, s, b, h, i0, j0);
@@ -309,16 +335,17 @@ __device__ __forceinline__ void tb_key_tile(const tb_tiles<HD> &t, bf16 *dk, bf1
   wm::fragment<wm::accumulator, 16, 16, 16, float> dkf[HD / 16], dvf[HD / 16];
 #pragma unroll
   for (int n = 0; n < HD / 16; n++) wm::fill_fragment(dkf[n], 0.0f), wm::fill_fragment(dvf[n], 0.0f);
+  int tk = kern_attn_tk(&s);
   __syncthreads(); /* the last key tile's readers of K are done */
-  tc_load_rows<HD>(t.k, LQ, k, s, b, j0, TB_BK, s.NKV, g, threadIdx.x, blockDim.x);
-  tc_load_rows<HD>(t.v, LQ, v, s, b, j0, TB_BK, s.NKV, g, threadIdx.x, blockDim.x);
-  int ihi = last_query(s, min(j0 + TB_BK, s.T) - 1);
+  tc_load_rows<HD>(t.k, LQ, k, s, b, j0, TB_BK, tk, s.NKV, g, threadIdx.x, blockDim.x);
+  tc_load_rows<HD>(t.v, LQ, v, s, b, j0, TB_BK, tk, s.NKV, g, threadIdx.x, blockDim.x);
+  int ihi = last_query(s, min(j0 + TB_BK, tk) - 1);
   for (int r = 0; r < grp; r++) {
     int h = g * grp + r;
-    for (int it = j0 / TB_BQ * TB_BQ; it <= ihi; it += TB_BQ) {
+    for (int it = first_query(s, j0) / TB_BQ * TB_BQ; it <= ihi; it += TB_BQ) {
       __syncthreads(); /* every warp is done with the last Q, dO, dS^T */
-      tc_load_rows<HD>(t.q, LQ, q, s, b, it, TB_BQ, s.NH, h, threadIdx.x, blockDim.x);
-      tc_load_rows<HD>(t.dout, LQ, dout, s, b, it, TB_BQ, s.NH, h, threadIdx.x, blockDim.x);
+      tc_load_rows<HD>(t.q, LQ, q, s, b, it, TB_BQ, s.T, s.NH, h, threadIdx.x, blockDim.x);
+      tc_load_rows<HD>(t.dout, LQ, dout, s, b, it, TB_BQ, s.T, s.NH, h, threadIdx.x, blockDim.x);
       if (threadIdx.x < TB_BQ) {
         int i = it + threadIdx.x;
         t.lse[threadIdx.x] = i < s.T ? lse[stat_off(s, b, h, i)] : INFINITY;
@@ -345,7 +372,7 @@ __device__ __forceinline__ void tb_key_tile(const tb_tiles<HD> &t, bf16 *dk, bf1
         kern_dropout_block blk = {-1, {0}};
         for (int kq = 0; kq < 4; kq++) {
           int rr = r0 + 4 * (gi / TB_BQ) + kq, j = j0 + rr;
-          bool ok = j < s.T && i < s.T && j <= i && j >= kern_attn_lo(i, s.window);
+          bool ok = j < tk && i < s.T && kern_attn_pos_sees(s.q0 - s.k0, j - i, s.window);
           float p = ok ? expf(t.st[rr * LS + c] * scale - t.lse[c]) : 0.0f;
           float mk = ok ? kern_attn_drop_block(&s, b, h, i, j, &blk) : 1.0f;
           float ds = p * (t.dpt[rr * LS + c] * mk - t.D[c]) * scale;
@@ -391,7 +418,7 @@ __device__ __forceinline__ void tb_key_tile(const tb_tiles<HD> &t, bf16 *dk, bf1
     __syncwarp();
     for (int e = lane; e < 16 * HD; e += 32) {
       int rr = r0 + e / HD, d = e % HD, j = j0 + rr;
-      if (j < s.T && d < s.HS) to[row_off(s, b, j, s.NKV, g) + d] = __float2bfloat16_rn(t.dq[rr * LO + d]);
+      if (j < tk && d < s.HS) to[kv_off(s, b, j, g) + d] = __float2bfloat16_rn(t.dq[rr * LO + d]);
     }
   }
 }
@@ -406,7 +433,7 @@ __global__ void __launch_bounds__(128)
                         const bf16 *dout, const float *lse, const float *D, kern_attn_shape s) {
   KERN_DYN_SMEM(unsigned char, tc_smem);
   tb_tiles<HD> t(tc_smem);
-  for (int j0 = blockIdx.x * TB_BK; j0 < s.T; j0 += gridDim.x * TB_BK)
+  for (int j0 = blockIdx.x * TB_BK; j0 < kern_attn_tk(&s); j0 += gridDim.x * TB_BK)
     tb_key_tile<HD>(t, dk, dv, dq_acc, q, k, v, dout, lse, D, s, blockIdx.z, blockIdx.y, j0, gridDim.x == 1);
 }
 

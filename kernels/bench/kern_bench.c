@@ -681,18 +681,18 @@ int main(int argc, char **argv) {
    * sequence and the labels. (Twice these sequences took 32 of the 35 s
    * the emulated GPU's run took.) */
   int t = b.tiny;
-  kern_attn_shape s175 = {1, t ? 64 : 2048, t ? 3 : 12, t ? 3 : 12, 128, 0, KERN_NO_DROPOUT};
+  kern_attn_shape s175 = {1, t ? 64 : 2048, t ? 3 : 12, t ? 3 : 12, 128, 0, KERN_NO_DROPOUT, KERN_ATTN_WHOLE};
   bench_attention(&b, "175B/TP8", s175);
-  kern_attn_shape s13 = {1, t ? 64 : 2048, t ? 4 : 16, t ? 4 : 16, 128, 0, KERN_NO_DROPOUT};
+  kern_attn_shape s13 = {1, t ? 64 : 2048, t ? 4 : 16, t ? 4 : 16, 128, 0, KERN_NO_DROPOUT, KERN_ATTN_WHOLE};
   bench_attention(&b, "1.3B", s13);
   s175.window = t ? 32 : 512;
   bench_attention(&b, "sliding window", s175);
-  kern_attn_shape gqa = {1, t ? 128 : 4096, t ? 4 : 16, t ? 1 : 4, 128, 0, KERN_NO_DROPOUT};
+  kern_attn_shape gqa = {1, t ? 128 : 4096, t ? 4 : 16, t ? 1 : 4, 128, 0, KERN_NO_DROPOUT, KERN_ATTN_WHOLE};
   bench_attention(&b, "GQA 4", gqa);
   /* GQA at a LLaMA-3-70B layer's shape on TP 8: 64 query heads on 8 KV
    * heads over 8 ranks, one KV head per rank, where the grouped grid's 32
    * blocks leave most SMs idle */
-  kern_attn_shape gqa8 = {1, t ? 128 : 4096, 8, 1, 128, 0, KERN_NO_DROPOUT};
+  kern_attn_shape gqa8 = {1, t ? 128 : 4096, 8, 1, 128, 0, KERN_NO_DROPOUT, KERN_ATTN_WHOLE};
   bench_attention(&b, "70B/TP8 GQA 8", gqa8);
   /* 1.3B at scripts/gpu-real.sh's micro-batch of 4 sequences: a grid four
    * times the batch-1 rows', whose last wave the calibration's wave model

@@ -3,7 +3,12 @@
  * and unfused; the FA-2 backward also with 4 warps and with GQA's grouped
  * grid) vs the references on odd shapes: T not a
  * multiple of the 64 / 32 tiles, GQA (NH / NKV = 2, 4, 8), windows smaller
- * and larger than T, HS 48, 64, 128, B = 2. Both flash algorithms are
+ * and larger than T, HS 48, 64, 128, B = 2; and blocks of the sequence
+ * (context parallelism's q0, k0, Tk, Tseq): a causal diagonal block, a
+ * fully visible one, a window block whose last rows see no key (out 0, lse
+ * -inf, exactly), one that sees nothing, with dropout (Philox groups
+ * aligned and not), the backward also given another lse and out than the
+ * block's own (a merge's), and the unfused pair refusing blocks. Both flash algorithms are
  * checked against the same flash reference at the same tolerance. The
  * backward kernels get the reference's out (rounded to bf16) and lse, so
  * each kernel is checked on its own. Outputs and scratch are filled with
@@ -141,7 +146,7 @@ static int check_fwd(const flash_algo *a, kern_attn_shape s, const attn_dev *d, 
 static int check_bwd(const flash_algo *a, kern_attn_shape s, const attn_dev *d,
                      const float *lref, const float *dq, const float *dk, const float *dv) {
   if (!a->bwd || skipped(a)) return 0; /* a forward-only variant, or one left out */
-  long nq = (long)s.B * s.T * s.NH * s.HS, nkv = (long)s.B * s.T * s.NKV * s.HS;
+  long nq = (long)s.B * s.T * s.NH * s.HS, nkv = (long)s.B * kern_attn_tk(&s) * s.NKV * s.HS;
   float *scratch = poisoned(a->bwd_scratch(s));
   KG_CUDA(cudaMemset(d->dq, 0xff, sizeof(kern_bf16) * nq));
   KG_CUDA(cudaMemset(d->dk, 0xff, sizeof(kern_bf16) * nkv));
@@ -154,11 +159,36 @@ static int check_bwd(const flash_algo *a, kern_attn_shape s, const attn_dev *d,
   return bad;
 }
 
+/* A block's backward given another lse and out than its own, as after a
+ * merge of blocks (kern_attention_bwd_ref's meaning): lse + ln 2 where the
+ * block saw keys (another block as heavy), 0.7 where it saw none, out
+ * halved plus 0.25. Expected: the reference backward on the same inputs. */
+static int check_merged_bwd(kern_attn_shape s, attn_dev *d, const float *q, const float *k, const float *v,
+                            const float *dout, const float *out, const float *lse) {
+  long nq = (long)s.B * s.T * s.NH * s.HS, nkv = (long)s.B * kern_attn_tk(&s) * s.NKV * s.HS;
+  long nl = (long)s.B * s.NH * s.T;
+  float *lm = kc_zeros(nl), *om = kc_zeros(nq), *dq = kc_zeros(nq), *dk = kc_zeros(nkv), *dv = kc_zeros(nkv);
+  for (long i = 0; i < nl; i++) lm[i] = lse[i] == -INFINITY ? 0.7f : lse[i] + 0.6931472f;
+  for (long i = 0; i < nq; i++) om[i] = 0.5f * out[i] + 0.25f;
+  kc_round_bf16(om, nq);
+  kern_attention_bwd_ref(dq, dk, dv, dout, q, k, v, om, lm, s);
+  printf("  the backward given a merge's lse and out (expected: the reference's on the same)\n");
+  KG_CUDA(cudaFree(d->out));
+  d->out = kg_bf16(om, nq);
+  float *d_lm = kg_f32(lm, nl);
+  int bad = 0;
+  for (int a = 0; a < NALGO; a++) bad += check_bwd(&ALGOS[a], s, d, d_lm, dq, dk, dv);
+  KG_CUDA(cudaFree(d_lm));
+  free(lm), free(om), free(dq), free(dk), free(dv);
+  return bad;
+}
+
 static int run(kern_attn_shape s, kc_rng *r) {
-  long nq = (long)s.B * s.T * s.NH * s.HS, nkv = (long)s.B * s.T * s.NKV * s.HS;
+  int blocks = kern_attn_tk(&s) != s.T || s.q0 || s.k0;
+  long nq = (long)s.B * s.T * s.NH * s.HS, nkv = (long)s.B * kern_attn_tk(&s) * s.NKV * s.HS;
   long nl = (long)s.B * s.NH * s.T, ntt = nl * s.T;
-  printf("shape B=%d T=%d NH=%d NKV=%d HS=%d window=%d dropout=%.2f\n", s.B, s.T, s.NH, s.NKV, s.HS, s.window,
-         s.drop.p);
+  printf("shape B=%d T=%d NH=%d NKV=%d HS=%d window=%d dropout=%.2f Tk=%d q0=%d k0=%d Tseq=%d\n", s.B, s.T, s.NH,
+         s.NKV, s.HS, s.window, s.drop.p, s.Tk, s.q0, s.k0, s.Tseq);
   float *q = kc_rand(r, nq, -2, 2), *k = kc_rand(r, nkv, -2, 2), *v = kc_rand(r, nkv, -1, 1);
   float *dout = kc_rand(r, nq, -1, 1), *out = kc_zeros(nq), *lse = kc_zeros(nl), *att = kc_zeros(ntt);
   float *dq = kc_zeros(nq), *dk = kc_zeros(nkv), *dv = kc_zeros(nkv);
@@ -183,6 +213,16 @@ static int run(kern_attn_shape s, kc_rng *r) {
   float *d_lref = kg_f32(lse, nl);
   kern_attention_bwd_ref(dq, dk, dv, dout, q, k, v, out, lse, s);
   for (int a = 0; a < NALGO; a++) bad += check_bwd(&ALGOS[a], s, &d, d_lref, dq, dk, dv);
+  KG_CUDA(cudaFree(d_lref));
+  if (blocks) {
+    bad += check_merged_bwd(s, &d, q, k, v, dout, out, lse);
+    int rc = kern_attention_unfused_fwd_cuda(NULL, d.out, NULL, NULL, d.q, d.k, d.v, s, 0);
+    printf("%s unfused forward on a block: expected refused (no blocks), got rc %d\n", rc ? "ok  " : "FAIL", rc);
+    bad += rc == 0;
+    KG_CUDA(cudaDeviceReset());
+    free(q), free(k), free(v), free(dout), free(out), free(lse), free(att), free(dq), free(dk), free(dv);
+    return bad;
+  }
 
   kern_ctx ctx;
   KG_CHECK(kern_ctx_init(&ctx, 32 << 20));
@@ -222,19 +262,31 @@ int main(void) {
   kg_require_gpu("kern_attention_cuda");
   kc_rng r = {16};
   kern_attn_shape shapes[] = {
-      {1, 100, 4, 4, 64, 0, KERN_NO_DROPOUT},   /* T not a multiple of any tile */
-      {2, 130, 8, 2, 128, 0, KERN_NO_DROPOUT},  /* GQA 4, B = 2 */
-      {1, 200, 8, 1, 48, 37, KERN_NO_DROPOUT},  /* MQA, HS 48 (padded lanes), window 37 */
-      {1, 90, 4, 2, 64, 500, KERN_NO_DROPOUT},  /* window larger than T */
-      {1, ATTN_LONG_T, 16, 2, 128, 0, KERN_NO_DROPOUT}, /* GQA 8, several full tiles */
-      {1, 100, 4, 4, 64, 0, KERN_NO_DROPOUT},   /* the first three again with dropout on the probabilities */
-      {2, 130, 8, 2, 128, 0, KERN_NO_DROPOUT},
-      {1, 200, 8, 1, 48, 37, KERN_NO_DROPOUT},
-      {1, 77, 4, 2, 64, 0, KERN_NO_DROPOUT},    /* odd T: a row's keys start mid-way through a Philox call */
+      {1, 100, 4, 4, 64, 0, KERN_NO_DROPOUT, KERN_ATTN_WHOLE},   /* T not a multiple of any tile */
+      {2, 130, 8, 2, 128, 0, KERN_NO_DROPOUT, KERN_ATTN_WHOLE},  /* GQA 4, B = 2 */
+      {1, 200, 8, 1, 48, 37, KERN_NO_DROPOUT, KERN_ATTN_WHOLE},  /* MQA, HS 48 (padded lanes), window 37 */
+      {1, 90, 4, 2, 64, 500, KERN_NO_DROPOUT, KERN_ATTN_WHOLE},  /* window larger than T */
+      {1, ATTN_LONG_T, 16, 2, 128, 0, KERN_NO_DROPOUT, KERN_ATTN_WHOLE}, /* GQA 8, several full tiles */
+      /* the first three again with dropout on the probabilities */
+      {1, 100, 4, 4, 64, 0, KERN_NO_DROPOUT, KERN_ATTN_WHOLE},
+      {2, 130, 8, 2, 128, 0, KERN_NO_DROPOUT, KERN_ATTN_WHOLE},
+      {1, 200, 8, 1, 48, 37, KERN_NO_DROPOUT, KERN_ATTN_WHOLE},
+      /* odd T: a row's keys start mid-way through a Philox call */
+      {1, 77, 4, 2, 64, 0, KERN_NO_DROPOUT, KERN_ATTN_WHOLE},
+      /* blocks of a sequence (context parallelism): Tk, q0, k0, Tseq */
+      {2, 100, 4, 2, 64, 0, KERN_NO_DROPOUT, 130, 300, 250, 0},  /* keys 250..379 for queries 300..399: 50 fully
+                                                                     visible, then the causal diagonal; GQA 2 */
+      {1, 77, 4, 1, 128, 0, KERN_NO_DROPOUT, 200, 256, 0, 0},    /* every key before every query: fully visible */
+      {1, 90, 4, 1, 48, 100, KERN_NO_DROPOUT, 120, 200, 40, 0},  /* window 100: rows 59.. see no key of 40..159 */
+      {1, 40, 2, 2, 64, 0, KERN_NO_DROPOUT, 50, 0, 100, 0},      /* keys after every query: sees nothing */
+      {1, 100, 4, 2, 64, 0, KERN_NO_DROPOUT, 130, 300, 250, 512}, /* the first three with dropout: k0 % 4 = 2, */
+      {1, 77, 4, 1, 128, 0, KERN_NO_DROPOUT, 200, 256, 0, 400},   /* Philox groups straddle rows; aligned; */
+      {1, 90, 4, 1, 48, 100, KERN_NO_DROPOUT, 120, 200, 40, 290}, /* odd Tseq */
   };
   int bad = 0;
   unsigned n = sizeof shapes / sizeof shapes[0];
   for (unsigned i = 5; i < n; i++) { /* a tensor-parallel slice: heads 8 .. of 32, samples 3 .. */
+    if (i >= 9 && i < 13) continue; /* the blocks without dropout */
     shapes[i].drop = kern_dropout_make(0.2f, 77, kern_dropout_site(3, KERN_DROP_ATTN), 2);
     shapes[i].drop.base = 3, shapes[i].drop.heads = 32, shapes[i].drop.head0 = 8;
   }

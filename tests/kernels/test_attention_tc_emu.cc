@@ -6,7 +6,9 @@
  * shapes: T not a multiple of the 64-row / 64-key tiles, GQA, windows
  * smaller and larger than T (with several key tiles in flight), head sizes
  * 36 (not a multiple of 8: element-wise loads instead of cp.async), 48, 64
- * and 128 (each padded tile size), B = 2.
+ * and 128 (each padded tile size), B = 2; and blocks of a sequence (context
+ * parallelism's Tk, q0, k0): a causal diagonal block, a fully visible one
+ * over several key tiles, a window block whose last rows see no key.
  * Tolerance as the GPU test's (kern_gpu.h): out |d| <= 1e-2 + 1e-2 |ref|
  * (bf16 output), lse 1e-3 + 1e-3 |ref|, gradients 3e-2 + 3e-2 |ref|.
  * Outputs start as NaN where the kernel must write them. What this cannot
@@ -96,7 +98,8 @@ static int check(kern_attn_shape s, int v1, int mt, int bc, const std::vector<bf
 static int check_bwd(kern_attn_shape s, int nw, int hpb, const std::vector<bf16> &q, const std::vector<bf16> &k,
                      const std::vector<bf16> &v, const std::vector<bf16> &dout, const float *out,
                      const float *lse, const float *dq_ref, const float *dk_ref, const float *dv_ref) {
-  long nq = (long)s.B * s.T * s.NH * s.HS, nkv = (long)s.B * s.T * s.NKV * s.HS, nl = (long)s.B * s.NH * s.T;
+  int tk = kern_attn_tk(&s);
+  long nq = (long)s.B * s.T * s.NH * s.HS, nkv = (long)s.B * tk * s.NKV * s.HS, nl = (long)s.B * s.NH * s.T;
   std::vector<float> D(nl), dq(nq, 0.0f);
   for (int b = 0; b < s.B; b++)
     for (int h = 0; h < s.NH; h++)
@@ -127,9 +130,9 @@ static int check_bwd(kern_attn_shape s, int nw, int hpb, const std::vector<bf16>
                                 D.data(), s);
       });
     } else if (nw == 4) {
-      go(flash_bwd_mma_kernel<HD, 4>, c4::bytes, (s.T + c4::BK - 1) / c4::BK, 128);
+      go(flash_bwd_mma_kernel<HD, 4>, c4::bytes, (tk + c4::BK - 1) / c4::BK, 128);
     } else {
-      go(flash_bwd_mma_kernel<HD, 8>, c8::bytes, (s.T + c8::BK - 1) / c8::BK, 256);
+      go(flash_bwd_mma_kernel<HD, 8>, c8::bytes, (tk + c8::BK - 1) / c8::BK, 256);
     }
   });
   if (nparts > 1)
@@ -153,8 +156,10 @@ static int check_bwd(kern_attn_shape s, int nw, int hpb, const std::vector<bf16>
 }
 
 static int run(kern_attn_shape s, kc_rng *r) {
-  long nq = (long)s.B * s.T * s.NH * s.HS, nkv = (long)s.B * s.T * s.NKV * s.HS, nl = (long)s.B * s.NH * s.T;
-  printf("shape B=%d T=%d NH=%d NKV=%d HS=%d window=%d\n", s.B, s.T, s.NH, s.NKV, s.HS, s.window);
+  long nq = (long)s.B * s.T * s.NH * s.HS, nkv = (long)s.B * kern_attn_tk(&s) * s.NKV * s.HS;
+  long nl = (long)s.B * s.NH * s.T;
+  printf("shape B=%d T=%d NH=%d NKV=%d HS=%d window=%d Tk=%d q0=%d k0=%d\n", s.B, s.T, s.NH, s.NKV, s.HS, s.window,
+         s.Tk, s.q0, s.k0);
   float *q = kc_rand(r, nq, -2, 2), *k = kc_rand(r, nkv, -2, 2), *v = kc_rand(r, nkv, -1, 1);
   float *out = kc_zeros(nq), *lse = kc_zeros(nl);
   kc_round_bf16(q, nq), kc_round_bf16(k, nkv), kc_round_bf16(v, nkv);
@@ -197,11 +202,18 @@ int main(void) {
     kern_attn_shape s;
     bool tsan;
   } shapes[] = {
-      {{2, 100, 4, 2, 64, 0}, true},    /* T between tiles, GQA 2, B 2 */
-      {{1, 150, 2, 2, 36, 40}, true},   /* window < T, HS not a multiple of 8 */
-      {{1, 70, 8, 1, 128, 200}, true},  /* window > T (full causal), GQA 8, HS 128 */
-      {{1, 129, 2, 1, 48, 0}, false},   /* one row past two tiles */
-      {{1, 300, 4, 2, 64, 100}, false}, /* window < T over 5 key tiles, cp.async double buffering */
+      {{2, 100, 4, 2, 64, 0, KERN_NO_DROPOUT, KERN_ATTN_WHOLE}, true},    /* T between tiles, GQA 2, B 2 */
+      {{1, 150, 2, 2, 36, 40, KERN_NO_DROPOUT, KERN_ATTN_WHOLE}, true},   /* window < T, HS not a multiple of 8 */
+      {{1, 70, 8, 1, 128, 200, KERN_NO_DROPOUT, KERN_ATTN_WHOLE}, true},  /* window > T (full causal), GQA 8, HS 128 */
+      {{1, 129, 2, 1, 48, 0, KERN_NO_DROPOUT, KERN_ATTN_WHOLE}, false},   /* one row past two tiles */
+      /* window < T over 5 key tiles, cp.async double buffering */
+      {{1, 300, 4, 2, 64, 100, KERN_NO_DROPOUT, KERN_ATTN_WHOLE}, false},
+      /* blocks (Tk, q0, k0, Tseq): keys 250..399 for queries 300..399, 50
+       * before them, then the causal diagonal; every key (3 tiles) before
+       * every query; a window whose rows 59.. see no key of the block */
+      {{1, 100, 4, 2, 64, 0, KERN_NO_DROPOUT, 150, 300, 250, 0}, false},
+      {{2, 70, 4, 1, 128, 0, KERN_NO_DROPOUT, 190, 400, 100, 0}, false},
+      {{1, 90, 2, 2, 36, 100, KERN_NO_DROPOUT, 120, 200, 40, 0}, false},
   };
   int bad = 0;
   for (const auto &c : shapes) {
