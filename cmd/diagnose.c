@@ -245,14 +245,20 @@ typedef struct {
     int last_group;
     double *node_excess;        /* links: each node's excess, and its pool's median */
     double *node_med;
+    int own;                    /* the compute times are each rank's own: a rank, not its TP group */
 } found_t;
 
 /* A slow rank slows its whole TP group (every layer meets in a TP
- * collective): the group is what the records resolve, reported once. */
+ * collective): unless the times are each rank's own (a measurement with
+ * its waits), the group is what the records resolve, reported once. */
 static void found_rank(void *ctx, long i, double med)
 {
     found_t *f = ctx;
     int r = f->rows[i].rank, group = r / f->sh->tp;
+    if (f->own) {
+        add_straggler(f->list, "rank", r, &r, 1, "compute", f->v[i], med);
+        return;
+    }
     if (group == f->last_group)
         return;
     f->last_group = group;
@@ -272,29 +278,34 @@ static void found_link(void *ctx, long i, double med)
 
 typedef struct {
     int rank, kind, iteration;
-    double t_start_s, t_end_s;
+    double t_start_s, t_end_s, comm_wait_s;
 } op_row_t;
 
 /* A measurement's compute per rank from every op it timed: each step's
- * forward and backward passes summed, then the median over the steps after
- * the first (warm-up). The median, not the mean: a step a rank lost to the
+ * forward and backward passes summed, less the time the rank's host spent
+ * blocked on communication inside them (comm_wait_s, the CPU path's: a
+ * rank waiting in a TP collective for a slow partner is not slow itself;
+ * *own = 1 when the file has it, so each rank's compute is its own), then
+ * the median over the steps after the first (warm-up). The median, not the mean: a step a rank lost to the
  * scheduler (more ranks than cores) or to a page fault moves a mean by as
  * much as a slow device does, and a median not at all. Rows outside the
  * job are skipped (the accounts' check names them). 0, or -1 when the file
  * has no timeline. */
 #define MEASURED_MAX_CELLS (1L << 26) /* ranks x steps kept: the latest steps */
-static int measured_compute(hid_t f, const char *path, row_t *rows, long n, int gpus, char *err)
+static int measured_compute(hid_t f, const char *path, row_t *rows, long n, int gpus, int *own, char *err)
 {
     static const plot_col_t cols[] = {{"rank", offsetof(op_row_t, rank), 1}, {"kind", offsetof(op_row_t, kind), 1},
                                       {"iteration", offsetof(op_row_t, iteration), 1},
                                       {"t_start_s", offsetof(op_row_t, t_start_s), 0},
-                                      {"t_end_s", offsetof(op_row_t, t_end_s), 0}};
+                                      {"t_end_s", offsetof(op_row_t, t_end_s), 0},
+                                      {"comm_wait_s", offsetof(op_row_t, comm_wait_s), 0}};
     op_row_t *ops = NULL;
     long nops = 0;
     if (gpus > (1 << 24))
         return -1;
-    if (plot_read_table(f, path, "/timeline", cols, 5, sizeof *ops, (void **)&ops, &nops, err, OPT_ERR_LEN) !=
-            PLOT_OK || nops <= 0) {
+    int waits = plot_has_column(f, "/timeline", "comm_wait_s"); /* files before 2026-11-29 have none */
+    if (plot_read_table(f, path, "/timeline", cols, waits ? 6 : 5, sizeof *ops, (void **)&ops, &nops, err,
+                        OPT_ERR_LEN) != PLOT_OK || nops <= 0) {
         free(ops);
         return -1;
     }
@@ -306,10 +317,13 @@ static int measured_compute(hid_t f, const char *path, row_t *rows, long n, int 
     if (nsteps * gpus > MEASURED_MAX_CELLS)
         nsteps = MEASURED_MAX_CELLS / gpus, first = last - nsteps + 1;
     double *sum = calloc((size_t)(gpus * nsteps), sizeof *sum), *mine = malloc(sizeof *mine * nsteps);
-    for (long i = 0; sum && i < nops; i++)
+    for (long i = 0; sum && i < nops; i++) {
+        double w = waits && isfinite(ops[i].comm_wait_s) && ops[i].comm_wait_s > 0 ? ops[i].comm_wait_s : 0;
+        *own |= w > 0;
         if (ops[i].rank >= 0 && ops[i].rank < gpus && (ops[i].kind == SOP_FWD || ops[i].kind == SOP_BWD) &&
             ops[i].iteration >= first && isfinite(ops[i].t_end_s - ops[i].t_start_s))
-            sum[ops[i].rank * nsteps + ops[i].iteration - first] += ops[i].t_end_s - ops[i].t_start_s;
+            sum[ops[i].rank * nsteps + ops[i].iteration - first] += ops[i].t_end_s - ops[i].t_start_s - w;
+    }
     for (long i = 0; sum && mine && i < n; i++)
         if (rows[i].rank >= 0 && rows[i].rank < gpus) {
             memcpy(mine, sum + rows[i].rank * nsteps, sizeof *mine * nsteps);
@@ -347,8 +361,9 @@ static cJSON *stragglers_json(const diagnose_opts_t *o, const char *path, char *
     } else {
         rc = out_h5_attr_json(f, path, "config_json", &cfg, err, OPT_ERR_LEN);
     }
+    int own = 0; /* each rank's compute its own (not its TP group's) */
     if (!rc && !strcmp(kind, "measurement") &&
-        measured_compute(f, path, rows, n, config_int(cfg, "job", "num_gpus", 1), err))
+        measured_compute(f, path, rows, n, config_int(cfg, "job", "num_gpus", 1), &own, err))
         err[0] = 0; /* no timeline: the accounts stand */
     H5Fclose(f);
     if (rc) {
@@ -376,7 +391,7 @@ static cJSON *stragglers_json(const diagnose_opts_t *o, const char *path, char *
     double *v = malloc(sizeof *v * (n ? n : 1));
     int nodes = (gpus + sh.gpn - 1) / sh.gpn;
     found_t fd = {&sh, rows, v, cJSON_CreateArray(), -1, calloc((size_t)nodes + 1, sizeof(double)),
-                  calloc((size_t)nodes + 1, sizeof(double))};
+                  calloc((size_t)nodes + 1, sizeof(double)), own};
     if (v && fd.node_excess && fd.node_med) {
         for (long i = 0; i < n; i++)
             v[i] = rows[i].compute_s;

@@ -18,6 +18,8 @@ typedef struct {
     int64_t t_start_ns;      /* work began (waits and meetings over) */
     int64_t t_end_ns;
     int iter;                /* iteration (measured runs record several; 0 here) */
+    int64_t t_comm_wait_ns;  /* measured, CPU path: the part of the op its host spent blocked on
+                                communication (TP collectives inside a chunk); 0 otherwise */
 } result_op_t;
 
 /* One measured iteration of a real run (sim results have none). */

@@ -101,7 +101,10 @@ static int settle(comm_t *c, int stream, MPI_Request req)
     if (stream != STREAM_COMPUTE)
         return rt_cpu_add_request(c->rt, stream, req);
     if (!m->grouping) {
-        MPI_TRY(MPI_Wait(&req, MPI_STATUS_IGNORE));
+        int64_t t0 = rt_now_ns();
+        int rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+        c->rt->comm_wait_ns += rt_now_ns() - t0;
+        MPI_TRY(rc);
         return 0;
     }
     if (m->nreqs == m->capreqs) {
@@ -173,7 +176,10 @@ static int m_group_end(comm_t *c)
     m->grouping = 0;
     int n = m->nreqs;
     m->nreqs = 0;
-    MPI_TRY(MPI_Waitall(n, m->reqs, MPI_STATUSES_IGNORE));
+    int64_t t0 = rt_now_ns();
+    int rc = MPI_Waitall(n, m->reqs, MPI_STATUSES_IGNORE);
+    c->rt->comm_wait_ns += rt_now_ns() - t0;
+    MPI_TRY(rc);
     return 0;
 }
 

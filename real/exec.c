@@ -144,7 +144,7 @@ static long new_rec(exec_t *x, const sched_op_t *o)
     if (x->nrecs == x->caprecs) /* reserve() made room for the whole iteration */
         return -1;
     int rank = layout_rank(x->comm->tp_i, x->comm->dp_i, x->comm->stage, x->job->tp, x->job->dp);
-    x->recs[x->nrecs] = (result_op_t){rank, o->stream, o->kind, o->mb, o->chunk, 0, 0, 0, x->iter};
+    x->recs[x->nrecs] = (result_op_t){rank, o->stream, o->kind, o->mb, o->chunk, 0, 0, 0, x->iter, 0};
     memset(&x->times[x->nrecs], 0, sizeof x->times[0]);
     return x->nrecs++;
 }
@@ -497,16 +497,21 @@ static int run_op(exec_t *x, const sched_op_t *o)
     } else {
         RT_TRY(waits(x, o, o->parts - 1));
         RT_TRY(OP->mark_start(x->rt, s, T(rec)));
-        int64_t c0 = rt_now_ns();
+        /* the compute of a chunk: its time less its host's waits for its
+         * TP partners (what a slowed rank's own device would stretch) */
+        int64_t c0 = rt_now_ns(), w0 = x->rt->comm_wait_ns;
+#define BUSY_S ((rt_now_ns() - c0 - (x->rt->comm_wait_ns - w0)) * 1e-9)
         switch (o->kind) {
-        case SOP_FWD: RT_TRY(run_fwd(x, o)); inject_after_compute((rt_now_ns() - c0) * 1e-9); break;
-        case SOP_BWD: RT_TRY(run_bwd(x, o)); inject_after_compute((rt_now_ns() - c0) * 1e-9); break;
+        case SOP_FWD: RT_TRY(run_fwd(x, o)); inject_after_compute(BUSY_S); break;
+        case SOP_BWD: RT_TRY(run_bwd(x, o)); inject_after_compute(BUSY_S); break;
         case SOP_XFER: RT_TRY(run_xfer(x, o)); break;
         case SOP_EMB_SYNC: RT_TRY(run_emb_sync(x)); break;
         case SOP_OPTIM: RT_TRY(run_optim(x)); break;
         case SOP_HOST: RT_TRY(load_batch(x)); break;
         default: break; /* SOP_JOIN: its waits were all */
         }
+#undef BUSY_S
+        x->recs[rec].t_comm_wait_ns = x->rt->comm_wait_ns - w0;
         RT_TRY(bump(x, s, o->bump_part, o->parts));
     }
     RT_TRY(bump(x, s, o->bump, 1));

@@ -199,6 +199,9 @@ struct rt {
     arena_t pool[RT_NPOOLS];  /* the rank's memory: planned size, peak used */
     size_t outside_peak;      /* most bytes held outside the pools at once: the GPU's attention scratch
                                  (working memory the memory model does not plan); 0 on the CPU */
+    int64_t comm_wait_ns;     /* host time blocked waiting for communication so far (the CPU path's MPI
+                                 waits: there the host is the compute stream, so a rank's compute is its
+                                 ops' time less this); 0 on the GPU, whose NCCL waits are on its streams */
     kern_clock_sums clock;    /* NVML reads of the GPU taken while iterations ran (between iter_begin and
                                  iter_end, every RT_CLOCK_READ_MS by a host thread: real/rt_gpu_clock.h),
                                  cumulative since the runtime was made, as of the last iter_end; no reads

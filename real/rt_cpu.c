@@ -102,7 +102,9 @@ static int complete(rt_t *rt, int s, long upto)
             st->p[k++] = st->p[i];
             continue;
         }
+        int64_t t0 = rt_now_ns();
         int rc = MPI_Wait(&st->p[i].req, MPI_STATUS_IGNORE);
+        rt->comm_wait_ns += rt_now_ns() - t0;
         if (rc != MPI_SUCCESS)
             return mpi_fail(rc, "MPI_Wait", __LINE__);
         stamp(rt, st->p[i].t);

@@ -449,7 +449,7 @@ static int record_as(sim_t *S, int ent, int stream, const slot_t *s, int kind, i
                 return -1;
             S->tl = t, S->tl_cap = cap;
         }
-        S->tl[S->ntl++] = (result_op_t){S->opts->trace_ranks[k], stream, kind, s->op.mb, s->op.chunk, head, start, end, 0};
+        S->tl[S->ntl++] = (result_op_t){S->opts->trace_ranks[k], stream, kind, s->op.mb, s->op.chunk, head, start, end, 0, 0};
     }
     return 0;
 }
