@@ -366,7 +366,7 @@ static void unfused_bwd_call(void *p)
 static void attn_point(const calib_plan_t *p, calib_table_t *t, int unfused, int T, int NH, int NKV, int HS,
                        int window)
 {
-    kern_attn_shape s = {1, T, NH, NKV, HS, window, KERN_NO_DROPOUT};
+    kern_attn_shape s = {.B = 1, .T = T, .NH = NH, .NKV = NKV, .HS = HS, .window = window, .drop = KERN_NO_DROPOUT};
     size_t nq = (size_t)T * NH * HS, nkv = (size_t)T * NKV * HS;
     attn_ctx_t a = {calib_rand_floats(nq, 1), calib_rand_floats((size_t)NH * T, 2), calib_rand_floats(nq, 3),
                     calib_rand_floats(nkv, 4), calib_rand_floats(nkv, 5), calib_rand_floats(nq, 6),

@@ -260,10 +260,6 @@ int gpt_check_switches(const job_t *j, int gpu, char *err, int errlen)
                      : j->add_qkv_bias && j->disable_bias_linear ? "--add-qkv-bias is not run yet: megasim run's linear "
                                                                    "layers have all their biases or none (allowed: "
                                                                    "--no-add-qkv-bias)"
-                     : gpu && j->cp > 1 && j->cp_comm_type != CP_A2A
-                         ? "--cp-comm-type p2p and all_gather are not run on the GPU yet: the CUDA flash kernels take "
-                           "no blocks of queries against blocks of keys (kernels/attention.h); the CPU path runs all "
-                           "three (allowed with --device gpu: --cp-comm-type a2a)"
                      : gpu && !j->bf16 ? "--bf16 false with --device gpu: the GPU path trains in bf16 with fp32 master "
                                          "weights (allowed: --bf16 true; --device cpu trains in fp32)"
                                        : NULL;
