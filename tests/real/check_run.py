@@ -495,7 +495,7 @@ def gpu_emu():
         to chance changes the bits (with rt_gpu.c's event waits taken out,
         jittered runs differed at step 3 from run to run, 2026-11-23);
       - 4 ranks (TP 2, DP 2, ZeRO-1) with the parallel block, LAMB and
-        FlashAttention-1, against 1; 2 ranks of CP 2 in each form (NCCL's
+        FlashAttention-1, against 1; 2 ranks of CP 2, a2a and p2p (NCCL's
         all-to-all, the flash kernels on key blocks, the merge) against 1;
       - a checkpoint resumed on 4 emulated GPUs (REL_TOL), and the op times
         of a 2-rank trace (gpu_timeline).
@@ -545,8 +545,9 @@ def gpu_emu():
     expect_bf16("4 emulated GPUs (TP 2, DP 2, ZeRO-1), parallel block, LAMB, FlashAttention-1, vs 1",
                 one, four, EMU_TOL)
     # context parallelism: NCCL's all-to-all (a2a: grouped sends and receives), the CUDA flash kernels on
-    # blocks of keys (all_gather, p2p) and the log-sum-exp merge kernel with the ring on the TP stream (p2p)
-    for ctype in ("a2a", "all_gather", "p2p"):
+    # blocks of keys and the log-sum-exp merge kernel with the ring on the TP stream (p2p; all_gather's
+    # blocks are p2p's diagonal and full ones, its gather and reduce-scatter NCCL's as DP's)
+    for ctype in ("a2a", "p2p"):
         cp2, _ = run(2, gpu + ["--context-parallel-size", "2", "--cp-comm-type", ctype], iters=ITERS_EMU)
         expect_bf16(f"2 emulated GPUs (CP 2, --cp-comm-type {ctype}) vs 1 emulated GPU", flash, cp2, EMU_TOL)
     resume(["--device", "gpu"])  # the GPU runtime's own state copies, to the CPU case's tolerance
