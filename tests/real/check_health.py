@@ -333,6 +333,9 @@ def case_stragglers_measured(tmp):
     check("measured run exits 0", p.returncode == 0, 0, p.returncode, "run")
     s = sorted(diagnose_json(h5) or [], key=lambda x: -x.get("factor", 0))
     got = [(x.get("rank"), x.get("ranks"), round(x.get("factor", 0), 2)) for x in s]
+    if os.environ.get("MEGASIM_SANITIZED"):  # the instrumentation, not the injected 2x, sets the times there
+        print(f"skipped the timing check under the sanitizers (diagnose ran: {got})")
+        return
     ok = bool(s) and s[0].get("rank") == 2 and s[0].get("ranks") == [2] and 1.5 <= s[0].get("factor", 0) <= 2.6
     check("measured TP 2 x DP 2: rank 2 slowed 2x is named first, alone (not its TP group), at x1.5 to x2.6", ok,
           "rank 2, ranks [2]", got, "--inject-fault slow:2:2")

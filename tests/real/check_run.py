@@ -548,8 +548,8 @@ def gpu_emu():
     # blocks of keys and the log-sum-exp merge kernel with the ring on the TP stream (p2p; all_gather's
     # blocks are p2p's diagonal and full ones, its gather and reduce-scatter NCCL's as DP's)
     for ctype in ("a2a", "p2p"):
-        cp2, _ = run(2, gpu + ["--context-parallel-size", "2", "--cp-comm-type", ctype], iters=ITERS_EMU)
-        expect_bf16(f"2 emulated GPUs (CP 2, --cp-comm-type {ctype}) vs 1 emulated GPU", flash, cp2, EMU_TOL)
+        cp2, _ = run(2, gpu + ["--context-parallel-size", "2", "--cp-comm-type", ctype], iters=2)
+        expect_bf16(f"2 emulated GPUs (CP 2, --cp-comm-type {ctype}) vs 1 emulated GPU", flash[:2], cp2, EMU_TOL)
     resume(["--device", "gpu"])  # the GPU runtime's own state copies, to the CPU case's tolerance
     gpu_timeline()
 
