@@ -3,8 +3,8 @@
 the CPU path, each against the single rank as check_run.py's equivalence
 (whose helpers it uses), printing expected vs got per step.
 
-  cp   context parallelism: TP 2 x CP 2 x PP 2 x DP 2 (16 ranks, uneven
-       stages) with each --cp-comm-type, and CP 4 with attention dropout
+  cp   context parallelism: TP 2 x CP 2 x PP 2 (x DP 2 for p2p: 16 ranks),
+       uneven stages, each --cp-comm-type; CP 4 with attention dropout
   fp8  FP8 emulated on the CPU path: each format moves the losses; DP 2 and
        8 ranks against 1; a resumed FP8 run repeats the whole one
   offload  activation offloading: the same losses bit for bit, the peak
@@ -114,24 +114,28 @@ def offload():
 
 def context_parallel():
     """Context parallelism (real/gpt_cp.c) changes where the work runs, not
-    the maths: 16 ranks, TP 2 x CP 2 x PP 2 x DP 2 with SP, ZeRO-2 and
-    uneven stages (1 and 3 layers), each --cp-comm-type against the single
-    rank (a2a on tiny-gpt.json's learned positions; p2p, with every overlap,
-    and all_gather on tiny-llama.json's rotary positions and grouped
-    queries, whose one key/value group per TP rank a2a cannot split); then
+    the maths: TP 2 x CP 2 x PP 2 with SP and uneven stages (1 and 3
+    layers), each --cp-comm-type against the single rank, p2p's on 16 ranks
+    (DP 2, ZeRO-2, every overlap) and the others' on 8 (a2a on
+    tiny-gpt.json's learned positions; p2p and all_gather on
+    tiny-llama.json's rotary positions and grouped queries, whose one
+    key/value group per TP rank a2a cannot split); then
     CP 4 with attention dropout (every block draws the whole sequence's
     masks; a2a's heads, p2p's blocks) on 4 ranks. The hidden dropout is
     refused."""
     plan = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2", "--context-parallel-size",
             "2", "--sequence-parallel", "--use-distributed-optimizer", "--zero-stage", "2",
             "--decoder-first-pipeline-num-layers", "1", "--attention", "flash"]
-    for model, ctype, extra in (([], "a2a", []), (cr.LLAMA, "p2p", sum(cr.OVERLAPS, [])), (cr.LLAMA, "all_gather", [])):
+    # the whole 4-D plan (DP 2 beside CP: gradients over DP x CP) for the ring with every overlap, 8 ranks
+    # (DP 1) for the other two forms
+    for model, ctype, np, extra in (([], "a2a", 8, []), (cr.LLAMA, "p2p", 16, sum(cr.OVERLAPS, [])),
+                                    (cr.LLAMA, "all_gather", 8, [])):
         ref, _ = cr.run(1, model + ["--attention", "flash"])
-        got, _ = cr.run(16, model + plan + ["--cp-comm-type", ctype] + extra)
+        got, _ = cr.run(np, model + plan + ["--cp-comm-type", ctype] + extra)
         name = "tiny-llama.json" if model else "tiny-gpt.json"
-        cr.expect_losses(f"{name}, --cp-comm-type {ctype}, 16 ranks (TP 2 x CP 2 x PP 2 x DP 2, SP, ZeRO-2, stages "
-                         f"of 1 and 3 layers{', every overlap' if extra else ''})", ref, got,
-                         "single rank, flash attention")
+        what = "TP 2 x CP 2 x PP 2 x DP 2, SP, ZeRO-2" if np == 16 else "TP 2 x CP 2 x PP 2, SP"
+        cr.expect_losses(f"{name}, --cp-comm-type {ctype}, {np} ranks ({what}, stages of 1 and 3 layers"
+                         f"{', every overlap' if extra else ''})", ref, got, "single rank, flash attention")
     drop = ["--attention", "flash", "--attention-dropout", "0.1"]
     ref, _ = cr.run(1, drop)
     for ctype in ("a2a", "p2p"):  # all_gather's blocks (k0 0) are among p2p's
