@@ -61,34 +61,34 @@ static int whole_parts(gpt_t *m, void *whole, void *parts, long w, int to_whole)
     return 0;
 }
 
+/* The rank's rows as 2 B pieces, one chunk of one sequence each (Tc rows):
+ * piece k's first row, and its first row's place in the sequence. */
+static long piece_row(const gpt_t *m, int k) { return (long)(k / 2) * m->T + (k % 2) * (m->T / 2); }
+
+static long piece_pos(const gpt_t *m, int k) { return (long)layout_cp_chunk(k % 2, m->cp, m->cp_i) * (m->T / 2); }
+
 int gpt_rope(gpt_t *m, void *x, int H, int inverse)
 {
     double base = m->job->rotary_base;
     if (m->cp == 1)
         return OP->rope(RT, x, m->N, m->T, 0, H, m->HS, base, inverse);
     int Tc = m->T / 2;
-    for (int b = 0; b < m->B; b++)
-        for (int slot = 0; slot < 2; slot++)
-            RT_TRY(OP->rope(RT, A(m, x, ((long)b * m->T + slot * Tc) * H * m->HS), Tc, Tc,
-                            layout_cp_chunk(slot, m->cp, m->cp_i) * Tc, H, m->HS, base, inverse));
+    for (int k = 0; k < 2 * m->B; k++)
+        RT_TRY(OP->rope(RT, A(m, x, piece_row(m, k) * H * m->HS), Tc, Tc, (int)piece_pos(m, k), H, m->HS, base,
+                        inverse));
     return 0;
 }
 
 /* The embedding's learned positions are the table's rows at the tokens'
- * places: with CP, one call per chunk of each sequence (the kernel reads
- * row n mod T of the table it is given). */
+ * places: with CP, one call per piece (the kernel reads row n mod T of the
+ * table it is given). */
 int gpt_embed(gpt_t *m, void *out, const int *tokens, const void *wte, const void *wpe)
 {
     if (m->cp == 1 || !wpe)
         return OP->embedding_fwd(RT, out, tokens, wte, wpe, m->v0, m->Vl, m->B, m->T, m->C);
-    int Tc = m->T / 2;
-    for (int b = 0; b < m->B; b++)
-        for (int slot = 0; slot < 2; slot++) {
-            long row = (long)b * m->T + slot * Tc;
-            RT_TRY(OP->embedding_fwd(RT, A(m, out, row * m->C), tokens + row, wte,
-                                     A(m, wpe, (long)layout_cp_chunk(slot, m->cp, m->cp_i) * Tc * m->C), m->v0,
-                                     m->Vl, 1, Tc, m->C));
-        }
+    for (int k = 0; k < 2 * m->B; k++)
+        RT_TRY(OP->embedding_fwd(RT, A(m, out, piece_row(m, k) * m->C), tokens + piece_row(m, k), wte,
+                                 A(m, wpe, piece_pos(m, k) * m->C), m->v0, m->Vl, 1, m->T / 2, m->C));
     return 0;
 }
 
@@ -96,13 +96,9 @@ int gpt_embed_bwd(gpt_t *m, float *dwte, float *dwpe, const void *dout, const in
 {
     if (m->cp == 1 || !dwpe)
         return OP->embedding_bwd(RT, dwte, dwpe, dout, tokens, m->v0, m->Vl, m->B, m->T, m->C);
-    int Tc = m->T / 2;
-    for (int b = 0; b < m->B; b++)
-        for (int slot = 0; slot < 2; slot++) {
-            long row = (long)b * m->T + slot * Tc;
-            RT_TRY(OP->embedding_bwd(RT, dwte, dwpe + (long)layout_cp_chunk(slot, m->cp, m->cp_i) * Tc * m->C,
-                                     A(m, dout, row * m->C), tokens + row, m->v0, m->Vl, 1, Tc, m->C));
-        }
+    for (int k = 0; k < 2 * m->B; k++)
+        RT_TRY(OP->embedding_bwd(RT, dwte, dwpe + piece_pos(m, k) * m->C, A(m, dout, piece_row(m, k) * m->C),
+                                 tokens + piece_row(m, k), m->v0, m->Vl, 1, m->T / 2, m->C));
     return 0;
 }
 
