@@ -564,8 +564,8 @@ static void report_end(run_t *R, const result_t *r)
     double t = R->step_s;
     if (R->rank != 0 || R->o.json)
         return;
-    printf("\n%s, %d rank(s): TP %d x PP %d (%d chunk(s)) x DP %d, %d micro-batches of %d x %d tokens\n",
-           R->rt->device_name, R->world, R->job.tp, R->job.pp, R->job.vpp, R->job.dp, R->job.num_microbatches,
+    printf("\n%s, %d rank(s): TP %d x CP %d x PP %d (%d chunk(s)) x DP %d, %d micro-batches of %d x %d tokens\n",
+           R->rt->device_name, R->world, R->job.tp, R->job.cp, R->job.pp, R->job.vpp, R->job.dp, R->job.num_microbatches,
            R->job.micro_batch_size, R->job.seq_length);
     printf("mean step %.2f ms (steps after the first) | %.0f tokens/s | MFU %.2f%% of %.3g TFLOP/s per GPU\n", t * 1e3,
            (double)R->job.global_batch_size * R->job.seq_length / t,

@@ -71,7 +71,7 @@ int exec_init(exec_t *x, const job_t *job, rt_t *rt, comm_t *comm, gpt_t *m, dat
     memset(x, 0, sizeof *x);
     x->job = job, x->rt = rt, x->comm = comm, x->m = m, x->data = data, x->hp = *hp;
     x->nan_rank = -1;
-    x->zero = job->zero_stage >= 1 && job->dp > 1;
+    x->zero = job->zero_stage >= 1 && job->dp_cp > 1; /* ZeRO shards over DP x CP, the weights' replicas */
     x->shard_base = calloc((size_t)m->npieces + 1, sizeof *x->shard_base);
     long nshard = 0;
     for (int p = 0; p < m->npieces; p++) {
@@ -143,7 +143,7 @@ static long new_rec(exec_t *x, const sched_op_t *o)
 {
     if (x->nrecs == x->caprecs) /* reserve() made room for the whole iteration */
         return -1;
-    int rank = layout_rank(x->comm->tp_i, x->comm->dp_i, x->comm->stage, x->job->tp, x->job->dp);
+    int rank = layout_rank(x->comm->tp_i, x->comm->dp_i, x->comm->stage, x->job->tp, x->job->dp_cp); /* dp_i: in DP x CP */
     x->recs[x->nrecs] = (result_op_t){rank, o->stream, o->kind, o->mb, o->chunk, 0, 0, 0, x->iter, 0};
     memset(&x->times[x->nrecs], 0, sizeof x->times[0]);
     return x->nrecs++;

@@ -149,6 +149,8 @@ static int a2a_fwd(gpt_t *m, layer_saved_t *s, void *out, kern_attn_shape sh)
     RT_TRY(trade(m, *fv, s->v, m->g, 1));
     RT_TRY(OP->alloc(RT, &s->att, rt_attn_saved_bytes(RT, m->attn, sh), RT_POOL_MAIN));
     RT_TRY(OP->attn_fwd(RT, m->attn, *fo, s->att, *fq, *fk, *fv, sh));
+    drop(m, s->q), drop(m, s->k), drop(m, s->v); /* the backward reads the traded copies */
+    s->q = s->k = s->v = NULL;
     return trade(m, out, *fo, m->nh, 0);
 }
 
@@ -213,6 +215,8 @@ static int gather_fwd(gpt_t *m, layer_saved_t *s, void *out, kern_attn_shape sh)
     RT_TRY(alloc_act(m, &s->cpb[1], (long)m->B * m->Tseq * kvw));
     RT_TRY(gather_whole(m, s->cpb[0], s->k, kvw));
     RT_TRY(gather_whole(m, s->cpb[1], s->v, kvw));
+    drop(m, s->k), drop(m, s->v); /* the backward reads the gathered ones */
+    s->k = s->v = NULL;
     RT_TRY(alloc_act(m, &qs, m->B * Tc * qw)); RT_TRY(alloc_act(m, &os, m->B * Tc * qw));
     for (int slot = 0; slot < 2; slot++) {
         kern_attn_shape ss = gather_shape(m, sh, slot);

@@ -82,7 +82,7 @@ int run_gather(const exec_t *x, int account_iter, result_t *r, char *err, int er
             r->critical_rank = i;
     r->critical_entity = r->critical_rank;
     r->critical = r->per_entity[r->critical_rank];
-    r->classes = x->job->dp;
+    r->classes = x->job->dp_cp; /* the weights' replicas, as the simulator's classes */
     return 0;
 oom:
     snprintf(err, errlen, "out of host memory gathering the op records");
