@@ -136,6 +136,17 @@ def context_parallel():
         what = "TP 2 x CP 2 x PP 2 x DP 2, SP, ZeRO-2" if np == 16 else "TP 2 x CP 2 x PP 2, SP"
         cr.expect_losses(f"{name}, --cp-comm-type {ctype}, {np} ranks ({what}, stages of 1 and 3 layers"
                          f"{', every overlap' if extra else ''})", ref, got, "single rank, flash attention")
+    # every rank's ops land on its own row of the measurement (DP x CP's index placed with DP x CP's size)
+    with tempfile.TemporaryDirectory(prefix="megasim-cp-") as d:
+        h5 = os.path.join(d, "cp.h5")
+        cr.run(8, plan + ["--cp-comm-type", "p2p", "--out", h5], iters=2)
+        dump = subprocess.run(["h5dump", "-d", "/ranks", h5], capture_output=True, text=True).stdout
+        rows = re.findall(r"\((\d+)\):\{([^}]*)\}", re.sub(r"\s+", "", dump[dump.find("DATA"):]))
+        comp = [float(r[1].split(",")[3]) for r in rows]  # rank, stands_for, end_s, compute_s, ...
+        ok = len(comp) == 8 and all(c > 0 for c in comp)
+        cr.failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} run --out, TP 2 x CP 2 x PP 2: every rank's compute on its own row of "
+              f"/ranks: expected 8 rows above 0 s, got {comp}")
     drop = ["--attention", "flash", "--attention-dropout", "0.1"]
     ref, _ = cr.run(1, drop)
     for ctype in ("a2a", "p2p"):  # all_gather's blocks (k0 0) are among p2p's
