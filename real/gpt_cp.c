@@ -272,6 +272,25 @@ static kern_attn_shape block_shape(const gpt_t *m, kern_attn_shape sh, int qc, i
     return sh;
 }
 
+/* The blocks of ring step st: this rank's query slot a against slot b of
+ * the keys it holds then (those of CP rank cp_i - st), chunks qc and kc;
+ * the visible ones, in (a, b) order, into bl; returns their count. */
+typedef struct {
+    int a, b, qc, kc;
+} ring_block_t;
+
+static int ring_blocks(const gpt_t *m, int st, ring_block_t bl[4])
+{
+    int src = (m->cp_i - st + m->cp) % m->cp, n = 0;
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++) {
+            int qc = layout_cp_chunk(a, m->cp, m->cp_i), kc = layout_cp_chunk(b, m->cp, src);
+            if (block_visible(m, qc, kc))
+                bl[n++] = (ring_block_t){a, b, qc, kc};
+        }
+    return n;
+}
+
 /* The ring's step on the TP stream, beside the compute stream's blocks:
  * buf (n elements, as the compute stream left it) on to the next CP rank,
  * the previous one's into nxt. ring_land: the compute stream waits for
@@ -323,24 +342,22 @@ static int ring_fwd(gpt_t *m, layer_saved_t *s, void *out, kern_attn_shape sh)
         RT_TRY(slot_out(m, qs[a], s->q, a, qw));
     }
     for (int st = 0; st < m->cp; st++) {
-        int src = (m->cp_i - st + m->cp) % m->cp, more = st < m->cp - 1;
+        int more = st < m->cp - 1;
+        ring_block_t bl[4];
         if (more) /* the next rank's keys travel while these are used */
             RT_TRY(ring_send(m, kv, nxt, kvn));
-        for (int a = 0; a < 2; a++)
-            for (int b = 0; b < 2; b++) {
-                int qc = layout_cp_chunk(a, m->cp, m->cp_i), kc = layout_cp_chunk(b, m->cp, src);
-                if (!block_visible(m, qc, kc))
-                    continue;
-                kern_attn_shape bs = block_shape(m, sh, qc, kc);
-                const void *kb = A(m, kv, b * half), *vb = A(m, kv, 2 * half + b * half);
-                if (!have[a]) { /* the first block: the running output itself */
-                    RT_TRY(OP->attn_fwd(RT, m->attn, os[a], s->cpb[a], qs[a], kb, vb, bs));
-                    have[a] = 1;
-                    continue;
-                }
-                RT_TRY(OP->attn_fwd(RT, m->attn, ob, lb, qs[a], kb, vb, bs));
-                RT_TRY(OP->attn_merge(RT, os[a], s->cpb[a], ob, lb, m->B, (int)Tc, m->nh, m->HS));
+        for (int i = 0, n = ring_blocks(m, st, bl); i < n; i++) {
+            int a = bl[i].a;
+            kern_attn_shape bs = block_shape(m, sh, bl[i].qc, bl[i].kc);
+            const void *kb = A(m, kv, bl[i].b * half), *vb = A(m, kv, 2 * half + bl[i].b * half);
+            if (!have[a]) { /* the first block: the running output itself */
+                RT_TRY(OP->attn_fwd(RT, m->attn, os[a], s->cpb[a], qs[a], kb, vb, bs));
+                have[a] = 1;
+                continue;
             }
+            RT_TRY(OP->attn_fwd(RT, m->attn, ob, lb, qs[a], kb, vb, bs));
+            RT_TRY(OP->attn_merge(RT, os[a], s->cpb[a], ob, lb, m->B, (int)Tc, m->nh, m->HS));
+        }
         if (more)
             RT_TRY(ring_land(m, &kv, &nxt, NULL, NULL));
     }
@@ -374,21 +391,20 @@ static int ring_bwd(gpt_t *m, layer_saved_t *s, const void *dao, void *dq, void 
         RT_TRY(OP->memset0(RT, dqs[a], (size_t)qn * RT->act_bytes, STREAM_COMPUTE));
     }
     for (int st = 0; st < m->cp; st++) {
-        int src = (m->cp_i - st + m->cp) % m->cp, more = st < m->cp - 1;
+        int more = st < m->cp - 1;
+        ring_block_t bl[4];
         if (more)
             RT_TRY(ring_send(m, kv, nxt, kvn));
-        for (int a = 0; a < 2; a++)
-            for (int b = 0; b < 2; b++) {
-                int qc = layout_cp_chunk(a, m->cp, m->cp_i), kc = layout_cp_chunk(b, m->cp, src);
-                if (!block_visible(m, qc, kc))
-                    continue;
-                void *dkacc = A(m, dkv, b * half), *dvacc = A(m, dkv, 2 * half + b * half);
-                RT_TRY(OP->attn_bwd(RT, m->attn, dqb, dkb, dvb, dos[a], qs[a], A(m, kv, b * half),
-                                    A(m, kv, 2 * half + b * half), os[a], s->cpb[a], block_shape(m, sh, qc, kc)));
-                RT_TRY(OP->add(RT, dqs[a], dqs[a], dqb, qn));
-                RT_TRY(OP->add(RT, dkacc, dkacc, dkb, half));
-                RT_TRY(OP->add(RT, dvacc, dvacc, dvb, half));
-            }
+        for (int i = 0, n = ring_blocks(m, st, bl); i < n; i++) {
+            int a = bl[i].a, b = bl[i].b;
+            void *dkacc = A(m, dkv, b * half), *dvacc = A(m, dkv, 2 * half + b * half);
+            RT_TRY(OP->attn_bwd(RT, m->attn, dqb, dkb, dvb, dos[a], qs[a], A(m, kv, b * half),
+                                A(m, kv, 2 * half + b * half), os[a], s->cpb[a],
+                                block_shape(m, sh, bl[i].qc, bl[i].kc)));
+            RT_TRY(OP->add(RT, dqs[a], dqs[a], dqb, qn));
+            RT_TRY(OP->add(RT, dkacc, dkacc, dkb, half));
+            RT_TRY(OP->add(RT, dvacc, dvacc, dvb, half));
+        }
         RT_TRY(ring_send(m, dkv, dnxt, kvn)); /* after CP steps, the sums come home */
         RT_TRY(more ? ring_land(m, &dkv, &dnxt, &kv, &nxt) : ring_land(m, &dkv, &dnxt, NULL, NULL));
     }

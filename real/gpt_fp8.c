@@ -25,6 +25,12 @@ enum { GPT_FP8_IN, GPT_FP8_W, GPT_FP8_GRAD, NROLES };
 
 static int site(const gpt_t *m, int tw, int role) { return m->tensors[tw].id * NROLES + role; }
 
+/* A role's format: hybrid's gradients E5M2, everything else E4M3. */
+static int role_fmt(const gpt_t *m, int role)
+{
+    return role == GPT_FP8_GRAD && m->job->fp8_format == FP8_HYBRID ? KERN_FP8_E5M2 : KERN_FP8_E4M3;
+}
+
 int gpt_fp8_init(gpt_t *m, char *err, int errlen)
 {
     if (!m->job->fp8_format)
@@ -62,7 +68,7 @@ static int fp8(gpt_t *m, int tw, int role, const void *x, long n, const void **q
     if (!m->fp8_sites)
         return 0;
     int s = site(m, tw, role);
-    int fmt = role == GPT_FP8_GRAD && m->job->fp8_format == FP8_HYBRID ? KERN_FP8_E5M2 : KERN_FP8_E4M3;
+    int fmt = role_fmt(m, role);
     void *out;
     float amax;
     RT_TRY(alloc_act(m, &out, n));
@@ -127,7 +133,7 @@ int gpt_fp8_step(gpt_t *m)
         a[i] = m->fp8_amax[i];
     int rc = comm_host_max_f64(m->comm, GRP_WORLD, a, m->fp8_sites);
     for (int i = 0; !rc && i < m->fp8_sites; i++) {
-        int fmt = i % NROLES == GPT_FP8_GRAD && m->job->fp8_format == FP8_HYBRID ? KERN_FP8_E5M2 : KERN_FP8_E4M3;
+        int fmt = role_fmt(m, i % NROLES);
         if (a[i] > 0 && isfinite(a[i])) /* a tensor that was all zeros (or not met) keeps its scale */
             m->fp8_scale[i] = (float)(kern_fp8_max(fmt) / a[i]);
         m->fp8_amax[i] = 0;
