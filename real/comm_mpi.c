@@ -101,10 +101,7 @@ static int settle(comm_t *c, int stream, MPI_Request req)
     if (stream != STREAM_COMPUTE)
         return rt_cpu_add_request(c->rt, stream, req);
     if (!m->grouping) {
-        int64_t t0 = rt_now_ns();
-        int rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
-        c->rt->comm_wait_ns += rt_now_ns() - t0;
-        MPI_TRY(rc);
+        MPI_TRY(rt_cpu_wait(c->rt, 1, &req));
         return 0;
     }
     if (m->nreqs == m->capreqs) {
@@ -176,10 +173,7 @@ static int m_group_end(comm_t *c)
     m->grouping = 0;
     int n = m->nreqs;
     m->nreqs = 0;
-    int64_t t0 = rt_now_ns();
-    int rc = MPI_Waitall(n, m->reqs, MPI_STATUSES_IGNORE);
-    c->rt->comm_wait_ns += rt_now_ns() - t0;
-    MPI_TRY(rc);
+    MPI_TRY(rt_cpu_wait(c->rt, n, m->reqs));
     return 0;
 }
 

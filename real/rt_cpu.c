@@ -92,6 +92,14 @@ static void stamp(rt_t *rt, rt_times_t *t)
     }
 }
 
+int rt_cpu_wait(rt_t *rt, int n, MPI_Request *reqs)
+{
+    int64_t t0 = rt_now_ns();
+    int rc = MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE);
+    rt->comm_wait_ns += rt_now_ns() - t0;
+    return rc;
+}
+
 /* Completes the requests of stream s with seq < upto (all: LONG_MAX). */
 static int complete(rt_t *rt, int s, long upto)
 {
@@ -102,11 +110,9 @@ static int complete(rt_t *rt, int s, long upto)
             st->p[k++] = st->p[i];
             continue;
         }
-        int64_t t0 = rt_now_ns();
-        int rc = MPI_Wait(&st->p[i].req, MPI_STATUS_IGNORE);
-        rt->comm_wait_ns += rt_now_ns() - t0;
+        int rc = rt_cpu_wait(rt, 1, &st->p[i].req);
         if (rc != MPI_SUCCESS)
-            return mpi_fail(rc, "MPI_Wait", __LINE__);
+            return mpi_fail(rc, "MPI_Waitall", __LINE__);
         stamp(rt, st->p[i].t);
     }
     st->n = k;

@@ -11,4 +11,8 @@
 /* Takes ownership of req (completed and freed by the runtime). */
 int rt_cpu_add_request(rt_t *rt, int stream, MPI_Request req);
 
+/* MPI_Waitall on n requests, the host's time blocked there added to
+ * rt->comm_wait_ns; MPI's return code. */
+int rt_cpu_wait(rt_t *rt, int n, MPI_Request *reqs);
+
 #endif
