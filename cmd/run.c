@@ -340,7 +340,7 @@ static int setup(run_t *R)
     if (rank_failed(rc, err))
         return bad(R, err[0] ? err : "a rank could not lay out its model");
     rc = data_open(&R->data, R->o.data, (unsigned long long)R->o.seed, R->job.micro_batch_size, R->job.seq_length,
-                   R->job.num_microbatches, R->comm->dp_i / R->job.cp, R->job.cp, R->comm->cp_i,
+                   R->job.num_microbatches, R->comm->data_i, R->job.cp, R->comm->cp_i,
                    R->job.async_data_loader, err, sizeof err);
     if (rank_failed(rc, err))
         return bad(R, err[0] ? err : "a rank could not open the data");

@@ -65,6 +65,7 @@ struct comm {
     MPI_Comm mpi[GRP_COUNT];              /* MPI_COMM_NULL where not a member */
     int tp_i, dp_i, stage;                /* coordinates of this rank (dp_i: in DP x CP) */
     int cp_i;                             /* its place in its CP group: dp_i mod CP */
+    int data_i;                           /* its data replica (which samples it reads): dp_i / CP */
     void *impl;
 };
 

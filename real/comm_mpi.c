@@ -39,7 +39,7 @@ int comm_groups_init(comm_t *c, int tp, int cp, int dp, int pp, char *err, int e
     }
     int dpc = dp * cp; /* DP x CP: CP sits between TP and DP in the rank order */
     layout_pos_t at = layout_pos(w, tp, dpc);
-    c->tp_i = at.tp_i, c->dp_i = at.dp_i, c->stage = at.stage, c->cp_i = at.dp_i % cp;
+    c->tp_i = at.tp_i, c->dp_i = at.dp_i, c->stage = at.stage, c->cp_i = at.dp_i % cp, c->data_i = at.dp_i / cp;
     int emb = pp > 1 && (c->stage == 0 || c->stage == pp - 1);
     int color[GRP_COUNT] = {w / tp, c->tp_i + tp * c->stage, c->tp_i + tp * c->dp_i,
                             emb ? c->tp_i + tp * c->dp_i : MPI_UNDEFINED, 0,

@@ -49,7 +49,8 @@
  * TAG_BWD on the pipeline). */
 static int grouped_tag(int grp, int tag)
 {
-    return ((grp == GRP_TP || grp == GRP_CP) && tag == TAG_RING) || (grp == GRP_PP && (tag == TAG_FWD || tag == TAG_BWD));
+    return ((grp == GRP_TP || grp == GRP_CP) && tag == TAG_RING) ||
+           (grp == GRP_PP && (tag == TAG_FWD || tag == TAG_BWD));
 }
 
 static int link_tag(int grp, int tag) { return grp == GRP_PP && (tag == TAG_FWD || tag == TAG_BWD); }

@@ -216,7 +216,7 @@ int gpt_chunk_fwd(gpt_t *m, int chunk, int mb, const void *x_in, void *x_out, co
     *saved = sv;
     sv->chunk = chunk, sv->x_in = x_in, sv->x_out = x_out, sv->tokens = tokens, sv->targets = targets;
     sv->losses = losses;
-    sv->sample0 = ((long long)(m->dp_i / m->cp) * m->job->num_microbatches + mb) * m->B; /* as real/data.c */
+    sv->sample0 = ((long long)m->comm->data_i * m->job->num_microbatches + mb) * m->B; /* as real/data.c */
     if (gpt_has_embedding(m, chunk)) {
         RT_TRY(alloc_act(m, &sv->emb, (long)m->N * m->C));
         RT_TRY(embedding_fwd(m, sv, tokens));
