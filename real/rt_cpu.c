@@ -8,6 +8,7 @@
 #include "real/rt_cpu.h"
 
 #include "kernels/attnmerge.h"
+#include "kernels/moe.h"
 #include "kernels/crossentropy.h"
 #include "kernels/embedding.h"
 #include "kernels/fp8.h"
@@ -190,7 +191,6 @@ static int c_join(rt_t *rt, int waiter, int on) { return complete(rt, on, C(rt)-
  * they belong to changes nothing but is checked as on the GPU. */
 static int c_compute_on(rt_t *rt, int stream)
 {
-    (void)rt;
     return rt_check_compute_stream(stream, __FILE__, __LINE__);
 }
 
@@ -556,6 +556,37 @@ static void c_destroy(rt_t *rt)
     free(rt);
 }
 
+static int c_moe_route(rt_t *rt, float *probs, int *idx, float *scores, const void *logits, int N, int E, int k)
+{
+    kern_moe_route_ref(probs, idx, scores, logits, N, E, k);
+    return 0;
+}
+
+static int c_moe_route_bwd(rt_t *rt, void *dlogits, const float *dprobs, const float *probs, const int *idx,
+                           const float *scores, const float *coef, int N, int E, int k)
+{
+    kern_moe_route_bwd_ref(dlogits, dprobs, probs, idx, scores, coef, N, E, k);
+    return 0;
+}
+
+static int c_moe_gather(rt_t *rt, void *out, const void *x, const int *rows, const float *w, long M, int C)
+{
+    kern_moe_gather_ref(out, x, rows, w, M, C);
+    return 0;
+}
+
+static int c_moe_scatter_add(rt_t *rt, void *out, const void *y, const int *rows, const float *w, long M, int C)
+{
+    kern_moe_scatter_add_ref(out, y, rows, w, M, C);
+    return 0;
+}
+
+static int c_moe_rowdot(rt_t *rt, float *out, const void *a, const int *rows, const void *b, long M, int C)
+{
+    kern_moe_rowdot_ref(out, a, rows, b, M, C);
+    return 0;
+}
+
 static const rt_ops_t cpu_ops = {
     c_alloc, c_free, c_memset0, c_copy, c_copy, c_copy2d, c_act_from_f32,
     c_join, c_record, c_wait, c_sync, c_compute_on,
@@ -565,6 +596,7 @@ static const rt_ops_t cpu_ops = {
     c_bias_gelu_fwd, c_bias_gelu_bwd, c_bias_add, c_gelu_fwd, c_gelu_bwd, c_bias_grad, c_rope, c_swiglu_fwd, c_swiglu_bwd,
     c_add, c_dropout, c_dropout_masked, c_dropout_add,
     c_attn_fwd, c_attn_bwd, c_attn_merge, c_fp8_quant, c_xent_fwd, c_xent_part, c_xent_merge, c_xent_bwd,
+    c_moe_route, c_moe_route_bwd, c_moe_gather, c_moe_scatter_add, c_moe_rowdot,
     c_adamw, c_lamb_norms, c_lamb_apply, c_grad_sumsq,
     c_native, c_destroy,
 };

@@ -249,6 +249,7 @@ const rt_ops_t rt_gpu_ops = {
     g_bias_gelu_fwd, g_bias_gelu_bwd, g_bias_add, g_gelu_fwd, g_gelu_bwd, g_bias_grad, g_rope, g_swiglu_fwd, g_swiglu_bwd,
     g_add, g_dropout, g_dropout_masked, g_dropout_add,
     g_attn_fwd, g_attn_bwd, g_attn_merge, g_fp8_quant, g_xent_fwd, g_xent_part, g_xent_merge, g_xent_bwd,
+    NULL, NULL, NULL, NULL, NULL, /* the experts' kernels: not built for the GPU (rt.h) */
     g_adamw, g_lamb_norms, g_lamb_apply, g_grad_sumsq,
     g_native, g_destroy,
 };
