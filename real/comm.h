@@ -1,6 +1,9 @@
 /* real/comm.h: the communicators of one rank of a real run: its TP, CP,
  * DP and pipeline groups, the tied-embedding group (first and last
- * pipeline stage), and the world. Ranks are numbered as Megatron-Core and
+ * pipeline stage), the world, and with experts the expert-parallel (EP)
+ * and expert data-parallel (EDP) groups, folded into the same ranks as
+ * model/moe.h orders them (rank = etp_i + ETP (ep_i + EP (edp_i + EDP
+ * stage))). Ranks are numbered as Megatron-Core and
  * the simulator number them (model/layout.h): TP fastest, then CP, DP,
  * PP. The DP group is DP x CP, the ranks holding the same weights (the
  * gradients' reduction, ZeRO's shards): dp_i numbers a rank in it, and a
@@ -28,7 +31,7 @@
 
 #include <mpi.h>
 
-typedef enum { GRP_TP, GRP_DP, GRP_PP, GRP_EMB, GRP_WORLD, GRP_CP, GRP_COUNT } grp_t;
+typedef enum { GRP_TP, GRP_DP, GRP_PP, GRP_EMB, GRP_WORLD, GRP_CP, GRP_EP, GRP_EDP, GRP_COUNT } grp_t;
 typedef enum { DT_F32, DT_ACT, DT_I32 } dtype_t; /* DT_ACT: the runtime's act type */
 
 typedef struct comm comm_t;
@@ -45,6 +48,12 @@ typedef struct {
     /* out (size x count): part r from member r's in (size x count), its
      * part for this rank (CP's Ulysses exchange of heads for tokens) */
     int (*alltoall)(comm_t *c, int grp, void *out, const void *in, long count, int dt, int stream);
+    /* the same with a count per member: in holds scount[r] elements for
+     * member r, one block after another, out receives rcount[r] from
+     * member r likewise (the experts' token dispatch and combine); on the
+     * compute stream only, complete when it returns */
+    int (*alltoallv)(comm_t *c, int grp, void *out, const long *rcount, const void *in, const long *scount, int dt,
+                     int stream);
     /* point to point inside a group (peer = rank in the group). Between
      * group_begin and group_end the transfers run concurrently and
      * complete together (Megatron's batched exchanges, NCCL groups).
@@ -66,20 +75,27 @@ struct comm {
     int tp_i, dp_i, stage;                /* coordinates of this rank (dp_i: in DP x CP) */
     int cp_i;                             /* its place in its CP group: dp_i mod CP */
     int data_i;                           /* its data replica (which samples it reads): dp_i / CP */
+    int ep_i, edp_i;                      /* with experts: its place in its EP and its EDP group */
     void *impl;
 };
 
-/* Splits MPI_COMM_WORLD into the groups of a TP x CP x DP x PP plan (the
- * world size must be their product). Fills c->rank, size, mpi and
- * coordinates. */
-int comm_groups_init(comm_t *c, int tp, int cp, int dp, int pp, char *err, int errlen);
+/* The plan the groups are made for: TP x CP x DP x PP ranks; ep 0 without
+ * experts (no EP or EDP group), else EP and ETP with ETP x EP dividing
+ * TP x CP x DP. */
+typedef struct {
+    int tp, cp, dp, pp, ep, etp;
+} comm_plan_t;
+
+/* Splits MPI_COMM_WORLD into the groups of a plan (the world size must be
+ * TP x CP x DP x PP). Fills c->rank, size, mpi and coordinates. */
+int comm_groups_init(comm_t *c, const comm_plan_t *p, char *err, int errlen);
 void comm_groups_free(comm_t *c);
 
 /* The MPI communicators on the CPU runtime. */
-int comm_mpi_create(comm_t **c, rt_t *rt, int tp, int cp, int dp, int pp, char *err, int errlen);
+int comm_mpi_create(comm_t **c, rt_t *rt, const comm_plan_t *p, char *err, int errlen);
 
 /* NCCL communicators on the GPU runtime; -1 with a message without CUDA. */
-int comm_nccl_create(comm_t **c, rt_t *rt, int tp, int cp, int dp, int pp, char *err, int errlen);
+int comm_nccl_create(comm_t **c, rt_t *rt, const comm_plan_t *p, char *err, int errlen);
 
 /* Host-side sum (max) over a group's MPI communicator (any runtime). */
 int comm_host_sum_f64(comm_t *c, int grp, double *buf, int count);

@@ -8,6 +8,7 @@
 #include "real/health.h"
 #include "real/rt_cpu.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -27,9 +28,9 @@ static int mpi_error(int rc, const char *what, const char *file, int line)
     return rc ? rc : -1;
 }
 
-int comm_groups_init(comm_t *c, int tp, int cp, int dp, int pp, char *err, int errlen)
+int comm_groups_init(comm_t *c, const comm_plan_t *p, char *err, int errlen)
 {
-    int w, n;
+    int w, n, tp = p->tp, cp = p->cp, dp = p->dp, pp = p->pp;
     MPI_Comm_rank(MPI_COMM_WORLD, &w);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     if (n != tp * cp * dp * pp) {
@@ -41,10 +42,16 @@ int comm_groups_init(comm_t *c, int tp, int cp, int dp, int pp, char *err, int e
     layout_pos_t at = layout_pos(w, tp, dpc);
     c->tp_i = at.tp_i, c->dp_i = at.dp_i, c->stage = at.stage, c->cp_i = at.dp_i % cp, c->data_i = at.dp_i / cp;
     int emb = pp > 1 && (c->stage == 0 || c->stage == pp - 1);
+    /* the experts' folding: a stage's TP x CP x DP ranks as ETP x EP x EDP */
+    int ep = p->ep, etp = p->etp > 0 ? p->etp : 1, local = w % (tp * dpc), etp_i = local % etp;
+    c->ep_i = ep > 0 ? local / etp % ep : 0, c->edp_i = ep > 0 ? local / (etp * ep) : 0;
+    int edp = ep > 0 ? tp * dpc / (etp * ep) : 1;
     int color[GRP_COUNT] = {w / tp, c->tp_i + tp * c->stage, c->tp_i + tp * c->dp_i,
                             emb ? c->tp_i + tp * c->dp_i : MPI_UNDEFINED, 0,
-                            c->tp_i + tp * (c->dp_i / cp + dp * c->stage)};
-    int key[GRP_COUNT] = {c->tp_i, c->dp_i, c->stage, c->stage, w, c->cp_i};
+                            c->tp_i + tp * (c->dp_i / cp + dp * c->stage),
+                            ep > 0 ? etp_i + etp * (c->edp_i + edp * c->stage) : MPI_UNDEFINED,
+                            ep > 0 ? etp_i + etp * (c->ep_i + ep * c->stage) : MPI_UNDEFINED};
+    int key[GRP_COUNT] = {c->tp_i, c->dp_i, c->stage, c->stage, w, c->cp_i, c->ep_i, c->edp_i};
     for (int g = 0; g < GRP_COUNT; g++) {
         c->mpi[g] = MPI_COMM_NULL, c->rank[g] = 0, c->size[g] = 0;
         if (MPI_Comm_split(MPI_COMM_WORLD, color[g], key[g], &c->mpi[g]) != MPI_SUCCESS) {
@@ -147,6 +154,34 @@ static int m_alltoall(comm_t *c, int grp, void *out, const void *in, long count,
     return settle(c, stream, r);
 }
 
+static int m_alltoallv(comm_t *c, int grp, void *out, const long *rcount, const void *in, const long *scount,
+                       int dt, int stream)
+{
+    mpi_impl_t *m = c->impl;
+    int P = c->size[grp], rc = -1;
+    if (stream != STREAM_COMPUTE || m->grouping) {
+        fprintf(stderr, "%s:%d: alltoallv runs on the compute stream outside a group only\n", __FILE__, __LINE__);
+        return -1;
+    }
+    int *v = malloc(sizeof(int) * 4 * (size_t)(P ? P : 1)), *sc = v, *sd = v + P, *rcn = v + 2 * P, *rd = v + 3 * P;
+    if (!v)
+        return -1;
+    long so = 0, ro = 0;
+    for (int r = 0; r < P; r++) {
+        sc[r] = (int)scount[r], sd[r] = (int)so, rcn[r] = (int)rcount[r], rd[r] = (int)ro;
+        so += scount[r], ro += rcount[r];
+    }
+    MPI_Request req;
+    if (so > INT_MAX || ro > INT_MAX)
+        fprintf(stderr, "%s:%d: alltoallv of %ld and %ld elements: above MPI's int counts\n", __FILE__, __LINE__, so, ro);
+    else if (MPI_Ialltoallv(in, sc, sd, mpi_type(dt), out, rcn, rd, mpi_type(dt), c->mpi[grp], &req) == MPI_SUCCESS)
+        rc = rt_cpu_wait(c->rt, 1, &req) == MPI_SUCCESS ? 0 : -1;
+    else
+        fprintf(stderr, "%s:%d: MPI_Ialltoallv failed\n", __FILE__, __LINE__);
+    free(v);
+    return rc;
+}
+
 static int m_send(comm_t *c, int grp, int peer, int tag, const void *buf, long count, int dt, int stream)
 {
     MPI_Request r;
@@ -188,10 +223,10 @@ static void m_destroy(comm_t *c)
     free(c);
 }
 
-static const comm_ops_t mpi_ops = {m_allreduce, m_allgather, m_reduce_scatter, m_alltoall, m_send, m_recv,
+static const comm_ops_t mpi_ops = {m_allreduce, m_allgather, m_reduce_scatter, m_alltoall, m_alltoallv, m_send, m_recv,
                                    m_group_begin, m_group_end, m_destroy};
 
-int comm_mpi_create(comm_t **out, rt_t *rt, int tp, int cp, int dp, int pp, char *err, int errlen)
+int comm_mpi_create(comm_t **out, rt_t *rt, const comm_plan_t *p, char *err, int errlen)
 {
     comm_t *c = calloc(1, sizeof *c);
     mpi_impl_t *m = calloc(1, sizeof *m);
@@ -201,7 +236,7 @@ int comm_mpi_create(comm_t **out, rt_t *rt, int tp, int cp, int dp, int pp, char
         return -1;
     }
     c->op = &mpi_ops, c->rt = rt, c->impl = m;
-    if (comm_groups_init(c, tp, cp, dp, pp, err, errlen)) {
+    if (comm_groups_init(c, p, err, errlen)) {
         free(m), free(c);
         return -1;
     }

@@ -64,7 +64,7 @@ typedef struct {
     int depth;                                  /* open group_begin calls */
 } nccl_impl_t;
 
-static const char *const grp_name[GRP_COUNT] = {"TP", "DP", "PP", "EMB", "WORLD", "CP"};
+static const char *const grp_name[GRP_COUNT] = {"TP", "DP", "PP", "EMB", "WORLD", "CP", "EP", "EDP"};
 
 static int nccl_error(ncclResult_t r, const char *what, const char *file, int line)
 {
@@ -375,6 +375,35 @@ static int n_alltoall(comm_t *c, int grp, void *out, const void *in, long count,
     return 0;
 }
 
+static int n_alltoallv(comm_t *c, int grp, void *out, const long *rcount, const void *in, const long *scount,
+                       int dt, int stream)
+{
+    cudaStream_t st = cstream(c, stream);
+    if (!st)
+        return -1;
+    size_t eb = (size_t)comm_dt_bytes(c, dt), so = 0, ro = 0;
+    int P = c->size[grp];
+    if (P <= 1) {
+        cudaError_t e = P == 1 && out != in && scount[0] > 0
+                            ? cudaMemcpyAsync(out, in, (size_t)scount[0] * eb, cudaMemcpyDeviceToDevice, st)
+                            : cudaSuccess;
+        if (e != cudaSuccess)
+            fprintf(stderr, "%s:%d: cudaMemcpyAsync: CUDA error %d: %s\n", __FILE__, __LINE__, (int)e,
+                    cudaGetErrorString(e));
+        return e == cudaSuccess ? 0 : -1;
+    }
+    NCCL_TRY(ncclGroupStart());
+    for (int r = 0; r < P; r++) {
+        if (scount[r] > 0)
+            NCCL_TRY(ncclSend((const char *)in + so, (size_t)scount[r], nccl_type(c, dt), r, N(c)->coll[grp], st));
+        if (rcount[r] > 0)
+            NCCL_TRY(ncclRecv((char *)out + ro, (size_t)rcount[r], nccl_type(c, dt), r, N(c)->coll[grp], st));
+        so += (size_t)scount[r] * eb, ro += (size_t)rcount[r] * eb;
+    }
+    NCCL_TRY(ncclGroupEnd());
+    return 0;
+}
+
 /* ---- point to point ------------------------------------------------------------ */
 
 /* The communicator of a transfer and the peer's rank in it (a link's
@@ -444,10 +473,10 @@ static void n_destroy(comm_t *c)
     free(c);
 }
 
-static const comm_ops_t nccl_ops = {n_allreduce, n_allgather, n_reduce_scatter, n_alltoall, n_send, n_recv,
+static const comm_ops_t nccl_ops = {n_allreduce, n_allgather, n_reduce_scatter, n_alltoall, n_alltoallv, n_send, n_recv,
                                     n_group_begin, n_group_end, n_destroy};
 
-int comm_nccl_create(comm_t **out, rt_t *rt, int tp, int cp, int dp, int pp, char *err, int errlen)
+int comm_nccl_create(comm_t **out, rt_t *rt, const comm_plan_t *p, char *err, int errlen)
 {
     *out = NULL;
     if (rt->kind != RT_GPU) {
@@ -462,7 +491,7 @@ int comm_nccl_create(comm_t **out, rt_t *rt, int tp, int cp, int dp, int pp, cha
         return -1;
     }
     c->op = &nccl_ops, c->rt = rt, c->impl = n;
-    if (comm_groups_init(c, tp, cp, dp, pp, err, errlen)) {
+    if (comm_groups_init(c, p, err, errlen)) {
         free(n), free(c);
         return -1;
     }

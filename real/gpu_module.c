@@ -102,9 +102,9 @@ int rt_gpu_create(rt_t **rt, int device, const size_t plan[RT_NPOOLS], char *err
     return a ? a->rt_gpu_create(rt, device, plan, err, errlen) : -1;
 }
 
-int comm_nccl_create(comm_t **c, rt_t *rt, int tp, int cp, int dp, int pp, char *err, int errlen)
+int comm_nccl_create(comm_t **c, rt_t *rt, const comm_plan_t *p, char *err, int errlen)
 {
     const gpu_module_api_t *a = gpu_module_load(err, (size_t)errlen);
     *c = NULL;
-    return a ? a->comm_nccl_create(c, rt, tp, cp, dp, pp, err, errlen) : -1;
+    return a ? a->comm_nccl_create(c, rt, p, err, errlen) : -1;
 }

@@ -32,7 +32,7 @@ typedef struct {
     int abi; /* GPU_MODULE_ABI of the module's build */
     int (*rt_gpu_create)(rt_t **rt, int device, const size_t plan[RT_NPOOLS], char *err, int errlen);
     int (*rt_gpu_count)(char *why, size_t len);
-    int (*comm_nccl_create)(comm_t **c, rt_t *rt, int tp, int cp, int dp, int pp, char *err, int errlen);
+    int (*comm_nccl_create)(comm_t **c, rt_t *rt, const comm_plan_t *p, char *err, int errlen);
 } gpu_module_api_t;
 
 

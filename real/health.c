@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+_Static_assert(HB_GROUPS == GRP_COUNT, "a heartbeat counts the collectives of every comm.h group");
+
 static hb_record_t *hb;      /* this rank's mapped record, or NULL */
 static pthread_t beat_thread;
 static volatile int beat_stop;
@@ -58,8 +60,8 @@ static void *beat_main(void *arg)
     return NULL;
 }
 
-int health_open(const char *dir, int rank, int world, int tp, int cp, int dp, int pp, double interval_s, char *err,
-                int errlen)
+int health_open(const char *dir, int rank, int world, int tp, int cp, int dp, int pp, int ep, int etp,
+                double interval_s, char *err, int errlen)
 {
     char path[1200];
     if (out_make_dir(dir, err, errlen))
@@ -81,6 +83,7 @@ int health_open(const char *dir, int rank, int world, int tp, int cp, int dp, in
     hb = p;
     memset(hb, 0, sizeof *hb);
     hb->rank = rank, hb->world = world, hb->tp = tp, hb->dp = dp * cp, hb->pp = pp, hb->cp = cp;
+    hb->ep = ep, hb->etp = etp;
     layout_pos_t at = layout_pos(rank, tp, dp * cp); /* as comm_groups_init places it */
     hb->tp_i = at.tp_i, hb->dp_i = at.dp_i, hb->stage = at.stage;
     hb->pid = (int32_t)getpid();
@@ -236,6 +239,15 @@ static int w_alltoall(comm_t *c, int grp, void *out, const void *in, long count,
     return rc;
 }
 
+static int w_alltoallv(comm_t *c, int grp, void *out, const long *rcount, const void *in, const long *scount,
+                       int dt, int stream)
+{
+    health_comm_enter(HB_COLL, grp, -1, 0);
+    int rc = INNER(c)->op->alltoallv(INNER(c), grp, out, rcount, in, scount, dt, stream);
+    health_comm_leave();
+    return rc;
+}
+
 /* A transfer: pending until it returns, or until its batch ends. */
 static int w_p2p(comm_t *c, int send, int grp, int peer, int tag, void *buf, long count, int dt, int stream)
 {
@@ -282,7 +294,7 @@ static void w_destroy(comm_t *c)
     free(c);
 }
 
-static const comm_ops_t wrap_ops = {w_allreduce, w_allgather, w_reduce_scatter, w_alltoall, w_send, w_recv,
+static const comm_ops_t wrap_ops = {w_allreduce, w_allgather, w_reduce_scatter, w_alltoall, w_alltoallv, w_send, w_recv,
                                     w_group_begin, w_group_end, w_destroy};
 
 comm_t *health_wrap_comm(comm_t *inner)
@@ -316,15 +328,36 @@ comm_t *health_wrap_comm(comm_t *inner)
 
 /* ---- reading ------------------------------------------------------------- */
 
+/* Why path's record cannot be read: another megasim's format (its magic,
+ * "MSHB" and four digits, names it; the record's size changes with it), or
+ * not a heartbeat file at all (what: its size or its magic). -1. */
+static int not_a_record(const char *path, const char *magic, const char *what, char *err, int errlen)
+{
+    int other = !memcmp(magic, HB_MAGIC, 4);
+    for (int i = 4; i < 8; i++)
+        other = other && magic[i] >= '0' && magic[i] <= '9';
+    if (other)
+        snprintf(err, errlen, "%s: a heartbeat file of format %.8s, written by another megasim version (this one "
+                 "reads %s)", path, magic, HB_MAGIC);
+    else
+        snprintf(err, errlen, "%s: not a megasim heartbeat file (its %s)", path, what);
+    return -1;
+}
+
 int health_read(const char *path, hb_record_t *out, char *err, int errlen)
 {
     int fd = open(path, O_RDONLY);
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) || st.st_size != (off_t)sizeof *out) {
-        snprintf(err, errlen, "%s: %s", path, fd < 0 ? strerror(errno) : "not a megasim heartbeat file (its size)");
-        if (fd >= 0)
-            close(fd);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
         return -1;
+    }
+    if (fstat(fd, &st) || st.st_size != (off_t)sizeof *out) {
+        char magic[8] = "";
+        if (pread(fd, magic, sizeof magic, 0) != (ssize_t)sizeof magic)
+            memset(magic, 0, sizeof magic);
+        close(fd);
+        return not_a_record(path, magic, "size", err, errlen);
     }
     for (int tries = 0; tries < 1000; tries++) {
         uint64_t s0, s1;
@@ -335,10 +368,8 @@ int health_read(const char *path, hb_record_t *out, char *err, int errlen)
             break;
         if (!(s0 & 1) && s0 == s1) {
             close(fd);
-            if (memcmp(out->magic, HB_MAGIC, 8)) {
-                snprintf(err, errlen, "%s: not a megasim heartbeat file (its magic)", path);
-                return -1;
-            }
+            if (memcmp(out->magic, HB_MAGIC, 8))
+                return not_a_record(path, out->magic, "magic", err, errlen);
             /* a damaged or crafted file: its strings end inside it */
             out->host[sizeof out->host - 1] = out->error[sizeof out->error - 1] = 0;
             return 0;

@@ -16,10 +16,10 @@
 
 #include <stdint.h>
 
-#define HB_MAGIC "MSHB0002" /* 0002: the CP size and group */
+#define HB_MAGIC "MSHB0003" /* 0002: the CP size and group; 0003: EP, ETP and their groups */
 #define HB_MAX_PENDING 8   /* communication calls one op waits on at once (a batch) */
 #define HB_MAX_P2P 16      /* (peer, tag, direction) transfer counters kept */
-#define HB_GROUPS 6        /* comm.h's GRP_TP .. GRP_CP */
+#define HB_GROUPS 8        /* comm.h's GRP_COUNT: GRP_TP .. GRP_EDP */
 
 enum { HB_COLL, HB_SEND, HB_RECV };
 enum { HB_RUNNING, HB_DONE, HB_FAILED };
@@ -42,6 +42,7 @@ typedef struct {
     uint64_t seq;          /* odd while a change is being written */
     int32_t rank, world, tp, dp, pp, tp_i, dp_i, stage, pid, state; /* dp, dp_i: over DP x CP */
     int32_t cp;            /* the CP size: dp_i mod cp is the place in the sequence */
+    int32_t ep, etp;       /* the experts' EP (0 without experts: no EP or EDP group) and ETP */
     int32_t outside;       /* outside the op program (start, between steps, checkpoints,
                               the end): the liveness beat counts as progress there */
     char host[64];
@@ -64,9 +65,9 @@ typedef struct {
 
 struct comm;
 /* Opens DIR/rank-NNNNN.hb (DIR made if missing) and starts the liveness
- * thread. 0, or -1 with err. */
-int health_open(const char *dir, int rank, int world, int tp, int cp, int dp, int pp, double interval_s, char *err,
-                int errlen);
+ * thread; ep 0 without experts (comm_plan_t's plan). 0, or -1 with err. */
+int health_open(const char *dir, int rank, int world, int tp, int cp, int dp, int pp, int ep, int etp,
+                double interval_s, char *err, int errlen);
 void health_close(int state);        /* HB_DONE or HB_FAILED; stops the thread */
 void health_error(const char *msg);  /* records why, before the rank exits */
 void health_op(int step, int op, int in_op, int kind, int mb, int chunk);
@@ -93,7 +94,7 @@ int64_t health_now_ns(void);
 void health_path(const char *dir, int rank, char *out, int len);
 
 /* A consistent copy of one record (path). 0, or -1 with err (missing,
- * not a heartbeat file, torn beyond retries). */
+ * not a heartbeat file, another format's, torn beyond retries). */
 int health_read(const char *path, hb_record_t *out, char *err, int errlen);
 
 /* Every rank's record under dir into rec[0 .. *world): rank 0's names the

@@ -14,7 +14,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const grp_names[] = {"tp", "dp", "pp", "emb", "world", "cp"};
+static const char *const grp_names[] = {"tp", "dp", "pp", "emb", "world", "cp", "ep", "edp"};
+_Static_assert(sizeof grp_names / sizeof grp_names[0] == HB_GROUPS, "a name for every comm.h group");
 static const char *const tag_names[] = {"fwd", "bwd", "ring"};
 static const char *const op_names[] = {"fwd", "bwd", "xfer", "dp_gather", "dp_reduce", "emb_sync", "optim",
                                        "host", "join"};
@@ -25,9 +26,20 @@ const char *health_op_name(int kind)
     return kind >= 0 && kind < (int)(sizeof op_names / sizeof op_names[0]) ? op_names[kind] : "?";
 }
 
-/* Whether b is in a's group grp (both records of one job). */
+/* With experts, h's place in its stage's TP x CP x DP ranks folded as
+ * ETP x EP x EDP (comm_groups_init): at[0 .. 3) = etp_i, ep_i, edp_i. */
+static void fold(const hb_record_t *h, long long at[3])
+{
+    long long local = h->tp_i + (long long)h->tp * h->dp_i, etp = h->etp > 0 ? h->etp : 1;
+    at[0] = local % etp, at[1] = local / etp % h->ep, at[2] = local / (etp * h->ep);
+}
+
+/* Whether b is in a's group grp (both records of one job); no EP or EDP
+ * group without experts (ep 0). */
 static int same_group(const hb_record_t *a, const hb_record_t *b, int grp)
 {
+    long long fa[3], fb[3];
+    int other = grp == GRP_EP ? 2 : 1; /* EP: the same edp_i; EDP: the same ep_i */
     switch (grp) {
     case GRP_TP: return a->dp_i == b->dp_i && a->stage == b->stage;
     case GRP_DP: return a->tp_i == b->tp_i && a->stage == b->stage;
@@ -35,6 +47,12 @@ static int same_group(const hb_record_t *a, const hb_record_t *b, int grp)
     case GRP_EMB: return a->tp_i == b->tp_i && a->dp_i == b->dp_i && (b->stage == 0 || b->stage == b->pp - 1);
     case GRP_CP: /* one sequence's ranks: the same data replica, dp_i / cp */
         return a->tp_i == b->tp_i && a->stage == b->stage && a->dp_i / (a->cp > 0 ? a->cp : 1) == b->dp_i / (b->cp > 0 ? b->cp : 1);
+    case GRP_EP:
+    case GRP_EDP:
+        if (a->ep <= 0 || b->ep <= 0 || a->stage != b->stage)
+            return 0;
+        fold(a, fa), fold(b, fb);
+        return fa[0] == fb[0] && fa[other] == fb[other];
     default: return 1;
     }
 }
