@@ -127,12 +127,10 @@ typedef struct {
     result_iter_t *iters;
     int niters;
     double ckpt_stage1_s;
-    /* memory per rank (bytes): planned (the pools), and the fullest rank's peak, beyond-plan part and
-     * runtime memory outside the pools (run_memory) */
+    /* memory per rank (bytes): planned, the fullest rank's peak, beyond plan, outside the pools (run_memory) */
     double mem_planned, mem_peak, mem_beyond, mem_outside;
     double step_s;          /* mean step after the first (mean_step), once training is done */
-    kern_clock_sums clock;  /* every rank's NVML reads over the steps after the first (the first's alone
-                               when it is the only one) */
+    kern_clock_sums clock;  /* every rank's NVML reads over the steps after the first (or the only one) */
     double timing_fraction; /* the cost of timing over a step: overhead_ns x ops_per_iter / step_s */
 } run_t;
 
@@ -317,17 +315,18 @@ static int setup(run_t *R)
      * every group at once, from a common start, to the slowest rank. */
     MPI_Barrier(MPI_COMM_WORLD);
     long long t0 = rt_now_ns();
-    rc = R->o.device == DEV_GPU
-             ? comm_nccl_create(&R->comm, R->rt, R->job.tp, R->job.cp, R->job.dp, R->job.pp, err, sizeof err)
-             : comm_mpi_create(&R->comm, R->rt, R->job.tp, R->job.cp, R->job.dp, R->job.pp, err, sizeof err);
+    comm_plan_t plan = {R->job.tp, R->job.cp, R->job.dp, R->job.pp, R->job.num_experts > 0 ? R->job.ep : 0,
+                        R->job.etp};
+    rc = R->o.device == DEV_GPU ? comm_nccl_create(&R->comm, R->rt, &plan, err, sizeof err)
+                                : comm_mpi_create(&R->comm, R->rt, &plan, err, sizeof err);
     R->comm_init_s = (double)(rt_now_ns() - t0) * 1e-9;
     MPI_Allreduce(MPI_IN_PLACE, &R->comm_init_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     if (rank_failed(rc, err))
         return bad(R, err[0] ? err : "a rank could not create its communicators");
     /* Heartbeats: the position of every op and communication call. */
     if (R->o.heartbeat[0]) {
-        rc = health_open(R->o.heartbeat, R->rank, R->world, R->job.tp, R->job.cp, R->job.dp, R->job.pp,
-                         R->o.heartbeat_interval_s, err, sizeof err);
+        rc = health_open(R->o.heartbeat, R->rank, R->world, R->job.tp, R->job.cp, R->job.dp, R->job.pp, plan.ep,
+                         plan.etp, R->o.heartbeat_interval_s, err, sizeof err);
         comm_t *w = rc ? NULL : health_wrap_comm(R->comm);
         if (!rc && !w)
             rc = -1, snprintf(err, sizeof err, "out of host memory for the heartbeat");
@@ -411,15 +410,17 @@ static void report_step(run_t *R, const result_iter_t *s)
                "\"grad_norm\": %s, \"lr\": %.9g", s->step, s->loss, s->step_time_s, s->tokens_per_s, s->mfu,
                norm, s->lr);
         if (R->rt->kind == RT_GPU)
-            printf(", \"sm_mhz\": %.1f, \"power_w\": %.1f, \"power_capped\": %.4f", s->sm_mhz, s->power_w,
-                   s->power_capped);
+            printf(", \"sm_mhz\": %.1f, \"power_w\": %.1f, \"power_capped\": %.4f", s->sm_mhz, s->power_w, s->power_capped);
+        if (R->job.num_experts > 0)
+            printf(", \"moe_dropped\": %.0f, \"moe_drop_sig\": \"%016llx\", \"moe_aux_loss\": %.9g", s->moe_dropped,
+                   (unsigned long long)s->moe_drop_sig, s->moe_aux_loss);
         printf("}\n");
     } else {
         printf("step %5d | loss %.4f | grad norm %8.4f | lr %.3e | %9.2f ms | %10.0f tokens/s | MFU %6.2f%%",
                s->step, s->loss, s->grad_norm, s->lr, s->step_time_s * 1e3, s->tokens_per_s, 100 * s->mfu);
         if (s->sm_mhz > 0)
             printf(" | %4.0f MHz %4.0f W", s->sm_mhz, s->power_w);
-        printf("\n");
+        printf(R->job.num_experts > 0 ? " | aux loss %.3e | dropped %.0f\n" : "\n", s->moe_aux_loss, s->moe_dropped);
     }
     fflush(stdout);
 }
@@ -480,7 +481,7 @@ static int train(run_t *R)
                     "the step's update was skipped (--on-nan skip)\n", it + 1, R->x.nan_rank);
         result_iter_t *s = &R->iters[R->niters++];
         *s = (result_iter_t){it + 1, loss, tmax, tokens / tmax, R->model_flops / (tmax * R->job.num_gpus * R->peak_flops),
-                          R->x.grad_norm, R->x.lr, mhz, watts, capped};
+                          R->x.grad_norm, R->x.lr, mhz, watts, capped, R->x.moe_dropped, R->x.moe_aux, R->x.moe_drop_sig};
         report_step(R, s);
         if (!isfinite(loss))
             return bad(R, "the loss is not finite; lower --lr");
@@ -586,8 +587,9 @@ static void report_end(run_t *R, const result_t *r)
                "every rank, steps after the first)\n", mhz, watts, 100 * capped, R->clock.reads, RT_CLOCK_READ_MS);
     else if (R->rt->kind == RT_GPU)
         printf("GPU clock: not read (NVML, libnvidia-ml.so.1, did not answer)\n");
-    printf("communicators: TP, CP, DP (x CP), PP and embedding groups (%s) created in %.3f s (slowest rank)\n",
-           R->rt->kind == RT_CPU ? "MPI_Comm_split" : "ncclCommInitRank, bootstrapped over MPI", R->comm_init_s);
+    printf("communicators: TP, CP, DP (x CP), PP, embedding%s groups (%s) created in %.3f s (slowest rank)\n",
+           R->job.num_experts > 0 ? ", EP and EDP" : " and", R->rt->kind == RT_CPU ? "MPI_Comm_split"
+           : "ncclCommInitRank, bootstrapped over MPI", R->comm_init_s);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (R->rt->kind == RT_CPU && R->world > cores)
         printf("note: %d ranks share %ld cores here, so each rank ran on a fraction of a core; a CPU profile prices "

@@ -140,6 +140,9 @@ static const opt_def defs[] = {
      "every expert computes its full capacity (needs a capacity factor)"},
     {"moe-router-load-balancing-type", OPT_ENUM, J(moe_lb_type), 0, 0, "aux_loss", "aux_loss|seq_aux_loss|sinkhorn|none",
      "mixture of experts", "the router's balancing (numerics: its small kernels are not priced)"},
+    {"moe-aux-loss-coeff", OPT_REAL, J(moe_aux_coeff), 0, 1000, "0", 0, "mixture of experts",
+     "the auxiliary load-balancing loss's weight (aux_loss: the switch transformer's, over each micro-batch; run "
+     "trains with it, predict and simulate do not price its small kernels)"},
     {"moe-expert-load-cv", OPT_REAL, J(moe_load_cv), 0, 10, "0", 0, "mixture of experts",
      "routing imbalance: the experts' token loads in a micro-batch vary with this coefficient of variation, and "
      "the busiest expert rank sets the pace of the dispatch, the experts and the combine (0: every expert its "

@@ -40,6 +40,8 @@ typedef enum { MFU_PEAK_BF16, MFU_PEAK_FP8 } mfu_peak_t;
 typedef enum { CP_P2P, CP_ALLGATHER, CP_A2A } cp_comm_t;
 /* Megatron-Core's --moe-token-dispatcher-type. */
 typedef enum { MOE_ALLGATHER, MOE_ALLTOALL } moe_dispatch_t;
+/* --moe-router-load-balancing-type, in its choices' order. */
+typedef enum { MOE_LB_AUX, MOE_LB_SEQ_AUX, MOE_LB_SINKHORN, MOE_LB_NONE } moe_lb_t;
 
 #define JOB_MAX_OPTS 96 /* options in job_opts, at most */
 
@@ -73,6 +75,7 @@ typedef struct {
     int ep, etp;               /* expert model- and tensor-parallel sizes (etp 0: TP's) */
     int moe_dispatcher, moe_grouped_gemm, moe_pad_to_capacity, moe_lb_type, moe_permute_fusion;
     double moe_capacity_factor; /* 0: dropless */
+    double moe_aux_coeff;      /* --moe-aux-loss-coeff: the auxiliary load-balancing loss's weight (0: none) */
     double moe_load_cv;        /* the experts' token loads' coefficient of variation in a micro-batch (0: even) */
     /* MegaScale techniques */
     int parallel_block, sliding_window, optimizer, pp_comm_overlap;

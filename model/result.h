@@ -30,6 +30,10 @@ typedef struct {
     double sm_mhz, power_w;  /* the GPUs' mean SM clock and board power over the step (NVML, every rank's
                                 reads; 0 where none: the CPU, no NVML) */
     double power_capped;     /* the share of those reads with the power-cap reason bit */
+    double moe_dropped, moe_aux_loss; /* with experts: the (token, expert) pairs the capacity dropped, and the
+                                         auxiliary load-balancing loss (summed over the MoE layers, a mean over
+                                         the micro-batches); 0 without */
+    uint64_t moe_drop_sig;   /* the dropped pairs' signature (real/gpt.h; not in /iterations) */
 } result_iter_t;
 
 /* Where one entity's compute stream spent the iteration (ns); sums to its

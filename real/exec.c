@@ -23,12 +23,13 @@ static int fail(const char *what, int line)
 
 /* ---- the optimizer's shard ------------------------------------------------------ */
 
-/* This rank's part of piece p: [lo, hi) of the flat space. */
+/* This rank's part of piece p: [lo, hi) of the flat space (1/size of it
+ * over the piece's group, DP or the experts' EDP, under ZeRO). */
 static void owned(const exec_t *x, int p, long *lo, long *hi)
 {
     const gpt_piece_t *pc = &x->m->pieces[p];
-    long n = x->zero ? pc->n / x->m->dp : pc->n;
-    *lo = pc->off + (x->zero ? x->m->dp_i * n : 0), *hi = *lo + n;
+    long n = x->zero ? pc->n / pc->size : pc->n;
+    *lo = pc->off + (x->zero ? pc->idx * n : 0), *hi = *lo + n;
 }
 
 /* Segments: each tensor's owned part, in flat order. */
@@ -92,7 +93,7 @@ int exec_init(exec_t *x, const job_t *job, rt_t *rt, comm_t *comm, gpt_t *m, dat
         return -1;
     }
     if (build_segments(x) || !(x->norms_host = calloc((size_t)2 * x->nsegs + 2, f)) ||
-        !(x->tensor_norms = calloc((size_t)2 * m->ntensors + 2, sizeof(double))) ||
+        !(x->tensor_norms = calloc((size_t)4 * m->ntensors + 2, sizeof(double))) ||
         !(x->saved = calloc((size_t)job->vpp * job->num_microbatches, sizeof(void *))) ||
         OP->alloc(rt, (void **)&x->norms_dev, (size_t)(2 * x->nsegs + 2) * f, RT_POOL_MAIN)) {
         snprintf(err, errlen, "out of memory for the optimizer's segments");
@@ -286,8 +287,8 @@ static void dp_range(const exec_t *x, const sched_op_t *o, int part, int *p0, in
     int idx = o->chunk >= 0 ? o->chunk : part;
     if (m->vpp > 1)
         *p0 = m->chunk_piece0[idx], *p1 = m->chunk_piece0[idx + 1];
-    else
-        *p0 = idx, *p1 = idx + 1;
+    else /* buckets; the last takes the experts' piece after them too */
+        *p0 = idx, *p1 = part == o->parts - 1 ? all : idx + 1;
 }
 
 static int reduce_piece(exec_t *x, int p, int stream)
@@ -295,12 +296,12 @@ static int reduce_piece(exec_t *x, int p, int stream)
     gpt_t *m = x->m;
     const gpt_piece_t *pc = &m->pieces[p];
     comm_t *cm = x->comm;
-    if (m->dp == 1)
-        return 0;
+    float *g = m->grads + pc->off, *own = x->gshard + x->shard_base[p];
+    if (pc->size == 1) /* ZeRO over DP, the experts' EDP of 1: the shard is the whole piece */
+        return x->zero ? OP->copy2d(x->rt, own, 4 * (size_t)pc->n, g, 4 * (size_t)pc->n, 4 * (size_t)pc->n, 1, stream) : 0;
     if (!x->zero)
-        return cm->op->allreduce(cm, GRP_DP, m->grads + pc->off, pc->n, DT_F32, stream);
-    return cm->op->reduce_scatter(cm, GRP_DP, x->gshard + x->shard_base[p], m->grads + pc->off, pc->n / m->dp,
-                                  DT_F32, stream);
+        return cm->op->allreduce(cm, pc->grp, g, pc->n, DT_F32, stream);
+    return cm->op->reduce_scatter(cm, pc->grp, own, g, pc->n / pc->size, DT_F32, stream);
 }
 
 static int gather_piece(exec_t *x, int p, int stream)
@@ -309,8 +310,8 @@ static int gather_piece(exec_t *x, int p, int stream)
     const gpt_piece_t *pc = &m->pieces[p];
     if (!x->zero)
         return 0;
-    return x->comm->op->allgather(x->comm, GRP_DP, (char *)m->params + pc->off * x->rt->act_bytes, pc->n / m->dp,
-                                  DT_ACT, stream);
+    return x->comm->op->allgather(x->comm, pc->grp, (char *)m->params + pc->off * x->rt->act_bytes,
+                                  pc->n / pc->size, DT_ACT, stream);
 }
 
 static int run_dp(exec_t *x, const sched_op_t *o, long rec)
@@ -375,22 +376,30 @@ static kern_opt_hparams hparams(exec_t *x)
 
 /* LAMB's per-tensor norms over every rank holding a piece of the tensor:
  * DP ranks hold disjoint shards (ZeRO), TP ranks disjoint cuts of split
- * tensors; a tensor every TP rank holds whole counts TP rank 0's. */
+ * tensors; a tensor every TP rank holds whole counts TP rank 0's. An
+ * expert's tensor is whole on its EP rank, sharded over EDP (ZeRO): its
+ * sums (xn) go over EDP alone. */
 static int lamb_sum_norms(exec_t *x)
 {
     gpt_t *m = x->m;
     int nt = m->ntensors;
+    double *xn = x->tensor_norms + 2 * nt;
     RT_TRY(OP->d2h(x->rt, x->norms_host, x->norms_dev, (size_t)2 * x->nsegs * sizeof(float)));
-    memset(x->tensor_norms, 0, sizeof(double) * 2 * nt);
+    memset(x->tensor_norms, 0, sizeof(double) * 4 * nt);
     for (int k = 0; k < x->nsegs; k++) {
         int i = x->seg_tensor[k];
-        if (!m->tensors[i].tp_split && m->tp_i != 0)
+        double *to = m->tensors[i].expert ? xn : x->tensor_norms;
+        if (!m->tensors[i].expert && !m->tensors[i].tp_split && m->tp_i != 0)
             continue;
-        x->tensor_norms[2 * i] += x->norms_host[2 * k], x->tensor_norms[2 * i + 1] += x->norms_host[2 * k + 1];
+        to[2 * i] += x->norms_host[2 * k], to[2 * i + 1] += x->norms_host[2 * k + 1];
     }
     RT_TRY(comm_host_sum_f64(x->comm, GRP_TP, x->tensor_norms, 2 * nt));
     if (x->zero)
         RT_TRY(comm_host_sum_f64(x->comm, GRP_DP, x->tensor_norms, 2 * nt));
+    if (x->zero && m->E > 0)
+        RT_TRY(comm_host_sum_f64(x->comm, GRP_EDP, xn, 2 * nt));
+    for (int i = 0; i < 2 * nt; i++)
+        x->tensor_norms[i] += xn[i];
     for (int k = 0; k < x->nsegs; k++) {
         int i = x->seg_tensor[k];
         x->norms_host[2 * k] = (float)x->tensor_norms[2 * i], x->norms_host[2 * k + 1] = (float)x->tensor_norms[2 * i + 1];
@@ -398,15 +407,26 @@ static int lamb_sum_norms(exec_t *x)
     return OP->h2d(x->rt, x->norms_dev, x->norms_host, (size_t)2 * x->nsegs * sizeof(float));
 }
 
+/* Whether this rank's gradients of tensor i count in a sum over the
+ * world that takes every element of the model once: a tensor every TP
+ * rank holds whole counts TP rank 0's; without ZeRO every DP rank holds
+ * the same reduced gradients, so DP rank 0's count (an expert's: EDP rank
+ * 0's; TP does not cut it); the tied embedding on the last stage is the
+ * first stage's copy. */
+static int counts_once(const exec_t *x, int i)
+{
+    const gpt_t *m = x->m;
+    if (m->tensors[i].expert)
+        return x->zero || m->edp_i == 0;
+    return (m->tensors[i].tp_split || m->tp_i == 0) && (x->zero || m->dp_i == 0) && (i != m->t_wte || m->stage == 0);
+}
+
 /* The global gradient norm, as Megatron-LM's clip_grad_norm counts it:
- * every element of the model once (a tensor every TP rank holds whole
- * counts TP rank 0's; without ZeRO every DP rank holds the same reduced
- * gradients, so DP rank 0's count; the tied embedding on the last stage is
- * the first stage's copy), summed over the world; then the factor that
- * brings it down to --clip-grad, which the optimizer applies. */
+ * every element of the model once (counts_once), summed over the world;
+ * then the factor that brings it down to --clip-grad, which the optimizer
+ * applies. */
 static int clip_gradients(exec_t *x)
 {
-    gpt_t *m = x->m;
     x->grad_scale = 1.0f;
     if (x->nsegs && inject_nan_now(x->iter + 1)) { /* --inject-fault nan:RANK:STEP */
         float nan = NAN;
@@ -418,10 +438,8 @@ static int clip_gradients(exec_t *x)
     for (int k = 0; k < x->nsegs; k++) {
         int i = x->seg_tensor[k];
         every += x->norms_host[k];
-        if ((!m->tensors[i].tp_split && m->tp_i != 0) || (!x->zero && m->dp_i != 0) ||
-            (i == m->t_wte && m->stage != 0))
-            continue;
-        sum += x->norms_host[k];
+        if (counts_once(x, i))
+            sum += x->norms_host[k];
     }
     /* The gradient-norm check: a NaN or Inf in any of the gradients this
      * rank will apply (its copies the norm leaves to another rank too),
@@ -535,11 +553,31 @@ static int begin_iteration(exec_t *x)
     health_comm_leave();
     t0[x->iter] = rt_now_ns() - x->run_t0_ns;
     RT_TRY(OP->iter_begin(x->rt));
+    m->moe_dropped = m->moe_aux = 0, m->moe_drop_sig = 0;
     RT_TRY(OP->memset0(x->rt, m->grads, (size_t)m->nparams * sizeof(float), STREAM_COMPUTE));
     if (x->gshard)
         RT_TRY(OP->memset0(x->rt, x->gshard, (size_t)x->nshard * sizeof(float), STREAM_COMPUTE));
     if (x->job->async_data_loader) /* prepared in the background during the last iteration */
         RT_TRY(load_batch(x));
+    return 0;
+}
+
+/* The experts' numbers of the iteration, every rank's summed (each pair
+ * and each share of the auxiliary loss is one rank's). */
+static int moe_totals(exec_t *x)
+{
+    gpt_t *m = x->m;
+    if (m->E <= 0)
+        return 0;
+    double v[2] = {m->moe_dropped, m->moe_aux};
+    uint64_t sig = m->moe_drop_sig;
+    RT_TRY(comm_host_sum_f64(x->comm, GRP_WORLD, v, 2));
+    health_comm_enter(HB_COLL, GRP_WORLD, -1, 0);
+    int rc = MPI_Allreduce(MPI_IN_PLACE, &sig, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    health_comm_leave();
+    if (rc != MPI_SUCCESS)
+        return fail("MPI_Allreduce of the dropped pairs' signature failed", __LINE__);
+    x->moe_dropped = v[0], x->moe_aux = v[1], x->moe_drop_sig = sig;
     return 0;
 }
 
@@ -562,7 +600,7 @@ static int iteration_loss(exec_t *x, double *loss)
     }
     RT_TRY(comm_host_sum_f64(x->comm, GRP_WORLD, &sum, 1));
     *loss = sum / ((double)x->job->global_batch_size * x->job->seq_length);
-    return 0;
+    return moe_totals(x);
 }
 
 /* Room for every record of the coming iteration: the runtimes keep

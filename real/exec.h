@@ -64,6 +64,9 @@ typedef struct {
     double lr;                /* the last step's learning rate */
     float grad_scale;         /* the last step's clipping factor (1: not clipped) */
     int nan_rank;             /* the last step: the first rank whose gradients held a NaN or Inf, or -1 */
+    double moe_dropped, moe_aux; /* the last step, every rank's (gpt.h): pairs the experts' capacity dropped, the
+                                    auxiliary loss (0 without experts) */
+    uint64_t moe_drop_sig;    /* the dropped pairs' signature */
 
     /* this iteration */
     int *tok_dev, *tgt_dev;   /* (m, B, T) */

@@ -46,13 +46,17 @@
 #include "real/comm.h"
 #include "real/rt.h"
 
+#include <stdint.h>
+
 #define GPT_MAX_SEGS 5
 
 /* Per-layer tensors, in their order within a layer. With the parallel
  * block, QKV_W is the fused QKV+FC1 weight and PROJ_W the fused proj+FC2
- * weight; LN2 and FC1/FC2 are absent. */
+ * weight; LN2 and FC1/FC2 are absent. An MoE layer (gpt_moe.c) has the
+ * router (E, C) and, in place of FC1/FC2, its first local expert's FC1
+ * and FC2 tensors: local expert j's are j x gpt_moe_expert_tensors() on. */
 enum { T_LN1_W, T_LN1_B, T_QKV_W, T_QKV_B, T_PROJ_W, T_PROJ_B, T_LN2_W, T_LN2_B,
-       T_FC1_W, T_FC1_B, T_FC2_W, T_FC2_B, T_PER_LAYER };
+       T_FC1_W, T_FC1_B, T_FC2_W, T_FC2_B, T_ROUTER_W, T_PER_LAYER };
 
 /* A run of local indices mapped onto the whole tensor's indices. */
 typedef struct {
@@ -70,13 +74,16 @@ typedef struct {
     float init_std;          /* normal(0, std); std 0 with init_one: 1 */
     int init_one;
     int tp_split;            /* cut by TP (else every TP rank holds all of it) */
+    int expert;              /* an expert's: held by one EP rank, replicated over EDP (not DP) */
     int sp_partial;          /* with SP each TP rank's gradient is partial: summed over TP */
 } gpt_tensor_t;
 
 /* A DP piece: a contiguous range of the flat space, padded to a multiple
- * of DP; each DP rank owns (updates) 1/DP of it under ZeRO. */
+ * of its group's size; each rank of the group owns (updates) 1/size of it
+ * under ZeRO. The group is DP (DP x CP), or EDP for the experts' pieces. */
 typedef struct {
     long off, n;
+    int grp, size, idx;      /* GRP_DP or GRP_EDP (comm.h), its size, this rank's place in it */
 } gpt_piece_t;
 
 typedef struct gpt_saved gpt_saved_t;
@@ -123,6 +130,17 @@ typedef struct {
     int npieces, cap_pieces, emb_piece; /* emb_piece: index, or -1 */
     int *chunk_piece0;       /* [vpp + 1]: chunk c's first piece; [vpp]: npieces w/o emb */
     long nparams;            /* flat space, padding included */
+
+    int E, El, topk, Fe, Fwe; /* experts (0: dense), local experts (E / EP), top-k, an expert's FFN width and
+                                 FC1 output (Fe, or 2 Fe with SwiGLU) */
+    int ep, ep_i, edp, edp_i;  /* the expert groups (comm.h) */
+    double moe_cf;           /* --moe-expert-capacity-factor (0: dropless) */
+    int moe_pad;             /* --moe-pad-expert-input-to-capacity */
+    float moe_aux_coeff;     /* --moe-aux-loss-coeff (0: no auxiliary loss) */
+    double moe_dropped, moe_aux; /* this iteration's so far, this rank's pairs: (token, expert) pairs dropped by
+                                    the capacity, the auxiliary loss's share of the objective */
+    uint64_t moe_drop_sig;   /* the dropped pairs' signature: a sum of one hash per (layer, sample, place in
+                                the sequence, expert), the same on every plan */
 
     int fp8_sites;           /* --fp8-format: 3 per weight tensor of the model (gpt_fp8.c), 0 without */
     float *fp8_amax, *fp8_scale; /* [fp8_sites]: this iteration's amax so far, the scale in use */
@@ -183,6 +201,10 @@ int gpt_sync_sp_grads(gpt_t *m, int chunk);
 int gpt_fp8_init(gpt_t *m, char *err, int errlen);
 void gpt_fp8_free(gpt_t *m);
 int gpt_fp8_step(gpt_t *m);
+
+/* Tensors per local expert of an MoE layer (FC1 and FC2, with their
+ * biases when the model has them). */
+int gpt_moe_expert_tensors(const gpt_t *m);
 
 /* Pointers into params (act) and grads of tensor i. */
 void *gpt_param(const gpt_t *m, int i);

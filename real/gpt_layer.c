@@ -500,6 +500,12 @@ static int standard_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *out)
     RT_TRY(gpt_alloc_ln(m, &s->mean2, &s->rstd2, &s->h2));
     RT_TRY(gpt_ln_fwd(m, s->x2, s->h2, s->mean2, s->rstd2, s->x_in, z, dp, mask, P(m, c, l, T_LN2_W),
                       P(m, c, l, T_LN2_B)));
+    if (P(m, c, l, T_ROUTER_W) >= 0) { /* an MoE layer: its experts for the MLP */
+        RT_TRY(gpt_moe_fwd(m, c, l, s, z));
+        RT_TRY(layer_out(m, s, s->x2, z, out, KERN_DROP_AFTER_MLP));
+        drop(m, z);
+        return 0;
+    }
     drop(m, z);
     RT_TRY(alloc_act(m, &s->pre, (long)m->N * m->Fw));
     RT_TRY(alloc_act(m, &s->gl, (long)m->N * Ft));
@@ -540,6 +546,13 @@ static int standard_bwd(gpt_t *m, int c, int l, layer_saved_t *s, void *dres)
 {
     int C = m->C, Ft = m->Ft;
     void *dg, *dh, *dz;
+    if (P(m, c, l, T_ROUTER_W) >= 0) { /* an MoE layer */
+        RT_TRY(branch_grad(m, s, dres, &dz, KERN_DROP_AFTER_MLP));
+        RT_TRY(alloc_act(m, &dh, (long)m->Nl * C));
+        RT_TRY(gpt_moe_bwd(m, c, l, s, dz, dh));
+        branch_grad_free(m, dz, dres);
+        return attn_half_bwd(m, c, l, s, dres, dh);
+    }
     RT_TRY(alloc_act(m, &dg, (long)m->N * Ft));
     RT_TRY(branch_grad(m, s, dres, &dz, KERN_DROP_AFTER_MLP));
     RT_TRY(row_bwd(m, dg, dz, s->gl, P(m, c, l, T_FC2_W), P(m, c, l, T_FC2_B), Ft));
@@ -664,6 +677,7 @@ void gpt_layer_free(gpt_t *m, layer_saved_t *s)
         drop(m, ps[i]);
     for (int i = 0; i < s->offloaded; i++) /* a layer freed before its backward (an error) */
         free(s->off_host[i]);
+    gpt_moe_free(m, s);
     if (s->x3_owned)
         drop(m, s->x3);
     memset(s, 0, sizeof *s);

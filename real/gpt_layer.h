@@ -17,6 +17,8 @@ typedef struct {
     int tw, tb;                  /* its weight and bias tensors */
 } norm_dst_t;
 
+typedef struct moe_saved moe_saved_t; /* gpt_moe.c's */
+
 typedef struct {
     const void *x_in;            /* layer input (Nl, C), not owned */
     float *mean1, *rstd1, *mean2, *rstd2;
@@ -35,6 +37,7 @@ typedef struct {
     void *cpb[4];                /* what context parallelism's attention keeps (gpt_cp.c) */
     int offloaded;               /* tensors whose first rows are in host memory (gpt_offload.c) */
     void *off_host[16];          /* their host rows */
+    moe_saved_t *moe;            /* an MoE layer's routing and experts' activations */
 } layer_saved_t;
 
 #define RT (m->rt)
@@ -82,6 +85,14 @@ int gpt_embed(gpt_t *m, void *out, const int *tokens, const void *wte, const voi
 int gpt_embed_bwd(gpt_t *m, float *dwte, float *dwpe, const void *dout, const int *tokens);
 int gpt_cp_attn_fwd(gpt_t *m, layer_saved_t *s, void *out, kern_attn_shape sh);
 int gpt_cp_attn_bwd(gpt_t *m, layer_saved_t *s, const void *dao, void *dq, void *dk, void *dv, kern_attn_shape sh);
+
+/* The MLP of an MoE layer (gpt_moe.c): z (Nl, C) from s->h2, the second
+ * norm's output; its backward from dz (Nl, C) into dh (Nl, C), the
+ * gradient of that output, the router's and experts' gradients
+ * accumulating; gpt_moe_free frees what the forward kept. */
+int gpt_moe_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *z);
+int gpt_moe_bwd(gpt_t *m, int c, int l, layer_saved_t *s, const void *dz, void *dh);
+void gpt_moe_free(gpt_t *m, layer_saved_t *s);
 
 /* Activation offloading (gpt_offload.c): after a layer's forward, the
  * first --activation-offload-fraction of the rows it keeps to host memory;

@@ -3,6 +3,7 @@
  * the DP pieces, and the seed's initial values. */
 #include "real/gpt.h"
 
+#include "model/moe.h"
 #include "model/split.h"
 #include "model/workload.h"
 
@@ -127,6 +128,11 @@ static int layer(layout_t *L, int chunk, int l, int gl)
     KEEP(T_LN2_W, vec(L, NAME("ln2_w"), base + T_LN2_W, C, 1, m->sp));
     if (!m->rms)
         KEEP(T_LN2_B, vec(L, NAME("ln2_b"), base + T_LN2_B, C, 0, m->sp));
+    if (moe_layers_in(m->job, gl, 1)) { /* the router, every rank's; the experts in their own pieces (experts()) */
+        KEEP(T_ROUTER_W, add(L, NAME("router_w"), base + T_ROUTER_W, m->E, C, m->E, C));
+        t->sp_partial = m->sp;
+        return 0;
+    }
     KEEP(T_FC1_W, add(L, NAME("fc1_w"), base + T_FC1_W, m->Fw, C, Fg, C));
     t->nrseg = fc1_rows(m, t, 0, 0, 0), t->tp_split = m->t > 1;
     if (m->bias) {
@@ -142,13 +148,53 @@ static int layer(layout_t *L, int chunk, int l, int gl)
     return 0;
 }
 
-/* Cuts [start, end of the flat space) into k equal pieces, padding the
- * end so every piece splits evenly (and aligned) over DP. */
-static int pieces(gpt_t *m, long start, int k)
+int gpt_moe_expert_tensors(const gpt_t *m) { return m->bias ? 4 : 2; }
+
+/* The local experts of MoE layer l of chunk c (model layer gl): expert j
+ * is the model's expert ep_i El + j, its FC1 (Fwe, C) and FC2 (C, Fe)
+ * (and biases) cut from tensors of all E experts stacked by rows, so the
+ * initial values are the same whatever EP. */
+static int experts(layout_t *L, int chunk, int l, int gl)
 {
-    long len = round_up(m->nparams - start, (long)k * m->dp * ALIGN_ELEMS);
+    gpt_t *m = L->m;
+    int *idx = m->layer_tensor + ((long)m->chunk_layer0[chunk] + l) * T_PER_LAYER;
+    int base = 16 + gl * 16, C = m->C, E = m->E;
+    float resid_std = 0.02f / sqrtf(2.0f * m->job->num_layers);
+    char nm[48];
+    for (int j = 0; j < m->El; j++) {
+        int ge = m->ep_i * m->El + j;
+        struct {
+            const char *name;
+            int k, rows, cols, grow0, growsum;
+            float std;
+        } sp[4] = {{"fc1_w", T_FC1_W, m->Fwe, C, ge * m->Fwe, E * m->Fwe, 0.02f},
+                   {"fc1_b", T_FC1_B, m->Fwe, 1, ge * m->Fwe, E * m->Fwe, 0},
+                   {"fc2_w", T_FC2_W, C, m->Fe, ge * C, E * C, resid_std},
+                   {"fc2_b", T_FC2_B, C, 1, ge * C, E * C, 0}};
+        for (int i = 0; i < 4; i++) {
+            if (!m->bias && (sp[i].k == T_FC1_B || sp[i].k == T_FC2_B))
+                continue;
+            snprintf(nm, sizeof nm, "layer%d.expert%d.%s", gl, ge, sp[i].name);
+            gpt_tensor_t *t = add(L, nm, base + sp[i].k, sp[i].rows, sp[i].cols, sp[i].growsum, sp[i].cols);
+            if (!t)
+                return -1;
+            t->rseg[0] = (gpt_seg_t){0, sp[i].grow0, sp[i].rows}, t->init_std = sp[i].std, t->expert = 1;
+            if (j == 0)
+                idx[sp[i].k] = m->ntensors - 1;
+        }
+    }
+    return 0;
+}
+
+/* Cuts [start, end of the flat space) into k equal pieces of group grp
+ * (GRP_DP, or GRP_EDP for the experts'), padding the end so every piece
+ * splits evenly (and aligned) over the group. */
+static int pieces(gpt_t *m, long start, int k, int grp)
+{
+    int size = grp == GRP_EDP ? m->edp : m->dp, at = grp == GRP_EDP ? m->edp_i : m->dp_i;
+    long len = round_up(m->nparams - start, (long)k * size * ALIGN_ELEMS);
     if (len == 0)
-        len = (long)k * m->dp * ALIGN_ELEMS;
+        len = (long)k * size * ALIGN_ELEMS;
     if (m->npieces + k > m->cap_pieces) {
         int cap = 2 * (m->npieces + k);
         gpt_piece_t *p = realloc(m->pieces, (size_t)cap * sizeof *p);
@@ -157,7 +203,7 @@ static int pieces(gpt_t *m, long start, int k)
         m->pieces = p, m->cap_pieces = cap;
     }
     for (int i = 0; i < k; i++)
-        m->pieces[m->npieces++] = (gpt_piece_t){start + len / k * i, len / k};
+        m->pieces[m->npieces++] = (gpt_piece_t){start + len / k * i, len / k, grp, size, at};
     m->nparams = start + len;
     return 0;
 }
@@ -224,8 +270,16 @@ static int layout(gpt_t *m)
                 m->t_wout = m->ntensors - 1;
             }
         }
-        if (pieces(m, start, k))
+        if (pieces(m, start, k, GRP_DP))
             return -1;
+        if (moe_chunk_layers(m->job, m->stage, c) > 0) { /* the chunk's experts: one piece over EDP */
+            start = m->nparams = round_up(m->nparams, ALIGN_ELEMS);
+            for (int l = 0; l < gpt_chunk_layers(m, c); l++)
+                if (moe_layers_in(m->job, gpt_layer_index(m, c, l), 1) && experts(&L, c, l, gpt_layer_index(m, c, l)))
+                    return -1;
+            if (pieces(m, start, 1, GRP_EDP))
+                return -1;
+        }
     }
     m->chunk_piece0[m->vpp] = m->npieces;
     m->emb_piece = -1;
@@ -235,10 +289,32 @@ static int layout(gpt_t *m)
             return -1;
         m->t_wte = m->ntensors - 1;
         m->emb_piece = m->npieces;
-        if (pieces(m, start, 1))
+        if (pieces(m, start, 1, GRP_DP))
             return -1;
     }
     return 0;
+}
+
+/* The mixture-of-experts switches run does not run yet (gpt_moe.c), or
+ * NULL. */
+static const char *moe_switch(const job_t *j, int gpu)
+{
+    return gpu ? "--num-experts with --device gpu is not run yet: the router and token permutation kernels are "
+                 "the CPU path's (kernels/moe.h) (allowed: --device cpu)"
+           : (j->etp ? j->etp : j->tp) != 1 ? "--expert-tensor-parallel-size other than 1 is not run yet: megasim run keeps each expert "
+                           "whole on its EP rank (allowed: --expert-tensor-parallel-size 1; its default 0 means TP's)"
+           : j->moe_dispatcher != MOE_ALLTOALL ? "--moe-token-dispatcher-type allgather is not run yet: megasim run "
+                                                 "dispatches tokens by all-to-all (allowed: alltoall)"
+           : j->moe_shared_ffn > 0 ? "--moe-shared-expert-intermediate-size is not run yet (allowed: 0)"
+           : j->moe_lb_type == MOE_LB_SEQ_AUX || j->moe_lb_type == MOE_LB_SINKHORN
+               ? "--moe-router-load-balancing-type seq_aux_loss and sinkhorn are not run yet (allowed: aux_loss, "
+                 "none)"
+           : j->parallel_block ? "--parallel-block with --num-experts is not run: the MoE layer replaces the standard "
+                                 "block's MLP (allowed: --parallel-block false)"
+           : j->fp8_format ? "--fp8-format with --num-experts is not run yet: the experts' GEMMs take no FP8 casts "
+                             "(allowed: --fp8-format none)"
+           : j->offload_fraction > 0 ? "--activation-offload-fraction with --num-experts is not run yet (allowed: 0)"
+                                     : NULL;
 }
 
 int gpt_check_switches(const job_t *j, int gpu, char *err, int errlen)
@@ -255,14 +331,14 @@ int gpt_check_switches(const job_t *j, int gpu, char *err, int errlen)
                          ? "--activation-offload-fraction with --device gpu is not run: the CPU path offloads to host "
                            "memory with plain copies; the GPU's (pinned memory, a copy stream beside compute) is not "
                            "built yet (allowed: --device cpu, or 0)"
-                     : j->num_experts > 0 ? "--num-experts is not run yet: megasim run trains dense GPTs; predict and "
-                                            "simulate price mixtures of experts (allowed: 0, the default)"
                      : j->add_qkv_bias && j->disable_bias_linear ? "--add-qkv-bias is not run yet: megasim run's linear "
                                                                    "layers have all their biases or none (allowed: "
                                                                    "--no-add-qkv-bias)"
                      : gpu && !j->bf16 ? "--bf16 false with --device gpu: the GPU path trains in bf16 with fp32 master "
                                          "weights (allowed: --bf16 true; --device cpu trains in fp32)"
                                        : NULL;
+    if (!no && j->num_experts > 0)
+        no = moe_switch(j, gpu);
     if (no)
         snprintf(err, errlen, "%s", no);
     return no ? -1 : 0;
@@ -358,6 +434,14 @@ int gpt_init(gpt_t *m, const job_t *j, rt_t *rt, comm_t *comm, char *err, int er
     m->bias = !j->disable_bias_linear, m->tied = !j->untie_embeddings, m->rms = j->normalization == NORM_RMSNORM;
     m->swiglu = j->swiglu, m->Fw = m->swiglu ? 2 * m->Ft : m->Ft, m->pos = j->position_embedding;
     m->hdrop = (float)j->hidden_dropout, m->adrop = (float)j->attention_dropout;
+    m->edp = 1;
+    if ((m->E = j->num_experts) > 0) {
+        m->El = m->E / j->ep, m->topk = j->moe_topk, m->Fe = j->moe_ffn_hidden_size;
+        m->Fwe = m->swiglu ? 2 * m->Fe : m->Fe;
+        m->ep = j->ep, m->ep_i = comm->ep_i, m->edp = j->edp, m->edp_i = comm->edp_i;
+        m->moe_cf = j->moe_capacity_factor, m->moe_pad = j->moe_pad_to_capacity;
+        m->moe_aux_coeff = j->moe_lb_type == MOE_LB_AUX ? (float)j->moe_aux_coeff : 0;
+    }
     if (layout(m)) {
         snprintf(err, errlen, "out of host memory laying out the model");
         return -1;

@@ -1,0 +1,467 @@
+/* real/gpt_moe.c: the MLP of an MoE layer (gpt_layer.h), as Megatron-Core's
+ * MoELayer with the all-to-all token dispatcher runs it, experts whole on
+ * their EP rank (ETP 1):
+ *   router   logits (Nl, E) = h W_r^T; each token's top-k experts, their
+ *            softmax the combine weights (kernels/moe.h);
+ *   drop     with --moe-expert-capacity-factor f, each expert keeps at most
+ *            ceil(tokens x k / E x f) of a micro-batch's (token, expert)
+ *            pairs, those of the highest weight (ties: the earlier token),
+ *            the rest dropped (Megatron-Core's "probs" drop policy). Unlike
+ *            Megatron-Core, which ranks each rank's shard of the sequence
+ *            apart, the ranking spans the whole micro-batch (its TP x CP
+ *            ranks' pairs, gathered), so every plan drops the same pairs as
+ *            one rank does;
+ *   permute  the kept pairs' rows in expert order; an all-to-all over EP
+ *            sends each to its expert's rank (counts first), where they
+ *            are sorted by local expert (padded to the capacity with
+ *            --moe-pad-expert-input-to-capacity);
+ *   experts  per local expert FC1 (+ bias), GeLU or SwiGLU, FC2 (+ bias);
+ *   combine  back by the reverse all-to-all, each token's rows summed with
+ *            their weights.
+ * The auxiliary load-balancing loss (--moe-router-load-balancing-type
+ * aux_loss, --moe-aux-loss-coeff a) is the switch transformer's over each
+ * micro-batch, as Megatron-Core's over its TP x CP group:
+ *   a E / (k T^2) sum_e (sum_n scores[n][e]) tokens[e]
+ * (T tokens, tokens[e] the pairs routed to e before dropping); its
+ * gradient joins the router's, scaled as the language-model loss is (a
+ * mean over the global batch's micro-batches), and it is not in the
+ * reported loss (Megatron-Core logs it apart). The routing lives on the
+ * host: probabilities and choices are copied back, the permutation built
+ * there and copied down, as Megatron-Core's dispatcher synchronises for
+ * its counts. */
+#include "real/gpt_layer.h"
+
+#include "model/layout.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct moe_saved {
+    float *probs, *scores, *coef; /* device: (Nl, k), (Nl, E), (E) or NULL */
+    int *idx;                     /* device (Nl, k) */
+    int *perm_tok, *sort_rows, *unsort_rows; /* device: (M) token of each sent row, (Rp) received row of each
+                                                expert-order row (-1: padding), (R) expert-order row of each
+                                                received row */
+    float *perm_w;                /* device (M): each sent row's weight */
+    int *perm_pair;               /* host (M): its (token, choice) pair, n k + j */
+    long *scount, *rcount;        /* host [EP]: rows sent to, received from, each EP rank */
+    long *ecount;                 /* host [El]: rows of each local expert (padding included) */
+    long M, R, Rp;
+    double dropped, aux;          /* this rank's dropped pairs, auxiliary loss (its share of the objective) */
+    uint64_t drop_sig;            /* their signature (gpt.h) */
+    void *xe, *pre, *gl, *ys;     /* (Rp, C), (Rp, Fwe), (Rp, Fe): the experts' input, FC1 output, activation;
+                                     (M, C): their outputs back home, in sent order */
+};
+
+static int dev_alloc(gpt_t *m, void **p, size_t bytes) { return OP->alloc(RT, p, bytes ? bytes : 4, RT_POOL_MAIN); }
+
+/* A host array copied to a new device one. */
+static int to_dev(gpt_t *m, void **dst, const void *src, size_t bytes)
+{
+    RT_TRY(dev_alloc(m, dst, bytes));
+    return bytes ? OP->h2d(RT, *dst, src, bytes) : 0;
+}
+
+void gpt_moe_free(gpt_t *m, layer_saved_t *s)
+{
+    moe_saved_t *v = s->moe;
+    if (!v)
+        return;
+    void *ps[] = {v->probs, v->scores, v->coef, v->idx, v->perm_tok, v->sort_rows, v->unsort_rows, v->perm_w,
+                  v->xe, v->pre, v->gl, v->ys};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
+        drop(m, ps[i]);
+    free(v->perm_pair), free(v->scount), free(v->rcount), free(v->ecount);
+    free(v);
+    s->moe = NULL;
+}
+
+/* ---- routing on the host ------------------------------------------------------------ */
+
+/* The micro-batch's place (b Tseq + t) of this rank's row n. */
+static long token_place(const gpt_t *m, long n)
+{
+    long row = gpt_row0_local(m) + n; /* in this CP rank's (B, T) rows */
+    return row / m->T * m->Tseq + layout_cp_pos(row % m->T, m->Tseq, m->cp, m->cp_i);
+}
+
+/* Sums a host array over the micro-batch's ranks (TP, then CP). */
+static int mb_sum(gpt_t *m, double *buf, int count)
+{
+    RT_TRY(comm_host_sum_f64(CM, GRP_TP, buf, count));
+    return comm_host_sum_f64(CM, GRP_CP, buf, count);
+}
+
+/* One dropped pair's term of the signature: the layer, the sample in the
+ * global batch, the place in its sequence, the expert, mixed. */
+static uint64_t drop_hash(const layer_saved_t *s, long place, int e, int Tseq)
+{
+    uint64_t z = (((uint64_t)s->layer * 0x100000001b3ULL + (uint64_t)(s->sample0 + place / Tseq)) * 0x9e3779b97f4a7c15ULL) ^
+                 ((uint64_t)(place % Tseq) << 20) ^ (uint64_t)e;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+typedef struct {
+    double w;
+    long place;
+    int e;
+} pair_t;
+
+static int pair_order(const void *a, const void *b)
+{
+    const pair_t *x = a, *y = b;
+    if (x->e != y->e)
+        return x->e < y->e ? -1 : 1;
+    if (x->w != y->w)
+        return x->w > y->w ? -1 : 1;
+    return (x->place > y->place) - (x->place < y->place);
+}
+
+/* keep[n k + j]: whether this rank's pair (n, j) survives the capacity.
+ * Every rank of the micro-batch puts its pairs at their places in arrays
+ * of the whole micro-batch, summed (each element one rank's, the others'
+ * 0: exact); each then ranks every expert's pairs the same way. */
+static int capacity_keep(gpt_t *m, const layer_saved_t *s, moe_saved_t *v, const float *probs, const int *idx,
+                         int *keep)
+{
+    long Tm = (long)m->B * m->Tseq, P = Tm * m->topk;
+    long cap = (long)ceil((double)P / m->E * m->moe_cf);
+    double *g = calloc((size_t)(2 * P), sizeof *g);
+    pair_t *all = malloc(sizeof *all * (size_t)P);
+    char *kept = calloc((size_t)P, 1);
+    int rc = -1;
+    if (!g || !all || !kept)
+        goto out;
+    for (long n = 0; n < m->Nl; n++)
+        for (int j = 0; j < m->topk; j++) {
+            long at = token_place(m, n) * m->topk + j;
+            g[at] = probs[n * m->topk + j], g[P + at] = idx[n * m->topk + j] + 1; /* 0: nobody's */
+        }
+    if (mb_sum(m, g, (int)(2 * P)))
+        goto out;
+    for (long i = 0; i < P; i++)
+        all[i] = (pair_t){g[i], i, (int)g[P + i] - 1};
+    qsort(all, (size_t)P, sizeof *all, pair_order);
+    for (long i = 0, rank = 0; i < P; i++) {
+        rank = i > 0 && all[i].e == all[i - 1].e ? rank + 1 : 0;
+        kept[all[i].place] = rank < cap;
+    }
+    for (long n = 0; n < m->Nl; n++)
+        for (int j = 0; j < m->topk; j++) {
+            long at = token_place(m, n) * m->topk + j;
+            if (!(keep[n * m->topk + j] = kept[at]))
+                v->dropped++, v->drop_sig += drop_hash(s, at / m->topk, idx[n * m->topk + j], m->Tseq);
+        }
+    rc = 0;
+out:
+    free(g), free(all), free(kept);
+    return rc;
+}
+
+/* The auxiliary loss's per-expert factor (device, E), scaled into the
+ * gradient: a E tokens[e] / (k T^2) x B / global batch; NULL without it. */
+static int aux_coef(gpt_t *m, moe_saved_t *v, const int *idx)
+{
+    if (m->moe_aux_coeff <= 0)
+        return 0;
+    double *cnt = calloc((size_t)m->E, sizeof *cnt), Tm = (double)m->B * m->Tseq;
+    float *coef = malloc(sizeof *coef * (size_t)m->E);
+    int rc = cnt && coef ? 0 : -1;
+    for (long i = 0; !rc && i < (long)m->Nl * m->topk; i++)
+        cnt[idx[i]] += 1;
+    if (!rc)
+        rc = mb_sum(m, cnt, m->E);
+    double scale = (double)m->moe_aux_coeff * m->E / (m->topk * Tm * Tm) * m->B / m->job->global_batch_size;
+    float *sc = rc ? NULL : malloc(sizeof *sc * (size_t)m->Nl * m->E);
+    if (!rc && (!sc || OP->d2h(RT, sc, v->scores, sizeof *sc * (size_t)m->Nl * m->E)))
+        rc = -1;
+    for (int e = 0; !rc && e < m->E; e++) {
+        coef[e] = (float)(scale * cnt[e]);
+        for (long n = 0; n < m->Nl; n++) /* the loss's value: its gradient is coef's */
+            v->aux += scale * cnt[e] * sc[n * m->E + e];
+    }
+    free(sc);
+    if (!rc)
+        rc = to_dev(m, (void **)&v->coef, coef, sizeof *coef * (size_t)m->E);
+    free(cnt), free(coef);
+    return rc;
+}
+
+/* Rows each local expert computes: those received, padded up to EP x
+ * Megatron-Core's per-rank capacity ceil(Nl k / E f) with padding. */
+static long expert_rows(const gpt_t *m, long got)
+{
+    if (!m->moe_pad || m->moe_cf <= 0)
+        return got;
+    long cap = m->ep * (long)ceil((double)m->Nl * m->topk / m->E * m->moe_cf);
+    return got > cap ? got : cap;
+}
+
+/* The permutation: the kept pairs in expert order (then token order), the
+ * counts each way (an all-to-all of the per-expert counts over EP), and
+ * the sort of the received rows by local expert. */
+static int plan_routes(gpt_t *m, moe_saved_t *v, const float *probs, const int *idx, const int *keep)
+{
+    int E = m->E, El = m->El, ep = m->ep, k = m->topk;
+    long Nk = (long)m->Nl * k, *cnt = calloc((size_t)E, sizeof *cnt), *at = calloc((size_t)E + 1, sizeof *at);
+    int *tok = malloc(sizeof(int) * (size_t)(Nk + 1)), *cnt_i = calloc((size_t)E, sizeof(int));
+    int *rc_i = calloc((size_t)E, sizeof(int));
+    float *w = malloc(sizeof(float) * (size_t)(Nk + 1));
+    v->perm_pair = malloc(sizeof(int) * (size_t)(Nk + 1));
+    v->scount = calloc((size_t)ep, sizeof(long)), v->rcount = calloc((size_t)ep, sizeof(long));
+    v->ecount = calloc((size_t)El, sizeof(long));
+    int rc = -1;
+    void *dcnt = NULL, *drc = NULL;
+    if (!cnt || !at || !tok || !cnt_i || !rc_i || !w || !v->perm_pair || !v->scount || !v->rcount || !v->ecount)
+        goto out;
+    for (long i = 0; i < Nk; i++)
+        if (keep[i])
+            cnt[idx[i]]++;
+    for (int e = 0; e < E; e++)
+        at[e + 1] = at[e] + cnt[e], cnt_i[e] = (int)cnt[e], v->scount[e / El] += cnt[e];
+    v->M = at[E];
+    for (long n = 0; n < m->Nl; n++) /* token order within each expert */
+        for (int j = 0; j < k; j++)
+            if (keep[n * k + j]) {
+                long r = at[idx[n * k + j]]++;
+                tok[r] = (int)n, w[r] = probs[n * k + j], v->perm_pair[r] = (int)(n * k + j);
+            }
+    /* rc_i[s El + j]: rows EP rank s sends this rank's local expert j */
+    if (to_dev(m, &dcnt, cnt_i, sizeof(int) * (size_t)E) || dev_alloc(m, &drc, sizeof(int) * (size_t)E) ||
+        CM->op->alltoall(CM, GRP_EP, drc, dcnt, El, DT_I32, STREAM_COMPUTE) ||
+        OP->d2h(RT, rc_i, drc, sizeof(int) * (size_t)E))
+        goto out;
+    v->R = v->Rp = 0;
+    for (int s = 0; s < ep; s++)
+        for (int j = 0; j < El; j++)
+            v->rcount[s] += rc_i[s * El + j], v->R += rc_i[s * El + j];
+    for (int j = 0; j < El; j++) {
+        long got = 0;
+        for (int s = 0; s < ep; s++)
+            got += rc_i[s * El + j];
+        v->ecount[j] = expert_rows(m, got), v->Rp += v->ecount[j];
+    }
+    /* received rows: by source, then local expert; expert order: by local expert, then source */
+    int *sort = malloc(sizeof(int) * (size_t)(v->Rp + 1)), *unsort = malloc(sizeof(int) * (size_t)(v->R + 1));
+    if (!sort || !unsort) {
+        free(sort), free(unsort);
+        goto out;
+    }
+    for (long r = 0; r < v->Rp; r++)
+        sort[r] = -1;
+    long o = 0;
+    for (int j = 0; j < El; j++) {
+        long o0 = o;
+        for (int s = 0; s < ep; s++) {
+            long src = 0; /* the first received row of block (s, j) */
+            for (int s2 = 0; s2 < ep; s2++)
+                for (int j2 = 0; j2 < El; j2++)
+                    if (s2 < s || (s2 == s && j2 < j))
+                        src += rc_i[s2 * El + j2];
+            for (int i = 0; i < rc_i[s * El + j]; i++)
+                sort[o] = (int)(src + i), unsort[src + i] = (int)o, o++;
+        }
+        o = o0 + v->ecount[j];
+    }
+    rc = to_dev(m, (void **)&v->perm_tok, tok, sizeof(int) * (size_t)v->M) ||
+         to_dev(m, (void **)&v->perm_w, w, sizeof(float) * (size_t)v->M) ||
+         to_dev(m, (void **)&v->sort_rows, sort, sizeof(int) * (size_t)v->Rp) ||
+         to_dev(m, (void **)&v->unsort_rows, unsort, sizeof(int) * (size_t)v->R) ? -1 : 0;
+    free(sort), free(unsort);
+out:
+    drop(m, dcnt), drop(m, drc);
+    free(cnt), free(at), free(tok), free(cnt_i), free(rc_i), free(w);
+    return rc;
+}
+
+/* The router: logits, top-k, then (host) drops, the auxiliary factor and
+ * the permutation. */
+static int route(gpt_t *m, int c, int l, layer_saved_t *s, moe_saved_t *v)
+{
+    long Nk = (long)m->Nl * m->topk;
+    void *logits;
+    RT_TRY(alloc_act(m, &logits, (long)m->Nl * m->E));
+    RT_TRY(OP->linear_fwd(RT, logits, s->h2, gpt_param(m, P(m, c, l, T_ROUTER_W)), NULL, m->Nl, m->C, m->E));
+    RT_TRY(dev_alloc(m, (void **)&v->probs, sizeof(float) * (size_t)Nk));
+    RT_TRY(dev_alloc(m, (void **)&v->idx, sizeof(int) * (size_t)Nk));
+    RT_TRY(dev_alloc(m, (void **)&v->scores, sizeof(float) * (size_t)m->Nl * m->E));
+    RT_TRY(OP->moe_route(RT, v->probs, v->idx, v->scores, logits, m->Nl, m->E, m->topk));
+    drop(m, logits);
+    float *probs = malloc(sizeof(float) * (size_t)(Nk + 1));
+    int *idx = malloc(sizeof(int) * (size_t)(Nk + 1)), *keep = malloc(sizeof(int) * (size_t)(Nk + 1)), rc = -1;
+    if (probs && idx && keep && !OP->d2h(RT, probs, v->probs, sizeof(float) * (size_t)Nk) &&
+        !OP->d2h(RT, idx, v->idx, sizeof(int) * (size_t)Nk)) {
+        for (long i = 0; i < Nk; i++)
+            keep[i] = 1;
+        rc = (m->moe_cf > 0 && capacity_keep(m, s, v, probs, idx, keep)) || aux_coef(m, v, idx) ||
+                     plan_routes(m, v, probs, idx, keep) ? -1 : 0;
+    }
+    free(probs), free(idx), free(keep);
+    return rc;
+}
+
+/* ---- the experts ---------------------------------------------------------------------- */
+
+/* Local expert j's tensor k (T_FC1_W ..) of layer l, -1 where absent. */
+static int expert_tensor(const gpt_t *m, int c, int l, int j, int k)
+{
+    int t0 = P(m, c, l, k);
+    return t0 < 0 ? -1 : t0 + j * gpt_moe_expert_tensors(m);
+}
+
+static const void *param_or_null(const gpt_t *m, int t) { return t >= 0 ? gpt_param(m, t) : NULL; }
+
+static int experts_fwd(gpt_t *m, int c, int l, moe_saved_t *v, void *ye)
+{
+    RT_TRY(alloc_act(m, &v->pre, v->Rp * m->Fwe));
+    RT_TRY(alloc_act(m, &v->gl, v->Rp * m->Fe));
+    long o = 0;
+    for (int j = 0; j < m->El; o += v->ecount[j++]) {
+        int n = (int)v->ecount[j];
+        if (!n)
+            continue;
+        void *x = A(m, v->xe, o * m->C), *pre = A(m, v->pre, o * m->Fwe), *gl = A(m, v->gl, o * m->Fe);
+        RT_TRY(OP->linear_fwd(RT, pre, x, gpt_param(m, expert_tensor(m, c, l, j, T_FC1_W)),
+                              param_or_null(m, expert_tensor(m, c, l, j, T_FC1_B)), n, m->C, m->Fwe));
+        RT_TRY(m->swiglu ? OP->swiglu_fwd(RT, gl, pre, n, m->Fe) : OP->gelu_fwd(RT, gl, pre, (long)n * m->Fe));
+        RT_TRY(OP->linear_fwd(RT, A(m, ye, o * m->C), gl, gpt_param(m, expert_tensor(m, c, l, j, T_FC2_W)),
+                              param_or_null(m, expert_tensor(m, c, l, j, T_FC2_B)), n, m->Fe, m->C));
+    }
+    return 0;
+}
+
+/* dye (Rp, C) in, dxe (Rp, C) out; the experts' gradients accumulate. */
+static int experts_bwd(gpt_t *m, int c, int l, moe_saved_t *v, const void *dye, void *dxe)
+{
+    void *dgl, *dpre;
+    RT_TRY(alloc_act(m, &dgl, v->Rp * m->Fe));
+    RT_TRY(alloc_act(m, &dpre, v->Rp * m->Fwe));
+    long o = 0;
+    for (int j = 0; j < m->El; o += v->ecount[j++]) {
+        int n = (int)v->ecount[j], t1 = expert_tensor(m, c, l, j, T_FC1_W), t2 = expert_tensor(m, c, l, j, T_FC2_W);
+        int b1 = expert_tensor(m, c, l, j, T_FC1_B), b2 = expert_tensor(m, c, l, j, T_FC2_B);
+        if (!n)
+            continue;
+        const void *dy = A(m, dye, o * m->C), *x = A(m, v->xe, o * m->C), *pre = A(m, v->pre, o * m->Fwe);
+        void *g = A(m, dgl, o * m->Fe), *dp = A(m, dpre, o * m->Fwe);
+        RT_TRY(OP->linear_dgrad(RT, g, dy, gpt_param(m, t2), n, m->Fe, m->C));
+        RT_TRY(OP->linear_wgrad(RT, gpt_grad(m, t2), b2 >= 0 ? gpt_grad(m, b2) : NULL, dy,
+                                A(m, v->gl, o * m->Fe), n, m->Fe, m->C));
+        RT_TRY(m->swiglu ? OP->swiglu_bwd(RT, dp, g, pre, n, m->Fe) : OP->gelu_bwd(RT, dp, g, pre, (long)n * m->Fe));
+        RT_TRY(OP->linear_dgrad(RT, A(m, dxe, o * m->C), dp, gpt_param(m, t1), n, m->C, m->Fwe));
+        RT_TRY(OP->linear_wgrad(RT, gpt_grad(m, t1), b1 >= 0 ? gpt_grad(m, b1) : NULL, dp, x, n, m->C, m->Fwe));
+    }
+    drop(m, dgl), drop(m, dpre);
+    return 0;
+}
+
+/* ---- the layer ------------------------------------------------------------------------ */
+
+/* rows (M, C) in sent order to the experts' ranks, sorted there into
+ * expert order (Rp, C): *out allocated. */
+static int dispatch(gpt_t *m, moe_saved_t *v, const void *sent, void **out)
+{
+    void *recv;
+    long C = m->C, sc[m->ep], rcv[m->ep];
+    for (int p = 0; p < m->ep; p++)
+        sc[p] = v->scount[p] * C, rcv[p] = v->rcount[p] * C;
+    RT_TRY(alloc_act(m, &recv, v->R * C));
+    RT_TRY(CM->op->alltoallv(CM, GRP_EP, recv, rcv, sent, sc, DT_ACT, STREAM_COMPUTE));
+    RT_TRY(alloc_act(m, out, v->Rp * C));
+    RT_TRY(OP->moe_gather(RT, *out, recv, v->sort_rows, NULL, v->Rp, m->C));
+    drop(m, recv);
+    return 0;
+}
+
+/* The reverse: expert-order rows (Rp, C) back to their tokens' ranks, in
+ * sent order (M, C): *out allocated. */
+static int undispatch(gpt_t *m, moe_saved_t *v, const void *rows, void **out)
+{
+    void *back;
+    long C = m->C, sc[m->ep], rcv[m->ep];
+    for (int p = 0; p < m->ep; p++)
+        sc[p] = v->rcount[p] * C, rcv[p] = v->scount[p] * C;
+    RT_TRY(alloc_act(m, &back, v->R * C));
+    RT_TRY(OP->moe_gather(RT, back, rows, v->unsort_rows, NULL, v->R, m->C));
+    RT_TRY(alloc_act(m, out, v->M * C));
+    RT_TRY(CM->op->alltoallv(CM, GRP_EP, *out, rcv, back, sc, DT_ACT, STREAM_COMPUTE));
+    drop(m, back);
+    return 0;
+}
+
+int gpt_moe_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *z)
+{
+    moe_saved_t *v = calloc(1, sizeof *v);
+    if (!v)
+        return -1;
+    s->moe = v;
+    RT_TRY(route(m, c, l, s, v));
+    void *sent, *ye;
+    RT_TRY(alloc_act(m, &sent, v->M * m->C));
+    RT_TRY(OP->moe_gather(RT, sent, s->h2, v->perm_tok, NULL, v->M, m->C));
+    RT_TRY(dispatch(m, v, sent, &v->xe));
+    drop(m, sent);
+    RT_TRY(alloc_act(m, &ye, v->Rp * m->C));
+    RT_TRY(experts_fwd(m, c, l, v, ye));
+    RT_TRY(undispatch(m, v, ye, &v->ys));
+    drop(m, ye);
+    RT_TRY(OP->memset0(RT, z, (size_t)m->Nl * m->C * RT->act_bytes, STREAM_COMPUTE));
+    return OP->moe_scatter_add(RT, z, v->ys, v->perm_tok, v->perm_w, v->M, m->C);
+}
+
+/* The combine weights' gradient: dprobs (Nl, k) from <dz of the token,
+ * its expert output> of each kept pair; 0 for the dropped. */
+static int combine_grad(gpt_t *m, moe_saved_t *v, const void *dz, float **dprobs)
+{
+    long Nk = (long)m->Nl * m->topk;
+    float *dw, *h = calloc((size_t)(Nk + v->M + 1), sizeof *h);
+    if (!h)
+        return -1;
+    int rc = dev_alloc(m, (void **)&dw, sizeof(float) * (size_t)v->M) ||
+             OP->moe_rowdot(RT, dw, dz, v->perm_tok, v->ys, v->M, m->C) ||
+             OP->d2h(RT, h + Nk, dw, sizeof(float) * (size_t)v->M);
+    for (long i = 0; !rc && i < v->M; i++)
+        h[v->perm_pair[i]] = h[Nk + i];
+    if (!rc)
+        rc = to_dev(m, (void **)dprobs, h, sizeof(float) * (size_t)Nk);
+    drop(m, dw);
+    free(h);
+    return rc;
+}
+
+int gpt_moe_bwd(gpt_t *m, int c, int l, layer_saved_t *s, const void *dz, void *dh)
+{
+    moe_saved_t *v = s->moe;
+    int tr = P(m, c, l, T_ROUTER_W);
+    void *dys, *dye, *dxe, *dxs, *dlog, *dhr;
+    float *dprobs;
+    RT_TRY(combine_grad(m, v, dz, &dprobs));
+    RT_TRY(alloc_act(m, &dys, v->M * m->C));
+    RT_TRY(OP->moe_gather(RT, dys, dz, v->perm_tok, v->perm_w, v->M, m->C));
+    RT_TRY(dispatch(m, v, dys, &dye));
+    drop(m, dys);
+    RT_TRY(alloc_act(m, &dxe, v->Rp * m->C));
+    RT_TRY(experts_bwd(m, c, l, v, dye, dxe));
+    drop(m, dye);
+    RT_TRY(undispatch(m, v, dxe, &dxs));
+    drop(m, dxe);
+    RT_TRY(OP->memset0(RT, dh, (size_t)m->Nl * m->C * RT->act_bytes, STREAM_COMPUTE));
+    RT_TRY(OP->moe_scatter_add(RT, dh, dxs, v->perm_tok, NULL, v->M, m->C));
+    drop(m, dxs);
+    /* the router: its logits' gradient, into dh and the router's weight */
+    RT_TRY(alloc_act(m, &dlog, (long)m->Nl * m->E));
+    RT_TRY(OP->moe_route_bwd(RT, dlog, dprobs, v->probs, v->idx, v->scores, v->coef, m->Nl, m->E, m->topk));
+    drop(m, dprobs);
+    RT_TRY(alloc_act(m, &dhr, (long)m->Nl * m->C));
+    RT_TRY(OP->linear_dgrad(RT, dhr, dlog, gpt_param(m, tr), m->Nl, m->C, m->E));
+    RT_TRY(OP->add(RT, dh, dh, dhr, (long)m->Nl * m->C));
+    RT_TRY(OP->linear_wgrad(RT, gpt_grad(m, tr), NULL, dlog, s->h2, m->Nl, m->C, m->E));
+    drop(m, dlog), drop(m, dhr);
+    m->moe_dropped += v->dropped, m->moe_aux += v->aux, m->moe_drop_sig += v->drop_sig; /* once per pass */
+    gpt_moe_free(m, s);
+    return 0;
+}
