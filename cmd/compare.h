@@ -29,6 +29,7 @@ typedef struct {
     int32_t rank, stream, kind;
     double t_ready_s, t_start_s, t_end_s;
     int32_t iteration;
+    double a2a_s;         /* of a fwd or bwd: the experts' all-to-alls (0 where the file has no such column) */
 } op_row_t;
 
 typedef struct {
@@ -60,6 +61,7 @@ typedef struct {
                                       partner's, the bubble's), so that busy + wait of every class add up to
                                       the compute stream's whole step on both sides */
     double busy_s[STREAM_COUNT], wait_s[STREAM_COUNT];
+    double a2a_s, a2a_n; /* the experts' all-to-alls inside the forwards and backwards, and the ops that had any */
     int niters, nranks;  /* iterations and ranks covered */
     int first_iter, last_iter;
 } stats_t;

@@ -20,7 +20,7 @@
 
 #define OC(f, i) {#f, offsetof(op_row_t, f), i}
 static const plot_col_t op_cols[] = {OC(rank, 1),      OC(stream, 1),  OC(kind, 1),     OC(t_ready_s, 0),
-                                     OC(t_start_s, 0), OC(t_end_s, 0), OC(iteration, 1)};
+                                     OC(t_start_s, 0), OC(t_end_s, 0), OC(iteration, 1), OC(a2a_s, 0)};
 #define KC(f, i) {#f, offsetof(rank_row_t, f), i}
 static const plot_col_t rank_cols[] = {KC(rank, 1), KC(stands_for, 1), KC(end_s, 0)};
 #define SC(f, i) {#f, offsetof(step_row_t, f), i}
@@ -62,12 +62,17 @@ static int need_table(hid_t f, const char *path, const char *name, const plot_co
     return 0;
 }
 
-/* /timeline and /ranks; a simulation's timeline may lack `iteration`. */
+/* /timeline and /ranks; a simulation's timeline may lack `iteration`, a
+ * file from before 2026-11-29 `a2a_s` (read as 0). */
 static int read_side(hid_t f, const char *path, side_t *s, char *err)
 {
-    int ncols = plot_has_column(f, "/timeline", "iteration") ? 7 : 6;
+    plot_col_t cols[sizeof op_cols / sizeof op_cols[0]];
+    int ncols = 0;
+    for (size_t i = 0; i < sizeof op_cols / sizeof op_cols[0]; i++)
+        if (i < 6 || plot_has_column(f, "/timeline", op_cols[i].name))
+            cols[ncols++] = op_cols[i];
     void *ops, *ranks;
-    if (need_table(f, path, "/timeline", op_cols, ncols, sizeof(op_row_t), &ops, &s->nops, err))
+    if (need_table(f, path, "/timeline", cols, ncols, sizeof(op_row_t), &ops, &s->nops, err))
         return -1;
     s->ops = ops;
     if (need_table(f, path, "/ranks", rank_cols, 3, sizeof(rank_row_t), &ranks, &s->nranks, err))
@@ -222,7 +227,7 @@ static int side_from_result(const result_t *r, side_t *s, char *err)
     for (long i = 0; i < r->ntimeline; i++) {
         const result_op_t *o = &r->timeline[i];
         s->ops[i] = (op_row_t){o->rank, o->stream, o->kind, o->t_ready_ns * 1e-9, o->t_start_ns * 1e-9,
-                               o->t_end_ns * 1e-9, 0};
+                               o->t_end_ns * 1e-9, 0, o->t_a2a_ns * 1e-9};
     }
     for (int i = 0; i < r->entities; i++)
         s->ranks[i] = (rank_row_t){r->entity_rank[i], r->entity_count[i], r->per_entity[i].end * 1e-9};
@@ -349,6 +354,8 @@ static void stats_of(const cmp_t *c, const side_t *s, stats_t *st)
         if (o->stream == STREAM_COMPUTE)
             st->compute_s[o->kind] += dur, st->compute_wait_s[o->kind] += wait;
         st->busy_s[o->stream] += dur, st->wait_s[o->stream] += wait;
+        if (isfinite(o->a2a_s) && o->a2a_s > 0)
+            st->a2a_s += o->a2a_s, st->a2a_n++;
         st->niters += !seen_iter[o->iteration], seen_iter[o->iteration] = 1;
         st->nranks += !seen_rank[o->rank], seen_rank[o->rank] = 1;
     }

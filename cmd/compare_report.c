@@ -277,6 +277,17 @@ static void print_kinds(const cmp_t *c)
                fmt(b[5], 32, 13, 3, mc * 1e3), fmt(b[6], 32, 13, 3, sc * 1e3), cmp_fmt_pct(b[7], 32, 8, cmp_err_pct(mc, sc)),
                fmt(b[8], 32, 10, 3, mw * 1e3), fmt(b[9], 32, 10, 3, sw * 1e3));
     }
+    if (c->sm.a2a_n > 0 || c->ss.a2a_n > 0) { /* a part of fwd and bwd above, not a class beside them */
+        double mm = cmp_mean_of(c->sm.a2a_s, c->sm.a2a_n), sm = cmp_mean_of(c->ss.a2a_s, c->ss.a2a_n);
+        double mc = cmp_per_rank_iter(&c->sm, c->sm.a2a_s), sc = cmp_per_rank_iter(&c->ss, c->ss.a2a_s);
+        char b[8][32];
+        printf("  %-10s %6s %6s %10s %10s %8s %13s %13s %8s\n", "a2a", fmt(b[0], 32, 6, 0, cmp_per_iter(&c->sm, c->sm.a2a_n)),
+               fmt(b[1], 32, 6, 0, cmp_per_iter(&c->ss, c->ss.a2a_n)), fmt(b[2], 32, 10, 3, mm * 1e3),
+               fmt(b[3], 32, 10, 3, sm * 1e3), cmp_fmt_pct(b[4], 32, 8, cmp_err_pct(mm, sm)), fmt(b[5], 32, 13, 3, mc * 1e3),
+               fmt(b[6], 32, 13, 3, sc * 1e3), cmp_fmt_pct(b[7], 32, 8, cmp_err_pct(mc, sc)));
+        printf("  (a2a: the experts' token dispatch and combine, all-to-alls inside the fwd and bwd ops above,\n"
+               "   already counted in them; its n is the fwd and bwd ops that ran any)\n");
+    }
     printf("  (compute stream: an op's time runs from its start; its wait before, for the other streams, a partner\n"
            "   or the pipeline's bubble, is meas_wait and sim_wait; a blocking exchange measured on the real backend\n"
            "   starts before its partner arrives, so its own time holds that wait: read time + wait per class)\n\n");
@@ -463,6 +474,13 @@ cJSON *cmp_json_report(const cmp_t *c)
                             c->sim_path ? c->sim_path : "in-process: unfolded, alpha-beta, every rank traced");
     cJSON_AddItemToObject(o, "iteration", json_iteration(c));
     cJSON_AddItemToObject(o, "op_classes", json_kinds(c));
+    if (c->sm.a2a_n > 0 || c->ss.a2a_n > 0) { /* inside fwd and bwd: not one of the classes that sum to the step */
+        cJSON *a = cJSON_AddObjectToObject(o, "all_to_all");
+        double mc = cmp_per_rank_iter(&c->sm, c->sm.a2a_s), sc = cmp_per_rank_iter(&c->ss, c->ss.a2a_s);
+        add_num(a, "measured_s", mc);
+        add_num(a, "simulated_s", sc);
+        add_num(a, "error_pct", cmp_err_pct(mc, sc));
+    }
     cJSON_AddItemToObject(o, "streams", json_streams(c));
     cJSON_AddItemToObject(o, "ranks", json_ranks(c));
     cJSON_AddItemToObject(o, "largest_differences", json_differences(c));

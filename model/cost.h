@@ -117,6 +117,8 @@ double cost_peak_flops(const hw_t *hw, const job_t *job);
 typedef struct {
     double compute_s, exposed_s;
     double moe_load_s; /* of their sum, the ops that grow with the busiest expert rank's tokens */
+    double a2a_s;      /* of their sum, the experts' token dispatch and combine (the collectives over EP,
+                          or ETP x EP for the allgather dispatcher): compare's all-to-all class */
 } cost_pass_t;
 cost_pass_t cost_pass(const hw_t *hw, const job_t *job, pass_t pass);
 
@@ -132,6 +134,7 @@ void cost_chunk_extra(const hw_t *hw, const job_t *job, int stage, int chunk, do
 typedef struct {
     double fwd_s, fwd_tp_s, bwd_s, bwd_tp_s;
     double fwd_moe_s, bwd_moe_s; /* of those, what the busiest expert rank's extra tokens scale (model/moe.h) */
+    double fwd_a2a_s, bwd_a2a_s; /* of those, the experts' dispatch and combine (cost_pass_t's a2a_s) */
 } cost_chunk_t;
 void cost_chunk_times(const job_t *job, const hw_t *hw, int stage, int chunk, cost_chunk_t *ct);
 /* One layer's three passes (forward, backward, recomputation), a dense

@@ -53,6 +53,8 @@ static cost_pass_t cost_pass_of(const hw_t *hw, const job_t *j, pass_t pass, int
         const op_t *o = &ops[i];
         if (o->moe_load) /* compute, or an exposed collective */
             r.moe_load_s += t[i];
+        if (o->kind == OP_COLL && (o->group == GROUP_EP || o->group == GROUP_ETP_EP))
+            r.a2a_s += t[i];
         if (o->kind != OP_COLL) {
             r.compute_s += t[i];
             continue;
@@ -169,6 +171,8 @@ void cost_layers(const cost_layer_t c[2], double layers, double recomputed, doub
         ct->bwd_tp_s += n[k] * (c[k].bwd.exposed_s + r * c[k].rc.exposed_s);
         ct->fwd_moe_s += n[k] * c[k].fwd.moe_load_s;
         ct->bwd_moe_s += n[k] * (c[k].bwd.moe_load_s + r * c[k].rc.moe_load_s);
+        ct->fwd_a2a_s += n[k] * c[k].fwd.a2a_s;
+        ct->bwd_a2a_s += n[k] * (c[k].bwd.a2a_s + r * c[k].rc.a2a_s);
     }
 }
 

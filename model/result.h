@@ -20,6 +20,8 @@ typedef struct {
     int iter;                /* iteration (measured runs record several; 0 here) */
     int64_t t_comm_wait_ns;  /* measured, CPU path: the part of the op its host spent blocked on
                                 communication (TP collectives inside a chunk); 0 otherwise */
+    int64_t t_a2a_ns;        /* a forward or backward's time in the experts' token dispatch and combine
+                                (measured: the all-to-alls' calls; simulated: their cost); 0 without experts */
 } result_op_t;
 
 /* One measured iteration of a real run (sim results have none). */

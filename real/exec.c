@@ -146,7 +146,7 @@ static long new_rec(exec_t *x, const sched_op_t *o)
         return -1;
     /* dp_i numbers the rank in DP x CP */
     int rank = layout_rank(x->comm->tp_i, x->comm->dp_i, x->comm->stage, x->job->tp, x->job->dp_cp);
-    x->recs[x->nrecs] = (result_op_t){rank, o->stream, o->kind, o->mb, o->chunk, 0, 0, 0, x->iter, 0};
+    x->recs[x->nrecs] = (result_op_t){rank, o->stream, o->kind, o->mb, o->chunk, 0, 0, 0, x->iter, 0, 0};
     memset(&x->times[x->nrecs], 0, sizeof x->times[0]);
     return x->nrecs++;
 }
@@ -518,7 +518,7 @@ static int run_op(exec_t *x, const sched_op_t *o)
         RT_TRY(OP->mark_start(x->rt, s, T(rec)));
         /* the compute of a chunk: its time less its host's waits for its
          * TP partners (what a slowed rank's own device would stretch) */
-        int64_t c0 = rt_now_ns(), w0 = x->rt->comm_wait_ns;
+        int64_t c0 = rt_now_ns(), w0 = x->rt->comm_wait_ns, a0 = x->m->moe_a2a_ns;
 #define BUSY_S ((rt_now_ns() - c0 - (x->rt->comm_wait_ns - w0)) * 1e-9)
         switch (o->kind) {
         case SOP_FWD: RT_TRY(run_fwd(x, o)); inject_after_compute(BUSY_S); break;
@@ -530,7 +530,7 @@ static int run_op(exec_t *x, const sched_op_t *o)
         default: break; /* SOP_JOIN: its waits were all */
         }
 #undef BUSY_S
-        x->recs[rec].t_comm_wait_ns = x->rt->comm_wait_ns - w0;
+        x->recs[rec].t_comm_wait_ns = x->rt->comm_wait_ns - w0, x->recs[rec].t_a2a_ns = x->m->moe_a2a_ns - a0;
         RT_TRY(bump(x, s, o->bump_part, o->parts));
     }
     RT_TRY(bump(x, s, o->bump, 1));
@@ -562,25 +562,6 @@ static int begin_iteration(exec_t *x)
     return 0;
 }
 
-/* The experts' numbers of the iteration, every rank's summed (each pair
- * and each share of the auxiliary loss is one rank's). */
-static int moe_totals(exec_t *x)
-{
-    gpt_t *m = x->m;
-    if (m->E <= 0)
-        return 0;
-    double v[2] = {m->moe_dropped, m->moe_aux};
-    uint64_t sig = m->moe_drop_sig;
-    RT_TRY(comm_host_sum_f64(x->comm, GRP_WORLD, v, 2));
-    health_comm_enter(HB_COLL, GRP_WORLD, -1, 0);
-    int rc = MPI_Allreduce(MPI_IN_PLACE, &sig, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-    health_comm_leave();
-    if (rc != MPI_SUCCESS)
-        return fail("MPI_Allreduce of the dropped pairs' signature failed", __LINE__);
-    x->moe_dropped = v[0], x->moe_aux = v[1], x->moe_drop_sig = sig;
-    return 0;
-}
-
 /* Mean loss of the global batch: the last stage's rows (every TP rank
  * holds them all: TP rank 0's count), summed over the world. */
 static int iteration_loss(exec_t *x, double *loss)
@@ -600,7 +581,7 @@ static int iteration_loss(exec_t *x, double *loss)
     }
     RT_TRY(comm_host_sum_f64(x->comm, GRP_WORLD, &sum, 1));
     *loss = sum / ((double)x->job->global_batch_size * x->job->seq_length);
-    return moe_totals(x);
+    return gpt_moe_totals(m, &x->moe_dropped, &x->moe_aux, &x->moe_drop_sig);
 }
 
 /* Room for every record of the coming iteration: the runtimes keep

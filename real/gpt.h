@@ -141,6 +141,7 @@ typedef struct {
                                     the capacity, the auxiliary loss's share of the objective */
     uint64_t moe_drop_sig;   /* the dropped pairs' signature: a sum of one hash per (layer, sample, place in
                                 the sequence, expert), the same on every plan */
+    int64_t moe_a2a_ns;      /* the host's time in the experts' all-to-alls so far (compare's all-to-all class) */
 
     int fp8_sites;           /* --fp8-format: 3 per weight tensor of the model (gpt_fp8.c), 0 without */
     float *fp8_amax, *fp8_scale; /* [fp8_sites]: this iteration's amax so far, the scale in use */
@@ -205,6 +206,11 @@ int gpt_fp8_step(gpt_t *m);
 /* Tensors per local expert of an MoE layer (FC1 and FC2, with their
  * biases when the model has them). */
 int gpt_moe_expert_tensors(const gpt_t *m);
+
+/* The iteration's MoE numbers so far, every rank's summed (collective over
+ * the world; zeros without experts): dropped pairs, auxiliary loss, the
+ * dropped pairs' signature. */
+int gpt_moe_totals(gpt_t *m, double *dropped, double *aux, uint64_t *sig);
 
 /* Pointers into params (act) and grads of tensor i. */
 void *gpt_param(const gpt_t *m, int i);

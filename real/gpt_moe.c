@@ -32,9 +32,11 @@
 #include "real/gpt_layer.h"
 
 #include "model/layout.h"
+#include "real/health.h"
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,6 +78,16 @@ void gpt_moe_free(gpt_t *m, layer_saved_t *s)
     free(v->perm_pair), free(v->scount), free(v->rcount), free(v->ecount);
     free(v);
     s->moe = NULL;
+}
+
+/* The experts' all-to-all over EP, its host time counted (compare's
+ * all-to-all class). */
+static int ep_alltoallv(gpt_t *m, void *out, const long *rcount, const void *in, const long *scount, int dt)
+{
+    int64_t t0 = rt_now_ns();
+    int rc = CM->op->alltoallv(CM, GRP_EP, out, rcount, in, scount, dt, STREAM_COMPUTE);
+    m->moe_a2a_ns += rt_now_ns() - t0;
+    return rc;
 }
 
 /* ---- routing on the host ------------------------------------------------------------ */
@@ -210,13 +222,14 @@ static int plan_routes(gpt_t *m, moe_saved_t *v, const float *probs, const int *
     long Nk = (long)m->Nl * k, *cnt = calloc((size_t)E, sizeof *cnt), *at = calloc((size_t)E + 1, sizeof *at);
     int *tok = malloc(sizeof(int) * (size_t)(Nk + 1)), *cnt_i = calloc((size_t)E, sizeof(int));
     int *rc_i = calloc((size_t)E, sizeof(int));
+    long *per = malloc(sizeof(long) * (size_t)ep);
     float *w = malloc(sizeof(float) * (size_t)(Nk + 1));
     v->perm_pair = malloc(sizeof(int) * (size_t)(Nk + 1));
     v->scount = calloc((size_t)ep, sizeof(long)), v->rcount = calloc((size_t)ep, sizeof(long));
     v->ecount = calloc((size_t)El, sizeof(long));
     int rc = -1;
     void *dcnt = NULL, *drc = NULL;
-    if (!cnt || !at || !tok || !cnt_i || !rc_i || !w || !v->perm_pair || !v->scount || !v->rcount || !v->ecount)
+    if (!cnt || !at || !tok || !cnt_i || !rc_i || !per || !w || !v->perm_pair || !v->scount || !v->rcount || !v->ecount)
         goto out;
     for (long i = 0; i < Nk; i++)
         if (keep[i])
@@ -231,9 +244,10 @@ static int plan_routes(gpt_t *m, moe_saved_t *v, const float *probs, const int *
                 tok[r] = (int)n, w[r] = probs[n * k + j], v->perm_pair[r] = (int)(n * k + j);
             }
     /* rc_i[s El + j]: rows EP rank s sends this rank's local expert j */
+    for (int p = 0; p < ep; p++) /* El counts to and from each EP rank */
+        per[p] = El;
     if (to_dev(m, &dcnt, cnt_i, sizeof(int) * (size_t)E) || dev_alloc(m, &drc, sizeof(int) * (size_t)E) ||
-        CM->op->alltoall(CM, GRP_EP, drc, dcnt, El, DT_I32, STREAM_COMPUTE) ||
-        OP->d2h(RT, rc_i, drc, sizeof(int) * (size_t)E))
+        ep_alltoallv(m, drc, per, dcnt, per, DT_I32) || OP->d2h(RT, rc_i, drc, sizeof(int) * (size_t)E))
         goto out;
     v->R = v->Rp = 0;
     for (int s = 0; s < ep; s++)
@@ -274,7 +288,7 @@ static int plan_routes(gpt_t *m, moe_saved_t *v, const float *probs, const int *
     free(sort), free(unsort);
 out:
     drop(m, dcnt), drop(m, drc);
-    free(cnt), free(at), free(tok), free(cnt_i), free(rc_i), free(w);
+    free(cnt), free(at), free(tok), free(cnt_i), free(rc_i), free(per), free(w);
     return rc;
 }
 
@@ -370,7 +384,7 @@ static int dispatch(gpt_t *m, moe_saved_t *v, const void *sent, void **out)
     for (int p = 0; p < m->ep; p++)
         sc[p] = v->scount[p] * C, rcv[p] = v->rcount[p] * C;
     RT_TRY(alloc_act(m, &recv, v->R * C));
-    RT_TRY(CM->op->alltoallv(CM, GRP_EP, recv, rcv, sent, sc, DT_ACT, STREAM_COMPUTE));
+    RT_TRY(ep_alltoallv(m, recv, rcv, sent, sc, DT_ACT));
     RT_TRY(alloc_act(m, out, v->Rp * C));
     RT_TRY(OP->moe_gather(RT, *out, recv, v->sort_rows, NULL, v->Rp, m->C));
     drop(m, recv);
@@ -388,7 +402,7 @@ static int undispatch(gpt_t *m, moe_saved_t *v, const void *rows, void **out)
     RT_TRY(alloc_act(m, &back, v->R * C));
     RT_TRY(OP->moe_gather(RT, back, rows, v->unsort_rows, NULL, v->R, m->C));
     RT_TRY(alloc_act(m, out, v->M * C));
-    RT_TRY(CM->op->alltoallv(CM, GRP_EP, *out, rcv, back, sc, DT_ACT, STREAM_COMPUTE));
+    RT_TRY(ep_alltoallv(m, *out, rcv, back, sc, DT_ACT));
     drop(m, back);
     return 0;
 }
@@ -463,5 +477,25 @@ int gpt_moe_bwd(gpt_t *m, int c, int l, layer_saved_t *s, const void *dz, void *
     drop(m, dlog), drop(m, dhr);
     m->moe_dropped += v->dropped, m->moe_aux += v->aux, m->moe_drop_sig += v->drop_sig; /* once per pass */
     gpt_moe_free(m, s);
+    return 0;
+}
+
+int gpt_moe_totals(gpt_t *m, double *dropped, double *aux, uint64_t *sig)
+{
+    double v[2] = {m->moe_dropped, m->moe_aux};
+    *sig = m->moe_drop_sig;
+    if (m->E <= 0) {
+        *dropped = *aux = 0;
+        return 0;
+    }
+    RT_TRY(comm_host_sum_f64(CM, GRP_WORLD, v, 2));
+    health_comm_enter(HB_COLL, GRP_WORLD, -1, 0);
+    int rc = MPI_Allreduce(MPI_IN_PLACE, sig, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    health_comm_leave();
+    if (rc != MPI_SUCCESS) {
+        fprintf(stderr, "%s:%d: MPI_Allreduce of the dropped pairs' signature failed\n", __FILE__, __LINE__);
+        return -1;
+    }
+    *dropped = v[0], *aux = v[1];
     return 0;
 }

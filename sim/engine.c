@@ -435,6 +435,19 @@ static void account(sim_t *S, entity_t *e, const slot_t *s)
     }
 }
 
+/* A forward's or backward's time in the experts' dispatch and combine:
+ * their cost, grown with the busiest expert rank's load as in op_start. */
+static int64_t a2a_ns(const sim_t *S, const entity_t *e, const sched_op_t *op)
+{
+    if (op->kind != SOP_FWD && op->kind != SOP_BWD)
+        return 0;
+    const cost_chunk_t *c = &S->ct[e->stage * S->v + op->chunk];
+    double a = (op->kind == SOP_FWD ? c->fwd_a2a_s : c->bwd_a2a_s) / op->parts;
+    if (a > 0 && S->job->moe_load_cv > 0)
+        a *= moe_load_draw(S->job, S->opts->seed, e->stage, op->chunk, op->mb);
+    return ns(a);
+}
+
 /* Records the op for every traced rank that this entity stands for. */
 static int record_as(sim_t *S, int ent, int stream, const slot_t *s, int kind, int64_t head, int64_t start,
                      int64_t end)
@@ -449,7 +462,8 @@ static int record_as(sim_t *S, int ent, int stream, const slot_t *s, int kind, i
                 return -1;
             S->tl = t, S->tl_cap = cap;
         }
-        S->tl[S->ntl++] = (result_op_t){S->opts->trace_ranks[k], stream, kind, s->op.mb, s->op.chunk, head, start, end, 0, 0};
+        S->tl[S->ntl++] = (result_op_t){S->opts->trace_ranks[k], stream, kind, s->op.mb, s->op.chunk, head, start, end,
+                                        0, 0, a2a_ns(S, &S->e[ent], &s->op)};
     }
     return 0;
 }

@@ -24,8 +24,11 @@ side (seen: step 2 of the tiny-llama case, 870 pairs dropped on both, one
 pair swapped), so later steps must drop as many pairs within 1%.
 
 Usage: check_moe.py CASE MPIEXEC MEGASIM"""
+import json
 import os
+import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check_run as cr  # noqa: E402  (reads CASE, MPIEXEC, MEGASIM from sys.argv)
@@ -100,6 +103,31 @@ def moe():
     label = "tiny-llama MoE, capacity 1.0 padded, LAMB, 4 ranks (DP 4 as EP 4 x EDP 1, ZeRO-1)"
     cr.expect_losses(label, lref, lgot)
     expect_same(label, lref, lgot, ["moe_dropped", "moe_drop_sig"])
+    all_to_all()
+
+
+def all_to_all():
+    """compare's all-to-all class: the run's forwards and backwards carry
+    the time of their all-to-alls (a2a_s), the simulation the cost of the
+    same exchanges; both present and each below its side's fwd + bwd
+    time; a dense run has none."""
+    with tempfile.TemporaryDirectory(prefix="megasim-moe-") as d:
+        for args, name in ((MOE + ["--expert-model-parallel-size", "2"], "EP 2"), ([], "dense")):
+            h5 = os.path.join(d, "r.h5")
+            cr.run(2, args + ["--out", h5], iters=3)
+            p = subprocess.run([cr.MEGASIM, "compare", h5, "--json", "--plot", os.path.join(d, "c")],
+                               capture_output=True, text=True)
+            rep = json.loads(p.stdout)
+            a = rep.get("all_to_all")
+            busy = {s: sum(c[f"compute_stream_{s}_s"] for c in rep["op_classes"] if c["kind"] in ("fwd", "bwd"))
+                    for s in ("measured", "simulated")}
+            if name == "dense":
+                ok, want = a is None, "no all_to_all entry"
+            else:
+                ok = a is not None and all(0 < a[f"{s}_s"] < busy[s] for s in busy)
+                want = f"0 < all_to_all < fwd + bwd per rank per iteration ({busy})"
+            cr.failures += not ok
+            print(f"{'ok  ' if ok else 'FAIL'} compare --json of a 2-rank run, {name}: expected {want}, got {a}")
 
 
 {"moe": moe}[cr.CASE]()
