@@ -400,29 +400,8 @@ static void measure_overhead(run_t *R)
 
 static void report_step(run_t *R, const result_iter_t *s)
 {
-    if (R->rank != 0)
-        return;
-    if (R->o.json) {
-        char norm[32] = "null"; /* a skipped step's (--on-nan skip) is no number */
-        if (isfinite(s->grad_norm))
-            snprintf(norm, sizeof norm, "%.9g", s->grad_norm);
-        printf("{\"step\": %d, \"loss\": %.9g, \"step_time_s\": %.6f, \"tokens_per_s\": %.1f, \"mfu\": %.6f, "
-               "\"grad_norm\": %s, \"lr\": %.9g", s->step, s->loss, s->step_time_s, s->tokens_per_s, s->mfu,
-               norm, s->lr);
-        if (R->rt->kind == RT_GPU)
-            printf(", \"sm_mhz\": %.1f, \"power_w\": %.1f, \"power_capped\": %.4f", s->sm_mhz, s->power_w, s->power_capped);
-        if (R->job.num_experts > 0)
-            printf(", \"moe_dropped\": %.0f, \"moe_drop_sig\": \"%016llx\", \"moe_aux_loss\": %.9g", s->moe_dropped,
-                   (unsigned long long)s->moe_drop_sig, s->moe_aux_loss);
-        printf("}\n");
-    } else {
-        printf("step %5d | loss %.4f | grad norm %8.4f | lr %.3e | %9.2f ms | %10.0f tokens/s | MFU %6.2f%%",
-               s->step, s->loss, s->grad_norm, s->lr, s->step_time_s * 1e3, s->tokens_per_s, 100 * s->mfu);
-        if (s->sm_mhz > 0)
-            printf(" | %4.0f MHz %4.0f W", s->sm_mhz, s->power_w);
-        printf(R->job.num_experts > 0 ? " | aux loss %.3e | dropped %.0f\n" : "\n", s->moe_aux_loss, s->moe_dropped);
-    }
-    fflush(stdout);
+    if (R->rank == 0)
+        run_print_step(s, R->o.json, R->rt->kind == RT_GPU, R->job.num_experts > 0);
 }
 
 static int checkpoint(run_t *R, int step)
@@ -481,7 +460,8 @@ static int train(run_t *R)
                     "the step's update was skipped (--on-nan skip)\n", it + 1, R->x.nan_rank);
         result_iter_t *s = &R->iters[R->niters++];
         *s = (result_iter_t){it + 1, loss, tmax, tokens / tmax, R->model_flops / (tmax * R->job.num_gpus * R->peak_flops),
-                          R->x.grad_norm, R->x.lr, mhz, watts, capped, R->x.moe_dropped, R->x.moe_aux, R->x.moe_drop_sig};
+                          R->x.grad_norm, R->x.lr, mhz, watts, capped, R->x.moe_dropped, R->x.moe_aux,
+                          R->x.moe_load_cv, R->x.moe_drop_sig};
         report_step(R, s);
         if (!isfinite(loss))
             return bad(R, "the loss is not finite; lower --lr");

@@ -35,6 +35,9 @@ typedef struct {
     double moe_dropped, moe_aux_loss; /* with experts: the (token, expert) pairs the capacity dropped, and the
                                          auxiliary load-balancing loss (summed over the MoE layers, a mean over
                                          the micro-batches); 0 without */
+    double moe_load_cv;      /* the experts' token loads' coefficient of variation in a micro-batch (before
+                                dropping; root mean square over MoE layers and micro-batches): the
+                                routing imbalance --moe-expert-load-cv prices */
     uint64_t moe_drop_sig;   /* the dropped pairs' signature (real/gpt.h; not in /iterations) */
 } result_iter_t;
 

@@ -553,7 +553,7 @@ static int begin_iteration(exec_t *x)
     health_comm_leave();
     t0[x->iter] = rt_now_ns() - x->run_t0_ns;
     RT_TRY(OP->iter_begin(x->rt));
-    m->moe_dropped = m->moe_aux = 0, m->moe_drop_sig = 0;
+    m->moe_dropped = m->moe_aux = m->moe_cv_sum = m->moe_cv_n = 0, m->moe_drop_sig = 0;
     RT_TRY(OP->memset0(x->rt, m->grads, (size_t)m->nparams * sizeof(float), STREAM_COMPUTE));
     if (x->gshard)
         RT_TRY(OP->memset0(x->rt, x->gshard, (size_t)x->nshard * sizeof(float), STREAM_COMPUTE));
@@ -581,7 +581,7 @@ static int iteration_loss(exec_t *x, double *loss)
     }
     RT_TRY(comm_host_sum_f64(x->comm, GRP_WORLD, &sum, 1));
     *loss = sum / ((double)x->job->global_batch_size * x->job->seq_length);
-    return gpt_moe_totals(m, &x->moe_dropped, &x->moe_aux, &x->moe_drop_sig);
+    return gpt_moe_totals(m, &x->moe_dropped, &x->moe_aux, &x->moe_load_cv, &x->moe_drop_sig);
 }
 
 /* Room for every record of the coming iteration: the runtimes keep

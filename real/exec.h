@@ -64,8 +64,8 @@ typedef struct {
     double lr;                /* the last step's learning rate */
     float grad_scale;         /* the last step's clipping factor (1: not clipped) */
     int nan_rank;             /* the last step: the first rank whose gradients held a NaN or Inf, or -1 */
-    double moe_dropped, moe_aux; /* the last step, every rank's (gpt.h): pairs the experts' capacity dropped, the
-                                    auxiliary loss (0 without experts) */
+    double moe_dropped, moe_aux, moe_load_cv; /* the last step, every rank's (gpt.h): pairs the experts' capacity
+                                                 dropped, the auxiliary loss, the expert loads' CV (0 without) */
     uint64_t moe_drop_sig;    /* the dropped pairs' signature */
 
     /* this iteration */

@@ -142,6 +142,7 @@ typedef struct {
     uint64_t moe_drop_sig;   /* the dropped pairs' signature: a sum of one hash per (layer, sample, place in
                                 the sequence, expert), the same on every plan */
     int64_t moe_a2a_ns;      /* the host's time in the experts' all-to-alls so far (compare's all-to-all class) */
+    double moe_cv_sum, moe_cv_n; /* this iteration's sum of squared expert-load CVs, and their number */
 
     int fp8_sites;           /* --fp8-format: 3 per weight tensor of the model (gpt_fp8.c), 0 without */
     float *fp8_amax, *fp8_scale; /* [fp8_sites]: this iteration's amax so far, the scale in use */
@@ -209,8 +210,9 @@ int gpt_moe_expert_tensors(const gpt_t *m);
 
 /* The iteration's MoE numbers so far, every rank's summed (collective over
  * the world; zeros without experts): dropped pairs, auxiliary loss, the
- * dropped pairs' signature. */
-int gpt_moe_totals(gpt_t *m, double *dropped, double *aux, uint64_t *sig);
+ * expert loads' coefficient of variation (root mean square over the MoE
+ * layers' micro-batches), the dropped pairs' signature. */
+int gpt_moe_totals(gpt_t *m, double *dropped, double *aux, double *load_cv, uint64_t *sig);
 
 /* Pointers into params (act) and grads of tensor i. */
 void *gpt_param(const gpt_t *m, int i);

@@ -52,6 +52,7 @@ struct moe_saved {
     long *ecount;                 /* host [El]: rows of each local expert (padding included) */
     long M, R, Rp;
     double dropped, aux;          /* this rank's dropped pairs, auxiliary loss (its share of the objective) */
+    double load_cv;               /* the micro-batch's expert loads' coefficient of variation */
     uint64_t drop_sig;            /* their signature (gpt.h) */
     void *xe, *pre, *gl, *ys;     /* (Rp, C), (Rp, Fwe), (Rp, Fe): the experts' input, FC1 output, activation;
                                      (M, C): their outputs back home, in sent order */
@@ -176,17 +177,30 @@ out:
 
 /* The auxiliary loss's per-expert factor (device, E), scaled into the
  * gradient: a E tokens[e] / (k T^2) x B / global batch; NULL without it. */
-static int aux_coef(gpt_t *m, moe_saved_t *v, const int *idx)
+/* The micro-batch's pairs routed to each expert before dropping (cnt, E),
+ * and the load's coefficient of variation over the experts, the routing
+ * imbalance --moe-expert-load-cv prices (v->load_cv). */
+static int expert_loads(gpt_t *m, moe_saved_t *v, const int *idx, double *cnt)
+{
+    for (long i = 0; i < (long)m->Nl * m->topk; i++)
+        cnt[idx[i]] += 1;
+    RT_TRY(mb_sum(m, cnt, m->E));
+    double mean = (double)m->B * m->Tseq * m->topk / m->E, ss = 0;
+    for (int e = 0; e < m->E; e++)
+        ss += (cnt[e] - mean) * (cnt[e] - mean);
+    v->load_cv = sqrt(ss / m->E) / mean;
+    return 0;
+}
+
+/* The auxiliary loss: its value's share (v->aux) and its per-expert factor
+ * (v->coef), from the loads cnt. */
+static int aux_coef(gpt_t *m, moe_saved_t *v, const double *cnt)
 {
     if (m->moe_aux_coeff <= 0)
         return 0;
-    double *cnt = calloc((size_t)m->E, sizeof *cnt), Tm = (double)m->B * m->Tseq;
+    double Tm = (double)m->B * m->Tseq;
     float *coef = malloc(sizeof *coef * (size_t)m->E);
-    int rc = cnt && coef ? 0 : -1;
-    for (long i = 0; !rc && i < (long)m->Nl * m->topk; i++)
-        cnt[idx[i]] += 1;
-    if (!rc)
-        rc = mb_sum(m, cnt, m->E);
+    int rc = coef ? 0 : -1;
     double scale = (double)m->moe_aux_coeff * m->E / (m->topk * Tm * Tm) * m->B / m->job->global_batch_size;
     float *sc = rc ? NULL : malloc(sizeof *sc * (size_t)m->Nl * m->E);
     if (!rc && (!sc || OP->d2h(RT, sc, v->scores, sizeof *sc * (size_t)m->Nl * m->E)))
@@ -199,7 +213,7 @@ static int aux_coef(gpt_t *m, moe_saved_t *v, const int *idx)
     free(sc);
     if (!rc)
         rc = to_dev(m, (void **)&v->coef, coef, sizeof *coef * (size_t)m->E);
-    free(cnt), free(coef);
+    free(coef);
     return rc;
 }
 
@@ -307,14 +321,15 @@ static int route(gpt_t *m, int c, int l, layer_saved_t *s, moe_saved_t *v)
     drop(m, logits);
     float *probs = malloc(sizeof(float) * (size_t)(Nk + 1));
     int *idx = malloc(sizeof(int) * (size_t)(Nk + 1)), *keep = malloc(sizeof(int) * (size_t)(Nk + 1)), rc = -1;
-    if (probs && idx && keep && !OP->d2h(RT, probs, v->probs, sizeof(float) * (size_t)Nk) &&
+    double *cnt = calloc((size_t)m->E, sizeof *cnt);
+    if (probs && idx && keep && cnt && !OP->d2h(RT, probs, v->probs, sizeof(float) * (size_t)Nk) &&
         !OP->d2h(RT, idx, v->idx, sizeof(int) * (size_t)Nk)) {
         for (long i = 0; i < Nk; i++)
             keep[i] = 1;
-        rc = (m->moe_cf > 0 && capacity_keep(m, s, v, probs, idx, keep)) || aux_coef(m, v, idx) ||
-                     plan_routes(m, v, probs, idx, keep) ? -1 : 0;
+        rc = (m->moe_cf > 0 && capacity_keep(m, s, v, probs, idx, keep)) || expert_loads(m, v, idx, cnt) ||
+                     aux_coef(m, v, cnt) || plan_routes(m, v, probs, idx, keep) ? -1 : 0;
     }
-    free(probs), free(idx), free(keep);
+    free(probs), free(idx), free(keep), free(cnt);
     return rc;
 }
 
@@ -476,19 +491,21 @@ int gpt_moe_bwd(gpt_t *m, int c, int l, layer_saved_t *s, const void *dz, void *
     RT_TRY(OP->linear_wgrad(RT, gpt_grad(m, tr), NULL, dlog, s->h2, m->Nl, m->C, m->E));
     drop(m, dlog), drop(m, dhr);
     m->moe_dropped += v->dropped, m->moe_aux += v->aux, m->moe_drop_sig += v->drop_sig; /* once per pass */
+    m->moe_cv_sum += v->load_cv * v->load_cv, m->moe_cv_n++;
     gpt_moe_free(m, s);
     return 0;
 }
 
-int gpt_moe_totals(gpt_t *m, double *dropped, double *aux, uint64_t *sig)
+int gpt_moe_totals(gpt_t *m, double *dropped, double *aux, double *load_cv, uint64_t *sig)
 {
-    double v[2] = {m->moe_dropped, m->moe_aux};
+    double v[4] = {m->moe_dropped, m->moe_aux, m->moe_cv_sum, m->moe_cv_n};
     *sig = m->moe_drop_sig;
     if (m->E <= 0) {
-        *dropped = *aux = 0;
+        *dropped = *aux = *load_cv = 0;
         return 0;
     }
-    RT_TRY(comm_host_sum_f64(CM, GRP_WORLD, v, 2));
+    RT_TRY(comm_host_sum_f64(CM, GRP_WORLD, v, 4));
+    *load_cv = v[3] > 0 ? sqrt(v[2] / v[3]) : 0;
     health_comm_enter(HB_COLL, GRP_WORLD, -1, 0);
     int rc = MPI_Allreduce(MPI_IN_PLACE, sig, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
     health_comm_leave();

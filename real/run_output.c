@@ -2,6 +2,7 @@
  * result structure (run_output.h). */
 #include "real/run_output.h"
 
+#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,4 +109,30 @@ int run_write_trace(const char *path, const job_t *job, const hw_t *hw, const st
     int rc = sim_write_trace(path, job, hw, config, &t, err, errlen);
     free(t.timeline);
     return rc;
+}
+
+void run_print_step(const result_iter_t *s, int json, int gpu, int experts)
+{
+    if (json) {
+        char norm[32] = "null"; /* a skipped step's (--on-nan skip) is no number */
+        if (isfinite(s->grad_norm))
+            snprintf(norm, sizeof norm, "%.9g", s->grad_norm);
+        printf("{\"step\": %d, \"loss\": %.9g, \"step_time_s\": %.6f, \"tokens_per_s\": %.1f, \"mfu\": %.6f, "
+               "\"grad_norm\": %s, \"lr\": %.9g", s->step, s->loss, s->step_time_s, s->tokens_per_s, s->mfu,
+               norm, s->lr);
+        if (gpu)
+            printf(", \"sm_mhz\": %.1f, \"power_w\": %.1f, \"power_capped\": %.4f", s->sm_mhz, s->power_w, s->power_capped);
+        if (experts)
+            printf(", \"moe_dropped\": %.0f, \"moe_drop_sig\": \"%016llx\", \"moe_aux_loss\": %.9g, \"moe_load_cv\": %.6f",
+                   s->moe_dropped, (unsigned long long)s->moe_drop_sig, s->moe_aux_loss, s->moe_load_cv);
+        printf("}\n");
+    } else {
+        printf("step %5d | loss %.4f | grad norm %8.4f | lr %.3e | %9.2f ms | %10.0f tokens/s | MFU %6.2f%%",
+               s->step, s->loss, s->grad_norm, s->lr, s->step_time_s * 1e3, s->tokens_per_s, 100 * s->mfu);
+        if (s->sm_mhz > 0)
+            printf(" | %4.0f MHz %4.0f W", s->sm_mhz, s->power_w);
+        printf(experts ? " | aux loss %.3e | dropped %.0f | load cv %.3f\n" : "\n", s->moe_aux_loss,
+               s->moe_dropped, s->moe_load_cv);
+    }
+    fflush(stdout);
 }

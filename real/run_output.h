@@ -16,6 +16,10 @@
  * for the trace. */
 int run_gather(const exec_t *x, int account_iter, result_t *r, char *err, int errlen);
 
+/* One training step's line on stdout: JSON (--json: its fields by name;
+ * with a GPU its clock and power, with experts the MoE numbers) or text. */
+void run_print_step(const result_iter_t *s, int json, int gpu, int experts);
+
 /* Rank 0: the Chrome trace of r with iteration i shifted by t0_ns[i]. */
 int run_write_trace(const char *path, const job_t *job, const hw_t *hw, const struct cJSON *config, const result_t *r,
                     const int64_t *t0_ns, char *err, int errlen);

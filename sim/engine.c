@@ -435,16 +435,19 @@ static void account(sim_t *S, entity_t *e, const slot_t *s)
     }
 }
 
-/* A forward's or backward's time in the experts' dispatch and combine:
- * their cost, grown with the busiest expert rank's load as in op_start. */
+/* A forward's or backward's time in the experts' dispatch and combine as
+ * an EP rank of even load sees it, what a measured run's all-to-alls take:
+ * their cost, and the wait for the busiest expert rank, whose extra load
+ * (the draw's, as in op_start) this op's time charges every rank with. */
 static int64_t a2a_ns(const sim_t *S, const entity_t *e, const sched_op_t *op)
 {
     if (op->kind != SOP_FWD && op->kind != SOP_BWD)
         return 0;
     const cost_chunk_t *c = &S->ct[e->stage * S->v + op->chunk];
     double a = (op->kind == SOP_FWD ? c->fwd_a2a_s : c->bwd_a2a_s) / op->parts;
-    if (a > 0 && S->job->moe_load_cv > 0)
-        a *= moe_load_draw(S->job, S->opts->seed, e->stage, op->chunk, op->mb);
+    if (a > 0 && S->job->moe_load_cv > 0) /* a draw below the even load waits for nobody */
+        a += fmax(0, moe_load_draw(S->job, S->opts->seed, e->stage, op->chunk, op->mb) - 1) *
+             (op->kind == SOP_FWD ? c->fwd_moe_s : c->bwd_moe_s) / op->parts;
     return ns(a);
 }
 

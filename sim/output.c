@@ -311,14 +311,14 @@ static int write_timeline(out_h5_t *w, const result_t *r)
 typedef struct {
     int32_t step;
     double loss, step_time_s, tokens_per_s, mfu, grad_norm, lr, sm_mhz, power_w, power_capped;
-    double moe_dropped, moe_aux_loss;
+    double moe_dropped, moe_aux_loss, moe_load_cv;
 } iter_row_t;
 
 #define IC(f, i) {#f, offsetof(iter_row_t, f), (i) ? OUT_I32 : OUT_F64}
 static const out_col_t iter_cols[] = {IC(step, 1),      IC(loss, 0),   IC(step_time_s, 0), IC(tokens_per_s, 0),
                                      IC(mfu, 0),       IC(grad_norm, 0), IC(lr, 0),       IC(sm_mhz, 0),
                                      IC(power_w, 0),   IC(power_capped, 0), IC(moe_dropped, 0),
-                                     IC(moe_aux_loss, 0)};
+                                     IC(moe_aux_loss, 0), IC(moe_load_cv, 0)};
 static const out_table_t iter_table = {iter_cols, sizeof iter_cols / sizeof iter_cols[0], sizeof(iter_row_t)};
 
 /* Measured runs only: one row per training step. */
@@ -330,7 +330,8 @@ static int write_iterations(out_h5_t *w, const result_t *r)
         "wall time (the slowest rank), tokens per second, MFU, the global gradient norm (before clipping), the "
         "learning rate, and the GPUs' mean SM clock (MHz), board power (W) and share of clock reads at the power "
         "cap over the step (NVML; 0 where not read); with experts, the (token, expert) pairs their capacity "
-        "dropped and the auxiliary load-balancing loss (0 without)",
+        "dropped, the auxiliary load-balancing loss and the experts' token loads' coefficient of variation (0 "
+        "without)",
         NULL};
     if (r->niters == 0)
         return 0;
@@ -343,7 +344,7 @@ static int write_iterations(out_h5_t *w, const result_t *r)
         const result_iter_t *it = &r->iters[i];
         rows[i] = (iter_row_t){it->step,      it->loss, it->step_time_s, it->tokens_per_s, it->mfu,
                                it->grad_norm, it->lr,   it->sm_mhz,      it->power_w,      it->power_capped,
-                               it->moe_dropped, it->moe_aux_loss};
+                               it->moe_dropped, it->moe_aux_loss, it->moe_load_cv};
     }
     int rc = out_h5_table(w, w->file, "/iterations", &iter_table, rows, (size_t)r->niters, attrs);
     free(rows);

@@ -44,9 +44,10 @@ CAPACITY = ["--moe-expert-capacity-factor", "1.0"]
 
 def expect_same(label, want, got, keys):
     """Each step's keys as the single rank's: the auxiliary loss within
-    check_run's tolerance (a sum in another order), the dropped pairs'
-    count and signature exactly at step 1, the count within 1% after (see
-    the top)."""
+    check_run's tolerance (a sum in another order); the dropped pairs'
+    count and signature and the expert loads' CV (from integer counts)
+    exactly at step 1, the count and the CV within 1% after (see the
+    top)."""
     for w, g in zip(want, got):
         for k in keys:
             if k not in w or k not in g:
@@ -70,7 +71,7 @@ def moe():
     got, _ = cr.run(8, MOE + FOLDED)
     label = "MoE dropless, 8 ranks (TP 2 + SP x DP 2 folded as EP 2 x EDP 2, PP 2)"
     cr.expect_losses(label, ref, got)
-    expect_same(label, ref, got, ["moe_aux_loss"])
+    expect_same(label, ref, got, ["moe_aux_loss", "moe_load_cv"])
     # EP 1: every rank holds every expert, whose gradients are partial over TP (SP's tokens) too: EDP 4, not DP's 2
     got, _ = cr.run(4, MOE + ["--tensor-model-parallel-size", "2", "--sequence-parallel"])
     cr.expect_losses("MoE dropless, 4 ranks (TP 2 + SP x DP 2, EP 1: EDP 4)", ref, got)
