@@ -281,10 +281,10 @@ static void print_kinds(const cmp_t *c)
         double mm = cmp_mean_of(c->sm.a2a_s, c->sm.a2a_n), sm = cmp_mean_of(c->ss.a2a_s, c->ss.a2a_n);
         double mc = cmp_per_rank_iter(&c->sm, c->sm.a2a_s), sc = cmp_per_rank_iter(&c->ss, c->ss.a2a_s);
         char b[8][32];
-        printf("  %-10s %6s %6s %10s %10s %8s %13s %13s %8s\n", "a2a", fmt(b[0], 32, 6, 0, cmp_per_iter(&c->sm, c->sm.a2a_n)),
-               fmt(b[1], 32, 6, 0, cmp_per_iter(&c->ss, c->ss.a2a_n)), fmt(b[2], 32, 10, 3, mm * 1e3),
-               fmt(b[3], 32, 10, 3, sm * 1e3), cmp_fmt_pct(b[4], 32, 8, cmp_err_pct(mm, sm)), fmt(b[5], 32, 13, 3, mc * 1e3),
-               fmt(b[6], 32, 13, 3, sc * 1e3), cmp_fmt_pct(b[7], 32, 8, cmp_err_pct(mc, sc)));
+        printf("  %-10s %6s %6s %10s %10s %8s %13s %13s %8s\n", "a2a",
+               fmt(b[0], 32, 6, 0, cmp_per_iter(&c->sm, c->sm.a2a_n)), fmt(b[1], 32, 6, 0, cmp_per_iter(&c->ss, c->ss.a2a_n)),
+               fmt(b[2], 32, 10, 3, mm * 1e3), fmt(b[3], 32, 10, 3, sm * 1e3), cmp_fmt_pct(b[4], 32, 8, cmp_err_pct(mm, sm)),
+               fmt(b[5], 32, 13, 3, mc * 1e3), fmt(b[6], 32, 13, 3, sc * 1e3), cmp_fmt_pct(b[7], 32, 8, cmp_err_pct(mc, sc)));
         printf("  (a2a: the experts' token dispatch and combine, all-to-alls inside the fwd and bwd ops above,\n"
                "   already counted in them; its n is the fwd and bwd ops that ran any)\n");
     }

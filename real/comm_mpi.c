@@ -173,7 +173,8 @@ static int m_alltoallv(comm_t *c, int grp, void *out, const long *rcount, const 
     }
     MPI_Request req;
     if (so > INT_MAX || ro > INT_MAX)
-        fprintf(stderr, "%s:%d: alltoallv of %ld and %ld elements: above MPI's int counts\n", __FILE__, __LINE__, so, ro);
+        fprintf(stderr, "%s:%d: alltoallv of %ld and %ld elements: above MPI's int counts\n", __FILE__, __LINE__, so,
+                ro);
     else if (MPI_Ialltoallv(in, sc, sd, mpi_type(dt), out, rcn, rd, mpi_type(dt), c->mpi[grp], &req) == MPI_SUCCESS)
         rc = rt_cpu_wait(c->rt, 1, &req) == MPI_SUCCESS ? 0 : -1;
     else

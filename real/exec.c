@@ -297,8 +297,9 @@ static int reduce_piece(exec_t *x, int p, int stream)
     const gpt_piece_t *pc = &m->pieces[p];
     comm_t *cm = x->comm;
     float *g = m->grads + pc->off, *own = x->gshard + x->shard_base[p];
+    size_t bytes = 4 * (size_t)pc->n;
     if (pc->size == 1) /* ZeRO over DP, the experts' EDP of 1: the shard is the whole piece */
-        return x->zero ? OP->copy2d(x->rt, own, 4 * (size_t)pc->n, g, 4 * (size_t)pc->n, 4 * (size_t)pc->n, 1, stream) : 0;
+        return x->zero ? OP->copy2d(x->rt, own, bytes, g, bytes, bytes, 1, stream) : 0;
     if (!x->zero)
         return cm->op->allreduce(cm, pc->grp, g, pc->n, DT_F32, stream);
     return cm->op->reduce_scatter(cm, pc->grp, own, g, pc->n / pc->size, DT_F32, stream);

@@ -111,7 +111,8 @@ static int mb_sum(gpt_t *m, double *buf, int count)
  * global batch, the place in its sequence, the expert, mixed. */
 static uint64_t drop_hash(const layer_saved_t *s, long place, int e, int Tseq)
 {
-    uint64_t z = (((uint64_t)s->layer * 0x100000001b3ULL + (uint64_t)(s->sample0 + place / Tseq)) * 0x9e3779b97f4a7c15ULL) ^
+    uint64_t sample = (uint64_t)(s->sample0 + place / Tseq);
+    uint64_t z = (((uint64_t)s->layer * 0x100000001b3ULL + sample) * 0x9e3779b97f4a7c15ULL) ^
                  ((uint64_t)(place % Tseq) << 20) ^ (uint64_t)e;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
@@ -175,8 +176,6 @@ out:
     return rc;
 }
 
-/* The auxiliary loss's per-expert factor (device, E), scaled into the
- * gradient: a E tokens[e] / (k T^2) x B / global batch; NULL without it. */
 /* The micro-batch's pairs routed to each expert before dropping (cnt, E),
  * and the load's coefficient of variation over the experts, the routing
  * imbalance --moe-expert-load-cv prices (v->load_cv). */
@@ -193,7 +192,8 @@ static int expert_loads(gpt_t *m, moe_saved_t *v, const int *idx, double *cnt)
 }
 
 /* The auxiliary loss: its value's share (v->aux) and its per-expert factor
- * (v->coef), from the loads cnt. */
+ * (v->coef, device, E; NULL without the loss), a E cnt[e] / (k T^2) scaled
+ * into the gradient by B / global batch, from the loads cnt. */
 static int aux_coef(gpt_t *m, moe_saved_t *v, const double *cnt)
 {
     if (m->moe_aux_coeff <= 0)

@@ -301,8 +301,9 @@ static const char *moe_switch(const job_t *j, int gpu)
 {
     return gpu ? "--num-experts with --device gpu is not run yet: the router and token permutation kernels are "
                  "the CPU path's (kernels/moe.h) (allowed: --device cpu)"
-           : (j->etp ? j->etp : j->tp) != 1 ? "--expert-tensor-parallel-size other than 1 is not run yet: megasim run keeps each expert "
-                           "whole on its EP rank (allowed: --expert-tensor-parallel-size 1; its default 0 means TP's)"
+           : (j->etp ? j->etp : j->tp) != 1
+               ? "--expert-tensor-parallel-size other than 1 is not run yet: megasim run keeps each expert whole on its "
+                 "EP rank (allowed: --expert-tensor-parallel-size 1; its default 0 means TP's)"
            : j->moe_dispatcher != MOE_ALLTOALL ? "--moe-token-dispatcher-type allgather is not run yet: megasim run "
                                                  "dispatches tokens by all-to-all (allowed: alltoall)"
            : j->moe_shared_ffn > 0 ? "--moe-shared-expert-intermediate-size is not run yet (allowed: 0)"

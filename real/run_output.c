@@ -121,10 +121,11 @@ void run_print_step(const result_iter_t *s, int json, int gpu, int experts)
                "\"grad_norm\": %s, \"lr\": %.9g", s->step, s->loss, s->step_time_s, s->tokens_per_s, s->mfu,
                norm, s->lr);
         if (gpu)
-            printf(", \"sm_mhz\": %.1f, \"power_w\": %.1f, \"power_capped\": %.4f", s->sm_mhz, s->power_w, s->power_capped);
+            printf(", \"sm_mhz\": %.1f, \"power_w\": %.1f, \"power_capped\": %.4f", s->sm_mhz, s->power_w,
+                   s->power_capped);
         if (experts)
-            printf(", \"moe_dropped\": %.0f, \"moe_drop_sig\": \"%016llx\", \"moe_aux_loss\": %.9g, \"moe_load_cv\": %.6f",
-                   s->moe_dropped, (unsigned long long)s->moe_drop_sig, s->moe_aux_loss, s->moe_load_cv);
+            printf(", \"moe_dropped\": %.0f, \"moe_drop_sig\": \"%016llx\", \"moe_aux_loss\": %.9g, "
+                   "\"moe_load_cv\": %.6f", s->moe_dropped, (unsigned long long)s->moe_drop_sig, s->moe_aux_loss, s->moe_load_cv);
         printf("}\n");
     } else {
         printf("step %5d | loss %.4f | grad norm %8.4f | lr %.3e | %9.2f ms | %10.0f tokens/s | MFU %6.2f%%",

@@ -597,7 +597,9 @@ def gpu_clock_in_file(h5):
     rows = subprocess.run(["h5dump", "-d", "/iterations", "-m", "%.6f", h5], capture_output=True, text=True).stdout
     _, num = config_json(h5)
     cols = [float(x) for x in re.findall(r"^\s+([0-9.e+-]+),?$", rows, re.M)]
-    per = [cols[i + 7:i + 10] for i in range(0, len(cols), 10)]  # step, loss, ..., lr, then the three
+    names = re.findall(r'H5T_\w+\s+"(\w+)";', rows)  # the compound's members, in order
+    at = [names.index(k) for k in ("sm_mhz", "power_w", "power_capped")]
+    per = [[cols[i + k] for k in at] for i in range(0, len(cols), len(names))]
     want = [NVML_EMU[k] for k in ("sm_mhz", "power_w", "power_capped")]
     got = [num("sm_clock_mhz"), num("power_w"), num("power_capped_fraction")]
     ok = (len(per) == 2 and all(r == want for r in per) and num("clock_reads") > 0 and
