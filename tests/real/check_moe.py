@@ -9,6 +9,8 @@ got per step.
        (interleaved stages, ZeRO-2); 4 ranks of TP 2 x DP 2 with EP 1 (the
        experts reduced over EDP 4, not DP 2); 4 ranks with EDP 1, LAMB and
        padding on the LLaMA-style model.
+  moe_quick  the fast tier's (and the sanitizers'): 2 ranks, EP 2 with a
+       capacity, against 1.
 
 How the dropped tokens are checked: each step reports how many (token,
 expert) pairs the capacity dropped over all MoE layers and micro-batches,
@@ -131,5 +133,13 @@ def all_to_all():
             print(f"{'ok  ' if ok else 'FAIL'} compare --json of a 2-rank run, {name}: expected {want}, got {a}")
 
 
-{"moe": moe}[cr.CASE]()
+def moe_quick():
+    ref, _ = cr.run(1, MOE + CAPACITY, iters=2)
+    got, _ = cr.run(2, MOE + CAPACITY + ["--expert-model-parallel-size", "2"], iters=2)
+    label = "MoE capacity factor 1.0, 2 ranks (DP 2 as EP 2)"
+    cr.expect_losses(label, ref, got)
+    expect_same(label, ref, got, ["moe_dropped", "moe_drop_sig", "moe_aux_loss", "moe_load_cv"])
+
+
+{"moe": moe, "moe_quick": moe_quick}[cr.CASE]()
 sys.exit(1 if cr.failures else 0)
