@@ -351,30 +351,6 @@ static int n_reduce_scatter(comm_t *c, int grp, void *out, const void *in, long 
 
 /* Every pair's part at once, as NCCL's own all-to-all example: a group of
  * sends and receives on the group's communicator. */
-static int n_alltoall(comm_t *c, int grp, void *out, const void *in, long count, int dt, int stream)
-{
-    cudaStream_t st = cstream(c, stream);
-    if (!st)
-        return -1;
-    size_t part = (size_t)count * (size_t)comm_dt_bytes(c, dt);
-    int P = c->size[grp];
-    if (P <= 1) {
-        cudaError_t e = P == 1 && out != in && count > 0 ? cudaMemcpyAsync(out, in, part, cudaMemcpyDeviceToDevice, st)
-                                                        : cudaSuccess;
-        if (e != cudaSuccess)
-            fprintf(stderr, "%s:%d: cudaMemcpyAsync: CUDA error %d: %s\n", __FILE__, __LINE__, (int)e,
-                    cudaGetErrorString(e));
-        return e == cudaSuccess ? 0 : -1;
-    }
-    NCCL_TRY(ncclGroupStart());
-    for (int r = 0; r < P; r++) {
-        NCCL_TRY(ncclSend((const char *)in + r * part, (size_t)count, nccl_type(c, dt), r, N(c)->coll[grp], st));
-        NCCL_TRY(ncclRecv((char *)out + r * part, (size_t)count, nccl_type(c, dt), r, N(c)->coll[grp], st));
-    }
-    NCCL_TRY(ncclGroupEnd());
-    return 0;
-}
-
 static int n_alltoallv(comm_t *c, int grp, void *out, const long *rcount, const void *in, const long *scount,
                        int dt, int stream)
 {
@@ -402,6 +378,15 @@ static int n_alltoallv(comm_t *c, int grp, void *out, const long *rcount, const 
     }
     NCCL_TRY(ncclGroupEnd());
     return 0;
+}
+
+/* The all-to-all of equal parts: n_alltoallv with one count for all. */
+static int n_alltoall(comm_t *c, int grp, void *out, const void *in, long count, int dt, int stream)
+{
+    long counts[c->size[grp] > 0 ? c->size[grp] : 1];
+    for (int r = 0; r < (int)(sizeof counts / sizeof counts[0]); r++)
+        counts[r] = count;
+    return n_alltoallv(c, grp, out, counts, in, counts, dt, stream);
 }
 
 /* ---- point to point ------------------------------------------------------------ */
