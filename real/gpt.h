@@ -136,6 +136,7 @@ typedef struct {
     int ep, ep_i, edp, edp_i;  /* the expert groups (comm.h) */
     double moe_cf;           /* --moe-expert-capacity-factor (0: dropless) */
     int moe_pad;             /* --moe-pad-expert-input-to-capacity */
+    int moe_ag;              /* --moe-token-dispatcher-type allgather (else alltoall) */
     float moe_aux_coeff;     /* --moe-aux-loss-coeff (0: no auxiliary loss) */
     double moe_dropped, moe_aux; /* this iteration's so far, this rank's pairs: (token, expert) pairs dropped by
                                     the capacity, the auxiliary loss's share of the objective */

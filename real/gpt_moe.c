@@ -1,6 +1,6 @@
 /* real/gpt_moe.c: the MLP of an MoE layer (gpt_layer.h), as Megatron-Core's
- * MoELayer with the all-to-all token dispatcher runs it, experts whole on
- * their EP rank (ETP 1):
+ * MoELayer runs it with either token dispatcher, experts whole on their EP
+ * rank (ETP 1):
  *   router   logits (Nl, E) = h W_r^T; each token's top-k experts, their
  *            softmax the combine weights (kernels/moe.h);
  *   drop     with --moe-expert-capacity-factor f, each expert keeps at most
@@ -11,13 +11,16 @@
  *            apart, the ranking spans the whole micro-batch (its TP x CP
  *            ranks' pairs, gathered), so every plan drops the same pairs as
  *            one rank does;
- *   permute  the kept pairs' rows in expert order; an all-to-all over EP
- *            sends each to its expert's rank (counts first), where they
- *            are sorted by local expert (padded to the capacity with
- *            --moe-pad-expert-input-to-capacity);
+ *   permute  alltoall: the kept pairs' rows in expert order; an all-to-all
+ *            over EP sends each to its expert's rank (counts first), where
+ *            they are sorted by local expert. allgather: every rank
+ *            gathers its EP group's tokens and their routing, and takes
+ *            the pairs of its own experts. Padded to the capacity with
+ *            --moe-pad-expert-input-to-capacity;
  *   experts  per local expert FC1 (+ bias), GeLU or SwiGLU, FC2 (+ bias);
- *   combine  back by the reverse all-to-all, each token's rows summed with
- *            their weights.
+ *   combine  back by the reverse all-to-all (or, allgather, into the
+ *            group's tokens and reduce-scattered over EP), each token's
+ *            rows summed with their weights.
  * The auxiliary load-balancing loss (--moe-router-load-balancing-type
  * aux_loss, --moe-aux-loss-coeff a) is the switch transformer's over each
  * micro-batch, as Megatron-Core's over its TP x CP group:
@@ -81,14 +84,37 @@ void gpt_moe_free(gpt_t *m, layer_saved_t *s)
     s->moe = NULL;
 }
 
-/* The experts' all-to-all over EP, its host time counted (compare's
- * all-to-all class). */
+/* The dispatchers' collectives over EP, their host time counted (compare's
+ * all-to-all class): rc, the collective's, since t0. */
+static int timed(gpt_t *m, int64_t t0, int rc)
+{
+    m->moe_a2a_ns += rt_now_ns() - t0;
+    return rc;
+}
+
 static int ep_alltoallv(gpt_t *m, void *out, const long *rcount, const void *in, const long *scount, int dt)
 {
     int64_t t0 = rt_now_ns();
-    int rc = CM->op->alltoallv(CM, GRP_EP, out, rcount, in, scount, dt, STREAM_COMPUTE);
-    m->moe_a2a_ns += rt_now_ns() - t0;
-    return rc;
+    return timed(m, t0, CM->op->alltoallv(CM, GRP_EP, out, rcount, in, scount, dt, STREAM_COMPUTE));
+}
+
+/* The allgather dispatcher's gather: *full (EP x count, allocated) holds
+ * every EP rank's local (count), in EP order. */
+static int ep_gather(gpt_t *m, void **full, const void *local, long count, int dt)
+{
+    size_t b = (size_t)count * (size_t)comm_dt_bytes(CM, dt);
+    RT_TRY(dev_alloc(m, full, b * (size_t)m->ep));
+    RT_TRY(OP->copy2d(RT, (char *)*full + b * (size_t)m->ep_i, b, local, b, b, 1, STREAM_COMPUTE));
+    int64_t t0 = rt_now_ns();
+    return timed(m, t0, CM->op->allgather(CM, GRP_EP, *full, count, dt, STREAM_COMPUTE));
+}
+
+/* And its way home: out (count) = this rank's part of the sum over EP of
+ * full (EP x count). */
+static int ep_home(gpt_t *m, void *out, const void *full, long count, int dt)
+{
+    int64_t t0 = rt_now_ns();
+    return timed(m, t0, CM->op->reduce_scatter(CM, GRP_EP, out, full, count, dt, STREAM_COMPUTE));
 }
 
 /* ---- routing on the host ------------------------------------------------------------ */
@@ -227,13 +253,15 @@ static long expert_rows(const gpt_t *m, long got)
     return got > cap ? got : cap;
 }
 
-/* The permutation: the kept pairs in expert order (then token order), the
- * counts each way (an all-to-all of the per-expert counts over EP), and
+/* The permutation of ntok tokens' pairs (this rank's, or with the
+ * allgather dispatcher its EP group's): the kept pairs (of this rank's
+ * experts only, allgather) in expert order, then token order; the counts
+ * each way (alltoall: an all-to-all of the per-expert counts over EP); and
  * the sort of the received rows by local expert. */
-static int plan_routes(gpt_t *m, moe_saved_t *v, const float *probs, const int *idx, const int *keep)
+static int plan_routes(gpt_t *m, moe_saved_t *v, long ntok, const float *probs, const int *idx, const int *keep)
 {
-    int E = m->E, El = m->El, ep = m->ep, k = m->topk;
-    long Nk = (long)m->Nl * k, *cnt = calloc((size_t)E, sizeof *cnt), *at = calloc((size_t)E + 1, sizeof *at);
+    int E = m->E, El = m->El, ep = m->ep, k = m->topk, ag = m->moe_ag;
+    long Nk = ntok * k, *cnt = calloc((size_t)E, sizeof *cnt), *at = calloc((size_t)E + 1, sizeof *at);
     int *tok = malloc(sizeof(int) * (size_t)(Nk + 1)), *cnt_i = calloc((size_t)E, sizeof(int));
     int *rc_i = calloc((size_t)E, sizeof(int));
     long *per = malloc(sizeof(long) * (size_t)ep);
@@ -246,22 +274,25 @@ static int plan_routes(gpt_t *m, moe_saved_t *v, const float *probs, const int *
     if (!cnt || !at || !tok || !cnt_i || !rc_i || !per || !w || !v->perm_pair || !v->scount || !v->rcount || !v->ecount)
         goto out;
     for (long i = 0; i < Nk; i++)
-        if (keep[i])
+        if (keep[i] && (!ag || idx[i] / El == m->ep_i))
             cnt[idx[i]]++;
     for (int e = 0; e < E; e++)
         at[e + 1] = at[e] + cnt[e], cnt_i[e] = (int)cnt[e], v->scount[e / El] += cnt[e];
     v->M = at[E];
-    for (long n = 0; n < m->Nl; n++) /* token order within each expert */
+    for (long n = 0; n < ntok; n++) /* token order within each expert */
         for (int j = 0; j < k; j++)
-            if (keep[n * k + j]) {
+            if (keep[n * k + j] && (!ag || idx[n * k + j] / El == m->ep_i)) {
                 long r = at[idx[n * k + j]]++;
                 tok[r] = (int)n, w[r] = probs[n * k + j], v->perm_pair[r] = (int)(n * k + j);
             }
-    /* rc_i[s El + j]: rows EP rank s sends this rank's local expert j */
+    /* rc_i[s El + j]: rows EP rank s sends this rank's local expert j (allgather: all this rank's own, as
+     * from rank 0) */
     for (int p = 0; p < ep; p++) /* El counts to and from each EP rank */
         per[p] = El;
-    if (to_dev(m, &dcnt, cnt_i, sizeof(int) * (size_t)E) || dev_alloc(m, &drc, sizeof(int) * (size_t)E) ||
-        ep_alltoallv(m, drc, per, dcnt, per, DT_I32) || OP->d2h(RT, rc_i, drc, sizeof(int) * (size_t)E))
+    if (ag)
+        memcpy(rc_i, cnt_i + m->ep_i * El, sizeof(int) * (size_t)El);
+    else if (to_dev(m, &dcnt, cnt_i, sizeof(int) * (size_t)E) || dev_alloc(m, &drc, sizeof(int) * (size_t)E) ||
+             ep_alltoallv(m, drc, per, dcnt, per, DT_I32) || OP->d2h(RT, rc_i, drc, sizeof(int) * (size_t)E))
         goto out;
     v->R = v->Rp = 0;
     for (int s = 0; s < ep; s++)
@@ -306,6 +337,26 @@ out:
     return rc;
 }
 
+/* The allgather dispatcher's plan: the EP group's routing gathered (the
+ * weights, choices and drops of every rank's pairs), then the pairs of
+ * this rank's experts among them. */
+static int plan_gathered(gpt_t *m, moe_saved_t *v, const float *probs, const int *idx, const int *keep)
+{
+    long Nk = (long)m->Nl * m->topk, G = Nk * m->ep;
+    void *dp = NULL, *di = NULL, *dk = NULL, *gp = NULL, *gi = NULL, *gk = NULL;
+    float *hp = malloc(sizeof(float) * (size_t)G);
+    int *hi = malloc(sizeof(int) * (size_t)G), *hk = malloc(sizeof(int) * (size_t)G), rc = -1;
+    if (hp && hi && hk && !to_dev(m, &dp, probs, sizeof(float) * (size_t)Nk) &&
+        !to_dev(m, &di, idx, sizeof(int) * (size_t)Nk) && !to_dev(m, &dk, keep, sizeof(int) * (size_t)Nk) &&
+        !ep_gather(m, &gp, dp, Nk, DT_F32) && !ep_gather(m, &gi, di, Nk, DT_I32) && !ep_gather(m, &gk, dk, Nk, DT_I32) &&
+        !OP->d2h(RT, hp, gp, sizeof(float) * (size_t)G) && !OP->d2h(RT, hi, gi, sizeof(int) * (size_t)G) &&
+        !OP->d2h(RT, hk, gk, sizeof(int) * (size_t)G))
+        rc = plan_routes(m, v, (long)m->Nl * m->ep, hp, hi, hk);
+    drop(m, dp), drop(m, di), drop(m, dk), drop(m, gp), drop(m, gi), drop(m, gk);
+    free(hp), free(hi), free(hk);
+    return rc;
+}
+
 /* The router: logits, top-k, then (host) drops, the auxiliary factor and
  * the permutation. */
 static int route(gpt_t *m, int c, int l, layer_saved_t *s, moe_saved_t *v)
@@ -327,7 +378,9 @@ static int route(gpt_t *m, int c, int l, layer_saved_t *s, moe_saved_t *v)
         for (long i = 0; i < Nk; i++)
             keep[i] = 1;
         rc = (m->moe_cf > 0 && capacity_keep(m, s, v, probs, idx, keep)) || expert_loads(m, v, idx, cnt) ||
-                     aux_coef(m, v, cnt) || plan_routes(m, v, probs, idx, keep) ? -1 : 0;
+                     aux_coef(m, v, cnt) ||
+                     (m->moe_ag ? plan_gathered(m, v, probs, idx, keep) : plan_routes(m, v, m->Nl, probs, idx, keep))
+                 ? -1 : 0;
     }
     free(probs), free(idx), free(keep), free(cnt);
     return rc;
@@ -390,19 +443,22 @@ static int experts_bwd(gpt_t *m, int c, int l, moe_saved_t *v, const void *dye, 
 
 /* ---- the layer ------------------------------------------------------------------------ */
 
-/* rows (M, C) in sent order to the experts' ranks, sorted there into
- * expert order (Rp, C): *out allocated. */
+/* rows (M, C) in sent order to the experts' ranks (allgather: there
+ * already), sorted there into expert order (Rp, C): *out allocated. */
 static int dispatch(gpt_t *m, moe_saved_t *v, const void *sent, void **out)
 {
-    void *recv;
+    void *recv = (void *)sent;
     long C = m->C, sc[m->ep], rcv[m->ep];
     for (int p = 0; p < m->ep; p++)
         sc[p] = v->scount[p] * C, rcv[p] = v->rcount[p] * C;
-    RT_TRY(alloc_act(m, &recv, v->R * C));
-    RT_TRY(ep_alltoallv(m, recv, rcv, sent, sc, DT_ACT));
+    if (!m->moe_ag) {
+        RT_TRY(alloc_act(m, &recv, v->R * C));
+        RT_TRY(ep_alltoallv(m, recv, rcv, sent, sc, DT_ACT));
+    }
     RT_TRY(alloc_act(m, out, v->Rp * C));
     RT_TRY(OP->moe_gather(RT, *out, recv, v->sort_rows, NULL, v->Rp, m->C));
-    drop(m, recv);
+    if (recv != sent)
+        drop(m, recv);
     return 0;
 }
 
@@ -416,9 +472,44 @@ static int undispatch(gpt_t *m, moe_saved_t *v, const void *rows, void **out)
         sc[p] = v->rcount[p] * C, rcv[p] = v->scount[p] * C;
     RT_TRY(alloc_act(m, &back, v->R * C));
     RT_TRY(OP->moe_gather(RT, back, rows, v->unsort_rows, NULL, v->R, m->C));
+    if (m->moe_ag) { /* the rows stay: the combine takes them home */
+        *out = back;
+        return 0;
+    }
     RT_TRY(alloc_act(m, out, v->M * C));
     RT_TRY(ep_alltoallv(m, *out, rcv, back, sc, DT_ACT));
     drop(m, back);
+    return 0;
+}
+
+/* The tokens the permutation numbers (Nt of them): this rank's (h, Nl
+ * rows), or with the allgather dispatcher its EP group's, gathered into
+ * *full (allocated). */
+static int group_tokens(gpt_t *m, const void *h, void **full, long *Nt)
+{
+    *Nt = m->moe_ag ? (long)m->Nl * m->ep : m->Nl;
+    if (!m->moe_ag) {
+        *full = (void *)h;
+        return 0;
+    }
+    return ep_gather(m, full, h, (long)m->Nl * m->C, DT_ACT);
+}
+
+/* out (Nl, C) = the weighted (w, or 1) sum of rows (M, C) into their
+ * tokens: here, or into the EP group's tokens and reduce-scattered home
+ * (allgather). */
+static int combine(gpt_t *m, moe_saved_t *v, void *out, const void *rows, const float *w)
+{
+    long n = (long)m->Nl * m->C;
+    void *acc = out;
+    if (m->moe_ag)
+        RT_TRY(alloc_act(m, &acc, n * m->ep));
+    RT_TRY(OP->memset0(RT, acc, (size_t)n * (m->moe_ag ? m->ep : 1) * RT->act_bytes, STREAM_COMPUTE));
+    RT_TRY(OP->moe_scatter_add(RT, acc, rows, v->perm_tok, w, v->M, m->C));
+    if (acc != out) {
+        RT_TRY(ep_home(m, out, acc, n, DT_ACT));
+        drop(m, acc);
+    }
     return 0;
 }
 
@@ -429,35 +520,44 @@ int gpt_moe_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *z)
         return -1;
     s->moe = v;
     RT_TRY(route(m, c, l, s, v));
-    void *sent, *ye;
+    void *sent, *ye, *toks;
+    long Nt;
+    RT_TRY(group_tokens(m, s->h2, &toks, &Nt));
     RT_TRY(alloc_act(m, &sent, v->M * m->C));
-    RT_TRY(OP->moe_gather(RT, sent, s->h2, v->perm_tok, NULL, v->M, m->C));
+    RT_TRY(OP->moe_gather(RT, sent, toks, v->perm_tok, NULL, v->M, m->C));
+    if (toks != s->h2)
+        drop(m, toks);
     RT_TRY(dispatch(m, v, sent, &v->xe));
     drop(m, sent);
     RT_TRY(alloc_act(m, &ye, v->Rp * m->C));
     RT_TRY(experts_fwd(m, c, l, v, ye));
     RT_TRY(undispatch(m, v, ye, &v->ys));
     drop(m, ye);
-    RT_TRY(OP->memset0(RT, z, (size_t)m->Nl * m->C * RT->act_bytes, STREAM_COMPUTE));
-    return OP->moe_scatter_add(RT, z, v->ys, v->perm_tok, v->perm_w, v->M, m->C);
+    return combine(m, v, z, v->ys, v->perm_w);
 }
 
 /* The combine weights' gradient: dprobs (Nl, k) from <dz of the token,
- * its expert output> of each kept pair; 0 for the dropped. */
-static int combine_grad(gpt_t *m, moe_saved_t *v, const void *dz, float **dprobs)
+ * its expert output> of each kept pair; 0 for the dropped. dzt: the
+ * gradient of the Nt tokens the permutation numbers (group_tokens); with
+ * the allgather dispatcher the EP group's pairs' gradients are summed
+ * home over EP (each pair's is its expert rank's). */
+static int combine_grad(gpt_t *m, moe_saved_t *v, const void *dzt, long Nt, float **dprobs)
 {
-    long Nk = (long)m->Nl * m->topk;
-    float *dw, *h = calloc((size_t)(Nk + v->M + 1), sizeof *h);
+    long Nk = (long)m->Nl * m->topk, Gk = Nt * m->topk;
+    float *dw, *dg = NULL, *h = calloc((size_t)(Gk + v->M + 1), sizeof *h);
     if (!h)
         return -1;
     int rc = dev_alloc(m, (void **)&dw, sizeof(float) * (size_t)v->M) ||
-             OP->moe_rowdot(RT, dw, dz, v->perm_tok, v->ys, v->M, m->C) ||
-             OP->d2h(RT, h + Nk, dw, sizeof(float) * (size_t)v->M);
+             OP->moe_rowdot(RT, dw, dzt, v->perm_tok, v->ys, v->M, m->C) ||
+             OP->d2h(RT, h + Gk, dw, sizeof(float) * (size_t)v->M);
     for (long i = 0; !rc && i < v->M; i++)
-        h[v->perm_pair[i]] = h[Nk + i];
-    if (!rc)
+        h[v->perm_pair[i]] = h[Gk + i];
+    if (!rc && Gk == Nk)
         rc = to_dev(m, (void **)dprobs, h, sizeof(float) * (size_t)Nk);
-    drop(m, dw);
+    else if (!rc)
+        rc = to_dev(m, (void **)&dg, h, sizeof(float) * (size_t)Gk) ||
+             dev_alloc(m, (void **)dprobs, sizeof(float) * (size_t)Nk) || ep_home(m, *dprobs, dg, Nk, DT_F32);
+    drop(m, dw), drop(m, dg);
     free(h);
     return rc;
 }
@@ -466,11 +566,15 @@ int gpt_moe_bwd(gpt_t *m, int c, int l, layer_saved_t *s, const void *dz, void *
 {
     moe_saved_t *v = s->moe;
     int tr = P(m, c, l, T_ROUTER_W);
-    void *dys, *dye, *dxe, *dxs, *dlog, *dhr;
+    void *dys, *dye, *dxe, *dxs, *dlog, *dhr, *dzt;
     float *dprobs;
-    RT_TRY(combine_grad(m, v, dz, &dprobs));
+    long Nt;
+    RT_TRY(group_tokens(m, dz, &dzt, &Nt));
+    RT_TRY(combine_grad(m, v, dzt, Nt, &dprobs));
     RT_TRY(alloc_act(m, &dys, v->M * m->C));
-    RT_TRY(OP->moe_gather(RT, dys, dz, v->perm_tok, v->perm_w, v->M, m->C));
+    RT_TRY(OP->moe_gather(RT, dys, dzt, v->perm_tok, v->perm_w, v->M, m->C));
+    if (dzt != dz)
+        drop(m, dzt);
     RT_TRY(dispatch(m, v, dys, &dye));
     drop(m, dys);
     RT_TRY(alloc_act(m, &dxe, v->Rp * m->C));
@@ -478,8 +582,7 @@ int gpt_moe_bwd(gpt_t *m, int c, int l, layer_saved_t *s, const void *dz, void *
     drop(m, dye);
     RT_TRY(undispatch(m, v, dxe, &dxs));
     drop(m, dxe);
-    RT_TRY(OP->memset0(RT, dh, (size_t)m->Nl * m->C * RT->act_bytes, STREAM_COMPUTE));
-    RT_TRY(OP->moe_scatter_add(RT, dh, dxs, v->perm_tok, NULL, v->M, m->C));
+    RT_TRY(combine(m, v, dh, dxs, NULL));
     drop(m, dxs);
     /* the router: its logits' gradient, into dh and the router's weight */
     RT_TRY(alloc_act(m, &dlog, (long)m->Nl * m->E));

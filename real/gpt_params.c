@@ -304,8 +304,6 @@ static const char *moe_switch(const job_t *j, int gpu)
            : (j->etp ? j->etp : j->tp) != 1
                ? "--expert-tensor-parallel-size other than 1 is not run yet: megasim run keeps each expert whole on its "
                  "EP rank (allowed: --expert-tensor-parallel-size 1; its default 0 means TP's)"
-           : j->moe_dispatcher != MOE_ALLTOALL ? "--moe-token-dispatcher-type allgather is not run yet: megasim run "
-                                                 "dispatches tokens by all-to-all (allowed: alltoall)"
            : j->moe_shared_ffn > 0 ? "--moe-shared-expert-intermediate-size is not run yet (allowed: 0)"
            : j->moe_lb_type == MOE_LB_SEQ_AUX || j->moe_lb_type == MOE_LB_SINKHORN
                ? "--moe-router-load-balancing-type seq_aux_loss and sinkhorn are not run yet (allowed: aux_loss, "
@@ -441,6 +439,7 @@ int gpt_init(gpt_t *m, const job_t *j, rt_t *rt, comm_t *comm, char *err, int er
         m->Fwe = m->swiglu ? 2 * m->Fe : m->Fe;
         m->ep = j->ep, m->ep_i = comm->ep_i, m->edp = j->edp, m->edp_i = comm->edp_i;
         m->moe_cf = j->moe_capacity_factor, m->moe_pad = j->moe_pad_to_capacity;
+        m->moe_ag = j->moe_dispatcher == MOE_ALLGATHER;
         m->moe_aux_coeff = j->moe_lb_type == MOE_LB_AUX ? (float)j->moe_aux_coeff : 0;
     }
     if (layout(m)) {

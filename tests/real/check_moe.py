@@ -6,11 +6,12 @@ got per step.
 
   moe  8 ranks, EP 2 x ETP 1 folded into TP 2 x DP 2, PP 2 (attention and
        experts on different groups), dropless, then with a capacity factor
-       (interleaved stages, ZeRO-2); 4 ranks of TP 2 x DP 2 with EP 1 (the
+       (interleaved stages, ZeRO-2) and with the allgather dispatcher; 4
+       ranks of TP 2 x DP 2 with EP 1 (the
        experts reduced over EDP 4, not DP 2); 4 ranks with EDP 1, LAMB and
        padding on the LLaMA-style model.
   moe_quick  the fast tier's (and the sanitizers'): 2 ranks, EP 2 with a
-       capacity, against 1.
+       capacity, each dispatcher, against 1.
 
 How the dropped tokens are checked: each step reports how many (token,
 expert) pairs the capacity dropped over all MoE layers and micro-batches,
@@ -84,6 +85,12 @@ def moe():
     label = "MoE capacity factor 1.0, 8 ranks (as above, interleaved, ZeRO-2)"
     cr.expect_losses(label, cref, cgot)
     expect_same(label, cref, cgot, ["moe_dropped", "moe_drop_sig", "moe_aux_loss"])
+    # the allgather dispatcher (Megatron-Core's default): the same pairs, gathered over EP and summed home
+    ag = MOE + CAPACITY + ["--moe-token-dispatcher-type", "allgather"]
+    agot, _ = cr.run(8, FOLDED + ag)
+    label = "MoE allgather dispatcher, capacity 1.0, 8 ranks (EP 2 folded into TP 2 x DP 2, PP 2)"
+    cr.expect_losses(label, cref, agot, "single rank, alltoall")
+    expect_same(label, cref, agot, ["moe_dropped", "moe_drop_sig", "moe_aux_loss"])
     dropped = [s["moe_dropped"] for s in cref]
     moved = max(abs(a["loss"] - b["loss"]) / b["loss"] for a, b in zip(cref, ref))
     ok = all(d > 0 for d in dropped) and moved > cr.REL_TOL and all(s["moe_dropped"] == 0 for s in ref)
@@ -135,10 +142,12 @@ def all_to_all():
 
 def moe_quick():
     ref, _ = cr.run(1, MOE + CAPACITY, iters=2)
-    got, _ = cr.run(2, MOE + CAPACITY + ["--expert-model-parallel-size", "2"], iters=2)
-    label = "MoE capacity factor 1.0, 2 ranks (DP 2 as EP 2)"
-    cr.expect_losses(label, ref, got)
-    expect_same(label, ref, got, ["moe_dropped", "moe_drop_sig", "moe_aux_loss", "moe_load_cv"])
+    for disp in ("alltoall", "allgather"):
+        got, _ = cr.run(2, MOE + CAPACITY + ["--expert-model-parallel-size", "2", "--moe-token-dispatcher-type", disp],
+                        iters=2)
+        label = f"MoE capacity factor 1.0, {disp} dispatcher, 2 ranks (DP 2 as EP 2)"
+        cr.expect_losses(label, ref, got, "single rank, alltoall")
+        expect_same(label, ref, got, ["moe_dropped", "moe_drop_sig", "moe_aux_loss", "moe_load_cv"])
 
 
 {"moe": moe, "moe_quick": moe_quick}[cr.CASE]()
