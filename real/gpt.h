@@ -54,9 +54,12 @@
  * block, QKV_W is the fused QKV+FC1 weight and PROJ_W the fused proj+FC2
  * weight; LN2 and FC1/FC2 are absent. An MoE layer (gpt_moe.c) has the
  * router (E, C) and, in place of FC1/FC2, its first local expert's FC1
- * and FC2 tensors: local expert j's are j x gpt_moe_expert_tensors() on. */
+ * and FC2 tensors: local expert j's are j x gpt_moe_expert_tensors() on;
+ * and the shared expert's FC1 and FC2, cut by TP as a dense MLP's, and its
+ * gate (1, C), where the model has them (gpt_moe_shared.c). */
 enum { T_LN1_W, T_LN1_B, T_QKV_W, T_QKV_B, T_PROJ_W, T_PROJ_B, T_LN2_W, T_LN2_B,
-       T_FC1_W, T_FC1_B, T_FC2_W, T_FC2_B, T_ROUTER_W, T_PER_LAYER };
+       T_FC1_W, T_FC1_B, T_FC2_W, T_FC2_B, T_ROUTER_W,
+       T_SH_FC1_W, T_SH_FC1_B, T_SH_FC2_W, T_SH_FC2_B, T_SH_GATE_W, T_PER_LAYER };
 
 /* A run of local indices mapped onto the whole tensor's indices. */
 typedef struct {
@@ -137,6 +140,7 @@ typedef struct {
     double moe_cf;           /* --moe-expert-capacity-factor (0: dropless) */
     int moe_pad;             /* --moe-pad-expert-input-to-capacity */
     int moe_ag;              /* --moe-token-dispatcher-type allgather (else alltoall) */
+    int Fs, Fst, Fws;        /* the shared expert's FFN width (0: none), per TP rank, its FC1 output per TP rank */
     float moe_aux_coeff;     /* --moe-aux-loss-coeff (0: no auxiliary loss) */
     double moe_dropped, moe_aux; /* this iteration's so far, this rank's pairs: (token, expert) pairs dropped by
                                     the capacity, the auxiliary loss's share of the objective */

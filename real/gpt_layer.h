@@ -93,6 +93,12 @@ int gpt_cp_attn_bwd(gpt_t *m, layer_saved_t *s, const void *dao, void *dq, void 
 int gpt_moe_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *z);
 int gpt_moe_bwd(gpt_t *m, int c, int l, layer_saved_t *s, const void *dz, void *dh);
 void gpt_moe_free(gpt_t *m, layer_saved_t *s);
+/* Its shared expert (gpt_moe_shared.c; nothing without one): z += its
+ * output of s->h2, its state in *sv; dh += its input's gradient from dz,
+ * its weights' gradients accumulating, *sv freed. */
+int gpt_moe_shared_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void **sv, void *z);
+int gpt_moe_shared_bwd(gpt_t *m, int c, int l, layer_saved_t *s, void **sv, const void *dz, void *dh);
+void gpt_moe_shared_free(gpt_t *m, void **sv);
 
 /* Activation offloading (gpt_offload.c): after a layer's forward, the
  * first --activation-offload-fraction of the rows it keeps to host memory;

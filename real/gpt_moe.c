@@ -21,6 +21,7 @@
  *   combine  back by the reverse all-to-all (or, allgather, into the
  *            group's tokens and reduce-scattered over EP), each token's
  *            rows summed with their weights.
+ * With a shared expert (gpt_moe_shared.c) its output adds to theirs.
  * The auxiliary load-balancing loss (--moe-router-load-balancing-type
  * aux_loss, --moe-aux-loss-coeff a) is the switch transformer's over each
  * micro-batch, as Megatron-Core's over its TP x CP group:
@@ -56,6 +57,7 @@ struct moe_saved {
     long M, R, Rp;
     double dropped, aux;          /* this rank's dropped pairs, auxiliary loss (its share of the objective) */
     double load_cv;               /* the micro-batch's expert loads' coefficient of variation */
+    void *shared;                 /* the shared expert's saved state (gpt_moe_shared.c), or NULL */
     uint64_t drop_sig;            /* their signature (gpt.h) */
     void *xe, *pre, *gl, *ys;     /* (Rp, C), (Rp, Fwe), (Rp, Fe): the experts' input, FC1 output, activation;
                                      (M, C): their outputs back home, in sent order */
@@ -80,6 +82,7 @@ void gpt_moe_free(gpt_t *m, layer_saved_t *s)
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
         drop(m, ps[i]);
     free(v->perm_pair), free(v->scount), free(v->rcount), free(v->ecount);
+    gpt_moe_shared_free(m, &v->shared);
     free(v);
     s->moe = NULL;
 }
@@ -533,7 +536,8 @@ int gpt_moe_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *z)
     RT_TRY(experts_fwd(m, c, l, v, ye));
     RT_TRY(undispatch(m, v, ye, &v->ys));
     drop(m, ye);
-    return combine(m, v, z, v->ys, v->perm_w);
+    RT_TRY(combine(m, v, z, v->ys, v->perm_w));
+    return gpt_moe_shared_fwd(m, c, l, s, &v->shared, z);
 }
 
 /* The combine weights' gradient: dprobs (Nl, k) from <dz of the token,
@@ -584,6 +588,7 @@ int gpt_moe_bwd(gpt_t *m, int c, int l, layer_saved_t *s, const void *dz, void *
     drop(m, dxe);
     RT_TRY(combine(m, v, dh, dxs, NULL));
     drop(m, dxs);
+    RT_TRY(gpt_moe_shared_bwd(m, c, l, s, &v->shared, dz, dh));
     /* the router: its logits' gradient, into dh and the router's weight */
     RT_TRY(alloc_act(m, &dlog, (long)m->Nl * m->E));
     RT_TRY(OP->moe_route_bwd(RT, dlog, dprobs, v->probs, v->idx, v->scores, v->coef, m->Nl, m->E, m->topk));

@@ -55,15 +55,21 @@ static gpt_tensor_t *vec(layout_t *L, const char *name, int id, int n, int one, 
     return t;
 }
 
-/* Rows of FC1's output held by this TP rank, from local row `at`, whose
+/* Rows of an FC1's output (an MLP of width F, Ft per TP rank: the layer's,
+ * or the shared expert's) held by this TP rank, from local row `at`, whose
  * output starts at global row `g0`: its slice of the F rows, or with SwiGLU
  * its slices of the gate rows and of the up rows. Returns the next segment. */
+static int mlp_fc1_rows(const gpt_t *m, gpt_tensor_t *t, int seg, int at, int g0, int F, int Ft)
+{
+    t->rseg[seg++] = (gpt_seg_t){at, g0 + m->tp_i * Ft, Ft};
+    if (m->swiglu)
+        t->rseg[seg++] = (gpt_seg_t){at + Ft, g0 + F + m->tp_i * Ft, Ft};
+    return seg;
+}
+
 static int fc1_rows(const gpt_t *m, gpt_tensor_t *t, int seg, int at, int g0)
 {
-    t->rseg[seg++] = (gpt_seg_t){at, g0 + m->tp_i * m->Ft, m->Ft};
-    if (m->swiglu)
-        t->rseg[seg++] = (gpt_seg_t){at + m->Ft, g0 + m->F + m->tp_i * m->Ft, m->Ft};
-    return seg;
+    return mlp_fc1_rows(m, t, seg, at, g0, m->F, m->Ft);
 }
 
 /* Rows of the fused QKV(+FC1) output held by this TP rank: its query
@@ -89,6 +95,41 @@ static void proj_cols(const gpt_t *m, gpt_tensor_t *t, int with_fc2)
     if (with_fc2)
         t->cseg[1] = (gpt_seg_t){q, m->NH * m->HS + m->tp_i * m->Ft, m->Ft}, t->ncseg = 2;
     t->tp_split = m->t > 1;
+}
+
+/* An MoE layer's shared expert: a dense MLP of width Fs cut by TP as the
+ * layer's own (column-parallel FC1, row-parallel FC2), and its gate (1, C,
+ * replicated). Its ids sit past every layer's (2^19 + the layer's FC ids;
+ * normal() keeps an id's low 20 bits). */
+static int shared_expert(layout_t *L, int *idx, int gl, float resid_std)
+{
+    gpt_t *m = L->m;
+    int base = (1 << 19) + gl * 16, C = m->C, Fg = m->swiglu ? 2 * m->Fs : m->Fs, split = m->t > 1;
+    char nm[48];
+    gpt_tensor_t *t;
+#define SH(k, name, expr)                                                                              \
+    do {                                                                                               \
+        snprintf(nm, sizeof nm, "layer%d.shared.%s", gl, name);                                        \
+        if (!(t = (expr)))                                                                             \
+            return -1;                                                                                 \
+        idx[k] = m->ntensors - 1;                                                                      \
+    } while (0)
+    SH(T_SH_FC1_W, "fc1_w", add(L, nm, base + T_FC1_W, m->Fws, C, Fg, C));
+    t->nrseg = mlp_fc1_rows(m, t, 0, 0, 0, m->Fs, m->Fst), t->tp_split = split;
+    if (m->bias) {
+        SH(T_SH_FC1_B, "fc1_b", add(L, nm, base + T_FC1_B, m->Fws, 1, Fg, 1));
+        t->nrseg = mlp_fc1_rows(m, t, 0, 0, 0, m->Fs, m->Fst), t->tp_split = split, t->init_std = 0;
+    }
+    SH(T_SH_FC2_W, "fc2_w", add(L, nm, base + T_FC2_W, C, m->Fst, C, m->Fs));
+    t->cseg[0] = (gpt_seg_t){0, m->tp_i * m->Fst, m->Fst}, t->tp_split = split, t->init_std = resid_std;
+    if (m->bias)
+        SH(T_SH_FC2_B, "fc2_b", vec(L, nm, base + T_FC2_B, C, 0, 0));
+    if (m->job->moe_shared_gate) {
+        SH(T_SH_GATE_W, "gate_w", add(L, nm, base + T_ROUTER_W, 1, C, 1, C));
+        t->sp_partial = m->sp;
+    }
+#undef SH
+    return 0;
 }
 
 static int layer(layout_t *L, int chunk, int l, int gl)
@@ -131,7 +172,7 @@ static int layer(layout_t *L, int chunk, int l, int gl)
     if (moe_layers_in(m->job, gl, 1)) { /* the router, every rank's; the experts in their own pieces (experts()) */
         KEEP(T_ROUTER_W, add(L, NAME("router_w"), base + T_ROUTER_W, m->E, C, m->E, C));
         t->sp_partial = m->sp;
-        return 0;
+        return m->Fs ? shared_expert(L, idx, gl, resid_std) : 0;
     }
     KEEP(T_FC1_W, add(L, NAME("fc1_w"), base + T_FC1_W, m->Fw, C, Fg, C));
     t->nrseg = fc1_rows(m, t, 0, 0, 0), t->tp_split = m->t > 1;
@@ -304,7 +345,6 @@ static const char *moe_switch(const job_t *j, int gpu)
            : (j->etp ? j->etp : j->tp) != 1
                ? "--expert-tensor-parallel-size other than 1 is not run yet: megasim run keeps each expert whole on its "
                  "EP rank (allowed: --expert-tensor-parallel-size 1; its default 0 means TP's)"
-           : j->moe_shared_ffn > 0 ? "--moe-shared-expert-intermediate-size is not run yet (allowed: 0)"
            : j->moe_lb_type == MOE_LB_SEQ_AUX || j->moe_lb_type == MOE_LB_SINKHORN
                ? "--moe-router-load-balancing-type seq_aux_loss and sinkhorn are not run yet (allowed: aux_loss, "
                  "none)"
@@ -440,6 +480,7 @@ int gpt_init(gpt_t *m, const job_t *j, rt_t *rt, comm_t *comm, char *err, int er
         m->ep = j->ep, m->ep_i = comm->ep_i, m->edp = j->edp, m->edp_i = comm->edp_i;
         m->moe_cf = j->moe_capacity_factor, m->moe_pad = j->moe_pad_to_capacity;
         m->moe_ag = j->moe_dispatcher == MOE_ALLGATHER;
+        m->Fs = j->moe_shared_ffn, m->Fst = m->Fs / m->t, m->Fws = m->swiglu ? 2 * m->Fst : m->Fst;
         m->moe_aux_coeff = j->moe_lb_type == MOE_LB_AUX ? (float)j->moe_aux_coeff : 0;
     }
     if (layout(m)) {

@@ -9,9 +9,11 @@ got per step.
        (interleaved stages, ZeRO-2) and with the allgather dispatcher; 4
        ranks of TP 2 x DP 2 with EP 1 (the
        experts reduced over EDP 4, not DP 2); 4 ranks with EDP 1, LAMB and
-       padding on the LLaMA-style model.
-  moe_quick  the fast tier's (and the sanitizers'): 2 ranks, EP 2 with a
-       capacity, each dispatcher, against 1.
+       padding on the LLaMA-style model; a gated shared expert, and that
+       such a model learns.
+  moe_quick  the fast tier's (and the sanitizers'): one expert of the dense
+       MLP's width against the dense model; 2 ranks, EP 2 with a capacity,
+       each dispatcher, against 1.
 
 How the dropped tokens are checked: each step reports how many (token,
 expert) pairs the capacity dropped over all MoE layers and micro-batches,
@@ -113,7 +115,26 @@ def moe():
     label = "tiny-llama MoE, capacity 1.0 padded, LAMB, 4 ranks (DP 4 as EP 4 x EDP 1, ZeRO-1)"
     cr.expect_losses(label, lref, lgot)
     expect_same(label, lref, lgot, ["moe_dropped", "moe_drop_sig"])
+    shared()
     all_to_all()
+
+
+def shared():
+    """The shared expert (cut by TP) with Qwen2's sigmoid gate: 8 ranks
+    against 1, GPT and LLaMA-style; and an MoE model with it learns."""
+    sh = MOE + ["--moe-shared-expert-intermediate-size", "128", "--moe-shared-expert-gate"]
+    for model, name in (([], "tiny-gpt"), (cr.LLAMA, "tiny-llama")):
+        ref, _ = cr.run(1, model + sh)
+        got, _ = cr.run(8, model + sh + FOLDED)
+        cr.expect_losses(f"{name} MoE with a gated shared expert of 128, 8 ranks (EP 2 in TP 2 x DP 2, PP 2)", ref,
+                         got)
+    steps, _ = cr.run(2, sh + ["--expert-model-parallel-size", "2"], iters=20)
+    first, last = steps[0]["loss"], min(s["loss"] for s in steps[-5:])
+    ok = abs(first - 5.545) < 0.1 and last < 4.5
+    cr.failures += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} MoE with a gated shared expert learns, 2 ranks (EP 2): first loss {first:.4f} "
+          f"(expected ln 256 = 5.545 +- 0.1), best of the last 5 of 20 steps {last:.4f} (expected < 4.5, as "
+          f"check_run.py's dense learns)")
 
 
 def all_to_all():
@@ -141,6 +162,13 @@ def all_to_all():
 
 
 def moe_quick():
+    # One expert, top-1, of the dense MLP's width is that MLP (the same initial values by the same ids and
+    # places; its weight 1 whatever the router): the dispatch, the experts and the combine, forward and
+    # backward, against the dense layer's code
+    dense, _ = cr.run(1, [], iters=2)
+    one, _ = cr.run(1, ["--num-experts", "1", "--moe-router-topk", "1", "--moe-ffn-hidden-size", "256"], iters=2)
+    cr.expect_losses("one expert, top-1, FFN 256 against the dense tiny GPT (FFN 256), 1 rank", dense, one,
+                     "the dense model")
     ref, _ = cr.run(1, MOE + CAPACITY, iters=2)
     for disp in ("alltoall", "allgather"):
         got, _ = cr.run(2, MOE + CAPACITY + ["--expert-model-parallel-size", "2", "--moe-token-dispatcher-type", disp],
