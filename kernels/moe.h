@@ -11,14 +11,18 @@
  *             worked out by the caller from the token counts);
  *   gather:   out[i] = w[i] x[rows[i]] (w NULL: 1), the permutation of
  *             tokens into expert order; rows[i] < 0 is a padding row (0);
- *   scatter_add: out[rows[i]] += w[i] y[i] (w NULL: 1), the combine and the
- *             permutation's backward; rows[i] < 0 is skipped;
+ *   combine:  out[n] = sum over j < k of w[i] y[i], i = inv[n k + j] (w
+ *             NULL: 1; i < 0: nothing), the combine and the permutation's
+ *             backward, each token's rows summed in fp32 in its choices'
+ *             order (inv: the permutation's inverse, a row per pair);
  *   rowdot:   out[i] = <a[rows[i]], b[i]>, the combine's gradient of w.
- * Layouts: logits, scores, dlogits (N, E); probs, idx, dprobs (N, k); x,
- * a, out of scatter_add (N, C); y, b, out of gather (M, C). fp32
- * reference: the CPU path runs it. */
+ * Layouts: logits, scores, dlogits (N, E); probs, idx, dprobs, inv (N, k);
+ * x, a, out of combine (N, C); y, b, out of gather (M, C). The fp32
+ * references run on the CPU path; the CUDA kernels (moe.cu) take the
+ * activations (logits, dlogits, x, y, a, b, out) in bf16. */
 #ifndef KERN_MOE_H
 #define KERN_MOE_H
+#include "kernels/kern_common.h"
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -27,8 +31,21 @@ void kern_moe_route_ref(float *probs, int *idx, float *scores, const float *logi
 void kern_moe_route_bwd_ref(float *dlogits, const float *dprobs, const float *probs, const int *idx,
                             const float *scores, const float *coef, int N, int E, int k);
 void kern_moe_gather_ref(float *out, const float *x, const int *rows, const float *w, long M, int C);
-void kern_moe_scatter_add_ref(float *out, const float *y, const int *rows, const float *w, long M, int C);
+void kern_moe_combine_ref(float *out, const float *y, const int *inv, const float *w, long N, int k, int C);
 void kern_moe_rowdot_ref(float *out, const float *a, const int *rows, const float *b, long M, int C);
+
+#ifdef KERN_HAVE_CUDA
+int kern_moe_route_cuda(float *probs, int *idx, float *scores, const kern_bf16 *logits, int N, int E, int k,
+                        cudaStream_t stream);
+int kern_moe_route_bwd_cuda(kern_bf16 *dlogits, const float *dprobs, const float *probs, const int *idx,
+                            const float *scores, const float *coef, int N, int E, int k, cudaStream_t stream);
+int kern_moe_gather_cuda(kern_bf16 *out, const kern_bf16 *x, const int *rows, const float *w, long M, int C,
+                         cudaStream_t stream);
+int kern_moe_combine_cuda(kern_bf16 *out, const kern_bf16 *y, const int *inv, const float *w, long N, int k, int C,
+                          cudaStream_t stream);
+int kern_moe_rowdot_cuda(float *out, const kern_bf16 *a, const int *rows, const kern_bf16 *b, long M, int C,
+                         cudaStream_t stream);
+#endif
 
 #ifdef __cplusplus
 }

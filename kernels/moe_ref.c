@@ -61,14 +61,17 @@ void kern_moe_gather_ref(float *out, const float *x, const int *rows, const floa
   }
 }
 
-void kern_moe_scatter_add_ref(float *out, const float *y, const int *rows, const float *w, long M, int C)
+void kern_moe_combine_ref(float *out, const float *y, const int *inv, const float *w, long N, int k, int C)
 {
-  for (long i = 0; i < M; i++) {
-    if (rows[i] < 0) continue;
-    float *o = out + (long)rows[i] * C, f = w ? w[i] : 1.0f;
-    const float *src = y + i * C;
-    for (int c = 0; c < C; c++) o[c] += f * src[c];
-  }
+  for (long n = 0; n < N; n++)
+    for (int c = 0; c < C; c++) {
+      float s = 0;
+      for (int j = 0; j < k; j++) {
+        int i = inv[n * k + j];
+        if (i >= 0) s += (w ? w[i] : 1.0f) * y[(long)i * C + c];
+      }
+      out[n * C + c] = s;
+    }
 }
 
 void kern_moe_rowdot_ref(float *out, const float *a, const int *rows, const float *b, long M, int C)

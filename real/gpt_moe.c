@@ -50,6 +50,7 @@ struct moe_saved {
     int *perm_tok, *sort_rows, *unsort_rows; /* device: (M) token of each sent row, (Rp) received row of each
                                                 expert-order row (-1: padding), (R) expert-order row of each
                                                 received row */
+    int *inv;                     /* device (Nt k): the sent row of each pair of the tokens numbered (-1: none) */
     float *perm_w;                /* device (M): each sent row's weight */
     int *perm_pair;               /* host (M): its (token, choice) pair, n k + j */
     long *scount, *rcount;        /* host [EP]: rows sent to, received from, each EP rank */
@@ -77,7 +78,7 @@ void gpt_moe_free(gpt_t *m, layer_saved_t *s)
     moe_saved_t *v = s->moe;
     if (!v)
         return;
-    void *ps[] = {v->probs, v->scores, v->coef, v->idx, v->perm_tok, v->sort_rows, v->unsort_rows, v->perm_w,
+    void *ps[] = {v->probs, v->scores, v->coef, v->idx, v->perm_tok, v->sort_rows, v->unsort_rows, v->inv, v->perm_w,
                   v->xe, v->pre, v->gl, v->ys};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
         drop(m, ps[i]);
@@ -329,11 +330,17 @@ static int plan_routes(gpt_t *m, moe_saved_t *v, long ntok, const float *probs, 
         }
         o = o0 + v->ecount[j];
     }
-    rc = to_dev(m, (void **)&v->perm_tok, tok, sizeof(int) * (size_t)v->M) ||
+    int *inv = malloc(sizeof(int) * (size_t)(Nk + 1)); /* the combine's: pair -> sent row */
+    for (long i = 0; inv && i < Nk; i++)
+        inv[i] = -1;
+    for (long r = 0; inv && r < v->M; r++)
+        inv[v->perm_pair[r]] = (int)r;
+    rc = !inv || to_dev(m, (void **)&v->inv, inv, sizeof(int) * (size_t)Nk) ||
+         to_dev(m, (void **)&v->perm_tok, tok, sizeof(int) * (size_t)v->M) ||
          to_dev(m, (void **)&v->perm_w, w, sizeof(float) * (size_t)v->M) ||
          to_dev(m, (void **)&v->sort_rows, sort, sizeof(int) * (size_t)v->Rp) ||
          to_dev(m, (void **)&v->unsort_rows, unsort, sizeof(int) * (size_t)v->R) ? -1 : 0;
-    free(sort), free(unsort);
+    free(sort), free(unsort), free(inv);
 out:
     drop(m, dcnt), drop(m, drc);
     free(cnt), free(at), free(tok), free(cnt_i), free(rc_i), free(per), free(w);
@@ -503,12 +510,11 @@ static int group_tokens(gpt_t *m, const void *h, void **full, long *Nt)
  * (allgather). */
 static int combine(gpt_t *m, moe_saved_t *v, void *out, const void *rows, const float *w)
 {
-    long n = (long)m->Nl * m->C;
+    long n = (long)m->Nl * m->C, Nt = m->moe_ag ? (long)m->Nl * m->ep : m->Nl;
     void *acc = out;
     if (m->moe_ag)
         RT_TRY(alloc_act(m, &acc, n * m->ep));
-    RT_TRY(OP->memset0(RT, acc, (size_t)n * (m->moe_ag ? m->ep : 1) * RT->act_bytes, STREAM_COMPUTE));
-    RT_TRY(OP->moe_scatter_add(RT, acc, rows, v->perm_tok, w, v->M, m->C));
+    RT_TRY(OP->moe_combine(RT, acc, rows, v->inv, w, Nt, m->topk, m->C));
     if (acc != out) {
         RT_TRY(ep_home(m, out, acc, n, DT_ACT));
         drop(m, acc);

@@ -340,8 +340,8 @@ static int layout(gpt_t *m)
  * NULL. */
 static const char *moe_switch(const job_t *j, int gpu)
 {
-    return gpu ? "--num-experts with --device gpu is not run yet: the router and token permutation kernels are "
-                 "the CPU path's (kernels/moe.h) (allowed: --device cpu)"
+    return gpu && j->moe_shared_gate ? "--moe-shared-expert-gate with --device gpu is not run yet: the gate's "
+                                       "sigmoid is the CPU path's (allowed: --device cpu, or no gate)"
            : (j->etp ? j->etp : j->tp) != 1
                ? "--expert-tensor-parallel-size other than 1 is not run yet: megasim run keeps each expert whole on its "
                  "EP rank (allowed: --expert-tensor-parallel-size 1; its default 0 means TP's)"

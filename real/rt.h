@@ -175,13 +175,12 @@ typedef struct {
     int (*xent_bwd)(rt_t *rt, void *dlogits, const void *logits, const float *lse, const int *targets,
                     int v0, float dloss, int N, int V);
     /* the mixture-of-experts kernels (kernels/moe.h): probs, idx, scores,
-     * dprobs, coef and the weights w fp32, rows and idx int, the rest act;
-     * the GPU has none yet (gpt_check_switches refuses experts there: NULL) */
+     * dprobs, coef and the weights w fp32, rows, idx and inv int, the rest act */
     int (*moe_route)(rt_t *rt, float *probs, int *idx, float *scores, const void *logits, int N, int E, int k);
     int (*moe_route_bwd)(rt_t *rt, void *dlogits, const float *dprobs, const float *probs, const int *idx,
                          const float *scores, const float *coef, int N, int E, int k);
     int (*moe_gather)(rt_t *rt, void *out, const void *x, const int *rows, const float *w, long M, int C);
-    int (*moe_scatter_add)(rt_t *rt, void *out, const void *y, const int *rows, const float *w, long M, int C);
+    int (*moe_combine)(rt_t *rt, void *out, const void *y, const int *inv, const float *w, long N, int k, int C);
     int (*moe_rowdot)(rt_t *rt, float *out, const void *a, const int *rows, const void *b, long M, int C);
     /* optimizer over segments of fp32 master weights; param_bf16 of each
      * segment points at the act copy to refresh (either type). LAMB in two

@@ -575,9 +575,9 @@ static int c_moe_gather(rt_t *rt, void *out, const void *x, const int *rows, con
     return 0;
 }
 
-static int c_moe_scatter_add(rt_t *rt, void *out, const void *y, const int *rows, const float *w, long M, int C)
+static int c_moe_combine(rt_t *rt, void *out, const void *y, const int *inv, const float *w, long N, int k, int C)
 {
-    kern_moe_scatter_add_ref(out, y, rows, w, M, C);
+    kern_moe_combine_ref(out, y, inv, w, N, k, C);
     return 0;
 }
 
@@ -596,7 +596,7 @@ static const rt_ops_t cpu_ops = {
     c_bias_gelu_fwd, c_bias_gelu_bwd, c_bias_add, c_gelu_fwd, c_gelu_bwd, c_bias_grad, c_rope, c_swiglu_fwd, c_swiglu_bwd,
     c_add, c_dropout, c_dropout_masked, c_dropout_add,
     c_attn_fwd, c_attn_bwd, c_attn_merge, c_fp8_quant, c_xent_fwd, c_xent_part, c_xent_merge, c_xent_bwd,
-    c_moe_route, c_moe_route_bwd, c_moe_gather, c_moe_scatter_add, c_moe_rowdot,
+    c_moe_route, c_moe_route_bwd, c_moe_gather, c_moe_combine, c_moe_rowdot,
     c_adamw, c_lamb_norms, c_lamb_apply, c_grad_sumsq,
     c_native, c_destroy,
 };

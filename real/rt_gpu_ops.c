@@ -5,6 +5,7 @@
 #include "real/rt_gpu_int.h"
 
 #include "kernels/attnmerge.h"
+#include "kernels/moe.h"
 #include "kernels/crossentropy.h"
 #include "kernels/dropout.h"
 #include "kernels/embedding.h"
@@ -190,6 +191,32 @@ static int g_attn_merge(rt_t *rt, void *out, float *lse, const void *out_b, cons
     return kern_attnmerge_cuda(out, lse, out_b, lse_b, B, T, NH, HS, CS(rt));
 }
 
+static int g_moe_route(rt_t *rt, float *probs, int *idx, float *scores, const void *logits, int N, int E, int k)
+{
+    return kern_moe_route_cuda(probs, idx, scores, logits, N, E, k, CS(rt));
+}
+
+static int g_moe_route_bwd(rt_t *rt, void *dlogits, const float *dprobs, const float *probs, const int *idx,
+                           const float *scores, const float *coef, int N, int E, int k)
+{
+    return kern_moe_route_bwd_cuda(dlogits, dprobs, probs, idx, scores, coef, N, E, k, CS(rt));
+}
+
+static int g_moe_gather(rt_t *rt, void *out, const void *x, const int *rows, const float *w, long M, int C)
+{
+    return kern_moe_gather_cuda(out, x, rows, w, M, C, CS(rt));
+}
+
+static int g_moe_combine(rt_t *rt, void *out, const void *y, const int *inv, const float *w, long N, int k, int C)
+{
+    return kern_moe_combine_cuda(out, y, inv, w, N, k, C, CS(rt));
+}
+
+static int g_moe_rowdot(rt_t *rt, float *out, const void *a, const int *rows, const void *b, long M, int C)
+{
+    return kern_moe_rowdot_cuda(out, a, rows, b, M, C, CS(rt));
+}
+
 static int g_fp8_quant(rt_t *rt, void *out, const void *x, long n, int fmt, float scale, float *amax)
 {
     fprintf(stderr, "%s:%d: FP8 is emulated on the CPU path only (gpt_check_switches refuses it on the GPU)\n",
@@ -249,7 +276,7 @@ const rt_ops_t rt_gpu_ops = {
     g_bias_gelu_fwd, g_bias_gelu_bwd, g_bias_add, g_gelu_fwd, g_gelu_bwd, g_bias_grad, g_rope, g_swiglu_fwd, g_swiglu_bwd,
     g_add, g_dropout, g_dropout_masked, g_dropout_add,
     g_attn_fwd, g_attn_bwd, g_attn_merge, g_fp8_quant, g_xent_fwd, g_xent_part, g_xent_merge, g_xent_bwd,
-    NULL, NULL, NULL, NULL, NULL, /* the experts' kernels: not built for the GPU (rt.h) */
+    g_moe_route, g_moe_route_bwd, g_moe_gather, g_moe_combine, g_moe_rowdot,
     g_adamw, g_lamb_norms, g_lamb_apply, g_grad_sumsq,
     g_native, g_destroy,
 };

@@ -3,7 +3,8 @@
  * lower expert); its backward against finite differences of
  * sum dprobs . probs + sum coef . scores; the permutation kernels on a
  * hand-worked case and as each other's adjoints (<gather x, y> equals
- * <x, scatter_add y> for the same rows and weights), padding rows 0. */
+ * <x, combine y> for a permutation and its inverse, the same weights),
+ * padding rows 0. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,25 +54,30 @@ int main(void) {
   int rows[3] = {2, 0, -1};
   kern_moe_gather_ref(g, x, rows, w, 3, 2);
   bad += kc_compare("gather of rows 2 0 pad, weights 2 1 5", g, want_g, 6, 0, 0);
-  float acc[6] = {0}, want_acc[6] = {1, 2, 0, 0, 20, 24}; /* row 0 += 1 (1 2), row 2 += 2 (10 12), pad skipped */
-  kern_moe_scatter_add_ref(acc, g, rows, w, 3, 2);
-  bad += kc_compare("scatter_add of the same rows", acc, want_acc, 6, 0, 0);
+  /* combine, the inverse (k 2): token 0's first pair is row 1, token 2's first row 0, token 1 has none */
+  int inv[6] = {1, -1, -1, -1, 0, -1};
+  float acc[6] = {9, 9, 9, 9, 9, 9}, want_acc[6] = {1, 2, 0, 0, 20, 24}; /* 1 x (1 2), 0, 2 x (10 12) */
+  kern_moe_combine_ref(acc, g, inv, w, 3, 2, 2);
+  bad += kc_compare("combine of the same rows, overwriting", acc, want_acc, 6, 0, 0);
   float d[3], want_d[3] = {10 * 5 + 12 * 6, 1 * 1 + 2 * 2, 0};
   kern_moe_rowdot_ref(d, x, rows, g, 3, 2);
   bad += kc_compare("rowdot of x's rows with the gathered rows", d, want_d, 3, 0, 0);
 
-  /* adjoints on random data */
-  int N = 9, M = 14, C = 5;
+  /* adjoints on random data: 9 tokens of 3 choices, about 60% of the pairs a row, every 5th row padding */
+  int N = 9, k = 3, C = 5, M = 0, inv2[27], R[40];
+  for (int p = 0; p < N * k; p++) {
+    if (M % 5 == 4) R[M++] = -1;
+    inv2[p] = kc_uniform(&r, 0, 1) < 0.6f ? M : -1;
+    if (inv2[p] >= 0) R[M++] = p / k;
+  }
   float *X = kc_rand(&r, (long)N * C, -1, 1), *Y = kc_rand(&r, (long)M * C, -1, 1), *W = kc_rand(&r, M, -1, 1);
   float *GX = kc_zeros((long)M * C), *SY = kc_zeros((long)N * C);
-  int *R = malloc(sizeof(int) * M);
-  for (int i = 0; i < M; i++) R[i] = i % 5 == 4 ? -1 : (int)(kc_uniform(&r, 0, N - 0.001f));
   kern_moe_gather_ref(GX, X, R, W, M, C);
-  kern_moe_scatter_add_ref(SY, Y, R, W, M, C);
+  kern_moe_combine_ref(SY, Y, inv2, W, N, k, C);
   double a = kc_dot(GX, Y, (long)M * C), b = kc_dot(X, SY, (long)N * C);
-  printf("<gather x, y> = %.9g, <x, scatter_add y> = %.9g (expected equal)\n", a, b);
+  printf("%d rows of %d tokens: <gather x, y> = %.9g, <x, combine y> = %.9g (expected equal)\n", M, N, a, b);
   bad += fabs(a - b) > 1e-5 * (fabs(a) + 1);
   free(c.logits), free(c.dprobs), free(c.coef), free(c.probs), free(c.scores), free(c.idx), free(dl);
-  free(X), free(Y), free(W), free(GX), free(SY), free(R);
+  free(X), free(Y), free(W), free(GX), free(SY);
   return kc_finish("kern_moe_ref", bad);
 }
