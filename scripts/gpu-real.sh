@@ -248,6 +248,27 @@ if a and b:
 EOF
 fi
 
+# ---- mixture of experts on the GPU (issue 37): the tiny GPT with 4 experts,
+# top-2, on the GPU against the CPU path (bf16 against fp32, 3 steps): the
+# CUDA router and permutation kernels on the hardware, never run there before
+moe=(--num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 64 --expert-tensor-parallel-size 1
+     --moe-aux-loss-coeff 0.01 --train-iters 3 --json)
+echo "== megasim run, experts, --device gpu against --device cpu ($(date -u +%T.%N | cut -c1-12) UTC)"
+if ${launch[@]+"${launch[@]}"} "$build/megasim" run "${moe[@]}" --device gpu --attention flash > "$out/moe-gpu.jsonl" &&
+   ${launch[@]+"${launch[@]}"} "$build/megasim" run "${moe[@]}" > "$out/moe-cpu.jsonl"; then
+  python3 - "$out/moe-gpu.jsonl" "$out/moe-cpu.jsonl" <<'EOF' || status=1
+import json, sys
+g, c = ([json.loads(l) for l in open(p) if l.startswith("{")] for p in sys.argv[1:3])
+worst = max(abs(a["loss"] - b["loss"]) / b["loss"] for a, b in zip(g, c))
+print(f"experts on the GPU: losses {[round(s['loss'], 6) for s in g]} against the CPU's "
+      f"{[round(s['loss'], 6) for s in c]}: largest relative difference {worst:.1e} (allowed 1e-3, bf16)")
+sys.exit(0 if len(g) == len(c) == 3 and worst <= 1e-3 else 1)
+EOF
+else
+  echo "gpu-real: the experts' run failed" >&2
+  status=1
+fi
+
 # ---- measured vs predicted (issues 6 and 8) ----------------------------------
 # megasim compare simulates the run's own job on the measured profile
 # (gpu-session.sh runs calibrate first and passes it as PROFILE), else on

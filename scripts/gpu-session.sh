@@ -97,7 +97,7 @@ stage_real() {
 stage_sanitize() {
   local san t rc=0
   san=$(command -v compute-sanitizer || echo "$cuda_home/bin/compute-sanitizer")
-  for t in ${SANITIZE:-embedding layernorm crossentropy gelu rope dropout optimizer matmul attention}; do
+  for t in ${SANITIZE:-embedding layernorm crossentropy gelu rope dropout optimizer matmul attention moe}; do
     echo "== compute-sanitizer --tool memcheck test_kern_${t}_cuda"
     "$san" --tool memcheck --error-exitcode 9 "$build/tests/kernels/test_kern_${t}_cuda" > "$out/sanitize-$t.txt" 2>&1
     local r=$?
