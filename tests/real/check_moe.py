@@ -6,14 +6,13 @@ got per step.
 
   moe  8 ranks, EP 2 x ETP 1 folded into TP 2 x DP 2, PP 2 (attention and
        experts on different groups), dropless, then with a capacity factor
-       (interleaved stages, ZeRO-2) and with the allgather dispatcher; 4
-       ranks of TP 2 x DP 2 with EP 1 (the
+       (interleaved stages, ZeRO-2); 4 ranks of TP 2 x DP 2 with EP 1 (the
        experts reduced over EDP 4, not DP 2); 4 ranks with EDP 1, LAMB and
-       padding on the LLaMA-style model; a gated shared expert, and that
-       such a model learns.
-  moe_quick  the fast tier's (and the sanitizers'): one expert of the dense
-       MLP's width against the dense model; 2 ranks, EP 2 with a capacity,
-       each dispatcher, against 1.
+       padding on the LLaMA-style model; a gated shared expert (4 ranks;
+       8 with the allgather dispatcher), and that such a model learns; one
+       expert of the dense MLP's width against the dense model.
+  moe_quick  the fast tier's (and the sanitizers'): 2 ranks, EP 2 with a
+       capacity, each dispatcher, against 1.
 
 How the dropped tokens are checked: each step reports how many (token,
 expert) pairs the capacity dropped over all MoE layers and micro-batches,
@@ -87,12 +86,6 @@ def moe():
     label = "MoE capacity factor 1.0, 8 ranks (as above, interleaved, ZeRO-2)"
     cr.expect_losses(label, cref, cgot)
     expect_same(label, cref, cgot, ["moe_dropped", "moe_drop_sig", "moe_aux_loss"])
-    # the allgather dispatcher (Megatron-Core's default): the same pairs, gathered over EP and summed home
-    ag = MOE + CAPACITY + ["--moe-token-dispatcher-type", "allgather"]
-    agot, _ = cr.run(8, FOLDED + ag)
-    label = "MoE allgather dispatcher, capacity 1.0, 8 ranks (EP 2 folded into TP 2 x DP 2, PP 2)"
-    cr.expect_losses(label, cref, agot, "single rank, alltoall")
-    expect_same(label, cref, agot, ["moe_dropped", "moe_drop_sig", "moe_aux_loss"])
     dropped = [s["moe_dropped"] for s in cref]
     moved = max(abs(a["loss"] - b["loss"]) / b["loss"] for a, b in zip(cref, ref))
     ok = all(d > 0 for d in dropped) and moved > cr.REL_TOL and all(s["moe_dropped"] == 0 for s in ref)
@@ -116,6 +109,7 @@ def moe():
     cr.expect_losses(label, lref, lgot)
     expect_same(label, lref, lgot, ["moe_dropped", "moe_drop_sig"])
     shared()
+    one_expert()
     all_to_all()
 
 
@@ -123,11 +117,14 @@ def shared():
     """The shared expert (cut by TP) with Qwen2's sigmoid gate: 8 ranks
     against 1, GPT and LLaMA-style; and an MoE model with it learns."""
     sh = MOE + ["--moe-shared-expert-intermediate-size", "128", "--moe-shared-expert-gate"]
-    for model, name in (([], "tiny-gpt"), (cr.LLAMA, "tiny-llama")):
+    tp2 = ["--tensor-model-parallel-size", "2", "--sequence-parallel", "--expert-model-parallel-size", "2"]
+    for model, np, plan, what in (([], 4, tp2, "4 ranks (EP 2 in TP 2 x DP 2)"),
+                                  (cr.LLAMA, 8, FOLDED, "8 ranks (EP 2 in TP 2 x DP 2, PP 2), the allgather "
+                                                        "dispatcher")):
         ref, _ = cr.run(1, model + sh)
-        got, _ = cr.run(8, model + sh + FOLDED)
-        cr.expect_losses(f"{name} MoE with a gated shared expert of 128, 8 ranks (EP 2 in TP 2 x DP 2, PP 2)", ref,
-                         got)
+        got, _ = cr.run(np, model + sh + plan + (["--moe-token-dispatcher-type", "allgather"] if np == 8 else []))
+        cr.expect_losses(f"{'tiny-llama' if model else 'tiny-gpt'} MoE with a gated shared expert of 128, {what}",
+                         ref, got)
     steps, _ = cr.run(2, sh + ["--expert-model-parallel-size", "2"], iters=20)
     first, last = steps[0]["loss"], min(s["loss"] for s in steps[-5:])
     ok = abs(first - 5.545) < 0.1 and last < 4.5
@@ -161,14 +158,18 @@ def all_to_all():
             print(f"{'ok  ' if ok else 'FAIL'} compare --json of a 2-rank run, {name}: expected {want}, got {a}")
 
 
-def moe_quick():
-    # One expert, top-1, of the dense MLP's width is that MLP (the same initial values by the same ids and
-    # places; its weight 1 whatever the router): the dispatch, the experts and the combine, forward and
-    # backward, against the dense layer's code
+def one_expert():
+    """One expert, top-1, of the dense MLP's width is that MLP (the same
+    initial values by the same ids and places; its weight 1 whatever the
+    router): the dispatch, the experts and the combine, forward and
+    backward, against the dense layer's code."""
     dense, _ = cr.run(1, [], iters=2)
     one, _ = cr.run(1, ["--num-experts", "1", "--moe-router-topk", "1", "--moe-ffn-hidden-size", "256"], iters=2)
     cr.expect_losses("one expert, top-1, FFN 256 against the dense tiny GPT (FFN 256), 1 rank", dense, one,
                      "the dense model")
+
+
+def moe_quick():
     ref, _ = cr.run(1, MOE + CAPACITY, iters=2)
     for disp in ("alltoall", "allgather"):
         got, _ = cr.run(2, MOE + CAPACITY + ["--expert-model-parallel-size", "2", "--moe-token-dispatcher-type", disp],

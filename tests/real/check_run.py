@@ -557,9 +557,9 @@ def gpu_emu():
     cpu_moe, _ = run(1, moe, iters=2)
     gpu_moe, _ = run(1, gpu + moe, iters=2)
     expect_bf16("emulated GPU, 4 experts, top-2, vs 1 CPU rank (fp32)", cpu_moe, gpu_moe, EMU_TOL)
-    for disp in ("alltoall", "allgather"):
-        ep2, _ = run(2, gpu + moe + ["--expert-model-parallel-size", "2", "--moe-token-dispatcher-type", disp], iters=2)
-        expect_bf16(f"2 emulated GPUs (EP 2, {disp} dispatcher) vs 1 emulated GPU", gpu_moe, ep2, EMU_TOL)
+    for disp in ("alltoall", "allgather"):  # one step: its gradient norm holds the backward
+        ep2, _ = run(2, gpu + moe + ["--expert-model-parallel-size", "2", "--moe-token-dispatcher-type", disp], iters=1)
+        expect_bf16(f"2 emulated GPUs (EP 2, {disp} dispatcher) vs 1 emulated GPU", gpu_moe[:1], ep2, EMU_TOL)
     resume(["--device", "gpu"])  # the GPU runtime's own state copies, to the CPU case's tolerance
     gpu_timeline()
 
