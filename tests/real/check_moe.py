@@ -10,7 +10,8 @@ got per step.
        experts reduced over EDP 4, not DP 2); 4 ranks with EDP 1, LAMB and
        padding on the LLaMA-style model; a gated shared expert (4 ranks;
        8 with the allgather dispatcher), and that such a model learns; one
-       expert of the dense MLP's width against the dense model.
+       expert of the dense MLP's width against the dense model; a resumed
+       run against the whole one.
   moe_quick  the fast tier's (and the sanitizers'): 2 ranks, EP 2 with a
        capacity, each dispatcher, against 1.
 
@@ -110,7 +111,22 @@ def moe():
     expect_same(label, lref, lgot, ["moe_dropped", "moe_drop_sig"])
     shared()
     one_expert()
+    resume()
     all_to_all()
+
+
+def resume():
+    """A checkpoint of experts sharded over EDP (ZeRO-1) and a shared
+    expert: the resumed run repeats the uninterrupted one bit for bit."""
+    plan = MOE + ["--moe-shared-expert-intermediate-size", "64", "--expert-model-parallel-size", "2",
+                  "--tensor-model-parallel-size", "2", "--sequence-parallel", "--use-distributed-optimizer",
+                  "--zero-stage", "1"]
+    with tempfile.TemporaryDirectory(prefix="megasim-ckpt-moe-") as d:
+        whole, _ = cr.run(4, plan, iters=4)
+        cr.run(4, plan + ["--save", d, "--save-interval", "2"], iters=2)
+        later, _ = cr.run(4, plan + ["--save", d, "--resume"], iters=2)
+    cr.expect_losses("MoE resumed at step 2 (4 ranks, EP 2 in TP 2 x DP 2, ZeRO-1 over DP and EDP)", whole[2:],
+                     later, "uninterrupted run", tol=0.0)
 
 
 def shared():
