@@ -11,15 +11,9 @@ __global__ void moe_route_kernel(float *probs, int *idx, float *scores, const bf
   if (n >= N) return;
   const bf16 *l = logits + (long)n * E;
   int *ix = idx + (long)n * k;
-  for (int j = 0; j < k; j++) { /* the j-th largest not taken yet; ties to the lower expert */
-    int best = -1;
-    for (int e = 0; e < E; e++) {
-      int taken = 0;
-      for (int i = 0; i < j; i++) taken |= ix[i] == e;
-      if (!taken && (best < 0 || ld(l + e) > ld(l + best))) best = e;
-    }
-    ix[j] = best;
-  }
+#define LOGIT(e) ld(l + (e))
+  KERN_MOE_TOPK(ix, k, E, LOGIT)
+#undef LOGIT
   float M = -INFINITY, Z = 0, *p = probs + (long)n * k, *s = scores + (long)n * E;
   for (int j = 0; j < k; j++) M = fmaxf(M, ld(l + ix[j]));
   for (int j = 0; j < k; j++) Z += p[j] = expf(ld(l + ix[j]) - M);

@@ -27,6 +27,21 @@
 extern "C" {
 #endif
 
+/* A token's top-k (ix[0 .. k)) of its E logits, VAL(e) reading logit e:
+ * the j-th choice is the largest not taken yet, ties to the lower expert.
+ * One definition for the reference and the kernel, whose logits differ in
+ * type (fp32, bf16). */
+#define KERN_MOE_TOPK(ix, k, E, VAL)                                                      \
+  for (int j_ = 0; j_ < (k); j_++) {                                                     \
+    int best_ = -1;                                                                       \
+    for (int e_ = 0; e_ < (E); e_++) {                                                    \
+      int taken_ = 0;                                                                     \
+      for (int i_ = 0; i_ < j_; i_++) taken_ |= (ix)[i_] == e_;                           \
+      if (!taken_ && (best_ < 0 || VAL(e_) > VAL(best_))) best_ = e_;                     \
+    }                                                                                     \
+    (ix)[j_] = best_;                                                                     \
+  }
+
 void kern_moe_route_ref(float *probs, int *idx, float *scores, const float *logits, int N, int E, int k);
 void kern_moe_route_bwd_ref(float *dlogits, const float *dprobs, const float *probs, const int *idx,
                             const float *scores, const float *coef, int N, int E, int k);

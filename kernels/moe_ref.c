@@ -19,15 +19,9 @@ void kern_moe_route_ref(float *probs, int *idx, float *scores, const float *logi
   for (int n = 0; n < N; n++) {
     const float *l = logits + (long)n * E;
     int *ix = idx + (long)n * k;
-    for (int j = 0; j < k; j++) { /* the j-th largest not taken yet; ties to the lower expert */
-      int best = -1;
-      for (int e = 0; e < E; e++) {
-        int taken = 0;
-        for (int i = 0; i < j; i++) taken |= ix[i] == e;
-        if (!taken && (best < 0 || l[e] > l[best])) best = e;
-      }
-      ix[j] = best;
-    }
+#define LOGIT(e) l[e]
+    KERN_MOE_TOPK(ix, k, E, LOGIT)
+#undef LOGIT
     softmax(probs + (long)n * k, l, ix, k);
     softmax(scores + (long)n * E, l, NULL, E);
   }
