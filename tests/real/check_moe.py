@@ -8,8 +8,8 @@ got per step.
        experts on different groups), dropless, then with a capacity factor
        (interleaved stages, ZeRO-2); 4 ranks of TP 2 x DP 2 with EP 1 (the
        experts reduced over EDP 4, not DP 2); 4 ranks with EDP 1, LAMB and
-       padding on the LLaMA-style model; a gated shared expert (4 ranks;
-       8 with the allgather dispatcher), and that such a model learns; one
+       padding on the LLaMA-style model; a gated shared expert (4 ranks,
+       the allgather dispatcher), and that such a model learns; one
        expert of the dense MLP's width against the dense model; a resumed
        run against the whole one.
   moe_quick  the fast tier's (and the sanitizers'): 2 ranks, EP 2 with a
@@ -133,21 +133,19 @@ def shared():
     """The shared expert (cut by TP) with Qwen2's sigmoid gate: 8 ranks
     against 1, GPT and LLaMA-style; and an MoE model with it learns."""
     sh = MOE + ["--moe-shared-expert-intermediate-size", "128", "--moe-shared-expert-gate"]
-    tp2 = ["--tensor-model-parallel-size", "2", "--sequence-parallel", "--expert-model-parallel-size", "2"]
-    for model, np, plan, what in (([], 4, tp2, "4 ranks (EP 2 in TP 2 x DP 2)"),
-                                  (cr.LLAMA, 8, FOLDED, "8 ranks (EP 2 in TP 2 x DP 2, PP 2), the allgather "
-                                                        "dispatcher")):
-        ref, _ = cr.run(1, model + sh)
-        got, _ = cr.run(np, model + sh + plan + (["--moe-token-dispatcher-type", "allgather"] if np == 8 else []))
-        cr.expect_losses(f"{'tiny-llama' if model else 'tiny-gpt'} MoE with a gated shared expert of 128, {what}",
-                         ref, got)
-    steps, _ = cr.run(2, sh + ["--expert-model-parallel-size", "2"], iters=20)
-    first, last = steps[0]["loss"], min(s["loss"] for s in steps[-5:])
+    tp2 = ["--tensor-model-parallel-size", "2", "--sequence-parallel", "--expert-model-parallel-size", "2",
+           "--moe-token-dispatcher-type", "allgather"]
+    ref, _ = cr.run(1, cr.LLAMA + sh)
+    got, _ = cr.run(4, cr.LLAMA + sh + tp2)
+    cr.expect_losses("tiny-llama MoE with a gated shared expert of 128, 4 ranks (EP 2 in TP 2 x DP 2), the allgather "
+                     "dispatcher", ref, got)
+    steps, _ = cr.run(2, sh + ["--expert-model-parallel-size", "2"], iters=12)
+    first, last = steps[0]["loss"], min(s["loss"] for s in steps[-3:])
     ok = abs(first - 5.545) < 0.1 and last < 4.5
     cr.failures += not ok
     print(f"{'ok  ' if ok else 'FAIL'} MoE with a gated shared expert learns, 2 ranks (EP 2): first loss {first:.4f} "
-          f"(expected ln 256 = 5.545 +- 0.1), best of the last 5 of 20 steps {last:.4f} (expected < 4.5, as "
-          f"check_run.py's dense learns)")
+          f"(expected ln 256 = 5.545 +- 0.1), best of the last 3 of 12 steps {last:.4f} (expected < 4.5; it was "
+          f"3.74 on 2026-11-29)")
 
 
 def all_to_all():
@@ -158,7 +156,7 @@ def all_to_all():
     with tempfile.TemporaryDirectory(prefix="megasim-moe-") as d:
         for args, name in ((MOE + ["--expert-model-parallel-size", "2"], "EP 2"), ([], "dense")):
             h5 = os.path.join(d, "r.h5")
-            cr.run(2, args + ["--out", h5], iters=3)
+            cr.run(2, args + ["--out", h5], iters=2)
             p = subprocess.run([cr.MEGASIM, "compare", h5, "--json", "--plot", os.path.join(d, "c")],
                                capture_output=True, text=True)
             rep = json.loads(p.stdout)
