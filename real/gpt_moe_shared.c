@@ -50,25 +50,29 @@ static int tp_home(gpt_t *m, void *y, void *part)
     return CM->op->reduce_scatter(CM, GRP_TP, y, part, (long)m->Nl * m->C, DT_ACT, STREAM_COMPUTE);
 }
 
-/* The gate: g = sigmoid(h2 w_g) per token (host: Nl values). */
+/* The gate: g = sigmoid(h2 . w_g) per token (host: Nl values). The dot
+ * products are the row kernel's (fp32 out on either runtime): row 0 of
+ * w_g against each token's row. */
 static int gate_fwd(gpt_t *m, int c, int l, layer_saved_t *s, shared_t *h)
 {
-    int Nl = m->Nl, rc = -1;
+    int Nl = m->Nl, rc = -1, *zeros = NULL;
     float *logit, *hg = malloc(sizeof(float) * (size_t)Nl);
-    int *rows = malloc(sizeof(int) * (size_t)Nl);
-    if (hg && rows && !alloc_f32(m, &logit, Nl)) {
+    int *rows = malloc(sizeof(int) * (size_t)Nl), *hz = calloc((size_t)Nl, sizeof(int));
+    if (hg && rows && hz && !alloc_f32(m, &logit, Nl)) {
         for (int i = 0; i < Nl; i++)
             rows[i] = i;
-        rc = OP->linear_fwd(RT, logit, s->h2, param_of(m, c, l, T_SH_GATE_W), NULL, Nl, m->C, 1) ||
+        rc = OP->alloc(RT, (void **)&zeros, sizeof(int) * (size_t)Nl, RT_POOL_MAIN) ||
+             OP->h2d(RT, zeros, hz, sizeof(int) * (size_t)Nl) ||
+             OP->moe_rowdot(RT, logit, param_of(m, c, l, T_SH_GATE_W), zeros, s->h2, Nl, m->C) ||
              OP->d2h(RT, hg, logit, sizeof(float) * (size_t)Nl);
         for (int i = 0; !rc && i < Nl; i++)
             hg[i] = 1.0f / (1.0f + expf(-hg[i]));
         rc = rc || alloc_f32(m, &h->g, Nl) || OP->h2d(RT, h->g, hg, sizeof(float) * (size_t)Nl) ||
              OP->alloc(RT, (void **)&h->rows, sizeof(int) * (size_t)Nl, RT_POOL_MAIN) ||
              OP->h2d(RT, h->rows, rows, sizeof(int) * (size_t)Nl);
-        drop(m, logit);
+        drop(m, logit), drop(m, zeros);
     }
-    free(hg), free(rows);
+    free(hg), free(rows), free(hz);
     return rc;
 }
 
@@ -111,12 +115,13 @@ int gpt_moe_shared_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void **sv, void
 }
 
 /* The gate's backward: dy = g dz (into *dy, allocated), and the gate
- * logits' gradient dz . y g (1 - g) into w_g's gradient and dh. */
+ * logits' gradient dz . y g (1 - g) (host, then the act type the GEMMs
+ * take) into w_g's gradient and dh. */
 static int gate_bwd(gpt_t *m, int c, int l, layer_saved_t *s, shared_t *h, const void *dz, void **dy, void *dh)
 {
     int Nl = m->Nl, C = m->C, rc = -1;
     float *dg, *hd = malloc(sizeof(float) * (size_t)Nl), *hg = malloc(sizeof(float) * (size_t)Nl);
-    void *dx;
+    void *dx, *dga = NULL;
     RT_TRY(alloc_act(m, dy, (long)Nl * C));
     RT_TRY(OP->moe_gather(RT, *dy, dz, h->rows, h->g, Nl, C));
     if (hd && hg && !alloc_f32(m, &dg, Nl)) {
@@ -124,13 +129,13 @@ static int gate_bwd(gpt_t *m, int c, int l, layer_saved_t *s, shared_t *h, const
              OP->d2h(RT, hg, h->g, sizeof(float) * (size_t)Nl);
         for (int i = 0; !rc && i < Nl; i++)
             hd[i] *= hg[i] * (1.0f - hg[i]);
-        rc = rc || OP->h2d(RT, dg, hd, sizeof(float) * (size_t)Nl) ||
-             OP->linear_wgrad(RT, grad_of(m, c, l, T_SH_GATE_W), NULL, dg, s->h2, Nl, C, 1) ||
-             alloc_act(m, &dx, (long)Nl * C) || OP->linear_dgrad(RT, dx, dg, param_of(m, c, l, T_SH_GATE_W), Nl, C, 1) ||
+        rc = rc || alloc_act(m, &dga, Nl) || OP->act_from_f32(RT, dga, hd, Nl) ||
+             OP->linear_wgrad(RT, grad_of(m, c, l, T_SH_GATE_W), NULL, dga, s->h2, Nl, C, 1) ||
+             alloc_act(m, &dx, (long)Nl * C) || OP->linear_dgrad(RT, dx, dga, param_of(m, c, l, T_SH_GATE_W), Nl, C, 1) ||
              OP->add(RT, dh, dh, dx, (long)Nl * C);
         if (!rc)
             drop(m, dx);
-        drop(m, dg);
+        drop(m, dg), drop(m, dga);
     }
     free(hd), free(hg);
     return rc;

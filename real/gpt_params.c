@@ -338,11 +338,9 @@ static int layout(gpt_t *m)
 
 /* The mixture-of-experts switches run does not run yet (gpt_moe.c), or
  * NULL. */
-static const char *moe_switch(const job_t *j, int gpu)
+static const char *moe_switch(const job_t *j)
 {
-    return gpu && j->moe_shared_gate ? "--moe-shared-expert-gate with --device gpu is not run yet: the gate's "
-                                       "sigmoid is the CPU path's (allowed: --device cpu, or no gate)"
-           : (j->etp ? j->etp : j->tp) != 1
+    return (j->etp ? j->etp : j->tp) != 1
                ? "--expert-tensor-parallel-size other than 1 is not run yet: megasim run keeps each expert whole on its "
                  "EP rank (allowed: --expert-tensor-parallel-size 1; its default 0 means TP's)"
            : j->moe_lb_type == MOE_LB_SEQ_AUX || j->moe_lb_type == MOE_LB_SINKHORN
@@ -377,7 +375,7 @@ int gpt_check_switches(const job_t *j, int gpu, char *err, int errlen)
                                          "weights (allowed: --bf16 true; --device cpu trains in fp32)"
                                        : NULL;
     if (!no && j->num_experts > 0)
-        no = moe_switch(j, gpu);
+        no = moe_switch(j);
     if (no)
         snprintf(err, errlen, "%s", no);
     return no ? -1 : 0;

@@ -553,10 +553,12 @@ def gpu_emu():
     # experts: the CUDA router and permutation kernels (kernels/moe.cu) and NCCL's all-to-all with a count per
     # member (alltoall) or its gather and reduce-scatter (allgather), dropless (bf16 moves a capacity's ties)
     moe = ["--num-experts", "4", "--moe-router-topk", "2", "--moe-ffn-hidden-size", "64",
-           "--expert-tensor-parallel-size", "1", "--moe-aux-loss-coeff", "0.01"]
+           "--expert-tensor-parallel-size", "1", "--moe-aux-loss-coeff", "0.01",
+           "--moe-shared-expert-intermediate-size", "64", "--moe-shared-expert-gate"]
     cpu_moe, _ = run(1, moe, iters=2)
     gpu_moe, _ = run(1, gpu + moe, iters=2)
-    expect_bf16("emulated GPU, 4 experts, top-2, vs 1 CPU rank (fp32)", cpu_moe, gpu_moe, EMU_TOL)
+    expect_bf16("emulated GPU, 4 experts, top-2, a gated shared expert, vs 1 CPU rank (fp32)", cpu_moe, gpu_moe,
+                EMU_TOL)
     for disp in ("alltoall", "allgather"):  # one step: its gradient norm holds the backward
         ep2, _ = run(2, gpu + moe + ["--expert-model-parallel-size", "2", "--moe-token-dispatcher-type", disp], iters=1)
         expect_bf16(f"2 emulated GPUs (EP 2, {disp} dispatcher) vs 1 emulated GPU", gpu_moe[:1], ep2, EMU_TOL)
