@@ -11,7 +11,8 @@ got per step.
        padding on the LLaMA-style model; a gated shared expert (4 ranks,
        the allgather dispatcher), and that such a model learns; one
        expert of the dense MLP's width against the dense model; a resumed
-       run against the whole one.
+       run against the whole one; MoE layers on every 2nd layer after a
+       dense first, over PP 2.
   moe_quick  the fast tier's (and the sanitizers'): 2 ranks, EP 2 with a
        capacity, each dispatcher, against 1.
 
@@ -112,6 +113,11 @@ def moe():
     shared()
     one_expert()
     resume()
+    # MoE layers on some layers only (every 2nd, the first dense, as DeepSeek's): the stages' experts differ
+    sparse = MOE + ["--moe-layer-freq", "2", "--moe-dense-first-layers", "1"]
+    sref, _ = cr.run(1, sparse, iters=2)
+    sgot, _ = cr.run(4, sparse + ["--expert-model-parallel-size", "2", "--pipeline-model-parallel-size", "2"], iters=2)
+    cr.expect_losses("MoE on every 2nd layer after 1 dense, 4 ranks (EP 2 over DP 2, PP 2)", sref, sgot)
     all_to_all()
 
 
