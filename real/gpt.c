@@ -270,7 +270,7 @@ static int head_bwd(gpt_t *m, gpt_saved_t *sv, void *dres, float dloss)
  * each rank's rows of the vocabulary take gradients from every token. */
 static int embedding_bwd(gpt_t *m, gpt_saved_t *sv, void *dres)
 {
-    float *dwte = gpt_grad(m, m->t_wte), *dwpe = m->t_wpe >= 0 ? gpt_grad(m, m->t_wpe) : NULL;
+    float *dwte = gpt_grad(m, m->t_wte), *dwpe = gpt_grad(m, m->t_wpe);
     const void *d = dres;
     if (sv->emb_mask)
         RT_TRY(OP->dropout_masked(RT, dres, dres, sv->emb_mask, (long)m->Nl * m->C, gpt_hidden_scale(m)));

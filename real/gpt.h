@@ -219,7 +219,8 @@ int gpt_moe_expert_tensors(const gpt_t *m);
  * layers' micro-batches), the dropped pairs' signature. */
 int gpt_moe_totals(gpt_t *m, double *dropped, double *aux, double *load_cv, uint64_t *sig);
 
-/* Pointers into params (act) and grads of tensor i. */
+/* Pointers into params (act) and grads of tensor i; NULL for an absent
+ * one (i < 0: a bias under --disable-bias-linear, say). */
 void *gpt_param(const gpt_t *m, int i);
 float *gpt_grad(const gpt_t *m, int i);
 

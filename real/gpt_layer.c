@@ -151,7 +151,7 @@ int gpt_tp_gather(gpt_t *m, void *full, const void *inp_l, int C, int stream)
 
 static int col_fwd(gpt_t *m, void *out, const void *inp, int tw, int tb, int C, int OC)
 {
-    const void *W = gpt_param(m, tw), *b = tb >= 0 ? gpt_param(m, tb) : NULL;
+    const void *W = gpt_param(m, tw), *b = gpt_param(m, tb);
     if (!m->sp)
         return gpt_gemm_fwd(m, out, inp, tw, b, C, OC);
     void *full;
@@ -209,7 +209,7 @@ static int ring_gemm_scatter(gpt_t *m, void *y, const void *inp, const void *W, 
 
 static int row_fwd(gpt_t *m, void *y, const void *inp, int tw, int tb, int K)
 {
-    const void *W = gpt_param(m, tw), *b = m->tp_i == 0 && tb >= 0 ? gpt_param(m, tb) : NULL; /* the bias once */
+    const void *W = gpt_param(m, tw), *b = m->tp_i == 0 ? gpt_param(m, tb) : NULL; /* the bias once */
     if (m->t == 1)
         return gpt_gemm_fwd(m, y, inp, tw, b, K, m->C);
     if (!m->sp) { /* --tp-comm-overlap needs SP (job.c) */
@@ -246,7 +246,7 @@ static int row_bwd(gpt_t *m, void *dinp, const void *dy, const void *inp, int tw
     }
     if (!(m->sp && m->overlap))
         RT_TRY(gpt_gemm_dgrad(m, dinp, dyf, tw, K, m->C));
-    RT_TRY(gpt_gemm_wgrad(m, tw, tb >= 0 ? gpt_grad(m, tb) : NULL, dyf, inp, K, m->C));
+    RT_TRY(gpt_gemm_wgrad(m, tw, gpt_grad(m, tb), dyf, inp, K, m->C));
     drop(m, full);
     return 0;
 }
@@ -260,7 +260,7 @@ static int col_bwd(gpt_t *m, void *dx, const void *dout, const void *inp, int tw
     int C = m->C;
     const void *inpf = inp;
     void *full = NULL, *dxf = dx;
-    float *db = tb >= 0 ? gpt_grad(m, tb) : NULL;
+    float *db = gpt_grad(m, tb);
     if (m->sp) { /* re-gather the input beside the dgrad */
         RT_TRY(alloc_act(m, &full, (long)m->N * C));
         RT_TRY(alloc_act(m, &dxf, (long)m->N * C));
@@ -516,7 +516,7 @@ static int standard_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *out)
         return fc2_fwd(m, c, l, s, out);
     }
     RT_TRY(col_fwd(m, s->pre, s->h2, P(m, c, l, T_FC1_W), -1, C, Ft));
-    const void *b1 = tb1 >= 0 ? gpt_param(m, tb1) : NULL;
+    const void *b1 = gpt_param(m, tb1);
     if (!b1) { /* --disable-bias-linear: GeLU alone */
         RT_TRY(OP->gelu_fwd(RT, s->gl, s->pre, (long)m->N * Ft));
     } else if (m->fused) {

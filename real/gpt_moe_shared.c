@@ -30,17 +30,9 @@ void gpt_moe_shared_free(gpt_t *m, void **sv)
     *sv = NULL;
 }
 
-static const void *param_of(const gpt_t *m, int c, int l, int k)
-{
-    int t = P(m, c, l, k);
-    return t >= 0 ? gpt_param(m, t) : NULL;
-}
+static const void *param_of(const gpt_t *m, int c, int l, int k) { return gpt_param(m, P(m, c, l, k)); }
 
-static float *grad_of(const gpt_t *m, int c, int l, int k)
-{
-    int t = P(m, c, l, k);
-    return t >= 0 ? gpt_grad(m, t) : NULL;
-}
+static float *grad_of(const gpt_t *m, int c, int l, int k) { return gpt_grad(m, P(m, c, l, k)); }
 
 /* y (Nl, C) = this rank's rows of the sum over TP of part (N, C). */
 static int tp_home(gpt_t *m, void *y, void *part)

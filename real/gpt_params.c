@@ -509,8 +509,11 @@ void gpt_free(gpt_t *m)
     memset(m, 0, sizeof *m);
 }
 
-void *gpt_param(const gpt_t *m, int i) { return (char *)m->params + m->tensors[i].off * m->rt->act_bytes; }
-float *gpt_grad(const gpt_t *m, int i) { return m->grads + m->tensors[i].off; }
+void *gpt_param(const gpt_t *m, int i)
+{
+    return i < 0 ? NULL : (char *)m->params + m->tensors[i].off * m->rt->act_bytes;
+}
+float *gpt_grad(const gpt_t *m, int i) { return i < 0 ? NULL : m->grads + m->tensors[i].off; }
 
 /* ---- initial values: a counter-based normal per (seed, tensor, element) -------- */
 
