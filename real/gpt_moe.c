@@ -96,10 +96,16 @@ static int timed(gpt_t *m, int64_t t0, int rc)
     return rc;
 }
 
-static int ep_alltoallv(gpt_t *m, void *out, const long *rcount, const void *in, const long *scount, int dt)
+/* The all-to-all over EP of rows of `width` elements: rrows[p] from, and
+ * srows[p] to, EP rank p. */
+static int ep_alltoallv(gpt_t *m, void *out, const long *rrows, const void *in, const long *srows, long width,
+                        int dt)
 {
+    long sc[m->ep], rc[m->ep];
+    for (int p = 0; p < m->ep; p++)
+        sc[p] = srows[p] * width, rc[p] = rrows[p] * width;
     int64_t t0 = rt_now_ns();
-    return timed(m, t0, CM->op->alltoallv(CM, GRP_EP, out, rcount, in, scount, dt, STREAM_COMPUTE));
+    return timed(m, t0, CM->op->alltoallv(CM, GRP_EP, out, rc, in, sc, dt, STREAM_COMPUTE));
 }
 
 /* The allgather dispatcher's gather: *full (EP x count, allocated) holds
@@ -268,14 +274,15 @@ static int plan_routes(gpt_t *m, moe_saved_t *v, long ntok, const float *probs, 
     long Nk = ntok * k, *cnt = calloc((size_t)E, sizeof *cnt), *at = calloc((size_t)E + 1, sizeof *at);
     int *tok = malloc(sizeof(int) * (size_t)(Nk + 1)), *cnt_i = calloc((size_t)E, sizeof(int));
     int *rc_i = calloc((size_t)E, sizeof(int));
-    long *per = malloc(sizeof(long) * (size_t)ep);
+    long *per = malloc(sizeof(long) * (size_t)ep), *blk = malloc(sizeof(long) * (size_t)E);
     float *w = malloc(sizeof(float) * (size_t)(Nk + 1));
     v->perm_pair = malloc(sizeof(int) * (size_t)(Nk + 1));
     v->scount = calloc((size_t)ep, sizeof(long)), v->rcount = calloc((size_t)ep, sizeof(long));
     v->ecount = calloc((size_t)El, sizeof(long));
     int rc = -1;
     void *dcnt = NULL, *drc = NULL;
-    if (!cnt || !at || !tok || !cnt_i || !rc_i || !per || !w || !v->perm_pair || !v->scount || !v->rcount || !v->ecount)
+    if (!cnt || !at || !tok || !cnt_i || !rc_i || !per || !blk || !w || !v->perm_pair || !v->scount || !v->rcount ||
+        !v->ecount)
         goto out;
     for (long i = 0; i < Nk; i++)
         if (keep[i] && (!ag || idx[i] / El == m->ep_i))
@@ -296,12 +303,12 @@ static int plan_routes(gpt_t *m, moe_saved_t *v, long ntok, const float *probs, 
     if (ag)
         memcpy(rc_i, cnt_i + m->ep_i * El, sizeof(int) * (size_t)El);
     else if (to_dev(m, &dcnt, cnt_i, sizeof(int) * (size_t)E) || dev_alloc(m, &drc, sizeof(int) * (size_t)E) ||
-             ep_alltoallv(m, drc, per, dcnt, per, DT_I32) || OP->d2h(RT, rc_i, drc, sizeof(int) * (size_t)E))
+             ep_alltoallv(m, drc, per, dcnt, per, 1, DT_I32) || OP->d2h(RT, rc_i, drc, sizeof(int) * (size_t)E))
         goto out;
     v->R = v->Rp = 0;
-    for (int s = 0; s < ep; s++)
+    for (int s = 0; s < ep; s++) /* blk: the first received row of block (s, j), the rows by source then expert */
         for (int j = 0; j < El; j++)
-            v->rcount[s] += rc_i[s * El + j], v->R += rc_i[s * El + j];
+            blk[s * El + j] = v->R, v->rcount[s] += rc_i[s * El + j], v->R += rc_i[s * El + j];
     for (int j = 0; j < El; j++) {
         long got = 0;
         for (int s = 0; s < ep; s++)
@@ -319,15 +326,9 @@ static int plan_routes(gpt_t *m, moe_saved_t *v, long ntok, const float *probs, 
     long o = 0;
     for (int j = 0; j < El; j++) {
         long o0 = o;
-        for (int s = 0; s < ep; s++) {
-            long src = 0; /* the first received row of block (s, j) */
-            for (int s2 = 0; s2 < ep; s2++)
-                for (int j2 = 0; j2 < El; j2++)
-                    if (s2 < s || (s2 == s && j2 < j))
-                        src += rc_i[s2 * El + j2];
-            for (int i = 0; i < rc_i[s * El + j]; i++)
-                sort[o] = (int)(src + i), unsort[src + i] = (int)o, o++;
-        }
+        for (int s = 0; s < ep; s++)
+            for (long i = blk[s * El + j]; i < blk[s * El + j] + rc_i[s * El + j]; i++)
+                sort[o] = (int)i, unsort[i] = (int)o, o++;
         o = o0 + v->ecount[j];
     }
     int *inv = malloc(sizeof(int) * (size_t)(Nk + 1)); /* the combine's: pair -> sent row */
@@ -343,7 +344,7 @@ static int plan_routes(gpt_t *m, moe_saved_t *v, long ntok, const float *probs, 
     free(sort), free(unsort), free(inv);
 out:
     drop(m, dcnt), drop(m, drc);
-    free(cnt), free(at), free(tok), free(cnt_i), free(rc_i), free(per), free(w);
+    free(cnt), free(at), free(tok), free(cnt_i), free(rc_i), free(per), free(blk), free(w);
     return rc;
 }
 
@@ -405,8 +406,6 @@ static int expert_tensor(const gpt_t *m, int c, int l, int j, int k)
     return t0 < 0 ? -1 : t0 + j * gpt_moe_expert_tensors(m);
 }
 
-static const void *param_or_null(const gpt_t *m, int t) { return t >= 0 ? gpt_param(m, t) : NULL; }
-
 static int experts_fwd(gpt_t *m, int c, int l, moe_saved_t *v, void *ye)
 {
     RT_TRY(alloc_act(m, &v->pre, v->Rp * m->Fwe));
@@ -418,10 +417,10 @@ static int experts_fwd(gpt_t *m, int c, int l, moe_saved_t *v, void *ye)
             continue;
         void *x = A(m, v->xe, o * m->C), *pre = A(m, v->pre, o * m->Fwe), *gl = A(m, v->gl, o * m->Fe);
         RT_TRY(OP->linear_fwd(RT, pre, x, gpt_param(m, expert_tensor(m, c, l, j, T_FC1_W)),
-                              param_or_null(m, expert_tensor(m, c, l, j, T_FC1_B)), n, m->C, m->Fwe));
+                              gpt_param(m, expert_tensor(m, c, l, j, T_FC1_B)), n, m->C, m->Fwe));
         RT_TRY(m->swiglu ? OP->swiglu_fwd(RT, gl, pre, n, m->Fe) : OP->gelu_fwd(RT, gl, pre, (long)n * m->Fe));
         RT_TRY(OP->linear_fwd(RT, A(m, ye, o * m->C), gl, gpt_param(m, expert_tensor(m, c, l, j, T_FC2_W)),
-                              param_or_null(m, expert_tensor(m, c, l, j, T_FC2_B)), n, m->Fe, m->C));
+                              gpt_param(m, expert_tensor(m, c, l, j, T_FC2_B)), n, m->Fe, m->C));
     }
     return 0;
 }
@@ -441,11 +440,11 @@ static int experts_bwd(gpt_t *m, int c, int l, moe_saved_t *v, const void *dye, 
         const void *dy = A(m, dye, o * m->C), *x = A(m, v->xe, o * m->C), *pre = A(m, v->pre, o * m->Fwe);
         void *g = A(m, dgl, o * m->Fe), *dp = A(m, dpre, o * m->Fwe);
         RT_TRY(OP->linear_dgrad(RT, g, dy, gpt_param(m, t2), n, m->Fe, m->C));
-        RT_TRY(OP->linear_wgrad(RT, gpt_grad(m, t2), b2 >= 0 ? gpt_grad(m, b2) : NULL, dy,
+        RT_TRY(OP->linear_wgrad(RT, gpt_grad(m, t2), gpt_grad(m, b2), dy,
                                 A(m, v->gl, o * m->Fe), n, m->Fe, m->C));
         RT_TRY(m->swiglu ? OP->swiglu_bwd(RT, dp, g, pre, n, m->Fe) : OP->gelu_bwd(RT, dp, g, pre, (long)n * m->Fe));
         RT_TRY(OP->linear_dgrad(RT, A(m, dxe, o * m->C), dp, gpt_param(m, t1), n, m->C, m->Fwe));
-        RT_TRY(OP->linear_wgrad(RT, gpt_grad(m, t1), b1 >= 0 ? gpt_grad(m, b1) : NULL, dp, x, n, m->C, m->Fwe));
+        RT_TRY(OP->linear_wgrad(RT, gpt_grad(m, t1), gpt_grad(m, b1), dp, x, n, m->C, m->Fwe));
     }
     drop(m, dgl), drop(m, dpre);
     return 0;
@@ -458,12 +457,10 @@ static int experts_bwd(gpt_t *m, int c, int l, moe_saved_t *v, const void *dye, 
 static int dispatch(gpt_t *m, moe_saved_t *v, const void *sent, void **out)
 {
     void *recv = (void *)sent;
-    long C = m->C, sc[m->ep], rcv[m->ep];
-    for (int p = 0; p < m->ep; p++)
-        sc[p] = v->scount[p] * C, rcv[p] = v->rcount[p] * C;
+    long C = m->C;
     if (!m->moe_ag) {
         RT_TRY(alloc_act(m, &recv, v->R * C));
-        RT_TRY(ep_alltoallv(m, recv, rcv, sent, sc, DT_ACT));
+        RT_TRY(ep_alltoallv(m, recv, v->rcount, sent, v->scount, C, DT_ACT));
     }
     RT_TRY(alloc_act(m, out, v->Rp * C));
     RT_TRY(OP->moe_gather(RT, *out, recv, v->sort_rows, NULL, v->Rp, m->C));
@@ -477,9 +474,7 @@ static int dispatch(gpt_t *m, moe_saved_t *v, const void *sent, void **out)
 static int undispatch(gpt_t *m, moe_saved_t *v, const void *rows, void **out)
 {
     void *back;
-    long C = m->C, sc[m->ep], rcv[m->ep];
-    for (int p = 0; p < m->ep; p++)
-        sc[p] = v->rcount[p] * C, rcv[p] = v->scount[p] * C;
+    long C = m->C;
     RT_TRY(alloc_act(m, &back, v->R * C));
     RT_TRY(OP->moe_gather(RT, back, rows, v->unsort_rows, NULL, v->R, m->C));
     if (m->moe_ag) { /* the rows stay: the combine takes them home */
@@ -487,7 +482,7 @@ static int undispatch(gpt_t *m, moe_saved_t *v, const void *rows, void **out)
         return 0;
     }
     RT_TRY(alloc_act(m, out, v->M * C));
-    RT_TRY(ep_alltoallv(m, *out, rcv, back, sc, DT_ACT));
+    RT_TRY(ep_alltoallv(m, *out, v->scount, back, v->rcount, C, DT_ACT));
     drop(m, back);
     return 0;
 }
