@@ -258,6 +258,19 @@ static int post_xfer(sim_t *S, int ent, int stream, int slot, const sched_xfer_t
 }
 
 /* Starts the op's current part (its first, or the next after a part). */
+/* A forward's or backward's extra time from the MoE routing imbalance,
+ * all its parts together: the busiest expert rank's share of this
+ * micro-batch's tokens over the even one (the draw, the same on every
+ * rank) on the ops that scale with it; 0 without imbalance. */
+static double moe_extra_s(const sim_t *S, const entity_t *e, const sched_op_t *op)
+{
+    if (S->job->moe_load_cv <= 0)
+        return 0;
+    const cost_chunk_t *c = &S->ct[e->stage * S->v + op->chunk];
+    return (moe_load_draw(S->job, S->opts->seed, e->stage, op->chunk, op->mb) - 1) *
+           (op->kind == SOP_FWD ? c->fwd_moe_s : c->bwd_moe_s);
+}
+
 static int start(sim_t *S, int ent, int stream, int slot)
 {
     entity_t *e = &S->e[ent];
@@ -274,9 +287,7 @@ static int start(sim_t *S, int ent, int stream, int slot)
         const cost_chunk_t *c = &S->ct[e->stage * S->v + op->chunk];
         double slow = op->kind == SOP_FWD || !S->opts->slow_forward_only ? e->factor : 1;
         double comp = (op->kind == SOP_FWD ? c->fwd_s : c->bwd_s) * slow / op->parts;
-        if (j->moe_load_cv > 0) /* the busiest expert rank's share of this micro-batch's tokens */
-            comp += (moe_load_draw(j, S->opts->seed, e->stage, op->chunk, op->mb) - 1) *
-                    (op->kind == SOP_FWD ? c->fwd_moe_s : c->bwd_moe_s) * slow / op->parts;
+        comp += moe_extra_s(S, e, op) * slow / op->parts;
         double tp = (op->kind == SOP_FWD ? c->fwd_tp_s : c->bwd_tp_s) / op->parts;
         /* Compute shares the GPU with DP collectives still running. */
         int64_t until = 0;
@@ -445,9 +456,8 @@ static int64_t a2a_ns(const sim_t *S, const entity_t *e, const sched_op_t *op)
         return 0;
     const cost_chunk_t *c = &S->ct[e->stage * S->v + op->chunk];
     double a = (op->kind == SOP_FWD ? c->fwd_a2a_s : c->bwd_a2a_s) / op->parts;
-    if (a > 0 && S->job->moe_load_cv > 0) /* a draw below the even load waits for nobody */
-        a += fmax(0, moe_load_draw(S->job, S->opts->seed, e->stage, op->chunk, op->mb) - 1) *
-             (op->kind == SOP_FWD ? c->fwd_moe_s : c->bwd_moe_s) / op->parts;
+    if (a > 0) /* a draw below the even load waits for nobody */
+        a += fmax(0, moe_extra_s(S, e, op)) / op->parts;
     return ns(a);
 }
 
