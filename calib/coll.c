@@ -119,9 +119,11 @@ static calib_stat_t time_coll(const calib_plan_t *p, const calib_coll_lib_t *lib
 {
     double bytes = b->count * 4.0, v[64];
     /* ~budget bytes per sample: a few ms at GB/s, enough to average the
-     * scheduler's noise out; at most 1000 calls of the smallest sizes */
+     * scheduler's noise out; at most 1000 calls of the smallest sizes (50
+     * with --tiny, the tests' grid: on the emulated NCCL 1000 calls of the
+     * 7 sizes below 1 KiB took 4-5 s per collective, 13 of the test's 37 s) */
     double budget = p->level == CALIB_FULL ? 256e6 : p->level == CALIB_QUICK ? 64e6 : 4e6;
-    int iters = (int)fmax(1, fmin(1000, budget / fmax(bytes, 1)));
+    int iters = (int)fmax(1, fmin(p->level == CALIB_TINY ? 50 : 1000, budget / fmax(bytes, 1)));
     int reps = p->reps > 64 ? 64 : p->reps;
     for (int i = 0; i < p->warmup * iters; i++)
         lib->run(impl, coll, b);
