@@ -492,16 +492,23 @@ double calib_llc_bytes(void)
     return best > 0 ? best : CALIB_LLC_DEFAULT_BYTES;
 }
 
+double calib_dram_cache_bytes(calib_level_t level)
+{
+    double llc = calib_llc_bytes();
+    return level == CALIB_TINY && llc > CALIB_TINY_CACHE_BYTES ? CALIB_TINY_CACHE_BYTES : llc;
+}
+
 /* Every kind from 4 KiB (LayerNorm: a few rows) by x4 up to the level's
  * top (1 GiB, 128 MiB --quick, 8 MiB --tiny). The copy stops short of
  * twice the last-level cache there and goes on from it by x2 up to
  * max(top, 8 x LLC): at least three DRAM-resident sizes, which the
- * memory-bandwidth fit (calib/profile.c) takes. */
+ * memory-bandwidth fit (calib/profile.c) takes (calib_dram_cache_bytes:
+ * --tiny's may be cached). */
 static void calib_bench_memory(const calib_plan_t *p, calib_table_t *t)
 {
     calib_mem_table(t);
     double top = p->level == CALIB_FULL ? 1 << 30 : p->level == CALIB_QUICK ? 1 << 27 : 1 << 23;
-    double dram = 2 * calib_llc_bytes();
+    double dram = 2 * calib_dram_cache_bytes(p->level);
     for (int kind = 0; kind < CALIB_MEM_KINDS; kind++)
         for (double b = 1 << 12; b <= top && (kind || b < dram); b *= 4)
             if (b >= calib_mem_bytes(kind == 5 ? 1 : kind, kind == 1 || kind == 2 || kind == 5 ? LN_C : 1, 4, LN_C))

@@ -246,6 +246,13 @@ extern const calib_device_t calib_cpu_device; /* bench.c, bench_mpi.c */
  * once its working set exceeds the cache). */
 #define CALIB_LLC_DEFAULT_BYTES (32.0 * (1 << 20))
 double calib_llc_bytes(void);
+/* The cache the CPU's copy sweep and its bandwidth fit start from (twice
+ * it): calib_llc_bytes, but at most CALIB_TINY_CACHE_BYTES with --tiny
+ * (the tests' grid, rough numbers: this VM reports a 480 MiB cache, and
+ * its copies of 0.9 to 3.8 GiB took 12 of --tiny's 13 s), whose copies
+ * may then be cache-resident. */
+#define CALIB_TINY_CACHE_BYTES (16.0 * (1 << 20))
+double calib_dram_cache_bytes(calib_level_t level);
 void calib_bench_collectives(const calib_plan_t *p, calib_table_t *t, int verbose);
 
 /* Slowdown of a GEMM on rank 0 while the other ranks all-reduce among

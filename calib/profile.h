@@ -50,7 +50,7 @@ typedef struct {
     calib_table_t sustained; /* a GEMM's clock and speed under sustained load (calib_sustained_table); may be empty */
     calib_job_shapes_t job; /* the job named on the command line, whose linear layers were timed too */
     int have_coll, nranks, ncores;
-    double llc_bytes;      /* copies of >= 2x this are DRAM-resident (calib_llc_bytes; a GPU's L2) */
+    double llc_bytes;      /* copies of >= 2x this are DRAM-resident (calib_dram_cache_bytes; a GPU's L2) */
     int hbm_fitted;        /* copy_gbps from the hbm_bw fit (else the largest copy's rate) */
     double comm_slowdown;  /* the overlap samples' fit (fit_overlap), or NAN: not measured */
     double peak_gflops, gap_us;

@@ -178,7 +178,7 @@ static const calib_device_t *open_device(int gpu, calib_result_t *r, char *err)
 {
     r->device = gpu;
     if (!gpu) {
-        r->llc_bytes = calib_llc_bytes();
+        r->llc_bytes = calib_dram_cache_bytes(r->level);
         return &calib_cpu_device;
     }
     int bad = calib_gpu_init(err, OPT_ERR_LEN) != 0, any = bad, bad0 = bad;

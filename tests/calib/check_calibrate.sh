@@ -255,9 +255,11 @@ PY
 echo "ok   the profile's efficiency curves are the fits' curves"
 
 # Memory bandwidth (fit_hbm): on the CPU a fit of copy time against bytes
-# over three or more DRAM-resident sizes, whose bandwidth is the profile's
-# hbm_gbps; its R^2 must show a line (loosely: a neighbour on a shared host
-# moves the points; in-cache sizes, several times faster, would bend it).
+# over three or more sizes of at least twice the last-level cache (--tiny:
+# of at most 16 MiB, calib_dram_cache_bytes, so they may be cached here),
+# whose bandwidth is the profile's hbm_gbps; its R^2 must show a line
+# (loosely: a neighbour on a shared host moves the points; sizes on both
+# sides of a cache's edge would bend it).
 python3 - "$dir/p.json" "$device" <<'PY' || fail "the memory-bandwidth fit is missing, poor, or not the profile's hbm_gbps"
 import json, sys
 p = json.load(open(sys.argv[1])); f = p['provenance']['fits']['hbm_bw']; hbm = p['gpu']['hbm_gbps']
