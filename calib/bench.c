@@ -470,7 +470,9 @@ static void mem_point(const calib_plan_t *p, calib_table_t *t, int kind, double 
         free(m.x[i]);
 }
 
-double calib_llc_bytes(void)
+#define CALIB_LLC_DEFAULT_BYTES (32.0 * (1 << 20)) /* when sysfs does not say */
+
+static double calib_llc_bytes(void)
 {
     double best = 0;
     for (int i = 0; i < 8; i++) {

@@ -240,14 +240,11 @@ typedef struct {
 
 extern const calib_device_t calib_cpu_device; /* bench.c, bench_mpi.c */
 
-/* The largest data or unified cache of cpu0 in bytes (sysfs), or
- * CALIB_LLC_DEFAULT_BYTES when the system does not say: copies of at least
- * twice it are DRAM-resident (a streaming copy under LRU misses every line
- * once its working set exceeds the cache). */
-#define CALIB_LLC_DEFAULT_BYTES (32.0 * (1 << 20))
-double calib_llc_bytes(void);
 /* The cache the CPU's copy sweep and its bandwidth fit start from (twice
- * it): calib_llc_bytes, but at most CALIB_TINY_CACHE_BYTES with --tiny
+ * it): the largest data or unified cache of cpu0 (sysfs; 32 MiB when the
+ * system does not say), whose twice is DRAM-resident (a streaming copy
+ * under LRU misses every line once its working set exceeds the cache),
+ * but at most CALIB_TINY_CACHE_BYTES with --tiny
  * (the tests' grid, rough numbers: this VM reports a 480 MiB cache, and
  * its copies of 0.9 to 3.8 GiB took 12 of --tiny's 13 s), whose copies
  * may then be cache-resident. */
