@@ -387,7 +387,9 @@ static void attn_point(const calib_plan_t *p, calib_table_t *t, int unfused, int
  * the top: other head counts (not --tiny), twice the heads at half the
  * size (the same width), GQA (a quarter of the KV heads), and at the top
  * a sliding window of a quarter of it. Unfused: the same sequences at nh
- * heads of 64. */
+ * heads of 64, then heads of 16, 32 and 128 at half the top: its GEMMs'
+ * time grows with the head size and its softmax's does not, which
+ * fit_softmax tells apart (calib/profile.c). */
 static void calib_bench_attention(const calib_plan_t *p, calib_table_t *t, calib_table_t *unfused)
 {
     calib_attn_table(t);
@@ -405,6 +407,9 @@ static void calib_bench_attention(const calib_plan_t *p, calib_table_t *t, calib
     attn_point(p, t, 0, top, nh, nh, 64, top / 4);
     for (int T = 16; T <= top; T *= 2)
         attn_point(p, unfused, 1, T, nh, nh, 64, 0);
+    for (int hs = 16; hs <= 128; hs *= 2)
+        if (hs != 64)
+            attn_point(p, unfused, 1, top / 2, nh, nh, hs, 0);
 }
 
 /* ---- memory-bound kernels ------------------------------------------------ */

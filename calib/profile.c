@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L /* gethostname */
 #include "calib/profile.h"
 
+#include "calib/profile_int.h"
 #include "model/cost.h"
 
 #include <gsl/gsl_fit.h>
@@ -15,7 +16,7 @@
 
 /* ---- fits ------------------------------------------------------------------ */
 
-static calib_fitrec_t *new_fit(calib_result_t *r, const char *name, const char *xn, const char *yn, int n)
+calib_fitrec_t *calib_new_fit(calib_result_t *r, const char *name, const char *xn, const char *yn, int n)
 {
     if (r->nfits == CALIB_MAX_FITS) { /* a programming error: the table is sized for every fit calib makes */
         fprintf(stderr, "%s:%d: more than CALIB_MAX_FITS (%d) fits; raise it in calib/profile.h\n", __FILE__, __LINE__,
@@ -33,7 +34,7 @@ static calib_fitrec_t *new_fit(calib_result_t *r, const char *name, const char *
 
 static double clamp(double v, double lo, double hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-static const calib_fitrec_t *find_fit(const calib_result_t *r, const char *name)
+const calib_fitrec_t *calib_find_fit(const calib_result_t *r, const char *name)
 {
     for (int i = 0; i < r->nfits; i++)
         if (!strcmp(r->fits[i].name, name))
@@ -44,7 +45,7 @@ static const calib_fitrec_t *find_fit(const calib_result_t *r, const char *name)
 /* y = b x by least squares through the origin (gsl_fit_mul) over f's
  * samples: lin.b, its standard error, R^2 against the mean, rms and the
  * residuals; lin.ok with at least 2 samples. */
-static void fit_through_origin(calib_fitrec_t *f)
+void calib_fit_through_origin(calib_fitrec_t *f)
 {
     int k = f->n;
     f->linear = f->slope = 1;
@@ -61,7 +62,7 @@ static void fit_through_origin(calib_fitrec_t *f)
 }
 
 /* The fit sampled at half decades from lo to hi (at most CURVE_MAX points). */
-static void sample_curve(curve_t *c, const calib_satfit_t *f, double lo, double hi)
+void calib_sample_curve(curve_t *c, const calib_satfit_t *f, double lo, double hi)
 {
     c->n = 0;
     for (double e = log10(lo); e <= log10(hi) + 1e-9 && c->n < CURVE_MAX; e += 0.5) {
@@ -78,7 +79,7 @@ static void sample_curve(curve_t *c, const calib_satfit_t *f, double lo, double 
 static void fit_mem_eff(calib_result_t *r, int lo, int hi)
 {
     const calib_table_t *t = &r->mem;
-    calib_fitrec_t *f = new_fit(r, "mem_eff", "bytes", "fraction of peak", t->n);
+    calib_fitrec_t *f = calib_new_fit(r, "mem_eff", "bytes", "fraction of peak", t->n);
     int m = 0;
     for (int i = 0; i < t->n; i++)
         if (calib_table_get(t, i, 0) >= lo && calib_table_get(t, i, 0) <= hi)
@@ -93,7 +94,7 @@ static void fit_mem_eff(calib_result_t *r, int lo, int hi)
  * shapes from 64 x 64 to 256 x 128. The CPU's reference GEMM has one, its
  * 4 x 4 register block. */
 static const int gpu_tiles[][2] = {{64, 64}, {128, 64}, {128, 128}, {256, 128}};
-static const int cpu_tiles[][2] = {{4, 4}};
+const int calib_cpu_tiles[1][2] = {{4, 4}};
 
 /* The memory fields of the profile calib_make_profile will write (hbm_gbps,
  * mem_eff, kernel_gap_us; attn_block_k 1 on a CPU, 0 on a GPU), once
@@ -102,15 +103,15 @@ static const int cpu_tiles[][2] = {{4, 4}};
  * (cost_gemm_acc_s, cost_attn_dkv_sum_s). gemm_acc_exposed = 1: the whole
  * accumulation. One static copy, rewritten by each call (the fits run on
  * one thread). */
-static const hw_t *mem_profile(const calib_result_t *r)
+const hw_t *calib_mem_profile(const calib_result_t *r)
 {
     static hw_t mem;
     memset(&mem, 0, sizeof mem);
-    const calib_fitrec_t *mf = find_fit(r, "mem_eff");
+    const calib_fitrec_t *mf = calib_find_fit(r, "mem_eff");
     mem.gpu.hbm_gbps = r->copy_gbps, mem.gpu.gemm_acc_exposed = 1, mem.gpu.kernel_gap_us = r->gap_us;
     mem.gpu.attn_block_k = r->device ? 0 : 1;
     if (mf && mf->sat.ok)
-        sample_curve(&mem.gpu.mem_eff, &mf->sat, 1e3, 1e10);
+        calib_sample_curve(&mem.gpu.mem_eff, &mf->sat, 1e3, 1e10);
     else
         mem.gpu.mem_eff.n = 1, mem.gpu.mem_eff.x[0] = 1, mem.gpu.mem_eff.y[0] = 1;
     return &mem;
@@ -132,9 +133,9 @@ static void fit_gemm(calib_result_t *r)
 {
     const calib_table_t *t = &r->gemm;
     int sms = r->device ? r->gpu.sm_count : r->ncores;
-    const int(*tiles)[2] = r->device ? gpu_tiles : cpu_tiles;
-    int ntiles = r->device ? (int)(sizeof gpu_tiles / sizeof gpu_tiles[0]) : (int)(sizeof cpu_tiles / sizeof cpu_tiles[0]);
-    const hw_t *mem = mem_profile(r);
+    const int(*tiles)[2] = r->device ? gpu_tiles : calib_cpu_tiles;
+    int ntiles = r->device ? (int)(sizeof gpu_tiles / sizeof gpu_tiles[0]) : (int)(sizeof calib_cpu_tiles / sizeof calib_cpu_tiles[0]);
+    const hw_t *mem = calib_mem_profile(r);
     double *m = calloc(t->n + 1, sizeof(double)), *n = calloc(t->n + 1, sizeof(double));
     double *fl = calloc(t->n + 1, sizeof(double)), *y = calloc(t->n + 1, sizeof(double));
     double *acc = calloc(t->n + 1, sizeof(double)), *time_s = calloc(t->n + 1, sizeof(double));
@@ -148,7 +149,7 @@ static void fit_gemm(calib_result_t *r)
         if (!pass2)
             m[k] = mi, n[k] = ni, fl[k] = calib_table_get(t, i, 3), y[k++] = fmin(1, calib_table_get(t, i, 7) / r->peak_gflops);
     }
-    calib_fitrec_t *a = new_fit(r, "gemm_acc", "fp32_accumulation_us", "time_beyond_curve_us", n2);
+    calib_fitrec_t *a = calib_new_fit(r, "gemm_acc", "fp32_accumulation_us", "time_beyond_curve_us", n2);
     a->linear = a->slope = 1;
     a->how = "through the origin (gsl_fit_mul): each weight-gradient GEMM's time beyond the other passes' curve "
              "against its fp32 accumulation's memory time (8 bytes per output element at hbm_gbps x mem_eff)";
@@ -164,10 +165,10 @@ static void fit_gemm(calib_result_t *r)
             a->x[k2] = acc[i] * 1e6, a->y[k2++] = (time_s[i] - f / (eff * r->peak_gflops * 1e9)) * 1e6;
         }
     a->n = k2;
-    fit_through_origin(a);
+    calib_fit_through_origin(a);
     if (a->lin.ok)
         r->gemm_acc_exposed = clamp(a->lin.b, 0, 1);
-    calib_fitrec_t *g = new_fit(r, "gemm_eff", "flops", "fraction of peak", t->n);
+    calib_fitrec_t *g = calib_new_fit(r, "gemm_eff", "flops", "fraction of peak", t->n);
     g->wave = calloc(t->n + 1, sizeof(double));
     for (int i = 0; i < t->n; i++) { /* step 3: every pass, pass 2 less its exposed accumulation */
         m[i] = calib_table_get(t, i, 0), n[i] = calib_table_get(t, i, 1), g->x[i] = calib_table_get(t, i, 3);
@@ -180,86 +181,9 @@ static void fit_gemm(calib_result_t *r)
     free(m), free(n), free(fl), free(y), free(acc), free(time_s);
 }
 
-/* The attention blocks tried on a GPU: kern_attention_*_cuda runs 64 rows
- * per thread block, FlashAttention-2 128 at head size 128. The CPU's
- * reference kernels go one query row (forward) or key row (backward) at a
- * time. */
-static const int gpu_attn_blocks[] = {32, 64, 128};
-static const int cpu_attn_blocks[] = {1};
-
-/* The wave model's slots for a pass's samples: on a GPU cost_attn_slots
- * of the profile's fields, as the model prices them; on a CPU its cores. */
-static int attn_slots(const calib_result_t *r, int bwd)
-{
-    hw_gpu_t g = {.sm_count = r->gpu.sm_count, .attn_slots_q = r->gpu.attn_slots_q,
-                  .attn_slots_k = r->gpu.attn_slots_k};
-    return r->device ? cost_attn_slots(&g, bwd) : r->ncores;
-}
-
-/* flash_fwd_eff or flash_bwd_eff with wave quantisation
- * (calib_fit_attn_waves): the samples run few heads (batch 1), so a GPU's
- * last wave is often poorly filled; the curve must not absorb that. */
-static void fit_attn(calib_result_t *r, int bwd)
-{
-    const calib_table_t *t = &r->attn;
-    calib_fitrec_t *f = new_fit(r, bwd ? "flash_bwd_eff" : "flash_fwd_eff", "flops", "fraction of peak", t->n);
-    double *bh = calloc(t->n + 1, sizeof(double)), *seq = calloc(t->n + 1, sizeof(double));
-    double *win = calloc(t->n + 1, sizeof(double));
-    f->wave = calloc(t->n + 1, sizeof(double));
-    const hw_t *mem = mem_profile(r);
-    int m = 0;
-    for (int i = 0; i < t->n; i++)
-        if (calib_table_get(t, i, 0) == bwd) {
-            double nh = calib_table_get(t, i, 2), group = nh / calib_table_get(t, i, 9), fl = calib_table_get(t, i, 4);
-            op_t op = {.kind = OP_ATTN, .batch = calib_table_get(t, i, 11) * nh, .attn_seq = calib_table_get(t, i, 1),
-                       .attn_d = calib_table_get(t, i, 3), .attn_bwd = bwd, .attn_group = group};
-            bh[m] = cost_attn_grid_heads(op.batch, group, bwd, 0), seq[m] = op.attn_seq;
-            win[m] = calib_table_get(t, i, 10);
-            /* GQA's backward on a GPU: less the memory pass that sums dK, dV (the model adds it back) */
-            double ts = fl / (calib_table_get(t, i, 8) * 1e9) - cost_attn_dkv_sum_s(mem, &op);
-            f->x[m] = fl, f->y[m++] = ts > 0 ? fmin(1, fl / ts * 1e-9 / r->peak_gflops) : 1;
-        }
-    f->n = m;
-    int sms = attn_slots(r, bwd);
-    const int *blocks = r->device ? gpu_attn_blocks : cpu_attn_blocks;
-    int nblocks = r->device ? (int)(sizeof gpu_attn_blocks / sizeof gpu_attn_blocks[0])
-                            : (int)(sizeof cpu_attn_blocks / sizeof cpu_attn_blocks[0]);
-    f->wfit = calib_fit_attn_waves(bh, seq, win, bwd, f->x, f->y, m, sms, blocks, nblocks, f->wave, f->resid);
-    f->sat = f->wfit.sat;
-    f->sat.ok = f->wfit.ok;
-    free(bh), free(seq), free(win);
-}
-
-/* flash_fwd_gdraws or flash_bwd_gdraws: the model adds a flash pass's
- * draws to its work before the wave loss (model/cost.c), so each
- * attention_dropout row's added time times the wave efficiency of its
- * shape (the block flash_*_eff chose) against its draws, through the
- * origin: the seconds per draw of a full grid. No rows: < 0. */
-static void fit_attn_draws(calib_result_t *r, int bwd)
-{
-    const calib_table_t *t = &r->attn_drop;
-    r->flash_gdraws[bwd] = -1;
-    if (t->n == 0)
-        return;
-    const calib_fitrec_t *ef = find_fit(r, bwd ? "flash_bwd_eff" : "flash_fwd_eff");
-    int sms = attn_slots(r, bwd), block = ef && ef->wfit.ok ? ef->wfit.tile_m : 0;
-    calib_fitrec_t *f = new_fit(r, bwd ? "flash_bwd_draws" : "flash_fwd_draws", "draws", "added_us_x_wave_eff", t->n);
-    f->how = "y = b x through the origin (gsl_fit_mul): the pass's time with dropout less without, times its wave "
-             "efficiency at the fitted block, against its draws (one per visible score); rate 1e-3 / b G/s";
-    int m = 0;
-    for (int i = 0; i < t->n; i++)
-        if (calib_table_get(t, i, 0) == bwd) {
-            double nh = calib_table_get(t, i, 3), group = nh / calib_table_get(t, i, 4);
-            double we = cost_attn_wave_eff(block, sms, cost_attn_grid_heads(calib_table_get(t, i, 1) * nh, group, bwd, 0),
-                                           calib_table_get(t, i, 2), calib_table_get(t, i, 6), bwd);
-            f->x[m] = calib_table_get(t, i, 9);
-            f->y[m++] = (calib_table_get(t, i, 8) - calib_table_get(t, i, 7)) * 1e6 * we;
-        }
-    f->n = m;
-    fit_through_origin(f);
-    if (f->lin.ok && f->lin.b > 0)
-        r->flash_gdraws[bwd] = 1e-3 / f->lin.b;
-}
+/* The largest GEMM the curves are sampled to: the GPU's grid reaches
+ * 16384^3 GEMMs (8.8e12 FLOPs). */
+double calib_top_flops(const calib_result_t *r) { return r->device ? 1e13 : 1e12; }
 
 static double col_max(const calib_table_t *t, int col, int sel, double want)
 {
@@ -295,7 +219,7 @@ static calib_fitrec_t *fit_coll(calib_result_t *r, int c, const char *regime, do
 {
     char name[48];
     snprintf(name, sizeof name, "%s_%s", calib_colls[c].name, regime);
-    calib_fitrec_t *f = new_fit(r, name, "size_bytes x bus factor", "time_us", r->coll.n);
+    calib_fitrec_t *f = calib_new_fit(r, name, "size_bytes x bus factor", "time_us", r->coll.n);
     f->linear = 1;
     int m = 0;
     for (int i = 0; i < r->coll.n; i++)
@@ -332,7 +256,7 @@ const char *const calib_math_fit_names[CALIB_MATH_RATES] = {"norm_rate", "gelu_r
 static void fit_dropout_rate(calib_result_t *r)
 {
     const calib_table_t *t = &r->mem;
-    calib_fitrec_t *f = new_fit(r, calib_math_fit_names[3], "draws", "time_beyond_layernorm_us", t->n);
+    calib_fitrec_t *f = calib_new_fit(r, calib_math_fit_names[3], "draws", "time_beyond_layernorm_us", t->n);
     f->how = "y = b x through the origin (gsl_fit_mul): LayerNorm with dropout's time less LayerNorm's over the same "
              "elements (memory kinds 5 and 1), against its draws (one per element)";
     int m = 0;
@@ -347,7 +271,7 @@ static void fit_dropout_rate(calib_result_t *r)
             }
     }
     f->n = m;
-    fit_through_origin(f);
+    calib_fit_through_origin(f);
     if (f->lin.ok && f->lin.b > 0)
         r->math_gelems[3] = 1e-3 / f->lin.b; /* draws per us -> 1e9 per s */
 }
@@ -366,7 +290,7 @@ static void fit_dropout_rate(calib_result_t *r)
  * at the largest size stands in, and the provenance says so. */
 static void fit_hbm(calib_result_t *r)
 {
-    calib_fitrec_t *f = new_fit(r, "hbm_bw", "bytes", "time_min_us", r->mem.n);
+    calib_fitrec_t *f = calib_new_fit(r, "hbm_bw", "bytes", "time_min_us", r->mem.n);
     f->linear = 1;
     f->how = "y = a + b x, y each copy's fastest sample, over the copies of >= 2x the last-level cache; a held in "
              "[0, the smallest copy's time], b by least squares through the origin of y - a (gsl_fit_mul); "
@@ -396,7 +320,7 @@ static void fit_memory_bound(calib_result_t *r)
     fit_mem_eff(r, 0, 0);
     fit_dropout_rate(r);
     for (int k = 0; k < 3; k++) {
-        calib_fitrec_t *f = new_fit(r, calib_math_fit_names[k], "elems", "time_us", r->mem.n);
+        calib_fitrec_t *f = calib_new_fit(r, calib_math_fit_names[k], "elems", "time_us", r->mem.n);
         f->linear = 1;
         int m = 0;
         for (int i = 0; i < r->mem.n; i++)
@@ -423,7 +347,7 @@ static void fit_overlap(calib_result_t *r)
     r->comm_slowdown = NAN;
     if (n == 0)
         return;
-    calib_fitrec_t *f = new_fit(r, "comm_slowdown", "bytes", "slowdown", n);
+    calib_fitrec_t *f = calib_new_fit(r, "comm_slowdown", "bytes", "slowdown", n);
     f->constant = 1;
     f->how = "y = a, the mean over the GEMM and all-reduce sizes of the overlap table (busy / alone - 1); "
              "residuals: each sample less the mean";
@@ -444,7 +368,7 @@ static void fit_overlap(calib_result_t *r)
 static void fit_kernel_gap(calib_result_t *r)
 {
     int gap_kernel = r->device ? 2 : 0;
-    calib_fitrec_t *g = new_fit(r, "kernel_gap", "bytes", "time_us", r->mem.n);
+    calib_fitrec_t *g = calib_new_fit(r, "kernel_gap", "bytes", "time_us", r->mem.n);
     g->linear = 1;
     int m = 0;
     for (int i = 0; i < r->mem.n; i++)
@@ -462,10 +386,7 @@ void calib_fit_all(calib_result_t *r, const calib_plan_t *p)
     fit_memory_bound(r); /* before fit_gemm and fit_attn, which take memory-bound parts off at its rates */
     fit_kernel_gap(r);
     fit_gemm(r);
-    fit_attn(r, 0);
-    fit_attn(r, 1);
-    fit_attn_draws(r, 0);
-    fit_attn_draws(r, 1);
+    calib_fit_attention(r);
     fit_overlap(r);
     if (!r->have_coll)
         return;
@@ -576,19 +497,18 @@ int calib_make_profile(const calib_result_t *r, const char *base_gpu, const char
     g->kernel_gap_us = r->gap_us;
     if (!isnan(r->comm_slowdown))
         g->comm_slowdown = clamp(r->comm_slowdown, 0, 1);
-    double top_flops = r->device ? 1e13 : 1e12; /* the GPU's grid reaches 16384^3 GEMMs: 8.8e12 FLOPs */
-    const calib_fitrec_t *gf = find_fit(r, "gemm_eff");
+    const calib_fitrec_t *gf = calib_find_fit(r, "gemm_eff");
     if (r->device && gf->wfit.ok) /* the tile whose waves explain the samples best */
         g->gemm_tile_m = gf->wfit.tile_m, g->gemm_tile_n = gf->wfit.tile_n;
-    const calib_fitrec_t *af = find_fit(r, "flash_fwd_eff"), *bf = find_fit(r, "flash_bwd_eff");
+    const calib_fitrec_t *af = calib_find_fit(r, "flash_fwd_eff"), *bf = calib_find_fit(r, "flash_bwd_eff");
     if (r->device && af->wfit.ok) /* the blocks whose waves explain the attention samples best */
         g->attn_block_q = af->wfit.tile_m;
     if (r->device && bf->wfit.ok)
         g->attn_block_k = bf->wfit.tile_m;
-    sample_curve(&g->gemm_eff, &gf->sat, 1e4, top_flops);
-    sample_curve(&g->flash_fwd_eff, &find_fit(r, "flash_fwd_eff")->sat, 1e4, top_flops);
-    sample_curve(&g->flash_bwd_eff, &find_fit(r, "flash_bwd_eff")->sat, 1e4, top_flops);
-    sample_curve(&g->mem_eff, &find_fit(r, "mem_eff")->sat, 1e3, 1e10);
+    calib_sample_curve(&g->gemm_eff, &gf->sat, 1e4, calib_top_flops(r));
+    calib_sample_curve(&g->flash_fwd_eff, &calib_find_fit(r, "flash_fwd_eff")->sat, 1e4, calib_top_flops(r));
+    calib_sample_curve(&g->flash_bwd_eff, &calib_find_fit(r, "flash_bwd_eff")->sat, 1e4, calib_top_flops(r));
+    calib_sample_curve(&g->mem_eff, &calib_find_fit(r, "mem_eff")->sat, 1e3, 1e10);
     if (r->host_stall_s >= 0)
         hw->cluster.host_stall_s = r->host_stall_s;
     if (r->flash1_rel > 0)
@@ -597,6 +517,14 @@ int calib_make_profile(const calib_result_t *r, const char *base_gpu, const char
     for (int k = 0; k < CALIB_MATH_RATES; k++)
         if (r->math_gelems[k] > 0)
             *rates[k] = clamp(r->math_gelems[k], 1e-6, 1e7);
+    double *softmax[2] = {&g->softmax_fwd_gelems, &g->softmax_bwd_gelems};
+    double *unfused[2] = {&g->unfused_fwd_rel, &g->unfused_bwd_rel};
+    for (int b = 0; b < 2; b++) {
+        if (r->softmax_gelems[b] > 0)
+            *softmax[b] = clamp(r->softmax_gelems[b], 1e-6, 1e7);
+        if (r->unfused_rel[b] > 0)
+            *unfused[b] = clamp(r->unfused_rel[b], 1e-3, 10);
+    }
     if (r->flash_gdraws[0] > 0)
         g->flash_fwd_gdraws = clamp(r->flash_gdraws[0], 1e-6, 1e7);
     if (r->flash_gdraws[1] > 0)

@@ -29,7 +29,7 @@ typedef struct {
     int n;
 } calib_fitrec_t;
 
-#define CALIB_MAX_FITS 32
+#define CALIB_MAX_FITS 40
 
 /* The memory-bound kinds after the copy (calib.h CALIB_MEM_KINDS: LayerNorm,
  * bias+GeLU, AdamW, dropout), each with a math-rate fit of this name;
@@ -63,6 +63,9 @@ typedef struct {
     double gemm_acc_exposed; /* the weight-gradient GEMMs' exposed share of their fp32 accumulation ("gemm_acc"
                                 fit, in [0, 1]), or < 0 */
     double math_gelems[CALIB_MATH_RATES]; /* LayerNorm, bias+GeLU, AdamW, dropout math rates (1e9 / s), or < 0 */
+    double softmax_gelems[2]; /* the unfused attention's forward and backward beyond its GEMMs, scores per
+                                 second (1e9 / s; fits softmax_fwd, softmax_bwd), or < 0 */
+    double unfused_rel[2];    /* its GEMMs' speed against gemm_eff's (fits unfused_*_gemm), with them */
     double ar_alpha_us, ar_bw_gbps, p2p_alpha_us; /* all-reduce and send/recv fits */
     calib_fitrec_t fits[CALIB_MAX_FITS];
     int nfits;

@@ -93,10 +93,11 @@ static cJSON *fit_json(const calib_fitrec_t *f)
         cJSON_AddNumberToObject(o, "r2", f->lin.r2);
         cJSON_AddNumberToObject(o, "rms_residual", f->lin.rms);
         cJSON_AddNumberToObject(o, "samples", f->lin.n);
-        if (!strcmp(f->xname, "draws")) { /* us per draw: the rate the profile takes */
+        int draws = !strcmp(f->xname, "draws");
+        if (draws || !strcmp(f->xname, "scores")) { /* us per draw or score: the rate the profile takes */
             double se, rate = fit_rate(f, &se);
-            cJSON_AddNumberToObject(o, "rate_gdraws", rate);
-            cJSON_AddNumberToObject(o, "rate_se_gdraws", se);
+            cJSON_AddNumberToObject(o, draws ? "rate_gdraws" : "rate_gscores", rate);
+            cJSON_AddNumberToObject(o, draws ? "rate_se_gdraws" : "rate_se_gscores", se);
         }
     } else if (f->linear) {
         cJSON_AddStringToObject(o, "model", f->how ? f->how : "y = a + b x (gsl_fit_linear)");
@@ -362,9 +363,12 @@ static void print_fit(const calib_fitrec_t *f)
     if (f->constant)
         printf("  %-22s %9.4f +- %.4f (mean)   rms %.4f  (%d samples)\n", f->name, f->lin.a, f->lin.se_a, f->lin.rms,
                f->lin.n);
-    else if (f->slope && !strcmp(f->xname, "draws"))
-        printf("  %-22s rate %9.3f +- %.3f G draws/s (1 / slope)   R^2 %.4f  rms %.3g us  (%d samples)\n", f->name,
-               rate, se, f->lin.r2, f->lin.rms, f->lin.n);
+    else if (f->slope && (!strcmp(f->xname, "draws") || !strcmp(f->xname, "scores")))
+        printf("  %-22s rate %9.3f +- %.3f G %s/s (1 / slope)   R^2 %.4f  rms %.3g us  (%d samples)\n", f->name,
+               rate, se, f->xname, f->lin.r2, f->lin.rms, f->lin.n);
+    else if (f->slope && !strcmp(f->xname, "gemms_priced_us"))
+        printf("  %-22s slope %9.4f +- %.4f (the GEMMs' speed against gemm_eff: 1 / slope)   R^2 %.4f  rms %.3g us  "
+               "(%d samples)\n", f->name, f->lin.b, f->lin.se_b, f->lin.r2, f->lin.rms, f->lin.n);
     else if (f->slope)
         printf("  %-22s slope %9.4f +- %.4f (the profile holds it in [0, 1])   R^2 %.4f  rms %.3g us  (%d samples)\n",
                f->name, f->lin.b, f->lin.se_b, f->lin.r2, f->lin.rms, f->lin.n);

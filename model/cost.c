@@ -324,6 +324,31 @@ double cost_grad_norm_sync_s(const hw_t *hw, const job_t *job)
 
 static double op_once_s(const hw_t *hw, const job_t *job, const op_t *op);
 
+/* The math rate an ELEM op of this kind is bound by, billions of elements
+ * per second; 0: bytes only (a stream, or a softmax rate not measured). */
+static double elem_gelems(const hw_gpu_t *g, elem_kind_t kind)
+{
+    switch (kind) {
+    case ELEM_NORM:
+        return g->norm_gelems;
+    case ELEM_GELU:
+        return g->gelu_gelems;
+    case ELEM_SOFTMAX_FWD:
+        return g->softmax_fwd_gelems;
+    case ELEM_SOFTMAX_BWD:
+        return g->softmax_bwd_gelems;
+    default:
+        return 0;
+    }
+}
+
+/* An unfused attention GEMM's speed against gemm_eff's (1 for the rest). */
+static double unfused_rel(const hw_gpu_t *g, const op_t *op)
+{
+    double rel = op->unfused_attn == 1 ? g->unfused_fwd_rel : op->unfused_attn == 2 ? g->unfused_bwd_rel : 0;
+    return rel > 0 ? rel : 1;
+}
+
 double cost_op_s(const hw_t *hw, const job_t *job, const op_t *op)
 {
     return op_runs(op) * op_once_s(hw, job, op);
@@ -333,15 +358,14 @@ static double op_once_s(const hw_t *hw, const job_t *job, const op_t *op)
 {
     switch (op->kind) {
     case OP_GEMM:
-        return cost_gemm_prec_s(hw, job, op->m, op->n, op->k, op->batch, op->fp8) +
+        return cost_gemm_prec_s(hw, job, op->m, op->n, op->k, op->batch, op->fp8) / unfused_rel(&hw->gpu, op) +
                (op->acc_fp32 ? cost_gemm_acc_s(hw, op->m, op->n, op->batch) : 0) +
                (op->cast_elems > 0 ? cost_elem_s(hw, op->cast_elems * (job_weight_bytes(job) + 1)) : 0);
     case OP_ATTN:
         return cost_attn_s(hw, op);
     case OP_ELEM: { /* the draws add to the kernel's time */
-        double math = op->elem_kind == ELEM_STREAM ? 0
-                      : op->elems / ((op->elem_kind == ELEM_NORM ? hw->gpu.norm_gelems : hw->gpu.gelu_gelems) * 1e9);
-        return elem_time_s(hw, op->bytes, math) + cost_draws_s(hw, op->draws);
+        double rate = elem_gelems(&hw->gpu, op->elem_kind);
+        return elem_time_s(hw, op->bytes, rate > 0 ? op->elems / (rate * 1e9) : 0) + cost_draws_s(hw, op->draws);
     }
     case OP_COLL: {
         group_layout_t g = cost_group_layout(job, hw, op->group);

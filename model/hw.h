@@ -46,6 +46,19 @@ typedef struct {
      * its elements at this rate: far above bandwidth on a GPU, the bound on
      * a CPU's scalar reference code (tanh, sqrt, division). */
     double norm_gelems, gelu_gelems, optim_gparams;
+    /* The unfused attention's work over its scores beyond its GEMMs (scale,
+     * mask, max, exp, sum; backward: the softmax's Jacobian), billions of
+     * scores per second, forward and backward: calibration fits them from
+     * its unfused samples (calib/profile.c fit_softmax); the CPU's
+     * reference kernel spends about 190 us on a 32K-score softmax that a
+     * copy's bandwidth prices at 6. 0: not charged (a GPU's fused
+     * scale-mask-softmax is bound by its bytes; the built-in profiles). */
+    double softmax_fwd_gelems, softmax_bwd_gelems;
+    /* The unfused attention's GEMMs' speed as a fraction of gemm_eff's,
+     * forward and backward, fitted with the softmax rates: the CPU's
+     * reference runs them a row at a time at about half kern_gemm_ref's
+     * speed. 0: 1 (the built-in profiles: cuBLAS's batched GEMMs). */
+    double unfused_fwd_rel, unfused_bwd_rel;
     /* Dropout mask draws (Philox4x32-10), billions per second, charged on
      * the ops that draw: an elementwise kernel's (the hidden dropouts'
      * forward) at dropout_gdraws, added to the longer of its bytes and its

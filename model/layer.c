@@ -206,6 +206,45 @@ static void cp_attention(builder_t *b, int bwd)
     }
 }
 
+/* One of the unfused attention's batched GEMMs (pass 1 forward, 2
+ * backward: the profile's unfused_*_rel). */
+static void attn_gemm(builder_t *b, const char *name, int pass, double m, double n, double k, double bh)
+{
+    push(b, (op_t){.kind = OP_GEMM, .name = name, .unfused_attn = pass, .m = m, .n = n, .k = k, .batch = bh,
+                   .pair = -1});
+}
+
+/* Unfused: scores over all s x s pairs (the mask does not save work), the
+ * softmax bound by its bytes or by the profile's softmax rates over the
+ * scores; the dropout pass (read, write, 1-byte mask) only with a dropout. */
+static void unfused_attention(builder_t *b, int bwd, double bh, double s, double d, int drop)
+{
+    double scores = bh * s * s, sq = scores * b->wb;
+    if (!bwd) {
+        attn_gemm(b, "qk", 1, s, s, d, bh);
+        elem_math(b, "softmax", ELEM_SOFTMAX_FWD, 2 * sq, scores); /* scale-mask-softmax: read, write */
+        if (drop) /* every score's mask drawn, kept for the backward */
+            elem_draw(b, "attn_dropout", ELEM_STREAM, 2 * sq + sq / b->wb, 0, scores);
+        attn_gemm(b, "pv", 1, s, d, s, bh);
+        return;
+    }
+    attn_gemm(b, "pv_dgrad", 2, s, s, d, bh);
+    attn_gemm(b, "pv_wgrad", 2, s, d, s, bh);
+    if (drop)
+        elem(b, "attn_dropout_bwd", 2 * sq + sq / b->wb);
+    elem_math(b, "softmax_bwd", ELEM_SOFTMAX_BWD, 3 * sq, scores); /* read P and dP, write dS */
+    attn_gemm(b, "qk_dgrad_q", 2, s, d, s, bh);
+    attn_gemm(b, "qk_dgrad_k", 2, s, d, s, bh);
+}
+
+int layer_unfused_attention_ops(double bh, double s, double d, double wb, int bwd, op_t *ops)
+{
+    builder_t b = {.ops = ops, .wb = wb};
+    memset(ops, 0, sizeof(op_t) * LAYER_MAX_OPS);
+    unfused_attention(&b, bwd, bh, s, d, 0);
+    return b.n;
+}
+
 static void attention_core(builder_t *b, int bwd)
 {
     const job_t *j = b->j;
@@ -215,29 +254,10 @@ static void attention_core(builder_t *b, int bwd)
         cp_attention(b, bwd);
         return;
     }
-    if (attn_is_flash(j->attention)) {
+    if (attn_is_flash(j->attention))
         flash(b, bwd, bh, s, j->window);
-        return;
-    }
-    /* Unfused: scores over all s x s pairs (the mask does not save work);
-     * the dropout pass (read, write, 1-byte mask) only with a dropout. */
-    double sq = bh * s * s * b->wb;
-    int drop = j->attention_dropout > 0;
-    if (!bwd) {
-        push(b, (op_t){.kind = OP_GEMM, .name = "qk", .m = s, .n = s, .k = d, .batch = bh, .pair = -1});
-        elem(b, "softmax", 2 * sq);          /* scale-mask-softmax: read, write */
-        if (drop) /* every score's mask drawn, kept for the backward */
-            elem_draw(b, "attn_dropout", ELEM_STREAM, 2 * sq + sq / b->wb, 0, bh * s * s);
-        push(b, (op_t){.kind = OP_GEMM, .name = "pv", .m = s, .n = d, .k = s, .batch = bh, .pair = -1});
-        return;
-    }
-    push(b, (op_t){.kind = OP_GEMM, .name = "pv_dgrad", .m = s, .n = s, .k = d, .batch = bh, .pair = -1});
-    push(b, (op_t){.kind = OP_GEMM, .name = "pv_wgrad", .m = s, .n = d, .k = s, .batch = bh, .pair = -1});
-    if (drop)
-        elem(b, "attn_dropout_bwd", 2 * sq + sq / b->wb);
-    elem(b, "softmax_bwd", 3 * sq);          /* read P and dP, write dS */
-    push(b, (op_t){.kind = OP_GEMM, .name = "qk_dgrad_q", .m = s, .n = d, .k = s, .batch = bh, .pair = -1});
-    push(b, (op_t){.kind = OP_GEMM, .name = "qk_dgrad_k", .m = s, .n = d, .k = s, .batch = bh, .pair = -1});
+    else
+        unfused_attention(b, bwd, bh, s, d, j->attention_dropout > 0);
 }
 
 /* Widths of the column-parallel (input) and row-parallel (output) GEMMs. */

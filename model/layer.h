@@ -22,6 +22,11 @@ int layer_ops(const job_t *job, pass_t pass, op_t *ops);
  * the router, the experts and the shared expert, model/moe.h). */
 int layer_ops_of(const job_t *job, pass_t pass, int moe, op_t *ops);
 
+/* The unfused attention's ops alone (no dropout): bh sequences x heads of
+ * s tokens and head size d, wb bytes per element; what calibration takes
+ * off its unfused samples to fit the softmax rates (calib/profile.c). */
+int layer_unfused_attention_ops(double bh, double s, double d, double wb, int bwd, op_t *ops);
+
 /* Bytes of the activation passed between pipeline stages per micro-batch
  * on one GPU (split by TP with sequence parallelism, Megatron's scatter-
  * gather optimisation otherwise). */

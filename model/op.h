@@ -23,9 +23,10 @@ typedef enum {
  * chunked and pipelined with the paired GEMM (--tp-comm-overlap). */
 typedef enum { OVL_NONE, OVL_ASYNC, OVL_CHUNKED } overlap_t;
 /* What an ELEM op computes per element: streaming only (copies, dropout,
- * residual adds, softmax), residual + LayerNorm, or bias + GeLU; the last
- * two are also bound by the profile's math rates (hw.h). */
-typedef enum { ELEM_STREAM, ELEM_NORM, ELEM_GELU } elem_kind_t;
+ * residual adds), residual + LayerNorm, bias + GeLU, or the unfused
+ * attention's softmax forward or backward over its scores; all but the
+ * first are also bound by the profile's math rates (hw.h). */
+typedef enum { ELEM_STREAM, ELEM_NORM, ELEM_GELU, ELEM_SOFTMAX_FWD, ELEM_SOFTMAX_BWD } elem_kind_t;
 
 typedef struct {
     op_kind_t kind;
@@ -41,7 +42,7 @@ typedef struct {
     double attn_group;    /* ATTN: query heads per KV head (GQA; 1 or 0: MHA) */
     double bytes;         /* ELEM: bytes read + written; COLL/P2P: tensor bytes
                              (all-gather output, reduce-scatter input) */
-    double elems;         /* ELEM: elements computed (NORM, GELU) */
+    double elems;         /* ELEM: elements computed (NORM, GELU, SOFTMAX: the scores) */
     double draws;         /* ELEM, ATTN: dropout mask draws (hw dropout_gdraws, flash_*_gdraws) */
     elem_kind_t elem_kind;
     coll_t coll;
@@ -51,6 +52,7 @@ typedef struct {
     int acc_fp32;         /* GEMM: C += A B into fp32 (a weight gradient into its fp32 main
                              gradient): cost_gemm_acc_s on top of the product */
     int fp8;              /* GEMM: FP8 inputs at the FP8 peak (--fp8-format) */
+    int unfused_attn;     /* GEMM of the unfused attention: 1 forward, 2 backward (hw unfused_*_rel) */
     int moe_load;         /* its time grows with the tokens the busiest expert rank gets (MoE routing
                              imbalance, model/moe.h: the dispatch, the experts, the combine) */
     int repeat;           /* runs this many times in a row (0 or 1: once); cost_op_s prices them all, and

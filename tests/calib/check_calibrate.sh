@@ -129,6 +129,30 @@ if sys.argv[2] == 'cpu':
 PY
 echo "ok   the profile carries the executor's terms (and, on the CPU, measured math rates)"
 
+# The unfused attention's softmax rates and GEMM speed (calib/profile_attn.c
+# fit_softmax): the profile's fields are the fits' (1e-3 / slope; 1 / slope),
+# or 0 where a fit found nothing to charge. On the CPU, whose samples span
+# four head sizes, the forward's GEMMs run below kern_gemm_ref's speed (the
+# reference does them a row at a time: 0.55 here, 2026-11-29) and its
+# exponentials cost something per score.
+python3 - "$dir/p.json" "$device" "${MEGASIM_SANITIZED:-}" <<'PY' || fail "the softmax fits are missing or not the profile's"
+import json, sys
+p = json.load(open(sys.argv[1])); g, fits = p['gpu'], p['provenance']['fits']
+for pass_ in ('fwd', 'bwd'):
+    s, u = fits['softmax_' + pass_], fits['unfused_%s_gemm' % pass_]
+    want_rate = 1e-3 / s['slope'] if s['slope'] > 0 else 0
+    want_rel = 1 / u['slope'] if u['slope'] > 0 else 0
+    got = (g['softmax_%s_gelems' % pass_], g['unfused_%s_rel' % pass_])
+    print('     %s: softmax %.4g G scores/s, GEMMs at %.3f of gemm_eff (%d samples, R^2 %.4f); expected the fits\' '
+          '%.4g and %.3f' % (pass_, got[0], got[1], s['samples'], s['r2'], want_rate, want_rel))
+    assert s['samples'] >= 2 and abs(got[0] - want_rate) <= 1e-9 * max(1, want_rate)
+    assert abs(got[1] - min(10, want_rel)) <= 1e-9
+if sys.argv[2] == 'cpu' and not sys.argv[3]:
+    print('     CPU forward: expected its GEMMs below gemm_eff (rel < 1) and a positive softmax rate')
+    assert 0 < g['unfused_fwd_rel'] < 1 and g['softmax_fwd_gelems'] > 0
+PY
+echo "ok   the unfused attention's softmax rates and GEMM speed are the fits'"
+
 # The raw samples (h5dump: no h5py needed): every linear layer's GEMM timed
 # in its three passes (forward, backward dinp, backward dweight, as the
 # backend runs them), and the attention sweep's window, GQA and second

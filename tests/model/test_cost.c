@@ -2,6 +2,7 @@
  * on the built-in profiles, and the group layouts of Megatron's rank order. */
 #include "model/cost.h"
 #include "model/estimate.h"
+#include "model/layer.h"
 #include "../check.h"
 
 #include <math.h>
@@ -215,6 +216,26 @@ int main(void)
     check_rel("CPU-like LayerNorm with its dropout: elements / rate + draws / rate",
               el / 0.5e9 + el / 0.113e9 + hw.gpu.kernel_gap_us * 1e-6, cost_op_s(&cpu, &j, &ln), 1e-12,
               "math and draws in one kernel, longer than its bytes");
+    /* The unfused attention on a CPU-like profile (calib/profile_attn.c
+     * fit_softmax, 2026-11-29: 0.44 G scores/s, GEMMs at 0.55 of gemm_eff):
+     * its softmax over the 8 x 64 x 64 scores of the tiny GPT at the rate,
+     * above its bytes; its GEMMs at gemm_eff's time / 0.55; the backward's
+     * at its own rel; neither changed at the built-in profiles' 0. */
+    op_t ops[LAYER_MAX_OPS];
+    int nu = layer_unfused_attention_ops(8, 64, 16, 4, 0, ops);
+    const op_t *sm = &ops[1], *qk = &ops[0];
+    hw_t cpu2 = cpu;
+    cpu2.gpu.softmax_fwd_gelems = 0.44, cpu2.gpu.unfused_fwd_rel = 0.55;
+    check_rel("unfused attention forward: qk, softmax, pv", 3, nu, 0, "model/layer.c unfused_attention");
+    check_rel("softmax at 0 (built-in): its bytes", cost_elem_s(&cpu, sm->bytes), cost_op_s(&cpu, &j, sm), 1e-12,
+              "ELEM_SOFTMAX_FWD, softmax_fwd_gelems 0");
+    check_rel("softmax at 0.44 G scores/s: scores / rate + gap", 8 * 64 * 64 / 0.44e9 + hw.gpu.kernel_gap_us * 1e-6,
+              cost_op_s(&cpu2, &j, sm), 1e-12, "32,768 scores, longer than their 256 KiB");
+    check_rel("unfused forward GEMM at unfused_fwd_rel 0.55: gemm_eff's time / 0.55",
+              cost_op_s(&cpu, &j, qk) / 0.55, cost_op_s(&cpu2, &j, qk), 1e-12, "model/cost.c unfused_rel");
+    layer_unfused_attention_ops(8, 64, 16, 4, 1, ops);
+    check_rel("unfused backward GEMM: the forward's rel does not apply", cost_op_s(&cpu, &j, &ops[0]),
+              cost_op_s(&cpu2, &j, &ops[0]), 1e-12, "unfused_bwd_rel 0: 1");
     op_t atd = {.kind = OP_ATTN, .batch = 16, .attn_d = 128, .attn_keys = 2048.0 * 2049 / 2};
     op_t atd1 = atd;
     atd1.draws = 16 * atd.attn_keys;
