@@ -39,6 +39,9 @@ static const opt_def compare_defs[] = {
     {"hardware", OPT_STR, CO(hardware), 1, 255, "", 0, "compare",
      "simulate the run's job on this hardware profile (calibrate's, say) instead of the one the run recorded; "
      "its sections replace the run's --gpu/--cluster profiles, the run's overrides still apply"},
+    {"moe-load-cv", OPT_ENUM, CO(cv_from), 0, 0, "run", "run|job", "compare",
+     "an MoE run's routing imbalance in the in-process simulation: run, the experts' token-load CV the run "
+     "measured (the mean of its steps after the first) where the job gave no --moe-expert-load-cv; job, the job's"},
     {"ranks-shown", OPT_INT, CO(ranks_shown), 1, 1000000, "16", 0, "compare",
      "per-rank rows printed; with more ranks, the largest differences first"},
     {"help", OPT_BOOL, CO(help), 0, 1, "false", 0, "compare", "show this help"},

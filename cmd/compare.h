@@ -17,8 +17,12 @@
  * overflowed the per-iteration tally). */
 #define CMP_MAX_ITERATION 16777215
 
+/* Which routing imbalance the in-process simulation prices (--moe-load-cv). */
+typedef enum { CMP_CV_RUN, CMP_CV_JOB } cmp_cv_from_t;
+
 typedef struct {
     int json, ranks_shown, help;
+    int cv_from;          /* cmp_cv_from_t */
     char plot[1000], plots_dir[1024];
     char hardware[256]; /* simulate on this profile rather than the run's */
 } compare_opts_t;
@@ -40,6 +44,7 @@ typedef struct {
 typedef struct {
     int32_t step;
     double step_time_s;
+    double moe_load_cv;   /* the experts' token-load CV the step measured (0 where the file has no such column) */
 } step_row_t;
 
 /* One side of the comparison, as read from a file or simulated. */
@@ -77,6 +82,8 @@ typedef struct {
     side_t meas, sim;
     unsigned char *rank_on; /* [num_gpus]: ranks the per-op means cover */
     int sim_folded, sim_ntraced;
+    double cv_measured;   /* the run's mean expert-load CV (the steps the means cover), or 0 */
+    int cv_priced;        /* the in-process simulation priced cv_measured in place of the job's 0 */
     stats_t sm, ss;       /* measured, simulated */
     char prefix[1024];
     int drawn;            /* PNG and SVG written */

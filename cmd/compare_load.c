@@ -24,7 +24,7 @@ static const plot_col_t op_cols[] = {OC(rank, 1),      OC(stream, 1),  OC(kind, 
 #define KC(f, i) {#f, offsetof(rank_row_t, f), i}
 static const plot_col_t rank_cols[] = {KC(rank, 1), KC(stands_for, 1), KC(end_s, 0)};
 #define SC(f, i) {#f, offsetof(step_row_t, f), i}
-static const plot_col_t step_cols[] = {SC(step, 1), SC(step_time_s, 0)};
+static const plot_col_t step_cols[] = {SC(step, 1), SC(step_time_s, 0), SC(moe_load_cv, 0)};
 
 /* ---- reading result files -------------------------------------------- */
 
@@ -81,12 +81,14 @@ static int read_side(hid_t f, const char *path, side_t *s, char *err)
     return 0;
 }
 
-static double mean_step(const cmp_t *c)
+/* The mean of a step column (its time, or its load CV) over the steps
+ * after the first, or the one step. */
+static double mean_step(const cmp_t *c, int load_cv)
 {
     long a = c->nsteps > 1 ? 1 : 0;
     double sum = 0;
     for (long i = a; i < c->nsteps; i++)
-        sum += c->steps[i].step_time_s;
+        sum += load_cv ? c->steps[i].moe_load_cv : c->steps[i].step_time_s;
     return sum / (double)(c->nsteps - a);
 }
 
@@ -96,8 +98,10 @@ static int read_run(cmp_t *c, char *err)
     void *steps;
     if (open_kind(c->run_path, "measurement", &f, &c->config, err))
         return -1;
+    int cv = plot_has_column(f, "/iterations", "moe_load_cv") > 0; /* files from before 2026-11-29: none */
     int rc = read_side(f, c->run_path, &c->meas, err) ||
-             need_table(f, c->run_path, "/iterations", step_cols, 2, sizeof(step_row_t), &steps, &c->nsteps, err);
+             need_table(f, c->run_path, "/iterations", step_cols, 2 + cv, sizeof(step_row_t), &steps, &c->nsteps,
+                        err);
     if (!rc)
         c->steps = steps;
     if (!rc && c->nsteps < 1) {
@@ -110,8 +114,14 @@ static int read_run(cmp_t *c, char *err)
                      c->run_path, i, c->steps[i].step_time_s);
             rc = -1;
         }
+    for (long i = 0; !rc && i < c->nsteps; i++)
+        if (!(isfinite(c->steps[i].moe_load_cv) && c->steps[i].moe_load_cv >= 0)) {
+            snprintf(err, OPT_ERR_LEN, "%s: /iterations row %ld: moe_load_cv = %g is not a coefficient of variation "
+                     "(finite, at least 0)", c->run_path, i, c->steps[i].moe_load_cv);
+            rc = -1;
+        }
     if (!rc)
-        c->meas.iteration_s = mean_step(c);
+        c->meas.iteration_s = mean_step(c, 0), c->cv_measured = mean_step(c, 1);
     H5Fclose(f);
     return rc ? -1 : 0;
 }
@@ -363,10 +373,23 @@ static void stats_of(const cmp_t *c, const side_t *s, stats_t *st)
     free(seen_rank);
 }
 
+/* --moe-load-cv run: an MoE job that gave no imbalance simulated at the
+ * one its run measured (the model's CV and the run's are the same
+ * statistic: the experts' token loads in a micro-batch, model/moe.h). */
+static void price_measured_cv(cmp_t *c)
+{
+    if (c->sim_path || c->o.cv_from != CMP_CV_RUN || c->job.num_experts <= 0 || c->job.moe_load_cv > 0 ||
+        c->cv_measured <= 0)
+        return;
+    c->job.moe_load_cv = fmin(c->cv_measured, 10); /* the flag's range */
+    c->cv_priced = 1;
+}
+
 static int load(cmp_t *c, char *err)
 {
     if (read_run(c, err) || rebuild_job(c, err) || check_rows(c, &c->meas, c->run_path, 1, err))
         return -1;
+    price_measured_cv(c);
     if (c->sim_path ? read_sim(c, err) || check_rows(c, &c->sim, c->sim_path, 0, err) : simulate(c, err))
         return -1;
     if (pick_ranks(c, err))

@@ -213,6 +213,12 @@ static void print_header(const cmp_t *c)
         printf("the run's GPUs: SM clock %.0f MHz, %.0f W per GPU, at the power cap in %.0f%% of %.0f NVML reads "
                "(steps after the first)\n", run_num(c, "sm_clock_mhz"), run_num(c, "power_w"),
                100 * run_num(c, "power_capped_fraction"), run_num(c, "clock_reads"));
+    if (c->cv_priced)
+        printf("experts' routing imbalance: simulated at the run's measured token-load CV %.3f (the mean of the "
+               "steps after the first; the job gave none: --moe-load-cv job prices the job's 0)\n", j->moe_load_cv);
+    else if (j->num_experts > 0)
+        printf("experts' routing imbalance: simulated at the job's CV %.3f; the run measured %.3f\n", j->moe_load_cv,
+               c->cv_measured);
     if (c->sim_path && (c->sim_folded || c->sim_ntraced < j->num_gpus))
         printf("note: %s is %s and traces %d of %d ranks; per-op and per-stream means cover those ranks only\n",
                c->sim_path, c->sim_folded ? "folded" : "unfolded", c->sim_ntraced, j->num_gpus);
@@ -473,6 +479,12 @@ cJSON *cmp_json_report(const cmp_t *c)
     cJSON_AddStringToObject(o, "simulation",
                             c->sim_path ? c->sim_path : "in-process: unfolded, alpha-beta, every rank traced");
     cJSON_AddItemToObject(o, "iteration", json_iteration(c));
+    if (c->job.num_experts > 0) { /* the imbalance the simulation priced, and the run's */
+        cJSON *m = cJSON_AddObjectToObject(o, "moe_load_cv");
+        add_num(m, "simulated", c->job.moe_load_cv);
+        add_num(m, "measured", c->cv_measured);
+        cJSON_AddStringToObject(m, "simulated_from", c->cv_priced ? "run" : "job");
+    }
     cJSON_AddItemToObject(o, "op_classes", json_kinds(c));
     if (c->sm.a2a_n > 0 || c->ss.a2a_n > 0) { /* inside fwd and bwd: not one of the classes that sum to the step */
         cJSON *a = cJSON_AddObjectToObject(o, "all_to_all");

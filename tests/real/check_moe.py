@@ -158,11 +158,15 @@ def all_to_all():
     """compare's all-to-all class: the run's forwards and backwards carry
     the time of their all-to-alls (a2a_s), the simulation the cost of the
     same exchanges; both present and each below its side's fwd + bwd
-    time; a dense run has none."""
+    time; a dense run has none. And the imbalance compare prices: the
+    run's measured load CV (its steps after the first) where the job gave
+    none, the job's 0 with --moe-load-cv job."""
     with tempfile.TemporaryDirectory(prefix="megasim-moe-") as d:
         for args, name in ((MOE + ["--expert-model-parallel-size", "2"], "EP 2"), ([], "dense")):
             h5 = os.path.join(d, "r.h5")
-            cr.run(2, args + ["--out", h5], iters=2)
+            steps, _ = cr.run(2, args + ["--out", h5], iters=2)
+            if name == "EP 2":
+                load_cv(h5, steps, d)
             p = subprocess.run([cr.MEGASIM, "compare", h5, "--json", "--plot", os.path.join(d, "c")],
                                capture_output=True, text=True)
             rep = json.loads(p.stdout)
@@ -176,6 +180,20 @@ def all_to_all():
                 want = f"0 < all_to_all < fwd + bwd per rank per iteration ({busy})"
             cr.failures += not ok
             print(f"{'ok  ' if ok else 'FAIL'} compare --json of a 2-rank run, {name}: expected {want}, got {a}")
+
+
+def load_cv(h5, steps, d):
+    want = steps[1]["moe_load_cv"]  # the mean of the steps after the first: step 2 of 2
+    for flag, src, cv in (([], "run", want), (["--moe-load-cv", "job"], "job", 0.0)):
+        p = subprocess.run([cr.MEGASIM, "compare", h5, "--json", "--plot", os.path.join(d, "cv")] + flag,
+                           capture_output=True, text=True)
+        got = json.loads(p.stdout).get("moe_load_cv", {}) if p.returncode == 0 else {}
+        ok = (got.get("simulated_from") == src and abs(got.get("simulated", -1) - cv) <= 1e-6 * max(cv, 1) and
+              abs(got.get("measured", -1) - want) <= 1e-6 * max(want, 1) and want > 0)
+        cr.failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} compare {' '.join(flag) or '(default)'} of a 2-rank EP 2 run: expected "
+              f"moe_load_cv simulated {cv:.6f} from the {src}, measured {want:.6f} (the run's step 2, its --json); "
+              f"got {got} (exit {p.returncode})")
 
 
 def one_expert():
