@@ -201,6 +201,10 @@ int main(int argc, char **argv)
     p = copy_of(run, "f09-empty-timeline.h5");
     empty_dataset(p, "/timeline");
     expect(p, "compare: /timeline has no rows");
+    /* A step's expert-load CV that is not one (compare prices it). */
+    p = copy_of(run, "moe-load-cv-negative.h5");
+    set_field(p, "/iterations", "moe_load_cv", 1, -0.5);
+    expect(p, "compare: moe_load_cv = -0.5 is not a coefficient of variation");
     /* F04, F05: the old format's global heap hit (flipped bytes; zeros). */
     p = copy_of(run, "f04-heap-flipped.h5");
     to_vlen(p);
