@@ -137,17 +137,29 @@ static double normal_quantile(double p)
     return x - u / (1 + x * u / 2);
 }
 
-double moe_load_draw(const job_t *j, uint64_t seed, int stage, int chunk, long mb)
+double moe_load_draw(const job_t *j, uint64_t seed, int stage, int chunk, long mb, int layer)
 {
     if (j->num_experts <= 0 || j->moe_load_cv <= 0)
         return 1;
     /* The largest of EP standard normals in one draw: its CDF is Phi^EP, so
      * Phi^-1(U^(1 / EP)) for a uniform U (whatever EP, one draw an op). */
     double cv = j->moe_load_cv / sqrt((double)j->num_experts / j->ep);
-    uint64_t key = mix(seed ^ mix(((uint64_t)stage << 40) ^ ((uint64_t)chunk << 32) ^ (uint64_t)mb));
+    uint64_t key = mix(seed ^ mix(((uint64_t)stage << 40) ^ ((uint64_t)chunk << 32) ^ (uint64_t)mb) ^
+                       mix((uint64_t)layer + 1));
     double u = ((mix(key) >> 11) + 0.5) * 0x1p-53;
     double most = normal_quantile(exp(log(u) / j->ep));
     return capped(j, fmax(0, 1 + cv * most)); /* a rank's load is never negative */
+}
+
+double moe_chunk_load(const job_t *j, uint64_t seed, int stage, int chunk, long mb)
+{
+    int n = moe_chunk_layers(j, stage, chunk);
+    if (n <= 0 || j->num_experts <= 0 || j->moe_load_cv <= 0)
+        return 1;
+    double sum = 0;
+    for (int l = 0; l < n; l++)
+        sum += moe_load_draw(j, seed, stage, chunk, mb, l);
+    return sum / n;
 }
 
 int moe_finalize(job_t *j, char *err)

@@ -55,13 +55,18 @@ double moe_rows_local(const job_t *job);
  * the busiest of the EP ranks sets the pace of the dispatch, the experts
  * and the combine. The closed form takes its expected load over the even
  * one, 1 + c / sqrt(E / EP) E[max of EP standard normals] (by quadrature);
- * the simulator draws it per stage, chunk and micro-batch (the backward
- * meets the forward's routing), seeded: the same on every rank. 1 when
- * even. Under a capacity factor the busiest rank takes at most its
- * capacity (the rest dropped; the closed form caps the expectation, a
- * bound from above) and padded experts always compute it (1 here:
- * moe_rows_local holds the capacity). */
+ * the simulator draws it per stage, chunk, micro-batch and MoE layer of
+ * the chunk (each layer has its own router, and its all-to-alls wait for
+ * its own busiest rank; the backward meets the forward's routing), seeded:
+ * the same on every rank. 1 when even. Under a capacity factor the
+ * busiest rank takes at most its capacity (the rest dropped; the closed
+ * form caps the expectation, a bound from above) and padded experts always
+ * compute it (1 here: moe_rows_local holds the capacity). */
 double moe_load_factor(const job_t *job);
-double moe_load_draw(const job_t *job, uint64_t seed, int stage, int chunk, long mb);
+double moe_load_draw(const job_t *job, uint64_t seed, int stage, int chunk, long mb, int layer);
+/* A chunk's forward or backward over its MoE layers: the mean of their
+ * draws (the time that scales with the busiest rank's load is the same in
+ * each MoE layer); 1 without MoE layers or imbalance. */
+double moe_chunk_load(const job_t *job, uint64_t seed, int stage, int chunk, long mb);
 
 #endif

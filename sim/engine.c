@@ -267,7 +267,7 @@ static double moe_extra_s(const sim_t *S, const entity_t *e, const sched_op_t *o
     if (S->job->moe_load_cv <= 0)
         return 0;
     const cost_chunk_t *c = &S->ct[e->stage * S->v + op->chunk];
-    return (moe_load_draw(S->job, S->opts->seed, e->stage, op->chunk, op->mb) - 1) *
+    return (moe_chunk_load(S->job, S->opts->seed, e->stage, op->chunk, op->mb) - 1) *
            (op->kind == SOP_FWD ? c->fwd_moe_s : c->bwd_moe_s);
 }
 

@@ -103,11 +103,20 @@ int main(void)
               "E[max of 2 N(0,1)] = 1/sqrt(pi), by hand");
     double sum = 0;
     for (long mb = 0; mb < 20000; mb++)
-        sum += moe_load_draw(&j, 1, 0, 0, mb);
+        sum += moe_load_draw(&j, 1, 0, 0, mb, 0);
     check_rel("the simulator's draws, mean of 20,000 micro-batches", moe_load_factor(&j), sum / 20000, 0.002,
               "the same expectation (sampling error ~0.0006)");
-    check_rel("the same draw on every rank that asks", moe_load_draw(&j, 1, 3, 1, 7), moe_load_draw(&j, 1, 3, 1, 7), 0,
-              "counter-based: seed, stage, chunk, micro-batch");
+    check_rel("the same draw on every rank that asks", moe_load_draw(&j, 1, 3, 1, 7, 2), moe_load_draw(&j, 1, 3, 1, 7, 2), 0,
+              "counter-based: seed, stage, chunk, micro-batch, layer");
+    /* A chunk's forward: each MoE layer's all-to-alls wait for that layer's busiest rank, its own draw. */
+    int nl = moe_chunk_layers(&j, 0, 0);
+    double per = 0;
+    for (int l = 0; l < nl; l++)
+        per += moe_load_draw(&j, 1, 0, 0, 5, l) / nl;
+    check_rel("a chunk's load: the mean of its MoE layers' draws", per, moe_chunk_load(&j, 1, 0, 0, 5), 1e-12,
+              "model/moe.c moe_chunk_load");
+    check_true("... each layer its own draw",
+               nl >= 2 && moe_load_draw(&j, 1, 0, 0, 5, 0) != moe_load_draw(&j, 1, 0, 0, 5, 1), "the layer in the counter");
     /* EP 10 (20 experts, 2 a rank): one draw an op is the largest of 10 normals (Phi^-1(U^(1/10))); its
      * mean against the closed form's quadrature, and that against E[max of 10 N(0,1)] = 1.53875 (tables of
      * normal order statistics). */
@@ -118,14 +127,14 @@ int main(void)
               "1 + 0.3 / sqrt(2) x 1.53875 (order-statistics tables)");
     sum = 0;
     for (long mb = 0; mb < 20000; mb++)
-        sum += moe_load_draw(&w, 7, 1, 0, mb);
+        sum += moe_load_draw(&w, 7, 1, 0, mb, 0);
     check_rel("EP 10: the simulator's draws, mean of 20,000", moe_load_factor(&w), sum / 20000, 0.002,
               "the same expectation (sampling error ~0.0008)");
     /* Capacity 1.05: the busiest rank drops what is past its capacity; padded, every expert computes it. */
     j.moe_capacity_factor = 1.05;
     double most = 0;
     for (long mb = 0; mb < 1000; mb++)
-        most = fmax(most, moe_load_draw(&j, 1, 0, 0, mb));
+        most = fmax(most, moe_load_draw(&j, 1, 0, 0, mb, 0));
     check_rel("capacity 1.05: the busiest rank's load at most", 1.05, most, 0, "the tokens past it dropped");
     check_rel("... and the closed form's", 1.05, moe_load_factor(&j), 0, "min(1.0846, 1.05)");
     j.moe_pad_to_capacity = 1;
