@@ -54,15 +54,15 @@ static const opt_def gpu_defs[] = {
     {"softmax-fwd-gelems", OPT_REAL, G(softmax_fwd_gelems), 1e-3, 1e7, "0", OPT_ZERO_OK, "gpu",
      "unfused attention's softmax forward beyond its GEMMs, billions of scores per second (0: not charged; "
      "missing in files written before 2026-11-29)"},
+    {"softmax-bwd-gelems", OPT_REAL, G(softmax_bwd_gelems), 1e-3, 1e7, "0", OPT_ZERO_OK, "gpu",
+     "unfused attention's softmax backward beyond its GEMMs, billions of scores per second (0: not charged; "
+     "missing in files written before 2026-11-29)"},
     {"unfused-fwd-rel", OPT_REAL, G(unfused_fwd_rel), 1e-3, 10, "0", OPT_ZERO_OK, "gpu",
      "unfused attention's forward GEMMs' speed as a fraction of gemm_eff's (0: 1; missing in files written before "
      "2026-11-29)"},
     {"unfused-bwd-rel", OPT_REAL, G(unfused_bwd_rel), 1e-3, 10, "0", OPT_ZERO_OK, "gpu",
      "unfused attention's backward GEMMs' speed as a fraction of gemm_eff's (0: 1; missing in files written before "
      "2026-11-29)"},
-    {"softmax-bwd-gelems", OPT_REAL, G(softmax_bwd_gelems), 1e-3, 1e7, "0", OPT_ZERO_OK, "gpu",
-     "unfused attention's softmax backward beyond its GEMMs, billions of scores per second (0: not charged; "
-     "missing in files written before 2026-11-29)"},
     {"dropout-gdraws", OPT_REAL, G(dropout_gdraws), 1e-3, 1e7, 0, OPT_ZERO_OK, "gpu",
      "dropout mask draws of an elementwise kernel, billions per second, added to its time (0: not charged)"},
     {"flash-fwd-gdraws", OPT_REAL, G(flash_fwd_gdraws), 1e-3, 1e7, "0", OPT_ZERO_OK, "gpu",
