@@ -389,7 +389,7 @@ static void attn_point(const calib_plan_t *p, calib_table_t *t, int unfused, int
  * a sliding window of a quarter of it. Unfused: the same sequences at nh
  * heads of 64, then heads of 16, 32 and 128 at half the top: its GEMMs'
  * time grows with the head size and its softmax's does not, which
- * fit_softmax tells apart (calib/profile.c). */
+ * fit_softmax tells apart (calib/profile_attn.c). */
 static void calib_bench_attention(const calib_plan_t *p, calib_table_t *t, calib_table_t *unfused)
 {
     calib_attn_table(t);

@@ -134,7 +134,8 @@ static void fit_gemm(calib_result_t *r)
     const calib_table_t *t = &r->gemm;
     int sms = r->device ? r->gpu.sm_count : r->ncores;
     const int(*tiles)[2] = r->device ? gpu_tiles : calib_cpu_tiles;
-    int ntiles = r->device ? (int)(sizeof gpu_tiles / sizeof gpu_tiles[0]) : (int)(sizeof calib_cpu_tiles / sizeof calib_cpu_tiles[0]);
+    int ntiles = r->device ? (int)(sizeof gpu_tiles / sizeof gpu_tiles[0])
+                           : (int)(sizeof calib_cpu_tiles / sizeof calib_cpu_tiles[0]);
     const hw_t *mem = calib_mem_profile(r);
     double *m = calloc(t->n + 1, sizeof(double)), *n = calloc(t->n + 1, sizeof(double));
     double *fl = calloc(t->n + 1, sizeof(double)), *y = calloc(t->n + 1, sizeof(double));

@@ -43,7 +43,7 @@ static void fit_softmax(calib_result_t *r, int bwd)
     r->softmax_gelems[bwd] = r->unfused_rel[bwd] = -1;
     calib_fitrec_t *f = calib_new_fit(r, bwd ? "softmax_bwd" : "softmax_fwd", "scores", "time_beyond_gemms_us", t->n);
     calib_fitrec_t *g = calib_new_fit(r, bwd ? "unfused_bwd_gemm" : "unfused_fwd_gemm", "gemms_priced_us",
-                                "time_beyond_softmax_us", t->n);
+                                      "time_beyond_softmax_us", t->n);
     f->n = g->n = 0;
     if (t->n == 0 || !calib_find_fit(r, "gemm_eff")->sat.ok)
         return;

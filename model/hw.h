@@ -49,10 +49,11 @@ typedef struct {
     /* The unfused attention's work over its scores beyond its GEMMs (scale,
      * mask, max, exp, sum; backward: the softmax's Jacobian), billions of
      * scores per second, forward and backward: calibration fits them from
-     * its unfused samples (calib/profile.c fit_softmax); the CPU's
-     * reference kernel spends about 190 us on a 32K-score softmax that a
-     * copy's bandwidth prices at 6. 0: not charged (a GPU's fused
-     * scale-mask-softmax is bound by its bytes; the built-in profiles). */
+     * its unfused samples (calib/profile_attn.c fit_softmax); this VM's CPU
+     * reference, 0.44 G scores/s forward (2026-11-29): 75 us for the tiny
+     * GPT's 32K scores, which a copy's bandwidth prices at 6. 0: not
+     * charged (a GPU's fused scale-mask-softmax is bound by its bytes; the
+     * built-in profiles). */
     double softmax_fwd_gelems, softmax_bwd_gelems;
     /* The unfused attention's GEMMs' speed as a fraction of gemm_eff's,
      * forward and backward, fitted with the softmax rates: the CPU's
