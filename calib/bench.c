@@ -126,6 +126,24 @@ void calib_job_layers(const calib_plan_t *p, calib_table_t *t,
     point(p, t, j->tokens, j->ffn / j->tp, j->h, j->tp, j->h);
 }
 
+/* n floats from N(0, sigma^2): Box-Muller on calib_rand_floats' pairs. */
+static float *calib_normal_floats(size_t n, unsigned seed, double sigma)
+{
+    float *p = calib_rand_floats(n + 1, seed); /* uniform in [-1, 1), pairs of them */
+    for (size_t i = 0; i < n; i += 2) {
+        const double two_pi = 6.283185307179586;
+        double u1 = 1 - 0.5 * (p[i] + 1.0), u2 = 0.5 * (p[i + 1] + 1.0), r = sigma * sqrt(-2 * log(u1));
+        p[i] = (float)(r * cos(two_pi * u2));
+        p[i + 1] = (float)(r * sin(two_pi * u2));
+    }
+    return p;
+}
+
+double calib_gelu_input_std(const calib_job_shapes_t *job)
+{
+    return job->on ? JOB_INIT_METHOD_STD * sqrt((double)job->h) : 1.0;
+}
+
 float *calib_rand_floats(size_t n, unsigned seed)
 {
     float *p = malloc(sizeof(float) * (n ? n : 1));
@@ -466,6 +484,11 @@ static void mem_point(const calib_plan_t *p, calib_table_t *t, int kind, double 
     for (int i = 0; i < 8; i++)
         m.x[i] = calib_rand_floats(i < mem_nbufs[kind] ? n : LN_C, 11 + i);
     m.x[8] = kind == 5 ? malloc((size_t)n) : NULL; /* the 1-byte mask */
+    if (kind == 2) { /* bias+GeLU on pre-activations like the job's (calib_gelu_input_std), its bias 0 as initialised */
+        free(m.x[1]);
+        m.x[1] = calib_normal_floats((size_t)n, 12, calib_gelu_input_std(&p->job));
+        memset(m.x[2], 0, sizeof(float) * LN_C);
+    }
     if (kind == 3) /* v must be >= 0 */
         for (long i = 0; i < n; i++)
             m.x[3][i] = fabsf(m.x[3][i]);

@@ -60,6 +60,15 @@ typedef struct {
     int on, h, attn, qkv, fc1, ffn, tokens, tp;
 } calib_job_shapes_t;
 
+/* The standard deviation of the GeLU inputs calibration times bias+GeLU
+ * on: the named job's FC1 pre-activations at initialisation (LayerNorm's
+ * unit-variance output through weights of JOB_INIT_METHOD_STD: 0.02
+ * sqrt(h), 0.16 for the tiny GPT), else 1. On a CPU glibc's tanhf is
+ * faster on small inputs: kern_gelu_fwd_ref at 0.082 G/s on N(0, 0.16^2),
+ * 0.051 on N(0, 1) and on the uniform [-2, 2) used before (this VM,
+ * 2026-11-29); the tiny GPT's GeLU ran at 0.081 in its run. */
+double calib_gelu_input_std(const calib_job_shapes_t *job);
+
 typedef struct {
     calib_level_t level;
     int warmup, reps;

@@ -341,6 +341,8 @@ cJSON *calib_provenance(const calib_result_t *r, const char *base_gpu, const cha
                  r->job.h, r->job.h, r->job.fc1 / r->job.tp, r->job.ffn / r->job.tp, r->job.h);
         cJSON_AddStringToObject(p, "job_layers", js);
     }
+    if (!r->device) /* glibc's tanhf: faster on small inputs (calib_gelu_input_std) */
+        cJSON_AddNumberToObject(p, "gelu_input_std", calib_gelu_input_std(&r->job));
     cJSON_AddStringToObject(p, "megasim_version", MEGASIM_VERSION);
     cJSON_AddStringToObject(p, "level", calib_level_names[r->level]);
     cJSON_AddNumberToObject(p, "mpi_ranks", r->nranks);

@@ -108,6 +108,11 @@ extern const opt_table job_opts;
  * decided: weights and activations (bf16 2, fp32 4) and gradients as
  * reduced and stored (fp32 with --accumulate-allreduce-grads-in-fp32, else
  * the weights' type: never narrower than the weights). */
+/* The weights' initial standard deviation, Megatron-LM's --init-method-std
+ * default, which megasim run keeps (the residual branches' output layers
+ * divide it by sqrt(2 L)): real/gpt_params.c, calibrate's GeLU inputs. */
+#define JOB_INIT_METHOD_STD 0.02f
+
 static inline double job_weight_bytes(const job_t *j) { return j->bf16 ? 2 : 4; }
 static inline double job_grad_bytes(const job_t *j) { return j->grads_fp32 ? 4 : job_weight_bytes(j); }
 /* Optimizer state per parameter: Adam's and LAMB's fp32 m and v, plus an

@@ -139,7 +139,7 @@ static double normal_quantile(double p)
 
 double moe_load_draw(const job_t *j, uint64_t seed, int stage, int chunk, long mb, int layer)
 {
-    if (j->num_experts <= 0 || j->moe_load_cv <= 0)
+    if (j->num_experts <= 0 || j->moe_load_cv <= 0 || j->ep <= 1) /* one EP rank holds every token: even */
         return 1;
     /* The largest of EP standard normals in one draw: its CDF is Phi^EP, so
      * Phi^-1(U^(1 / EP)) for a uniform U (whatever EP, one draw an op). */

@@ -42,7 +42,7 @@ static gpt_tensor_t *add(layout_t *L, const char *name, int id, int rows, int co
     m->nparams = t->off + t->n;
     t->rseg[0] = (gpt_seg_t){0, 0, rows}, t->cseg[0] = (gpt_seg_t){0, 0, cols};
     t->nrseg = t->ncseg = 1;
-    t->init_std = 0.02f;
+    t->init_std = JOB_INIT_METHOD_STD;
     return t;
 }
 
@@ -140,7 +140,7 @@ static int layer(layout_t *L, int chunk, int l, int gl)
     int Fg = m->swiglu ? 2 * m->F : m->F; /* FC1's whole output */
     int NQKV = (m->NH + 2 * m->G) * m->HS + (par ? Fg : 0);
     int nqkv = m->qkvn + (par ? m->Fw : 0), nproj = m->nh * m->HS + (par ? m->Ft : 0);
-    float resid_std = 0.02f / sqrtf(2.0f * m->job->num_layers);
+    float resid_std = JOB_INIT_METHOD_STD / sqrtf(2.0f * m->job->num_layers);
     char nm[40];
     gpt_tensor_t *t;
 #define NAME(s) (snprintf(nm, sizeof nm, "layer%d.%s", gl, s), nm)
@@ -200,7 +200,7 @@ static int experts(layout_t *L, int chunk, int l, int gl)
     gpt_t *m = L->m;
     int *idx = m->layer_tensor + ((long)m->chunk_layer0[chunk] + l) * T_PER_LAYER;
     int base = 16 + gl * 16, C = m->C, E = m->E;
-    float resid_std = 0.02f / sqrtf(2.0f * m->job->num_layers);
+    float resid_std = JOB_INIT_METHOD_STD / sqrtf(2.0f * m->job->num_layers);
     char nm[48];
     for (int j = 0; j < m->El; j++) {
         int ge = m->ep_i * m->El + j;
@@ -208,7 +208,7 @@ static int experts(layout_t *L, int chunk, int l, int gl)
             const char *name;
             int k, rows, cols, grow0, growsum;
             float std;
-        } sp[4] = {{"fc1_w", T_FC1_W, m->Fwe, C, ge * m->Fwe, E * m->Fwe, 0.02f},
+        } sp[4] = {{"fc1_w", T_FC1_W, m->Fwe, C, ge * m->Fwe, E * m->Fwe, JOB_INIT_METHOD_STD},
                    {"fc1_b", T_FC1_B, m->Fwe, 1, ge * m->Fwe, E * m->Fwe, 0},
                    {"fc2_w", T_FC2_W, C, m->Fe, ge * C, E * C, resid_std},
                    {"fc2_b", T_FC2_B, C, 1, ge * C, E * C, 0}};

@@ -121,6 +121,9 @@ if sys.argv[2] == 'cpu':
     r = [g['norm_gelems'], g['gelu_gelems'], g['optim_gparams']]
     print('     CPU math rates (G/s): LayerNorm %.3g, bias+GeLU %.3g, AdamW %.3g; expected all > 0, GeLU below LayerNorm'
           % tuple(r))
+    # bias+GeLU timed on the named tiny GPT's pre-activations, N(0, (0.02 sqrt(64))^2) (calib_gelu_input_std)
+    print('     GeLU inputs: expected std 0.16, got', p['provenance'].get('gelu_input_std'))
+    assert abs(p['provenance']['gelu_input_std'] - 0.16) < 1e-6
     assert min(r) > 0 and (sanitized or r[1] < r[0])
     # ten Philox rounds per element outweigh LayerNorm's handful of flops
     print('     CPU dropout draws: %.3g G/s; expected > 0 and below LayerNorm\'s %.3g%s'

@@ -117,6 +117,12 @@ int main(void)
               "model/moe.c moe_chunk_load");
     check_true("... each layer its own draw",
                nl >= 2 && moe_load_draw(&j, 1, 0, 0, 5, 0) != moe_load_draw(&j, 1, 0, 0, 5, 1), "the layer in the counter");
+    /* EP 1: the one rank holds all the experts and every token, however they are routed. */
+    job_t one = j;
+    one.ep = 1;
+    check_rel("EP 1: no imbalance, closed form", 1, moe_load_factor(&one), 0, "E[max of 1 normal] taken as 0");
+    check_rel("EP 1: no imbalance, the simulator's draw", 1, moe_load_draw(&one, 1, 0, 0, 5, 0), 0,
+              "every draw 1 (a random one had priced time a single rank cannot lose or gain)");
     /* EP 10 (20 experts, 2 a rank): one draw an op is the largest of 10 normals (Phi^-1(U^(1/10))); its
      * mean against the closed form's quadrature, and that against E[max of 10 N(0,1)] = 1.53875 (tables of
      * normal order statistics). */
