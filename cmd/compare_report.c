@@ -84,6 +84,15 @@ static double run_num(const cmp_t *c, const char *key)
     return cJSON_IsNumber(v) ? v->valuedouble : 0.0;
 }
 
+/* A CPU run with more ranks on a host than it has cores (runs before
+ * 2026-11-29 recorded neither: 0): its ranks time-share the cores, each of
+ * which the profile prices as one rank's own. */
+static int oversubscribed(const cmp_t *c)
+{
+    return !strcmp(cfg_str(c->config, "run", "device"), "cpu") && run_num(c, "host_cores") > 0 &&
+           run_num(c, "host_ranks") > run_num(c, "host_cores");
+}
+
 /* The device the run measured (recorded beside the run options). */
 const char *cmp_device_name(const cmp_t *c)
 {
@@ -213,6 +222,10 @@ static void print_header(const cmp_t *c)
         printf("the run's GPUs: SM clock %.0f MHz, %.0f W per GPU, at the power cap in %.0f%% of %.0f NVML reads "
                "(steps after the first)\n", run_num(c, "sm_clock_mhz"), run_num(c, "power_w"),
                100 * run_num(c, "power_capped_fraction"), run_num(c, "clock_reads"));
+    if (oversubscribed(c))
+        printf("note: the run put %.0f ranks on a host of %.0f cores: they time-share the cores, which the simulation "
+               "does not price (the profile prices each rank as a core of its own)\n", run_num(c, "host_ranks"),
+               run_num(c, "host_cores"));
     if (c->cv_priced)
         printf("experts' routing imbalance: simulated at the run's measured token-load CV %.3f (the mean of the "
                "steps after the first; the job gave none: --moe-load-cv job prices the job's 0)\n", j->moe_load_cv);
@@ -479,6 +492,12 @@ cJSON *cmp_json_report(const cmp_t *c)
     cJSON_AddStringToObject(o, "simulation",
                             c->sim_path ? c->sim_path : "in-process: unfolded, alpha-beta, every rank traced");
     cJSON_AddItemToObject(o, "iteration", json_iteration(c));
+    if (run_num(c, "host_cores") > 0) { /* the most crowded host (runs from 2026-11-29 on) */
+        cJSON *h = cJSON_AddObjectToObject(o, "host_share");
+        cJSON_AddNumberToObject(h, "ranks", run_num(c, "host_ranks"));
+        cJSON_AddNumberToObject(h, "cores", run_num(c, "host_cores"));
+        cJSON_AddBoolToObject(h, "oversubscribed", oversubscribed(c));
+    }
     if (c->job.num_experts > 0) { /* the imbalance the simulation priced, and the run's */
         cJSON *m = cJSON_AddObjectToObject(o, "moe_load_cv");
         add_num(m, "simulated", c->job.moe_load_cv);

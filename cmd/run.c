@@ -129,6 +129,7 @@ typedef struct {
     double ckpt_stage1_s;
     /* memory per rank (bytes): planned, the fullest rank's peak, beyond plan, outside the pools (run_memory) */
     double mem_planned, mem_peak, mem_beyond, mem_outside;
+    int host_ranks, host_cores; /* the most crowded host: its ranks, and its cores online */
     double step_s;          /* mean step after the first (mean_step), once training is done */
     kern_clock_sums clock;  /* every rank's NVML reads over the steps after the first (or the only one) */
     double timing_fraction; /* the cost of timing over a step: overhead_ns x ops_per_iter / step_s */
@@ -488,10 +489,25 @@ static void run_memory(run_t *R)
     R->mem_peak = most[0], R->mem_beyond = most[1], R->mem_outside = most[2];
 }
 
+/* Ranks on the most crowded host and its cores (compare: ranks beyond the
+ * cores time-share them, which the model does not price). Collective. */
+static void host_share(run_t *R)
+{
+    MPI_Comm host;
+    int mine[2] = {0, -(int)sysconf(_SC_NPROCESSORS_ONLN)}, most[2];
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
+    MPI_Comm_size(host, &mine[0]);
+    MPI_Comm_free(&host);
+    MPI_Allreduce(mine, most, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    R->host_ranks = most[0], R->host_cores = -most[1]; /* the fewest cores any rank's host has */
+}
+
 static cJSON *run_config(const run_t *R)
 {
     cJSON *c = opts_to_json(&run_opts, &R->o);
     cJSON_AddNumberToObject(c, "world_size", R->world);
+    cJSON_AddNumberToObject(c, "host_ranks", R->host_ranks);
+    cJSON_AddNumberToObject(c, "host_cores", R->host_cores);
     cJSON_AddStringToObject(c, "device_name", R->rt->device_name);
     cJSON_AddNumberToObject(c, "comm_init_s", R->comm_init_s); /* measured: communicator creation, slowest rank */
     /* measured: memory per rank (rank 0's plan; the fullest rank's use), and the cost of timing */
@@ -630,6 +646,7 @@ static int run(run_t *R, int argc, char **argv)
     r.iteration_ns = (int64_t)(R->step_s * 1e9);
     r.events = R->x.nrecs;
     run_memory(R);
+    host_share(R);
     r.peak_memory_bytes = R->mem_peak;
     rc = write_outputs(R, &r);
     if (!rc)

@@ -121,6 +121,14 @@ def no_sim(tmp, run_h5, run_stdout):
     head = [l for l in t.splitlines() if l.startswith("iteration time: measured")]
     check(len(head) == 1, "text headline", "one line 'iteration time: measured X s, simulated Y s, error Z%'",
           head[0] if head else "none", "the report")
+    # the 4 ranks on this host's cores: time-shared where there are fewer cores than ranks, and said so
+    cores = os.sysconf("SC_NPROCESSORS_ONLN")
+    want = {"ranks": 4, "cores": cores, "oversubscribed": 4 > cores}
+    check(c.get("host_share") == want, "JSON host_share", want, c.get("host_share"),
+          "mpirun -np 4 on one host, its cores online (sysconf)")
+    noted = any(l.startswith("note: the run put 4 ranks on a host of") for l in t.splitlines())
+    check(noted == (4 > cores), "text note on time-shared cores", "present" if 4 > cores else "absent",
+          "present" if noted else "absent", f"4 ranks, {cores} cores")
     return c, flags, prefix
 
 
