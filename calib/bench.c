@@ -124,6 +124,10 @@ void calib_job_layers(const calib_plan_t *p, calib_table_t *t,
     point(p, t, j->tokens, j->attn / j->tp, j->h, j->tp, j->h);
     point(p, t, j->tokens, j->h, j->fc1 / j->tp, j->tp, j->h);
     point(p, t, j->tokens, j->ffn / j->tp, j->h, j->tp, j->h);
+    if (j->expert_rows > 0) { /* an expert's GEMMs: few rows, where small GEMMs lose most */
+        point(p, t, j->expert_rows, j->h, j->expert_fc1, j->etp, j->h);
+        point(p, t, j->expert_rows, j->expert_ffn, j->h, j->etp, j->h);
+    }
 }
 
 /* n floats from N(0, sigma^2): Box-Muller on calib_rand_floats' pairs. */

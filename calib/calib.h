@@ -54,10 +54,13 @@ extern const char *const calib_level_names[3]; /* "full", "quick", "tiny" */
 /* The linear layers of a job named on calibrate's command line (JOB.json
  * or job flags: the shapes the model issues for it), at its TP, over its
  * micro-batch x sequence tokens: QKV (h -> qkv / tp), the attention
- * projection (attn / tp -> h), FC1 (h -> fc1 / tp), FC2 (ffn / tp -> h).
- * on = 0: no job named. */
+ * projection (attn / tp -> h), FC1 (h -> fc1 / tp), FC2 (ffn / tp -> h);
+ * with experts, a local expert's FC1 (h -> expert_fc1) and FC2
+ * (expert_ffn -> h) over its rows at the even split (expert_rows; 0: no
+ * experts), at ETP. on = 0: no job named. */
 typedef struct {
     int on, h, attn, qkv, fc1, ffn, tokens, tp;
+    int expert_rows, expert_fc1, expert_ffn, etp;
 } calib_job_shapes_t;
 
 /* The standard deviation of the GeLU inputs calibration times bias+GeLU

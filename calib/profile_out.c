@@ -334,11 +334,15 @@ cJSON *calib_provenance(const calib_result_t *r, const char *base_gpu, const cha
     command_line(cmd, sizeof cmd, r->nranks, argc, argv);
     cJSON_AddStringToObject(p, "command", cmd);
     if (r->job.on) {
-        char js[300];
+        char js[440], ex[140] = "";
+        if (r->job.expert_rows > 0)
+            snprintf(ex, sizeof ex, "; a local expert's FC1 %d -> %d and FC2 %d -> %d over %d rows at ETP %d",
+                     r->job.h, r->job.expert_fc1, r->job.expert_ffn, r->job.h, r->job.expert_rows, r->job.etp);
         snprintf(js, sizeof js, "the job on the command line: its linear layers at TP %d over %d tokens, forward and "
-                 "both backward GEMMs (QKV %d -> %d, projection %d -> %d, FC1 %d -> %d, FC2 %d -> %d), in gemm_eff's "
-                 "samples", r->job.tp, r->job.tokens, r->job.h, r->job.qkv / r->job.tp, r->job.attn / r->job.tp,
-                 r->job.h, r->job.h, r->job.fc1 / r->job.tp, r->job.ffn / r->job.tp, r->job.h);
+                 "both backward GEMMs (QKV %d -> %d, projection %d -> %d, FC1 %d -> %d, FC2 %d -> %d%s), in "
+                 "gemm_eff's samples", r->job.tp, r->job.tokens, r->job.h, r->job.qkv / r->job.tp,
+                 r->job.attn / r->job.tp, r->job.h, r->job.h, r->job.fc1 / r->job.tp, r->job.ffn / r->job.tp,
+                 r->job.h, ex);
         cJSON_AddStringToObject(p, "job_layers", js);
     }
     if (!r->device) /* glibc's tanhf: faster on small inputs (calib_gelu_input_std) */

@@ -38,6 +38,8 @@ static const scalar_t gpu_scalars[] = {
 };
 #define JI(f) {#f, 1, offsetof(calib_job_shapes_t, f)}
 static const scalar_t job_scalars[] = {JI(on), JI(h), JI(attn), JI(qkv), JI(fc1), JI(ffn), JI(tokens), JI(tp)};
+/* since 2026-11-29 (older files: no experts) */
+static const scalar_t job_expert_scalars[] = {JI(expert_rows), JI(expert_fc1), JI(expert_ffn), JI(etp)};
 #define NS(a) (int)(sizeof a / sizeof a[0])
 
 static void put_scalars(cJSON *o, const void *base, const scalar_t *s, int n)
@@ -78,7 +80,9 @@ cJSON *calib_measured_json(const calib_result_t *r)
     put_scalars(g, &r->gpu, gpu_scalars, NS(gpu_scalars));
     cJSON_AddNumberToObject(g, "attn_slots_q", r->gpu.attn_slots_q);
     cJSON_AddNumberToObject(g, "attn_slots_k", r->gpu.attn_slots_k);
-    put_scalars(cJSON_AddObjectToObject(o, "job"), &r->job, job_scalars, NS(job_scalars));
+    cJSON *job = cJSON_AddObjectToObject(o, "job");
+    put_scalars(job, &r->job, job_scalars, NS(job_scalars));
+    put_scalars(job, &r->job, job_expert_scalars, NS(job_expert_scalars));
     return o;
 }
 
@@ -107,6 +111,9 @@ static int measured_from_json(const cJSON *o, calib_result_t *r, char *err)
         get_scalars(j, &r->job, job_scalars, NS(job_scalars), "measured.job", err))
         return -1;
     r->gpu.cublaslt_version = cJSON_IsNumber(lt) ? (long)lt->valuedouble : 0;
+    if (cJSON_GetObjectItemCaseSensitive(j, "expert_rows") && /* files before 2026-11-29: no experts */
+        get_scalars(j, &r->job, job_expert_scalars, NS(job_expert_scalars), "measured.job", err))
+        return -1;
     /* Occupancy, recorded since 2026-11-26 12:30 UTC: older files fit with one block per SM, as they were */
     const cJSON *sq = cJSON_GetObjectItemCaseSensitive(g, "attn_slots_q"), *sk = cJSON_GetObjectItemCaseSensitive(g, "attn_slots_k");
     r->gpu.attn_slots_q = cJSON_IsNumber(sq) ? sq->valueint : 0;

@@ -16,6 +16,7 @@
 #include "sim/output.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <mpi.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -283,8 +284,15 @@ static calib_job_shapes_t job_shapes(const job_t *j)
 {
     int h = j->hidden_size, nh = j->num_attention_heads, hs = h / nh;
     int g = j->num_query_groups ? j->num_query_groups : nh, f = j->ffn_hidden_size ? j->ffn_hidden_size : 4 * h;
-    return (calib_job_shapes_t){1, h, nh * hs, (nh + 2 * g) * hs, (j->swiglu ? 2 : 1) * f, f,
-                                j->micro_batch_size * j->seq_length, j->tp};
+    calib_job_shapes_t s = {1, h, nh * hs, (nh + 2 * g) * hs, (j->swiglu ? 2 : 1) * f, f,
+                            j->micro_batch_size * j->seq_length, j->tp, 0, 0, 0, 1};
+    if (j->num_experts > 0) { /* a local expert at the even split, as model/moe.c prices it (moe_rows_local) */
+        int etp = j->etp ? j->etp : j->tp, fe = (j->moe_ffn_hidden_size ? j->moe_ffn_hidden_size : f) / etp;
+        double rows = (double)s.tokens / j->tp * j->moe_topk * etp; /* SP's share, gathered over ETP */
+        s.expert_rows = (int)ceil(rows * (j->ep > 0 ? j->ep : 1) / j->num_experts);
+        s.expert_fc1 = (j->swiglu ? 2 : 1) * fe, s.expert_ffn = fe, s.etp = etp;
+    }
+    return s;
 }
 
 static int calibrate_main(calib_opts_t *o, const job_t *job, int argc, char **argv)
