@@ -62,7 +62,7 @@ void calib_fit_through_origin(calib_fitrec_t *f)
 }
 
 /* The fit sampled at half decades from lo to hi (at most CURVE_MAX points). */
-void calib_sample_curve(curve_t *c, const calib_satfit_t *f, double lo, double hi)
+static void sample_curve(curve_t *c, const calib_satfit_t *f, double lo, double hi)
 {
     c->n = 0;
     for (double e = log10(lo); e <= log10(hi) + 1e-9 && c->n < CURVE_MAX; e += 0.5) {
@@ -94,7 +94,7 @@ static void fit_mem_eff(calib_result_t *r, int lo, int hi)
  * shapes from 64 x 64 to 256 x 128. The CPU's reference GEMM has one, its
  * 4 x 4 register block. */
 static const int gpu_tiles[][2] = {{64, 64}, {128, 64}, {128, 128}, {256, 128}};
-const int calib_cpu_tiles[1][2] = {{4, 4}};
+static const int cpu_tiles[][2] = {{4, 4}};
 
 /* The memory fields of the profile calib_make_profile will write (hbm_gbps,
  * mem_eff, kernel_gap_us; attn_block_k 1 on a CPU, 0 on a GPU), once
@@ -111,7 +111,7 @@ const hw_t *calib_mem_profile(const calib_result_t *r)
     mem.gpu.hbm_gbps = r->copy_gbps, mem.gpu.gemm_acc_exposed = 1, mem.gpu.kernel_gap_us = r->gap_us;
     mem.gpu.attn_block_k = r->device ? 0 : 1;
     if (mf && mf->sat.ok)
-        calib_sample_curve(&mem.gpu.mem_eff, &mf->sat, 1e3, 1e10);
+        sample_curve(&mem.gpu.mem_eff, &mf->sat, 1e3, 1e10);
     else
         mem.gpu.mem_eff.n = 1, mem.gpu.mem_eff.x[0] = 1, mem.gpu.mem_eff.y[0] = 1;
     return &mem;
@@ -133,9 +133,8 @@ static void fit_gemm(calib_result_t *r)
 {
     const calib_table_t *t = &r->gemm;
     int sms = r->device ? r->gpu.sm_count : r->ncores;
-    const int(*tiles)[2] = r->device ? gpu_tiles : calib_cpu_tiles;
-    int ntiles = r->device ? (int)(sizeof gpu_tiles / sizeof gpu_tiles[0])
-                           : (int)(sizeof calib_cpu_tiles / sizeof calib_cpu_tiles[0]);
+    const int(*tiles)[2] = r->device ? gpu_tiles : cpu_tiles;
+    int ntiles = r->device ? (int)(sizeof gpu_tiles / sizeof gpu_tiles[0]) : (int)(sizeof cpu_tiles / sizeof cpu_tiles[0]);
     const hw_t *mem = calib_mem_profile(r);
     double *m = calloc(t->n + 1, sizeof(double)), *n = calloc(t->n + 1, sizeof(double));
     double *fl = calloc(t->n + 1, sizeof(double)), *y = calloc(t->n + 1, sizeof(double));
@@ -184,7 +183,18 @@ static void fit_gemm(calib_result_t *r)
 
 /* The largest GEMM the curves are sampled to: the GPU's grid reaches
  * 16384^3 GEMMs (8.8e12 FLOPs). */
-double calib_top_flops(const calib_result_t *r) { return r->device ? 1e13 : 1e12; }
+static double top_flops(const calib_result_t *r) { return r->device ? 1e13 : 1e12; }
+
+void calib_gemm_fields(const calib_result_t *r, hw_gpu_t *g)
+{
+    const calib_fitrec_t *gf = calib_find_fit(r, "gemm_eff");
+    g->sm_count = r->device ? r->gpu.sm_count : r->ncores;
+    if (!r->device) /* kern_gemm_ref's 4 x 4 register block */
+        g->gemm_tile_m = cpu_tiles[0][0], g->gemm_tile_n = cpu_tiles[0][1];
+    else if (gf->wfit.ok) /* the tile whose waves explain the samples best */
+        g->gemm_tile_m = gf->wfit.tile_m, g->gemm_tile_n = gf->wfit.tile_n;
+    sample_curve(&g->gemm_eff, &gf->sat, 1e4, top_flops(r));
+}
 
 static double col_max(const calib_table_t *t, int col, int sel, double want)
 {
@@ -466,8 +476,6 @@ static void device_fields(const calib_result_t *r, hw_gpu_t *g, const char *host
         snprintf(g->name, sizeof g->name, "cpu-%.30s", host);
         g->peak_bf16_tflops = g->peak_tf32_tflops = g->peak_fp8_tflops = r->peak_gflops * 1e-3;
         g->hbm_gib = r->host_mem_gib > 0 ? r->host_mem_gib : 1;
-        g->sm_count = r->ncores;
-        g->gemm_tile_m = g->gemm_tile_n = 4; /* kern_gemm_ref's 4 x 4 register block */
         g->attn_block_q = g->attn_block_k = 1; /* kern_attention_*_ref: one row at a time */
         return;
     }
@@ -480,7 +488,6 @@ static void device_fields(const calib_result_t *r, hw_gpu_t *g, const char *host
     g->peak_tf32_tflops = g->peak_bf16_tflops * tf32_per_bf16;
     g->peak_fp8_tflops = g->peak_bf16_tflops * fp8_per_bf16;
     g->hbm_gib = r->gpu.mem_gib;
-    g->sm_count = r->gpu.sm_count;
     g->attn_slots_q = r->gpu.attn_slots_q, g->attn_slots_k = r->gpu.attn_slots_k;
 }
 
@@ -498,18 +505,15 @@ int calib_make_profile(const calib_result_t *r, const char *base_gpu, const char
     g->kernel_gap_us = r->gap_us;
     if (!isnan(r->comm_slowdown))
         g->comm_slowdown = clamp(r->comm_slowdown, 0, 1);
-    const calib_fitrec_t *gf = calib_find_fit(r, "gemm_eff");
-    if (r->device && gf->wfit.ok) /* the tile whose waves explain the samples best */
-        g->gemm_tile_m = gf->wfit.tile_m, g->gemm_tile_n = gf->wfit.tile_n;
+    calib_gemm_fields(r, g);
     const calib_fitrec_t *af = calib_find_fit(r, "flash_fwd_eff"), *bf = calib_find_fit(r, "flash_bwd_eff");
     if (r->device && af->wfit.ok) /* the blocks whose waves explain the attention samples best */
         g->attn_block_q = af->wfit.tile_m;
     if (r->device && bf->wfit.ok)
         g->attn_block_k = bf->wfit.tile_m;
-    calib_sample_curve(&g->gemm_eff, &gf->sat, 1e4, calib_top_flops(r));
-    calib_sample_curve(&g->flash_fwd_eff, &calib_find_fit(r, "flash_fwd_eff")->sat, 1e4, calib_top_flops(r));
-    calib_sample_curve(&g->flash_bwd_eff, &calib_find_fit(r, "flash_bwd_eff")->sat, 1e4, calib_top_flops(r));
-    calib_sample_curve(&g->mem_eff, &calib_find_fit(r, "mem_eff")->sat, 1e3, 1e10);
+    sample_curve(&g->flash_fwd_eff, &af->sat, 1e4, top_flops(r));
+    sample_curve(&g->flash_bwd_eff, &bf->sat, 1e4, top_flops(r));
+    sample_curve(&g->mem_eff, &calib_find_fit(r, "mem_eff")->sat, 1e3, 1e10);
     if (r->host_stall_s >= 0)
         hw->cluster.host_stall_s = r->host_stall_s;
     if (r->flash1_rel > 0)

@@ -8,19 +8,15 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* mem_profile with the GEMMs as calib_make_profile will price them: peak,
- * gemm_eff and its tile (fit_gemm has run). Its own static copy. */
+/* calib_mem_profile with the GEMMs as calib_make_profile will price them
+ * (calib_gemm_fields, the measured peak; fit_gemm has run). Its own static
+ * copy. */
 static const hw_t *gemm_profile(const calib_result_t *r)
 {
     static hw_t h;
     h = *calib_mem_profile(r);
-    const calib_fitrec_t *gf = calib_find_fit(r, "gemm_eff");
-    hw_gpu_t *g = &h.gpu;
-    g->peak_bf16_tflops = g->peak_tf32_tflops = g->peak_fp8_tflops = r->peak_gflops * 1e-3;
-    g->sm_count = r->device ? r->gpu.sm_count : r->ncores;
-    g->gemm_tile_m = r->device && gf->wfit.ok ? gf->wfit.tile_m : calib_cpu_tiles[0][0];
-    g->gemm_tile_n = r->device && gf->wfit.ok ? gf->wfit.tile_n : calib_cpu_tiles[0][1];
-    calib_sample_curve(&g->gemm_eff, &gf->sat, 1e4, calib_top_flops(r));
+    h.gpu.peak_bf16_tflops = h.gpu.peak_tf32_tflops = h.gpu.peak_fp8_tflops = r->peak_gflops * 1e-3;
+    calib_gemm_fields(r, &h.gpu);
     h.cluster.compute_scale = 1;
     return &h;
 }

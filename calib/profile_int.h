@@ -14,15 +14,13 @@ const calib_fitrec_t *calib_find_fit(const calib_result_t *r, const char *name);
  * samples: lin.b, its standard error, R^2, rms and the residuals; lin.ok
  * with at least 2 samples. */
 void calib_fit_through_origin(calib_fitrec_t *f);
-/* The fit sampled at half decades from lo to hi (at most CURVE_MAX points). */
-void calib_sample_curve(curve_t *c, const calib_satfit_t *f, double lo, double hi);
 /* A profile holding only what the memory-bound fits give (fit_hbm and
  * fit_memory_bound have run); one static copy, rewritten by each call. */
 const hw_t *calib_mem_profile(const calib_result_t *r);
-/* The largest GEMM the curves are sampled to. */
-double calib_top_flops(const calib_result_t *r);
-/* The CPU's one GEMM tile: kern_gemm_ref's 4 x 4 register block. */
-extern const int calib_cpu_tiles[1][2];
+/* The fields by which the model prices a GEMM, as calib_make_profile
+ * writes them: the SMs (a CPU's cores), the tile (a CPU's 4 x 4; a GPU's
+ * the gemm_eff fit chose, when it did) and the gemm_eff curve. */
+void calib_gemm_fields(const calib_result_t *r, hw_gpu_t *g);
 /* The attention fits, after fit_gemm (profile_attn.c). */
 void calib_fit_attention(calib_result_t *r);
 
