@@ -94,9 +94,11 @@ static double capped(const job_t *j, double f)
     return j->moe_capacity_factor > 0 && f > j->moe_capacity_factor ? j->moe_capacity_factor : f;
 }
 
+int moe_imbalanced(const job_t *j) { return j->num_experts > 0 && j->moe_load_cv > 0 && j->ep > 1; }
+
 double moe_load_factor(const job_t *j)
 {
-    if (j->num_experts <= 0 || j->moe_load_cv <= 0)
+    if (!moe_imbalanced(j))
         return 1;
     return capped(j, 1 + j->moe_load_cv / sqrt((double)j->num_experts / j->ep) * expected_max_normal(j->ep));
 }
@@ -139,7 +141,7 @@ static double normal_quantile(double p)
 
 double moe_load_draw(const job_t *j, uint64_t seed, int stage, int chunk, long mb, int layer)
 {
-    if (j->num_experts <= 0 || j->moe_load_cv <= 0 || j->ep <= 1) /* one EP rank holds every token: even */
+    if (!moe_imbalanced(j))
         return 1;
     /* The largest of EP standard normals in one draw: its CDF is Phi^EP, so
      * Phi^-1(U^(1 / EP)) for a uniform U (whatever EP, one draw an op). */
@@ -153,8 +155,8 @@ double moe_load_draw(const job_t *j, uint64_t seed, int stage, int chunk, long m
 
 double moe_chunk_load(const job_t *j, uint64_t seed, int stage, int chunk, long mb)
 {
-    int n = moe_chunk_layers(j, stage, chunk);
-    if (n <= 0 || j->num_experts <= 0 || j->moe_load_cv <= 0)
+    int n = moe_imbalanced(j) ? moe_chunk_layers(j, stage, chunk) : 0;
+    if (n <= 0)
         return 1;
     double sum = 0;
     for (int l = 0; l < n; l++)

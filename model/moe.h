@@ -63,6 +63,9 @@ double moe_rows_local(const job_t *job);
  * form caps the expectation, a bound from above) and padded experts always
  * compute it (1 here: moe_rows_local holds the capacity). */
 double moe_load_factor(const job_t *job);
+/* Whether a job has an imbalance to price: experts, a load CV, and more
+ * than one EP rank (one holds every token: its load is the even one). */
+int moe_imbalanced(const job_t *job);
 double moe_load_draw(const job_t *job, uint64_t seed, int stage, int chunk, long mb, int layer);
 /* A chunk's forward or backward over its MoE layers: the mean of their
  * draws (the time that scales with the busiest rank's load is the same in

@@ -257,20 +257,20 @@ static int post_xfer(sim_t *S, int ent, int stream, int slot, const sched_xfer_t
     return eng_xfer_event(S, S->now + (f == 1 ? S->p2p_ns : ns(S->p2p_ns * 1e-9 * f)), sides_e, sides_st, sides_sl);
 }
 
-/* Starts the op's current part (its first, or the next after a part). */
 /* A forward's or backward's extra time from the MoE routing imbalance,
  * all its parts together: the busiest expert rank's share of this
  * micro-batch's tokens over the even one (the draw, the same on every
  * rank) on the ops that scale with it; 0 without imbalance. */
 static double moe_extra_s(const sim_t *S, const entity_t *e, const sched_op_t *op)
 {
-    if (S->job->moe_load_cv <= 0)
+    if (!moe_imbalanced(S->job))
         return 0;
     const cost_chunk_t *c = &S->ct[e->stage * S->v + op->chunk];
     return (moe_chunk_load(S->job, S->opts->seed, e->stage, op->chunk, op->mb) - 1) *
            (op->kind == SOP_FWD ? c->fwd_moe_s : c->bwd_moe_s);
 }
 
+/* Starts the op's current part (its first, or the next after a part). */
 static int start(sim_t *S, int ent, int stream, int slot)
 {
     entity_t *e = &S->e[ent];
