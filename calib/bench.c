@@ -485,14 +485,12 @@ static void mem_point(const calib_plan_t *p, calib_table_t *t, int kind, double 
     if (kind == 1 || kind == 2 || kind == 5)
         n = (n / LN_C > 0 ? n / LN_C : 1) * LN_C;
     mem_ctx_t m = {kind, n, {0}};
-    for (int i = 0; i < 8; i++)
-        m.x[i] = calib_rand_floats(i < mem_nbufs[kind] ? n : LN_C, 11 + i);
+    for (int i = 0; i < 8; i++) /* bias+GeLU's input like the job's pre-activations (calib_gelu_input_std) */
+        m.x[i] = kind == 2 && i == 1 ? calib_normal_floats((size_t)n, 11 + i, calib_gelu_input_std(&p->job))
+                                     : calib_rand_floats(i < mem_nbufs[kind] ? n : LN_C, 11 + i);
     m.x[8] = kind == 5 ? malloc((size_t)n) : NULL; /* the 1-byte mask */
-    if (kind == 2) { /* bias+GeLU on pre-activations like the job's (calib_gelu_input_std), its bias 0 as initialised */
-        free(m.x[1]);
-        m.x[1] = calib_normal_floats((size_t)n, 12, calib_gelu_input_std(&p->job));
+    if (kind == 2) /* its bias 0, as initialised */
         memset(m.x[2], 0, sizeof(float) * LN_C);
-    }
     if (kind == 3) /* v must be >= 0 */
         for (long i = 0; i < n; i++)
             m.x[3][i] = fabsf(m.x[3][i]);
