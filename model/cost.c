@@ -225,23 +225,50 @@ group_layout_t cost_group_layout(const job_t *job, const hw_t *hw, group_t grp)
     return g;
 }
 
-/* Bus bandwidth of one rank in the group, bytes/s, for messages of `bytes`:
- * NVLink inside a node; across nodes the group's ranks on a node share
- * that node's rail NICs (one each, at most nics_per_node), derated by the
- * switch tier and, above the ToR, by oversubscription. */
-static double bus_Bps(const hw_t *hw, const group_layout_t *g, double bytes)
+/* A group's two kinds of links, bytes/s, for messages of `bytes`: one
+ * rank's NVLink (*nvl), and across nodes the rail NICs that the group's
+ * ranks on a node share (one each, at most nics_per_node), derated by the
+ * switch tier and, above the ToR, by oversubscription (*net; 0 when the
+ * group is on one node). */
+static void link_Bps(const hw_t *hw, const group_layout_t *g, double bytes, double *nvl, double *net)
 {
     const hw_cluster_t *c = &hw->cluster;
-    double nvl = hw->gpu.nvlink_gbps * 1e9 * fmin(1, curve_eval(&c->nvlink_eff, bytes) * c->nvlink_scale);
+    *nvl = hw->gpu.nvlink_gbps * 1e9 * fmin(1, curve_eval(&c->nvlink_eff, bytes) * c->nvlink_scale);
+    *net = 0;
+    if (g->nodes == 1)
+        return;
+    double nics = fmin(g->per_node, c->nics_per_node);
+    *net = nics * c->nic_gbit / 8 * 1e9 * curve_eval(&c->net_eff, bytes) * c->tier_eff[g->tier];
+    if (g->tier > 0)
+        *net /= c->oversubscription;
+    if (g->tier > 1) /* above the pod */
+        *net /= c->pod_oversubscription;
+}
+
+/* Bus bandwidth of one rank in a ring over the group: NVLink inside a
+ * node; across nodes the slower of NVLink and the node's NICs. */
+static double bus_Bps(const hw_t *hw, const group_layout_t *g, double bytes)
+{
+    double nvl, net;
+    link_Bps(hw, g, bytes, &nvl, &net);
     if (g->nodes == 1)
         return nvl;
-    double nics = fmin(g->per_node, c->nics_per_node);
-    double net = nics * c->nic_gbit / 8 * 1e9 * curve_eval(&c->net_eff, bytes) * c->tier_eff[g->tier];
-    if (g->tier > 0)
-        net /= c->oversubscription;
-    if (g->tier > 1) /* above the pod */
-        net /= c->pod_oversubscription;
     return g->per_node > 1 ? fmin(nvl, net) : net;
+}
+
+/* An all-to-all's transfer time: each rank sends 1/n of its bytes to each
+ * other member. Inside a node every rank's (n-1)/n goes over its own
+ * NVLink. Across nodes a ring's busbw does not apply: every rank's
+ * (n - q)/n leaves the node (q: the group's ranks on a node), q ranks'
+ * worth through the NICs they share, while the (q - 1)/n to its node's
+ * members goes over NVLink beside it. */
+static double alltoall_xfer_s(const hw_t *hw, const group_layout_t *g, double bytes)
+{
+    double nvl, net, n = g->size, q = g->per_node;
+    link_Bps(hw, g, bytes, &nvl, &net);
+    if (g->nodes == 1)
+        return (n - 1) / n * bytes / nvl;
+    return fmax((q - 1) / n * bytes / nvl, q * (n - q) / n * bytes / net);
 }
 
 /* Latency of one ring step: NVLink hops inside nodes, network hops
@@ -273,8 +300,9 @@ double cost_coll_s(const hw_t *hw, coll_t coll, double bytes, const group_layout
     }
     case COLL_ALLGATHER:
     case COLL_REDUCESCATTER:
-    case COLL_ALLTOALL:
         return launch + (n - 1) * a + frac * bytes / bw;
+    case COLL_ALLTOALL:
+        return launch + (n - 1) * a + alltoall_xfer_s(hw, g, bytes);
     case COLL_BROADCAST: /* pipelined ring */
         return launch + (n - 1) * a + bytes / bw;
     case COLL_SENDRECV: /* to the next member, from the one before, at once */

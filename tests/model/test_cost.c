@@ -163,6 +163,24 @@ int main(void)
               "launch + (n-1) alpha + (n-1)/n S / bw");
     check_rel("collective over one rank costs nothing", 0, cost_coll_s(&hw, COLL_ALLREDUCE, S, &(group_layout_t){1, 1, 1, -1}),
               0, "n = 1");
+    /* All-to-all inside a node: each rank's 7/8 over its own NVLink, as a
+     * ring's. Across 2 nodes, 4 ranks each (MoE Parallel Folding's
+     * Mixtral-8x22B-G8T8, ETP 2 x EP 8): each rank's 4/8 leaves the node,
+     * 4 ranks' worth over the 4 NICs they share (16/8 S over 4 NICs) while
+     * its 3/8 to its node's ranks crosses NVLink beside it. A ring's busbw
+     * would take 7/8 S over the same 4 NICs: 2.3x too little time. */
+    check_rel("all-to-all 48 MiB over 8 ranks on one node", ag, cost_coll_s(&hw, COLL_ALLTOALL, S2, &tp), 1e-12,
+              "(n-1)/n S / NVLink, as the all-gather");
+    group_layout_t ep2 = {8, 4, 2, 0};
+    double nics4 = 4 * c->nic_gbit / 8 * 1e9 * curve_eval(&c->net_eff, S2) * c->tier_eff[0];
+    double nvl = hw.gpu.nvlink_gbps * 1e9 * fmin(1, curve_eval(&c->nvlink_eff, S2) * c->nvlink_scale);
+    double a_ep2 = (c->alpha_nvlink_us * 0.75 + c->alpha_net_us * 0.25 + 2 * c->alpha_hop_us) * 1e-6;
+    double a2a = c->coll_launch_us * 1e-6 + 7 * a_ep2 + fmax(3.0 / 8 * S2 / nvl, 4 * 4.0 / 8 * S2 / nics4);
+    check_rel("all-to-all 48 MiB over 8 ranks on 2 nodes (4 a node)", a2a, cost_coll_s(&hw, COLL_ALLTOALL, S2, &ep2),
+              1e-12, "max((q-1)/n S / NVLink, q (n-q)/n S / the q NICs), q = 4");
+    check_true("the same all-to-all is NIC-bound, 2x a ring's time or more",
+               cost_coll_s(&hw, COLL_ALLTOALL, S2, &ep2) > 2 * cost_coll_s(&hw, COLL_ALLGATHER, S2, &ep2) - 1e-3,
+               "16/7 of the ring's transfer");
 
     /* GEMM roofline: 8192^3 bf16 on A800: 12,288 tiles of 256x128 over
      * 108 SMs -> 114 waves, 99.8% full; efficiency from the curve at 1.1e12,
