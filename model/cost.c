@@ -45,6 +45,37 @@ double cost_gemm_wave_eff(int tm, int tn, int s, double m, double n, double batc
     return fmax(best, HALF_TILE_EFF * half);
 }
 
+/* A GEMM whose output is narrower than half the profile's smaller tile
+ * side (an MoE router's m x E logits, E = 8: 8 of a 256-wide tile's
+ * columns; 4 tiles for 132 SMs) does not run on that tile: cuBLAS picks a
+ * narrow one (tensor-core MMAs come 8 wide: wgmma's N, mma.sync's n8)
+ * and, when its tiles do not fill the SMs, splits K among them (cuBLAS's
+ * split-K; CUTLASS's GemmSplitKParallel), K chunks of at least
+ * SPLITK_MIN_K. Such a kernel streams the wide operand: the memory
+ * roofline (cost_gemm_prec_s) prices it, not a full tile's 8/256 of
+ * tensor-core work. The useful fraction of that kernel's SM time, or 0
+ * when the output is not narrow. */
+#define SPLITK_MIN_K 256.0
+#define NARROW_TILE_MIN 8.0
+
+static double narrow_eff(const hw_gpu_t *g, double m, double n, double k, double batch)
+{
+    double tmin = fmin(g->gemm_tile_m, g->gemm_tile_n), tmax = fmax(g->gemm_tile_m, g->gemm_tile_n);
+    double d = fmin(m, n), w = fmax(m, n);
+    if (tmin <= 0 || d >= tmin / 2)
+        return 0;
+    double dt = fmax(NARROW_TILE_MIN, pow(2, ceil(log2(d)))), tiles = ceil(w / tmax) * batch;
+    double split = fmax(1, fmin(floor(g->sm_count / tiles), floor(k / SPLITK_MIN_K)));
+    double total = tiles * split, waves = ceil(total / g->sm_count);
+    return d / dt * w / (ceil(w / tmax) * tmax) * total / (waves * g->sm_count);
+}
+
+double cost_gemm_fill(const hw_gpu_t *g, double m, double n, double k, double batch)
+{
+    return fmax(cost_gemm_wave_eff(g->gemm_tile_m, g->gemm_tile_n, g->sm_count, m, n, batch),
+                narrow_eff(g, m, n, k, batch));
+}
+
 double cost_gemm_s(const hw_t *hw, const job_t *job, double m, double n, double k, double batch)
 {
     return cost_gemm_prec_s(hw, job, m, n, k, batch, 0);
@@ -54,7 +85,7 @@ double cost_gemm_prec_s(const hw_t *hw, const job_t *job, double m, double n, do
 {
     const hw_gpu_t *g = &hw->gpu;
     double flops = 2 * m * n * k * batch;
-    double we = cost_gemm_wave_eff(g->gemm_tile_m, g->gemm_tile_n, g->sm_count, m, n, batch);
+    double we = cost_gemm_fill(g, m, n, k, batch);
     double eff = fmin(1, curve_eval(&g->gemm_eff, flops) * hw->cluster.compute_scale);
     double t_math = flops / (gemm_peak_flops(hw, job, fp8) * eff * we);
     double bytes = batch * ((m * k + k * n) * (fp8 ? 1 : job_weight_bytes(job)) + m * n * job_weight_bytes(job));

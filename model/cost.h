@@ -46,6 +46,11 @@ double cost_gemm_acc_s(const hw_t *hw, double m, double n, double batch);
  * cost_gemm_s divides by it; calibration divides measured efficiencies by
  * it, so the efficiency curve it fits is the one cost_gemm_s expects. */
 double cost_gemm_wave_eff(int tile_m, int tile_n, int sms, double m, double n, double batch);
+/* What cost_gemm_s divides by: the wave model's fraction, or for an
+ * output narrower than half the profile's smaller tile side (a router's
+ * m x E) a narrow tile with K split over the idle SMs, whichever is
+ * higher (model/cost.c narrow_eff). */
+double cost_gemm_fill(const hw_gpu_t *g, double m, double n, double k, double batch);
 /* The useful fraction of a flash attention kernel's SM time: bh heads
  * (the grid's: cost_attn_grid_heads) of s queries, each seeing at most w keys (w >= s:
  * causal), cut into blocks of `block` query rows (forward) or key rows

@@ -183,7 +183,7 @@ static void report_pass_ops(FILE *f, const job_t *j, const hw_t *hw, pass_t pass
         if (o->kind == OP_GEMM) {
             k = snprintf(shape, sizeof shape, "%gx%gx%g x%g", o->m, o->n, o->k, o->batch);
             snprintf(waves, sizeof waves, "%.3f",
-                     cost_gemm_wave_eff(g->gemm_tile_m, g->gemm_tile_n, g->sm_count, o->m, o->n, o->batch));
+                     cost_gemm_fill(g, o->m, o->n, o->k, o->batch));
         } else if (o->kind == OP_ATTN) {
             k = snprintf(shape, sizeof shape, "bh=%g s=%g w=%g d=%g", o->batch, o->attn_seq, o->attn_window, o->attn_d);
             int block = o->attn_bwd ? g->attn_block_k : g->attn_block_q;

@@ -148,6 +148,16 @@ for _m in ("mcore", "folding"):
         KNOWN_MISSES["mpf-t4-g8t8-%s-%04d" % (_m, _g)] = FINE_ACROSS if _m == "mcore" else FINE
     for _g in (64, 128, 256, 512, 1024):
         KNOWN_MISSES["mpf-t4-qwen2-57b-a14b-%s-%04d" % (_m, _g)] = OPTIMISTIC
+# Within 3 points until 2026-11-29 (a later session), while the router's
+# 512 x 8 x 8192 GEMM was priced on a full 128 x 256 tile: 531 us a layer
+# and micro-batch, 5-6% of the layer. Priced as the narrow, split-K kernel
+# cuBLAS runs (model/cost.c narrow_eff): 5.7 us, and these rows rose 2.3
+# points, as the MCore ones did (those stay within 3).
+LLAMA_FOLDING = ("within 3 points only while the router was priced on a full tile (531 us a layer and micro-batch, "
+                 "now 5.7 us); and " + OPTIMISTIC)
+KNOWN_MISSES["mpf-t3-llama3-8x70b-folding-0256"] = LLAMA_FOLDING
+for _g in (128, 512, 1024):
+    KNOWN_MISSES["mpf-t4-llama3-8x70b-folding-%04d" % _g] = LLAMA_FOLDING
 KNOWN_MISSES["mpf-t3-g8t8-mcore-0128"] = FINE_ACROSS
 KNOWN_MISSES["mpf-t3-g8t8-folding-0128"] = FINE
 for _g, _s in ((128, 16), (256, 32), (512, 64), (1024, 128)):

@@ -195,6 +195,25 @@ int main(void)
     double bytes = (8192.0 + 8192.0 * 8192 + 8192.0) * 2;
     check_true("GEMV is memory bound", cost_gemm_s(&hw, &j, 1, 8192, 8192, 1) >= bytes / (hw.gpu.hbm_gbps * 1e9),
                "time >= bytes / HBM bandwidth");
+    /* A narrow output: an MoE router's 512 x 8 logits over k = 8192 on the
+     * A800 (256x128 tiles, 108 SMs). A full tile would use 8 of its 128
+     * columns, 2 tiles on 108 SMs; cuBLAS runs an 8-wide tile with K split
+     * 32 ways (256 each): 64 of 108 SMs busy, no columns wasted. Math at
+     * the curve's 67 MFLOP point over 64/108, against reading the 8 MiB
+     * input: the longer, plus the launch gap. */
+    {
+        double rm = 512, rn = 8, rk = 8192, rfl = 2 * rm * rn * rk;
+        double rmath = rfl / (312e12 * curve_eval(&hw.gpu.gemm_eff, rfl) * hw.cluster.compute_scale * (64.0 / 108));
+        double rbytes = (rm * rk + rk * rn + rm * rn) * 2;
+        double rmem = rbytes / (hw.gpu.hbm_gbps * 1e9 * curve_eval(&hw.gpu.mem_eff, rbytes));
+        check_rel("router GEMM 512 x 8 x 8192: a narrow tile, K split 32 ways", fmax(rmath, rmem) + hw.gpu.kernel_gap_us * 1e-6,
+                  cost_gemm_s(&hw, &j, rm, rn, rk, 1), 1e-12, "max(flops / (peak x eff x 64/108), bytes / HBM) + gap");
+        double full = cost_gemm_wave_eff(hw.gpu.gemm_tile_m, hw.gpu.gemm_tile_n, hw.gpu.sm_count, rm, rn, 1);
+        check_true("on a full tile it would take 50x longer or more",
+                   rfl / (312e12 * curve_eval(&hw.gpu.gemm_eff, rfl) * hw.cluster.compute_scale * full) >
+                       50 * cost_gemm_s(&hw, &j, rm, rn, rk, 1),
+                   "8/128 columns x 2/108 SMs");
+    }
     /* Wave quantisation, compute bound: m = 256, n = 128 x 109, k = 8192 on
      * 108 SMs. 256x128 tiles: 109 tiles, 2 waves, 109/216 busy (0.505);
      * half tiles 128x128 or 256x64: 218 tiles, 3 waves, 218/324 busy, at
