@@ -122,8 +122,8 @@ double cost_peak_flops(const hw_t *hw, const job_t *job);
 typedef struct {
     double compute_s, exposed_s;
     double moe_load_s; /* of their sum, the ops that grow with the busiest expert rank's tokens */
-    double a2a_s;      /* of their sum, the experts' token dispatch and combine (the collectives over EP,
-                          or ETP x EP for the allgather dispatcher): compare's all-to-all class */
+    double a2a_s;      /* of their sum, the experts' token dispatch and combine (the collectives over EP
+                          and ETP, or ETP x EP for the allgather dispatcher): compare's all-to-all class */
 } cost_pass_t;
 cost_pass_t cost_pass(const hw_t *hw, const job_t *job, pass_t pass);
 

@@ -53,7 +53,7 @@ static cost_pass_t cost_pass_of(const hw_t *hw, const job_t *j, pass_t pass, int
         const op_t *o = &ops[i];
         if (o->moe_load) /* compute, or an exposed collective */
             r.moe_load_s += t[i];
-        if (o->kind == OP_COLL && (o->group == GROUP_EP || o->group == GROUP_ETP_EP))
+        if (o->kind == OP_COLL && (o->group == GROUP_EP || o->group == GROUP_ETP || o->group == GROUP_ETP_EP))
             r.a2a_s += t[i];
         if (o->kind != OP_COLL) {
             r.compute_s += t[i];

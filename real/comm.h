@@ -1,7 +1,7 @@
 /* real/comm.h: the communicators of one rank of a real run: its TP, CP,
  * DP and pipeline groups, the tied-embedding group (first and last
- * pipeline stage), the world, and with experts the expert-parallel (EP)
- * and expert data-parallel (EDP) groups, folded into the same ranks as
+ * pipeline stage), the world, and with experts the expert-parallel (EP),
+ * expert data-parallel (EDP) and expert tensor-parallel (ETP) groups, folded into the same ranks as
  * model/moe.h orders them (rank = etp_i + ETP (ep_i + EP (edp_i + EDP
  * stage))). Ranks are numbered as Megatron-Core and
  * the simulator number them (model/layout.h): TP fastest, then CP, DP,
@@ -31,7 +31,7 @@
 
 #include <mpi.h>
 
-typedef enum { GRP_TP, GRP_DP, GRP_PP, GRP_EMB, GRP_WORLD, GRP_CP, GRP_EP, GRP_EDP, GRP_COUNT } grp_t;
+typedef enum { GRP_TP, GRP_DP, GRP_PP, GRP_EMB, GRP_WORLD, GRP_CP, GRP_EP, GRP_EDP, GRP_ETP, GRP_COUNT } grp_t;
 typedef enum { DT_F32, DT_ACT, DT_I32 } dtype_t; /* DT_ACT: the runtime's act type */
 
 typedef struct comm comm_t;
@@ -75,7 +75,7 @@ struct comm {
     int tp_i, dp_i, stage;                /* coordinates of this rank (dp_i: in DP x CP) */
     int cp_i;                             /* its place in its CP group: dp_i mod CP */
     int data_i;                           /* its data replica (which samples it reads): dp_i / CP */
-    int ep_i, edp_i;                      /* with experts: its place in its EP and its EDP group */
+    int ep_i, edp_i, etp_i;               /* with experts: its place in its EP, EDP and ETP group */
     void *impl;
 };
 

@@ -44,14 +44,15 @@ int comm_groups_init(comm_t *c, const comm_plan_t *p, char *err, int errlen)
     int emb = pp > 1 && (c->stage == 0 || c->stage == pp - 1);
     /* the experts' folding: a stage's TP x CP x DP ranks as ETP x EP x EDP */
     int ep = p->ep, etp = p->etp > 0 ? p->etp : 1, local = w % (tp * dpc), etp_i = local % etp;
-    c->ep_i = ep > 0 ? local / etp % ep : 0, c->edp_i = ep > 0 ? local / (etp * ep) : 0;
+    c->ep_i = ep > 0 ? local / etp % ep : 0, c->edp_i = ep > 0 ? local / (etp * ep) : 0, c->etp_i = ep > 0 ? etp_i : 0;
     int edp = ep > 0 ? tp * dpc / (etp * ep) : 1;
     int color[GRP_COUNT] = {w / tp, c->tp_i + tp * c->stage, c->tp_i + tp * c->dp_i,
                             emb ? c->tp_i + tp * c->dp_i : MPI_UNDEFINED, 0,
                             c->tp_i + tp * (c->dp_i / cp + dp * c->stage),
                             ep > 0 ? etp_i + etp * (c->edp_i + edp * c->stage) : MPI_UNDEFINED,
-                            ep > 0 ? etp_i + etp * (c->ep_i + ep * c->stage) : MPI_UNDEFINED};
-    int key[GRP_COUNT] = {c->tp_i, c->dp_i, c->stage, c->stage, w, c->cp_i, c->ep_i, c->edp_i};
+                            ep > 0 ? etp_i + etp * (c->ep_i + ep * c->stage) : MPI_UNDEFINED,
+                            ep > 0 ? c->ep_i + ep * (c->edp_i + edp * c->stage) : MPI_UNDEFINED};
+    int key[GRP_COUNT] = {c->tp_i, c->dp_i, c->stage, c->stage, w, c->cp_i, c->ep_i, c->edp_i, etp_i};
     for (int g = 0; g < GRP_COUNT; g++) {
         c->mpi[g] = MPI_COMM_NULL, c->rank[g] = 0, c->size[g] = 0;
         if (MPI_Comm_split(MPI_COMM_WORLD, color[g], key[g], &c->mpi[g]) != MPI_SUCCESS) {

@@ -64,7 +64,7 @@ typedef struct {
     int depth;                                  /* open group_begin calls */
 } nccl_impl_t;
 
-static const char *const grp_name[GRP_COUNT] = {"TP", "DP", "PP", "EMB", "WORLD", "CP", "EP", "EDP"};
+static const char *const grp_name[GRP_COUNT] = {"TP", "DP", "PP", "EMB", "WORLD", "CP", "EP", "EDP", "ETP"};
 
 static int nccl_error(ncclResult_t r, const char *what, const char *file, int line)
 {

@@ -375,11 +375,22 @@ static kern_opt_hparams hparams(exec_t *x)
                               x->grad_scale};
 }
 
+/* Whether this rank's copy of tensor i counts once in a sum over the
+ * group that cuts it: TP for the model's tensors (one held whole by every
+ * TP rank counts TP rank 0's), ETP for an expert's (FC2's bias, whole on
+ * every ETP rank: ETP rank 0's). */
+static int counts_in_its_group(const gpt_t *m, int i)
+{
+    const gpt_tensor_t *t = &m->tensors[i];
+    return t->expert ? t->etp_split || m->etp_i == 0 : t->tp_split || m->tp_i == 0;
+}
+
 /* LAMB's per-tensor norms over every rank holding a piece of the tensor:
  * DP ranks hold disjoint shards (ZeRO), TP ranks disjoint cuts of split
  * tensors; a tensor every TP rank holds whole counts TP rank 0's. An
- * expert's tensor is whole on its EP rank, sharded over EDP (ZeRO): its
- * sums (xn) go over EDP alone. */
+ * expert's tensor is on its EP rank, cut by ETP (FC2's bias whole on
+ * every ETP rank: ETP rank 0's counts) and sharded over EDP (ZeRO): its
+ * sums (xn) go over ETP and EDP, not TP. */
 static int lamb_sum_norms(exec_t *x)
 {
     gpt_t *m = x->m;
@@ -390,7 +401,7 @@ static int lamb_sum_norms(exec_t *x)
     for (int k = 0; k < x->nsegs; k++) {
         int i = x->seg_tensor[k];
         double *to = m->tensors[i].expert ? xn : x->tensor_norms;
-        if (!m->tensors[i].expert && !m->tensors[i].tp_split && m->tp_i != 0)
+        if (!counts_in_its_group(m, i))
             continue;
         to[2 * i] += x->norms_host[2 * k], to[2 * i + 1] += x->norms_host[2 * k + 1];
     }
@@ -399,6 +410,8 @@ static int lamb_sum_norms(exec_t *x)
         RT_TRY(comm_host_sum_f64(x->comm, GRP_DP, x->tensor_norms, 2 * nt));
     if (x->zero && m->E > 0)
         RT_TRY(comm_host_sum_f64(x->comm, GRP_EDP, xn, 2 * nt));
+    if (m->E > 0 && m->etp > 1)
+        RT_TRY(comm_host_sum_f64(x->comm, GRP_ETP, xn, 2 * nt));
     for (int i = 0; i < 2 * nt; i++)
         x->tensor_norms[i] += xn[i];
     for (int k = 0; k < x->nsegs; k++) {
@@ -418,8 +431,8 @@ static int counts_once(const exec_t *x, int i)
 {
     const gpt_t *m = x->m;
     if (m->tensors[i].expert)
-        return x->zero || m->edp_i == 0;
-    return (m->tensors[i].tp_split || m->tp_i == 0) && (x->zero || m->dp_i == 0) && (i != m->t_wte || m->stage == 0);
+        return counts_in_its_group(m, i) && (x->zero || m->edp_i == 0);
+    return counts_in_its_group(m, i) && (x->zero || m->dp_i == 0) && (i != m->t_wte || m->stage == 0);
 }
 
 /* The global gradient norm, as Megatron-LM's clip_grad_norm counts it:

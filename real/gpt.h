@@ -78,6 +78,7 @@ typedef struct {
     int init_one;
     int tp_split;            /* cut by TP (else every TP rank holds all of it) */
     int expert;              /* an expert's: held by one EP rank, replicated over EDP (not DP) */
+    int etp_split;           /* an expert's, cut by ETP (else every ETP rank holds all of it: FC2's bias) */
     int sp_partial;          /* with SP each TP rank's gradient is partial: summed over TP */
 } gpt_tensor_t;
 
@@ -134,9 +135,9 @@ typedef struct {
     int *chunk_piece0;       /* [vpp + 1]: chunk c's first piece; [vpp]: npieces w/o emb */
     long nparams;            /* flat space, padding included */
 
-    int E, El, topk, Fe, Fwe; /* experts (0: dense), local experts (E / EP), top-k, an expert's FFN width and
-                                 FC1 output (Fe, or 2 Fe with SwiGLU) */
-    int ep, ep_i, edp, edp_i;  /* the expert groups (comm.h) */
+    int E, El, topk, Fe, Fwe; /* experts (0: dense), local experts (E / EP), top-k, the FFN width of this ETP
+                                 rank's slice of an expert and its FC1 output (Fe, or 2 Fe with SwiGLU) */
+    int ep, ep_i, edp, edp_i, etp, etp_i; /* the expert groups (comm.h) */
     double moe_cf;           /* --moe-expert-capacity-factor (0: dropless) */
     int moe_pad;             /* --moe-pad-expert-input-to-capacity */
     int moe_ag;              /* --moe-token-dispatcher-type allgather (else alltoall) */
@@ -146,7 +147,8 @@ typedef struct {
                                     the capacity, the auxiliary loss's share of the objective */
     uint64_t moe_drop_sig;   /* the dropped pairs' signature: a sum of one hash per (layer, sample, place in
                                 the sequence, expert), the same on every plan */
-    int64_t moe_a2a_ns;      /* the host's time in the experts' all-to-alls so far (compare's all-to-all class) */
+    int64_t moe_a2a_ns;      /* the host's time in the experts' dispatch and combine collectives (over EP and ETP) so
+                                far (compare's all-to-all class) */
     double moe_cv_sum, moe_cv_n; /* this iteration's sum of squared expert-load CVs, and their number */
 
     int fp8_sites;           /* --fp8-format: 3 per weight tensor of the model (gpt_fp8.c), 0 without */

@@ -59,17 +59,17 @@ static gpt_tensor_t *vec(layout_t *L, const char *name, int id, int n, int one, 
  * or the shared expert's) held by this TP rank, from local row `at`, whose
  * output starts at global row `g0`: its slice of the F rows, or with SwiGLU
  * its slices of the gate rows and of the up rows. Returns the next segment. */
-static int mlp_fc1_rows(const gpt_t *m, gpt_tensor_t *t, int seg, int at, int g0, int F, int Ft)
+static int mlp_fc1_rows(const gpt_t *m, gpt_tensor_t *t, int seg, int at, int g0, int F, int Ft, int part)
 {
-    t->rseg[seg++] = (gpt_seg_t){at, g0 + m->tp_i * Ft, Ft};
+    t->rseg[seg++] = (gpt_seg_t){at, g0 + part * Ft, Ft};
     if (m->swiglu)
-        t->rseg[seg++] = (gpt_seg_t){at + Ft, g0 + F + m->tp_i * Ft, Ft};
+        t->rseg[seg++] = (gpt_seg_t){at + Ft, g0 + F + part * Ft, Ft};
     return seg;
 }
 
 static int fc1_rows(const gpt_t *m, gpt_tensor_t *t, int seg, int at, int g0)
 {
-    return mlp_fc1_rows(m, t, seg, at, g0, m->F, m->Ft);
+    return mlp_fc1_rows(m, t, seg, at, g0, m->F, m->Ft, m->tp_i);
 }
 
 /* Rows of the fused QKV(+FC1) output held by this TP rank: its query
@@ -115,10 +115,10 @@ static int shared_expert(layout_t *L, int *idx, int gl, float resid_std)
         idx[k] = m->ntensors - 1;                                                                      \
     } while (0)
     SH(T_SH_FC1_W, "fc1_w", add(L, nm, base + T_FC1_W, m->Fws, C, Fg, C));
-    t->nrseg = mlp_fc1_rows(m, t, 0, 0, 0, m->Fs, m->Fst), t->tp_split = split;
+    t->nrseg = mlp_fc1_rows(m, t, 0, 0, 0, m->Fs, m->Fst, m->tp_i), t->tp_split = split;
     if (m->bias) {
         SH(T_SH_FC1_B, "fc1_b", add(L, nm, base + T_FC1_B, m->Fws, 1, Fg, 1));
-        t->nrseg = mlp_fc1_rows(m, t, 0, 0, 0, m->Fs, m->Fst), t->tp_split = split, t->init_std = 0;
+        t->nrseg = mlp_fc1_rows(m, t, 0, 0, 0, m->Fs, m->Fst, m->tp_i), t->tp_split = split, t->init_std = 0;
     }
     SH(T_SH_FC2_W, "fc2_w", add(L, nm, base + T_FC2_W, C, m->Fst, C, m->Fs));
     t->cseg[0] = (gpt_seg_t){0, m->tp_i * m->Fst, m->Fst}, t->tp_split = split, t->init_std = resid_std;
@@ -192,34 +192,43 @@ static int layer(layout_t *L, int chunk, int l, int gl)
 int gpt_moe_expert_tensors(const gpt_t *m) { return m->bias ? 4 : 2; }
 
 /* The local experts of MoE layer l of chunk c (model layer gl): expert j
- * is the model's expert ep_i El + j, its FC1 (Fwe, C) and FC2 (C, Fe)
- * (and biases) cut from tensors of all E experts stacked by rows, so the
- * initial values are the same whatever EP. */
+ * is the model's expert ep_i El + j, cut from tensors of all E experts
+ * stacked by rows, so the initial values are the same whatever EP and
+ * ETP. Under ETP each rank holds its slice of the expert's FFN width, as
+ * a TP rank holds a dense MLP's: FC1's rows (with SwiGLU its slices of
+ * the gate rows and of the up rows) and their bias, FC2's columns; FC2's
+ * bias whole on every ETP rank (added once: gpt_moe.c). */
 static int experts(layout_t *L, int chunk, int l, int gl)
 {
     gpt_t *m = L->m;
     int *idx = m->layer_tensor + ((long)m->chunk_layer0[chunk] + l) * T_PER_LAYER;
-    int base = 16 + gl * 16, C = m->C, E = m->E;
+    int base = 16 + gl * 16, C = m->C, E = m->E, FeG = m->Fe * m->etp, FwG = m->Fwe * m->etp, cut = m->etp > 1;
     float resid_std = JOB_INIT_METHOD_STD / sqrtf(2.0f * m->job->num_layers);
     char nm[48];
     for (int j = 0; j < m->El; j++) {
         int ge = m->ep_i * m->El + j;
         struct {
             const char *name;
-            int k, rows, cols, grow0, growsum;
+            int k, rows, cols, grows, gcols;
             float std;
-        } sp[4] = {{"fc1_w", T_FC1_W, m->Fwe, C, ge * m->Fwe, E * m->Fwe, JOB_INIT_METHOD_STD},
-                   {"fc1_b", T_FC1_B, m->Fwe, 1, ge * m->Fwe, E * m->Fwe, 0},
-                   {"fc2_w", T_FC2_W, C, m->Fe, ge * C, E * C, resid_std},
-                   {"fc2_b", T_FC2_B, C, 1, ge * C, E * C, 0}};
+        } sp[4] = {{"fc1_w", T_FC1_W, m->Fwe, C, E * FwG, C, JOB_INIT_METHOD_STD},
+                   {"fc1_b", T_FC1_B, m->Fwe, 1, E * FwG, 1, 0},
+                   {"fc2_w", T_FC2_W, C, m->Fe, E * C, FeG, resid_std},
+                   {"fc2_b", T_FC2_B, C, 1, E * C, 1, 0}};
         for (int i = 0; i < 4; i++) {
             if (!m->bias && (sp[i].k == T_FC1_B || sp[i].k == T_FC2_B))
                 continue;
             snprintf(nm, sizeof nm, "layer%d.expert%d.%s", gl, ge, sp[i].name);
-            gpt_tensor_t *t = add(L, nm, base + sp[i].k, sp[i].rows, sp[i].cols, sp[i].growsum, sp[i].cols);
+            gpt_tensor_t *t = add(L, nm, base + sp[i].k, sp[i].rows, sp[i].cols, sp[i].grows, sp[i].gcols);
             if (!t)
                 return -1;
-            t->rseg[0] = (gpt_seg_t){0, sp[i].grow0, sp[i].rows}, t->init_std = sp[i].std, t->expert = 1;
+            if (sp[i].k == T_FC1_W || sp[i].k == T_FC1_B)
+                t->nrseg = mlp_fc1_rows(m, t, 0, 0, ge * FwG, FeG, m->Fe, m->etp_i), t->etp_split = cut;
+            else
+                t->rseg[0] = (gpt_seg_t){0, ge * C, C};
+            if (sp[i].k == T_FC2_W)
+                t->cseg[0] = (gpt_seg_t){0, m->etp_i * m->Fe, m->Fe}, t->etp_split = cut;
+            t->init_std = sp[i].std, t->expert = 1;
             if (j == 0)
                 idx[sp[i].k] = m->ntensors - 1;
         }
@@ -340,10 +349,7 @@ static int layout(gpt_t *m)
  * NULL. */
 static const char *moe_switch(const job_t *j)
 {
-    return (j->etp ? j->etp : j->tp) != 1
-               ? "--expert-tensor-parallel-size other than 1 is not run yet: megasim run keeps each expert whole on its "
-                 "EP rank (allowed: --expert-tensor-parallel-size 1; its default 0 means TP's)"
-           : j->moe_lb_type == MOE_LB_SEQ_AUX || j->moe_lb_type == MOE_LB_SINKHORN
+    return j->moe_lb_type == MOE_LB_SEQ_AUX || j->moe_lb_type == MOE_LB_SINKHORN
                ? "--moe-router-load-balancing-type seq_aux_loss and sinkhorn are not run yet (allowed: aux_loss, "
                  "none)"
            : j->parallel_block ? "--parallel-block with --num-experts is not run: the MoE layer replaces the standard "
@@ -471,9 +477,10 @@ int gpt_init(gpt_t *m, const job_t *j, rt_t *rt, comm_t *comm, char *err, int er
     m->bias = !j->disable_bias_linear, m->tied = !j->untie_embeddings, m->rms = j->normalization == NORM_RMSNORM;
     m->swiglu = j->swiglu, m->Fw = m->swiglu ? 2 * m->Ft : m->Ft, m->pos = j->position_embedding;
     m->hdrop = (float)j->hidden_dropout, m->adrop = (float)j->attention_dropout;
-    m->edp = 1;
+    m->edp = m->etp = 1;
     if ((m->E = j->num_experts) > 0) {
-        m->El = m->E / j->ep, m->topk = j->moe_topk, m->Fe = j->moe_ffn_hidden_size;
+        m->etp = j->etp > 0 ? j->etp : 1, m->etp_i = comm->etp_i;
+        m->El = m->E / j->ep, m->topk = j->moe_topk, m->Fe = j->moe_ffn_hidden_size / m->etp;
         m->Fwe = m->swiglu ? 2 * m->Fe : m->Fe;
         m->ep = j->ep, m->ep_i = comm->ep_i, m->edp = j->edp, m->edp_i = comm->edp_i;
         m->moe_cf = j->moe_capacity_factor, m->moe_pad = j->moe_pad_to_capacity;

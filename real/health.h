@@ -16,10 +16,10 @@
 
 #include <stdint.h>
 
-#define HB_MAGIC "MSHB0003" /* 0002: the CP size and group; 0003: EP, ETP and their groups */
+#define HB_MAGIC "MSHB0004" /* 0002: the CP size and group; 0003: EP, ETP and their groups; 0004: the ETP group */
 #define HB_MAX_PENDING 8   /* communication calls one op waits on at once (a batch) */
 #define HB_MAX_P2P 16      /* (peer, tag, direction) transfer counters kept */
-#define HB_GROUPS 8        /* comm.h's GRP_COUNT: GRP_TP .. GRP_EDP */
+#define HB_GROUPS 9        /* comm.h's GRP_COUNT: GRP_TP .. GRP_ETP */
 
 enum { HB_COLL, HB_SEND, HB_RECV };
 enum { HB_RUNNING, HB_DONE, HB_FAILED };

@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const grp_names[] = {"tp", "dp", "pp", "emb", "world", "cp", "ep", "edp"};
+static const char *const grp_names[] = {"tp", "dp", "pp", "emb", "world", "cp", "ep", "edp", "etp"};
 _Static_assert(sizeof grp_names / sizeof grp_names[0] == HB_GROUPS, "a name for every comm.h group");
 static const char *const tag_names[] = {"fwd", "bwd", "ring"};
 static const char *const op_names[] = {"fwd", "bwd", "xfer", "dp_gather", "dp_reduce", "emb_sync", "optim",
@@ -49,9 +49,12 @@ static int same_group(const hb_record_t *a, const hb_record_t *b, int grp)
         return a->tp_i == b->tp_i && a->stage == b->stage && a->dp_i / (a->cp > 0 ? a->cp : 1) == b->dp_i / (b->cp > 0 ? b->cp : 1);
     case GRP_EP:
     case GRP_EDP:
+    case GRP_ETP:
         if (a->ep <= 0 || b->ep <= 0 || a->stage != b->stage)
             return 0;
         fold(a, fa), fold(b, fb);
+        if (grp == GRP_ETP) /* the same ep_i and edp_i */
+            return fa[1] == fb[1] && fa[2] == fb[2];
         return fa[0] == fb[0] && fa[other] == fb[other];
     default: return 1;
     }

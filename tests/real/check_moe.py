@@ -6,7 +6,10 @@ got per step.
 
   moe  8 ranks, EP 2 x ETP 1 folded into TP 2 x DP 2, PP 2 (attention and
        experts on different groups), dropless, then with a capacity factor
-       (interleaved stages, ZeRO-2); 4 ranks of TP 2 x DP 2 with EP 1 (the
+       (interleaved stages, ZeRO-2); the same 8 ranks with ETP 2 x EP 2
+       (each expert cut in two, as TP cuts a dense MLP); 4 ranks of LLaMA-
+       style SwiGLU experts cut by ETP 2 with LAMB and padding, and a run
+       with them resumed; 4 ranks of TP 2 x DP 2 with EP 1 (the
        experts reduced over EDP 4, not DP 2); 4 ranks with EDP 1, LAMB and
        padding on the LLaMA-style model; a gated shared expert (4 ranks,
        the allgather dispatcher), and that such a model learns; one
@@ -14,7 +17,8 @@ got per step.
        run against the whole one; MoE layers on every 2nd layer after a
        dense first, over PP 2.
   moe_quick  the fast tier's (and the sanitizers'): 2 ranks, EP 2 with a
-       capacity, each dispatcher, against 1.
+       capacity, each dispatcher, against 1; 2 ranks of TP 2 with the
+       experts cut by ETP 2, each dispatcher.
 
 How the dropped tokens are checked: each step reports how many (token,
 expert) pairs the capacity dropped over all MoE layers and micro-batches,
@@ -46,6 +50,12 @@ MOE = ["--num-experts", "4", "--moe-router-topk", "2", "--moe-ffn-hidden-size", 
 FOLDED = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2", "--sequence-parallel",
           "--expert-model-parallel-size", "2"]
 CAPACITY = ["--moe-expert-capacity-factor", "1.0"]
+
+
+def with_etp(args, etp):
+    """args with --expert-tensor-parallel-size etp in place of MOE's 1."""
+    i = args.index("--expert-tensor-parallel-size")
+    return args[:i + 1] + [str(etp)] + args[i + 2:]
 
 
 def expect_same(label, want, got, keys):
@@ -110,6 +120,7 @@ def moe():
     label = "tiny-llama MoE, capacity 1.0 padded, LAMB, 4 ranks (DP 4 as EP 4 x EDP 1, ZeRO-1)"
     cr.expect_losses(label, lref, lgot)
     expect_same(label, lref, lgot, ["moe_dropped", "moe_drop_sig"])
+    etp()
     shared()
     one_expert()
     resume()
@@ -123,16 +134,48 @@ def moe():
 
 def resume():
     """A checkpoint of experts sharded over EDP (ZeRO-1) and a shared
-    expert: the resumed run repeats the uninterrupted one bit for bit."""
+    expert, and one of experts cut by ETP: each resumed run repeats the
+    uninterrupted one bit for bit."""
     plan = MOE + ["--moe-shared-expert-intermediate-size", "64", "--expert-model-parallel-size", "2",
                   "--tensor-model-parallel-size", "2", "--sequence-parallel", "--use-distributed-optimizer",
                   "--zero-stage", "1"]
-    with tempfile.TemporaryDirectory(prefix="megasim-ckpt-moe-") as d:
-        whole, _ = cr.run(4, plan, iters=3)
-        cr.run(4, plan + ["--save", d, "--save-interval", "2"], iters=2)
-        later, _ = cr.run(4, plan + ["--save", d, "--resume"], iters=1)
-    cr.expect_losses("MoE resumed at step 2 (4 ranks, EP 2 in TP 2 x DP 2, ZeRO-1 over DP and EDP)", whole[2:],
-                     later, "uninterrupted run", tol=0.0)
+    for args, label in ((plan, "EP 2 in TP 2 x DP 2, ZeRO-1 over DP and EDP"),
+                        (with_etp(plan, 2), "ETP 2 x EP 2 in TP 2 x DP 2, ZeRO-1 over DP")):
+        with tempfile.TemporaryDirectory(prefix="megasim-ckpt-moe-") as d:
+            whole, _ = cr.run(4, args, iters=3)
+            cr.run(4, args + ["--save", d, "--save-interval", "2"], iters=2)
+            later, _ = cr.run(4, args + ["--save", d, "--resume"], iters=1)
+        cr.expect_losses(f"MoE resumed at step 2 (4 ranks, {label})", whole[2:], later, "uninterrupted run", tol=0.0)
+
+
+def etp():
+    """Experts cut by ETP (real/gpt_moe.c: the received rows gathered over
+    ETP, each rank's slice of every expert's width, the partial outputs
+    summed home): the folded 8 ranks with ETP 2 x EP 2, dropless and with
+    a capacity (FC2's bias added once); LLaMA-style SwiGLU experts (the
+    gate's and the up rows' slices) with LAMB (its per-tensor norms summed
+    over ETP), dropless over 2 steps, and padded to a capacity over one
+    (at step 2 a pair within rounding of a capacity boundary may swap, see
+    the top, and moved this plan's gradient norm by 5e-5)."""
+    ref, _ = cr.run(1, MOE, iters=2)
+    got, _ = cr.run(8, with_etp(MOE + FOLDED, 2), iters=2)
+    label = "MoE dropless, 8 ranks (TP 2 + SP x DP 2 folded as ETP 2 x EP 2, PP 2)"
+    cr.expect_losses(label, ref, got)
+    expect_same(label, ref, got, ["moe_aux_loss", "moe_load_cv"])
+    cref, _ = cr.run(1, MOE + CAPACITY, iters=2)
+    cgot, _ = cr.run(8, with_etp(MOE + FOLDED + CAPACITY, 2) + ["--use-distributed-optimizer"], iters=2)
+    label = "MoE capacity factor 1.0, 8 ranks (ETP 2 x EP 2 as above, ZeRO-1)"
+    cr.expect_losses(label, cref, cgot)
+    expect_same(label, cref, cgot, ["moe_dropped", "moe_drop_sig", "moe_aux_loss"])
+    plan = ["--tensor-model-parallel-size", "2", "--sequence-parallel", "--expert-model-parallel-size", "2"]
+    for extra, iters, what in (([], 2, "dropless"), (CAPACITY + ["--moe-pad-expert-input-to-capacity"], 1,
+                                                      "capacity 1.0 padded")):
+        llama = cr.LLAMA + MOE + extra + ["--optimizer", "lamb"]
+        lref, _ = cr.run(1, llama, iters=iters)
+        lgot, _ = cr.run(4, with_etp(llama, 2) + plan, iters=iters)
+        label = f"tiny-llama MoE, {what}, LAMB, 4 ranks (TP 2 + SP x DP 2 as ETP 2 x EP 2)"
+        cr.expect_losses(label, lref, lgot)
+        expect_same(label, lref, lgot, ["moe_dropped", "moe_drop_sig", "moe_load_cv"])
 
 
 def shared():
@@ -213,6 +256,11 @@ def moe_quick():
         got, _ = cr.run(2, MOE + CAPACITY + ["--expert-model-parallel-size", "2", "--moe-token-dispatcher-type", disp],
                         iters=1)  # one step: its gradient norm holds the backward
         label = f"MoE capacity factor 1.0, {disp} dispatcher, 2 ranks (DP 2 as EP 2)"
+        cr.expect_losses(label, ref, got, "single rank, alltoall")
+        expect_same(label, ref, got, ["moe_dropped", "moe_drop_sig", "moe_aux_loss", "moe_load_cv"])
+        got, _ = cr.run(2, with_etp(MOE + CAPACITY, 2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel",
+                                                          "--moe-token-dispatcher-type", disp], iters=1)
+        label = f"MoE capacity factor 1.0, {disp} dispatcher, 2 ranks (TP 2 + SP as ETP 2: each expert cut in two)"
         cr.expect_losses(label, ref, got, "single rank, alltoall")
         expect_same(label, ref, got, ["moe_dropped", "moe_drop_sig", "moe_aux_loss", "moe_load_cv"])
 

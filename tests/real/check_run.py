@@ -497,6 +497,8 @@ def gpu_emu():
       - 4 ranks (TP 2, DP 2, ZeRO-1) with the parallel block, LAMB and
         FlashAttention-1, against 1; 2 ranks of CP 2, a2a and p2p (NCCL's
         all-to-all, the flash kernels on key blocks, the merge) against 1;
+        experts on 1 and on 2 ranks (EP 2, each dispatcher; TP 2 with
+        ETP 2) against 1;
       - a checkpoint resumed on 4 emulated GPUs (REL_TOL), and the op times
         of a 2-rank trace (gpu_timeline).
     Tolerance EMU_TOL: the emulation is deterministic (fibers in a fixed
@@ -562,6 +564,10 @@ def gpu_emu():
     for disp in ("alltoall", "allgather"):  # one step: its gradient norm holds the backward
         ep2, _ = run(2, gpu + moe + ["--expert-model-parallel-size", "2", "--moe-token-dispatcher-type", disp], iters=1)
         expect_bf16(f"2 emulated GPUs (EP 2, {disp} dispatcher) vs 1 emulated GPU", gpu_moe[:1], ep2, EMU_TOL)
+    # experts cut by ETP 2 (TP 2): NCCL's all-to-all with a count per member over ETP, the partial sums added
+    etp = ["2" if i and moe[i - 1] == "--expert-tensor-parallel-size" else a for i, a in enumerate(moe)]
+    etp2, _ = run(2, gpu + etp + ["--tensor-model-parallel-size", "2", "--sequence-parallel"], iters=2)
+    expect_bf16("2 emulated GPUs (TP 2 + SP, experts cut by ETP 2) vs 1 emulated GPU", gpu_moe, etp2, EMU_TOL)
     resume(["--device", "gpu"])  # the GPU runtime's own state copies, to the CPU case's tolerance
     gpu_timeline()
 
