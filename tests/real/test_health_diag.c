@@ -7,7 +7,8 @@
  * fold as etp_i = 0, ep_i = local mod 2, edp_i = local / 2
  * (comm_groups_init), so the EP groups are {0,1} {2,3} {4,5} {6,7} and the
  * EDP groups {0,2} {1,3} {4,6} {5,7}. With ETP 2: etp_i = local mod 2,
- * ep_i = local / 2, edp_i = 0: EP groups {0,2} {1,3} {4,6} {5,7}. */
+ * ep_i = local / 2, edp_i = 0: EP groups {0,2} {1,3} {4,6} {5,7}, ETP
+ * groups (the same ep_i and edp_i) {0,1} {2,3} {4,5} {6,7}. */
 #include "real/comm.h"
 #include "real/health.h"
 #include "tests/check.h"
@@ -76,6 +77,10 @@ static void test_groups(void)
     make_world(2, 2);
     enter_first(0, GRP_EP); /* with ETP 2 rank 0's EP partner is 2, not 1 */
     expect_waits("EP 2 ETP 2, EP", 0, 2, "collective 1 on ep");
+
+    make_world(2, 2);
+    enter_first(6, GRP_ETP); /* the ETP group {6,7}: the rows of an expert's two slices */
+    expect_waits("EP 2 ETP 2, ETP", 6, 7, "collective 1 on etp");
 
     /* Without experts there is no EP group: a count on it (which a run
      * never makes) is nobody's business. */
