@@ -41,7 +41,8 @@ static inline int to_dev(gpt_t *m, void **dst, const void *src, size_t bytes)
 }
 
 /* The all-to-all over EP of rows of `width` elements: rrows[p] from, and
- * srows[p] to, EP rank p (its time counted in compare's all-to-all class). */
+ * srows[p] to, EP rank p (its time counted in compare's all-to-all class
+ * when EP > 1). */
 int moe_ep_alltoallv(gpt_t *m, void *out, const long *rrows, const void *in, const long *srows, long width, int dt);
 
 /* The allgather dispatcher's gather: *full (EP x count, allocated) holds
