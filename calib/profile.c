@@ -42,17 +42,26 @@ const calib_fitrec_t *calib_find_fit(const calib_result_t *r, const char *name)
     return NULL;
 }
 
-/* y = b x by least squares through the origin (gsl_fit_mul) over f's
- * samples: lin.b, its standard error, R^2 against the mean, rms and the
- * residuals; lin.ok with at least 2 samples. */
-void calib_fit_through_origin(calib_fitrec_t *f)
+/* y = b x by least squares through the origin over f's samples, weighted
+ * by w (gsl_fit_wmul) or not (w NULL, gsl_fit_mul): lin.b, its standard
+ * error, R^2 against the mean, rms and the residuals (rms and R^2 from the
+ * plain residuals either way); lin.ok with at least 2 samples. */
+static void fit_through_origin_w(calib_fitrec_t *f, const double *w)
 {
     int k = f->n;
     f->linear = f->slope = 1;
     if (k < 2)
         return;
     double c1, cov11, sumsq, ss = 0, mean = 0;
-    gsl_fit_mul(f->x, 1, f->y, 1, k, &c1, &cov11, &sumsq);
+    if (w)
+        gsl_fit_wmul(f->x, 1, w, 1, f->y, 1, k, &c1, &cov11, &sumsq);
+    else
+        gsl_fit_mul(f->x, 1, f->y, 1, k, &c1, &cov11, &sumsq);
+    if (w) {
+        sumsq = 0;
+        for (int i = 0; i < k; i++)
+            sumsq += (f->y[i] - c1 * f->x[i]) * (f->y[i] - c1 * f->x[i]);
+    }
     for (int i = 0; i < k; i++)
         mean += f->y[i] / k;
     for (int i = 0; i < k; i++)
@@ -60,6 +69,8 @@ void calib_fit_through_origin(calib_fitrec_t *f)
     f->lin = (calib_linfit_t){.a = 0, .b = c1, .se_a = 0, .se_b = sqrt(cov11), .r2 = ss > 0 ? 1 - sumsq / ss : 0,
                               .rms = sqrt(sumsq / k), .n = k, .ok = 1};
 }
+
+void calib_fit_through_origin(calib_fitrec_t *f) { fit_through_origin_w(f, NULL); }
 
 /* The fit sampled at half decades from lo to hi (at most CURVE_MAX points). */
 static void sample_curve(curve_t *c, const calib_satfit_t *f, double lo, double hi)
@@ -128,7 +139,16 @@ const hw_t *calib_mem_profile(const calib_result_t *r)
  * curve against its accumulation's memory time, on the profile's hbm_gbps
  * and mem_eff, which fit_hbm and fit_memory_bound make first), held in
  * [0, 1]; then the curve over every pass, pass 2 less that fraction of the
- * memory time. On an H100 (2026-11-26) the fraction came out 0.76 +- 0.03. */
+ * memory time. On an H100 (2026-11-26) the fraction came out 0.76 +- 0.03.
+ * On a CPU the input and weight gradients also transpose operands before
+ * they multiply (kern_gemm_ref packs them to read both along K): the
+ * curve of step 1 takes the forward alone, and in place of the
+ * accumulation (which the CPU's register tiles keep) each backward
+ * sample's time beyond it is fitted against the elements it transposes
+ * (cost_gemm_pack_s: "gemm_pack", through the origin on the relative
+ * error, so the job's small layers weigh as much as GPT-2's large ones:
+ * 1.0-1.6 ns an element for transposes that stay in cache, 2-8 ns for
+ * multi-MB weights on this VM, 2026-11-29); step 3 takes that off. */
 static void fit_gemm(calib_result_t *r)
 {
     const calib_table_t *t = &r->gemm;
@@ -139,46 +159,62 @@ static void fit_gemm(calib_result_t *r)
     double *m = calloc(t->n + 1, sizeof(double)), *n = calloc(t->n + 1, sizeof(double));
     double *fl = calloc(t->n + 1, sizeof(double)), *y = calloc(t->n + 1, sizeof(double));
     double *acc = calloc(t->n + 1, sizeof(double)), *time_s = calloc(t->n + 1, sizeof(double));
+    double *pack = calloc(t->n + 1, sizeof(double));
+    hw_t one_ns = {.gpu.gemm_pack_ns = 1}; /* cost_gemm_pack_s at 1 ns an element */
     int k = 0, n2 = 0;
-    for (int i = 0; i < t->n; i++) { /* step 1: the passes without an accumulation */
-        int pass2 = calib_table_get(t, i, 9) == 2;
+    for (int i = 0; i < t->n; i++) { /* step 1: the passes without an accumulation (a CPU: or a transpose) */
+        int pass = (int)calib_table_get(t, i, 9), pass2 = pass == 2;
         double mi = calib_table_get(t, i, 0), ni = calib_table_get(t, i, 1);
         time_s[i] = calib_table_get(t, i, 4);
-        acc[i] = pass2 && r->copy_gbps > 0 ? cost_gemm_acc_s(mem, mi, ni, 1) : 0;
-        n2 += pass2;
-        if (!pass2)
+        acc[i] = pass2 && r->device && r->copy_gbps > 0 ? cost_gemm_acc_s(mem, mi, ni, 1) : 0;
+        pack[i] = r->device ? 0 : cost_gemm_pack_s(&one_ns, pass, mi, ni, calib_table_get(t, i, 2), 1);
+        n2 += r->device ? pass2 : pack[i] > 0;
+        if (!pass2 && pack[i] == 0)
             m[k] = mi, n[k] = ni, fl[k] = calib_table_get(t, i, 3), y[k++] = fmin(1, calib_table_get(t, i, 7) / r->peak_gflops);
     }
-    calib_fitrec_t *a = calib_new_fit(r, "gemm_acc", "fp32_accumulation_us", "time_beyond_curve_us", n2);
+    calib_fitrec_t *a = r->device ? calib_new_fit(r, "gemm_acc", "fp32_accumulation_us", "time_beyond_curve_us", n2)
+                                  : calib_new_fit(r, "gemm_pack", "elements_transposed", "time_beyond_curve_us", n2);
     a->linear = a->slope = 1;
-    a->how = "through the origin (gsl_fit_mul): each weight-gradient GEMM's time beyond the other passes' curve "
-             "against its fp32 accumulation's memory time (8 bytes per output element at hbm_gbps x mem_eff)";
-    r->gemm_acc_exposed = -1;
+    a->how = r->device ? "through the origin (gsl_fit_mul): each weight-gradient GEMM's time beyond the other "
+                         "passes' curve against its fp32 accumulation's memory time (8 bytes per output element at "
+                         "hbm_gbps x mem_eff)"
+                       : "through the origin on the relative error (gsl_fit_wmul, weights 1 / time^2): each input- "
+                         "and weight-gradient GEMM's time beyond the forward's curve against the elements it "
+                         "transposes (the weight; both inputs); the slope in us an element";
+    r->gemm_acc_exposed = r->gemm_pack_ns = -1;
     calib_wavefit_t w = k > 2 ? calib_fit_gemm_waves(m, n, fl, y, k, sms, tiles, ntiles, NULL, NULL)
                               : (calib_wavefit_t){0};
     int k2 = 0;
-    for (int i = 0; w.ok && i < t->n; i++)
-        if (acc[i] > 0) {
+    double *wt = calloc(t->n + 1, sizeof(double));
+    for (int i = 0; w.ok && wt && i < t->n; i++)
+        if (acc[i] > 0 || pack[i] > 0) {
             double f = calib_table_get(t, i, 3);
             double eff = fmin(1, calib_saturating_eval(&w.sat, f)) *
                          cost_gemm_wave_eff(w.tile_m, w.tile_n, sms, calib_table_get(t, i, 0), calib_table_get(t, i, 1), 1);
-            a->x[k2] = acc[i] * 1e6, a->y[k2++] = (time_s[i] - f / (eff * r->peak_gflops * 1e9)) * 1e6;
+            a->x[k2] = r->device ? acc[i] * 1e6 : pack[i] * 1e9, wt[k2] = 1 / (time_s[i] * time_s[i] * 1e12);
+            a->y[k2++] = (time_s[i] - f / (eff * r->peak_gflops * 1e9)) * 1e6;
         }
     a->n = k2;
-    calib_fit_through_origin(a);
-    if (a->lin.ok)
+    if (r->device)
+        calib_fit_through_origin(a);
+    else if (wt)
+        fit_through_origin_w(a, wt);
+    free(wt);
+    if (a->lin.ok && r->device)
         r->gemm_acc_exposed = clamp(a->lin.b, 0, 1);
+    else if (a->lin.ok)
+        r->gemm_pack_ns = fmax(0, a->lin.b * 1e3);
     calib_fitrec_t *g = calib_new_fit(r, "gemm_eff", "flops", "fraction of peak", t->n);
     g->wave = calloc(t->n + 1, sizeof(double));
     for (int i = 0; i < t->n; i++) { /* step 3: every pass, pass 2 less its exposed accumulation */
         m[i] = calib_table_get(t, i, 0), n[i] = calib_table_get(t, i, 1), g->x[i] = calib_table_get(t, i, 3);
-        double ts = time_s[i] - fmax(0, r->gemm_acc_exposed) * acc[i];
+        double ts = time_s[i] - fmax(0, r->gemm_acc_exposed) * acc[i] - fmax(0, r->gemm_pack_ns) * pack[i];
         g->y[i] = ts > 0 ? fmin(1, g->x[i] / ts * 1e-9 / r->peak_gflops) : 1;
     }
     g->wfit = calib_fit_gemm_waves(m, n, g->x, g->y, t->n, sms, tiles, ntiles, g->wave, g->resid);
     g->sat = g->wfit.sat;
     g->sat.ok = g->wfit.ok;
-    free(m), free(n), free(fl), free(y), free(acc), free(time_s);
+    free(m), free(n), free(fl), free(y), free(acc), free(time_s), free(pack);
 }
 
 /* The largest GEMM the curves are sampled to: the GPU's grid reaches
@@ -536,6 +572,7 @@ int calib_make_profile(const calib_result_t *r, const char *base_gpu, const char
         g->flash_bwd_gdraws = clamp(r->flash_gdraws[1], 1e-6, 1e7);
     if (r->gemm_acc_exposed >= 0)
         g->gemm_acc_exposed = r->gemm_acc_exposed;
+    g->gemm_pack_ns = r->device ? 0 : fmax(0, r->gemm_pack_ns); /* a GPU's cuBLAS transposes in place */
     /* megasim's own executor (real/exec.c): its blocking exchanges are
      * ordered on the stream, with no host synchronisation, and an
      * iteration's time is its op program's; the base's values describe

@@ -62,6 +62,7 @@ typedef struct {
                                flash_fwd_draws, flash_bwd_draws), or < 0 */
     double gemm_acc_exposed; /* the weight-gradient GEMMs' exposed share of their fp32 accumulation ("gemm_acc"
                                 fit, in [0, 1]), or < 0 */
+    double gemm_pack_ns;     /* CPU: ns per element a backward GEMM transposes first ("gemm_pack" fit), or < 0 */
     double math_gelems[CALIB_MATH_RATES]; /* LayerNorm, bias+GeLU, AdamW, dropout math rates (1e9 / s), or < 0 */
     double softmax_gelems[2]; /* the unfused attention's forward and backward beyond its GEMMs, scores per
                                  second (1e9 / s; fits softmax_fwd, softmax_bwd), or < 0 */

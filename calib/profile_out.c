@@ -195,9 +195,11 @@ static void hbm_what(char *buf, size_t len, const calib_result_t *r)
 
 static void field_sources(cJSON *p, const calib_result_t *r)
 {
-    char buf[4096], no_coll[300] = "", hbm[300], acc[96] = "";
+    char buf[4096], no_coll[300] = "", hbm[300], acc[160] = "";
     if (r->gemm_acc_exposed >= 0)
         snprintf(acc, sizeof acc, ", gemm_acc_exposed (fits/gemm_acc)");
+    else if (r->gemm_pack_ns >= 0)
+        snprintf(acc, sizeof acc, ", gemm_pack_ns (the backward GEMMs' transposes: fits/gemm_pack)");
     hbm_what(hbm, sizeof hbm, r);
     cJSON_AddStringToObject(p, "raw_only", "attention_unfused (the unfused kernels' samples, in the HDF5 file: the "
                             "model prices unfused attention from gemm_eff and the memory-bound rates, no field of "
@@ -210,7 +212,7 @@ static void field_sources(cJSON *p, const calib_result_t *r)
     if (!r->device) {
         snprintf(buf, sizeof buf, "gpu: peak_bf16_tflops, peak_tf32_tflops (best GEMM), %s, sm_count (cores), "
                  "hbm_gib (MemTotal), kernel_gap_us, gemm_eff (the linear layers' forward and both backward GEMMs, "
-                 "square forward GEMMs; the weight gradients less their exposed fp32 accumulation)%s, "
+                 "square forward GEMMs; the backward ones less their transposes)%s, "
                  "flash_fwd_eff, flash_bwd_eff, mem_eff (copies over hbm_gbps, at most 1), "
                  "norm_gelems, gelu_gelems, optim_gparams (LayerNorm, bias+GeLU, AdamW: elements over time, least "
                  "squares on the relative error), dropout_gdraws (LayerNorm with dropout less LayerNorm, over its "
@@ -223,7 +225,9 @@ static void field_sources(cJSON *p, const calib_result_t *r)
         snprintf(buf, sizeof buf, "%s%scluster topology and network fields (no second node to measure)%s",
                  !isnan(r->comm_slowdown) ? "" : "gpu comm_slowdown (needs >= 3 ranks on as many cores: rank 0 "
                                              "computes while the others all-reduce); ",
-                 r->gemm_acc_exposed >= 0 ? "" : "gpu gemm_acc_exposed (fewer than 2 weight-gradient GEMM samples); ",
+                 r->gemm_pack_ns >= 0 ? "gpu gemm_acc_exposed (the register tiles accumulate; the backward GEMMs' "
+                                        "extra time is their transposes: gemm_pack_ns); "
+                                      : "gpu gemm_acc_exposed; gemm_pack_ns 0 (fewer than 2 backward GEMM samples); ",
                  no_coll);
         cJSON_AddStringToObject(p, "kept_from_base", buf);
         cJSON_AddStringToObject(p, "by_construction", "gpu gemm_tile_m/n = 4 (kern_gemm_ref's register block), "
@@ -448,6 +452,10 @@ void calib_print_report(const calib_result_t *r, const hw_t *hw)
             printf("  %-18s %8.4f G/s (the pass with dropout 0.1 less without, times its wave efficiency, over its "
                    "draws) -> flash_%s_gdraws\n", bwd ? "flash_bwd_draws" : "flash_fwd_draws", r->flash_gdraws[bwd],
                    bwd ? "bwd" : "fwd");
+    if (r->gemm_pack_ns >= 0)
+        printf("  GEMM transposes    %8.3f ns an element (the input- and weight-gradient GEMMs' time beyond the "
+               "forward's curve over the elements they transpose, on the relative error; fits/gemm_pack) -> "
+               "gemm_pack_ns\n", r->gemm_pack_ns);
     if (r->gemm_acc_exposed >= 0)
         printf("  fp32 accumulation  %8.3f    exposed (weight-gradient GEMMs: their time beyond the other passes' "
                "curve over 8 bytes per output element at hbm_gbps x mem_eff; fits/gemm_acc) -> gemm_acc_exposed\n",

@@ -375,6 +375,12 @@ double cost_gemm_acc_s(const hw_t *hw, double m, double n, double batch)
     return hw->gpu.gemm_acc_exposed * bytes / (hw->gpu.hbm_gbps * 1e9 * curve_eval(&hw->gpu.mem_eff, bytes));
 }
 
+double cost_gemm_pack_s(const hw_t *hw, int pass, double m, double n, double k, double batch)
+{
+    double elems = pass == 1 ? k * n : pass == 2 ? k * (m + n) : 0;
+    return elems * batch * hw->gpu.gemm_pack_ns * 1e-9;
+}
+
 double cost_grad_norm_sync_s(const hw_t *hw, const job_t *job)
 {
     group_layout_t g = cost_group_layout(job, hw, GROUP_WORLD);
@@ -419,6 +425,7 @@ static double op_once_s(const hw_t *hw, const job_t *job, const op_t *op)
     case OP_GEMM:
         return cost_gemm_prec_s(hw, job, op->m, op->n, op->k, op->batch, op->fp8) / unfused_rel(&hw->gpu, op) +
                (op->acc_fp32 ? cost_gemm_acc_s(hw, op->m, op->n, op->batch) : 0) +
+               cost_gemm_pack_s(hw, op->gemm_pass, op->m, op->n, op->k, op->batch) +
                (op->cast_elems > 0 ? cost_elem_s(hw, op->cast_elems * (job_weight_bytes(job) + 1)) : 0);
     case OP_ATTN:
         return cost_attn_s(hw, op);

@@ -40,6 +40,11 @@ double cost_gemm_prec_s(const hw_t *hw, const job_t *job, double m, double n, do
  * share and takes it off those samples before fitting gemm_eff
  * (calib/profile.c). */
 double cost_gemm_acc_s(const hw_t *hw, double m, double n, double batch);
+/* The transposes a linear layer's backward GEMM (m, n, k) x batch makes
+ * first on a profile with gemm_pack_ns (the CPU's reference GEMM): the
+ * weight (k x n) for the input gradient (pass 1), both inputs (k x m and
+ * k x n) for the weight gradient (pass 2); 0 for the forward (pass 0). */
+double cost_gemm_pack_s(const hw_t *hw, int pass, double m, double n, double k, double batch);
 /* The useful fraction of a GEMM's tiles: `batch` products of m x n outputs
  * covered by tiles of tile_m x tile_n (either orientation, or a half tile
  * at 0.9 of its speed, whichever fills the last wave best) over `sms` SMs.

@@ -129,6 +129,7 @@ static void output_extra(const hw_t *hw, const job_t *j, double *fwd, double *bw
     double wb = job_weight_bytes(j), Vt = (double)j->padded_vocab_size / j->tp;
     *fwd = cost_gemm_s(hw, j, T, Vt, h, 1) + cost_elem_s(hw, T * Vt * (wb + 4));
     *bwd = cost_gemm_s(hw, j, T, h, Vt, 1) + cost_gemm_s(hw, j, h, Vt, T, 1) + cost_gemm_acc_s(hw, h, Vt, 1) +
+           cost_gemm_pack_s(hw, 1, T, h, Vt, 1) + cost_gemm_pack_s(hw, 2, h, Vt, T, 1) +
            cost_elem_s(hw, T * Vt * (4 + wb));
     if (j->tp == 1)
         return;

@@ -74,6 +74,9 @@ static const opt_def gpu_defs[] = {
     {"gemm-acc-exposed", OPT_REAL, G(gemm_acc_exposed), 0, 1, "0", 0, "gpu",
      "share of a weight gradient's fp32 accumulation (8 bytes per output element) added to its GEMM (0: none; "
      "missing in files written before 2026-11-26, which priced none)"},
+    {"gemm-pack-ns", OPT_REAL, G(gemm_pack_ns), 0, 1e6, "0", 0, "gpu",
+     "ns per element a backward GEMM transposes first: the weight for the input gradient, both inputs for the "
+     "weight gradient (the CPU's reference GEMM; 0: none, as cuBLAS; missing in files written before 2026-11-29)"},
 };
 
 static const opt_def cluster_defs[] = {

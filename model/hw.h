@@ -78,6 +78,13 @@ typedef struct {
      * measures it: their gemm_eff curves come from public GEMM sweeps, which
      * do not accumulate (ASSUMPTIONS.md). */
     double gemm_acc_exposed;
+    /* Nanoseconds per element a linear layer's backward GEMM transposes
+     * before it multiplies: the CPU's reference GEMM packs its operands to
+     * read both along K (kernels/matmul_ref.c), the weight for the input
+     * gradient, both inputs for the weight gradient (op_t.gemm_pass).
+     * Calibration fits it on a CPU; 0 on a GPU (cuBLAS reads transposed
+     * operands in place) and in files written before 2026-11-29. */
+    double gemm_pack_ns;
 } hw_gpu_t;
 
 typedef struct {

@@ -39,7 +39,15 @@ static int gemm(builder_t *b, const char *name, double m, double n, double k)
 static int wgrad(builder_t *b, const char *name, double m, double n, double k)
 {
     int i = gemm(b, name, m, n, k);
-    b->ops[i].acc_fp32 = 1, b->ops[i].cast_elems = 0;
+    b->ops[i].acc_fp32 = 1, b->ops[i].cast_elems = 0, b->ops[i].gemm_pass = 2;
+    return i;
+}
+
+/* An input gradient (tokens, inputs) = output gradient x weight. */
+static int dgrad(builder_t *b, const char *name, double m, double n, double k)
+{
+    int i = gemm(b, name, m, n, k);
+    b->ops[i].gemm_pass = 1;
     return i;
 }
 
@@ -274,12 +282,14 @@ static void moe_coll(builder_t *b, const char *name, coll_t c, group_t g, double
         b->ops[i].moe_load = 1;
 }
 
-/* The rank's experts' GEMM (m rows each, n x k weights): one grouped GEMM
- * (--moe-grouped-gemm) or one per expert, one after another. */
-static int expert_gemm(builder_t *b, const char *name, double m, double n, double k, int w)
+/* The rank's experts' GEMM (m rows each, n x k weights) of a linear
+ * layer's pass (op_t.gemm_pass): one grouped GEMM (--moe-grouped-gemm)
+ * or one per expert, one after another. */
+static int expert_gemm(builder_t *b, const char *name, double m, double n, double k, int pass)
 {
     const job_t *j = b->j;
-    int el = j->num_experts / j->ep, i = w ? wgrad(b, name, m, n, k) : gemm(b, name, m, n, k);
+    int el = j->num_experts / j->ep;
+    int i = pass == 2 ? wgrad(b, name, m, n, k) : pass == 1 ? dgrad(b, name, m, n, k) : gemm(b, name, m, n, k);
     if (j->moe_grouped_gemm)
         b->ops[i].batch = el, b->ops[i].cast_elems *= el;
     else
@@ -346,17 +356,18 @@ static void moe_mlp(builder_t *b, int bwd)
     } else {
         permute(b, "unpermute_bwd", Tl * k);
         moe_route(b, 1, "ep_combine_bwd", "etp_ag_grad", "ep_ag_grad");
-        expert_gemm(b, "expert_fc2_dgrad", Re, fe, h, 0);
-        expert_gemm(b, "expert_fc2_wgrad", fe, h, Re, 1);
+        expert_gemm(b, "expert_fc2_dgrad", Re, fe, h, 1);
+        expert_gemm(b, "expert_fc2_wgrad", fe, h, Re, 2);
         elem_math(b, act_name(j, 1), ELEM_GELU, (j->swiglu ? 5 : 3) * R * fe * wb, R * fe);
         b->ops[b->n - 1].moe_load = 1;
-        expert_gemm(b, "expert_fc1_dgrad", Re, h, fc1, 0);
-        expert_gemm(b, "expert_fc1_wgrad", h, fc1, Re, 1);
+        expert_gemm(b, "expert_fc1_dgrad", Re, h, fc1, 1);
+        expert_gemm(b, "expert_fc1_wgrad", h, fc1, Re, 2);
         moe_route(b, 0, "ep_dispatch_bwd", "etp_rs_grad", "ep_rs_grad");
         permute(b, "permute_bwd", Tl * k);
-        push(b, (op_t){.kind = OP_GEMM, .name = "router_dgrad", .m = Tl, .n = h, .k = E, .batch = 1, .pair = -1});
+        push(b, (op_t){.kind = OP_GEMM, .name = "router_dgrad", .m = Tl, .n = h, .k = E, .batch = 1, .pair = -1,
+                       .gemm_pass = 1});
         push(b, (op_t){.kind = OP_GEMM, .name = "router_wgrad", .m = h, .n = E, .k = Tl, .batch = 1, .pair = -1,
-                       .acc_fp32 = 1});
+                       .acc_fp32 = 1, .gemm_pass = 2});
     }
 }
 
@@ -409,7 +420,7 @@ static void col_backward(builder_t *b, const char *dname, const char *wname, dou
 {
     const job_t *j = b->j;
     double T = b->T, h = j->hidden_size;
-    int dg = gemm(b, dname, T, h, n_out);
+    int dg = dgrad(b, dname, T, h, n_out);
     if (j->sequence_parallel)
         tp_coll(b, "ag_input", COLL_ALLGATHER, OVL_ASYNC, dg);
     int wg = wgrad(b, wname, h, n_out, T);
@@ -427,7 +438,7 @@ static void row_backward(builder_t *b, const char *dname, const char *wname, dou
     if (j->sequence_parallel)
         tp_coll(b, "ag_grad", COLL_ALLGATHER, j->tp_comm_overlap ? OVL_CHUNKED : OVL_NONE,
                 b->n + (j->tp > 1));
-    gemm(b, dname, T, k_in, h);
+    dgrad(b, dname, T, k_in, h);
     wgrad(b, wname, k_in, h, T);
 }
 

@@ -51,6 +51,9 @@ typedef struct {
     int pair;             /* COLL: index of the GEMM it overlaps with, or -1 */
     int acc_fp32;         /* GEMM: C += A B into fp32 (a weight gradient into its fp32 main
                              gradient): cost_gemm_acc_s on top of the product */
+    int gemm_pass;        /* GEMM of a linear layer: 0 its forward, 1 its input gradient (A m x k the output
+                             gradient, B k x n the weight), 2 its weight gradient (A m x k and B k x n the two
+                             inputs transposed): what hw gemm_pack_ns charges (cost_gemm_pack_s) */
     int fp8;              /* GEMM: FP8 inputs at the FP8 peak (--fp8-format) */
     int unfused_attn;     /* GEMM of the unfused attention: 1 forward, 2 backward (hw unfused_*_rel) */
     int moe_load;         /* its time grows with the tokens the busiest expert rank gets (MoE routing

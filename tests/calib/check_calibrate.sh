@@ -156,6 +156,24 @@ if sys.argv[2] == 'cpu' and not sys.argv[3]:
 PY
 echo "ok   the unfused attention's softmax rates and GEMM speed are the fits'"
 
+# The backward GEMMs' transposes (calib/profile.c fit_gemm): on the CPU,
+# gemm_pack_ns is the gemm_pack fit's slope (us an element, x 1e3), which
+# kern_gemm_ref's packing of the weight (input gradient) and of both inputs
+# (weight gradient) makes positive; on a GPU 0 (cuBLAS transposes in place).
+python3 - "$dir/p.json" "$device" <<'PY' || fail "gemm_pack_ns is not the gemm_pack fit's"
+import json, sys
+p = json.load(open(sys.argv[1])); g, fits = p['gpu'], p['provenance']['fits']
+if sys.argv[2] == 'cpu':
+    f = fits['gemm_pack']
+    print('     CPU: gemm_pack_ns %.4g, expected the fit\'s slope x 1e3 = %.4g > 0 (%d samples, R^2 %.3f)'
+          % (g['gemm_pack_ns'], f['slope'] * 1e3, f['samples'], f['r2']))
+    assert f['samples'] >= 2 and f['slope'] > 0 and abs(g['gemm_pack_ns'] - f['slope'] * 1e3) <= 1e-9 * g['gemm_pack_ns']
+else:
+    print('     GPU: gemm_pack_ns expected 0, got %g' % g['gemm_pack_ns'])
+    assert g['gemm_pack_ns'] == 0
+PY
+echo "ok   the backward GEMMs' transposes are the fit's (CPU) or none (GPU)"
+
 # The raw samples (h5dump: no h5py needed): every linear layer's GEMM timed
 # in its three passes (forward, backward dinp, backward dweight, as the
 # backend runs them), and the attention sweep's window, GQA and second

@@ -126,6 +126,45 @@ static void offload(void)
                fabs(hw.gpu.pcie_gbps - 54.4) < 1e-9, "0.85 x PCIe Gen5 x16's 64 GB/s a direction");
 }
 
+/* The CPU's backward GEMMs transpose operands first (gemm_pack_ns,
+ * kernels/matmul_ref.c): the layer's ops say which pass each GEMM is, and
+ * an input gradient pays for its weight (k x n), a weight gradient for
+ * both inputs (k x m and k x n); the forward and every GPU profile (0)
+ * pay nothing. */
+static void gemm_pack(void)
+{
+    job_t j;
+    hw_t hw;
+    setup(&j, &hw);
+    op_t ops[LAYER_MAX_OPS];
+    int n = layer_ops(&j, PASS_BWD, ops), dg = 0, wg = 0, bad = 0;
+    for (int i = 0; i < n; i++)
+        if (ops[i].kind == OP_GEMM && !ops[i].unfused_attn) {
+            int want = strstr(ops[i].name, "_wgrad") ? 2 : strstr(ops[i].name, "_dgrad") ? 1 : 0;
+            dg += want == 1, wg += want == 2, bad += ops[i].gemm_pass != want;
+        }
+    char got[96];
+    snprintf(got, sizeof got, "got %d dgrad, %d wgrad, %d with another pass; expected 2, 2, 0", dg, wg, bad);
+    check_true("backward ops (the default, parallel block): each dgrad GEMM pass 1, each wgrad pass 2",
+               dg == 2 && wg == 2 && bad == 0, got);
+    n = layer_ops(&j, PASS_FWD, ops);
+    for (int i = bad = 0; i < n; i++)
+        bad += ops[i].kind == OP_GEMM && ops[i].gemm_pass != 0;
+    check_eq("forward ops: no GEMM transposes", 0, bad, "pass 0");
+    op_t g = {.kind = OP_GEMM, .name = "fc1_wgrad", .m = 512, .n = 256, .k = 64, .batch = 3, .gemm_pass = 2};
+    double plain = cost_op_s(&hw, &j, &g);
+    hw.gpu.gemm_pack_ns = 1.5;
+    check_rel("weight gradient: both inputs transposed", 1.5e-9 * 3 * 64 * (512 + 256), cost_op_s(&hw, &j, &g) - plain,
+              1e-9, "ns x batch x k (m + n)");
+    g.gemm_pass = 1;
+    check_rel("input gradient: the weight transposed", 1.5e-9 * 3 * 64 * 256, cost_op_s(&hw, &j, &g) - plain, 1e-9,
+              "ns x batch x k n");
+    g.gemm_pass = 0;
+    check_rel("forward: nothing", plain, cost_op_s(&hw, &j, &g), 0, "pass 0");
+    check_rel("built-in profiles: none", 0, hw_builtin_gpu("h100-sxm-80gb", &hw.gpu) == 0 ? hw.gpu.gemm_pack_ns : -1, 0,
+              "cuBLAS reads transposed operands in place");
+}
+
 int main(void)
 {
     job_t j;
@@ -401,6 +440,7 @@ int main(void)
     check_true("ten times the heads take less than ten times as long", t10 < 10 * t1, "larger grids fill the SMs better");
     fp8();
     offload();
+    gemm_pack();
     /* Llama 3's cluster: a group across pods has 1/7 of the bandwidth (the
      * aggregation layer at 1:7, arXiv 2407.21783 section 3.3.1). Above the
      * net curve's last point the bandwidth term is linear in the bytes, so
