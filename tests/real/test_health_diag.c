@@ -119,6 +119,9 @@ static void test_old_format(void)
     check_true("MSHB0002 (its size): names the format", strstr(err, "a heartbeat file of format MSHB0002") != NULL, err);
     read_error("MSHB0002", sizeof(hb_record_t), err, sizeof err);
     check_true("MSHB0002 (its magic): names the format", strstr(err, "format MSHB0002") != NULL, err);
+    /* MSHB0003's: 8 group counters, no ETP group's: 8 bytes shorter */
+    read_error("MSHB0003", sizeof(hb_record_t) - 8, err, sizeof err);
+    check_true("MSHB0003 (its size): names the format", strstr(err, "a heartbeat file of format MSHB0003") != NULL, err);
     read_error("NOTAHBXX", sizeof(hb_record_t), err, sizeof err);
     check_true("junk: not a heartbeat file", strstr(err, "not a megasim heartbeat file (its magic)") != NULL, err);
 }
