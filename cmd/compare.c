@@ -42,6 +42,9 @@ static const opt_def compare_defs[] = {
     {"moe-load-cv", OPT_ENUM, CO(cv_from), 0, 0, "run", "run|job", "compare",
      "an MoE run's routing imbalance in the in-process simulation: run, the experts' token-load CV the run "
      "measured (the mean of its steps after the first) where the job gave no --moe-expert-load-cv; job, the job's"},
+    {"host-share", OPT_ENUM, CO(share_from), 0, 0, "run", "run|none", "compare",
+     "a CPU run with more ranks on a host than cores in the in-process simulation: run, every rank's compute ranks / "
+     "cores times slower (they time-share the cores); none, a core each"},
     {"ranks-shown", OPT_INT, CO(ranks_shown), 1, 1000000, "16", 0, "compare",
      "per-rank rows printed; with more ranks, the largest differences first"},
     {"help", OPT_BOOL, CO(help), 0, 1, "false", 0, "compare", "show this help"},

@@ -19,10 +19,13 @@
 
 /* Which routing imbalance the in-process simulation prices (--moe-load-cv). */
 typedef enum { CMP_CV_RUN, CMP_CV_JOB } cmp_cv_from_t;
+/* Whether it prices ranks time-sharing a host's cores (--host-share). */
+typedef enum { CMP_SHARE_RUN, CMP_SHARE_NONE } cmp_share_from_t;
 
 typedef struct {
     int json, ranks_shown, help;
     int cv_from;          /* cmp_cv_from_t */
+    int share_from;       /* cmp_share_from_t */
     char plot[1000], plots_dir[1024];
     char hardware[256]; /* simulate on this profile rather than the run's */
 } compare_opts_t;
@@ -84,10 +87,17 @@ typedef struct {
     int sim_folded, sim_ntraced;
     double cv_measured;   /* the run's mean expert-load CV (the steps the means cover), or 0 */
     int cv_priced;        /* the in-process simulation priced cv_measured in place of the job's 0 */
+    double host_share;    /* a CPU run's ranks per core on its most crowded host where above 1, else 0 */
+    int share_priced;     /* the in-process simulation priced host_share (the cluster's, hw_host_share) */
     stats_t sm, ss;       /* measured, simulated */
     char prefix[1024];
     int drawn;            /* PNG and SVG written */
 } cmp_t;
+
+/* root[sec][key] of the result file's configuration as a string, "" if
+ * absent; a number the run recorded beside its options, 0 if absent. */
+const char *cmp_cfg_str(const cJSON *root, const char *sec, const char *key);
+double cmp_run_num(const cmp_t *c, const char *key);
 
 /* A sum over the covered rows as a time per rank per iteration. */
 static inline double cmp_per_rank_iter(const stats_t *st, double sum)

@@ -373,6 +373,35 @@ static void stats_of(const cmp_t *c, const side_t *s, stats_t *st)
     free(seen_rank);
 }
 
+const char *cmp_cfg_str(const cJSON *root, const char *sec, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, sec), key);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+double cmp_run_num(const cmp_t *c, const char *key)
+{
+    /* measurements before 2026-11-26 put the run's options under "simulate" */
+    const cJSON *run = cJSON_GetObjectItemCaseSensitive(c->config, "run");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(run ? run : cJSON_GetObjectItemCaseSensitive(c->config, "simulate"), key);
+    return cJSON_IsNumber(v) ? v->valuedouble : 0.0;
+}
+
+/* A CPU run with more ranks on a host than it has cores (runs before
+ * 2026-11-29 recorded neither: 0) time-shares them: each rank's compute
+ * runs at cores / ranks of a core (processor sharing; its waiting ranks
+ * poll MPI, so all stay runnable). --host-share run prices that in the
+ * in-process simulation: every rank's compute ranks / cores times slower
+ * (hw_host_share); none prices a core each. */
+static void price_host_share(cmp_t *c)
+{
+    double ranks = cmp_run_num(c, "host_ranks"), cores = cmp_run_num(c, "host_cores");
+    c->host_share = !strcmp(cmp_cfg_str(c->config, "run", "device"), "cpu") && cores > 0 && ranks > cores
+                        ? ranks / cores : 0;
+    if (c->host_share > 1 && !c->sim_path && c->o.share_from == CMP_SHARE_RUN)
+        c->hw.cluster.host_share = c->host_share, c->share_priced = 1;
+}
+
 /* --moe-load-cv run: an MoE job that gave no imbalance simulated at the
  * one its run measured (the model's CV and the run's are the same
  * statistic: the experts' token loads in a micro-batch, model/moe.h). */
@@ -390,6 +419,7 @@ static int load(cmp_t *c, char *err)
     if (read_run(c, err) || rebuild_job(c, err) || check_rows(c, &c->meas, c->run_path, 1, err))
         return -1;
     price_measured_cv(c);
+    price_host_share(c);
     if (c->sim_path ? read_sim(c, err) || check_rows(c, &c->sim, c->sim_path, 0, err) : simulate(c, err))
         return -1;
     if (pick_ranks(c, err))

@@ -67,38 +67,12 @@ static const char *kind_words(int k)
     return k >= 0 && k < (int)(sizeof w / sizeof w[0]) ? w[k] : "ops";
 }
 
-/* root[sec][key] as a string, "" if absent. */
-static const char *cfg_str(const cJSON *root, const char *sec, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, sec), key);
-    return cJSON_IsString(v) ? v->valuestring : "";
-}
-
-/* A number the run recorded beside its options (the result file's
- * "simulate" section, where the writer puts a run's), 0 if absent. */
-static double run_num(const cmp_t *c, const char *key)
-{
-    /* measurements before 2026-11-26 put the run's options under "simulate" */
-    const cJSON *run = cJSON_GetObjectItemCaseSensitive(c->config, "run");
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(run ? run : cJSON_GetObjectItemCaseSensitive(c->config, "simulate"), key);
-    return cJSON_IsNumber(v) ? v->valuedouble : 0.0;
-}
-
-/* A CPU run with more ranks on a host than it has cores (runs before
- * 2026-11-29 recorded neither: 0): its ranks time-share the cores, each of
- * which the profile prices as one rank's own. */
-static int oversubscribed(const cmp_t *c)
-{
-    return !strcmp(cfg_str(c->config, "run", "device"), "cpu") && run_num(c, "host_cores") > 0 &&
-           run_num(c, "host_ranks") > run_num(c, "host_cores");
-}
-
 /* The device the run measured (recorded beside the run options). */
 const char *cmp_device_name(const cmp_t *c)
 {
-    const char *d = cfg_str(c->config, "run", "device_name");
+    const char *d = cmp_cfg_str(c->config, "run", "device_name");
     if (!*d)
-        d = cfg_str(c->config, "simulate", "device_name");
+        d = cmp_cfg_str(c->config, "simulate", "device_name");
     return *d ? d : c->hw.gpu.name;
 }
 
@@ -215,17 +189,21 @@ static void print_header(const cmp_t *c)
            c->sim_path ? c->sim_path : "an in-process simulation (unfolded, alpha-beta, every rank traced)");
     printf("job: %d GPUs = TP %d x PP %d x DP %d, %d chunk(s) per stage, %d micro-batches of %d x %d tokens, "
            "preset %s\n", j->num_gpus, j->tp, j->pp, j->dp, j->vpp, j->num_microbatches, j->micro_batch_size,
-           j->seq_length, cfg_str(c->config, "job", "preset"));
+           j->seq_length, cmp_cfg_str(c->config, "job", "preset"));
     printf("measured on %s; predicted with hardware profile %s / %s\n", cmp_device_name(c), c->hw.gpu.name,
            c->hw.cluster.name);
-    if (run_num(c, "clock_reads") > 0) /* runs from before 2026-11-26, CPU runs, no NVML: 0 */
+    if (cmp_run_num(c, "clock_reads") > 0) /* runs from before 2026-11-26, CPU runs, no NVML: 0 */
         printf("the run's GPUs: SM clock %.0f MHz, %.0f W per GPU, at the power cap in %.0f%% of %.0f NVML reads "
-               "(steps after the first)\n", run_num(c, "sm_clock_mhz"), run_num(c, "power_w"),
-               100 * run_num(c, "power_capped_fraction"), run_num(c, "clock_reads"));
-    if (oversubscribed(c))
-        printf("note: the run put %.0f ranks on a host of %.0f cores: they time-share the cores, which the simulation "
-               "does not price (the profile prices each rank as a core of its own)\n", run_num(c, "host_ranks"),
-               run_num(c, "host_cores"));
+               "(steps after the first)\n", cmp_run_num(c, "sm_clock_mhz"), cmp_run_num(c, "power_w"),
+               100 * cmp_run_num(c, "power_capped_fraction"), cmp_run_num(c, "clock_reads"));
+    if (c->share_priced)
+        printf("ranks sharing cores: the run put %.0f ranks on a host of %.0f cores; simulated with every rank's compute "
+               "%.2fx slower, as they time-share them (--host-share none: a core each)\n", cmp_run_num(c, "host_ranks"),
+               cmp_run_num(c, "host_cores"), c->host_share);
+    else if (c->host_share > 1)
+        printf("note: the run put %.0f ranks on a host of %.0f cores: they time-share the cores, which this simulation "
+               "does not price (%s)\n", cmp_run_num(c, "host_ranks"), cmp_run_num(c, "host_cores"),
+               c->sim_path ? "a simulation file given" : "--host-share none");
     if (c->cv_priced)
         printf("experts' routing imbalance: simulated at the run's measured token-load CV %.3f (the mean of the "
                "steps after the first; the job gave none: --moe-load-cv job prices the job's 0)\n", j->moe_load_cv);
@@ -492,11 +470,12 @@ cJSON *cmp_json_report(const cmp_t *c)
     cJSON_AddStringToObject(o, "simulation",
                             c->sim_path ? c->sim_path : "in-process: unfolded, alpha-beta, every rank traced");
     cJSON_AddItemToObject(o, "iteration", json_iteration(c));
-    if (run_num(c, "host_cores") > 0) { /* the most crowded host (runs from 2026-11-29 on) */
+    if (cmp_run_num(c, "host_cores") > 0) { /* the most crowded host (runs from 2026-11-29 on) */
         cJSON *h = cJSON_AddObjectToObject(o, "host_share");
-        cJSON_AddNumberToObject(h, "ranks", run_num(c, "host_ranks"));
-        cJSON_AddNumberToObject(h, "cores", run_num(c, "host_cores"));
-        cJSON_AddBoolToObject(h, "oversubscribed", oversubscribed(c));
+        cJSON_AddNumberToObject(h, "ranks", cmp_run_num(c, "host_ranks"));
+        cJSON_AddNumberToObject(h, "cores", cmp_run_num(c, "host_cores"));
+        cJSON_AddBoolToObject(h, "oversubscribed", c->host_share > 1);
+        cJSON_AddNumberToObject(h, "simulated_factor", c->share_priced ? c->host_share : 1);
     }
     if (c->job.num_experts > 0) { /* the imbalance the simulation priced, and the run's */
         cJSON *m = cJSON_AddObjectToObject(o, "moe_load_cv");
@@ -515,12 +494,12 @@ cJSON *cmp_json_report(const cmp_t *c)
     cJSON_AddItemToObject(o, "streams", json_streams(c));
     cJSON_AddItemToObject(o, "ranks", json_ranks(c));
     cJSON_AddItemToObject(o, "largest_differences", json_differences(c));
-    if (run_num(c, "clock_reads") > 0) {
+    if (cmp_run_num(c, "clock_reads") > 0) {
         cJSON *g = cJSON_AddObjectToObject(o, "gpu_clock"); /* the run's, steps after the first */
-        cJSON_AddNumberToObject(g, "sm_mhz", run_num(c, "sm_clock_mhz"));
-        cJSON_AddNumberToObject(g, "power_w", run_num(c, "power_w"));
-        cJSON_AddNumberToObject(g, "power_capped_fraction", run_num(c, "power_capped_fraction"));
-        cJSON_AddNumberToObject(g, "reads", run_num(c, "clock_reads"));
+        cJSON_AddNumberToObject(g, "sm_mhz", cmp_run_num(c, "sm_clock_mhz"));
+        cJSON_AddNumberToObject(g, "power_w", cmp_run_num(c, "power_w"));
+        cJSON_AddNumberToObject(g, "power_capped_fraction", cmp_run_num(c, "power_capped_fraction"));
+        cJSON_AddNumberToObject(g, "reads", cmp_run_num(c, "clock_reads"));
     }
     cJSON *p = cJSON_AddObjectToObject(o, "plot");
     char path[1100];

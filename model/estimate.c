@@ -23,8 +23,9 @@ static stage_mb_t stage_mb(const hw_t *hw, const job_t *j, const cost_layer_t c[
     cost_chunk_extra(hw, j, s, -1, &ef, &eb);
     /* routing imbalance: the busiest expert rank's expected share over the even one (model/moe.h) */
     double extra = j->moe_load_cv > 0 ? moe_load_factor(j) - 1 : 0;
-    return (stage_mb_t){x.fwd_s + extra * x.fwd_moe_s + ef, x.bwd_s + extra * x.bwd_moe_s + eb, x.fwd_tp_s,
-                        x.bwd_tp_s};
+    double share = hw_host_share(hw); /* ranks time-sharing cores: compute slower, as the simulator's stragglers */
+    return (stage_mb_t){(x.fwd_s + extra * x.fwd_moe_s + ef) * share, (x.bwd_s + extra * x.bwd_moe_s + eb) * share,
+                        x.fwd_tp_s, x.bwd_tp_s};
 }
 
 static void stage_times(const hw_t *hw, const job_t *j, stage_times_t *st)
@@ -282,7 +283,7 @@ void estimate_job(const job_t *j, const hw_t *hw, estimate_t *e)
     br->exposed_dp_comm_s = dp_exp;
     double P0 = workload_stage_params_local(j, 0), Pe0 = workload_stage_expert_params_local(j, 0);
     double shard = j->zero_stage >= 1 ? (P0 - Pe0) / j->dp_cp + Pe0 / j->edp : P0; /* the experts' over EDP */
-    br->optimizer_s = cost_optimizer_s(hw, j, shard) + cost_grad_norm_sync_s(hw, j);
+    br->optimizer_s = cost_optimizer_s(hw, j, shard) * hw_host_share(hw) + cost_grad_norm_sync_s(hw, j);
     /* Tied embedding gradients summed between first and last stage. */
     group_layout_t emb = cost_group_layout(j, hw, GROUP_EMB);
     double emb_s = p > 1 && !j->untie_embeddings ? cost_coll_s(hw, COLL_ALLREDUCE, (double)j->padded_vocab_size * j->hidden_size /

@@ -110,6 +110,9 @@ static const opt_def cluster_defs[] = {
      "fraction of the nvlink_eff curve collectives inside a node sustain in training (1 = the curve; the "
      "product is capped at 1)"},
     {"runtime-reserved-gib", OPT_REAL, C(runtime_reserved_gib), 0, 1e4, 0, 0, "cluster", "runtime memory per GPU, GiB"},
+    {"host-share", OPT_REAL, C(host_share), 1, 1e4, "1", 0, "cluster",
+     "ranks per core where ranks time-share a host's cores (a CPU run with more ranks than cores): every rank's "
+     "compute that many times slower (1: a core or a GPU each; missing in files written before 2026-11-29)"},
     {"nvlink-eff", OPT_CURVE, C(nvlink_eff), 1e-4, 1, 0, 0, "cluster", "NVLink fraction reached vs bytes"},
     {"net-eff", OPT_CURVE, C(net_eff), 1e-4, 1, 0, 0, "cluster", "NIC fraction reached vs bytes"},
 };

@@ -122,6 +122,10 @@ typedef struct {
                                  training (fitted for the paper's cluster;
                                  1 = the curve, as nccl-tests measure it) */
     double runtime_reserved_gib; /* CUDA context, NCCL and cuBLAS buffers */
+    double host_share;        /* ranks per core where a host's ranks time-share its cores
+                                 (a CPU run with more ranks than cores: processor sharing,
+                                 each rank's compute this many times slower; compare sets it
+                                 from the run); 1: a core, or a GPU, each (hw_host_share) */
     curve_t nvlink_eff;       /* fraction of nvlink_gbps reached vs message bytes */
     curve_t net_eff;          /* fraction of nic_gbit reached vs message bytes */
 } hw_cluster_t;
@@ -139,6 +143,10 @@ extern const opt_table hw_gpu_opts, hw_cluster_opts;
  * what files written before it meant); one without is an error naming it
  * at `where`, followed by `hint`. 0 or -1. */
 int hw_fill_missing(const opt_table *t, void *obj, const char *seen, const char *where, const char *hint, char *err);
+
+/* The factor every rank's compute runs slower by on hosts whose ranks
+ * time-share the cores (cluster.host_share; at least 1). */
+static inline double hw_host_share(const hw_t *hw) { return hw->cluster.host_share > 1 ? hw->cluster.host_share : 1; }
 
 int hw_builtin_gpu(const char *name, hw_gpu_t *out);
 int hw_builtin_cluster(const char *name, hw_cluster_t *out);

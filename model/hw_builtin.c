@@ -296,6 +296,7 @@ int hw_builtin_cluster(const char *name, hw_cluster_t *c)
     }
     if (c->pod_oversubscription < 1) /* full bisection across pods unless said */
         c->pod_oversubscription = 1;
+    c->host_share = 1; /* a GPU each */
     nccl_defaults(c);
     return 0;
 }

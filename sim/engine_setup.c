@@ -115,6 +115,7 @@ static void entity_factors(sim_t *S, entity_t *e)
         e->factor = fmax(e->factor, rank_factor(S, r));
         e->link_factor = fmax(e->link_factor, node_factor(S, r));
     }
+    e->factor *= hw_host_share(S->hw); /* ranks time-sharing cores: every one's compute, as a straggler's */
 }
 
 int eng_setup(sim_t *S)

@@ -68,8 +68,10 @@ def step_times(run_h5, run_stdout):
 
 
 def no_sim(tmp, run_h5, run_stdout):
+    # --host-share none: each rank priced as a core of its own, as `simulate` prices it (host_share below)
     prefix = os.path.join(tmp, "nosim")
-    p = must(megasim(["compare", run_h5, "--json", "--plot", prefix]), "compare RUN.h5 --json")
+    p = must(megasim(["compare", run_h5, "--json", "--plot", prefix, "--host-share", "none"]),
+             "compare RUN.h5 --json --host-share none")
     c = json.loads(p.stdout)
     times, tol, source = step_times(run_h5, run_stdout)
     want = sum(times[1:]) / len(times[1:])
@@ -117,19 +119,49 @@ def no_sim(tmp, run_h5, run_stdout):
         abs(d["difference_s"] - (d["simulated_s"] - d["measured_s"])) < 1e-12 for d in c["largest_differences"])
     check(ok, "largest_differences", "difference = simulated - measured, largest |difference| first",
           [round(x, 6) for x in diffs], "the report's definition")
-    t = must(megasim(["compare", run_h5, "--plot", prefix]), "compare RUN.h5 (text)").stdout
+    t = must(megasim(["compare", run_h5, "--plot", prefix, "--host-share", "none"]), "compare RUN.h5 (text)").stdout
     head = [l for l in t.splitlines() if l.startswith("iteration time: measured")]
     check(len(head) == 1, "text headline", "one line 'iteration time: measured X s, simulated Y s, error Z%'",
           head[0] if head else "none", "the report")
     # the 4 ranks on this host's cores: time-shared where there are fewer cores than ranks, and said so
     cores = os.sysconf("SC_NPROCESSORS_ONLN")
-    want = {"ranks": 4, "cores": cores, "oversubscribed": 4 > cores}
-    check(c.get("host_share") == want, "JSON host_share", want, c.get("host_share"),
+    want = {"ranks": 4, "cores": cores, "oversubscribed": 4 > cores, "simulated_factor": 1}
+    check(c.get("host_share") == want, "JSON host_share (--host-share none)", want, c.get("host_share"),
           "mpirun -np 4 on one host, its cores online (sysconf)")
     noted = any(l.startswith("note: the run put 4 ranks on a host of") for l in t.splitlines())
     check(noted == (4 > cores), "text note on time-shared cores", "present" if 4 > cores else "absent",
           "present" if noted else "absent", f"4 ranks, {cores} cores")
+    host_share(tmp, run_h5, flags, cores)
     return c, flags, prefix
+
+
+def host_share(tmp, run_h5, flags, cores):
+    """compare's default prices ranks time-sharing the cores: with 4 ranks
+    on fewer cores every rank's compute 4 / cores times slower, what
+    `simulate` gives on the recorded profile with that cluster host_share;
+    with as many cores as ranks, nothing (the same as --host-share none)."""
+    factor = 4 / cores if 4 > cores else 1
+    d = json.loads(must(megasim(["compare", run_h5, "--json", "--plot", os.path.join(tmp, "share")]),
+                        "compare RUN.h5 --json").stdout)
+    got = d.get("host_share", {}).get("simulated_factor")
+    check(got is not None and rel_close(got, factor), "JSON host_share simulated_factor (default --host-share run)",
+          factor, got, f"4 ranks over {cores} cores")
+    with open(flags[-1]) as f:
+        prof = json.load(f)
+    prof["cluster"]["host_share"] = factor
+    path = os.path.join(tmp, "shared.json")
+    with open(path, "w") as f:
+        json.dump(prof, f)
+    s = json.loads(must(megasim(["simulate"] + flags[:-1] + [path, "--json"]), "simulate, cluster host_share").stdout)
+    for key, want, src in (("simulated_s", s["iteration_time_s"], "iteration_time_s"),
+                           ("closed_form_s", s["simulation"]["closed_form_iteration_time_s"],
+                            "closed_form_iteration_time_s")):
+        check(rel_close(want, d["iteration"][key]), f"priced host share: iteration {key}", f"{want:.12g}",
+              f"{d['iteration'][key]:.12g}", f"megasim simulate --json {src} with host_share {factor:g}, relative 1e-9")
+    t = must(megasim(["compare", run_h5, "--plot", os.path.join(tmp, "share")]), "compare RUN.h5 (text)").stdout
+    said = any(l.startswith("ranks sharing cores: the run put 4 ranks on a host of") for l in t.splitlines())
+    check(said == (4 > cores), "text line on the priced sharing", "present" if 4 > cores else "absent",
+          "present" if said else "absent", f"4 ranks, {cores} cores")
 
 
 def with_sim(tmp, run_h5, flags, c):
@@ -195,7 +227,7 @@ def other_profile(tmp, run_h5, flags, c):
     with open(path, "w") as f:
         json.dump(prof, f)
     d = json.loads(must(megasim(["compare", run_h5, "--hardware", path, "--json", "--plot",
-                                 os.path.join(tmp, "half")]), "compare RUN.h5 --hardware").stdout)
+                                 os.path.join(tmp, "half"), "--host-share", "none"]), "compare RUN.h5 --hardware").stdout)
     s = json.loads(must(megasim(["simulate"] + flags[:-1] + [path, "--json"]), "simulate --hardware").stdout)
     check(rel_close(s["iteration_time_s"], d["iteration"]["simulated_s"]), "--hardware FILE: iteration simulated_s",
           f"{s['iteration_time_s']:.12g}", f"{d['iteration']['simulated_s']:.12g}",
