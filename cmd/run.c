@@ -584,12 +584,12 @@ static void report_end(run_t *R, const result_t *r)
     else if (R->rt->kind == RT_GPU)
         printf("GPU clock: not read (NVML, libnvidia-ml.so.1, did not answer)\n");
     printf("communicators: TP, CP, DP (x CP), PP, embedding%s groups (%s) created in %.3f s (slowest rank)\n",
-           R->job.num_experts > 0 ? ", EP and EDP" : " and", R->rt->kind == RT_CPU ? "MPI_Comm_split"
+           R->job.num_experts > 0 ? ", EP, EDP and ETP" : " and", R->rt->kind == RT_CPU ? "MPI_Comm_split"
            : "ncclCommInitRank, bootstrapped over MPI", R->comm_init_s);
     if (R->rt->kind == RT_CPU && R->host_ranks > R->host_cores) /* host_share's: the most crowded host */
         printf("note: %d ranks share %d cores here, so each rank ran on a fraction of a core; a CPU profile prices "
-               "one core per rank (compare against it with at most %d ranks a host)\n", R->host_ranks,
-               R->host_cores, R->host_cores);
+               "one core per rank, and compare prices the sharing (%d ranks a host or fewer compare without it)\n",
+               R->host_ranks, R->host_cores, R->host_cores);
     if (R->o.save[0])
         printf("checkpoint: %.3f s to host memory (training waits), %.3f s written in the background\n",
                R->ckpt_stage1_s, R->ck.stage2_s);
