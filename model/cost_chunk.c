@@ -128,9 +128,11 @@ static void output_extra(const hw_t *hw, const job_t *j, double *fwd, double *bw
     double T = job_tokens_local(j), h = j->hidden_size;
     double wb = job_weight_bytes(j), Vt = (double)j->padded_vocab_size / j->tp;
     *fwd = cost_gemm_s(hw, j, T, Vt, h, 1) + cost_elem_s(hw, T * Vt * (wb + 4));
-    *bwd = cost_gemm_s(hw, j, T, h, Vt, 1) + cost_gemm_s(hw, j, h, Vt, T, 1) + cost_gemm_acc_s(hw, h, Vt, 1) +
-           cost_gemm_pack_s(hw, 1, T, h, Vt, 1) + cost_gemm_pack_s(hw, 2, h, Vt, T, 1) +
-           cost_elem_s(hw, T * Vt * (4 + wb));
+    /* its input and weight gradients, priced as every linear layer's (cost_op_s: the fp32 accumulation, the
+     * CPU's transposes) */
+    op_t dgrad = {.kind = OP_GEMM, .m = T, .n = h, .k = Vt, .batch = 1, .gemm_pass = 1};
+    op_t wgrad = {.kind = OP_GEMM, .m = h, .n = Vt, .k = T, .batch = 1, .gemm_pass = 2, .acc_fp32 = 1};
+    *bwd = cost_op_s(hw, j, &dgrad) + cost_op_s(hw, j, &wgrad) + cost_elem_s(hw, T * Vt * (4 + wb));
     if (j->tp == 1)
         return;
     *fwd += tp_coll_s(hw, j, COLL_ALLGATHER, T * 2 * 4 * j->tp); /* each rank's (lse, target logit) per token */
