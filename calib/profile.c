@@ -195,10 +195,7 @@ static void fit_gemm(calib_result_t *r)
             a->y[k2++] = (time_s[i] - f / (eff * r->peak_gflops * 1e9)) * 1e6;
         }
     a->n = k2;
-    if (r->device)
-        calib_fit_through_origin(a);
-    else if (wt)
-        fit_through_origin_w(a, wt);
+    fit_through_origin_w(a, r->device ? NULL : wt); /* the CPU's on the relative error */
     free(wt);
     if (a->lin.ok && r->device)
         r->gemm_acc_exposed = clamp(a->lin.b, 0, 1);
