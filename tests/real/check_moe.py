@@ -52,12 +52,6 @@ FOLDED = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size",
 CAPACITY = ["--moe-expert-capacity-factor", "1.0"]
 
 
-def with_etp(args, etp):
-    """args with --expert-tensor-parallel-size etp in place of MOE's 1."""
-    i = args.index("--expert-tensor-parallel-size")
-    return args[:i + 1] + [str(etp)] + args[i + 2:]
-
-
 def expect_same(label, want, got, keys):
     """Each step's keys as the single rank's: the auxiliary loss within
     check_run's tolerance (a sum in another order); the dropped pairs'
@@ -140,7 +134,7 @@ def resume():
                   "--tensor-model-parallel-size", "2", "--sequence-parallel", "--use-distributed-optimizer",
                   "--zero-stage", "1"]
     for args, label in ((plan, "EP 2 in TP 2 x DP 2, ZeRO-1 over DP and EDP"),
-                        (with_etp(plan, 2), "ETP 2 x EP 2 in TP 2 x DP 2, ZeRO-1 over DP")):
+                        (cr.with_etp(plan, 2), "ETP 2 x EP 2 in TP 2 x DP 2, ZeRO-1 over DP")):
         with tempfile.TemporaryDirectory(prefix="megasim-ckpt-moe-") as d:
             whole, _ = cr.run(4, args, iters=3)
             cr.run(4, args + ["--save", d, "--save-interval", "2"], iters=2)
@@ -158,12 +152,12 @@ def etp():
     (at step 2 a pair within rounding of a capacity boundary may swap, see
     the top, and moved this plan's gradient norm by 5e-5)."""
     ref, _ = cr.run(1, MOE, iters=2)
-    got, _ = cr.run(8, with_etp(MOE + FOLDED, 2), iters=2)
+    got, _ = cr.run(8, cr.with_etp(MOE + FOLDED, 2), iters=2)
     label = "MoE dropless, 8 ranks (TP 2 + SP x DP 2 folded as ETP 2 x EP 2, PP 2)"
     cr.expect_losses(label, ref, got)
     expect_same(label, ref, got, ["moe_aux_loss", "moe_load_cv"])
     cref, _ = cr.run(1, MOE + CAPACITY, iters=2)
-    cgot, _ = cr.run(8, with_etp(MOE + FOLDED + CAPACITY, 2) + ["--use-distributed-optimizer"], iters=2)
+    cgot, _ = cr.run(8, cr.with_etp(MOE + FOLDED + CAPACITY, 2) + ["--use-distributed-optimizer"], iters=2)
     label = "MoE capacity factor 1.0, 8 ranks (ETP 2 x EP 2 as above, ZeRO-1)"
     cr.expect_losses(label, cref, cgot)
     expect_same(label, cref, cgot, ["moe_dropped", "moe_drop_sig", "moe_aux_loss"])
@@ -172,7 +166,7 @@ def etp():
                                                       "capacity 1.0 padded")):
         llama = cr.LLAMA + MOE + extra + ["--optimizer", "lamb"]
         lref, _ = cr.run(1, llama, iters=iters)
-        lgot, _ = cr.run(4, with_etp(llama, 2) + plan, iters=iters)
+        lgot, _ = cr.run(4, cr.with_etp(llama, 2) + plan, iters=iters)
         label = f"tiny-llama MoE, {what}, LAMB, 4 ranks (TP 2 + SP x DP 2 as ETP 2 x EP 2)"
         cr.expect_losses(label, lref, lgot)
         expect_same(label, lref, lgot, ["moe_dropped", "moe_drop_sig", "moe_load_cv"])
@@ -258,7 +252,7 @@ def moe_quick():
         label = f"MoE capacity factor 1.0, {disp} dispatcher, 2 ranks (DP 2 as EP 2)"
         cr.expect_losses(label, ref, got, "single rank, alltoall")
         expect_same(label, ref, got, ["moe_dropped", "moe_drop_sig", "moe_aux_loss", "moe_load_cv"])
-        got, _ = cr.run(2, with_etp(MOE + CAPACITY, 2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel",
+        got, _ = cr.run(2, cr.with_etp(MOE + CAPACITY, 2) + ["--tensor-model-parallel-size", "2", "--sequence-parallel",
                                                           "--moe-token-dispatcher-type", disp], iters=1)
         label = f"MoE capacity factor 1.0, {disp} dispatcher, 2 ranks (TP 2 + SP as ETP 2: each expert cut in two)"
         cr.expect_losses(label, ref, got, "single rank, alltoall")

@@ -479,6 +479,13 @@ def gpu():
     expect_clock("1 GPU, its SM clock and power", one)
 
 
+def with_etp(args, etp):
+    """args with --expert-tensor-parallel-size etp in place of the value
+    they give (the MoE cases here and in check_moe.py)."""
+    i = args.index("--expert-tensor-parallel-size")
+    return args[:i + 1] + [str(etp)] + args[i + 2:]
+
+
 def gpu_emu():
     """The GPU backend's own code on the emulated GPU module (no GPU needed):
       - 1 rank, flash attention + fused element-wise kernels, and the
@@ -565,7 +572,7 @@ def gpu_emu():
         ep2, _ = run(2, gpu + moe + ["--expert-model-parallel-size", "2", "--moe-token-dispatcher-type", disp], iters=1)
         expect_bf16(f"2 emulated GPUs (EP 2, {disp} dispatcher) vs 1 emulated GPU", gpu_moe[:1], ep2, EMU_TOL)
     # experts cut by ETP 2 (TP 2): NCCL's all-to-all with a count per member over ETP, the partial sums added
-    etp = ["2" if i and moe[i - 1] == "--expert-tensor-parallel-size" else a for i, a in enumerate(moe)]
+    etp = with_etp(moe, 2)
     etp2, _ = run(2, gpu + etp + ["--tensor-model-parallel-size", "2", "--sequence-parallel"], iters=2)
     expect_bf16("2 emulated GPUs (TP 2 + SP, experts cut by ETP 2) vs 1 emulated GPU", gpu_moe, etp2, EMU_TOL)
     resume(["--device", "gpu"])  # the GPU runtime's own state copies, to the CPU case's tolerance
