@@ -112,7 +112,7 @@ static int q_push(queue_t *q, int stream, const sched_op_t *op)
             return -1;
         i = (q->head + q->n++) % q->cap;
     }
-    q->s[i] = (slot_t){.op = *op, .state = SLOT_QUEUED, .t_head = -1};
+    q->s[i] = (slot_t){.op = op, .state = SLOT_QUEUED, .t_head = -1};
     return 0;
 }
 
@@ -125,18 +125,43 @@ static int waits_met(const entity_t *e, const sched_op_t *op, int part)
     return 1;
 }
 
+/* An iterating entity's next op, in a cell of its own; NULL at the
+ * program's end (*oom set when no cell could be had). */
+static const sched_op_t *iterate(entity_t *e, int *oom)
+{
+    if (!e->spare) {
+        op_block_t *b = malloc(sizeof *b);
+        if (!b)
+            return *oom = 1, NULL;
+        b->next = e->blocks, e->blocks = b;
+        for (int i = 0; i < 8; i++)
+            b->cell[i].next = e->spare, e->spare = &b->cell[i];
+    }
+    op_cell_t *c = e->spare, *next = c->next; /* the op overwrites the link */
+    if (!sched_next(e->it, &c->op)) {
+        c->next = next;
+        return NULL;
+    }
+    e->spare = next;
+    return &c->op;
+}
+
 /* Pulls program ops until the compute stream has one op waiting (besides
  * the one running), so the ops issued between two computes (transfers,
  * DP collectives) are on their streams while the first one runs. */
 static int pull(sim_t *S, entity_t *e)
 {
-    sched_op_t op;
+    int oom = 0;
     while (!e->pulled_all && e->q[STREAM_COMPUTE].n - e->q[STREAM_COMPUTE].busy == 0) {
-        if (!sched_next(&e->it, &op)) {
+        const sched_op_t *op = e->it ? iterate(e, &oom)
+                                     : e->pc < S->prog_n[e->stage] ? &S->prog[e->stage][e->pc++] : NULL;
+        if (oom)
+            return -1;
+        if (!op) {
             e->pulled_all = 1;
             break;
         }
-        if (q_push(&e->q[op.stream], op.stream, &op))
+        if (q_push(&e->q[op->stream], op->stream, op))
             return -1;
     }
     return 0;
@@ -253,7 +278,7 @@ static int post_xfer(sim_t *S, int ent, int stream, int slot, const sched_xfer_t
     int sides_e[2] = {ent, peer}, sides_st[2] = {stream, pstream}, sides_sl[2] = {slot, pslot};
     if (S->net) /* the bytes cross the fabric, sharing links */
         return eng_net_xfer(S, sides_e, sides_st, sides_sl, global_rank(S, &S->e[src]), global_rank(S, &S->e[dst]),
-                            mine->op.bytes);
+                            mine->op->bytes);
     return eng_xfer_event(S, S->now + (f == 1 ? S->p2p_ns : ns(S->p2p_ns * 1e-9 * f)), sides_e, sides_st, sides_sl);
 }
 
@@ -275,7 +300,7 @@ static int start(sim_t *S, int ent, int stream, int slot)
 {
     entity_t *e = &S->e[ent];
     slot_t *s = &e->q[stream].s[slot];
-    const sched_op_t *op = &s->op;
+    const sched_op_t *op = s->op;
     const job_t *j = S->job;
     s->state = SLOT_RUNNING;
     s->blocked = 0;
@@ -341,14 +366,14 @@ static int try_start(sim_t *S, int ent)
                 continue;
             slot_t *s = &q->s[q->head];
             if (q->busy) { /* resume a multi-part op whose next part may go */
-                if (s->blocked && waits_met(e, &s->op, s->part) && start(S, ent, st, q->head))
+                if (s->blocked && waits_met(e, s->op, s->part) && start(S, ent, st, q->head))
                     return -1;
                 continue;
             }
             if (s->t_head < 0)
                 s->t_head = S->now;
-            if (!waits_met(e, &s->op, 0)) {
-                s->waited_dp |= s->op.wait[0] == CNT_GATHER_DONE || s->op.wait[0] == CNT_REDUCE_DONE;
+            if (!waits_met(e, s->op, 0)) {
+                s->waited_dp |= s->op->wait[0] == CNT_GATHER_DONE || s->op->wait[0] == CNT_REDUCE_DONE;
                 continue;
             }
             if (start(S, ent, st, q->head))
@@ -360,7 +385,7 @@ static int try_start(sim_t *S, int ent)
              * list holds the few ops issued ahead (receives, sends). */
             for (;;) {
                 int w = 0;
-                while (w < q->queued && !waits_met(e, &q->s[q->waiting[w]].op, 0))
+                while (w < q->queued && !waits_met(e, q->s[q->waiting[w]].op, 0))
                     w++;
                 if (w == q->queued)
                     break;
@@ -397,11 +422,11 @@ static int part_done(sim_t *S, int ent, int stream, int slot)
 {
     entity_t *e = &S->e[ent];
     slot_t *s = &e->q[stream].s[slot];
-    if (s->op.kind == SOP_XFER) /* a blocking exchange after its sync gap (xfer_done) */
+    if (s->op->kind == SOP_XFER) /* a blocking exchange after its sync gap (xfer_done) */
         return complete(S, ent, stream, slot);
     s->work_ns += S->now - s->t_work;
-    bump(e, &s->op, s->op.bump_part);
-    if (++s->part < s->op.parts) {
+    bump(e, s->op, s->op->bump_part);
+    if (++s->part < s->op->parts) {
         s->blocked = 1;
         s->t_work = S->now;
         return try_start(S, ent); /* starts the next part when its wait is met */
@@ -420,11 +445,11 @@ static void account(sim_t *S, entity_t *e, const slot_t *s)
         a->dp += wait;
     else
         a->bubble += wait;
-    switch (s->op.kind) {
+    switch (s->op->kind) {
     case SOP_FWD:
     case SOP_BWD: {
-        const cost_chunk_t *c = &S->ct[e->stage * S->v + s->op.chunk];
-        double tp = s->op.kind == SOP_FWD ? c->fwd_tp_s : c->bwd_tp_s, all = tp + (s->op.kind == SOP_FWD ? c->fwd_s : c->bwd_s);
+        const cost_chunk_t *c = &S->ct[e->stage * S->v + s->op->chunk];
+        double tp = s->op->kind == SOP_FWD ? c->fwd_tp_s : c->bwd_tp_s, all = tp + (s->op->kind == SOP_FWD ? c->fwd_s : c->bwd_s);
         int64_t tp_ns = all > 0 ? (int64_t)(work * (tp / all)) : 0;
         a->tp += tp_ns, a->compute += work - tp_ns;
         break;
@@ -475,8 +500,8 @@ static int record_as(sim_t *S, int ent, int stream, const slot_t *s, int kind, i
                 return -1;
             S->tl = t, S->tl_cap = cap;
         }
-        S->tl[S->ntl++] = (result_op_t){S->opts->trace_ranks[k], stream, kind, s->op.mb, s->op.chunk, head, start, end,
-                                        0, 0, a2a_ns(S, &S->e[ent], &s->op)};
+        S->tl[S->ntl++] = (result_op_t){S->opts->trace_ranks[k], stream, kind, s->op->mb, s->op->chunk, head, start, end,
+                                        0, 0, a2a_ns(S, &S->e[ent], s->op)};
     }
     return 0;
 }
@@ -487,12 +512,12 @@ static int record(sim_t *S, int ent, int stream, const slot_t *s)
 {
     int64_t start = S->now - s->work_ns; /* multi-part ops: their parts' work, back to back */
     int64_t head = s->t_head < 0 ? start : s->t_head;
-    if (s->op.kind == SOP_OPTIM && S->overhead_ns > 0) {
+    if (s->op->kind == SOP_OPTIM && S->overhead_ns > 0) {
         int64_t split = S->now - S->overhead_ns;
         return record_as(S, ent, stream, s, SOP_OPTIM, head, start, split) ||
                record_as(S, ent, stream, s, SOP_HOST, split, split, S->now);
     }
-    return record_as(S, ent, stream, s, s->op.kind, head, start, S->now);
+    return record_as(S, ent, stream, s, s->op->kind, head, start, S->now);
 }
 
 static int complete(sim_t *S, int ent, int stream, int slot)
@@ -500,7 +525,7 @@ static int complete(sim_t *S, int ent, int stream, int slot)
     entity_t *e = &S->e[ent];
     queue_t *q = &e->q[stream];
     slot_t *s = &q->s[slot];
-    if (s->op.kind == SOP_XFER || s->op.kind == SOP_JOIN) /* the rest went through part_done */
+    if (s->op->kind == SOP_XFER || s->op->kind == SOP_JOIN) /* the rest went through part_done */
         s->work_ns += S->now - (s->t_work < 0 ? S->now : s->t_work);
     if (stream == STREAM_COMPUTE)
         account(S, e, s);
@@ -508,10 +533,14 @@ static int complete(sim_t *S, int ent, int stream, int slot)
         e->acc.dp_busy += s->work_ns;
     else
         e->acc.pp_busy += s->work_ns;
-    bump(e, &s->op, s->op.bump);
+    bump(e, s->op, s->op->bump);
     if (e->traced && record(S, ent, stream, s))
         return -1;
     s->state = SLOT_FREE;
+    if (e->it) { /* its cell goes back for the next op */
+        op_cell_t *c = (op_cell_t *)s->op;
+        c->next = e->spare, e->spare = c;
+    }
     if (!is_pool(stream)) {
         q->head = (q->head + 1) % q->cap, q->n--, q->busy = 0;
     } else {
@@ -530,7 +559,7 @@ static int optim_step(sim_t *S, int ent, int stream)
     entity_t *e = &S->e[ent];
     int slot = e->q[stream].head;
     double slow = S->opts->slow_forward_only ? 1 : e->factor;
-    int64_t dur = ns(cost_optimizer_s(S->hw, S->job, e->q[stream].s[slot].op.bytes) * slow) + S->overhead_ns;
+    int64_t dur = ns(cost_optimizer_s(S->hw, S->job, e->q[stream].s[slot].op->bytes) * slow) + S->overhead_ns;
     return eng_ev_at(S, S->now + dur, EV_OP_DONE, ent, stream, slot, 0);
 }
 
@@ -591,7 +620,7 @@ static int check_finished(sim_t *S)
                 const slot_t *sl = &q->s[q->head];
                 for (int k = 0; is_pool(st) && k < q->cap && (sl = &q->s[k])->state == SLOT_FREE; k++)
                     ;
-                sched_format(&sl->op, line, sizeof line);
+                sched_format(sl->op, line, sizeof line);
                 break;
             }
         snprintf(S->err, S->errlen, "deadlock at t = %lld ns: rank %d (stage %d) waits on: %s",

@@ -45,6 +45,9 @@ typedef struct {
     sim_slow_t slow_ranks[SIM_MAX_SLOW];  /* compute of these ranks runs slower */
     sim_slow_t slow_links[SIM_MAX_SLOW];  /* these nodes' NICs run slower */
     uint64_t seed;               /* the draws: MoE routing imbalance (model/moe.h) */
+    int own_iterators;           /* every entity iterates its program itself, where
+                                    the stages' programs would be written out once
+                                    and shared (no flag: tests hold the two equal) */
 } sim_opts_t;
 
 /* Parses "R:F,R:F" (rank or node : factor > 1) into list; -1 with a message. */

@@ -17,7 +17,7 @@ enum { EV_OP_DONE, EV_MEET_DONE, EV_XFER_DONE, EV_NET };
 enum { GK_TP, GK_DP, GK_EMB, GK_WORLD };
 
 typedef struct {
-    sched_op_t op;
+    const sched_op_t *op; /* in its stage's program, or in one of its entity's cells */
     int state;
     int pending;        /* transfers not yet done */
     int part;           /* part running (multi-part ops) */
@@ -48,8 +48,23 @@ typedef struct {
     int cap, head, n;
 } pend_t;
 
+/* An iterating entity keeps the ops it pulled in cells of its own,
+ * allocated in blocks that never move and reused once an op completes. */
+typedef union op_cell {
+    sched_op_t op;
+    union op_cell *next; /* in the spare list */
+} op_cell_t;
+
+typedef struct op_block {
+    struct op_block *next;
+    op_cell_t cell[8];
+} op_block_t;
+
 typedef struct {
-    sched_iter_t it;
+    sched_iter_t *it;    /* its own iterator, when the stages' programs were not written out (S->prog) */
+    op_cell_t *spare;    /* with it: cells free for the next ops */
+    op_block_t *blocks;  /* with it: every cell, to free */
+    long pc;             /* else: the next op of its stage's program */
     int pulled_all;
     pend_t pend[2][2]; /* [direction][0 send, 1 receive] */
     queue_t q[STREAM_COUNT];
@@ -103,6 +118,9 @@ typedef struct {
     event_t *free_ev;
     sim_meet_table meets;  /* collectives waiting for their members */
     cost_chunk_t *ct;   /* [p * v] */
+    sched_op_t **prog;  /* [p]: each stage's program, written out once for all its entities (NULL: each iterates) */
+    long *prog_n;       /* [p]: its ops */
+    sched_iter_t *its;  /* [ne]: the entities' iterators, when prog is NULL */
     double *dp_link;     /* [p * E_tp]: slowest NIC factor in the DP group */
     int *mem;            /* scratch: members of one meeting */
     int64_t p2p_ns;      /* one pipeline transfer on idle links (all are the same size) */

@@ -98,7 +98,7 @@ int eng_net_xfer(sim_t *S, const int ent[2], const int st[2], const int sl[2], i
 int eng_net_ring(sim_t *S, int ent, int stream, uint64_t key, int n)
 {
     const entity_t *e = &S->e[ent];
-    const sched_op_t *op = &e->q[stream].s[e->q[stream].head].op;
+    const sched_op_t *op = e->q[stream].s[e->q[stream].head].op;
     int ar = op->kind == SOP_DP_REDUCE && S->job->zero_stage == 0;
     double frac = (ar ? 2.0 : 1.0) * (n - 1) / n;
     int steps = (ar ? 2 : 1) * (n - 1);

@@ -118,6 +118,44 @@ static void entity_factors(sim_t *S, entity_t *e)
     e->factor *= hw_host_share(S->hw); /* ranks time-sharing cores: every one's compute, as a straggler's */
 }
 
+/* Every entity of a stage plays the same program (model/sched.c), so
+ * the stages' programs are written out once and the entities hold a
+ * position in them: a few hundred ops a stage, read from cache by all of
+ * its ranks, where each rank's own iterator would recompute them and carry
+ * 1.4 kB of state. Programs above PROGRAMS_BYTES that would also take more
+ * memory than the iterators (a huge batch on a few entities) are not
+ * written out: each entity iterates, as it does when the options say so.
+ * 0, or -1 out of memory. */
+#define PROGRAMS_BYTES (16.0 * 1048576)
+static int setup_programs(sim_t *S)
+{
+    const job_t *j = S->job;
+    double ops = 0;
+    for (int s = 0; s < S->p; s++)
+        ops += sched_program_ops(j, s);
+    if (S->opts->own_iterators || ops * sizeof(sched_op_t) > fmax(S->ne * (double)sizeof(sched_iter_t), PROGRAMS_BYTES)) {
+        if (!(S->its = malloc(sizeof *S->its * S->ne)))
+            return -1;
+        for (int i = 0; i < S->ne; i++)
+            sched_iter_init(S->e[i].it = &S->its[i], j, S->e[i].stage);
+        return 0;
+    }
+    S->prog = calloc(S->p, sizeof *S->prog);
+    S->prog_n = calloc(S->p, sizeof *S->prog_n);
+    if (!S->prog || !S->prog_n)
+        return -1;
+    for (int s = 0; s < S->p; s++) {
+        sched_iter_t it;
+        long n = sched_program_ops(j, s);
+        if (!(S->prog[s] = malloc(sizeof(sched_op_t) * (n > 0 ? n : 1))))
+            return -1;
+        sched_iter_init(&it, j, s);
+        while (S->prog_n[s] < n && sched_next(&it, &S->prog[s][S->prog_n[s]]))
+            S->prog_n[s]++;
+    }
+    return 0;
+}
+
 int eng_setup(sim_t *S)
 {
     const job_t *j = S->job;
@@ -154,10 +192,10 @@ int eng_setup(sim_t *S)
             for (int t = 0; t < S->E_tp; t++) {
                 entity_t *e = &S->e[ent_id(S, c, s, t)];
                 e->cls = c, e->stage = s, e->tp_i = t;
-                sched_iter_init(&e->it, j, s);
                 entity_factors(S, e);
-
             }
+    if (setup_programs(S))
+        return -1;
     /* A traced rank is recorded by the entity that stands for it: same
      * stage, its replica's class, its TP rank when TP is unfolded. */
     for (int k = 0; k < S->opts->ntrace; k++) {
@@ -182,6 +220,8 @@ void eng_teardown(sim_t *S)
             free(S->e[i].q[st].s), free(S->e[i].q[st].waiting), free(S->e[i].q[st].free_idx);
         for (int d = 0; d < 4; d++)
             free(S->e[i].pend[d / 2][d % 2].slot), free(S->e[i].pend[d / 2][d % 2].stream);
+        for (op_block_t *b = S->e[i].blocks, *next; b; b = next)
+            next = b->next, free(b);
     }
     sim_heap_node *q; /* events still queued: a run stopped early (the clock's end, a deadlock) */
     while ((q = sim_heap_pop(&S->heap))) {
@@ -199,6 +239,9 @@ void eng_teardown(sim_t *S)
     if (S->net)
         sim_net_free(S->net);
     free(S->fj);
+    for (int s = 0; S->prog && s < S->p; s++)
+        free(S->prog[s]);
+    free(S->prog), free(S->prog_n), free(S->its);
     free(S->e), free(S->ct), free(S->dp_link), free(S->mem), free(S->cls_rep), free(S->cls_count);
     if (S->tl_failed_handover)
         free(S->tl);
@@ -229,10 +272,11 @@ int eng_collect(const sim_t *S, result_t *r, char *err, int len)
     return 0;
 }
 
-/* Unfolded, every rank holds its own state: about 6.5 KiB a rank (16,384
- * ranks 112 MB, 65,536 ranks 416 MB, 2026-11-26), counted as 8 KiB. 1, with
- * a message, when that would not fit in three quarters of this machine's
- * memory. */
+/* Unfolded, every rank holds its own state: about 3.3 KiB a rank
+ * (131,072 ranks 426 MB, 2026-11-29; 6.5 KiB before the ranks shared
+ * their stage's program), counted as 8 KiB, since its queues grow with the
+ * ops in flight. 1, with a message, when that would not fit in three
+ * quarters of this machine's memory. */
 #define UNFOLDED_BYTES_PER_RANK 8192.0
 int eng_unfolded_too_big(const job_t *job, char *err, int len)
 {

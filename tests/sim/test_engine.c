@@ -45,12 +45,14 @@ static int make(job_t *j, hw_t *hw, const char *args)
 
 /* Simulates j; slow: --slow-rank's list (NULL: none), slowing forward
  * passes only when fwd_only. Returns the iteration in ns, -1 on error. */
+static int own_iterators; /* run()'s entities each iterate their program (sim_opts_t) */
+
 static int64_t run(const job_t *j, const hw_t *hw, int fold, const char *slow, int fwd_only, result_t *r)
 {
     static sim_opts_t o;
     char err[OPT_ERR_LEN];
     memset(&o, 0, sizeof o);
-    o.fold = fold, o.slow_forward_only = fwd_only;
+    o.fold = fold, o.slow_forward_only = fwd_only, o.own_iterators = own_iterators;
     if (slow && sim_parse_slow(slow, "slow-rank", j->num_gpus, o.slow_ranks, &o.nslow_ranks, err, sizeof err)) {
         check_true("--slow-rank list parses", 0, err);
         memset(r, 0, sizeof *r);
@@ -139,6 +141,17 @@ static void determinism_and_folding(void)
                    "iteration and every account equal");
         snprintf(what, sizeof what, "plan %d: folded (%d entities) = unfolded (%d)", i, a.entities, u.entities);
         check_rel(what, (double)tu, (double)ta, 0, "same ns");
+        /* Unfolded, the stages' programs are written out once and shared;
+         * each entity iterating its own must play the same run. */
+        own_iterators = 1;
+        int64_t ti = run(&j, &hw, 0, "5:1.5", 0, &b);
+        own_iterators = 0;
+        result_free(&a);
+        int64_t ts = run(&j, &hw, 0, "5:1.5", 0, &a);
+        snprintf(what, sizeof what, "plan %d: shared programs = own iterators, with a straggler", i);
+        check_true(what, ti == ts && a.entities == b.entities &&
+                             !memcmp(a.per_entity, b.per_entity, sizeof *a.per_entity * a.entities),
+                   "iteration and every account equal (sim/engine_setup.c setup_programs)");
         result_free(&a), result_free(&b), result_free(&u);
     }
 }
