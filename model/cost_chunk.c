@@ -25,18 +25,23 @@
  * split overlap), so while each slice is there before the previous step's
  * GEMM ends, the steps fill each other's last waves and together cost the
  * whole GEMM's time; when the transfer is the slower, each step waits for
- * its slice and pays its own wave quantisation. */
-static void chunked_pair(const hw_t *hw, const job_t *j, const op_t *coll, const op_t *g,
+ * its slice and pays its own wave quantisation. What the GEMM op costs
+ * beyond its multiply (whole_s, its cost_op_s, less the multiply: FP8's
+ * casts, the CPU's transposes) comes with it, the transposes once a step:
+ * each step's GEMM packs its operand again. */
+static void chunked_pair(const hw_t *hw, const job_t *j, const op_t *coll, const op_t *g, double whole_s,
                          double *compute_s, double *exposed_s)
 {
     group_layout_t lay = cost_group_layout(j, hw, coll->group);
     int t = j->tp;
     double comm_c = cost_p2p_s(hw, coll->bytes / t, &lay);
-    double gemm_c = cost_gemm_prec_s(hw, j, g->m, g->n, g->k, g->batch, g->fp8) / t;
+    double core = cost_gemm_prec_s(hw, j, g->m, g->n, g->k, g->batch, g->fp8), gemm_c = core / t;
     if (comm_c > gemm_c * (1 + hw->gpu.comm_slowdown))
         gemm_c = cost_gemm_prec_s(hw, j, g->m / t, g->n, g->k, g->batch, g->fp8);
     double slow = gemm_c * (1 + hw->gpu.comm_slowdown);
-    *compute_s = (t - 1) * slow + gemm_c;
+    double packs = t * cost_gemm_pack_s(hw, g->gemm_pass, g->m / t, g->n, g->k, g->batch) -
+                   cost_gemm_pack_s(hw, g->gemm_pass, g->m, g->n, g->k, g->batch);
+    *compute_s = (t - 1) * slow + gemm_c + (whole_s - core) + packs;
     *exposed_s = (t - 1) * fmax(0, comm_c - slow);
 }
 
@@ -72,7 +77,7 @@ static cost_pass_t cost_pass_of(const hw_t *hw, const job_t *j, pass_t pass, int
             r.compute_s += runs * hw->gpu.comm_slowdown * fmin(one, pair_one);
         } else {
             double c, e;
-            chunked_pair(hw, j, o, &ops[o->pair], &c, &e);
+            chunked_pair(hw, j, o, &ops[o->pair], g, &c, &e);
             r.compute_s += c - g; /* replaces the unchunked GEMM */
             r.exposed_s += e;
         }

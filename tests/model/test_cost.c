@@ -165,6 +165,42 @@ static void gemm_pack(void)
               "cuBLAS reads transposed operands in place");
 }
 
+/* --tp-comm-overlap's chunked GEMMs (model/cost_chunk.c chunked_pair)
+ * cost what the GEMM op costs beyond its multiply, as the unchunked one
+ * does: FP8's casts once, the CPU's transposes once per slice (each of the
+ * t steps packs the weight again, real/gpt_layer.c ring_gather_gemm). With
+ * no slowdown beside collectives and transfers faster than the slices'
+ * GEMMs, a chunked GEMM's multiply costs the whole one's, so the passes
+ * with and without the overlap differ only by those extras. */
+static void chunked_extras(void)
+{
+    job_t j, off;
+    hw_t hw;
+    char err[OPT_ERR_LEN];
+    h100_default(&j, &hw); /* MegaScale's preset: SP and --tp-comm-overlap on, TP 8 */
+    hw.gpu.comm_slowdown = 0, hw.gpu.nvlink_gbps = 1e6;
+    j.fp8_format = FP8_HYBRID;
+    CHECK(!job_finalize(&j, 8, err), "%s", err);
+    off = j, off.tp_comm_overlap = 0;
+    double on_f = cost_pass(&hw, &j, PASS_FWD).compute_s, off_f = cost_pass(&hw, &off, PASS_FWD).compute_s;
+    check_rel("FP8 forward: chunked GEMMs keep their casts", off_f, on_f, 1e-12,
+              "the pass's compute with the overlap off (its unchunked GEMMs pay cast_elems)");
+    hw.gpu.gemm_pack_ns = 1.5;
+    op_t ops[LAYER_MAX_OPS];
+    int n = layer_ops(&j, PASS_BWD, ops), chunked = 0;
+    double want = 0;
+    for (int i = 0; i < n; i++)
+        if (ops[i].kind == OP_COLL && ops[i].overlap == OVL_CHUNKED) {
+            const op_t *g = &ops[ops[i].pair];
+            want += (j.tp - 1) * cost_gemm_pack_s(&hw, g->gemm_pass, g->m, g->n, g->k, g->batch);
+            chunked += g->gemm_pass == 1;
+        }
+    double got = cost_pass(&hw, &j, PASS_BWD).compute_s - cost_pass(&hw, &off, PASS_BWD).compute_s;
+    check_eq("chunked input gradients in the backward", 1, chunked, "the row-parallel dgrad's gathered gradient");
+    check_rel("CPU transposes of a chunked input gradient: t x the weight's", want, got, 1e-9,
+              "(t - 1) more packs of its k x n weight at gemm_pack_ns, beyond the unchunked one");
+}
+
 int main(void)
 {
     job_t j;
@@ -441,6 +477,7 @@ int main(void)
     fp8();
     offload();
     gemm_pack();
+    chunked_extras();
     /* Llama 3's cluster: a group across pods has 1/7 of the bandwidth (the
      * aggregation layer at 1:7, arXiv 2407.21783 section 3.3.1). Above the
      * net curve's last point the bandwidth term is linear in the bytes, so
