@@ -278,14 +278,17 @@ static void found_link(void *ctx, long i, double med)
 
 typedef struct {
     int rank, kind, iteration;
-    double t_start_s, t_end_s, comm_wait_s;
+    double t_start_s, t_end_s, comm_wait_s, cpu_s;
 } op_row_t;
 
 /* A measurement's compute per rank from every op it timed: each step's
  * forward and backward passes summed, less the time the rank's host spent
  * blocked on communication inside them (comm_wait_s, the CPU path's: a
  * rank waiting in a TP collective for a slow partner is not slow itself;
- * *own = 1 when the file has it, so each rank's compute is its own), then
+ * *own = 1 when the file has it, so each rank's compute is its own); where
+ * the CPU path recorded each pass's own CPU time (cpu_s), that instead: a
+ * core's work does not change with the share of it that ranks sharing the
+ * core left it, where its wall time does; then
  * the median over the steps after the first (warm-up). The median, not the mean: a step a rank lost to the
  * scheduler (more ranks than cores) or to a page fault moves a mean by as
  * much as a slow device does, and a median not at all. Rows outside the
@@ -298,13 +301,15 @@ static int measured_compute(hid_t f, const char *path, row_t *rows, long n, int 
                                       {"iteration", offsetof(op_row_t, iteration), 1},
                                       {"t_start_s", offsetof(op_row_t, t_start_s), 0},
                                       {"t_end_s", offsetof(op_row_t, t_end_s), 0},
-                                      {"comm_wait_s", offsetof(op_row_t, comm_wait_s), 0}};
+                                      {"comm_wait_s", offsetof(op_row_t, comm_wait_s), 0},
+                                      {"cpu_s", offsetof(op_row_t, cpu_s), 0}};
     op_row_t *ops = NULL;
     long nops = 0;
     if (gpus > (1 << 24))
         return -1;
-    int waits = plot_has_column(f, "/timeline", "comm_wait_s"); /* files before 2026-11-29 have none */
-    if (plot_read_table(f, path, "/timeline", cols, waits ? 6 : 5, sizeof *ops, (void **)&ops, &nops, err,
+    /* files before 2026-11-29 have neither column, files of that day's fifth session no cpu_s */
+    int waits = plot_has_column(f, "/timeline", "comm_wait_s"), cpu = waits && plot_has_column(f, "/timeline", "cpu_s");
+    if (plot_read_table(f, path, "/timeline", cols, waits ? 6 + cpu : 5, sizeof *ops, (void **)&ops, &nops, err,
                         OPT_ERR_LEN) != PLOT_OK || nops <= 0) {
         free(ops);
         return -1;
@@ -319,10 +324,12 @@ static int measured_compute(hid_t f, const char *path, row_t *rows, long n, int 
     double *sum = calloc((size_t)(gpus * nsteps), sizeof *sum), *mine = malloc(sizeof *mine * nsteps);
     for (long i = 0; sum && i < nops; i++) {
         double w = waits && isfinite(ops[i].comm_wait_s) && ops[i].comm_wait_s > 0 ? ops[i].comm_wait_s : 0;
-        *own |= w > 0;
+        int own_cpu = cpu && isfinite(ops[i].cpu_s) && ops[i].cpu_s >= 0;
+        double busy = own_cpu ? ops[i].cpu_s : ops[i].t_end_s - ops[i].t_start_s - w;
+        *own |= w > 0 || own_cpu;
         if (ops[i].rank >= 0 && ops[i].rank < gpus && (ops[i].kind == SOP_FWD || ops[i].kind == SOP_BWD) &&
-            ops[i].iteration >= first && isfinite(ops[i].t_end_s - ops[i].t_start_s))
-            sum[ops[i].rank * nsteps + ops[i].iteration - first] += ops[i].t_end_s - ops[i].t_start_s - w;
+            ops[i].iteration >= first && isfinite(busy))
+            sum[ops[i].rank * nsteps + ops[i].iteration - first] += busy;
     }
     for (long i = 0; sum && mine && i < n; i++)
         if (rows[i].rank >= 0 && rows[i].rank < gpus) {

@@ -22,6 +22,8 @@ typedef struct {
                                 communication (TP collectives inside a chunk); 0 otherwise */
     int64_t t_a2a_ns;        /* a forward or backward's time in the experts' token dispatch and combine
                                 (measured: the all-to-alls' calls; simulated: their cost); 0 without experts */
+    int64_t t_cpu_ns;        /* measured, CPU path, a forward or backward: its own CPU time (the rank's
+                                thread, less its communication waits'); -1 otherwise */
 } result_op_t;
 
 /* One measured iteration of a real run (sim results have none). */

@@ -4,6 +4,7 @@
 
 #include "model/layout.h"
 #include "real/comm.h"
+#include "real/rt.h"
 #include "sim/out.h"
 
 #include <errno.h>
@@ -525,10 +526,14 @@ void inject_in_ckpt_write(int step)
             fire(&armed[i], "while writing its checkpoint (stage two)");
 }
 
-void inject_after_compute(double seconds)
+void inject_after_compute(double seconds, double cpu_seconds)
 {
     for (int i = 0; i < narmed; i++)
-        if (armed[i].kind == INJ_SLOW && seconds > 0) {
+        if (armed[i].kind == INJ_SLOW && cpu_seconds > 0) {
+            int64_t until = rt_thread_cpu_ns() + (int64_t)(cpu_seconds * (armed[i].factor - 1) * 1e9);
+            while (rt_thread_cpu_ns() < until)
+                ;
+        } else if (armed[i].kind == INJ_SLOW && cpu_seconds < 0 && seconds > 0) {
             double extra = seconds * (armed[i].factor - 1);
             struct timespec d = {(time_t)extra, (long)((extra - (time_t)extra) * 1e9)};
             nanosleep(&d, NULL);

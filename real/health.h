@@ -143,9 +143,12 @@ int inject_parse(const char *text, int world, inject_t *list, int *n, char *err,
  * (self_check 1) meets only a bad host's fault. */
 void inject_arm(const inject_t *list, int n, int rank, const char *once_dir, int self_check);
 /* Called at every op (crash, hang) and after every compute op with its
- * seconds (slow). */
+ * seconds and, on the CPU path, its thread's CPU seconds (else < 0): a
+ * slowed rank works FACTOR - 1 times as long again, on the CPU by keeping
+ * its core busy (a slow device is busy, not idle, for longer; a sleep
+ * would lend the core to the ranks sharing it), on a GPU by waiting. */
 void inject_at_op(int step, int op);
-void inject_after_compute(double seconds);
+void inject_after_compute(double seconds, double cpu_seconds);
 /* Whether to poison this rank's gradients now (step). */
 int inject_nan_now(int step);
 /* Called by the checkpoint writer (real/ckpt.c) partway through stage two

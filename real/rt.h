@@ -210,6 +210,7 @@ struct rt {
     int64_t comm_wait_ns;     /* host time blocked waiting for communication so far (the CPU path's MPI
                                  waits: there the host is the compute stream, so a rank's compute is its
                                  ops' time less this); 0 on the GPU, whose NCCL waits are on its streams */
+    int64_t comm_wait_cpu_ns; /* of that, the calling thread's CPU time (MPI polls while it waits) */
     kern_clock_sums clock;    /* NVML reads of the GPU taken while iterations ran (between iter_begin and
                                  iter_end, every RT_CLOCK_READ_MS by a host thread: real/rt_gpu_clock.h),
                                  cumulative since the runtime was made, as of the last iter_end; no reads
@@ -247,5 +248,8 @@ size_t rt_attn_saved_bytes(const rt_t *rt, int attn, kern_attn_shape s);
 
 /* Wall clock (CLOCK_MONOTONIC) in ns. */
 int64_t rt_now_ns(void);
+/* CPU time of the calling thread, ns: on the CPU path the device's own
+ * busy time, whatever share of a core the scheduler gave it. */
+int64_t rt_thread_cpu_ns(void);
 
 #endif

@@ -56,6 +56,13 @@ int64_t rt_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+int64_t rt_thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 static cpu_t *C(rt_t *rt) { return rt->impl; }
 static int64_t rel(rt_t *rt) { return rt_now_ns() - C(rt)->t0; }
 
@@ -95,9 +102,9 @@ static void stamp(rt_t *rt, rt_times_t *t)
 
 int rt_cpu_wait(rt_t *rt, int n, MPI_Request *reqs)
 {
-    int64_t t0 = rt_now_ns();
+    int64_t t0 = rt_now_ns(), c0 = rt_thread_cpu_ns();
     int rc = MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE);
-    rt->comm_wait_ns += rt_now_ns() - t0;
+    rt->comm_wait_ns += rt_now_ns() - t0, rt->comm_wait_cpu_ns += rt_thread_cpu_ns() - c0;
     return rc;
 }
 

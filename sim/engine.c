@@ -501,7 +501,7 @@ static int record_as(sim_t *S, int ent, int stream, const slot_t *s, int kind, i
             S->tl = t, S->tl_cap = cap;
         }
         S->tl[S->ntl++] = (result_op_t){S->opts->trace_ranks[k], stream, kind, s->op->mb, s->op->chunk, head, start, end,
-                                        0, 0, a2a_ns(S, &S->e[ent], s->op)};
+                                        0, 0, a2a_ns(S, &S->e[ent], s->op), -1};
     }
     return 0;
 }

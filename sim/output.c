@@ -13,6 +13,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <hdf5.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -255,13 +256,13 @@ typedef struct {
     int32_t rank, stream, kind, mb, chunk;
     double t_ready_s, t_start_s, t_end_s;
     int32_t iteration;
-    double comm_wait_s, a2a_s;
+    double comm_wait_s, a2a_s, cpu_s;
 } op_row_t;
 
 #define OC(f, i) {#f, offsetof(op_row_t, f), (i) ? OUT_I32 : OUT_F64}
 static const out_col_t op_cols[] = {OC(rank, 1),      OC(stream, 1),      OC(kind, 1),    OC(mb, 1),
                                    OC(chunk, 1),     OC(t_ready_s, 0),   OC(t_start_s, 0), OC(t_end_s, 0),
-                                   OC(iteration, 1), OC(comm_wait_s, 0), OC(a2a_s, 0)};
+                                   OC(iteration, 1), OC(comm_wait_s, 0), OC(a2a_s, 0), OC(cpu_s, 0)};
 static const out_table_t op_table = {op_cols, sizeof op_cols / sizeof op_cols[0], sizeof(op_row_t)};
 
 /* sop_kind_t order (model/sched.h). */
@@ -290,7 +291,8 @@ static int write_timeline(out_h5_t *w, const result_t *r)
         "start of its iteration); iteration: 0 in a simulation, the measured step in a real run; comm_wait_s: "
         "measured on the CPU path, the part of the op its host was blocked on communication (0 otherwise); "
         "a2a_s: of a forward or backward, the experts' token dispatch and combine (measured: their all-to-alls; "
-        "simulated: their cost; 0 without experts)",
+        "simulated: their cost; 0 without experts); cpu_s: measured on the CPU path, a forward or backward's "
+        "own CPU time (its rank's thread, less its communication waits'), NaN otherwise",
         NULL};
     op_row_t *rows = calloc(r->ntimeline > 0 ? r->ntimeline : 1, sizeof *rows);
     if (!rows) {
@@ -301,7 +303,7 @@ static int write_timeline(out_h5_t *w, const result_t *r)
         const result_op_t *o = &r->timeline[i];
         rows[i] = (op_row_t){o->rank, o->stream, o->kind, o->mb, o->chunk,
                              o->t_ready_ns * 1e-9, o->t_start_ns * 1e-9, o->t_end_ns * 1e-9, o->iter,
-                             o->t_comm_wait_ns * 1e-9, o->t_a2a_ns * 1e-9};
+                             o->t_comm_wait_ns * 1e-9, o->t_a2a_ns * 1e-9, o->t_cpu_ns >= 0 ? o->t_cpu_ns * 1e-9 : NAN};
     }
     int rc = out_h5_table(w, w->file, "/timeline", &op_table, rows, (size_t)r->ntimeline, attrs);
     free(rows);

@@ -290,9 +290,9 @@ static void check_trace(const char *path, const result_t *r)
  * first lane, free since 100 us. */
 static void check_lanes(void)
 {
-    result_op_t ops[3] = {{5, STREAM_PP_SEND, SOP_XFER, -1, -1, 0, 0, 100000, 0, 0, 0},
-                        {5, STREAM_PP_SEND, SOP_XFER, -1, -1, 50000, 50000, 150000, 0, 0, 0},
-                        {5, STREAM_PP_SEND, SOP_XFER, -1, -1, 200000, 210000, 300000, 0, 0, 0}};
+    result_op_t ops[3] = {{5, STREAM_PP_SEND, SOP_XFER, -1, -1, 0, 0, 100000, 0, 0, 0, -1},
+                        {5, STREAM_PP_SEND, SOP_XFER, -1, -1, 50000, 50000, 150000, 0, 0, 0, -1},
+                        {5, STREAM_PP_SEND, SOP_XFER, -1, -1, 200000, 210000, 300000, 0, 0, 0, -1}};
     result_t r = {.timeline = ops, .ntimeline = 3};
     char err[OPT_ERR_LEN], p[1024];
     long len;
