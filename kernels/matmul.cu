@@ -17,9 +17,12 @@ static uint32_t align_of(const void *p) {
 
 typedef struct lt_epi {
   cublasLtEpilogue_t kind;
-  const void *bias; /* bf16, length N (row-major columns) */
+  const void *bias; /* bf16, length N (row-major columns); BGRADB: where the fp32 column sums of
+                       op(a) over K (row-major rows of a) are written */
   void *aux;        /* GeLU input (row-major, ld aux_ld) */
   long aux_ld;
+  int optional;     /* cuBLASLt may offer no algorithm with this epilogue for the problem:
+                       KERN_NO_SUCH_ALGO, quietly, when it does not */
 } lt_epi;
 
 static int lt_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, long rows, long cols, long ld,
@@ -57,7 +60,7 @@ static int lt_set_epilogue(cublasLtMatmulDesc_t op, const lt_epi *e) {
  * problem; KERN_NO_SUCH_ALGO, quietly, when it offers fewer. */
 static int lt_pick(const kern_ctx *ctx, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
                    cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t lc, const void *pa,
-                   const void *pb, const void *pc, cublasLtMatmulHeuristicResult_t *res) {
+                   const void *pb, const void *pc, int optional, cublasLtMatmulHeuristicResult_t *res) {
   if (ctx->algo_rank < 0 || ctx->algo_rank >= KERN_MAX_ALGOS)
     return kern_report_lt(CUBLAS_STATUS_INVALID_VALUE, "kern_ctx.algo_rank outside [0, KERN_MAX_ALGOS)",
                           __FILE__, __LINE__);
@@ -76,7 +79,9 @@ static int lt_pick(const kern_ctx *ctx, cublasLtMatmulDesc_t op, cublasLtMatrixL
     st = cublasLtMatmulPreferenceSetAttribute(pref, which[i], &al[i < 3 ? i : 2], sizeof al[0]);
   if (st == CUBLAS_STATUS_SUCCESS)
     st = cublasLtMatmulAlgoGetHeuristic(ctx->lt, op, la, lb, lc, lc, pref, ctx->algo_rank + 1, all, &found);
-  if (st != CUBLAS_STATUS_SUCCESS)
+  if (optional && (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)))
+    rc = KERN_NO_SUCH_ALGO;
+  else if (st != CUBLAS_STATUS_SUCCESS)
     rc = kern_report_lt(st, "cublasLt preference / heuristic", __FILE__, __LINE__);
   else if (found == 0)
     rc = kern_report_lt(CUBLAS_STATUS_NOT_SUPPORTED, "no cuBLASLt algorithm", __FILE__, __LINE__);
@@ -102,6 +107,8 @@ static int lt_check(cublasStatus_t st, const char *what, int line) {
 static int lt_align_bias(const kern_ctx *ctx, long n, lt_epi *e, kern_ctx *sub, cudaStream_t stream) {
   *sub = *ctx;
   if (!e->bias || align_of(e->bias) >= 16) return 0;
+  if (e->kind == CUBLASLT_EPILOGUE_BGRADB) /* an output: a copy would not come back */
+    return kern_report_lt(CUBLAS_STATUS_INVALID_VALUE, "bias gradient not 16-byte aligned", __FILE__, __LINE__);
   size_t bytes = (size_t)n * sizeof(kern_bf16), used = (bytes + 255) & ~(size_t)255;
   if (used >= ctx->workspace_bytes)
     return kern_report_lt(CUBLAS_STATUS_NOT_SUPPORTED, "misaligned bias longer than the workspace",
@@ -138,7 +145,7 @@ static int lt_matmul(const kern_ctx *ctx_in, void *c, const kern_bf16 *a, const 
   LT_STEP(lt_layout(&lb, CUDA_R_16BF, g->ta ? g->M : g->K, g->ta ? g->K : g->M, g->lda, g->batch,
                     g->stride_a));
   LT_STEP(lt_layout(&lc, ct, g->N, g->M, g->ldc, g->batch, g->stride_c));
-  LT_STEP(lt_pick(ctx, op, la, lb, lc, b, a, c, &res));
+  LT_STEP(lt_pick(ctx, op, la, lb, lc, b, a, c, e->optional, &res));
   LT_STEP(LT_CALL(cublasLtMatmul(ctx->lt, op, &g->alpha, b, la, a, lb, &g->beta, c, lc, c, lc,
                                  &res.algo, ctx->workspace, ctx->workspace_bytes, stream)));
 #undef LT_STEP
@@ -151,7 +158,7 @@ static int lt_matmul(const kern_ctx *ctx_in, void *c, const kern_bf16 *a, const 
 
 extern "C" int kern_gemm_cuda(const kern_ctx *ctx, void *c, const kern_bf16 *a,
                               const kern_bf16 *b, const kern_gemm_desc *g, cudaStream_t stream) {
-  lt_epi e = {CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL, 0};
+  lt_epi e = {CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL, 0, 0};
   return lt_matmul(ctx, c, a, b, g, &e, stream);
 }
 
@@ -166,7 +173,7 @@ extern "C" int kern_matmul_fwd_cuda(const kern_ctx *ctx, kern_bf16 *out, kern_bf
                                     const kern_bf16 *bias, int N, int C, int OC,
                                     cudaStream_t stream) {
   kern_gemm_desc g = linear_desc(N, OC, C, OC);
-  lt_epi e = {CUBLASLT_EPILOGUE_DEFAULT, bias, NULL, 0};
+  lt_epi e = {CUBLASLT_EPILOGUE_DEFAULT, bias, NULL, 0, 0};
   if (bias) e.kind = CUBLASLT_EPILOGUE_BIAS;
   if (pre) {
     e.kind = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
@@ -176,6 +183,46 @@ extern "C" int kern_matmul_fwd_cuda(const kern_ctx *ctx, kern_bf16 *out, kern_bf
   return lt_matmul(ctx, out, inp, weight, &g, &e, stream);
 }
 
+__global__ void add_f32_kernel(float *y, const float *x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] += x[i];
+}
+
+static long bgrad_fused, bgrad_separate; /* kern_matmul_bgrad_counts */
+
+extern "C" void kern_matmul_bgrad_counts(long *fused, long *separate) {
+  *fused = bgrad_fused, *separate = bgrad_separate;
+}
+
+/* The weight gradient (a fp32 GEMM accumulating onto dweight) with the
+ * bias gradient folded in: cuBLASLt's BGRADB epilogue sums dout's columns
+ * while the GEMM reads it, into the workspace's first bytes, which one
+ * small kernel adds to dbias (an epilogue writes, the gradient
+ * accumulates over micro-batches), where a separate kernel would read dout
+ * (N x OC) again. Where cuBLASLt offers no BGRADB algorithm for the
+ * problem, or the workspace has no room, the GEMM and that kernel. */
+static int wgrad_bgrad(const kern_ctx *ctx, float *dweight, float *dbias, const kern_bf16 *dout,
+                       const kern_bf16 *inp, const kern_gemm_desc *gw, int N, int OC,
+                       cudaStream_t stream) {
+  size_t used = ((size_t)OC * sizeof(float) + 255) & ~(size_t)255;
+  if (used < ctx->workspace_bytes) {
+    kern_ctx sub = *ctx;
+    sub.workspace = (char *)ctx->workspace + used, sub.workspace_bytes = ctx->workspace_bytes - used;
+    lt_epi e = {CUBLASLT_EPILOGUE_BGRADB, ctx->workspace, NULL, 0, 1};
+    int rc = lt_matmul(&sub, dweight, dout, inp, gw, &e, stream);
+    if (rc == 0) {
+      bgrad_fused++;
+      KERN_LAUNCH(kern_cdiv(OC, 256), 256, 0, stream, add_f32_kernel)(dbias, (const float *)ctx->workspace, OC);
+      KERN_LAUNCH_TRY();
+      return 0;
+    }
+    if (rc != KERN_NO_SUCH_ALGO) return rc;
+  }
+  bgrad_separate++;
+  KERN_TRY(kern_gemm_cuda(ctx, dweight, dout, inp, gw, stream));
+  return kern_bias_grad_cuda(dbias, dout, N, OC, stream);
+}
+
 extern "C" int kern_matmul_bwd_cuda(const kern_ctx *ctx, kern_bf16 *dinp, float *dweight,
                                     float *dbias, const kern_bf16 *dout, const kern_bf16 *inp,
                                     const kern_bf16 *weight, const kern_bf16 *pre_gelu, int N,
@@ -183,12 +230,12 @@ extern "C" int kern_matmul_bwd_cuda(const kern_ctx *ctx, kern_bf16 *dinp, float 
   /* dinp (N, C) = dout (N, OC) @ weight (OC, C), times gelu'(pre_gelu) */
   kern_gemm_desc gi = kern_linear_bwd_desc(N, C, OC, KERN_BWD_DINP);
   lt_epi ei = {pre_gelu ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT, NULL,
-               (void *)pre_gelu, C};
+               (void *)pre_gelu, C, 0};
   KERN_TRY(lt_matmul(ctx, dinp, dout, weight, &gi, &ei, stream));
   /* dweight (OC, C) += dout^T (OC, N) @ inp (N, C), fp32 */
   kern_gemm_desc gw = kern_linear_bwd_desc(N, C, OC, KERN_BWD_DWEIGHT);
-  KERN_TRY(kern_gemm_cuda(ctx, dweight, dout, inp, &gw, stream));
-  return dbias ? kern_bias_grad_cuda(dbias, dout, N, OC, stream) : 0;
+  if (dbias) return wgrad_bgrad(ctx, dweight, dbias, dout, inp, &gw, N, OC, stream);
+  return kern_gemm_cuda(ctx, dweight, dout, inp, &gw, stream);
 }
 
 extern "C" int kern_matmul_fwd_chunk_cuda(const kern_ctx *ctx, kern_bf16 *out,
@@ -197,7 +244,7 @@ extern "C" int kern_matmul_fwd_chunk_cuda(const kern_ctx *ctx, kern_bf16 *out,
                                           kern_split split, int index, int count,
                                           cudaStream_t stream) {
   int lo, hi;
-  lt_epi e = {bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, bias, NULL, 0};
+  lt_epi e = {bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, bias, NULL, 0, 0};
   if (split == KERN_SPLIT_ROWS) {
     kern_chunk_range(N, index, count, &lo, &hi);
     if (hi == lo) return 0;

@@ -48,14 +48,19 @@ static inline void kern_chunk_range(int n, int index, int count, int *lo, int *h
 
 #ifdef KERN_HAVE_CUDA
 /* GEMMs through cuBLASLt. Bias and GeLU are cuBLASLt epilogues
- * (CUBLASLT_EPILOGUE_BIAS, _GELU_AUX_BIAS, _DGELU). The GeLU epilogues need
- * OC % 8 == 0 (aux leading dimension). */
+ * (CUBLASLT_EPILOGUE_BIAS, _GELU_AUX_BIAS, _DGELU), and so is the bias
+ * gradient where cuBLASLt offers it (_BGRADB on the weight gradient, into
+ * the workspace's first OC floats, then added to dbias; else a separate
+ * kernel). The GeLU epilogues need OC % 8 == 0 (aux leading dimension). */
 int kern_matmul_fwd_cuda(const kern_ctx *ctx, kern_bf16 *out, kern_bf16 *pre,
                          const kern_bf16 *inp, const kern_bf16 *weight, const kern_bf16 *bias,
                          int N, int C, int OC, cudaStream_t stream);
 int kern_matmul_bwd_cuda(const kern_ctx *ctx, kern_bf16 *dinp, float *dweight, float *dbias,
                          const kern_bf16 *dout, const kern_bf16 *inp, const kern_bf16 *weight,
                          const kern_bf16 *pre_gelu, int N, int C, int OC, cudaStream_t stream);
+/* Bias gradients kern_matmul_bwd_cuda folded into the weight-gradient GEMM
+ * (BGRADB) and ran as a separate kernel, since the process started. */
+void kern_matmul_bgrad_counts(long *fused, long *separate);
 int kern_matmul_fwd_chunk_cuda(const kern_ctx *ctx, kern_bf16 *out, const kern_bf16 *inp,
                                const kern_bf16 *weight, const kern_bf16 *bias, int N, int C,
                                int OC, kern_split split, int index, int count,

@@ -107,6 +107,36 @@ static int transposed_bias(cublasLtHandle_t h) {
   return bad;
 }
 
+/* A = [1 2 3; 4 5 6], B = [1 4; 2 5; 3 6], fp32 D, BGRADB: D = 2 A B =
+ * [28 64; 64 154] (column-major {28, 64, 64, 154}) and the bias gradient
+ * the column sums of B over k, {6, 15}, in D's type; batch 2 refused (not
+ * emulated). */
+static int bias_gradient_b(cublasLtHandle_t h) {
+  float a[6] = {1, 4, 2, 5, 3, 6}, b[6] = {1, 2, 3, 4, 5, 6};
+  float want[4] = {28, 64, 64, 154}, want_bias[2] = {6, 15}, got[4];
+  kern_bf16 *da = kg_bf16(a, 6), *db = kg_bf16(b, 6);
+  float *dd = kg_f32(NULL, 4), *dbias = kg_f32(NULL, 2);
+  lt_case c;
+  case_init(&c, 0, CUDA_R_32F, 1, 0, 0, 0);
+  cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_BGRADB;
+  cublasLtMatmulDescSetAttribute(c.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
+  cublasLtMatmulDescSetAttribute(c.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &dbias, sizeof dbias);
+  int bad = expect_status("BGRADB, fp32 D", case_run(h, &c, da, db, dd), CUBLAS_STATUS_SUCCESS);
+  kg_get_f32(got, dd, 4);
+  bad += kc_compare("  2 A B", got, want, 4, 0.0f, 0.0f);
+  kg_get_f32(got, dbias, 2);
+  bad += kc_compare("  column sums of B", got, want_bias, 2, 0.0f, 0.0f);
+  case_free(&c);
+  case_init(&c, 0, CUDA_R_32F, 2, 6, 6, 4);
+  cublasLtMatmulDescSetAttribute(c.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
+  cublasLtMatmulDescSetAttribute(c.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &dbias, sizeof dbias);
+  bad += expect_status("BGRADB over 2 batches (not emulated)", case_run(h, &c, da, db, dd),
+                       CUBLAS_STATUS_NOT_SUPPORTED);
+  case_free(&c);
+  cudaFree(da), cudaFree(db), cudaFree(dd), cudaFree(dbias);
+  return bad;
+}
+
 static int refusals(cublasLtHandle_t h) {
   kern_bf16 *buf = kg_bf16(NULL, 64);
   lt_case c;
@@ -171,7 +201,7 @@ static int gemm_ex(void) {
 int main(void) {
   cublasLtHandle_t h;
   KG_CHECK(cublasLtCreate(&h) != CUBLAS_STATUS_SUCCESS);
-  int bad = batched_shared_b(h) + transposed_bias(h) + refusals(h) + gemm_ex();
+  int bad = batched_shared_b(h) + transposed_bias(h) + bias_gradient_b(h) + refusals(h) + gemm_ex();
   cublasLtDestroy(h);
   return kc_finish("kern_cublaslt_emu", bad);
 }

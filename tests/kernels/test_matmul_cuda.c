@@ -2,7 +2,9 @@
  * forward with bias, without it, with bias + GeLU epilogue (and its saved
  * input),
  * backward (dinp, fp32 dweight accumulated onto a non-zero start, dbias)
- * with and without the DGELU epilogue, and every chunk of the chunked
+ * with and without the DGELU epilogue, dbias folded into the weight
+ * gradient (BGRADB) and, without a workspace, by its separate kernel, and
+ * every chunk of the chunked
  * forward; then the forward with bias on every candidate cuBLASLt's
  * heuristic offers (kern_ctx.algo_rank, what kern_bench --algos times).
  * Sums over K of bf16 products in fp32: the error is the bf16 rounding of
@@ -90,13 +92,38 @@ static int run(int N, int C, int OC, kc_rng *r) {
     bad += cmp16("fwd + bias + gelu", d_out, out, no, sc);
     bad += cmp16("  saved gelu input", d_pre, pre, no, sc);
   }
-  for (int gelu = 0; gelu < 2; gelu += 1 + (C % 8 != 0)) {
+  long f0, s0, f1, s1;
+  int calls = 0;
+  kern_matmul_bgrad_counts(&f0, &s0);
+  for (int gelu = 0; gelu < 2; gelu += 1 + (C % 8 != 0), calls++) {
     kern_matmul_bwd_ref(dinp, dw, db, dout, inp, w, gelu ? pg : NULL, N, C, OC);
     KG_CHECK(kern_matmul_bwd_cuda(&ctx, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, gelu ? d_pg : NULL,
                                   N, C, OC, 0));
     bad += cmp16(gelu ? "dinp (DGELU epilogue)" : "dinp", d_dinp, dinp, ni, so);
     kg_get_f32(got, d_dw, nw), bad += kc_compare("dweight (+=, fp32)", got, dw, nw, 1e-3f * sqrtf(N), 1e-3f);
     kg_get_f32(got, d_db, OC), bad += kc_compare("dbias (+=, fp32)", got, db, OC, 1e-3f * sqrtf(N), 1e-3f);
+  }
+  kern_matmul_bgrad_counts(&f1, &s1);
+#ifdef KERN_EMU
+  /* the emulated cuBLASLt offers BGRADB for each of these problems */
+  if (f1 - f0 != calls || s1 != s0) {
+    printf("FAIL BGRADB: expected %d bias gradients folded, 0 separate; got %ld and %ld\n", calls, f1 - f0,
+           s1 - s0);
+    bad++;
+  }
+#endif
+  /* No workspace for BGRADB's sums: the separate bias-gradient kernel */
+  kern_ctx lean = ctx;
+  lean.workspace_bytes = 0;
+  kern_matmul_bgrad_counts(&f0, &s0);
+  kern_matmul_bwd_ref(dinp, dw, db, dout, inp, w, NULL, N, C, OC);
+  KG_CHECK(kern_matmul_bwd_cuda(&lean, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, NULL, N, C, OC, 0));
+  kern_matmul_bgrad_counts(&f1, &s1);
+  kg_get_f32(got, d_db, OC), bad += kc_compare("dbias (+=, fp32), no workspace", got, db, OC, 1e-3f * sqrtf(N), 1e-3f);
+  if (s1 != s0 + 1 || f1 != f0) {
+    printf("FAIL no workspace: expected the separate kernel (1 more), got %ld more separate, %ld more folded\n",
+           s1 - s0, f1 - f0);
+    bad++;
   }
   kern_matmul_fwd_ref(out, NULL, inp, w, b, N, C, OC);
   for (int split = 0; split < 2; split++) {
@@ -121,5 +148,9 @@ int main(void) {
   kg_require_gpu("kern_matmul_cuda");
   kc_rng r = {17};
   int bad = run(64, 96, 128, &r) + run(37, 50, 30, &r) + run(256, 768, 3072, &r);
+  long fused, separate;
+  kern_matmul_bgrad_counts(&fused, &separate);
+  printf("bias gradients folded into the weight-gradient GEMM (cuBLASLt BGRADB): %ld; by the separate "
+         "kernel: %ld (3 of those ran without a workspace on purpose)\n", fused, separate);
   return kc_finish("kern_matmul_cuda", bad);
 }

@@ -61,6 +61,7 @@ typedef enum {
   CUBLASLT_EPILOGUE_GELU_AUX = 32 | 128,
   CUBLASLT_EPILOGUE_GELU_AUX_BIAS = 32 | 128 | 4,
   CUBLASLT_EPILOGUE_DGELU = 64 | 128,
+  CUBLASLT_EPILOGUE_BGRADB = 512, /* the column sums of op(B) over k into the bias pointer (D's type) */
 } cublasLtEpilogue_t;
 
 typedef enum {

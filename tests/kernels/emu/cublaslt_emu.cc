@@ -223,7 +223,7 @@ struct emu_gemm {
   bool fp32; /* C, D, bias and aux element type: fp32, else bf16 */
   float alpha, beta;
   uint32_t epilogue;
-  const void *bias; /* m elements */
+  const void *bias; /* m elements; BGRADB: n, written */
   void *aux;        /* (m, n), ld aux_ld */
   int64_t aux_ld;
   int splits;       /* K in this many slices (the algorithm) */
@@ -237,6 +237,7 @@ static bool gelu_fwd(uint32_t e) {
   return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
 }
 static bool has_aux(uint32_t e) { return gelu_fwd(e) || e == CUBLASLT_EPILOGUE_DGELU; }
+static bool bgrad_b(uint32_t e) { return e == CUBLASLT_EPILOGUE_BGRADB; }
 
 static cublasStatus_t check_types(const emu_lt_matmul_desc &op, const emu_lt_layout &a,
                                   const emu_lt_layout &b, const emu_lt_layout &c,
@@ -282,9 +283,11 @@ static cublasStatus_t check_shapes(const emu_lt_matmul_desc &op, const emu_lt_la
 
 static cublasStatus_t check_epilogue(const emu_lt_matmul_desc &op, const emu_lt_layout &d) {
   uint32_t e = op.epilogue;
-  if (e != CUBLASLT_EPILOGUE_DEFAULT && !has_bias(e) && !has_aux(e))
+  if (e != CUBLASLT_EPILOGUE_DEFAULT && !has_bias(e) && !has_aux(e) && !bgrad_b(e))
     return refuse_emu(CUBLAS_STATUS_NOT_SUPPORTED, "epilogue %u not emulated", e);
-  if (has_bias(e) && !op.bias) return refuse(CUBLAS_STATUS_INVALID_VALUE);
+  if ((has_bias(e) || bgrad_b(e)) && !op.bias) return refuse(CUBLAS_STATUS_INVALID_VALUE);
+  if (bgrad_b(e) && d.batch > 1)
+    return refuse_emu(CUBLAS_STATUS_NOT_SUPPORTED, "BGRADB with batch count %d not emulated", (int)d.batch);
   if (!has_aux(e)) return CUBLAS_STATUS_SUCCESS;
   /* the documented GeLU aux contract: ld a multiple of 8, >= rows of D */
   if (!op.aux || op.aux_ld % 8 != 0 || (uint64_t)op.aux_ld < d.rows)
@@ -439,6 +442,16 @@ static void epilogue(const emu_gemm &g, int bt, int64_t i, int64_t j, float t) {
   store(g.D, g.fp32, bt * g.sd + i + j * g.ldd, t);
 }
 
+/* BGRADB: bias[j] = sum over p of op(B)(p, j), j < n, in D's type (one batch). */
+static void bias_grad_b(const emu_gemm &g) {
+  for (int64_t j = 0; j < g.n; j++) {
+    float s = 0.0f;
+    for (int64_t p = 0; p < g.k; p++)
+      s += kern_bf16_to_float(g.tb ? g.B[j + p * g.ldb] : g.B[p + j * g.ldb]);
+    store((void *)g.bias, g.fp32, j, s);
+  }
+}
+
 static void run_gemm(const emu_gemm &g) {
   int64_t panels = (g.m + MR - 1) / MR, cols = (g.n + NR - 1) / NR * NR;
   std::vector<float> ap((size_t)(panels * g.k * MR)), bp((size_t)(cols * g.k));
@@ -454,6 +467,7 @@ static void run_gemm(const emu_gemm &g) {
             epilogue(g, bt, i0 + r, j0 + c, acc[c][r]);
       }
   }
+  if (bgrad_b(g.epilogue)) bias_grad_b(g);
 }
 
 static emu_gemm plan(const emu_lt_matmul_desc &op, const emu_lt_layout *l[4], float alpha,
@@ -489,7 +503,7 @@ extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_
   if (algo && (algo->data[0] != ALGO_MAGIC || (algo->data[5] != 1 && algo->data[5] != 2 && algo->data[5] != 4)))
     return refuse(CUBLAS_STATUS_INVALID_VALUE);
   const void *ptr[4] = {A, B, C ? C : D, D}; /* C unread when beta = 0 */
-  st = check_pointers(algo, l, ptr, has_bias(op->epilogue) ? op->bias : nullptr);
+  st = check_pointers(algo, l, ptr, has_bias(op->epilogue) || bgrad_b(op->epilogue) ? op->bias : nullptr);
   if (st != CUBLAS_STATUS_SUCCESS) return st;
   if (op->aux && !emu_is_device(op->aux))
     return refuse_emu(CUBLAS_STATUS_INVALID_VALUE, "aux = %p is not device memory: a GPU would fault", op->aux);
