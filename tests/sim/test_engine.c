@@ -143,10 +143,10 @@ static void determinism_and_folding(void)
         check_rel(what, (double)tu, (double)ta, 0, "same ns");
         /* Unfolded, the stages' programs are written out once and shared;
          * each entity iterating its own must play the same run. */
+        result_free(&a), result_free(&b);
         own_iterators = 1;
         int64_t ti = run(&j, &hw, 0, "5:1.5", 0, &b);
         own_iterators = 0;
-        result_free(&a);
         int64_t ts = run(&j, &hw, 0, "5:1.5", 0, &a);
         snprintf(what, sizeof what, "plan %d: shared programs = own iterators, with a straggler", i);
         check_true(what, ti == ts && a.entities == b.entities &&
