@@ -225,8 +225,8 @@ int gpt_chunk_fwd(gpt_t *m, int chunk, int mb, const void *x_in, void *x_out, co
         kern_dropout d;
         const kern_dropout *dp;
         long row0 = gpt_row0_local(m);
-        RT_TRY(gpt_hidden_drop(m, sv->sample0, 0, KERN_DROP_EMBED, m->Nl, row0, &d, &sv->emb_mask, &dp));
         void *rows = A(m, sv->emb, row0 * m->C);
+        RT_TRY(gpt_hidden_drop(m, sv->sample0, 0, KERN_DROP_EMBED, rows, m->Nl, row0, &d, &sv->emb_mask, &dp));
         if (dp)
             RT_TRY(OP->dropout(RT, rows, sv->emb_mask, rows, (long)m->Nl * m->C, *dp));
     }

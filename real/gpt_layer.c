@@ -16,6 +16,7 @@
  * g = G/t key/value groups per TP rank. Buffer discipline for the TP
  * stream: it joins the compute stream before touching a buffer, and the
  * compute stream joins it back before that buffer is freed or read. */
+#include "model/layout.h"
 #include "real/gpt_layer.h"
 
 #include <stdio.h>
@@ -299,19 +300,40 @@ static kern_attn_shape attn_shape(const gpt_t *m, const layer_saved_t *s)
     return sh;
 }
 
+/* Under CP a rank's rows of each sequence are two chunks of it
+ * (gpt_cp.c), and a mask's element indices follow the place in the
+ * sequence, as on one rank: x's rows (rows, C), from row row0 of the
+ * rank's (B, T) rows, are dropped in place run by run, each run the rows
+ * contiguous in one sequence, with its own base. */
+static int cp_drop_runs(gpt_t *m, long long sample0, kern_dropout d, void *x, uint8_t *mask, long rows, long row0)
+{
+    long Tc = m->T / 2;
+    for (long r = 0, n; r < rows; r += n) {
+        long row = row0 + r, s = row / m->T, t = row % m->T;
+        n = Tc - t % Tc < rows - r ? Tc - t % Tc : rows - r; /* to the chunk's end */
+        d.base = ((sample0 + s) * m->Tseq + layout_cp_pos(t, m->Tseq, m->cp, m->cp_i)) * m->C;
+        RT_TRY(OP->dropout(RT, A(m, x, r * m->C), mask + r * m->C, A(m, x, r * m->C), n * m->C, d));
+    }
+    return 0;
+}
+
 /* Hidden dropout `kind` of layer `layer` over `rows` rows of the
- * micro-batch from row0: *dp = d, filled with its descriptor, and a 1-byte
- * mask for its kept elements in *mask (allocated here), kept for the
- * backward as torch.nn.Dropout under Megatron-LM keeps it. *dp = NULL
- * (nothing allocated) without --hidden-dropout. */
-int gpt_hidden_drop(gpt_t *m, long long sample0, int layer, int kind, long rows, long row0, kern_dropout *d,
-                    uint8_t **mask, const kern_dropout **dp)
+ * micro-batch from row0, the rows of x: *dp = d, filled with its
+ * descriptor for the kernel that takes x to drop it, and a 1-byte mask for
+ * its kept elements in *mask (allocated here), kept for the backward as
+ * torch.nn.Dropout under Megatron-LM keeps it. Under CP x is dropped here
+ * (cp_drop_runs) and *dp = NULL. *dp = NULL (nothing allocated) without
+ * --hidden-dropout. */
+int gpt_hidden_drop(gpt_t *m, long long sample0, int layer, int kind, void *x, long rows, long row0,
+                    kern_dropout *d, uint8_t **mask, const kern_dropout **dp)
 {
     *dp = NULL;
     if (m->hdrop <= 0)
         return 0;
     RT_TRY(OP->alloc(RT, (void **)mask, (size_t)rows * m->C, RT_POOL_MAIN));
     *d = kern_dropout_make(m->hdrop, m->drop_seed, kern_dropout_site(layer, kind), (uint32_t)m->drop_step);
+    if (m->cp > 1)
+        return cp_drop_runs(m, sample0, *d, x, *mask, rows, row0);
     d->base = (sample0 * m->T + row0) * m->C;
     *dp = d;
     return 0;
@@ -324,13 +346,14 @@ float gpt_hidden_scale(const gpt_t *m) { return kern_dropout_make(m->hdrop, 0, 0
  * SP, all of them (as every TP rank) without. */
 long gpt_row0_local(const gpt_t *m) { return m->sp ? (long)m->tp_i * m->Nl : 0; }
 
-/* gpt_hidden_drop for the (Nl, C) branch output of layer s, applied by the
- * residual add that takes it; *mask is the kept mask (NULL without). */
-static int branch_drop(gpt_t *m, layer_saved_t *s, int kind, kern_dropout *d, const kern_dropout **dp,
+/* gpt_hidden_drop for the (Nl, C) branch output z of layer s, applied by
+ * the residual add that takes it (or to z here, under CP); *mask is the
+ * kept mask (NULL without). */
+static int branch_drop(gpt_t *m, layer_saved_t *s, int kind, void *z, kern_dropout *d, const kern_dropout **dp,
                        uint8_t **mask)
 {
     uint8_t **kept = kind == KERN_DROP_AFTER_MLP ? &s->mask_m : &s->mask_a;
-    RT_TRY(gpt_hidden_drop(m, s->sample0, s->layer, kind, m->Nl, gpt_row0_local(m), d, kept, dp));
+    RT_TRY(gpt_hidden_drop(m, s->sample0, s->layer, kind, z, m->Nl, gpt_row0_local(m), d, kept, dp));
     *mask = *kept;
     return 0;
 }
@@ -451,7 +474,7 @@ static int layer_ln1(gpt_t *m, int c, int l, layer_saved_t *s)
 
 /* x3 = x2 + z, z dropped as branch `kind`, into out when given (the
  * chunk's output); with s->fuse_next, the same kernel runs that norm. */
-static int layer_out(gpt_t *m, layer_saved_t *s, const void *x2, const void *z, void *out, int kind)
+static int layer_out(gpt_t *m, layer_saved_t *s, const void *x2, void *z, void *out, int kind)
 {
     s->x3_owned = out == NULL;
     s->x3 = out;
@@ -460,7 +483,7 @@ static int layer_out(gpt_t *m, layer_saved_t *s, const void *x2, const void *z, 
     kern_dropout d;
     const kern_dropout *dp;
     uint8_t *mask;
-    RT_TRY(branch_drop(m, s, kind, &d, &dp, &mask));
+    RT_TRY(branch_drop(m, s, kind, z, &d, &dp, &mask));
     const norm_dst_t *nx = s->fuse_next;
     if (!nx)
         return residual_add(m, s->x3, x2, z, dp, mask);
@@ -495,7 +518,7 @@ static int standard_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *out)
     kern_dropout d;
     const kern_dropout *dp;
     uint8_t *mask;
-    RT_TRY(branch_drop(m, s, KERN_DROP_AFTER_ATTN, &d, &dp, &mask));
+    RT_TRY(branch_drop(m, s, KERN_DROP_AFTER_ATTN, z, &d, &dp, &mask));
     RT_TRY(alloc_act(m, &s->x2, rows));
     RT_TRY(gpt_alloc_ln(m, &s->mean2, &s->rstd2, &s->h2));
     RT_TRY(gpt_ln_fwd(m, s->x2, s->h2, s->mean2, s->rstd2, s->x_in, z, dp, mask, P(m, c, l, T_LN2_W),

@@ -125,8 +125,8 @@ int gpt_ln_bwd(gpt_t *m, void *dres, const void *dout, const void *xln, const fl
 /* Gathers inp_l (Nl, C) of every TP rank into full (N, C) on `stream`
  * (sequence parallelism's all-gather). */
 int gpt_tp_gather(gpt_t *m, void *full, const void *inp_l, int C, int stream);
-int gpt_hidden_drop(gpt_t *m, long long sample0, int layer, int kind, long rows, long row0, kern_dropout *d,
-                    uint8_t **mask, const kern_dropout **dp);
+int gpt_hidden_drop(gpt_t *m, long long sample0, int layer, int kind, void *x, long rows, long row0,
+                    kern_dropout *d, uint8_t **mask, const kern_dropout **dp);
 float gpt_hidden_scale(const gpt_t *m);
 long gpt_row0_local(const gpt_t *m);
 /* dst = src, elems act elements, on the compute stream. */

@@ -387,20 +387,6 @@ int gpt_check_switches(const job_t *j, int gpu, char *err, int errlen)
     return no ? -1 : 0;
 }
 
-/* What context parallelism needs of a plan in the real backend beyond the
- * model's rules (job.c: 2 x CP divides the sequence, flash attention, a2a's
- * heads). */
-static int cp_plan(const job_t *j, char *err, int errlen)
-{
-    if (j->hidden_dropout > 0) {
-        snprintf(err, errlen, "--hidden-dropout above 0 with --context-parallel-size above 1 is not run: the "
-                 "hidden dropout's masks are indexed by contiguous rows and a CP rank holds two chunks of each "
-                 "sequence (allowed: --hidden-dropout 0; --attention-dropout is run)");
-        return -1;
-    }
-    return 0;
-}
-
 static int check_plan(const job_t *j, char *err, int errlen)
 {
     if (j->num_query_groups % j->tp) {
@@ -414,8 +400,6 @@ static int check_plan(const job_t *j, char *err, int errlen)
                  j->ffn_hidden_size, j->tp);
         return -1;
     }
-    if (j->cp > 1 && cp_plan(j, err, errlen))
-        return -1;
     long N = (long)j->micro_batch_size * j->seq_length / j->cp; /* a rank's tokens */
     if (j->sequence_parallel && N % j->tp) {
         snprintf(err, errlen, "micro-batch tokens %ld are not divisible by TP %d: sequence parallelism "
