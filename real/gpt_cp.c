@@ -67,6 +67,23 @@ static long piece_row(const gpt_t *m, int k) { return (long)(k / 2) * m->T + (k 
 
 static long piece_pos(const gpt_t *m, int k) { return (long)layout_cp_chunk(k % 2, m->cp, m->cp_i) * (m->T / 2); }
 
+/* Under CP a rank's rows of each sequence are two chunks of it
+ * (gpt_cp.c), and a mask's element indices follow the place in the
+ * sequence, as on one rank: x's rows (rows, C), from row row0 of the
+ * rank's (B, T) rows, are dropped in place run by run, each run the rows
+ * contiguous in one sequence, with its own base. */
+int gpt_cp_drop(gpt_t *m, long long sample0, kern_dropout d, void *x, uint8_t *mask, long rows, long row0)
+{
+    long Tc = m->T / 2;
+    for (long r = 0, n; r < rows; r += n) {
+        long row = row0 + r, s = row / m->T, t = row % m->T;
+        n = Tc - t % Tc < rows - r ? Tc - t % Tc : rows - r; /* to the chunk's end */
+        d.base = ((sample0 + s) * m->Tseq + layout_cp_pos(t, m->Tseq, m->cp, m->cp_i)) * m->C;
+        RT_TRY(OP->dropout(RT, A(m, x, r * m->C), mask + r * m->C, A(m, x, r * m->C), n * m->C, d));
+    }
+    return 0;
+}
+
 int gpt_rope(gpt_t *m, void *x, int H, int inverse)
 {
     double base = m->job->rotary_base;

@@ -16,7 +16,6 @@
  * g = G/t key/value groups per TP rank. Buffer discipline for the TP
  * stream: it joins the compute stream before touching a buffer, and the
  * compute stream joins it back before that buffer is freed or read. */
-#include "model/layout.h"
 #include "real/gpt_layer.h"
 
 #include <stdio.h>
@@ -300,29 +299,12 @@ static kern_attn_shape attn_shape(const gpt_t *m, const layer_saved_t *s)
     return sh;
 }
 
-/* Under CP a rank's rows of each sequence are two chunks of it
- * (gpt_cp.c), and a mask's element indices follow the place in the
- * sequence, as on one rank: x's rows (rows, C), from row row0 of the
- * rank's (B, T) rows, are dropped in place run by run, each run the rows
- * contiguous in one sequence, with its own base. */
-static int cp_drop_runs(gpt_t *m, long long sample0, kern_dropout d, void *x, uint8_t *mask, long rows, long row0)
-{
-    long Tc = m->T / 2;
-    for (long r = 0, n; r < rows; r += n) {
-        long row = row0 + r, s = row / m->T, t = row % m->T;
-        n = Tc - t % Tc < rows - r ? Tc - t % Tc : rows - r; /* to the chunk's end */
-        d.base = ((sample0 + s) * m->Tseq + layout_cp_pos(t, m->Tseq, m->cp, m->cp_i)) * m->C;
-        RT_TRY(OP->dropout(RT, A(m, x, r * m->C), mask + r * m->C, A(m, x, r * m->C), n * m->C, d));
-    }
-    return 0;
-}
-
 /* Hidden dropout `kind` of layer `layer` over `rows` rows of the
  * micro-batch from row0, the rows of x: *dp = d, filled with its
  * descriptor for the kernel that takes x to drop it, and a 1-byte mask for
  * its kept elements in *mask (allocated here), kept for the backward as
  * torch.nn.Dropout under Megatron-LM keeps it. Under CP x is dropped here
- * (cp_drop_runs) and *dp = NULL. *dp = NULL (nothing allocated) without
+ * (gpt_cp_drop) and *dp = NULL. *dp = NULL (nothing allocated) without
  * --hidden-dropout. */
 int gpt_hidden_drop(gpt_t *m, long long sample0, int layer, int kind, void *x, long rows, long row0,
                     kern_dropout *d, uint8_t **mask, const kern_dropout **dp)
@@ -333,7 +315,7 @@ int gpt_hidden_drop(gpt_t *m, long long sample0, int layer, int kind, void *x, l
     RT_TRY(OP->alloc(RT, (void **)mask, (size_t)rows * m->C, RT_POOL_MAIN));
     *d = kern_dropout_make(m->hdrop, m->drop_seed, kern_dropout_site(layer, kind), (uint32_t)m->drop_step);
     if (m->cp > 1)
-        return cp_drop_runs(m, sample0, *d, x, *mask, rows, row0);
+        return gpt_cp_drop(m, sample0, *d, x, *mask, rows, row0);
     d->base = (sample0 * m->T + row0) * m->C;
     *dp = d;
     return 0;

@@ -81,6 +81,10 @@ void gpt_layer_free(gpt_t *m, layer_saved_t *s);
  * (CP above 1), its backward into dq, dk, dv (this rank's rows); sh is the
  * layer's shape for whole sequences of this rank's rows. */
 int gpt_rope(gpt_t *m, void *x, int H, int inverse);
+/* The hidden dropout d of x's rows (rows, C) from row row0 of this rank's
+ * (B, T) rows under CP, in place, each element's mask by its place in the
+ * sequence (gpt_hidden_drop's). */
+int gpt_cp_drop(gpt_t *m, long long sample0, kern_dropout d, void *x, uint8_t *mask, long rows, long row0);
 int gpt_embed(gpt_t *m, void *out, const int *tokens, const void *wte, const void *wpe);
 int gpt_embed_bwd(gpt_t *m, float *dwte, float *dwpe, const void *dout, const int *tokens);
 int gpt_cp_attn_fwd(gpt_t *m, layer_saved_t *s, void *out, kern_attn_shape sh);
