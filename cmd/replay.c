@@ -18,7 +18,7 @@
  * values a measurement records beside its options. */
 static const char *const not_replayed[] = {
     "out", "trace", "json", "csv", "plot", "plots_dir", "ops", "help", "replay", "heartbeat", "inject_fault",
-    "self_check", "until_step", "save", "save_interval", "load", "resume",
+    "self_check", "until_step", "save", "save_interval", "load", "resume", "gemm_algos",
     "world_size", "host_ranks", "host_cores", "device_name", "comm_init_s", "memory_planned_bytes",
     "memory_peak_bytes", "memory_beyond_plan_bytes", "memory_outside_pools_bytes", "timing_overhead_ns_per_op",
     "timing_overhead_fraction", "clock_reads", "sm_clock_mhz", "power_w", "power_capped_fraction", NULL};

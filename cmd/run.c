@@ -23,6 +23,7 @@
 #include "real/gpt.h"
 #include "real/run_output.h"
 #include "sim/output.h"
+#include "cmd/ranks.h"
 #include "cmd/replay.h"
 
 #include <cjson/cJSON.h>
@@ -40,7 +41,7 @@ typedef struct {
     int warmup, decay_style, decay_iters, on_nan, until_step;
     double heartbeat_interval_s;
     char data[1024], out[1024], trace[1024], save[1024], load[1024], replay[1024], heartbeat[1024];
-    char inject[1024];
+    char inject[1024], gemm_algos[1024];
 } run_opts_t;
 
 enum { DEV_CPU, DEV_GPU };
@@ -100,6 +101,9 @@ static const opt_def run_defs[] = {
     {"self-check", OPT_BOOL, RO(self_check), 0, 1, "false", 0, "health",
      "only check the ranks: their communicators and collectives, and one training step of the job with its "
      "kernels (no checkpoint, heartbeat, fault or output); what megasim supervise runs between restarts"},
+    {"gemm-algos", OPT_STR, RO(gemm_algos), 1, 1024, "", 0, "run",
+     "directory of cuBLASLt's choice per GEMM problem, a file per rank (DIR/rank-R.txt): read, each problem not "
+     "in it tuned when first met (its candidates timed, the fastest kept), written back at the end (--device gpu)"},
     {"replay", OPT_STR, RO(replay), 1, 1024, "", 0, "run",
      "train the job RESULT.h5 records (run --out; or simulate --out) again: its hardware profile and, of a run, "
      "its seed, data, steps and learning-rate schedule, on as many ranks; files and flags apply over them"},
@@ -241,54 +245,22 @@ static void plan(const run_t *R, size_t p[RT_NPOOLS])
     }
 }
 
-/* This rank's place among the ranks sharing its machine, and their number. */
-static void node_ranks(int *rank, int *size)
-{
-    MPI_Comm node;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    MPI_Comm_rank(node, rank);
-    MPI_Comm_size(node, size);
-    MPI_Comm_free(&node);
-}
-
-/* Every rank agrees on failure: 0 when all succeeded. */
-static int all_ok(int rc)
-{
-    int bad = rc != 0, any = 0;
-    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    return any;
-}
-
-/* all_ok, and err (OPT_ERR_LEN) on every rank becomes the message of the
- * lowest rank that failed, so that rank 0's one line names the cause. */
-static int rank_failed(int rc, char *err)
-{
-    int me, world;
-    MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    int mine = rc ? me : world, first = world;
-    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (first < world)
-        MPI_Bcast(err, OPT_ERR_LEN, MPI_CHAR, first, MPI_COMM_WORLD);
-    return first < world;
-}
-
 static int setup(run_t *R)
 {
     char err[OPT_ERR_LEN] = "";
     size_t p[RT_NPOOLS];
     int rc, local, nlocal;
-    node_ranks(&local, &nlocal);
+    ranks_on_node(&local, &nlocal);
     if (R->o.device == DEV_GPU) {
         char why[256] = "";
         int n = rt_gpu_count(why, sizeof why);
-        if (all_ok(n > 0 ? 0 : -1)) {
+        if (ranks_any_failed(n > 0 ? 0 : -1)) {
             snprintf(err, sizeof err, "--device gpu: no usable GPU on every rank (%s; allowed: --device cpu)",
                      n > 0 ? "another rank has none" : why);
             return bad(R, err);
         }
         /* NCCL refuses two ranks of one communicator on one GPU, and only at init. */
-        if (all_ok(nlocal > n ? -1 : 0)) {
+        if (ranks_any_failed(nlocal > n ? -1 : 0)) {
             snprintf(err, sizeof err, "--device gpu: a node has more ranks than GPUs (rank 0's node: %d ranks, %d "
                      "GPU(s); allowed: one rank per GPU, at most %d ranks per node)", nlocal, n, n);
             return bad(R, err);
@@ -309,7 +281,7 @@ static int setup(run_t *R)
         }
         rc = rt_cpu_create(&R->rt, p, err, sizeof err);
     }
-    if (rank_failed(rc, err))
+    if (ranks_first_failure(rc, err))
         return bad(R, err[0] ? err : "a rank could not create its runtime");
     /* MegaScale's collective-group initialisation (section 3.5 of the paper:
      * 1,047 s on 2,048 GPUs before its fixes, under 5 s after), measured:
@@ -322,7 +294,7 @@ static int setup(run_t *R)
                                 : comm_mpi_create(&R->comm, R->rt, &plan, err, sizeof err);
     R->comm_init_s = (double)(rt_now_ns() - t0) * 1e-9;
     MPI_Allreduce(MPI_IN_PLACE, &R->comm_init_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    if (rank_failed(rc, err))
+    if (ranks_first_failure(rc, err))
         return bad(R, err[0] ? err : "a rank could not create its communicators");
     /* Heartbeats: the position of every op and communication call. */
     if (R->o.heartbeat[0]) {
@@ -333,22 +305,22 @@ static int setup(run_t *R)
             rc = -1, snprintf(err, sizeof err, "out of host memory for the heartbeat");
         if (w)
             R->comm = w;
-        if (rank_failed(rc, err))
+        if (ranks_first_failure(rc, err))
             return bad(R, err);
     }
     rc = gpt_init(&R->m, &R->job, R->rt, R->comm, err, sizeof err);
-    if (rank_failed(rc, err))
+    if (ranks_first_failure(rc, err))
         return bad(R, err[0] ? err : "a rank could not lay out its model");
     rc = data_open(&R->data, R->o.data, (unsigned long long)R->o.seed, R->job.micro_batch_size, R->job.seq_length,
                    R->job.num_microbatches, R->comm->data_i, R->job.cp, R->comm->cp_i,
                    R->job.async_data_loader, err, sizeof err);
-    if (rank_failed(rc, err))
+    if (ranks_first_failure(rc, err))
         return bad(R, err[0] ? err : "a rank could not open the data");
     exec_hparams_t hp = {(float)R->o.lr, (float)R->o.beta1, (float)R->o.beta2, (float)R->o.eps,
                          (float)R->o.weight_decay, R->o.warmup, (float)R->o.clip_grad, R->o.decay_style,
                          R->o.decay_iters, (float)R->o.min_lr, R->o.on_nan};
     rc = exec_init(&R->x, &R->job, R->rt, R->comm, &R->m, &R->data, &hp, (unsigned long long)R->o.seed, err, sizeof err);
-    if (rank_failed(rc, err))
+    if (ranks_first_failure(rc, err))
         return bad(R, err[0] ? err : "a rank could not set up its executor");
     /* What a checkpoint must match to resume as if uninterrupted: the job,
      * and the seed and data that draw its batches and dropout masks. */
@@ -372,7 +344,7 @@ static int resume(run_t *R)
     if (!rc)
         rc = exec_state_set(&R->x, state, step);
     free(state);
-    if (rank_failed(rc, err))
+    if (ranks_first_failure(rc, err))
         return bad(R, err[0] ? err : "a rank could not restore its checkpoint");
     if (R->rank == 0 && !R->o.json)
         printf("resumed from %s at step %d\n", dir, step);
@@ -409,7 +381,7 @@ static int checkpoint(run_t *R, int step)
 {
     char err[OPT_ERR_LEN] = "";
     int rc = ckpt_finish(&R->ck, err, sizeof err); /* the previous one is complete */
-    if (rank_failed(rc, err))
+    if (ranks_first_failure(rc, err))
         return bad(R, err[0] ? err : "a checkpoint write failed");
     int64_t t0 = rt_now_ns();
     float *buf = ckpt_buffer(&R->ck, R->x.nshard, R->m.fp8_sites);
@@ -417,7 +389,7 @@ static int checkpoint(run_t *R, int step)
     R->ckpt_stage1_s = (rt_now_ns() - t0) * 1e-9;
     if (!rc)
         rc = ckpt_start(&R->ck, step, err, sizeof err);
-    if (rank_failed(rc, err))
+    if (ranks_first_failure(rc, err))
         return bad(R, err[0] ? err : "a rank could not start its checkpoint");
     return 0;
 }
@@ -446,7 +418,7 @@ static int train(run_t *R)
         health_outside(0);
         int rc = exec_iteration(&R->x, &loss, &t);
         health_outside(1);
-        if (all_ok(rc))
+        if (ranks_any_failed(rc))
             return bad(R, "a training iteration failed (the message above names the rank's reason)");
         MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         kern_clock_sums step = step_clock(&before, &R->rt->clock);
@@ -472,7 +444,7 @@ static int train(run_t *R)
     if (R->o.save[0] && (!R->o.save_interval || last % R->o.save_interval) && checkpoint(R, last))
         return 2;
     char err[OPT_ERR_LEN] = "";
-    if (rank_failed(ckpt_finish(&R->ck, err, sizeof err), err))
+    if (ranks_first_failure(ckpt_finish(&R->ck, err, sizeof err), err))
         return bad(R, err[0] ? err : "a checkpoint write failed");
     return 0;
 }
@@ -493,11 +465,8 @@ static void run_memory(run_t *R)
  * cores time-share them, which the model does not price). Collective. */
 static void host_share(run_t *R)
 {
-    MPI_Comm host;
-    int mine[2] = {0, -(int)sysconf(_SC_NPROCESSORS_ONLN)}, most[2];
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
-    MPI_Comm_size(host, &mine[0]);
-    MPI_Comm_free(&host);
+    int me, mine[2] = {0, -(int)sysconf(_SC_NPROCESSORS_ONLN)}, most[2];
+    ranks_on_node(&me, &mine[0]);
     MPI_Allreduce(mine, most, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     R->host_ranks = most[0], R->host_cores = -most[1]; /* the fewest cores any rank's host has */
 }
@@ -551,7 +520,7 @@ static int write_outputs(run_t *R, result_t *r)
     if (!rc && R->rank == 0 && R->o.trace[0])
         rc = run_write_trace(R->o.trace, &R->job, &R->hw, c, r, R->x.iter_t0_ns, err, sizeof err);
     cJSON_Delete(c);
-    if (rank_failed(rc, err))
+    if (ranks_first_failure(rc, err))
         return bad(R, err[0] ? err : "writing the outputs failed");
     return 0;
 }
@@ -598,6 +567,16 @@ static void report_end(run_t *R, const result_t *r)
                R->o.trace[0] ? " and " : "", R->o.trace);
 }
 
+/* --gemm-algos: cuBLASLt's choices read (write 0) or written (write 1). */
+static int gemm_algos(run_t *R, int write)
+{
+    char err[OPT_ERR_LEN] = "";
+    int rc = R->rt->op->gemm_algos ? R->rt->op->gemm_algos(R->rt, R->o.gemm_algos, R->rank, write, err, sizeof err)
+                                   : (snprintf(err, sizeof err, "--gemm-algos %s: the choices are cuBLASLt's "
+                                               "(allowed with --device gpu)", R->o.gemm_algos), -1);
+    return ranks_first_failure(rc, err) ? bad(R, err) : 0;
+}
+
 static int run(run_t *R, int argc, char **argv)
 {
     int rc = parse(R, argc, argv);
@@ -607,11 +586,11 @@ static int run(run_t *R, int argc, char **argv)
      * run nor leaves one file written and the other not. */
     char err[OPT_ERR_LEN] = "";
     const char *flags[] = {"--out", "--trace"}, *paths[] = {R->o.out, R->o.trace};
-    if (all_ok(R->rank == 0 && out_check_paths(2, flags, paths, err, sizeof err)))
+    if (ranks_any_failed(R->rank == 0 && out_check_paths(2, flags, paths, err, sizeof err)))
         return bad(R, err);
-    if ((rc = setup(R)))
+    if ((rc = setup(R)) || (R->o.gemm_algos[0] && (rc = gemm_algos(R, 0))))
         return rc;
-    if (R->o.save[0] && rank_failed(ckpt_init(&R->ck, R->o.save, R->rank, R->world, R->config, err, sizeof err), err))
+    if (R->o.save[0] && ranks_first_failure(ckpt_init(&R->ck, R->o.save, R->rank, R->world, R->config, err, sizeof err), err))
         return bad(R, err);
     if (R->o.resume && (rc = resume(R)))
         return rc;
@@ -630,7 +609,7 @@ static int run(run_t *R, int argc, char **argv)
     measure_overhead(R);
     if (R->o.self_check)
         inject_self_check(); /* --inject-fault badhost */
-    if ((rc = train(R)))
+    if ((rc = train(R)) || (R->o.gemm_algos[0] && (rc = gemm_algos(R, 1))))
         return rc;
     if (R->o.self_check) {
         if (R->rank == 0)
@@ -638,7 +617,7 @@ static int run(run_t *R, int argc, char **argv)
         return 0;
     }
     result_t r;
-    if (rank_failed(run_gather(&R->x, R->x.iter - 1, &r, err, sizeof err), err))
+    if (ranks_first_failure(run_gather(&R->x, R->x.iter - 1, &r, err, sizeof err), err))
         return bad(R, err);
     r.kind = "measurement", r.iters = R->iters, r.niters = R->niters;
     R->step_s = mean_step(R);

@@ -66,6 +66,24 @@ static inline void kern_clock_means(const kern_clock_sums *s, double *mhz, doubl
 }
 
 #ifdef KERN_HAVE_CUDA
+/* One GEMM problem as kernels/matmul.cu hands it to cuBLASLt (its row-major
+ * kern_gemm_desc and the epilogue), and which of the heuristic's
+ * candidates runs it: the choice of kern_ctx.algos. */
+typedef struct kern_gemm_key {
+  int M, N, K, ta, tb, batch, c_fp32, epilogue;
+  long lda, ldb, ldc;
+} kern_gemm_key;
+typedef struct kern_algo_choice {
+  kern_gemm_key key;
+  int rank;   /* the heuristic's candidate number */
+  float us;   /* its time when it was tuned */
+} kern_algo_choice;
+typedef struct kern_algo_table {
+  kern_algo_choice *c;
+  int n, cap;
+  long tuned; /* problems tuned by this process */
+} kern_algo_table;
+
 /* Everything a launcher needs besides its tensors and stream. Owned by the
  * caller; one per device (or per stream when GEMMs run concurrently, since
  * the workspace must not be shared by two GEMMs in flight). */
@@ -76,6 +94,10 @@ typedef struct kern_ctx {
   int algo_rank;          /* which of cuBLASLt's heuristic candidates a GEMM runs:
                              0, its first choice, except where kern_bench sweeps
                              them (rank < KERN_MAX_ALGOS) */
+  kern_algo_table *algos; /* NULL: algo_rank for every GEMM. Else each problem's
+                             choice here, and a problem not here is tuned when
+                             first met (its candidates timed, the fastest added;
+                             kernels/matmul.cu) */
 } kern_ctx;
 
 /* Candidates a GEMM may ask cuBLASLt's heuristic for, and the code a GEMM

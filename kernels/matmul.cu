@@ -56,12 +56,14 @@ static int lt_set_epilogue(cublasLtMatmulDesc_t op, const lt_epi *e) {
   return 0;
 }
 
-/* cuBLASLt's candidate number ctx->algo_rank (0: its first choice) for the
- * problem; KERN_NO_SUCH_ALGO, quietly, when it offers fewer. */
-static int lt_pick(const kern_ctx *ctx, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
+/* cuBLASLt's candidate number `rank` (0: its first choice) for the
+ * problem into *res, and how many it offers up to KERN_MAX_ALGOS in *found
+ * (NULL: not wanted); KERN_NO_SUCH_ALGO, quietly, when it offers fewer. */
+static int lt_pick(const kern_ctx *ctx, int rank, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
                    cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t lc, const void *pa,
-                   const void *pb, const void *pc, int optional, cublasLtMatmulHeuristicResult_t *res) {
-  if (ctx->algo_rank < 0 || ctx->algo_rank >= KERN_MAX_ALGOS)
+                   const void *pb, const void *pc, int optional, cublasLtMatmulHeuristicResult_t *res,
+                   int *offered) {
+  if (rank < 0 || rank >= KERN_MAX_ALGOS)
     return kern_report_lt(CUBLAS_STATUS_INVALID_VALUE, "kern_ctx.algo_rank outside [0, KERN_MAX_ALGOS)",
                           __FILE__, __LINE__);
   cublasLtMatmulPreference_t pref;
@@ -78,17 +80,19 @@ static int lt_pick(const kern_ctx *ctx, cublasLtMatmulDesc_t op, cublasLtMatrixL
   for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; i++)
     st = cublasLtMatmulPreferenceSetAttribute(pref, which[i], &al[i < 3 ? i : 2], sizeof al[0]);
   if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasLtMatmulAlgoGetHeuristic(ctx->lt, op, la, lb, lc, lc, pref, ctx->algo_rank + 1, all, &found);
+    st = cublasLtMatmulAlgoGetHeuristic(ctx->lt, op, la, lb, lc, lc, pref, offered ? KERN_MAX_ALGOS : rank + 1,
+                                        all, &found);
   if (optional && (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)))
     rc = KERN_NO_SUCH_ALGO;
   else if (st != CUBLAS_STATUS_SUCCESS)
     rc = kern_report_lt(st, "cublasLt preference / heuristic", __FILE__, __LINE__);
   else if (found == 0)
     rc = kern_report_lt(CUBLAS_STATUS_NOT_SUPPORTED, "no cuBLASLt algorithm", __FILE__, __LINE__);
-  else if (found <= ctx->algo_rank)
+  else if (found <= rank)
     rc = KERN_NO_SUCH_ALGO;
   else
-    *res = all[ctx->algo_rank];
+    *res = all[rank];
+  if (offered) *offered = found;
   cublasLtMatmulPreferenceDestroy(pref);
   return rc;
 }
@@ -98,6 +102,114 @@ static int lt_check(cublasStatus_t st, const char *what, int line) {
   return st == CUBLAS_STATUS_SUCCESS ? 0 : kern_report_lt(st, what, __FILE__, line);
 }
 #define LT_CALL(x) lt_check((x), #x, __LINE__)
+
+extern "C" const kern_algo_choice *kern_algo_find(const kern_algo_table *t, const kern_gemm_key *k) {
+  for (int i = 0; t && i < t->n; i++)
+    if (!memcmp(&t->c[i].key, k, sizeof *k)) return &t->c[i];
+  return NULL;
+}
+
+extern "C" int kern_algo_add(kern_algo_table *t, const kern_algo_choice *c) {
+  if (t->n == t->cap) {
+    int cap = t->cap ? 2 * t->cap : 16;
+    kern_algo_choice *n = (kern_algo_choice *)realloc(t->c, sizeof *n * cap);
+    if (!n) return -1;
+    t->c = n, t->cap = cap;
+  }
+  t->c[t->n++] = *c;
+  return 0;
+}
+
+extern "C" void kern_algo_free(kern_algo_table *t) {
+  free(t->c);
+  memset(t, 0, sizeof *t);
+}
+
+/* A problem's key: everything lt_matmul hands cuBLASLt but the pointers
+ * (zeroed first: memcmp compares the padding too). */
+static kern_gemm_key lt_key(const kern_gemm_desc *g, cublasLtEpilogue_t kind) {
+  kern_gemm_key k;
+  memset(&k, 0, sizeof k);
+  k.M = g->M, k.N = g->N, k.K = g->K, k.ta = g->ta, k.tb = g->tb, k.batch = g->batch, k.c_fp32 = g->c_fp32;
+  k.epilogue = (int)kind, k.lda = g->lda, k.ldb = g->ldb, k.ldc = g->ldc;
+  return k;
+}
+
+#define LT_TUNE_RUNS 3 /* timed runs per candidate after one warm-up; the fastest counts */
+
+/* Times candidate `rank` of the problem on scratch outputs (d, and the
+ * epilogue's aux or bias gradient, which op already points at): the
+ * fastest of LT_TUNE_RUNS, us; < 0 when it does not run. */
+static float lt_time(const kern_ctx *ctx, int rank, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
+                     cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t lc, const kern_gemm_desc *g,
+                     const void *a, const void *b, void *d, cudaStream_t stream) {
+  cublasLtMatmulHeuristicResult_t res;
+  if (lt_pick(ctx, rank, op, la, lb, lc, b, a, d, 1, &res, NULL)) return -1;
+  cudaEvent_t e0, e1;
+  float best = -1;
+  if (cudaEventCreate(&e0) != cudaSuccess) return -1;
+  if (cudaEventCreate(&e1) != cudaSuccess) return cudaEventDestroy(e0), -1;
+  for (int run = 0; run <= LT_TUNE_RUNS; run++) {
+    float ms = 0;
+    if (cudaEventRecord(e0, stream) != cudaSuccess ||
+        cublasLtMatmul(ctx->lt, op, &g->alpha, b, la, a, lb, &g->beta, d, lc, d, lc, &res.algo, ctx->workspace,
+                       ctx->workspace_bytes, stream) != CUBLAS_STATUS_SUCCESS ||
+        cudaEventRecord(e1, stream) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) {
+      best = -1;
+      break;
+    }
+    if (run > 0 && (best < 0 || ms * 1e3f < best)) best = ms * 1e3f; /* run 0 warms up */
+  }
+  cudaEventDestroy(e0), cudaEventDestroy(e1);
+  return best;
+}
+
+/* The candidate for the problem from ctx->algos; a problem not there is
+ * tuned now: every candidate the heuristic offers timed on scratch
+ * outputs (D, and the epilogue's GeLU input or bias gradient where it
+ * writes one; C's contents do not change the time), the fastest added. */
+static int lt_choose(const kern_ctx *ctx, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
+                     cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t lc, const kern_gemm_desc *g,
+                     const lt_epi *e, const void *a, const void *b, const void *c, cudaStream_t stream,
+                     int *rank) {
+  kern_gemm_key k = lt_key(g, e->kind);
+  const kern_algo_choice *known = kern_algo_find(ctx->algos, &k);
+  if (known) return *rank = known->rank, 0;
+  cublasLtMatmulHeuristicResult_t res;
+  int offered = 0;
+  KERN_TRY(lt_pick(ctx, 0, op, la, lb, lc, b, a, c, e->optional, &res, &offered));
+  size_t elem = g->c_fp32 ? 4 : 2;
+  size_t d_bytes = elem * ((size_t)(g->batch - 1) * (size_t)g->stride_c + (size_t)g->ldc * g->M);
+  size_t x_bytes = e->aux ? 2 * (size_t)e->aux_ld * g->M : e->kind == CUBLASLT_EPILOGUE_BGRADB ? 4 * (size_t)g->M : 0;
+  void *d = NULL, *x = NULL;
+  cublasLtMatmulDescAttributes_t at = e->aux ? CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER
+                                             : CUBLASLT_MATMUL_DESC_BIAS_POINTER;
+  cudaError_t ce = cudaMalloc(&d, d_bytes);
+  if (ce == cudaSuccess && x_bytes) ce = cudaMalloc(&x, x_bytes);
+  int rc = ce == cudaSuccess ? 0 : kern_report_cuda((int)ce, "cudaMalloc (tuning's scratch)", __FILE__, __LINE__);
+  if (!rc && x_bytes) rc = LT_CALL(cublasLtMatmulDescSetAttribute(op, at, &x, sizeof x));
+  kern_algo_choice best = {k, 0, -1};
+  for (int i = 0; !rc && i < offered; i++) {
+    float us = lt_time(ctx, i, op, la, lb, lc, g, a, b, d, stream);
+    if (us >= 0 && (best.us < 0 || us < best.us)) best.rank = i, best.us = us;
+  }
+  if (x_bytes && !rc) { /* the epilogue's own pointer back */
+    const void *own = e->aux ? (const void *)e->aux : e->bias;
+    rc = LT_CALL(cublasLtMatmulDescSetAttribute(op, at, &own, sizeof own));
+  }
+  if (d) cudaFree(d);
+  if (x) cudaFree(x);
+  if (rc) return rc;
+  if (best.us < 0)
+    return kern_report_lt(CUBLAS_STATUS_NOT_SUPPORTED, "no candidate ran (tuning)", __FILE__, __LINE__);
+  if (kern_algo_add(ctx->algos, &best))
+    return kern_report_lt(CUBLAS_STATUS_ALLOC_FAILED, "out of host memory (tuning)", __FILE__, __LINE__);
+  ctx->algos->tuned++;
+  *rank = best.rank;
+  return 0;
+}
+
 
 /* cuBLASLt takes no alignment hint for the epilogue's bias, and its
  * kernels may read it 16 bytes at a time (Marian and PyTorch both met
@@ -145,7 +257,9 @@ static int lt_matmul(const kern_ctx *ctx_in, void *c, const kern_bf16 *a, const 
   LT_STEP(lt_layout(&lb, CUDA_R_16BF, g->ta ? g->M : g->K, g->ta ? g->K : g->M, g->lda, g->batch,
                     g->stride_a));
   LT_STEP(lt_layout(&lc, ct, g->N, g->M, g->ldc, g->batch, g->stride_c));
-  LT_STEP(lt_pick(ctx, op, la, lb, lc, b, a, c, e->optional, &res));
+  int rank = ctx->algo_rank;
+  if (ctx->algos) LT_STEP(lt_choose(ctx, op, la, lb, lc, g, e, a, b, c, stream, &rank));
+  LT_STEP(lt_pick(ctx, rank, op, la, lb, lc, b, a, c, e->optional, &res, NULL));
   LT_STEP(LT_CALL(cublasLtMatmul(ctx->lt, op, &g->alpha, b, la, a, lb, &g->beta, c, lc, c, lc,
                                  &res.algo, ctx->workspace, ctx->workspace_bytes, stream)));
 #undef LT_STEP
@@ -223,6 +337,13 @@ static int wgrad_bgrad(const kern_ctx *ctx, float *dweight, float *dbias, const 
   return kern_bias_grad_cuda(dbias, dout, N, OC, stream);
 }
 
+extern "C" int kern_linear_wgrad_cuda(const kern_ctx *ctx, float *dweight, float *dbias, const kern_bf16 *dout,
+                                      const kern_bf16 *inp, int N, int C, int OC, cudaStream_t stream) {
+  kern_gemm_desc gw = kern_linear_bwd_desc(N, C, OC, KERN_BWD_DWEIGHT);
+  if (dbias) return wgrad_bgrad(ctx, dweight, dbias, dout, inp, &gw, N, OC, stream);
+  return kern_gemm_cuda(ctx, dweight, dout, inp, &gw, stream);
+}
+
 extern "C" int kern_matmul_bwd_cuda(const kern_ctx *ctx, kern_bf16 *dinp, float *dweight,
                                     float *dbias, const kern_bf16 *dout, const kern_bf16 *inp,
                                     const kern_bf16 *weight, const kern_bf16 *pre_gelu, int N,
@@ -232,10 +353,7 @@ extern "C" int kern_matmul_bwd_cuda(const kern_ctx *ctx, kern_bf16 *dinp, float 
   lt_epi ei = {pre_gelu ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT, NULL,
                (void *)pre_gelu, C, 0};
   KERN_TRY(lt_matmul(ctx, dinp, dout, weight, &gi, &ei, stream));
-  /* dweight (OC, C) += dout^T (OC, N) @ inp (N, C), fp32 */
-  kern_gemm_desc gw = kern_linear_bwd_desc(N, C, OC, KERN_BWD_DWEIGHT);
-  if (dbias) return wgrad_bgrad(ctx, dweight, dbias, dout, inp, &gw, N, OC, stream);
-  return kern_gemm_cuda(ctx, dweight, dout, inp, &gw, stream);
+  return kern_linear_wgrad_cuda(ctx, dweight, dbias, dout, inp, N, C, OC, stream);
 }
 
 extern "C" int kern_matmul_fwd_chunk_cuda(const kern_ctx *ctx, kern_bf16 *out,

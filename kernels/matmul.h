@@ -58,6 +58,20 @@ int kern_matmul_fwd_cuda(const kern_ctx *ctx, kern_bf16 *out, kern_bf16 *pre,
 int kern_matmul_bwd_cuda(const kern_ctx *ctx, kern_bf16 *dinp, float *dweight, float *dbias,
                          const kern_bf16 *dout, const kern_bf16 *inp, const kern_bf16 *weight,
                          const kern_bf16 *pre_gelu, int N, int C, int OC, cudaStream_t stream);
+/* dweight (OC, C) += dout^T (OC, N) @ inp (N, C) in fp32 and, when dbias
+ * is given, dbias (OC) += dout's column sums (BGRADB where cuBLASLt offers
+ * it, as above): kern_matmul_bwd_cuda's weight half, the real backend's
+ * linear_wgrad. */
+int kern_linear_wgrad_cuda(const kern_ctx *ctx, float *dweight, float *dbias, const kern_bf16 *dout,
+                           const kern_bf16 *inp, int N, int C, int OC, cudaStream_t stream);
+
+/* kern_ctx.algos (kern_common.h): a problem's choice (NULL: none), one
+ * added (0, or -1 out of memory), the table freed. Keys compare by memcmp:
+ * zero one before filling it. */
+const kern_algo_choice *kern_algo_find(const kern_algo_table *t, const kern_gemm_key *k);
+int kern_algo_add(kern_algo_table *t, const kern_algo_choice *c);
+void kern_algo_free(kern_algo_table *t);
+
 /* Bias gradients kern_matmul_bwd_cuda folded into the weight-gradient GEMM
  * (BGRADB) and ran as a separate kernel, since the process started. */
 void kern_matmul_bgrad_counts(long *fused, long *separate);

@@ -194,6 +194,11 @@ typedef struct {
     /* sums (device, count): each segment's sum of grad^2, clipping's norm pass */
     int (*grad_sumsq)(rt_t *rt, const kern_opt_tensor *ts, int count, float *sums);
 
+    /* cuBLASLt's candidate per GEMM problem (kern_ctx.algos), in DIR/rank-R.txt
+     * (real/rt_gpu_algos.c): read (write 0: the directory made when missing,
+     * each problem not in the file tuned when first met) or written back
+     * (write 1). NULL on the CPU, which has no candidates. */
+    int (*gemm_algos)(rt_t *rt, const char *dir, int rank, int write, char *err, int errlen);
     /* the native stream handle (cudaStream_t on the GPU, NULL on the CPU) */
     void *(*native_stream)(rt_t *rt, int stream);
     void (*destroy)(rt_t *rt);

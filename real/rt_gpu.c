@@ -441,6 +441,7 @@ void g_destroy(rt_t *rt)
         cudaEventDestroy(g->t0);
     for (int i = 0; i < g->have_kc; i++)
         kern_ctx_free(&g->kc[i]);
+    kern_algo_free(&g->algos);
     free(g->marks);
     free(g->host);
     free(g);

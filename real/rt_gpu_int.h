@@ -71,7 +71,11 @@ typedef struct {
     void *host;                       /* staging for act <-> fp32 conversions */
     size_t host_bytes;
     rt_clock_reader *clock;           /* NULL where NVML does not answer */
+    kern_algo_table algos;            /* cuBLASLt's choices, shared by kc[] once gemm_algos read them */
 } gpu_t;
+
+/* real/rt_gpu_algos.c: rt_ops_t.gemm_algos */
+int rt_gpu_gemm_algos(rt_t *rt, const char *dir, int rank, int write, char *err, int errlen);
 
 static inline gpu_t *G(rt_t *rt) { return rt->impl; }
 static inline cudaStream_t MAIN(rt_t *rt) { return G(rt)->s[STREAM_COMPUTE]; } /* h2d, timing, scratch */

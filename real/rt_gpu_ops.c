@@ -75,10 +75,8 @@ static int g_linear_dgrad(rt_t *rt, void *dinp, const void *dout, const void *we
 static int g_linear_wgrad(rt_t *rt, float *dweight, float *dbias, const void *dout, const void *inp, int N, int C,
                           int OC)
 {
-    kern_gemm_desc g = {.M = OC, .N = C, .K = N, .ta = 1, .tb = 0, .batch = 1, .c_fp32 = 1,
-                        .lda = OC, .ldb = C, .ldc = C, .alpha = 1.0f, .beta = 1.0f};
-    KERN_TRY(kern_gemm_cuda(KC(rt), dweight, dout, inp, &g, CS(rt)));
-    return dbias ? kern_bias_grad_cuda(dbias, dout, N, OC, CS(rt)) : 0;
+    return kern_linear_wgrad_cuda(KC(rt), dweight, dbias, (const kern_bf16 *)dout, (const kern_bf16 *)inp, N, C,
+                                  OC, CS(rt));
 }
 
 static int g_bias_gelu_fwd(rt_t *rt, void *out, const void *inp, const void *bias, int N, int C)
@@ -278,5 +276,5 @@ const rt_ops_t rt_gpu_ops = {
     g_attn_fwd, g_attn_bwd, g_attn_merge, g_fp8_quant, g_xent_fwd, g_xent_part, g_xent_merge, g_xent_bwd,
     g_moe_route, g_moe_route_bwd, g_moe_gather, g_moe_combine, g_moe_rowdot,
     g_adamw, g_lamb_norms, g_lamb_apply, g_grad_sumsq,
-    g_native, g_destroy,
+    rt_gpu_gemm_algos, g_native, g_destroy,
 };

@@ -69,7 +69,7 @@ failures = 0
 # run twice gets the first one's result: 3 single-rank runs fewer in
 # equivalence and recompute.
 RUNS = {}
-WRITES = ("--save", "--load", "--resume", "--out", "--trace")
+WRITES = ("--save", "--load", "--resume", "--out", "--trace", "--gemm-algos")
 
 
 def run(np, args, iters=3, check=True):
@@ -486,6 +486,38 @@ def with_etp(args, etp):
     return args[:i + 1] + [str(etp)] + args[i + 2:]
 
 
+def gemm_algos(gpu, plain):
+    """--gemm-algos DIR on the emulated GPU, whose cuBLASLt offers 3
+    candidates (split-K 1, 2, 4: other roundings of the same sums): the
+    first run tunes each GEMM problem when it first meets it and writes its
+    choices; a second run reads them back and trains bit for bit as the
+    first (its choices are the first's), within bf16 rounding of the plain
+    run (the heuristic's first choice); a line broken in the file is one
+    message naming the file and line, exit 2."""
+    global failures
+    with tempfile.TemporaryDirectory(prefix="megasim-algos-") as d:
+        tuned, _ = run(1, gpu + ["--gemm-algos", d], iters=ITERS_EMU)
+        again, _ = run(1, gpu + ["--gemm-algos", d], iters=ITERS_EMU)
+        expect_losses("emulated GPU, --gemm-algos, the choices read back", tuned, again, "the run that tuned them", 0.0)
+        expect_bf16("emulated GPU, --gemm-algos, tuned choices vs the heuristic's first", plain, tuned, EMU_TOL)
+        path = os.path.join(d, "rank-0.txt")
+        lines = open(path).read().splitlines()
+        rows = [l.split() for l in lines[2:]]
+        ok = lines[:1] == ["megasim-gemm-algos 1"] and lines[1].startswith("device ") and len(rows) >= 4 and \
+            all(len(r) == 13 and 0 <= int(r[11]) < 3 for r in rows)
+        failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} --gemm-algos file: expected the header, the device and at least 4 "
+              f"problems each with a candidate of the 3 offered, got {len(rows)} problems: {lines[:4]}")
+        with open(path, "a") as f:
+            f.write("1 2 3\n")
+        _, p = run(1, gpu + ["--gemm-algos", d], iters=1, check=False)
+        errs = [l for l in p.stderr.splitlines() if "error:" in l]
+        ok = p.returncode == 2 and len(errs) == 1 and f"rank-0.txt:{len(lines) + 1}: expected 13 numbers" in errs[0]
+        failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} --gemm-algos with a broken line: expected exit 2 and one message naming "
+              f"the file and line, got exit {p.returncode}: {errs}")
+
+
 def gpu_emu():
     """The GPU backend's own code on the emulated GPU module (no GPU needed):
       - 1 rank, flash attention + fused element-wise kernels, and the
@@ -532,6 +564,7 @@ def gpu_emu():
     expect_bf16("emulated GPU, tiny-llama.json (rotary, RMSNorm, SwiGLU, no linear biases, untied, GQA), vs 1 "
                 "CPU rank (fp32)", cpu_arch, gpu_arch,
                 EMU_TOL)
+    gemm_algos(gpu, flash)
     cpu_drop, _ = run(1, DROPOUT, iters=ITERS_EMU)
     # the dropout kernels (fused into the add and the norm, or the dropout-add), the attention kernels' masks
     for attn, fuse in (("flash", FUSED), ("unfused", [])):
