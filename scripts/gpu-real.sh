@@ -248,6 +248,35 @@ if a and b:
 EOF
 fi
 
+# ---- cuBLASLt's choices tuned (issue 38, run --gemm-algos): the same run twice
+# more, the first tuning every GEMM problem (its candidates timed) into
+# $out/gemm-algos, the second reading them; its median step against the
+# untuned run's above. TUNED=0 leaves it out (about two runs' time).
+if [ "${TUNED:-1}" = 1 ]; then
+  echo "== megasim run --device gpu --gemm-algos: tuning, then tuned ($(date -u +%T.%N | cut -c1-12) UTC)"
+  tuned=("${plan[@]}" --gpu h100-sxm-80gb --device gpu --json --data "$corpus" --gemm-algos "$out/gemm-algos")
+  for pass in tuning tuned; do
+    ${launch[@]+"${launch[@]}"} "$build/megasim" run "${model[@]}" "${tuned[@]}" > "$out/megasim-$pass.jsonl" ||
+      status=$?
+  done
+  python3 - "$out/megasim.jsonl" "$out/megasim-tuned.jsonl" "$warmup" <<'EOF2' | tee "$out/gemm-algos.txt"
+import json, statistics, sys
+def median_ms(path):
+    t = []
+    for line in open(path):
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(r, dict) and "step_time_s" in r:
+            t.append(r["step_time_s"])
+    t = t[int(sys.argv[3]):]
+    return 1e3 * statistics.median(t) if t else float("nan")
+a, b = median_ms(sys.argv[1]), median_ms(sys.argv[2])
+print(f"median step: heuristic's first choice {a:.1f} ms, tuned choices {b:.1f} ms ({100 * (b / a - 1):+.1f}%)")
+EOF2
+fi
+
 # ---- mixture of experts on the GPU (issue 37): the tiny GPT with 4 experts,
 # top-2, on the GPU against the CPU path (bf16 against fp32, 3 steps): the
 # CUDA router and permutation kernels on the hardware, never run there before
