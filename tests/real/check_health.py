@@ -335,7 +335,7 @@ def case_stragglers_measured(tmp):
     # to x2.2, and any other named rank well below it (under x1.4).
     for plan, rank in ((["--tensor-model-parallel-size", "2"], 2), ([], 1)):
         h5 = os.path.join(tmp, "m.h5")
-        p = run(4, ["--train-iters", "6", "--inject-fault", f"slow:{rank}:2", "--out", h5] + plan)
+        p = run(4, ["--train-iters", "4", "--inject-fault", f"slow:{rank}:2", "--out", h5] + plan)
         what = "TP 2 x DP 2" if plan else "DP 4"
         check(f"measured {what} run exits 0", p.returncode == 0, 0, p.returncode, "run")
         s = sorted(diagnose_json(h5) or [], key=lambda x: -x.get("factor", 0))

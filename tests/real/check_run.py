@@ -492,8 +492,9 @@ def gemm_algos(gpu, plain):
     first run tunes each GEMM problem when it first meets it and writes its
     choices; a second run reads them back and trains bit for bit as the
     first (its choices are the first's), within bf16 rounding of the plain
-    run (the heuristic's first choice); a line broken in the file is one
-    message naming the file and line, exit 2."""
+    run (the heuristic's first choice); a broken file (a line not of 13
+    numbers, another file's header) is one message naming the file and
+    line, exit 2."""
     global failures
     with tempfile.TemporaryDirectory(prefix="megasim-algos-") as d:
         tuned, _ = run(1, gpu + ["--gemm-algos", d], iters=ITERS_EMU)
@@ -508,14 +509,17 @@ def gemm_algos(gpu, plain):
         failures += not ok
         print(f"{'ok  ' if ok else 'FAIL'} --gemm-algos file: expected the header, the device and at least 4 "
               f"problems each with a candidate of the 3 offered, got {len(rows)} problems: {lines[:4]}")
-        with open(path, "a") as f:
-            f.write("1 2 3\n")
-        _, p = run(1, gpu + ["--gemm-algos", d], iters=1, check=False)
-        errs = [l for l in p.stderr.splitlines() if "error:" in l]
-        ok = p.returncode == 2 and len(errs) == 1 and f"rank-0.txt:{len(lines) + 1}: expected 13 numbers" in errs[0]
-        failures += not ok
-        print(f"{'ok  ' if ok else 'FAIL'} --gemm-algos with a broken line: expected exit 2 and one message naming "
-              f"the file and line, got exit {p.returncode}: {errs}")
+        bad = (("a broken line", lines + ["1 2 3"], f":{len(lines) + 1}: expected 13 numbers"),
+               ("another file", ["megasim-checkpoint 1"] + lines[1:], ":1: not a file of GEMM choices"))
+        for what, text, want in bad:
+            with open(path, "w") as f:
+                f.write("\n".join(text) + "\n")
+            _, p = run(1, gpu + ["--gemm-algos", d], iters=1, check=False)
+            errs = [l for l in p.stderr.splitlines() if "error:" in l]
+            ok = p.returncode == 2 and len(errs) == 1 and "rank-0.txt" + want in errs[0]
+            failures += not ok
+            print(f"{'ok  ' if ok else 'FAIL'} --gemm-algos, {what}: expected exit 2 and one message with "
+                  f"'rank-0.txt{want}', got exit {p.returncode}: {errs}")
 
 
 def gpu_emu():
