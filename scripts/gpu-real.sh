@@ -201,23 +201,13 @@ fi
 
 # ---- side by side (MHA: the model both sides run) -------------------------------
 if [ "$groups" = 16 ]; then
-python3 - "$out/megasim.jsonl" "$out/torch.jsonl" "$gb" "$warmup" <<'EOF' | tee "$out/side-by-side.txt"
-import json, statistics, sys
+PYTHONPATH="$root/real/bench" python3 - "$out/megasim.jsonl" "$out/torch.jsonl" "$gb" "$warmup" <<'EOF' | tee "$out/side-by-side.txt"
+import statistics, sys
+from steps import steps
 PEAK = 989.4e12                       # H100 SXM dense bf16, FLOP/s
 B, s, l, h, V = int(sys.argv[3]), 2048, 24, 2048, 256
 F = 72.0 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))
 warm = int(sys.argv[4])
-
-def steps(path):
-    out = []
-    for line in open(path):
-        try:
-            r = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(r, dict) and "step" in r and "step_time_s" in r:
-            out.append(r)
-    return out
 
 def row(recs):
     if not recs:
@@ -259,18 +249,11 @@ if [ "${TUNED:-1}" = 1 ]; then
     ${launch[@]+"${launch[@]}"} "$build/megasim" run "${model[@]}" "${tuned[@]}" > "$out/megasim-$pass.jsonl" ||
       status=$?
   done
-  python3 - "$out/megasim.jsonl" "$out/megasim-tuned.jsonl" "$warmup" <<'EOF2' | tee "$out/gemm-algos.txt"
-import json, statistics, sys
+  PYTHONPATH="$root/real/bench" python3 - "$out/megasim.jsonl" "$out/megasim-tuned.jsonl" "$warmup" <<'EOF2' | tee "$out/gemm-algos.txt"
+import statistics, sys
+from steps import steps
 def median_ms(path):
-    t = []
-    for line in open(path):
-        try:
-            r = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(r, dict) and "step_time_s" in r:
-            t.append(r["step_time_s"])
-    t = t[int(sys.argv[3]):]
+    t = [r["step_time_s"] for r in steps(path)][int(sys.argv[3]):]
     return 1e3 * statistics.median(t) if t else float("nan")
 a, b = median_ms(sys.argv[1]), median_ms(sys.argv[2])
 print(f"median step: heuristic's first choice {a:.1f} ms, tuned choices {b:.1f} ms ({100 * (b / a - 1):+.1f}%)")
