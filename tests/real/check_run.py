@@ -486,45 +486,39 @@ def with_etp(args, etp):
     return args[:i + 1] + [str(etp)] + args[i + 2:]
 
 
-def gemm_algos(gpu, plain):
+def gemm_algos(gpu, d, tuned):
     """--gemm-algos DIR on the emulated GPU, whose cuBLASLt offers 3
     candidates (split-K 1, 2, 4: other roundings of the same sums): the
-    first run tunes each GEMM problem when it first meets it and writes its
-    choices; a second run reads them back and trains bit for bit as the
-    first (its choices are the first's), within bf16 rounding of the plain
-    run (the heuristic's first choice); a broken file (a line not of 13
-    numbers, another file's header) is one message naming the file and
-    line, exit 2."""
+    run `tuned` tuned each GEMM problem when it first met it and wrote its
+    choices to d; a second run reads them back and trains bit for bit as
+    the first; a broken line in the file is one message naming the file
+    and line, exit 2."""
     global failures
-    with tempfile.TemporaryDirectory(prefix="megasim-algos-") as d:
-        tuned, _ = run(1, gpu + ["--gemm-algos", d], iters=ITERS_EMU)
-        again, _ = run(1, gpu + ["--gemm-algos", d], iters=ITERS_EMU)
-        expect_losses("emulated GPU, --gemm-algos, the choices read back", tuned, again, "the run that tuned them", 0.0)
-        expect_bf16("emulated GPU, --gemm-algos, tuned choices vs the heuristic's first", plain, tuned, EMU_TOL)
-        path = os.path.join(d, "rank-0.txt")
-        lines = open(path).read().splitlines()
-        rows = [l.split() for l in lines[2:]]
-        ok = lines[:1] == ["megasim-gemm-algos 1"] and lines[1].startswith("device ") and len(rows) >= 4 and \
-            all(len(r) == 13 and 0 <= int(r[11]) < 3 for r in rows)
-        failures += not ok
-        print(f"{'ok  ' if ok else 'FAIL'} --gemm-algos file: expected the header, the device and at least 4 "
-              f"problems each with a candidate of the 3 offered, got {len(rows)} problems: {lines[:4]}")
-        bad = (("a broken line", lines + ["1 2 3"], f":{len(lines) + 1}: expected 13 numbers"),
-               ("another file", ["megasim-checkpoint 1"] + lines[1:], ":1: not a file of GEMM choices"))
-        for what, text, want in bad:
-            with open(path, "w") as f:
-                f.write("\n".join(text) + "\n")
-            _, p = run(1, gpu + ["--gemm-algos", d], iters=1, check=False)
-            errs = [l for l in p.stderr.splitlines() if "error:" in l]
-            ok = p.returncode == 2 and len(errs) == 1 and "rank-0.txt" + want in errs[0]
-            failures += not ok
-            print(f"{'ok  ' if ok else 'FAIL'} --gemm-algos, {what}: expected exit 2 and one message with "
-                  f"'rank-0.txt{want}', got exit {p.returncode}: {errs}")
+    again, _ = run(1, gpu + ["--gemm-algos", d], iters=ITERS_EMU)
+    expect_losses("emulated GPU, --gemm-algos, the choices read back", tuned, again, "the run that tuned them", 0.0)
+    path = os.path.join(d, "rank-0.txt")
+    lines = open(path).read().splitlines()
+    rows = [l.split() for l in lines[2:]]
+    ok = lines[:1] == ["megasim-gemm-algos 1"] and lines[1].startswith("device ") and len(rows) >= 4 and \
+        all(len(r) == 13 and 0 <= int(r[11]) < 3 for r in rows)
+    failures += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} --gemm-algos file: expected the header, the device and at least 4 "
+          f"problems each with a candidate of the 3 offered, got {len(rows)} problems: {lines[:4]}")
+    with open(path, "a") as f:
+        f.write("1 2 3\n")
+    _, p = run(1, gpu + ["--gemm-algos", d], iters=1, check=False)
+    errs = [l for l in p.stderr.splitlines() if "error:" in l]
+    want = f"rank-0.txt:{len(lines) + 1}: expected 13 numbers"
+    ok = p.returncode == 2 and len(errs) == 1 and want in errs[0]
+    failures += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} --gemm-algos, a broken line: expected exit 2 and one message with "
+          f"'{want}', got exit {p.returncode}: {errs}")
 
 
 def gpu_emu():
     """The GPU backend's own code on the emulated GPU module (no GPU needed):
-      - 1 rank, flash attention + fused element-wise kernels, and the
+      - 1 rank, flash attention + fused element-wise kernels (cuBLASLt's
+        choices tuned, --gemm-algos: gemm_algos), and the
         unfused attention (cuBLASLt batched GEMMs), each against the fp32
         CPU run, and each with dropout (the same masks on both); likewise the LLaMA-style model (rotary positions, RMSNorm,
         SwiGLU, no linear biases, an untied output layer: the RoPE, RMS and
@@ -553,7 +547,8 @@ def gpu_emu():
     MPI_ENV = ["-x", "OMPI_MPI_THREAD_LEVEL=3", "-x", "MEGASIM_GPU_MODULE=" + sys.argv[4]]
     gpu = ["--device", "gpu", "--attention", "flash", "--fused-elementwise"]
     cpu, _ = run(1, [], iters=ITERS_EMU)
-    flash, _ = run(1, gpu, iters=ITERS_EMU)
+    algos = tempfile.mkdtemp(prefix="megasim-algos-")
+    flash, _ = run(1, gpu + ["--gemm-algos", algos], iters=ITERS_EMU)  # cuBLASLt's choices tuned (gemm_algos)
     expect_bf16("emulated GPU, flash + fused, vs 1 CPU rank (fp32)", cpu, flash, EMU_TOL)
     expect_clock("emulated GPU (emulated NVML), clock and power", flash, NVML_EMU)
     clock_keys = sorted(k for s in cpu for k in NVML_EMU if k in s)
@@ -568,7 +563,8 @@ def gpu_emu():
     expect_bf16("emulated GPU, tiny-llama.json (rotary, RMSNorm, SwiGLU, no linear biases, untied, GQA), vs 1 "
                 "CPU rank (fp32)", cpu_arch, gpu_arch,
                 EMU_TOL)
-    gemm_algos(gpu, flash)
+    gemm_algos(gpu, algos, flash)
+    shutil.rmtree(algos, ignore_errors=True)
     cpu_drop, _ = run(1, DROPOUT, iters=ITERS_EMU)
     # the dropout kernels (fused into the add and the norm, or the dropout-add), the attention kernels' masks
     for attn, fuse in (("flash", FUSED), ("unfused", [])):

@@ -157,9 +157,9 @@ def context_parallel():
         cr.expect_losses(f"attention dropout 0.1, --cp-comm-type {ctype}, 4 ranks (CP 4)", ref, got,
                          "single rank, flash attention, the same dropout")
     hidden = ["--attention", "flash", "--hidden-dropout", "0.1", "--micro-batch-size", "2"]
-    ref, _ = cr.run(1, hidden)
+    ref, _ = cr.run(1, hidden, iters=2)
     got, _ = cr.run(4, hidden + ["--context-parallel-size", "2", "--tensor-model-parallel-size", "2",
-                                 "--sequence-parallel", "--cp-comm-type", "all_gather"])
+                                 "--sequence-parallel", "--cp-comm-type", "all_gather"], iters=2)
     cr.expect_losses("hidden dropout 0.1, micro-batch 2, TP 2 x CP 2 with SP (all_gather), 4 ranks", ref, got,
                      "single rank, flash attention, the same dropout")
 
