@@ -333,7 +333,10 @@ def case_stragglers_measured(tmp):
     # moved by 10% once (named at x1.10 beside the slowed rank at x2.03), so
     # the test asks for the slowed rank first, alone of its TP group, at x1.8
     # to x2.2, and any other named rank well below it (under x1.4).
-    for plan, rank in ((["--tensor-model-parallel-size", "2"], 2), ([], 1)):
+    plans = ((["--tensor-model-parallel-size", "2"], 2), ([], 1))
+    if os.environ.get("MEGASIM_SANITIZED"):  # one plan for the memory checks: the timing is not checked there
+        plans = plans[:1]
+    for plan, rank in plans:
         h5 = os.path.join(tmp, "m.h5")
         p = run(4, ["--train-iters", "4", "--inject-fault", f"slow:{rank}:2", "--out", h5] + plan)
         what = "TP 2 x DP 2" if plan else "DP 4"
