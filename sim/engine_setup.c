@@ -118,41 +118,57 @@ static void entity_factors(sim_t *S, entity_t *e)
     e->factor *= hw_host_share(S->hw); /* ranks time-sharing cores: every one's compute, as a straggler's */
 }
 
+/* The stages' programs written out (S->prog, S->prog_n). */
+static void free_programs(sim_t *S)
+{
+    for (int s = 0; S->prog && s < S->p; s++)
+        free(S->prog[s]);
+    free(S->prog), free(S->prog_n);
+    S->prog = NULL, S->prog_n = NULL;
+}
+
 /* Every entity of a stage plays the same program (model/sched.c), so
  * the stages' programs are written out once and the entities hold a
  * position in them: a few hundred ops a stage, read from cache by all of
  * its ranks, where each rank's own iterator would recompute them and carry
  * 1.4 kB of state. Programs above PROGRAMS_BYTES that would also take more
  * memory than the iterators (a huge batch on a few entities) are not
- * written out: each entity iterates, as it does when the options say so.
- * 0, or -1 out of memory. */
+ * written out: the writing stops there and each entity iterates, as it
+ * does when the options say so. 0, or -1 out of memory. */
 #define PROGRAMS_BYTES (16.0 * 1048576)
 static int setup_programs(sim_t *S)
 {
     const job_t *j = S->job;
-    double ops = 0;
-    for (int s = 0; s < S->p; s++)
-        ops += sched_program_ops(j, s);
-    if (S->opts->own_iterators || ops * sizeof(sched_op_t) > fmax(S->ne * (double)sizeof(sched_iter_t), PROGRAMS_BYTES)) {
-        if (!(S->its = malloc(sizeof *S->its * S->ne)))
-            return -1;
-        for (int i = 0; i < S->ne; i++)
-            sched_iter_init(S->e[i].it = &S->its[i], j, S->e[i].stage);
-        return 0;
-    }
-    S->prog = calloc(S->p, sizeof *S->prog);
-    S->prog_n = calloc(S->p, sizeof *S->prog_n);
-    if (!S->prog || !S->prog_n)
-        return -1;
-    for (int s = 0; s < S->p; s++) {
+    double room_b = fmax(S->ne * (double)sizeof(sched_iter_t), PROGRAMS_BYTES), used_b = 0;
+    int fits = !S->opts->own_iterators;
+    if (fits && (!(S->prog = calloc(S->p, sizeof *S->prog)) || !(S->prog_n = calloc(S->p, sizeof *S->prog_n))))
+        return free_programs(S), -1;
+    for (int s = 0; fits && s < S->p; s++) {
         sched_iter_t it;
-        long n = sched_program_ops(j, s);
-        if (!(S->prog[s] = malloc(sizeof(sched_op_t) * (n > 0 ? n : 1))))
-            return -1;
+        sched_op_t op;
+        long cap = 0;
         sched_iter_init(&it, j, s);
-        while (S->prog_n[s] < n && sched_next(&it, &S->prog[s][S->prog_n[s]]))
-            S->prog_n[s]++;
+        while (fits && sched_next(&it, &op)) {
+            if ((used_b += sizeof op) > room_b) {
+                fits = 0;
+                break;
+            }
+            if (S->prog_n[s] == cap) {
+                sched_op_t *g = realloc(S->prog[s], sizeof op * (size_t)(cap = cap ? 2 * cap : 256));
+                if (!g)
+                    return free_programs(S), -1;
+                S->prog[s] = g;
+            }
+            S->prog[s][S->prog_n[s]++] = op;
+        }
     }
+    if (fits)
+        return 0;
+    free_programs(S);
+    if (!(S->its = malloc(sizeof *S->its * S->ne)))
+        return -1;
+    for (int i = 0; i < S->ne; i++)
+        sched_iter_init(S->e[i].it = &S->its[i], j, S->e[i].stage);
     return 0;
 }
 
@@ -239,9 +255,8 @@ void eng_teardown(sim_t *S)
     if (S->net)
         sim_net_free(S->net);
     free(S->fj);
-    for (int s = 0; S->prog && s < S->p; s++)
-        free(S->prog[s]);
-    free(S->prog), free(S->prog_n), free(S->its);
+    free_programs(S);
+    free(S->its);
     free(S->e), free(S->ct), free(S->dp_link), free(S->mem), free(S->cls_rep), free(S->cls_count);
     if (S->tl_failed_handover)
         free(S->tl);
