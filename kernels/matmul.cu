@@ -211,6 +211,17 @@ static int lt_choose(const kern_ctx *ctx, cublasLtMatmulDesc_t op, cublasLtMatri
 }
 
 
+/* The workspace's first `bytes`, in whole 256-byte lines, for an
+ * epilogue's vector, and *sub the context whose workspace is the rest, for
+ * cuBLASLt; -1 (*sub the whole context) when no room would be left. */
+static int lt_workspace_head(const kern_ctx *ctx, size_t bytes, kern_ctx *sub) {
+  size_t used = (bytes + 255) & ~(size_t)255;
+  *sub = *ctx;
+  if (used >= ctx->workspace_bytes) return -1;
+  sub->workspace = (char *)ctx->workspace + used, sub->workspace_bytes = ctx->workspace_bytes - used;
+  return 0;
+}
+
 /* cuBLASLt takes no alignment hint for the epilogue's bias, and its
  * kernels may read it 16 bytes at a time (Marian and PyTorch both met
  * "misaligned address" on A100 with a sliced bias). A bias that is not
@@ -221,14 +232,12 @@ static int lt_align_bias(const kern_ctx *ctx, long n, lt_epi *e, kern_ctx *sub, 
   if (!e->bias || align_of(e->bias) >= 16) return 0;
   if (e->kind == CUBLASLT_EPILOGUE_BGRADB) /* an output: a copy would not come back */
     return kern_report_lt(CUBLAS_STATUS_INVALID_VALUE, "bias gradient not 16-byte aligned", __FILE__, __LINE__);
-  size_t bytes = (size_t)n * sizeof(kern_bf16), used = (bytes + 255) & ~(size_t)255;
-  if (used >= ctx->workspace_bytes)
+  size_t bytes = (size_t)n * sizeof(kern_bf16);
+  if (lt_workspace_head(ctx, bytes, sub))
     return kern_report_lt(CUBLAS_STATUS_NOT_SUPPORTED, "misaligned bias longer than the workspace",
                           __FILE__, __LINE__);
   KERN_CUDA_TRY(cudaMemcpyAsync(ctx->workspace, e->bias, bytes, cudaMemcpyDeviceToDevice, stream));
   e->bias = ctx->workspace;
-  sub->workspace = (char *)ctx->workspace + used;
-  sub->workspace_bytes = ctx->workspace_bytes - used;
   return 0;
 }
 
@@ -318,10 +327,8 @@ extern "C" void kern_matmul_bgrad_counts(long *fused, long *separate) {
 static int wgrad_bgrad(const kern_ctx *ctx, float *dweight, float *dbias, const kern_bf16 *dout,
                        const kern_bf16 *inp, const kern_gemm_desc *gw, int N, int OC,
                        cudaStream_t stream) {
-  size_t used = ((size_t)OC * sizeof(float) + 255) & ~(size_t)255;
-  if (used < ctx->workspace_bytes) {
-    kern_ctx sub = *ctx;
-    sub.workspace = (char *)ctx->workspace + used, sub.workspace_bytes = ctx->workspace_bytes - used;
+  kern_ctx sub;
+  if (!lt_workspace_head(ctx, (size_t)OC * sizeof(float), &sub)) {
     lt_epi e = {CUBLASLT_EPILOGUE_BGRADB, ctx->workspace, NULL, 0, 1};
     int rc = lt_matmul(&sub, dweight, dout, inp, gw, &e, stream);
     if (rc == 0) {
