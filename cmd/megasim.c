@@ -82,7 +82,8 @@ const int cli_ncmds = sizeof cli_cmds / sizeof cli_cmds[0];
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: megasim SUBCOMMAND [options]   (megasim SUBCOMMAND --help for its options)\n\n"
+    fprintf(f, "usage: megasim SUBCOMMAND [options]   (megasim SUBCOMMAND --help for its options;"
+               " megasim --version)\n\n"
                "Cost model and simulator of large-scale LLM training (MegaScale, NSDI 2024).\n\n"
                "subcommands:\n");
     for (int i = 0; i < cli_ncmds; i++)
@@ -95,6 +96,10 @@ int main(int argc, char **argv)
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
         return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("megasim %s\n", MEGASIM_VERSION);
+        return 0;
     }
     for (int i = 0; i < cli_ncmds; i++)
         if (!strcmp(argv[1], cli_cmds[i].name))
