@@ -1,21 +1,25 @@
 /* kernels/layernorm.cu: CUDA residual add + LayerNorm, and RMSNorm (the
- * same kernels with RMS: no centring, no bias; LLaMA's). One warp per row;
- * rows are read with 16-byte vectors when C % 8 == 0 (V = 8), else one
- * element at a time (V = 1). Statistics in fp32. The forward keeps the row
- * in registers when C <= 4096 (and V = 8), so each input is read once and
- * every load of a row is in flight at once; longer rows take three passes
- * over it (the later two mostly from L1/L2). ptxas (nvcc 13.0, sm_90): 124
- * registers for C <= 2048, 196 for C <= 4096, no spills (95 and 167
- * before the skip branch's dropout, the same blocks per SM: 2 and 1,
- * 2026-11-25); 8192 would spill.
+ * same kernels with RMS: no centring, no bias; LLaMA's). One warp per row,
+ * or one block per row for rows a warp cannot hold; rows are read with
+ * 16-byte vectors when C % 8 == 0 (V = 8), else one element at a time (V =
+ * 1). Statistics in fp32. The forward keeps the row in registers when C <=
+ * 16384 (and V = 8): a warp's up to 4096, a block's (256 threads) beyond,
+ * so each input is read once and every load of a row is in flight at
+ * once; longer rows take three passes over it (the later two mostly from
+ * L1/L2). ptxas (nvcc 13.0, sm_90): 124 registers for C <= 2048, 196 for C
+ * <= 4096, no spills (95 and 167 before the skip branch's dropout, the
+ * same blocks per SM: 2 and 1, 2026-11-25); a warp's 8192 would spill.
  * The backward, for C <= 2048 (and V = 8), also holds the row in registers
  * and sums dw, db in per-warp shared slices, lane by lane without atomics
  * (ln_bwd_cached_kernel, 248 registers, 128 KB of shared memory at C =
  * 2048); otherwise, or where the GPU allows less shared memory (sm_86 and
- * sm_89: 99 KB), one kernel writes each row's dres and a second sums dw,
- * db down the columns (ln_bwd_rows_kernel, ln_bwd_params_kernel). The
- * first adds dw, db to global memory once per block, the second once per
- * slab of rows. The forward can drop the
+ * sm_89: 99 KB), one kernel writes each row's dres (a block a row holding
+ * it in registers for 2048 < C <= 16384, ln_bwd_row_cached_kernel; else a
+ * warp a row, ln_bwd_rows_kernel) and a second sums dw, db down the
+ * columns (ln_bwd_params_kernel). The cached kernel adds dw, db to global
+ * memory once per block, the column sums once per slab of rows. The
+ * block-a-row kernels are unmeasured on a GPU (2026-11-29: checked on the
+ * emulated GPU only). The forward can drop the
  * skip branch before the add (dropout.h's draws, one Philox call per four
  * elements of a chunk). */
 #include "kernels/layernorm.h"
@@ -78,24 +82,39 @@ __global__ void __launch_bounds__(32 * LN_WARPS)
   }
 }
 
+/* A row's sum over its TPR threads, in every one of them: a warp's
+ * (TPR 32) or the whole block's (TPR = blockDim.x, one row a block). */
+template <int TPR> __device__ __forceinline__ float row_sum(float x) {
+  return TPR == 32 ? warp_sum(x) : block_sum(x);
+}
+
 /* The forward with the row in registers: NCH 16-byte chunks of bf16 per
- * lane (C <= 256 NCH), the residual sum as LN sees it (rounded to bf16).
- * Same sums in the same order as ln_fwd_kernel<8> (bit-identical on the
- * emulated GPU, 2026-11-23, C from 768 to 4096, with and without skip). */
-template <int NCH, bool RMS>
-__global__ void __launch_bounds__(32 * LN_WARPS)
+ * thread, TPR threads a row (C <= 8 TPR NCH), the residual sum as LN sees
+ * it (rounded to bf16). TPR 32 (a warp a row, C <= 4096): the same sums in
+ * the same order as ln_fwd_kernel<8> (bit-identical on the emulated GPU,
+ * 2026-11-23, C from 768 to 4096, with and without skip). TPR
+ * LN_ROW_THREADS (a block a row, C up to 16384: 175B's 12288), where a
+ * warp's registers cannot hold the row and ln_fwd_kernel read it three
+ * times (49.8% of the copy bandwidth at N 2048 x C 12288 on an H100,
+ * kern_bench, 2026-11-26): each input is read once, the statistics summed
+ * over the block (the same values within fp32 rounding, not the same
+ * bits as the warp kernels'). */
+#define LN_ROW_THREADS 256
+
+template <int NCH, bool RMS, int TPR>
+__global__ void __launch_bounds__(TPR == 32 ? 32 * LN_WARPS : TPR)
     ln_fwd_cached_kernel(bf16 *residual, bf16 *out, float *mean, float *rstd, const bf16 *inp,
                          const bf16 *skip, kern_dropout d, uint8_t *mask, const bf16 *w, const bf16 *b,
                          int N, int C) {
-  int lane = threadIdx.x % 32;
-  long n = (long)blockIdx.x * LN_WARPS + threadIdx.x / 32;
-  if (n >= N) return;
+  int lane = threadIdx.x % TPR;
+  long n = (long)blockIdx.x * (blockDim.x / TPR) + threadIdx.x / TPR;
+  if (n >= N) return; /* TPR = blockDim.x: never (one block a row), so block_sum sees every thread */
   bvec<8> xr[NCH];
   float s = 0.0f;
   kern_dropout_block blk = {-1, {0}};
 #pragma unroll
   for (int k = 0; k < NCH; k++) {
-    int c = (32 * k + lane) * 8;
+    int c = (TPR * k + lane) * 8;
     if (c >= C) continue;
     float x8[8], y8[8];
     vload<8>(x8, inp + n * C + c);
@@ -110,18 +129,18 @@ __global__ void __launch_bounds__(32 * LN_WARPS)
       s += __bfloat162float(xr[k].x[i]);
     }
   }
-  float m = RMS ? 0.0f : warp_sum(s) / C, v = 0.0f;
+  float m = RMS ? 0.0f : row_sum<TPR>(s) / C, v = 0.0f;
 #pragma unroll
   for (int k = 0; k < NCH; k++)
-    if ((32 * k + lane) * 8 < C)
+    if ((TPR * k + lane) * 8 < C)
       for (int i = 0; i < 8; i++) {
         float d = __bfloat162float(xr[k].x[i]) - m;
         v += d * d;
       }
-  float r = rsqrtf(warp_sum(v) / C + KERN_LN_EPS);
+  float r = rsqrtf(row_sum<TPR>(v) / C + KERN_LN_EPS);
 #pragma unroll
   for (int k = 0; k < NCH; k++) {
-    int c = (32 * k + lane) * 8;
+    int c = (TPR * k + lane) * 8;
     if (c >= C) continue;
     float w8[8], b8[8] = {}, y8[8];
     vload<8>(w8, w + c);
@@ -175,6 +194,51 @@ __global__ void __launch_bounds__(32 * LN_WARPS)
     vload<V>(g8, dres + n * C + c);
     for (int i = 0; i < V; i++) g8[i] += r * (d8[i] * w8[i] - sdn - (x8[i] - m) * r * sdnx);
     vstore<V>(dres + n * C + c, g8);
+  }
+}
+
+/* ln_bwd_rows_kernel's dres for rows a block holds in registers (C <= 8
+ * LN_ROW_THREADS NCH, 16-byte vectors): a block a row, each thread NCH
+ * chunks of xln and dout, so each is read once where a warp a row read
+ * both twice (41% of the copy bandwidth by kern_bench's count at N 2048 x
+ * C 12288 on an H100, 2026-11-26, with the column sums below). ptxas
+ * (nvcc 13.0, sm_90, 2026-11-29): 91, 124 and 162 registers at NCH 4, 6
+ * and 8, no spills; two blocks an SM up to NCH 6 (C 12288), where NCH 8
+ * held to 128 registers spilled 36 bytes, so it runs one. */
+template <int NCH, bool RMS>
+__global__ void __launch_bounds__(LN_ROW_THREADS, NCH <= 6 ? 2 : 1)
+    ln_bwd_row_cached_kernel(bf16 *dres, const bf16 *dout, const bf16 *xln, const bf16 *w, const float *mean,
+                             const float *rstd, int C) {
+  long n = blockIdx.x;
+  float m = RMS ? 0.0f : mean[n], r = rstd[n], sdn = 0.0f, sdnx = 0.0f;
+  bvec<8> xv[NCH], dv[NCH];
+#pragma unroll
+  for (int k = 0; k < NCH; k++) {
+    int c = (LN_ROW_THREADS * k + threadIdx.x) * 8;
+    if (c >= C) continue;
+    KERN_ALIGNED(xln + n * C + c, 16), KERN_ALIGNED(dout + n * C + c, 16);
+    xv[k] = *(const bvec<8> *)(xln + n * C + c);
+    dv[k] = *(const bvec<8> *)(dout + n * C + c);
+    float w8[8];
+    vload<8>(w8, w + c);
+    for (int i = 0; i < 8; i++) {
+      float dw8 = __bfloat162float(dv[k].x[i]) * w8[i];
+      sdn += dw8;
+      sdnx += dw8 * (__bfloat162float(xv[k].x[i]) - m) * r;
+    }
+  }
+  sdn = RMS ? 0.0f : block_sum(sdn) / C; /* RMSNorm does not centre: no mean term */
+  sdnx = block_sum(sdnx) / C;
+#pragma unroll
+  for (int k = 0; k < NCH; k++) {
+    int c = (LN_ROW_THREADS * k + threadIdx.x) * 8;
+    if (c >= C) continue;
+    float w8[8], g8[8];
+    vload<8>(w8, w + c); /* from L1/L2: every row reads the same C weights */
+    vload<8>(g8, dres + n * C + c);
+    for (int i = 0; i < 8; i++)
+      g8[i] += r * (__bfloat162float(dv[k].x[i]) * w8[i] - sdn - (__bfloat162float(xv[k].x[i]) - m) * r * sdnx);
+    vstore<8>(dres + n * C + c, g8);
   }
 }
 
@@ -294,9 +358,15 @@ static int ln_fwd(kern_bf16 *residual, kern_bf16 *out, float *mean, float *rstd,
   bf16 *R = (bf16 *)residual, *O = (bf16 *)out;
   const bf16 *X = (const bf16 *)inp, *S = (const bf16 *)skip, *W = (const bf16 *)w, *B = (const bf16 *)b;
   if (vec && C <= 256 * 8)
-    KERN_LAUNCH(grid, 32 * LN_WARPS, 0, stream, ln_fwd_cached_kernel<8, RMS>)(R, O, mean, rstd, X, S, D, mask, W, B, N, C);
+    KERN_LAUNCH(grid, 32 * LN_WARPS, 0, stream, ln_fwd_cached_kernel<8, RMS, 32>)(R, O, mean, rstd, X, S, D, mask, W, B, N, C);
   else if (vec && C <= 256 * 16)
-    KERN_LAUNCH(grid, 32 * LN_WARPS, 0, stream, ln_fwd_cached_kernel<16, RMS>)(R, O, mean, rstd, X, S, D, mask, W, B, N, C);
+    KERN_LAUNCH(grid, 32 * LN_WARPS, 0, stream, ln_fwd_cached_kernel<16, RMS, 32>)(R, O, mean, rstd, X, S, D, mask, W, B, N, C);
+  else if (vec && C <= LN_ROW_THREADS * 8 * 4)
+    KERN_LAUNCH(N, LN_ROW_THREADS, 0, stream, ln_fwd_cached_kernel<4, RMS, LN_ROW_THREADS>)(R, O, mean, rstd, X, S, D,
+                                                                                          mask, W, B, N, C);
+  else if (vec && C <= LN_ROW_THREADS * 8 * 8)
+    KERN_LAUNCH(N, LN_ROW_THREADS, 0, stream, ln_fwd_cached_kernel<8, RMS, LN_ROW_THREADS>)(R, O, mean, rstd, X, S, D,
+                                                                                          mask, W, B, N, C);
   else if (vec)
     KERN_LAUNCH(grid, 32 * LN_WARPS, 0, stream, ln_fwd_kernel<8, RMS>)(R, O, mean, rstd, X, S, D, mask, W, B, N, C);
   else
@@ -318,12 +388,23 @@ extern "C" int kern_rmsnorm_fwd_cuda(kern_bf16 *residual, kern_bf16 *out, float 
   return ln_fwd<true>(residual, out, NULL, rstd, inp, skip, drop, mask, w, NULL, N, C, stream);
 }
 
+/* The two-kernel backward: dres by a block a row with the row in
+ * registers (16-byte vectors, 2048 < C <= 16384: narrower rows would leave
+ * most of a block's threads idle), else a warp a row; then dw, db down
+ * the columns. */
 template <int V, bool RMS>
 static int ln_bwd_launch(bf16 *dres, float *dw, float *db, const bf16 *dout, const bf16 *xln,
                          const bf16 *w, const float *mean, const float *rstd, int N, int C,
                          cudaStream_t stream) {
-  KERN_LAUNCH(kern_cdiv(N, LN_WARPS), 32 * LN_WARPS, 0, stream, ln_bwd_rows_kernel<V, RMS>)(
-      dres, dout, xln, w, mean, rstd, N, C);
+  if (V == 8 && C > 32 * 8 * 8 && C <= LN_ROW_THREADS * 8 * 4)
+    KERN_LAUNCH(N, LN_ROW_THREADS, 0, stream, ln_bwd_row_cached_kernel<4, RMS>)(dres, dout, xln, w, mean, rstd, C);
+  else if (V == 8 && C <= LN_ROW_THREADS * 8 * 6)
+    KERN_LAUNCH(N, LN_ROW_THREADS, 0, stream, ln_bwd_row_cached_kernel<6, RMS>)(dres, dout, xln, w, mean, rstd, C);
+  else if (V == 8 && C <= LN_ROW_THREADS * 8 * 8)
+    KERN_LAUNCH(N, LN_ROW_THREADS, 0, stream, ln_bwd_row_cached_kernel<8, RMS>)(dres, dout, xln, w, mean, rstd, C);
+  else
+    KERN_LAUNCH(kern_cdiv(N, LN_WARPS), 32 * LN_WARPS, 0, stream, ln_bwd_rows_kernel<V, RMS>)(
+        dres, dout, xln, w, mean, rstd, N, C);
   KERN_LAUNCH_TRY();
   /* Column tiles of 256 V, and enough row slabs for LN_PARAM_BLOCKS blocks. */
   unsigned tiles = kern_cdiv(C, LN_PARAM_THREADS * V);

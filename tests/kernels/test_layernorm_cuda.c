@@ -84,18 +84,22 @@ int main(void) {
   kg_require_gpu("kern_layernorm_cuda");
   kc_rng r = {12};
   /* forward: C = 37 element-wise; 64 to 2048 (up to 8 chunks per lane)
-   * and 4096 (16) with the row in registers; 6144 and 12288 in three
-   * passes. Backward: 64 (a quarter of a lane's chunk row) to 2048 with
-   * rows in registers and per-warp dw, db slices (300 rows: five blocks
-   * of 64); the rest one warp per row for dres, then column sums for dw,
-   * db over slabs of at least 16 rows: 70 x 37 (one element per thread,
-   * five slabs), 40 x 4104 (16-byte vectors, three column tiles, the last
-   * one part full, and three slabs, the last one part full). */
+   * and 4096 (16) with the row in a warp's registers; 6144 (3 chunks of
+   * a block's 4 per thread, the last one part full), 8192 (4), 12288 (6
+   * of 8) and 16384 (8) in a block's; 16392 (past them) in three passes.
+   * Backward: 64 (a quarter of a lane's chunk row) to 2048 with rows in
+   * registers and per-warp dw, db slices (300 rows: five blocks of 64);
+   * the rest a block a row for dres (4104 to 16384, in registers) or a
+   * warp a row (37, 16392), then column sums for dw, db over slabs of at
+   * least 16 rows: 70 x 37 (one element per thread, five slabs), 40 x 4104
+   * (16-byte vectors, three column tiles, the last one part full, and
+   * three slabs, the last one part full). */
   int bad = run(5, 37, 1, &r) + run(64, 768, 1, &r) + run(33, 1024, 0, &r) + run(300, 2048, 1, &r) + run(40, 64, 1, &r) +
-            run(6, 4096, 0, &r) + run(3, 6144, 1, &r) + run(8, 12288, 1, &r) + run(70, 37, 0, &r) +
-            run(40, 4104, 1, &r);
-  /* the skip branch dropped: scalar, cached (8 and 16 chunks) and three-pass forwards */
+            run(6, 4096, 0, &r) + run(3, 6144, 1, &r) + run(2, 8192, 0, &r) + run(8, 12288, 1, &r) +
+            run(2, 16384, 1, &r) + run(2, 16392, 1, &r) + run(70, 37, 0, &r) + run(40, 4104, 1, &r);
+  /* the skip branch dropped: scalar, warp-cached (8 and 16 chunks), block-cached (4 and 8) and three-pass
+   * forwards */
   bad += run_norm(5, 37, 1, 0, 0.2f, &r) + run_norm(64, 768, 1, 1, 0.2f, &r) + run_norm(6, 4096, 1, 0, 0.2f, &r) +
-         run_norm(3, 6144, 1, 1, 0.2f, &r);
+         run_norm(3, 6144, 1, 1, 0.2f, &r) + run_norm(2, 12288, 1, 0, 0.2f, &r) + run_norm(2, 16392, 1, 1, 0.2f, &r);
   return kc_finish("kern_layernorm_cuda", bad);
 }
