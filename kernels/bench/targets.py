@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""kernels/bench/targets.py: issue 5's speed targets, judged from the output
-of kern_bench (and of sdpa_baseline.py, for the attention target), one row
-per target and shape:
+"""kernels/bench/targets.py: issues 5 and 38's speed targets, judged from
+the output of kern_bench (and of sdpa_baseline.py, for the attention
+target), one row per target and shape:
 
-  attention   FlashAttention-2 style forward + backward at least 0.8x the
+  attention   FlashAttention-2 style forward + backward at least 1.0x the
               speed of PyTorch SDPA (flash backend), same shape, same device:
-              torch time / our time >= 0.8;
+              torch time / our time >= 1.0 (issue 38; issue 5 asked 0.8);
   LayerNorm,  forward and backward, fused kernels, at least 80% of the
   GeLU        measured HBM copy bandwidth (kern_bench's %peak column, whose
               bound is the device-to-device copy);
@@ -16,6 +16,11 @@ per target and shape:
               with dGeLU + the bias gradient, against the plain backward's
               two GEMMs, dinp and the fp32 dweight (gemm_cublas_plain_bwd).
 
+Beside the targets, where sdpa_baseline.py timed PyTorch's cuDNN backend
+too, one line per shape gives our time over cuDNN's (issue 38 chooses
+between our kernels and cuDNN's fused attention on that speed; not a
+target).
+
 A report, not a test: it exits 0 whatever the verdicts, 2 when an input is
 missing or holds no kern_bench rows. kern_bench --tiny (CI's emulated GPU)
 gives rows whose numbers mean nothing; the verdicts then mean nothing too.
@@ -23,7 +28,7 @@ gives rows whose numbers mean nothing; the verdicts then mean nothing too.
 usage: targets.py KERN_BENCH_OUTPUT [SDPA_OUTPUT]"""
 import sys
 
-ATTN_MIN = 0.8     # torch time / ours
+ATTN_MIN = 1.0     # torch time / ours (issue 38; issue 5's was 0.8)
 ELEM_MIN_PCT = 80  # % of the copy bandwidth
 GEMM_MAX = 1.05    # ours / plain cuBLAS
 GEMM_KERNELS = (("matmul_fwd_bias", "gemm_cublas_plain"), ("matmul_fwd_bias_gelu", "gemm_cublas_plain"),
@@ -102,7 +107,7 @@ def main(argv):
     with open(argv[1]) as f:
         device = next((l[2:].strip() for l in f if l.startswith("# kern_bench on")), "# kern_bench on ?")
     rows = judge(bench, sdpa)
-    print(f"issue 5's speed targets, from {device}")
+    print(f"issues 5 and 38's speed targets, from {device}")
     print(f"{'target':<44} {'shape':<38} {'measured':<34} {'bound':<9} verdict")
     for target, shape, measured, bound, ok in rows:
         verdict = "unmeasured" if ok is None else "met" if ok else "NOT met"
@@ -110,7 +115,20 @@ def main(argv):
     judged = [r for r in rows if r[4] is not None]
     print(f"met: {sum(r[4] for r in judged)} of {len(judged)} judged targets"
           f"{f'; {len(rows) - len(judged)} unmeasured' if len(judged) < len(rows) else ''}")
+    for shape, line in against_cudnn(bench, sdpa):
+        print(f"not a target: attention fwd+bwd, torch SDPA cuDNN time / ours at {shape}: {line}")
     return 0
+
+
+def against_cudnn(bench, sdpa):
+    """(shape, ratio text) for each shape that both our attention and
+    torch's cuDNN backend were timed at."""
+    out = []
+    for (kernel, shape), (us, _, _, _) in sorted(bench.items()):
+        theirs = sdpa.get(("sdpa_cudnn_fwdbwd", shape)) if sdpa is not None else None
+        if kernel == "attention_flash_fwdbwd" and theirs is not None:
+            out.append((shape, f"{theirs[0] / us:.2f}x ({us:.1f} vs {theirs[0]:.1f} us)"))
+    return out
 
 
 if __name__ == "__main__":
