@@ -198,6 +198,10 @@ static int parse(run_t *R, int argc, char **argv)
         snprintf(R->job.hardware, sizeof R->job.hardware, "%s", MEGASIM_EXPERIMENTS_DIR "/profiles/cpu-ci-2core.json");
     if ((!replay && job_hardware(&R->job, &R->hw, err)) || cli_finalize("run", &R->job, &R->hw, R->rank == 0, err))
         return bad(R, err);
+    /* The GPU path emulates FP8 around its bf16 GEMMs (kernels/fp8.cu): its
+     * own simulation prices them at the bf16 rate, as what ran. */
+    if (R->o.device == DEV_GPU && R->job.fp8_format)
+        R->hw.gpu.peak_fp8_tflops = R->hw.gpu.peak_bf16_tflops;
     if (R->o.resume && !R->o.load[0] && !R->o.save[0])
         return bad(R, "--resume needs --save DIR (or --load DIR): the checkpoint directory to continue from");
     if (R->o.save_interval && !R->o.save[0])

@@ -32,7 +32,9 @@ static inline KERN_HD float kern_fp8_round(float x, int fmt) {
   int e;
   frexpf(a, &e); /* a = f 2^e, f in [0.5, 1): the leading bit is 2^(e - 1) */
   int lead = e - 1 < emin ? emin : e - 1;
-  float step = ldexpf(1.0f, lead - mant), q = rintf(a / step) * step; /* exact: a power-of-two step */
+  /* exact: a power-of-two step, multiplied rather than divided (the GPU
+   * build's fast math would make a division approximate) */
+  float step = ldexpf(1.0f, lead - mant), q = rintf(a * ldexpf(1.0f, mant - lead)) * step;
   q = q > mx ? mx : q;
   return x < 0 ? -q : q;
 }
@@ -40,6 +42,19 @@ static inline KERN_HD float kern_fp8_round(float x, int fmt) {
 /* out (n) = x quantized at scale (out may alias x); *amax = max |x| over
  * the n inputs (before scaling), the delayed recipe's record. */
 void kern_fp8_quant_ref(float *out, const float *x, long n, int fmt, float scale, float *amax);
+
+#ifdef KERN_HAVE_CUDA
+/* The same on bf16 (the GPU path's act type): out (n) = bf16(round(x
+ * scale) / scale), the quotient rounded to nearest as the reference's, then
+ * to bf16 (an FP8 value over a scale that is not a power of two is not a
+ * bf16 one: this one rounding more than the fp32 CPU path's, at most half
+ * a bf16 step, 2^-9 relative, beside FP8's 2^-4 or 2^-3); *amax_dev (one
+ * device float) = max |x|, NaN left out as by the reference. One block
+ * max and one atomic per 256 elements' block; amax_dev is zeroed first, on
+ * the stream. */
+int kern_fp8_quant_cuda(kern_bf16 *out, const kern_bf16 *x, long n, int fmt, float scale, float *amax_dev,
+                        cudaStream_t stream);
+#endif
 
 #ifdef __cplusplus
 }

@@ -12,7 +12,7 @@
  *     warp is 32 consecutive linear thread ids, as on the GPU;
  *   - __syncthreads (a block barrier), __syncwarp (a barrier of the 32
  *     lanes of the caller's warp), __shfl_xor_sync (full warp), atomicAdd
- *     (float);
+ *     (float), atomicMax (int);
  *   - shared memory: __shared__ variables are static (blocks run one at a
  *     time), and the dynamic buffer (KERN_DYN_SMEM) is one 256 KiB array
  *     filled with NaN bytes before every block, so a read of an element no
@@ -109,6 +109,19 @@ inline int max(int a, int b) { return a > b ? a : b; }
 inline long min(long a, long b) { return a < b ? a : b; }
 inline long max(long a, long b) { return a > b ? a : b; }
 inline float atomicAdd(float *p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
+inline int atomicMax(int *p, int v) {
+  std::atomic_ref<int> a(*p);
+  int old = a.load();
+  while (old < v && !a.compare_exchange_weak(old, v)) {
+  }
+  return old;
+}
+inline int __float_as_int(float x) {
+  int i;
+  std::memcpy(&i, &x, sizeof i);
+  return i;
+}
+inline float __fdiv_rn(float a, float b) { return a / b; }
 
 /* KERN_ALIGNED(p, bytes) before a vector access: a GPU faults ("misaligned
  * address") where the CPU would not; here the access aborts, named. */

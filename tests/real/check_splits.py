@@ -7,10 +7,13 @@ the CPU path, each against the single rank as check_run.py's equivalence
        uneven stages, each --cp-comm-type; CP 4 with attention dropout
   fp8  FP8 emulated on the CPU path: each format moves the losses; DP 2 and
        8 ranks against 1; a resumed FP8 run repeats the whole one
+  fp8_gpu_emu  the same casts on the emulated GPU (kernels/fp8.cu, in bf16)
+       against the CPU path's fp32 emulation (then MEGASIM_GPU_MODULE is
+       the 4th argument)
   offload  activation offloading: the same losses bit for bit, the peak
        memory falling with the share offloaded, as the memory model plans
 
-Usage: check_splits.py CASE MPIEXEC MEGASIM"""
+Usage: check_splits.py CASE MPIEXEC MEGASIM [EMULATED_GPU_MODULE]"""
 import os
 import re
 import shutil
@@ -44,8 +47,8 @@ def fp8():
     gradients against hybrid's E5M2); DP 2 and 4 ranks (TP 2 x PP 2) against
     1 with hybrid, GPT and LLaMA-style;
     a resumed FP8 run repeats the uninterrupted one bit for bit (the
-    scales travel in the checkpoint). FP8 with --tp-comm-overlap or on the
-    GPU is refused (bad-input tests real_bad_fp8_*)."""
+    scales travel in the checkpoint). FP8 with --tp-comm-overlap is refused
+    (the bad-input test real_bad_fp8_tp_overlap)."""
     base, _ = cr.run(1, [], iters=3)
     fmts = {}
     for fmt in ("e4m3", "hybrid"):
@@ -78,6 +81,23 @@ def fp8():
                          "uninterrupted run", tol=0.0)
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def fp8_gpu_emu():
+    """The GPU path's casts (kernels/fp8.cu through rt_gpu_ops.c, the amax
+    read back per cast) on the emulated GPU, E4M3 throughout, against the
+    CPU path's fp32 emulation: within the emulated GPU's bf16 bound
+    (check_run.py EMU_TOL; 6e-5 to 9e-5 seen on the losses, 2026-11-29,
+    one rounding more per cast than the CPU's, fp8.h). E4M3 moves step 2's
+    loss by 1.6e-2 from the run without FP8 (on either path), so a GPU
+    that skipped the casts would fail here by 16 times the bound. The
+    profile names an H100: the emulated device would otherwise be priced
+    as an A800, which has no FP8."""
+    cr.MPI_ENV = ["-x", "OMPI_MPI_THREAD_LEVEL=3", "-x", "MEGASIM_GPU_MODULE=" + sys.argv[4]]
+    e4m3 = ["--fp8-format", "e4m3", "--gpu", "h100-sxm-80gb"]
+    cpu8, _ = cr.run(1, e4m3, iters=2)
+    gpu8, _ = cr.run(1, ["--device", "gpu", "--attention", "flash"] + e4m3, iters=2)
+    cr.expect_bf16("emulated GPU, --fp8-format e4m3, vs 1 CPU rank (FP8 emulated in fp32)", cpu8, gpu8, cr.EMU_TOL)
 
 
 def offload():
@@ -164,5 +184,5 @@ def context_parallel():
                      "single rank, flash attention, the same dropout")
 
 
-{"cp": context_parallel, "fp8": fp8, "offload": offload}[cr.CASE]()
+{"cp": context_parallel, "fp8": fp8, "fp8_gpu_emu": fp8_gpu_emu, "offload": offload}[cr.CASE]()
 sys.exit(1 if cr.failures else 0)
