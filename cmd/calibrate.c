@@ -421,14 +421,14 @@ int cmd_calibrate(int argc, char **argv)
     }
     int mpi_on = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE");
     if (mpi_on) {
-        MPI_Init(NULL, NULL);
+        cli_mpi_init(NULL, NULL);
         MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank);
         MPI_Comm_size(MPI_COMM_WORLD, &mpi_size);
     }
     int rc = calibrate_main(&o, &job, argc, argv);
     if (mpi_on) {
         MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
-        MPI_Finalize();
+        cli_mpi_finalize();
     }
     return mpi_rank ? 0 : rc;
 }

@@ -122,11 +122,35 @@ void cli_print_json(cJSON *o)
     cJSON_Delete(o);
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#define LSAN_OFF() __lsan_disable()
+#define LSAN_ON() __lsan_enable()
+#else
+#define LSAN_OFF() ((void)0)
+#define LSAN_ON() ((void)0)
+#endif
+
+int cli_mpi_init(int *argc, char ***argv)
+{
+    LSAN_OFF();
+    int rc = MPI_Init(argc, argv);
+    LSAN_ON();
+    return rc;
+}
+
+void cli_mpi_finalize(void)
+{
+    LSAN_OFF();
+    MPI_Finalize();
+    LSAN_ON();
+}
+
 void cli_mpi_begin(cli_mpi_t *w)
 {
     w->on = w->rank = 0, w->size = 1;
     if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE")) {
-        MPI_Init(NULL, NULL);
+        cli_mpi_init(NULL, NULL);
         MPI_Comm_rank(MPI_COMM_WORLD, &w->rank);
         MPI_Comm_size(MPI_COMM_WORLD, &w->size);
         w->on = 1;
@@ -137,7 +161,7 @@ int cli_mpi_end(cli_mpi_t *w, int rc)
 {
     if (w->on) {
         MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
-        MPI_Finalize();
+        cli_mpi_finalize();
     }
     return w->rank ? 0 : rc;
 }

@@ -60,6 +60,14 @@ const char *cli_fitted_defaults(void);
 int cli_job_setup(const char *cmd, int argc, char **argv, const opt_table *extra,
                   void *extra_obj, job_t *job, hw_t *hw);
 
+/* MPI_Init (argc, argv may be NULL) and MPI_Finalize with LeakSanitizer
+ * looking away in a sanitized build: what OpenMPI allocates there and
+ * keeps until exit is its own, and telling it from megasim's through the
+ * suppressions (tests/lsan.supp) took the full unwinder on every malloc.
+ * Every subcommand that starts MPI goes through these two. */
+int cli_mpi_init(int *argc, char ***argv);
+void cli_mpi_finalize(void);
+
 /* The MPI world of a subcommand that splits its work over ranks (search,
  * goodput): initialised only under mpirun, so a plain run is one process
  * with no MPI runtime at all. */

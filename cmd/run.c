@@ -659,13 +659,13 @@ int cmd_run(int argc, char **argv)
         return 0;
     int inited = 0;
     MPI_Initialized(&inited);
-    if (!inited && MPI_Init(&argc, &argv) != MPI_SUCCESS) {
+    if (!inited && cli_mpi_init(&argc, &argv) != MPI_SUCCESS) {
         fprintf(stderr, "megasim run: error: MPI_Init failed\n");
         return 2;
     }
     run_t *R = calloc(1, sizeof *R);
     if (!R) {
-        MPI_Finalize();
+        cli_mpi_finalize();
         return 2;
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &R->rank);
@@ -674,6 +674,6 @@ int cmd_run(int argc, char **argv)
     health_close(rc ? HB_FAILED : HB_DONE);
     teardown(R);
     free(R);
-    MPI_Finalize();
+    cli_mpi_finalize();
     return rc;
 }
