@@ -40,6 +40,8 @@ static double wave_eff(double m, double n, double batch, int tm, int tn, int sms
 double cost_gemm_wave_eff(int tm, int tn, int s, double m, double n, double batch)
 {
     double best = fmax(wave_eff(m, n, batch, tm, tn, s), wave_eff(m, n, batch, tn, tm, s));
+    if (best >= HALF_TILE_EFF) /* a half tile gives HALF_TILE_EFF x at most 1: it cannot do better */
+        return best;
     double half = fmax(fmax(wave_eff(m, n, batch, tm / 2, tn, s), wave_eff(m, n, batch, tm, tn / 2, s)),
                        fmax(wave_eff(m, n, batch, tn / 2, tm, s), wave_eff(m, n, batch, tn, tm / 2, s)));
     return fmax(best, HALF_TILE_EFF * half);
