@@ -449,9 +449,9 @@ def nvidia_gpus():
 
 def gpu():
     """GPU path (label gpu): the tiny GPT, and the tiny LLaMA-style model, in
-    bf16 on one GPU follow the fp32 CPU run's losses within GPU_TOL, and with
-    two GPUs TP 2 + SP equals one GPU within the same bound. Exit 77
-    (skipped) without a GPU."""
+    bf16 on one GPU follow the fp32 CPU run's losses within GPU_TOL, E4M3's
+    emulated casts too, and with two GPUs TP 2 + SP equals one GPU within the
+    same bound. Exit 77 (skipped) without a GPU."""
     probe, p = run(1, ["--device", "gpu"], iters=1, check=False)
     if p.returncode != 0 and "no usable GPU" in p.stderr:
         # Skipped only where the machine has no GPU: with one, a module that
@@ -467,6 +467,9 @@ def gpu():
     llama_cpu, _ = run(1, LLAMA, iters=5)
     llama_gpu, _ = run(1, LLAMA + ["--device", "gpu", "--attention", "flash"], iters=5)
     pairs.append(("tiny-llama.json, 1 GPU (bf16) vs 1 CPU rank (fp32)", llama_cpu, llama_gpu))
+    fp8 = ["--fp8-format", "e4m3", "--gpu", "h100-sxm-80gb"]  # the casts (check_splits.py fp8_gpu_emu), any GPU
+    pairs.append(("--fp8-format e4m3, 1 GPU vs 1 CPU rank", run(1, fp8, iters=5)[0],
+                  run(1, ["--device", "gpu", "--attention", "flash"] + fp8, iters=5)[0]))
     ngpu = max(nvidia_gpus(), 1)
     if ngpu >= 2:  # NCCL needs a GPU per rank
         two, _ = run(2, ["--device", "gpu", "--attention", "flash", "--fused-elementwise",
