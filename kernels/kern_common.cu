@@ -1,8 +1,44 @@
 /* kernels/kern_common.cu: the kern_ctx lifecycle, the error reporters
- * behind KERN_CUDA_TRY / KERN_LT_TRY, and the NVML clock reader. */
+ * behind KERN_CUDA_TRY / KERN_LT_TRY, the NVML clock reader, and a stream
+ * kept busy for a while (kern_delay_cuda). */
 #include <dlfcn.h>
 #include <stdio.h>
+#ifdef KERN_EMU
+#include <chrono>
+#endif
 #include "kernels/kern_common.h"
+#include "kernels/kern_cuda.cuh"
+
+/* The device's nanosecond clock (%globaltimer; the host's steady clock on
+ * the emulated GPU). */
+__device__ __forceinline__ unsigned long long now_ns() {
+#ifdef KERN_EMU
+  return (unsigned long long)std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+#else
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+#endif
+}
+
+/* Lane 0 spins (the emulated GPU runs a block's lanes one after another
+ * between barriers: 32 spinning lanes would take 32 times as long). */
+__global__ void delay_kernel(unsigned long long ns) {
+  if (threadIdx.x != 0) return;
+  unsigned long long t0 = now_ns();
+  while (now_ns() - t0 < ns) {
+  }
+}
+
+int kern_delay_cuda(double seconds, cudaStream_t stream) {
+  if (!(seconds > 0)) return 0;
+  /* one warp: the emulated GPU's smallest block */
+  KERN_LAUNCH(1, 32, 0, stream, delay_kernel)((unsigned long long)(seconds * 1e9));
+  KERN_LAUNCH_TRY();
+  return 0;
+}
 
 int kern_report_cuda(int err, const char *what, const char *file, int line) {
   fprintf(stderr, "%s:%d: %s: CUDA error %d: %s\n", file, line, what, err,

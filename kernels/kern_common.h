@@ -128,6 +128,11 @@ int kern_clock_open(kern_clock *k, int device);
 /* One read added to *s: 0, or non-zero (nothing added) when not available. */
 int kern_clock_add(const kern_clock *k, kern_clock_sums *s);
 
+/* stream kept busy for `seconds` by one thread spinning on the device's
+ * clock: a slow device, as `run --inject-fault slow` plants one on the GPU
+ * path (nothing when seconds <= 0). */
+int kern_delay_cuda(double seconds, cudaStream_t stream);
+
 /* Print "file:line: what: error string" to stderr; return a non-zero code. */
 int kern_report_cuda(int err, const char *what, const char *file, int line);
 int kern_report_lt(int status, const char *what, const char *file, int line);

@@ -534,14 +534,15 @@ static int run_op(exec_t *x, const sched_op_t *o)
          * TP partners (what a slowed rank's own device would stretch); on
          * the CPU path also its thread's CPU time less theirs, the core's
          * own work whatever share of it the scheduler gave */
-        int cpu = x->rt->kind == RT_CPU;
+        int cpu = x->rt->kind == RT_CPU, slowed = inject_slow_armed();
+        if (slowed && !cpu) /* inject_slow_down's measure: nothing in flight as it starts */
+            RT_TRY(OP->sync(x->rt));
         int64_t c0 = rt_now_ns(), w0 = x->rt->comm_wait_ns, a0 = x->m->moe_a2a_ns;
         int64_t p0 = cpu ? rt_thread_cpu_ns() : 0, pw0 = x->rt->comm_wait_cpu_ns;
-#define BUSY_S ((rt_now_ns() - c0 - (x->rt->comm_wait_ns - w0)) * 1e-9)
 #define BUSY_CPU_NS (cpu ? rt_thread_cpu_ns() - p0 - (x->rt->comm_wait_cpu_ns - pw0) : -1)
         switch (o->kind) {
-        case SOP_FWD: RT_TRY(run_fwd(x, o)); inject_after_compute(BUSY_S, BUSY_CPU_NS * 1e-9); break;
-        case SOP_BWD: RT_TRY(run_bwd(x, o)); inject_after_compute(BUSY_S, BUSY_CPU_NS * 1e-9); break;
+        case SOP_FWD: RT_TRY(run_fwd(x, o)); RT_TRY(slowed ? inject_slow_down(x->rt, c0, w0, p0, pw0) : 0); break;
+        case SOP_BWD: RT_TRY(run_bwd(x, o)); RT_TRY(slowed ? inject_slow_down(x->rt, c0, w0, p0, pw0) : 0); break;
         case SOP_XFER: RT_TRY(run_xfer(x, o)); break;
         case SOP_EMB_SYNC: RT_TRY(run_emb_sync(x)); break;
         case SOP_OPTIM: RT_TRY(run_optim(x)); break;
@@ -550,7 +551,6 @@ static int run_op(exec_t *x, const sched_op_t *o)
         }
         if (o->kind == SOP_FWD || o->kind == SOP_BWD)
             x->recs[rec].t_cpu_ns = BUSY_CPU_NS; /* the injected slowdown's work included */
-#undef BUSY_S
 #undef BUSY_CPU_NS
         x->recs[rec].t_comm_wait_ns = x->rt->comm_wait_ns - w0, x->recs[rec].t_a2a_ns = x->m->moe_a2a_ns - a0;
         RT_TRY(bump(x, s, o->bump_part, o->parts));

@@ -526,18 +526,25 @@ void inject_in_ckpt_write(int step)
             fire(&armed[i], "while writing its checkpoint (stage two)");
 }
 
-void inject_after_compute(double seconds, double cpu_seconds)
+int inject_slow_armed(void)
 {
     for (int i = 0; i < narmed; i++)
-        if (armed[i].kind == INJ_SLOW && cpu_seconds > 0) {
-            int64_t until = rt_thread_cpu_ns() + (int64_t)(cpu_seconds * (armed[i].factor - 1) * 1e9);
-            while (rt_thread_cpu_ns() < until)
-                ;
-        } else if (armed[i].kind == INJ_SLOW && cpu_seconds < 0 && seconds > 0) {
-            double extra = seconds * (armed[i].factor - 1);
-            struct timespec d = {(time_t)extra, (long)((extra - (time_t)extra) * 1e9)};
-            nanosleep(&d, NULL);
-        }
+        if (armed[i].kind == INJ_SLOW)
+            return 1;
+    return 0;
+}
+
+int inject_slow_down(struct rt *rt, int64_t c0, int64_t w0, int64_t p0, int64_t pw0)
+{
+    int cpu = rt->kind == RT_CPU;
+    if (!cpu)
+        RT_TRY(rt->op->sync(rt));
+    double busy_s = cpu ? (rt_thread_cpu_ns() - p0 - (rt->comm_wait_cpu_ns - pw0)) * 1e-9
+                        : (rt_now_ns() - c0 - (rt->comm_wait_ns - w0)) * 1e-9, extra = 0;
+    for (int i = 0; i < narmed; i++)
+        if (armed[i].kind == INJ_SLOW && busy_s > 0)
+            extra += busy_s * (armed[i].factor - 1);
+    return extra > 0 ? rt->op->delay(rt, extra) : 0;
 }
 
 void inject_self_check(void)

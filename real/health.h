@@ -142,13 +142,20 @@ int inject_parse(const char *text, int world, inject_t *list, int *n, char *err,
  * a marker per fault fired, so a restarted job goes on. A self-check
  * (self_check 1) meets only a bad host's fault. */
 void inject_arm(const inject_t *list, int n, int rank, const char *once_dir, int self_check);
-/* Called at every op (crash, hang) and after every compute op with its
- * seconds and, on the CPU path, its thread's CPU seconds (else < 0): a
- * slowed rank works FACTOR - 1 times as long again, on the CPU by keeping
- * its core busy (a slow device is busy, not idle, for longer; a sleep
- * would lend the core to the ranks sharing it), on a GPU by waiting. */
+/* Called at every op (crash, hang). */
 void inject_at_op(int step, int op);
-void inject_after_compute(double seconds, double cpu_seconds);
+/* Whether this rank is slowed (slow:RANK:FACTOR). Then after each compute
+ * op begun at c0 (rt_now_ns), w0 (rt->comm_wait_ns), p0
+ * (rt_thread_cpu_ns), pw0 (rt->comm_wait_cpu_ns): its device kept busy
+ * FACTOR - 1 times the op's own busy time again (rt_ops_t delay: a slow
+ * device is busy, not idle, for longer). Busy time is the device's: on
+ * the CPU path the thread's CPU time less its MPI waits' (whatever share
+ * of a core it got); on the GPU the wall time less the host's waits, with
+ * nothing else in flight: the caller synchronises before the op and this
+ * again after it (a slowed GPU rank's host no longer runs ahead). */
+int inject_slow_armed(void);
+struct rt;
+int inject_slow_down(struct rt *rt, int64_t c0, int64_t w0, int64_t p0, int64_t pw0);
 /* Whether to poison this rank's gradients now (step). */
 int inject_nan_now(int step);
 /* Called by the checkpoint writer (real/ckpt.c) partway through stage two

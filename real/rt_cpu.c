@@ -201,6 +201,15 @@ static int c_compute_on(rt_t *rt, int stream)
     return rt_check_compute_stream(stream, __FILE__, __LINE__);
 }
 
+/* Busy, not asleep: a sleep would lend the core to the ranks sharing it. */
+static int c_delay(rt_t *rt, double seconds)
+{
+    int64_t until = rt_thread_cpu_ns() + (int64_t)(seconds * 1e9);
+    while (rt_thread_cpu_ns() < until)
+        ;
+    return 0;
+}
+
 static int c_record(rt_t *rt, int stream, int counter, long value)
 {
     cpu_t *c = C(rt);
@@ -596,7 +605,7 @@ static int c_moe_rowdot(rt_t *rt, float *out, const void *a, const int *rows, co
 
 static const rt_ops_t cpu_ops = {
     c_alloc, c_free, c_memset0, c_copy, c_copy, c_copy2d, c_act_from_f32,
-    c_join, c_record, c_wait, c_sync, c_compute_on,
+    c_join, c_record, c_wait, c_sync, c_compute_on, c_delay,
     c_mark_ready, c_mark_start, c_mark_end, c_iter_begin, c_iter_end,
     c_embedding_fwd, c_embedding_bwd, c_layernorm_fwd, c_layernorm_bwd, c_rmsnorm_fwd, c_rmsnorm_bwd,
     c_linear_fwd, c_linear_dgrad, c_linear_wgrad,

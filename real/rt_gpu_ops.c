@@ -216,6 +216,11 @@ static int g_moe_rowdot(rt_t *rt, float *out, const void *a, const int *rows, co
     return kern_moe_rowdot_cuda(out, a, rows, b, M, C, CS(rt));
 }
 
+static int g_delay(rt_t *rt, double seconds)
+{
+    return kern_delay_cuda(seconds, CS(rt));
+}
+
 /* The delayed recipe's amax is read back at once: a synchronisation per
  * cast. This is FP8's numerics on the bf16 GEMMs (kernels/fp8.h), for
  * testing them, not FP8's speed (cuBLASLt's FP8 GEMMs). */
@@ -276,7 +281,7 @@ static int g_grad_sumsq(rt_t *rt, const kern_opt_tensor *ts, int count, float *s
 /* NULL (never one of ours) for a stream out of range. */
 const rt_ops_t rt_gpu_ops = {
     g_alloc, g_free, g_memset0, g_h2d, g_d2h, g_copy2d, g_act_from_f32,
-    g_join, g_record, g_wait, g_sync, g_compute_on,
+    g_join, g_record, g_wait, g_sync, g_compute_on, g_delay,
     g_mark_ready, g_mark_start, g_mark_end, g_iter_begin, g_iter_end,
     g_embedding_fwd, g_embedding_bwd, g_layernorm_fwd, g_layernorm_bwd, g_rmsnorm_fwd, g_rmsnorm_bwd,
     g_linear_fwd, g_linear_dgrad, g_linear_wgrad,

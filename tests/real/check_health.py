@@ -34,6 +34,9 @@ comes from.
   stragglers_measured  on a measured 4-rank run (TP 2 x DP 2), the rank
               slowed 2x is named first and alone, not its TP group (each
               chunk's time less its waits for its partners)
+  stragglers_measured_gpu_emu  the same on the emulated GPU (DP 4; the
+              module is the 4th argument): the slowed rank's stream kept
+              busy on the device, named first
 """
 import json
 import os
@@ -353,12 +356,41 @@ def case_stragglers_measured(tmp):
               f"--inject-fault slow:{rank}:2")
 
 
+def case_stragglers_measured_gpu_emu(tmp):
+    # The GPU path's slow device (real/health.c inject_slow_down): the host
+    # waits for the device around each compute op, and a kernel keeps the
+    # compute stream busy the op's time again (kern_delay_cuda). Before
+    # (2026-11-29, seventh session) the host slept the op's issue time
+    # again, which the device never saw: a 2x fault left the step at 275 ms
+    # against 280 and no rank named. On the emulated GPU, 4 ranks and their
+    # stream threads on 2 cores, the slowed rank measured x1.43 to x1.68
+    # (each of the 4 ranks slowed in turn) and a healthy one at most x1.04
+    # (in 2 clean runs, one named at that): the test asks for the slowed rank
+    # first, above x1.3, any other under x1.2. A real GPU measures its
+    # device's own time: about x2 expected there, unmeasured.
+    global MPI
+    MPI = MPI + ["-x", "OMPI_MPI_THREAD_LEVEL=3", "-x", "MEGASIM_GPU_MODULE=" + sys.argv[4]]
+    h5 = os.path.join(tmp, "g.h5")
+    p = run(4, ["--device", "gpu", "--train-iters", "4", "--inject-fault", "slow:1:2", "--out", h5])
+    check("emulated GPU, DP 4, rank 1 slowed 2x: the run exits 0", p.returncode == 0, 0, p.returncode, "run")
+    s = sorted(diagnose_json(h5) or [], key=lambda x: -x.get("factor", 0))
+    got = [(x.get("rank"), round(x.get("factor", 0), 2)) for x in s]
+    if os.environ.get("MEGASIM_SANITIZED"):
+        print(f"skipped the timing check under the sanitizers (diagnose ran: {got})")
+        return
+    ok = bool(s) and s[0].get("rank") == 1 and s[0].get("factor", 0) > 1.3 and \
+        all(x.get("factor", 0) < 1.2 for x in s[1:])
+    check("emulated GPU, DP 4: rank 1 slowed 2x is named first, above x1.3, any other under x1.2", ok,
+          "[(1, 1.4-2.0)]", got, "--inject-fault slow:1:2 --device gpu")
+
+
 if __name__ == "__main__":
     tmp = tempfile.mkdtemp(prefix="megasim-health-")
     try:
         {"crash": case_crash, "hang": case_hang, "nan": case_nan, "checkpoint": case_checkpoint,
          "interrupt": case_interrupt, "stragglers": case_stragglers, "hosts": case_hosts,
-         "stragglers_measured": case_stragglers_measured}[CASE](tmp)
+         "stragglers_measured": case_stragglers_measured,
+         "stragglers_measured_gpu_emu": case_stragglers_measured_gpu_emu}[CASE](tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"check_health {CASE}: {'FAIL' if failures else 'ok'} ({failures} failed)")
