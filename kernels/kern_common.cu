@@ -1,6 +1,6 @@
 /* kernels/kern_common.cu: the kern_ctx lifecycle, the error reporters
  * behind KERN_CUDA_TRY / KERN_LT_TRY, the NVML clock reader, and a stream
- * kept busy for a while (kern_delay_cuda). */
+ * kept busy for longer (kern_stamp_cuda, kern_stretch_cuda). */
 #include <dlfcn.h>
 #include <stdio.h>
 #ifdef KERN_EMU
@@ -23,19 +23,29 @@ __device__ __forceinline__ unsigned long long now_ns() {
 #endif
 }
 
-/* Lane 0 spins (the emulated GPU runs a block's lanes one after another
+/* Lane 0 works (the emulated GPU runs a block's lanes one after another
  * between barriers: 32 spinning lanes would take 32 times as long). */
-__global__ void delay_kernel(unsigned long long ns) {
+__global__ void stamp_kernel(unsigned long long *t) {
+  if (threadIdx.x == 0) *t = now_ns();
+}
+
+__global__ void stretch_kernel(const unsigned long long *t0, double extra) {
   if (threadIdx.x != 0) return;
-  unsigned long long t0 = now_ns();
-  while (now_ns() - t0 < ns) {
+  unsigned long long now = now_ns(), until = now + (unsigned long long)((double)(now - *t0) * extra);
+  while (now_ns() < until) {
   }
 }
 
-int kern_delay_cuda(double seconds, cudaStream_t stream) {
-  if (!(seconds > 0)) return 0;
-  /* one warp: the emulated GPU's smallest block */
-  KERN_LAUNCH(1, 32, 0, stream, delay_kernel)((unsigned long long)(seconds * 1e9));
+/* One warp a launch: the emulated GPU's smallest block. */
+int kern_stamp_cuda(unsigned long long *t, cudaStream_t stream) {
+  KERN_LAUNCH(1, 32, 0, stream, stamp_kernel)(t);
+  KERN_LAUNCH_TRY();
+  return 0;
+}
+
+int kern_stretch_cuda(const unsigned long long *t0, double extra, cudaStream_t stream) {
+  if (!(extra > 0)) return 0;
+  KERN_LAUNCH(1, 32, 0, stream, stretch_kernel)(t0, extra);
   KERN_LAUNCH_TRY();
   return 0;
 }

@@ -128,10 +128,13 @@ int kern_clock_open(kern_clock *k, int device);
 /* One read added to *s: 0, or non-zero (nothing added) when not available. */
 int kern_clock_add(const kern_clock *k, kern_clock_sums *s);
 
-/* stream kept busy for `seconds` by one thread spinning on the device's
- * clock: a slow device, as `run --inject-fault slow` plants one on the GPU
- * path (nothing when seconds <= 0). */
-int kern_delay_cuda(double seconds, cudaStream_t stream);
+/* A slow device, as `run --inject-fault slow` plants one on the GPU path,
+ * without the host waiting: kern_stamp_cuda writes the device's clock
+ * (ns) to *t (device memory) when the stream reaches it; kern_stretch_cuda,
+ * later on the same stream, keeps it busy `extra` times the time since
+ * (one thread spinning on the clock; nothing when extra <= 0). */
+int kern_stamp_cuda(unsigned long long *t, cudaStream_t stream);
+int kern_stretch_cuda(const unsigned long long *t0, double extra, cudaStream_t stream);
 
 /* Print "file:line: what: error string" to stderr; return a non-zero code. */
 int kern_report_cuda(int err, const char *what, const char *file, int line);

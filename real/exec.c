@@ -530,26 +530,26 @@ static int run_op(exec_t *x, const sched_op_t *o)
     } else {
         RT_TRY(waits(x, o, o->parts - 1));
         RT_TRY(OP->mark_start(x->rt, s, T(rec)));
-        /* the compute of a chunk: its time less its host's waits for its
-         * TP partners (what a slowed rank's own device would stretch); on
-         * the CPU path also its thread's CPU time less theirs, the core's
-         * own work whatever share of it the scheduler gave */
-        int cpu = x->rt->kind == RT_CPU, slowed = inject_slow_armed();
-        if (slowed && !cpu) /* inject_slow_down's measure: nothing in flight as it starts */
-            RT_TRY(OP->sync(x->rt));
-        int64_t c0 = rt_now_ns(), w0 = x->rt->comm_wait_ns, a0 = x->m->moe_a2a_ns;
+        /* the compute of a chunk on the CPU path: its thread's CPU time less
+         * its MPI waits', the core's own work whatever share of it the
+         * scheduler gave; a slowed rank's device busy for longer around it */
+        int cpu = x->rt->kind == RT_CPU, compute = o->kind == SOP_FWD || o->kind == SOP_BWD;
+        double slow = compute ? inject_slow_extra() : 0;
+        RT_TRY(slow > 0 ? OP->slow_begin(x->rt) : 0);
+        int64_t w0 = x->rt->comm_wait_ns, a0 = x->m->moe_a2a_ns;
         int64_t p0 = cpu ? rt_thread_cpu_ns() : 0, pw0 = x->rt->comm_wait_cpu_ns;
 #define BUSY_CPU_NS (cpu ? rt_thread_cpu_ns() - p0 - (x->rt->comm_wait_cpu_ns - pw0) : -1)
         switch (o->kind) {
-        case SOP_FWD: RT_TRY(run_fwd(x, o)); RT_TRY(slowed ? inject_slow_down(x->rt, c0, w0, p0, pw0) : 0); break;
-        case SOP_BWD: RT_TRY(run_bwd(x, o)); RT_TRY(slowed ? inject_slow_down(x->rt, c0, w0, p0, pw0) : 0); break;
+        case SOP_FWD: RT_TRY(run_fwd(x, o)); break;
+        case SOP_BWD: RT_TRY(run_bwd(x, o)); break;
         case SOP_XFER: RT_TRY(run_xfer(x, o)); break;
         case SOP_EMB_SYNC: RT_TRY(run_emb_sync(x)); break;
         case SOP_OPTIM: RT_TRY(run_optim(x)); break;
         case SOP_HOST: RT_TRY(load_batch(x)); break;
         default: break; /* SOP_JOIN: its waits were all */
         }
-        if (o->kind == SOP_FWD || o->kind == SOP_BWD)
+        RT_TRY(slow > 0 ? OP->slow_end(x->rt, slow) : 0);
+        if (compute)
             x->recs[rec].t_cpu_ns = BUSY_CPU_NS; /* the injected slowdown's work included */
 #undef BUSY_CPU_NS
         x->recs[rec].t_comm_wait_ns = x->rt->comm_wait_ns - w0, x->recs[rec].t_a2a_ns = x->m->moe_a2a_ns - a0;

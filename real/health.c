@@ -526,25 +526,13 @@ void inject_in_ckpt_write(int step)
             fire(&armed[i], "while writing its checkpoint (stage two)");
 }
 
-int inject_slow_armed(void)
+double inject_slow_extra(void)
 {
+    double extra = 0;
     for (int i = 0; i < narmed; i++)
         if (armed[i].kind == INJ_SLOW)
-            return 1;
-    return 0;
-}
-
-int inject_slow_down(struct rt *rt, int64_t c0, int64_t w0, int64_t p0, int64_t pw0)
-{
-    int cpu = rt->kind == RT_CPU;
-    if (!cpu)
-        RT_TRY(rt->op->sync(rt));
-    double busy_s = cpu ? (rt_thread_cpu_ns() - p0 - (rt->comm_wait_cpu_ns - pw0)) * 1e-9
-                        : (rt_now_ns() - c0 - (rt->comm_wait_ns - w0)) * 1e-9, extra = 0;
-    for (int i = 0; i < narmed; i++)
-        if (armed[i].kind == INJ_SLOW && busy_s > 0)
-            extra += busy_s * (armed[i].factor - 1);
-    return extra > 0 ? rt->op->delay(rt, extra) : 0;
+            extra += armed[i].factor - 1;
+    return extra;
 }
 
 void inject_self_check(void)

@@ -144,18 +144,13 @@ int inject_parse(const char *text, int world, inject_t *list, int *n, char *err,
 void inject_arm(const inject_t *list, int n, int rank, const char *once_dir, int self_check);
 /* Called at every op (crash, hang). */
 void inject_at_op(int step, int op);
-/* Whether this rank is slowed (slow:RANK:FACTOR). Then after each compute
- * op begun at c0 (rt_now_ns), w0 (rt->comm_wait_ns), p0
- * (rt_thread_cpu_ns), pw0 (rt->comm_wait_cpu_ns): its device kept busy
- * FACTOR - 1 times the op's own busy time again (rt_ops_t delay: a slow
- * device is busy, not idle, for longer). Busy time is the device's: on
- * the CPU path the thread's CPU time less its MPI waits' (whatever share
- * of a core it got); on the GPU the wall time less the host's waits, with
- * nothing else in flight: the caller synchronises before the op and this
- * again after it (a slowed GPU rank's host no longer runs ahead). */
-int inject_slow_armed(void);
-struct rt;
-int inject_slow_down(struct rt *rt, int64_t c0, int64_t w0, int64_t p0, int64_t pw0);
+/* How much longer this rank's compute ops work (slow:RANK:FACTOR): FACTOR
+ * - 1 times their own busy time again, 0 on a rank not slowed. The caller
+ * brackets each compute op with rt_ops_t slow_begin and slow_end: its
+ * device busy for longer, not idle (a sleep would lend a CPU rank's core
+ * to the ranks sharing it), and the host not waiting (a GPU rank's host
+ * waiting for its device deadlocked decoupled pipeline transfers). */
+double inject_slow_extra(void);
 /* Whether to poison this rank's gradients now (step). */
 int inject_nan_now(int step);
 /* Called by the checkpoint writer (real/ckpt.c) partway through stage two

@@ -90,10 +90,12 @@ typedef struct {
      * split overlap does; each has its own GEMM workspace. The caller
      * orders the two with join and returns to STREAM_COMPUTE. */
     int (*compute_on)(rt_t *rt, int stream);  /* checks with rt_check_compute_stream */
-    /* the compute stream kept busy `seconds` more (an injected slow device:
-     * the CPU path's thread spins on its own CPU time, the GPU's stream on
-     * the device's clock) */
-    int (*delay)(rt_t *rt, double seconds);
+    /* an injected slow device: slow_end keeps the compute stream busy
+     * `extra` times its own busy time since slow_begin again, without the
+     * host waiting (the CPU path's thread spins on its CPU time less its
+     * MPI waits'; the GPU's stream on the device's clock, from a stamp) */
+    int (*slow_begin)(rt_t *rt);
+    int (*slow_end)(rt_t *rt, double extra);
 
     /* timers: t is filled at iter_end; ready before the op's waits, start
      * after them, end after the op's work is issued (its completion). */

@@ -46,6 +46,7 @@ typedef struct {
     snap_t *snaps[CNT_COUNT];     /* [value - 1] */
     long nsnaps[CNT_COUNT], capsnaps[CNT_COUNT];
     int64_t t0;
+    int64_t slow_cpu0, slow_wait0; /* at slow_begin: thread CPU time, comm_wait_cpu_ns */
     void *base[RT_NPOOLS];
 } cpu_t;
 
@@ -201,10 +202,18 @@ static int c_compute_on(rt_t *rt, int stream)
     return rt_check_compute_stream(stream, __FILE__, __LINE__);
 }
 
-/* Busy, not asleep: a sleep would lend the core to the ranks sharing it. */
-static int c_delay(rt_t *rt, double seconds)
+static int c_slow_begin(rt_t *rt)
 {
-    int64_t until = rt_thread_cpu_ns() + (int64_t)(seconds * 1e9);
+    C(rt)->slow_cpu0 = rt_thread_cpu_ns(), C(rt)->slow_wait0 = rt->comm_wait_cpu_ns;
+    return 0;
+}
+
+/* Busy, not asleep: a sleep would lend the core to the ranks sharing it. */
+static int c_slow_end(rt_t *rt, double extra)
+{
+    cpu_t *c = C(rt);
+    int64_t busy = rt_thread_cpu_ns() - c->slow_cpu0 - (rt->comm_wait_cpu_ns - c->slow_wait0);
+    int64_t until = rt_thread_cpu_ns() + (int64_t)(extra * (double)(busy > 0 ? busy : 0));
     while (rt_thread_cpu_ns() < until)
         ;
     return 0;
@@ -605,7 +614,7 @@ static int c_moe_rowdot(rt_t *rt, float *out, const void *a, const int *rows, co
 
 static const rt_ops_t cpu_ops = {
     c_alloc, c_free, c_memset0, c_copy, c_copy, c_copy2d, c_act_from_f32,
-    c_join, c_record, c_wait, c_sync, c_compute_on, c_delay,
+    c_join, c_record, c_wait, c_sync, c_compute_on, c_slow_begin, c_slow_end,
     c_mark_ready, c_mark_start, c_mark_end, c_iter_begin, c_iter_end,
     c_embedding_fwd, c_embedding_bwd, c_layernorm_fwd, c_layernorm_bwd, c_rmsnorm_fwd, c_rmsnorm_bwd,
     c_linear_fwd, c_linear_dgrad, c_linear_wgrad,

@@ -421,6 +421,8 @@ void g_destroy(rt_t *rt)
     if (e != cudaSuccess)
         kern_report_cuda((int)e, "cudaDeviceSynchronize (destroy)", __FILE__, __LINE__);
     scratch_free(rt);
+    if (g->slow_t0)
+        cudaFree(g->slow_t0);
     for (int p = 0; p < RT_NPOOLS; p++) {
         arena_destroy(&rt->pool[p]); /* its fallback blocks become idle */
         xcache_trim(&g->extra[p]);

@@ -72,6 +72,7 @@ typedef struct {
     size_t host_bytes;
     rt_clock_reader *clock;           /* NULL where NVML does not answer */
     kern_algo_table algos;            /* cuBLASLt's choices, shared by kc[] once gemm_algos read them */
+    unsigned long long *slow_t0;      /* slow_begin's stamp (device), made on first use */
 } gpu_t;
 
 /* real/rt_gpu_algos.c: rt_ops_t.gemm_algos */

@@ -216,9 +216,18 @@ static int g_moe_rowdot(rt_t *rt, float *out, const void *a, const int *rows, co
     return kern_moe_rowdot_cuda(out, a, rows, b, M, C, CS(rt));
 }
 
-static int g_delay(rt_t *rt, double seconds)
+/* The stamp in device memory made on first use (freed by g_destroy). */
+static int g_slow_begin(rt_t *rt)
 {
-    return kern_delay_cuda(seconds, CS(rt));
+    gpu_t *g = G(rt);
+    if (!g->slow_t0)
+        KERN_CUDA_TRY(cudaMalloc((void **)&g->slow_t0, sizeof *g->slow_t0));
+    return kern_stamp_cuda(g->slow_t0, MAIN(rt));
+}
+
+static int g_slow_end(rt_t *rt, double extra)
+{
+    return kern_stretch_cuda(G(rt)->slow_t0, extra, MAIN(rt));
 }
 
 /* The delayed recipe's amax is read back at once: a synchronisation per
@@ -281,7 +290,7 @@ static int g_grad_sumsq(rt_t *rt, const kern_opt_tensor *ts, int count, float *s
 /* NULL (never one of ours) for a stream out of range. */
 const rt_ops_t rt_gpu_ops = {
     g_alloc, g_free, g_memset0, g_h2d, g_d2h, g_copy2d, g_act_from_f32,
-    g_join, g_record, g_wait, g_sync, g_compute_on, g_delay,
+    g_join, g_record, g_wait, g_sync, g_compute_on, g_slow_begin, g_slow_end,
     g_mark_ready, g_mark_start, g_mark_end, g_iter_begin, g_iter_end,
     g_embedding_fwd, g_embedding_bwd, g_layernorm_fwd, g_layernorm_bwd, g_rmsnorm_fwd, g_rmsnorm_bwd,
     g_linear_fwd, g_linear_dgrad, g_linear_wgrad,
