@@ -49,9 +49,10 @@ void kern_fp8_quant_ref(float *out, const float *x, long n, int fmt, float scale
  * to bf16 (an FP8 value over a scale that is not a power of two is not a
  * bf16 one: this one rounding more than the fp32 CPU path's, at most half
  * a bf16 step, 2^-9 relative, beside FP8's 2^-4 or 2^-3); *amax_dev (one
- * device float) = max |x|, NaN left out as by the reference. One block
- * max and one atomic per 256 elements' block; amax_dev is zeroed first, on
- * the stream. */
+ * device float) = max |x|, NaN left out as by the reference: a block max
+ * and one atomic per block (at most 1,024 blocks, each thread striding over
+ * 16-byte vectors where n and the pointers allow); amax_dev is zeroed
+ * first, on the stream. */
 int kern_fp8_quant_cuda(kern_bf16 *out, const kern_bf16 *x, long n, int fmt, float scale, float *amax_dev,
                         cudaStream_t stream);
 #endif
