@@ -94,7 +94,8 @@ static const opt_def run_defs[] = {
     {"inject-fault", OPT_STR, RO(inject), 1, 1024, "", 0, "health",
      "plant faults, comma-separated: crash:RANK:STEP, hang:RANK:STEP[:OP], slow:RANK:FACTOR, nan:RANK:STEP, "
      "ckpt:RANK:STEP (killed while writing STEP's checkpoint), badhost:RANK:STEP (crashes at STEP, then its host "
-     "fails the self-check); each fires once per --save directory, so a restarted job goes on"},
+     "fails the self-check), error:RANK:STEP[:OP] (the op fails on that rank alone, as a failed kernel would); each "
+     "fires once per --save directory, so a restarted job goes on"},
     {"on-nan", OPT_ENUM, RO(on_nan), 0, 0, "abort", "abort|skip", "health",
      "a NaN or Inf in the gradients (named by rank and step before the optimizer step): stop the run (a "
      "supervisor restarts it from its checkpoint) or skip that step's update"},
@@ -137,6 +138,7 @@ typedef struct {
     double step_s;          /* mean step after the first (mean_step), once training is done */
     kern_clock_sums clock;  /* every rank's NVML reads over the steps after the first (or the only one) */
     double timing_fraction; /* the cost of timing over a step: overhead_ns x ops_per_iter / step_s */
+    int failed_alone;       /* this rank's training failed on its own (its peers not told) */
 } run_t;
 
 /* One message, on rank 0 only; every rank returns 2. */
@@ -422,8 +424,12 @@ static int train(run_t *R)
         health_outside(0);
         int rc = exec_iteration(&R->x, &loss, &t);
         health_outside(1);
-        if (ranks_any_failed(rc))
-            return bad(R, "a training iteration failed (the message above names the rank's reason)");
+        /* A rank's own failure, its reason printed: its peers may wait for
+         * it inside the iteration, where an agreement would wait too. So it
+         * stops alone (cmd_run exits at once; mpirun then stops the rest),
+         * unless every rank stopped at the same check (a NaN, named by all). */
+        if (rc)
+            return R->failed_alone = R->x.nan_rank < 0, 2;
         MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         kern_clock_sums step = step_clock(&before, &R->rt->clock);
         if (it > first || R->o.train_iters == 1) /* as mean_step: the first step is warm-up when there are more */
@@ -672,6 +678,10 @@ int cmd_run(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &R->world);
     int rc = run(R, argc, argv);
     health_close(rc ? HB_FAILED : HB_DONE);
+    if (rc && R->failed_alone && R->world > 1) { /* its peers may wait for it in a collective, where */
+        fflush(stdout), fflush(stderr);             /* MPI_Finalize would too: a non-zero exit has mpirun */
+        _exit(rc);                                  /* stop them */
+    }
     teardown(R);
     free(R);
     cli_mpi_finalize();

@@ -562,6 +562,7 @@ static int run_op(exec_t *x, const sched_op_t *o)
 static int begin_iteration(exec_t *x)
 {
     gpt_t *m = x->m;
+    x->nan_rank = -1; /* this step's, once its gradients are checked */
     memset(x->cnt, 0, sizeof x->cnt);
     memset(x->sendq, 0, sizeof x->sendq), memset(x->recvq, 0, sizeof x->recvq);
     int64_t *t0 = realloc(x->iter_t0_ns, sizeof(int64_t) * (size_t)(x->iter + 1));
@@ -637,7 +638,7 @@ int exec_iteration(exec_t *x, double *loss, double *time_s)
     for (int k = 0; sched_next(&it, &o); k++) {
         /* the heartbeat's position, and the faults planted there */
         health_op(x->iter + 1, k, 1, o.kind, o.mb, o.chunk);
-        inject_at_op(x->iter + 1, k);
+        RT_TRY(inject_at_op(x->iter + 1, k));
         RT_TRY(run_op(x, &o));
         health_op(x->iter + 1, k, 0, o.kind, o.mb, o.chunk);
     }

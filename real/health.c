@@ -410,7 +410,7 @@ int health_read_world(const char *dir, hb_record_t *rec, int max, int *world, ch
 static inject_t armed[INJ_MAX];
 static int narmed;
 static char once_dir[1024];
-static const char *const inj_names[] = {"crash", "hang", "slow", "nan", "ckpt", "badhost"};
+static const char *const inj_names[] = {"crash", "hang", "slow", "nan", "ckpt", "badhost", "error"};
 
 int inject_parse(const char *text, int world, inject_t *list, int *n, char *err, int errlen)
 {
@@ -426,11 +426,11 @@ int inject_parse(const char *text, int world, inject_t *list, int *n, char *err,
         for (int i = 0; i < (int)(sizeof inj_names / sizeof *inj_names); i++)
             if (!strcmp(kind, inj_names[i]))
                 k = i;
-        int want = k == INJ_HANG ? 4 : 3;
+        int want = k == INJ_HANG || k == INJ_ERROR ? 4 : 3;
         if (k < 0 || got < 3 || got > want || *n == INJ_MAX) {
             snprintf(err, errlen, "--inject-fault '%s': expected crash:RANK:STEP, hang:RANK:STEP[:OP], "
-                     "slow:RANK:FACTOR, nan:RANK:STEP, ckpt:RANK:STEP or badhost:RANK:STEP (at most %d, "
-                     "comma-separated)", t, INJ_MAX);
+                     "slow:RANK:FACTOR, nan:RANK:STEP, ckpt:RANK:STEP, badhost:RANK:STEP or "
+                     "error:RANK:STEP[:OP] (at most %d, comma-separated)", t, INJ_MAX);
             return -1;
         }
         if (a != (int)a || a < 0 || a >= world) {
@@ -504,19 +504,24 @@ static void fire(const inject_t *f, const char *where)
         pause();
 }
 
-void inject_at_op(int step, int op)
+int inject_at_op(int step, int op)
 {
     for (int i = 0; i < narmed; i++) {
         inject_t *f = &armed[i];
         int at_start = f->kind == INJ_CRASH || f->kind == INJ_BADHOST;
-        if (f->step != step || (at_start ? op != 0 : f->kind != INJ_HANG || op != f->op))
+        if (f->step != step || (at_start ? op != 0 : (f->kind != INJ_HANG && f->kind != INJ_ERROR) || op != f->op))
             continue;
         if (!fire_once(f))
             continue;
+        if (f->kind == INJ_ERROR) { /* the op fails on this rank alone, through the usual error path */
+            fprintf(stderr, "megasim run: rank %d: injected error at step %d, op %d\n", f->rank, step, op);
+            return -1;
+        }
         char where[32];
         snprintf(where, sizeof where, "op %d", op);
         fire(f, where);
     }
+    return 0;
 }
 
 void inject_in_ckpt_write(int step)

@@ -126,7 +126,7 @@ const char *health_op_name(int kind);
 
 /* ---- injected faults ---------------------------------------------------- */
 
-enum { INJ_CRASH, INJ_HANG, INJ_SLOW, INJ_NAN, INJ_CKPT, INJ_BADHOST };
+enum { INJ_CRASH, INJ_HANG, INJ_SLOW, INJ_NAN, INJ_CKPT, INJ_BADHOST, INJ_ERROR };
 #define INJ_MAX 8
 
 typedef struct {
@@ -135,15 +135,17 @@ typedef struct {
 } inject_t;
 
 /* Parses "crash:RANK:STEP,hang:RANK:STEP[:OP],slow:RANK:FACTOR,nan:RANK:STEP,
- * ckpt:RANK:STEP,badhost:RANK:STEP"
+ * ckpt:RANK:STEP,badhost:RANK:STEP,error:RANK:STEP[:OP]"
  * against the world size. 0, or -1 with err naming what is allowed. */
 int inject_parse(const char *text, int world, inject_t *list, int *n, char *err, int errlen);
 /* Arms this rank's faults; `once_dir` (the --save directory, or NULL) holds
  * a marker per fault fired, so a restarted job goes on. A self-check
  * (self_check 1) meets only a bad host's fault. */
 void inject_arm(const inject_t *list, int n, int rank, const char *once_dir, int self_check);
-/* Called at every op (crash, hang). */
-void inject_at_op(int step, int op);
+/* Called at every op (crash, hang, error): -1 when an error:RANK:STEP[:OP]
+ * fault fires there (its message printed), as a failed kernel or file
+ * would fail the op on that rank alone; else 0. */
+int inject_at_op(int step, int op);
 /* How much longer this rank's compute ops work (slow:RANK:FACTOR): FACTOR
  * - 1 times their own busy time again, 0 on a rank not slowed. The caller
  * brackets each compute op with rt_ops_t slow_begin and slow_end: its

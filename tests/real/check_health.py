@@ -16,7 +16,9 @@ comes from.
               timeout plus 2 s, blamed on that rank, and the job finishes
               with the uninterrupted losses
   nan         a NaN in one rank's gradients is named (rank, step) before the
-              optimizer step: --on-nan skip goes on, abort stops the run
+              optimizer step: --on-nan skip goes on, abort stops the run;
+              one rank's op failing mid-iteration (error:RANK:STEP:OP)
+              stops the whole job at once, that rank named
   checkpoint  a checkpoint whose stage two did not finish on every rank (one
               rank's file missing, `latest` not yet moved) is passed over:
               --resume takes the previous complete one; a rank killed (-9)
@@ -194,6 +196,21 @@ def case_nan(tmp):
           "rank 1's gradients at step 2", p.stderr.strip()[-200:], "the gradient-norm check")
     check("--on-nan abort: no step 2 printed", 2 not in steps_of(p.stdout), "steps 1", sorted(steps_of(p.stdout)),
           "stopped before its optimizer step")
+    # One rank's op fails mid-iteration (a kernel or file would): its peers wait for it in a collective.
+    # Before (2026-11-29, seventh session) it then waited for them in an agreement and MPI_Finalize, and
+    # the job hung until killed; now it exits at once and mpirun stops the rest (1.6 s here).
+    save = os.path.join(tmp, "error-run")
+    t0 = time.time()
+    try:
+        p = run(4, ["--train-iters", "4", "--inject-fault", "error:1:2:3", "--save", save] + PLAN8, timeout=60)
+        rc, err = p.returncode, p.stderr
+    except subprocess.TimeoutExpired:
+        rc, err = "a hang (60 s)", ""
+    check("error:1:2:3 (TP 2 x PP 2): the job stops, non-zero", rc not in (0, "a hang (60 s)"), "non-zero",
+          f"{rc} after {time.time() - t0:.1f} s", "mpirun stops the ranks once one exits non-zero")
+    check("error:1:2:3: names rank 1", "rank 1: injected error at step 2, op 3" in err, "rank 1 ... step 2, op 3",
+          err.strip()[:160], "the failing rank's own message")
+    no_process_left("error:1:2:3", save)
 
 
 def resumed_at(save):
