@@ -384,14 +384,15 @@ def case_stragglers_measured_gpu_emu(tmp):
     # deadlocked PP 4's decoupled transfers. On the emulated GPU, 4 ranks
     # and their stream threads on 2 cores, the slowed rank of DP 4 measured
     # x1.43 to x1.68 (each of the 4 ranks in turn) and a healthy one at most
-    # x1.04; PP 4 interleaved with decoupled transfers x1.92: the test asks
+    # x1.04; PP 4 interleaved with decoupled transfers x1.76 to x1.92: the test asks
     # for the slowed rank first, above x1.3, any other under x1.2. A real
     # GPU measures its device's own time: about x2 expected there,
     # unmeasured.
     global MPI
     MPI = MPI + ["-x", "OMPI_MPI_THREAD_LEVEL=3", "-x", "MEGASIM_GPU_MODULE=" + sys.argv[4]]
+    # PP 4 alone in CI (it holds both cores): the plan the host's waits deadlocked, where DP 4 found it too
     pp4 = ["--pipeline-model-parallel-size", "4", "--num-layers-per-virtual-pipeline-stage", "1", "--pp-comm-overlap"]
-    for plan, what in (([], "DP 4"), (pp4, "PP 4 interleaved, decoupled transfers")):
+    for plan, what in ((pp4, "PP 4 interleaved, decoupled transfers"),):
         h5 = os.path.join(tmp, "g.h5")
         try:
             p = run(4, ["--device", "gpu", "--train-iters", "4", "--inject-fault", "slow:1:2", "--out", h5] + plan,
