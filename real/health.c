@@ -4,7 +4,6 @@
 
 #include "model/layout.h"
 #include "real/comm.h"
-#include "real/rt.h"
 #include "sim/out.h"
 
 #include <errno.h>
