@@ -538,7 +538,6 @@ static int run_op(exec_t *x, const sched_op_t *o)
         RT_TRY(slow > 0 ? OP->slow_begin(x->rt) : 0);
         int64_t w0 = x->rt->comm_wait_ns, a0 = x->m->moe_a2a_ns;
         int64_t p0 = cpu ? rt_thread_cpu_ns() : 0, pw0 = x->rt->comm_wait_cpu_ns;
-#define BUSY_CPU_NS (cpu ? rt_thread_cpu_ns() - p0 - (x->rt->comm_wait_cpu_ns - pw0) : -1)
         switch (o->kind) {
         case SOP_FWD: RT_TRY(run_fwd(x, o)); break;
         case SOP_BWD: RT_TRY(run_bwd(x, o)); break;
@@ -549,9 +548,8 @@ static int run_op(exec_t *x, const sched_op_t *o)
         default: break; /* SOP_JOIN: its waits were all */
         }
         RT_TRY(slow > 0 ? OP->slow_end(x->rt, slow) : 0);
-        if (compute)
-            x->recs[rec].t_cpu_ns = BUSY_CPU_NS; /* the injected slowdown's work included */
-#undef BUSY_CPU_NS
+        if (compute) /* the injected slowdown's work included */
+            x->recs[rec].t_cpu_ns = cpu ? rt_busy_cpu_ns(x->rt, p0, pw0) : -1;
         x->recs[rec].t_comm_wait_ns = x->rt->comm_wait_ns - w0, x->recs[rec].t_a2a_ns = x->m->moe_a2a_ns - a0;
         RT_TRY(bump(x, s, o->bump_part, o->parts));
     }

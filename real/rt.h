@@ -263,5 +263,9 @@ int64_t rt_now_ns(void);
 /* CPU time of the calling thread, ns: on the CPU path the device's own
  * busy time, whatever share of a core the scheduler gave it. */
 int64_t rt_thread_cpu_ns(void);
+/* The calling thread's CPU time since cpu0 (rt_thread_cpu_ns) less what it
+ * spent in MPI waits since wait0 (rt->comm_wait_cpu_ns): a CPU rank's own
+ * work. */
+int64_t rt_busy_cpu_ns(const rt_t *rt, int64_t cpu0, int64_t wait0);
 
 #endif

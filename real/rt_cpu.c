@@ -64,6 +64,11 @@ int64_t rt_thread_cpu_ns(void)
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+int64_t rt_busy_cpu_ns(const rt_t *rt, int64_t cpu0, int64_t wait0)
+{
+    return rt_thread_cpu_ns() - cpu0 - (rt->comm_wait_cpu_ns - wait0);
+}
+
 static cpu_t *C(rt_t *rt) { return rt->impl; }
 static int64_t rel(rt_t *rt) { return rt_now_ns() - C(rt)->t0; }
 
@@ -211,8 +216,7 @@ static int c_slow_begin(rt_t *rt)
 /* Busy, not asleep: a sleep would lend the core to the ranks sharing it. */
 static int c_slow_end(rt_t *rt, double extra)
 {
-    cpu_t *c = C(rt);
-    int64_t busy = rt_thread_cpu_ns() - c->slow_cpu0 - (rt->comm_wait_cpu_ns - c->slow_wait0);
+    int64_t busy = rt_busy_cpu_ns(rt, C(rt)->slow_cpu0, C(rt)->slow_wait0);
     int64_t until = rt_thread_cpu_ns() + (int64_t)(extra * (double)(busy > 0 ? busy : 0));
     while (rt_thread_cpu_ns() < until)
         ;
