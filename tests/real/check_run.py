@@ -45,6 +45,8 @@ import json, os, re, shutil, subprocess, sys, tempfile
 
 CASE, MPIEXEC, MEGASIM = sys.argv[1], sys.argv[2], sys.argv[3]
 MPI_ENV = []  # mpirun -x flags
+# those of the emulated GPU module (the 4th argument of the cases that take one)
+EMU_MPI_ENV = ["-x", "OMPI_MPI_THREAD_LEVEL=3", "-x", "MEGASIM_GPU_MODULE=" + sys.argv[4]] if len(sys.argv) > 4 else []
 REL_TOL = 1e-5
 PLAN8 = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2",
          "--num-layers-per-virtual-pipeline-stage", "1", "--sequence-parallel",
@@ -547,7 +549,7 @@ def gpu_emu():
     reduce-scatter without its sum moved step 2 by 2.0e-3 and failed
     (docs/gpu.md, "The GPU path without a GPU")."""
     global MPI_ENV, failures
-    MPI_ENV = ["-x", "OMPI_MPI_THREAD_LEVEL=3", "-x", "MEGASIM_GPU_MODULE=" + sys.argv[4]]
+    MPI_ENV = list(EMU_MPI_ENV)
     gpu = ["--device", "gpu", "--attention", "flash", "--fused-elementwise"]
     cpu, _ = run(1, [], iters=ITERS_EMU)
     algos = tempfile.mkdtemp(prefix="megasim-algos-")

@@ -93,7 +93,7 @@ def fp8_gpu_emu():
     that skipped the casts would fail here by 16 times the bound. The
     profile names an H100: the emulated device would otherwise be priced
     as an A800, which has no FP8."""
-    cr.MPI_ENV = ["-x", "OMPI_MPI_THREAD_LEVEL=3", "-x", "MEGASIM_GPU_MODULE=" + sys.argv[4]]
+    cr.MPI_ENV = list(cr.EMU_MPI_ENV)
     e4m3 = ["--fp8-format", "e4m3", "--gpu", "h100-sxm-80gb"]
     cpu8, _ = cr.run(1, e4m3, iters=2)
     gpu8, _ = cr.run(1, ["--device", "gpu", "--attention", "flash"] + e4m3, iters=2)
