@@ -25,12 +25,12 @@ static const hw_t *gemm_profile(const calib_result_t *r)
  * sample's time y against its scores x1 (B x heads x T^2) and its GEMMs'
  * time x2 as the model prices them at gemm_eff (layer_unfused_attention_ops
  * on gemm_profile), y = x1 / rate + x2 / rel, least squares through the
- * origin on both (the 2 x 2 normal equations); the model charges x1 / rate
- * to its softmax op (at least its bytes) and x2 / rel to its GEMMs. With
- * one head size the two are nearly collinear (both grow as T^2): then rel
- * = 1 and the rate alone (gsl_fit_mul on y - x2). On the CPU the reference
- * kernel's exponentials and its GEMMs run a row at a time; on a GPU the
- * softmax kernel and the GEMMs' launch gaps. Two records of the same
+ * origin on both (the 2 x 2 normal equations, weighted: below); the
+ * model charges x1 / rate to its softmax op (at least its bytes) and x2 /
+ * rel to its GEMMs. With one head size the two are nearly collinear (both
+ * grow as T^2): then rel = 1 and the rate alone (y - x2 on x1). On the CPU
+ * the reference kernel's exponentials and its GEMMs run a row at a time; on
+ * a GPU the softmax kernel and the GEMMs' launch gaps. Two records of the same
  * samples and residuals: softmax_* (x1, y less the GEMMs' fitted part) and
  * unfused_*_gemm (x2, y less the softmax's). No positive rate: < 0. */
 static void fit_softmax(calib_result_t *r, int bwd)
@@ -46,7 +46,7 @@ static void fit_softmax(calib_result_t *r, int bwd)
     const hw_t *hw = gemm_profile(r);
     job_t job = {.bf16 = r->device};
     op_t ops[LAYER_MAX_OPS];
-    double *y = calloc(t->n + 1, sizeof(double)), s11 = 0, s12 = 0, s22 = 0, s1y = 0, s2y = 0, hs0 = 0;
+    double *y = calloc(2 * (t->n + 1), sizeof(double)), *w = y + t->n + 1, hs0 = 0;
     int m = 0, several = 0; /* head sizes */
     for (int i = 0; i < t->n; i++) {
         if (calib_table_get(t, i, 0) != bwd)
@@ -58,9 +58,21 @@ static void fit_softmax(calib_result_t *r, int bwd)
             gemm_us += ops[o].kind == OP_GEMM ? cost_op_s(hw, &job, &ops[o]) * 1e6 : 0;
         several |= m > 0 && hs != hs0;
         hs0 = m ? hs0 : hs;
-        f->x[m] = bh * T * T, g->x[m] = gemm_us, y[m] = calib_table_get(t, i, 5) * 1e6;
-        s11 += f->x[m] * f->x[m], s12 += f->x[m] * gemm_us, s22 += gemm_us * gemm_us;
-        s1y += f->x[m] * y[m], s2y += gemm_us * y[m++];
+        f->x[m] = bh * T * T, g->x[m] = gemm_us, y[m++] = calib_table_get(t, i, 5) * 1e6;
+    }
+    /* the weights: with several head sizes 1 / y^2, each sample's residual
+     * relative to its time. The samples span two orders of magnitude and
+     * the head sizes' spread, which tells the two terms apart, sits at half
+     * the top T; unweighted, the largest samples settled the rate alone (on
+     * the CPU a t-value of about 1: a CI run found none, 2026-11-29; weighted
+     * about 8, loaded or not). With one head size (the GPU's sweep) the rate
+     * alone, unweighted: its largest samples, the long sequences the model
+     * extrapolates to, set it. */
+    double s11 = 0, s12 = 0, s22 = 0, s1y = 0, s2y = 0;
+    for (int k = 0; k < m; k++) {
+        w[k] = !several ? 1 : y[k] > 0 ? 1 / (y[k] * y[k]) : 0;
+        s11 += w[k] * f->x[k] * f->x[k], s12 += w[k] * f->x[k] * g->x[k], s22 += w[k] * g->x[k] * g->x[k];
+        s1y += w[k] * f->x[k] * y[k], s2y += w[k] * g->x[k] * y[k];
     }
     /* which fit: both terms; the GEMMs' speed alone (no positive rate per
      * score beside it); the rate alone (one head size, or no positive speed) */
@@ -74,19 +86,21 @@ static void fit_softmax(calib_result_t *r, int bwd)
         b1 = 0, b2 = s2y / s22;
     if (how == RATE) {
         for (int k = 0; k < m; k++)
-            sxy += f->x[k] * (y[k] - g->x[k]);
+            sxy += w[k] * f->x[k] * (y[k] - g->x[k]);
         b1 = s11 > 0 ? sxy / s11 : 0, b2 = 1;
     }
-    double ss = 0, mean = 0, sumsq = 0;
+    double ss = 0, mean = 0, sumsq = 0, wsumsq = 0;
     for (int k = 0; k < m; k++)
         mean += y[k] / m;
     for (int k = 0; k < m; k++) {
         f->resid[k] = g->resid[k] = y[k] - b1 * f->x[k] - b2 * g->x[k];
         f->y[k] = y[k] - b2 * g->x[k], g->y[k] = y[k] - b1 * f->x[k];
         ss += (y[k] - mean) * (y[k] - mean), sumsq += f->resid[k] * f->resid[k];
+        wsumsq += w[k] * f->resid[k] * f->resid[k];
     }
-    /* standard errors: sigma^2 times the inverse normal matrix's diagonal (one term: 1 / its sum of squares) */
-    double s2 = m > 2 ? sumsq / (m - 2) : 0;
+    /* standard errors: sigma^2 of the weighted residuals times the inverse
+     * weighted normal matrix's diagonal (one term: 1 / its sum of squares) */
+    double s2 = m > 2 ? wsumsq / (m - 2) : 0;
     calib_linfit_t lin = {.r2 = ss > 0 ? 1 - sumsq / ss : 0, .rms = m ? sqrt(sumsq / m) : 0, .n = m, .ok = m >= 2};
     f->lin = g->lin = lin;
     f->lin.b = b1, g->lin.b = b2;
@@ -95,15 +109,16 @@ static void fit_softmax(calib_result_t *r, int bwd)
     f->n = g->n = m;
     f->linear = f->slope = g->linear = g->slope = 1;
     static const char *const what[3][2] = {
-        {"y = b1 x1 + b2 x2 through the origin (normal equations): y each unfused attention sample's time, x1 its "
-         "scores (B x heads x T^2), x2 its GEMMs at gemm_eff (model/layer.c's unfused ops); this record: x1 against "
-         "y - b2 x2; rate 1e-3 / b1 G/s",
+        {"y = b1 x1 + b2 x2 through the origin (normal equations, weights 1 / y^2): y each unfused attention "
+         "sample's time, x1 its scores (B x heads x T^2), x2 its GEMMs at gemm_eff (model/layer.c's unfused ops); "
+         "this record: x1 against y - b2 x2; rate 1e-3 / b1 G/s",
          "the same joint fit: x2 against y - b1 x1; unfused_*_rel = 1 / b2"},
         {"y = b2 x2 through the origin: the joint fit found no positive rate per score, so none is charged (b1 = 0) "
          "and the GEMMs' speed alone is fitted",
-         "y = b2 x2 through the origin: y each sample's time, x2 its GEMMs at gemm_eff; unfused_*_rel = 1 / b2"},
-        {"y - x2 = b1 x1 through the origin: one head size (or no positive GEMM speed), so the GEMMs as priced (x2 "
-         "at gemm_eff) and the scores x1 alone; rate 1e-3 / b1 G/s",
+         "y = b2 x2 through the origin, weights 1 / y^2: y each sample's time, x2 its GEMMs at gemm_eff; "
+         "unfused_*_rel = 1 / b2"},
+        {"y - x2 = b1 x1 through the origin (weights 1 / y^2 beside several head sizes): one head size (or no "
+         "positive GEMM speed), so the GEMMs as priced (x2 at gemm_eff) and the scores x1 alone; rate 1e-3 / b1 G/s",
          "not fitted: b2 = 1, the GEMMs as priced"}};
     f->how = what[how][0], g->how = what[how][1];
     if (f->lin.ok && b1 > 0)

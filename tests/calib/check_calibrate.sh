@@ -136,7 +136,7 @@ echo "ok   the profile carries the executor's terms (and, on the CPU, measured m
 # fit_softmax): the profile's fields are the fits' (1e-3 / slope; 1 / slope),
 # or 0 where a fit found nothing to charge. On the CPU, whose samples span
 # four head sizes, the forward's GEMMs run below kern_gemm_ref's speed (the
-# reference does them a row at a time: 0.55 here, 2026-11-29) and its
+# reference does them a row at a time: 0.55 to 0.6 here, 2026-11-29) and its
 # exponentials cost something per score.
 python3 - "$dir/p.json" "$device" "${MEGASIM_SANITIZED:-}" <<'PY' || fail "the softmax fits are missing or not the profile's"
 import json, sys
