@@ -282,9 +282,10 @@ typedef struct {
 } op_row_t;
 
 /* A measurement's compute per rank from every op it timed: each step's
- * forward and backward passes summed, less the time the rank's host spent
- * blocked on communication inside them (comm_wait_s, the CPU path's: a
- * rank waiting in a TP collective for a slow partner is not slow itself;
+ * forward and backward passes summed, less the time the rank waited on
+ * communication inside them (comm_wait_s: the CPU path's host blocked in
+ * MPI, the GPU path's compute stream standing at NCCL calls; a rank
+ * waiting in a TP collective for a slow partner is not slow itself;
  * *own = 1 when the file has it, so each rank's compute is its own); where
  * the CPU path recorded each pass's own CPU time (cpu_s), that instead: a
  * core's work does not change with the share of it that ranks sharing the

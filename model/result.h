@@ -18,8 +18,9 @@ typedef struct {
     int64_t t_start_ns;      /* work began (waits and meetings over) */
     int64_t t_end_ns;
     int iter;                /* iteration (measured runs record several; 0 here) */
-    int64_t t_comm_wait_ns;  /* measured, CPU path: the part of the op its host spent blocked on
-                                communication (TP collectives inside a chunk); 0 otherwise */
+    int64_t t_comm_wait_ns;  /* measured: the part of the op spent waiting on communication (TP
+                                collectives inside a chunk): the CPU path's host blocked in MPI, the
+                                GPU path's compute stream at NCCL calls (rt_times_t wait_ns); 0 simulated */
     int64_t t_a2a_ns;        /* a forward or backward's time in the experts' token dispatch and combine
                                 (measured: the all-to-alls' calls; simulated: their cost); 0 without experts */
     int64_t t_cpu_ns;        /* measured, CPU path, a forward or backward: its own CPU time (the rank's

@@ -37,6 +37,7 @@
  * runtime's CUDA streams and return at once; collectives over groups of
  * one are no-ops. */
 #include "real/comm.h"
+#include "real/rt_gpu_int.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -78,6 +79,18 @@ static int nccl_error(ncclResult_t r, const char *what, const char *file, int li
         ncclResult_t r_ = (call);                                                        \
         if (r_ != ncclSuccess)                                                           \
             return nccl_error(r_, #call, __FILE__, __LINE__);                            \
+    } while (0)
+
+/* The compute stream's wait on what the NCCL calls (on `stream`) do
+ * there: its peers' arrival and the transfer, bracketed as a stall
+ * (g_stall) when stream is a compute stream, the op's wait_ns. */
+#define NCCL_STALLED(c, stream, ...)                                                     \
+    do {                                                                                 \
+        if (g_stall((c)->rt, stream, 0))                                                 \
+            return -1;                                                                   \
+        __VA_ARGS__;                                                                     \
+        if (g_stall((c)->rt, stream, 1))                                                 \
+            return -1;                                                                   \
     } while (0)
 
 static int mpi_failed(int rc, const char *what, int line)
@@ -308,7 +321,7 @@ static int n_allreduce(comm_t *c, int grp, void *buf, long count, int dt, int st
         return -1;
     if (c->size[grp] <= 1)
         return 0;
-    NCCL_TRY(ncclAllReduce(buf, buf, (size_t)count, nccl_type(c, dt), ncclSum, N(c)->coll[grp], st));
+    NCCL_STALLED(c, stream, NCCL_TRY(ncclAllReduce(buf, buf, (size_t)count, nccl_type(c, dt), ncclSum, N(c)->coll[grp], st)));
     return 0;
 }
 
@@ -321,7 +334,7 @@ static int n_allgather(comm_t *c, int grp, void *buf, long count, int dt, int st
     if (c->size[grp] <= 1)
         return 0;
     char *mine = (char *)buf + (size_t)c->rank[grp] * (size_t)count * (size_t)comm_dt_bytes(c, dt);
-    NCCL_TRY(ncclAllGather(mine, buf, (size_t)count, nccl_type(c, dt), N(c)->coll[grp], st));
+    NCCL_STALLED(c, stream, NCCL_TRY(ncclAllGather(mine, buf, (size_t)count, nccl_type(c, dt), N(c)->coll[grp], st)));
     return 0;
 }
 
@@ -345,7 +358,8 @@ static int n_reduce_scatter(comm_t *c, int grp, void *out, const void *in, long 
     }
     if (c->size[grp] == 1)
         return 0;
-    NCCL_TRY(ncclReduceScatter(in, out, (size_t)count, nccl_type(c, dt), ncclSum, N(c)->coll[grp], st));
+    NCCL_STALLED(c, stream,
+                 NCCL_TRY(ncclReduceScatter(in, out, (size_t)count, nccl_type(c, dt), ncclSum, N(c)->coll[grp], st)));
     return 0;
 }
 
@@ -368,15 +382,17 @@ static int n_alltoallv(comm_t *c, int grp, void *out, const long *rcount, const 
                     cudaGetErrorString(e));
         return e == cudaSuccess ? 0 : -1;
     }
-    NCCL_TRY(ncclGroupStart());
-    for (int r = 0; r < P; r++) {
-        if (scount[r] > 0)
-            NCCL_TRY(ncclSend((const char *)in + so, (size_t)scount[r], nccl_type(c, dt), r, N(c)->coll[grp], st));
-        if (rcount[r] > 0)
-            NCCL_TRY(ncclRecv((char *)out + ro, (size_t)rcount[r], nccl_type(c, dt), r, N(c)->coll[grp], st));
-        so += (size_t)scount[r] * eb, ro += (size_t)rcount[r] * eb;
-    }
-    NCCL_TRY(ncclGroupEnd());
+    NCCL_STALLED(c, stream, {
+        NCCL_TRY(ncclGroupStart());
+        for (int r = 0; r < P; r++) {
+            if (scount[r] > 0)
+                NCCL_TRY(ncclSend((const char *)in + so, (size_t)scount[r], nccl_type(c, dt), r, N(c)->coll[grp], st));
+            if (rcount[r] > 0)
+                NCCL_TRY(ncclRecv((char *)out + ro, (size_t)rcount[r], nccl_type(c, dt), r, N(c)->coll[grp], st));
+            so += (size_t)scount[r] * eb, ro += (size_t)rcount[r] * eb;
+        }
+        NCCL_TRY(ncclGroupEnd());
+    });
     return 0;
 }
 
@@ -417,7 +433,10 @@ static int n_send(comm_t *c, int grp, int peer, int tag, const void *buf, long c
     ncclComm_t nc = p2p_comm(c, grp, peer, tag, LINK_SEND, &np);
     if (!st || !nc)
         return -1;
-    NCCL_TRY(ncclSend(buf, (size_t)count, nccl_type(c, dt), np, nc, st));
+    if (N(c)->depth > 0) /* launched at group_end */
+        NCCL_TRY(ncclSend(buf, (size_t)count, nccl_type(c, dt), np, nc, st));
+    else
+        NCCL_STALLED(c, stream, NCCL_TRY(ncclSend(buf, (size_t)count, nccl_type(c, dt), np, nc, st)));
     return 0;
 }
 
@@ -428,7 +447,10 @@ static int n_recv(comm_t *c, int grp, int peer, int tag, void *buf, long count, 
     ncclComm_t nc = p2p_comm(c, grp, peer, tag, LINK_RECV, &np);
     if (!st || !nc)
         return -1;
-    NCCL_TRY(ncclRecv(buf, (size_t)count, nccl_type(c, dt), np, nc, st));
+    if (N(c)->depth > 0) /* launched at group_end */
+        NCCL_TRY(ncclRecv(buf, (size_t)count, nccl_type(c, dt), np, nc, st));
+    else
+        NCCL_STALLED(c, stream, NCCL_TRY(ncclRecv(buf, (size_t)count, nccl_type(c, dt), np, nc, st)));
     return 0;
 }
 

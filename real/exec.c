@@ -646,6 +646,7 @@ int exec_iteration(exec_t *x, double *loss, double *time_s)
     for (long i = first; i < x->nrecs; i++) {
         x->recs[i].t_ready_ns = x->times[i].ready_ns, x->recs[i].t_start_ns = x->times[i].start_ns;
         x->recs[i].t_end_ns = x->times[i].end_ns;
+        x->recs[i].t_comm_wait_ns += x->times[i].wait_ns; /* the GPU's stalls on communication (rt_times_t) */
     }
     for (long i = 0; i < (long)x->job->vpp * x->job->num_microbatches; i++)
         if (x->saved[i])

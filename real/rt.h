@@ -50,9 +50,13 @@ typedef enum { RT_CPU, RT_GPU } rt_kind_t;
 typedef enum { RT_POOL_MAIN, RT_POOL_XFER, RT_NPOOLS } rt_pool_t;
 
 /* One timed op; times in ns from the iteration's start, filled by
- * rt->iter_end (the GPU resolves its events only then). */
+ * rt->iter_end (the GPU resolves its events only then). wait_ns: the GPU
+ * path's time the compute stream stood waiting on communication inside
+ * the op (its collectives on the compute stream, its waits for other
+ * streams), what the CPU path measures on the host as comm_wait_ns; 0 on
+ * the CPU path. */
 typedef struct {
-    int64_t ready_ns, start_ns, end_ns;
+    int64_t ready_ns, start_ns, end_ns, wait_ns;
 } rt_times_t;
 
 typedef struct rt rt_t;

@@ -238,9 +238,12 @@ int g_join(rt_t *rt, int waiter, int on)
         return -1;
     if (waiter == on)
         return 0;
+    int comm = on != compute_stream[0] && on != compute_stream[1]; /* not the other compute stream */
     KERN_CUDA_TRY(cudaEventRecord(g->join_ev[on], g->s[on]));
+    if (comm && g_stall(rt, waiter, 0))
+        return -1;
     KERN_CUDA_TRY(cudaStreamWaitEvent(g->s[waiter], g->join_ev[on], 0));
-    return 0;
+    return comm ? g_stall(rt, waiter, 1) : 0;
 }
 
 int g_compute_on(rt_t *rt, int stream)
@@ -282,8 +285,10 @@ int g_wait(rt_t *rt, int stream, int counter, long value)
                 __FILE__, __LINE__, counter, value, g->ncnt[counter]);
         return -1;
     }
+    if (g_stall(rt, stream, 0))
+        return -1;
     KERN_CUDA_TRY(cudaStreamWaitEvent(g->s[stream], g->cnt_ev[counter].ev[value - 1], 0));
-    return 0;
+    return g_stall(rt, stream, 1);
 }
 
 int g_sync(rt_t *rt)
@@ -309,23 +314,50 @@ static int mark(rt_t *rt, int stream, rt_times_t *t, int kind)
 }
 
 int g_mark_ready(rt_t *rt, int stream, rt_times_t *t) { return mark(rt, stream, t, MARK_READY); }
-int g_mark_start(rt_t *rt, int stream, rt_times_t *t) { return mark(rt, stream, t, MARK_START); }
-int g_mark_end(rt_t *rt, int stream, rt_times_t *t) { return mark(rt, stream, t, MARK_END); }
+
+int g_mark_start(rt_t *rt, int stream, rt_times_t *t)
+{
+    G(rt)->cur_op = t;
+    return mark(rt, stream, t, MARK_START);
+}
+
+int g_mark_end(rt_t *rt, int stream, rt_times_t *t)
+{
+    G(rt)->cur_op = NULL;
+    return mark(rt, stream, t, MARK_END);
+}
+
+int g_stall(rt_t *rt, int stream, int end)
+{
+    gpu_t *g = G(rt);
+    if (!g->cur_op || (stream != compute_stream[0] && stream != compute_stream[1]))
+        return 0;
+    return mark(rt, stream, g->cur_op, end ? MARK_STALL_END : MARK_STALL_BEGIN);
+}
 
 /* Fills the fields of every pending mark, in issue order, as the CPU
  * runtime does at each mark: ready sets all three, start sets start and
- * end, end sets end. The device must be synchronized. O(marks). */
+ * end, end sets end; a stall's end adds the time since its begin (the
+ * mark before it of that kind: stalls do not nest) to wait_ns. The device
+ * must be synchronized. O(marks). */
 static int resolve_marks(rt_t *rt)
 {
     gpu_t *g = G(rt);
+    int64_t stall0 = 0;
     for (long i = 0; i < g->nmarks; i++) {
         float ms = 0.0f;
         KERN_CUDA_TRY(cudaEventElapsedTime(&ms, g->t0, g->mark_ev.ev[i]));
         int64_t ns = (int64_t)((double)ms * 1e6);
         rt_times_t *t = g->marks[i].t;
-        if (g->marks[i].kind == MARK_READY)
+        int kind = g->marks[i].kind;
+        if (kind == MARK_STALL_BEGIN || kind == MARK_STALL_END) {
+            t->wait_ns += kind == MARK_STALL_END && ns > stall0 ? ns - stall0 : 0;
+            stall0 = ns;
+            continue;
+        }
+        if (kind == MARK_READY)
             t->ready_ns = ns;
-        if (g->marks[i].kind != MARK_END)
+        if (kind != MARK_END)
             t->start_ns = ns;
         t->end_ns = ns;
     }

@@ -1,7 +1,8 @@
 /* real/rt_gpu_int.h: the GPU runtime's state, shared by its halves:
  * rt_gpu.c (memory, ordering, timers, attention scratch, creation) and
- * rt_gpu_ops.c (the kernels/ launchers and the runtime's op table). Not
- * for other users: real/rt.h is the interface. */
+ * rt_gpu_ops.c (the kernels/ launchers and the runtime's op table), and
+ * with comm_nccl.c (g_stall) in the same module. Not for other users:
+ * real/rt.h is the interface. */
 #ifndef REAL_RT_GPU_INT_H
 #define REAL_RT_GPU_INT_H
 
@@ -25,7 +26,9 @@ typedef struct {
     unsigned flags; /* cudaEventDefault (timing) or cudaEventDisableTiming */
 } evlist_t;
 
-typedef enum { MARK_READY, MARK_START, MARK_END } mark_kind_t;
+/* STALL_BEGIN and STALL_END bracket a stall of a compute stream on
+ * communication (g_stall): their difference adds to the op's wait_ns. */
+typedef enum { MARK_READY, MARK_START, MARK_END, MARK_STALL_BEGIN, MARK_STALL_END } mark_kind_t;
 
 typedef struct {
     rt_times_t *t;
@@ -62,6 +65,7 @@ typedef struct {
     evlist_t mark_ev;                 /* [mark index] */
     mark_t *marks;                    /* marks of this iteration, unresolved */
     long nmarks, capmarks;
+    rt_times_t *cur_op;               /* the op being issued (mark_start to mark_end), or NULL */
     cudaEvent_t t0;                   /* iteration start, on the compute stream */
     void *base[RT_NPOOLS];            /* one cudaMalloc per pool */
     xcache_t extra[RT_NPOOLS];        /* fallback blocks of each pool */
@@ -108,6 +112,12 @@ int g_mark_start(rt_t *rt, int stream, rt_times_t *t);
 int g_mark_end(rt_t *rt, int stream, rt_times_t *t);
 int g_iter_begin(rt_t *rt);
 int g_iter_end(rt_t *rt);
+/* Brackets a stretch where compute stream `stream` may stand waiting on
+ * communication (end = 0 before it, 1 after): an NCCL call on that
+ * stream, or its wait for another stream. The time between the two marks
+ * on the device adds to the current op's wait_ns (rt_times_t), as the
+ * CPU path's host waits do. Nothing for other streams or outside an op. */
+int g_stall(rt_t *rt, int stream, int end);
 void *g_native(rt_t *rt, int stream);
 void g_destroy(rt_t *rt);
 

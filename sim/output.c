@@ -289,7 +289,8 @@ static int write_timeline(out_h5_t *w, const result_t *r)
         "kind_names; mb and chunk: micro-batch and model chunk of fwd/bwd, piece of DP ops, -1 if none; "
         "t_ready_s: reached the head of its stream, t_start_s: work began, t_end_s: done (seconds from the "
         "start of its iteration); iteration: 0 in a simulation, the measured step in a real run; comm_wait_s: "
-        "measured on the CPU path, the part of the op its host was blocked on communication (0 otherwise); "
+        "measured, the part of the op spent waiting on communication (CPU path: its host blocked in MPI; GPU "
+        "path: its compute stream standing at NCCL calls and waits for other streams; 0 in a simulation); "
         "a2a_s: of a forward or backward, the experts' token dispatch and combine (measured: their all-to-alls; "
         "simulated: their cost; 0 without experts); cpu_s: measured on the CPU path, a forward or backward's "
         "own CPU time (its rank's thread, less its communication waits'), NaN otherwise",
