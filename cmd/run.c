@@ -543,9 +543,13 @@ static void report_end(run_t *R, const result_t *r)
     printf("\n%s, %d rank(s): TP %d x CP %d x PP %d (%d chunk(s)) x DP %d, %d micro-batches of %d x %d tokens\n",
            R->rt->device_name, R->world, R->job.tp, R->job.cp, R->job.pp, R->job.vpp, R->job.dp, R->job.num_microbatches,
            R->job.micro_batch_size, R->job.seq_length);
+    double mfu = R->model_flops / (t * R->job.num_gpus * R->peak_flops);
     printf("mean step %.2f ms (steps after the first) | %.0f tokens/s | MFU %.2f%% of %.3g TFLOP/s per GPU\n", t * 1e3,
-           (double)R->job.global_batch_size * R->job.seq_length / t,
-           100 * R->model_flops / (t * R->job.num_gpus * R->peak_flops), R->peak_flops * 1e-12);
+           (double)R->job.global_batch_size * R->job.seq_length / t, 100 * mfu, R->peak_flops * 1e-12);
+    if (mfu > 1) /* a peak below what ran: the profile is another machine's (the checked-in CPU one by default) */
+        printf("note: MFU above 100%%: the peak is %s's, below this machine's; calibrate this one (megasim calibrate "
+               "--device %s) and pass it with --hardware\n", R->job.hardware[0] ? R->job.hardware : R->hw.gpu.name,
+               R->rt->kind == RT_CPU ? "cpu" : "gpu");
     printf("memory per rank: planned %.2f MiB (memory model), used at peak %.2f MiB (the fullest rank)\n",
            R->mem_planned / 1048576.0, R->mem_peak / 1048576.0);
     if (R->mem_beyond > 0)
