@@ -449,10 +449,16 @@ def nvidia_gpus():
     return sum(l.startswith("GPU ") for l in out.stdout.splitlines()) if out.returncode == 0 else 0
 
 
+# 4 experts, top-2, dropless, a gated shared expert (gpu, gpu_emu)
+MOE_SHARED = ["--num-experts", "4", "--moe-router-topk", "2", "--moe-ffn-hidden-size", "64",
+              "--expert-tensor-parallel-size", "1", "--moe-aux-loss-coeff", "0.01",
+              "--moe-shared-expert-intermediate-size", "64", "--moe-shared-expert-gate"]
+
+
 def gpu():
     """GPU path (label gpu): the tiny GPT, and the tiny LLaMA-style model, in
     bf16 on one GPU follow the fp32 CPU run's losses within GPU_TOL, E4M3's
-    emulated casts too, and with two GPUs TP 2 + SP equals one GPU within the
+    emulated casts and 4 experts too, and with two GPUs TP 2 + SP equals one GPU within the
     same bound. Exit 77 (skipped) without a GPU."""
     probe, p = run(1, ["--device", "gpu"], iters=1, check=False)
     if p.returncode != 0 and "no usable GPU" in p.stderr:
@@ -472,6 +478,8 @@ def gpu():
     fp8 = ["--fp8-format", "e4m3", "--gpu", "h100-sxm-80gb"]  # the casts (check_splits.py fp8_gpu_emu), any GPU
     pairs.append(("--fp8-format e4m3, 1 GPU vs 1 CPU rank", run(1, fp8, iters=5)[0],
                   run(1, ["--device", "gpu", "--attention", "flash"] + fp8, iters=5)[0]))
+    pairs.append(("4 experts, top-2, a gated shared expert, 1 GPU vs 1 CPU rank", run(1, MOE_SHARED, iters=5)[0],
+                  run(1, ["--device", "gpu", "--attention", "flash"] + MOE_SHARED, iters=5)[0]))
     ngpu = max(nvidia_gpus(), 1)
     if ngpu >= 2:  # NCCL needs a GPU per rank
         two, _ = run(2, ["--device", "gpu", "--attention", "flash", "--fused-elementwise",
@@ -599,9 +607,7 @@ def gpu_emu():
         expect_bf16(f"2 emulated GPUs (CP 2, --cp-comm-type {ctype}) vs 1 emulated GPU", flash[:2], cp2, EMU_TOL)
     # experts: the CUDA router and permutation kernels (kernels/moe.cu) and NCCL's all-to-all with a count per
     # member (alltoall) or its gather and reduce-scatter (allgather), dropless (bf16 moves a capacity's ties)
-    moe = ["--num-experts", "4", "--moe-router-topk", "2", "--moe-ffn-hidden-size", "64",
-           "--expert-tensor-parallel-size", "1", "--moe-aux-loss-coeff", "0.01",
-           "--moe-shared-expert-intermediate-size", "64", "--moe-shared-expert-gate"]
+    moe = MOE_SHARED
     cpu_moe, _ = run(1, moe, iters=2)
     gpu_moe, _ = run(1, gpu + moe, iters=2)
     expect_bf16("emulated GPU, 4 experts, top-2, a gated shared expert, vs 1 CPU rank (fp32)", cpu_moe, gpu_moe,
