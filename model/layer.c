@@ -179,7 +179,8 @@ static int flash(builder_t *b, int bwd, double bh, double s, double w)
  *  - p2p: CP steps, each the rank's queries against one rank's keys and
  *    values (the work of causal attention over s / CP: s^2 / 2CP^2 pairs a
  *    head), the next block's K and V passed round the ring beside it (its
- *    gradient too in the backward);
+ *    gradient too in the backward), and the blocks' outputs merged
+ *    (forward) or their gradients summed (backward);
  *  - all_gather: K and V gathered (dK, dV reduce-scattered back), then
  *    the rank's queries against all of them in one kernel;
  *  - a2a: all-to-alls scatter the heads and gather the sequence (Q, K, V
@@ -199,6 +200,17 @@ static void cp_attention(builder_t *b, int bwd)
         int ring = coll(b, bwd ? "cp_ring_kv_dkv" : "cp_ring_kv", COLL_SENDRECV, GROUP_CP,
                         (bwd ? 4 : 2) * T * kv * wb, OVL_ASYNC, a);
         b->ops[ring].repeat = j->cp - 1;
+        /* The ring's sums, a pass over a chunk (T / 2 tokens) each: the
+         * 2 CP + 1 blocks a rank meets are its two chunks of queries against
+         * the chunks of keys before them. Forward, every block but each
+         * chunk's first merged into its running output by the log-sum-exp
+         * (read both outputs and both fp32 log-sum-exps, write one of each;
+         * Transformer Engine's out correction, real/gpt_cp.c ring_fwd);
+         * backward, every block's dQ, dK and dV added to their sums (read
+         * two, write one; ring_bwd). */
+        double nh = (double)j->num_attention_heads / j->tp;
+        elem(b, bwd ? "cp_grad_add" : "cp_merge", 3 * T / 2 * (bwd ? (q + 2 * kv) * wb : q * wb + nh * 4));
+        b->ops[b->n - 1].repeat = bwd ? 2 * j->cp + 1 : 2 * j->cp - 1;
     } else if (j->cp_comm_type == CP_ALLGATHER) {
         if (!bwd)
             coll(b, "cp_ag_kv", COLL_ALLGATHER, GROUP_CP, 2 * T * cp * kv * wb, OVL_NONE, -1);

@@ -79,6 +79,21 @@ int main(void)
     check_rel("p2p: a ring step's K and V", 2 * T * kv * wb, r->bytes, 0, "2 T kv bytes");
     check_eq("p2p: ring steps", 3, r->repeat, "CP - 1: the last block needs none");
     check_eq("p2p: each step beside a block of attention", OVL_ASYNC, r->overlap, "Transformer Engine's ring");
+    /* The ring's sums over chunks of T / 2 = 4096 tokens: a rank's two
+     * chunks of queries meet 2 CP + 1 = 9 blocks of keys (rank 0 holds
+     * chunks 0 and 7 of 0..7: 1 + 8 chunks at or before them). Forward, 9 - 2 merges
+     * of 16 heads of 128 (bf16) and 16 fp32 log-sum-exps a token, each read
+     * twice and written once; backward, 9 sums of dQ (2048 wide) and dK, dV
+     * (512 each). */
+    r = find(&j, PASS_FWD, "cp_merge", ops);
+    CHECK(r, "no cp_merge op");
+    check_rel("p2p: a merge's bytes", 3 * 4096.0 * (2048 * wb + 16 * 4), r->bytes, 0, "3 (T / 2) (q wb + nh 4)");
+    check_eq("p2p: merges", 7, r->repeat, "2 CP + 1 blocks less each chunk's first");
+    r = find(&j, PASS_BWD, "cp_grad_add", ops);
+    CHECK(r, "no cp_grad_add op");
+    check_rel("p2p: a block's gradient sums' bytes", 3 * 4096.0 * (2048 + 2 * kv) * wb, r->bytes, 0,
+              "3 (T / 2) (q + 2 kv) wb");
+    check_eq("p2p: gradient sums", 9, r->repeat, "2 CP + 1 blocks");
     CHECK(!job_of(BASE " --context-parallel-size 4 --cp-comm-type all_gather", &j, err), "%s", err);
     r = find(&j, PASS_FWD, "cp_ag_kv", ops);
     CHECK(r, "no cp_ag_kv op");
