@@ -1,11 +1,10 @@
 /* real/exec.c: plays a rank's op program on the runtime (exec.h). */
 #include "real/exec.h"
+#include "real/exec_int.h"
 
 #include "model/layout.h"
 #include "real/health.h"
 
-#include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +13,9 @@
 
 /* This rank's failure: printed, and left in its heartbeat for supervise
  * and diagnose. */
-static int fail(const char *what, int line)
+int exec_fail(const char *what, const char *file, int line)
 {
-    fprintf(stderr, "%s:%d: %s\n", __FILE__, line, what);
+    fprintf(stderr, "%s:%d: %s\n", file, line, what);
     health_error(what);
     return -1;
 }
@@ -186,7 +185,7 @@ static int waits(exec_t *x, const sched_op_t *o, int parts_ahead)
 static int push(exec_fifo_t *q, void *p)
 {
     if (q->tail - q->head == (int)(sizeof q->buf / sizeof q->buf[0]))
-        return fail("more than 4096 transfers in flight", __LINE__);
+        return exec_fail("more than 4096 transfers in flight", __FILE__, __LINE__);
     q->buf[q->tail++ % 4096] = p;
     return 0;
 }
@@ -209,7 +208,7 @@ static int run_fwd(exec_t *x, const sched_op_t *o)
     const void *in = NULL;
     void *out = NULL;
     if (!gpt_has_embedding(m, c) && !(in = pop(&x->recvq[DIR_FWD])))
-        return fail("a forward needs an activation that no receive delivered", __LINE__);
+        return exec_fail("a forward needs an activation that no receive delivered", __FILE__, __LINE__);
     if (!gpt_has_head(m, c)) {
         RT_TRY(xfer_buf(x, &out));
         RT_TRY(push(&x->sendq[DIR_FWD], out));
@@ -228,7 +227,7 @@ static int run_bwd(exec_t *x, const sched_op_t *o)
     int c = o->chunk, mb = o->mb;
     void *dres = NULL;
     if (!gpt_has_head(m, c) && !(dres = pop(&x->recvq[DIR_BWD])))
-        return fail("a backward needs a gradient that no receive delivered", __LINE__);
+        return exec_fail("a backward needs a gradient that no receive delivered", __FILE__, __LINE__);
     /* The head's gradient: a transfer buffer when it is sent back, else
      * (one chunk holds the whole model) the layers' working memory. */
     int sent = !gpt_has_embedding(m, c), local = !dres && !sent;
@@ -260,7 +259,7 @@ static int run_xfer(exec_t *x, const sched_op_t *o)
         void *buf;
         if (t->send) {
             if (!(buf = pop(&x->sendq[t->dir])))
-                return fail("a send has nothing to send", __LINE__);
+                return exec_fail("a send has nothing to send", __FILE__, __LINE__);
             RT_TRY(cm->op->send(cm, GRP_PP, t->peer, t->dir, buf, act_elems(x), DT_ACT, phys(o)));
         } else {
             RT_TRY(xfer_buf(x, &buf));
@@ -347,165 +346,6 @@ static int run_emb_sync(exec_t *x)
     return reduce_piece(x, m->emb_piece, STREAM_COMPUTE);
 }
 
-/* ---- optimizer --------------------------------------------------------------------------- */
-
-/* The learning rate of optimizer step `step` (1-based), as Megatron-LM's
- * OptimizerParamScheduler gives it: linear warm-up to lr over the first
- * warmup_iters steps (step / warmup_iters of it), then constant, or a
- * linear or cosine decay to min_lr at decay_iters, min_lr after. */
-static double exec_lr(const exec_hparams_t *hp, long step)
-{
-    double max = hp->lr, min = hp->min_lr;
-    long W = hp->warmup_iters, D = hp->decay_iters;
-    if (W > 0 && step <= W)
-        return max * (double)step / W;
-    if (hp->decay_style == LR_CONSTANT)
-        return max;
-    if (step >= D)
-        return min;
-    double ratio = (double)(step - W) / (double)(D - W);
-    double coeff = hp->decay_style == LR_LINEAR ? 1.0 - ratio : 0.5 * (cos(3.14159265358979323846 * ratio) + 1.0);
-    return min + coeff * (max - min);
-}
-
-static kern_opt_hparams hparams(exec_t *x)
-{
-    x->lr = exec_lr(&x->hp, x->step + 1);
-    return (kern_opt_hparams){(float)x->lr, x->hp.beta1, x->hp.beta2, x->hp.eps, x->hp.weight_decay, x->step + 1,
-                              x->grad_scale};
-}
-
-/* Whether this rank's copy of tensor i counts once in a sum over the
- * group that cuts it: TP for the model's tensors (one held whole by every
- * TP rank counts TP rank 0's), ETP for an expert's (FC2's bias, whole on
- * every ETP rank: ETP rank 0's). */
-static int counts_in_its_group(const gpt_t *m, int i)
-{
-    const gpt_tensor_t *t = &m->tensors[i];
-    return t->expert ? t->etp_split || m->etp_i == 0 : t->tp_split || m->tp_i == 0;
-}
-
-/* LAMB's per-tensor norms over every rank holding a piece of the tensor:
- * DP ranks hold disjoint shards (ZeRO), TP ranks disjoint cuts of split
- * tensors; a tensor every TP rank holds whole counts TP rank 0's. An
- * expert's tensor is on its EP rank, cut by ETP (FC2's bias whole on
- * every ETP rank: ETP rank 0's counts) and sharded over EDP (ZeRO): its
- * sums (xn) go over ETP and EDP, not TP. */
-static int lamb_sum_norms(exec_t *x)
-{
-    gpt_t *m = x->m;
-    int nt = m->ntensors;
-    double *xn = x->tensor_norms + 2 * nt;
-    RT_TRY(OP->d2h(x->rt, x->norms_host, x->norms_dev, (size_t)2 * x->nsegs * sizeof(float)));
-    memset(x->tensor_norms, 0, sizeof(double) * 4 * nt);
-    for (int k = 0; k < x->nsegs; k++) {
-        int i = x->seg_tensor[k];
-        double *to = m->tensors[i].expert ? xn : x->tensor_norms;
-        if (!counts_in_its_group(m, i))
-            continue;
-        to[2 * i] += x->norms_host[2 * k], to[2 * i + 1] += x->norms_host[2 * k + 1];
-    }
-    RT_TRY(comm_host_sum_f64(x->comm, GRP_TP, x->tensor_norms, 2 * nt));
-    if (x->zero)
-        RT_TRY(comm_host_sum_f64(x->comm, GRP_DP, x->tensor_norms, 2 * nt));
-    if (x->zero && m->E > 0)
-        RT_TRY(comm_host_sum_f64(x->comm, GRP_EDP, xn, 2 * nt));
-    if (m->E > 0 && m->etp > 1)
-        RT_TRY(comm_host_sum_f64(x->comm, GRP_ETP, xn, 2 * nt));
-    for (int i = 0; i < 2 * nt; i++)
-        x->tensor_norms[i] += xn[i];
-    for (int k = 0; k < x->nsegs; k++) {
-        int i = x->seg_tensor[k];
-        x->norms_host[2 * k] = (float)x->tensor_norms[2 * i], x->norms_host[2 * k + 1] = (float)x->tensor_norms[2 * i + 1];
-    }
-    return OP->h2d(x->rt, x->norms_dev, x->norms_host, (size_t)2 * x->nsegs * sizeof(float));
-}
-
-/* Whether this rank's gradients of tensor i count in a sum over the
- * world that takes every element of the model once: a tensor every TP
- * rank holds whole counts TP rank 0's; without ZeRO every DP rank holds
- * the same reduced gradients, so DP rank 0's count (an expert's: EDP rank
- * 0's; TP does not cut it); the tied embedding on the last stage is the
- * first stage's copy. */
-static int counts_once(const exec_t *x, int i)
-{
-    const gpt_t *m = x->m;
-    if (m->tensors[i].expert)
-        return counts_in_its_group(m, i) && (x->zero || m->edp_i == 0);
-    return counts_in_its_group(m, i) && (x->zero || m->dp_i == 0) && (i != m->t_wte || m->stage == 0);
-}
-
-/* The global gradient norm, as Megatron-LM's clip_grad_norm counts it:
- * every element of the model once (counts_once), summed over the world;
- * then the factor that brings it down to --clip-grad, which the optimizer
- * applies. */
-static int clip_gradients(exec_t *x)
-{
-    x->grad_scale = 1.0f;
-    if (x->nsegs && inject_nan_now(x->iter + 1)) { /* --inject-fault nan:RANK:STEP */
-        float nan = NAN;
-        RT_TRY(OP->h2d(x->rt, (void *)x->segs[0].grad, &nan, sizeof nan));
-    }
-    RT_TRY(OP->grad_sumsq(x->rt, x->segs, x->nsegs, x->norms_dev));
-    RT_TRY(OP->d2h(x->rt, x->norms_host, x->norms_dev, (size_t)x->nsegs * sizeof(float)));
-    double sum = 0, every = 0;
-    for (int k = 0; k < x->nsegs; k++) {
-        int i = x->seg_tensor[k];
-        every += x->norms_host[k];
-        if (counts_once(x, i))
-            sum += x->norms_host[k];
-    }
-    /* The gradient-norm check: a NaN or Inf in any of the gradients this
-     * rank will apply (its copies the norm leaves to another rank too),
-     * counted in the norm's own sum; only when there is one, a second
-     * reduction names the first such rank, before any optimizer step. */
-    double sums[2] = {sum, isfinite(every) ? 0 : 1};
-    RT_TRY(comm_host_sum_f64(x->comm, GRP_WORLD, sums, 2));
-    x->nan_rank = -1;
-    if (sums[1] > 0) {
-        int me, first;
-        MPI_Comm_rank(MPI_COMM_WORLD, &me);
-        int mine = isfinite(every) ? INT_MAX : me;
-        health_comm_enter(HB_COLL, GRP_WORLD, -1, 0);
-        MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-        health_comm_leave();
-        x->nan_rank = first;
-        x->grad_norm = NAN; /* not a number to report as this step's */
-        return 0;
-    }
-    sum = sums[0];
-    x->grad_norm = sqrt(sum);
-    double coeff = x->hp.clip_grad / (x->grad_norm + 1e-6);
-    if (x->hp.clip_grad > 0 && coeff < 1.0)
-        x->grad_scale = (float)coeff;
-    return 0;
-}
-
-static int run_optim(exec_t *x)
-{
-    RT_TRY(clip_gradients(x));
-    if (x->nan_rank >= 0) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "a NaN or Inf in rank %d's gradients at step %d (the gradient-norm check)",
-                 x->nan_rank, x->iter + 1);
-        if (x->hp.on_nan == EXEC_NAN_SKIP)
-            return 0; /* the step's update is skipped; run reports it */
-        int me;
-        MPI_Comm_rank(MPI_COMM_WORLD, &me);
-        return me == x->nan_rank ? fail(msg, __LINE__) : -1; /* the poisoned rank's failure; the rest stop */
-    }
-    kern_opt_hparams hp = hparams(x);
-    if (x->job->optimizer == OPTIM_LAMB) {
-        RT_TRY(OP->lamb_norms(x->rt, x->segs, x->nsegs, hp, x->norms_dev));
-        RT_TRY(lamb_sum_norms(x));
-        RT_TRY(OP->lamb_apply(x->rt, x->segs, x->nsegs, hp, x->norms_dev));
-    } else {
-        RT_TRY(OP->adamw(x->rt, x->segs, x->nsegs, hp));
-    }
-    x->step++;
-    return 0;
-}
-
 /* ---- the iteration ----------------------------------------------------------------------- */
 
 static int load_batch(exec_t *x)
@@ -522,7 +362,7 @@ static int run_op(exec_t *x, const sched_op_t *o)
     long rec = new_rec(x, o);
     int s = phys(o);
     if (rec < 0)
-        return fail("out of host memory for op records", __LINE__);
+        return exec_fail("out of host memory for op records", __FILE__, __LINE__);
     RT_TRY(OP->mark_ready(x->rt, s, T(rec)));
     int dp = o->kind == SOP_DP_GATHER || o->kind == SOP_DP_REDUCE;
     if (dp) {
@@ -543,7 +383,7 @@ static int run_op(exec_t *x, const sched_op_t *o)
         case SOP_BWD: RT_TRY(run_bwd(x, o)); break;
         case SOP_XFER: RT_TRY(run_xfer(x, o)); break;
         case SOP_EMB_SYNC: RT_TRY(run_emb_sync(x)); break;
-        case SOP_OPTIM: RT_TRY(run_optim(x)); break;
+        case SOP_OPTIM: RT_TRY(exec_run_optim(x)); break;
         case SOP_HOST: RT_TRY(load_batch(x)); break;
         default: break; /* SOP_JOIN: its waits were all */
         }
@@ -565,7 +405,7 @@ static int begin_iteration(exec_t *x)
     memset(x->sendq, 0, sizeof x->sendq), memset(x->recvq, 0, sizeof x->recvq);
     int64_t *t0 = realloc(x->iter_t0_ns, sizeof(int64_t) * (size_t)(x->iter + 1));
     if (!t0)
-        return fail("out of host memory", __LINE__);
+        return exec_fail("out of host memory", __FILE__, __LINE__);
     if (!x->iter_t0_ns) /* a resumed run starts at a later step */
         memset(t0, 0, sizeof(int64_t) * (size_t)(x->iter + 1));
     x->iter_t0_ns = t0;
@@ -594,7 +434,7 @@ static int iteration_loss(exec_t *x, double *loss)
         float *h = malloc(sizeof(float) * (size_t)n);
         if (!h || OP->d2h(x->rt, h, x->losses_dev, sizeof(float) * (size_t)n)) {
             free(h);
-            return fail("cannot read the losses back", __LINE__);
+            return exec_fail("cannot read the losses back", __FILE__, __LINE__);
         }
         for (long i = 0; i < n; i++)
             sum += h[i];
@@ -618,7 +458,7 @@ static int reserve(exec_t *x)
         x->recs = r;
     rt_times_t *t = r ? realloc(x->times, (size_t)cap * sizeof *t) : NULL;
     if (!t)
-        return fail("out of host memory for op records", __LINE__);
+        return exec_fail("out of host memory for op records", __FILE__, __LINE__);
     x->times = t, x->caprecs = cap;
     return 0;
 }
@@ -650,7 +490,7 @@ int exec_iteration(exec_t *x, double *loss, double *time_s)
     }
     for (long i = 0; i < (long)x->job->vpp * x->job->num_microbatches; i++)
         if (x->saved[i])
-            return fail("a forward's activations were never consumed by its backward", __LINE__);
+            return exec_fail("a forward's activations were never consumed by its backward", __FILE__, __LINE__);
     RT_TRY(iteration_loss(x, loss));
     x->iter++;
     return 0;
