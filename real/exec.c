@@ -357,6 +357,27 @@ static int load_batch(exec_t *x)
     return OP->h2d(x->rt, x->tgt_dev, tgt, bytes);
 }
 
+int exec_graph_rules(const job_t *j, int gpu, char *err, int errlen)
+{
+    const char *why = !gpu                 ? "needs --device gpu (the CPU path has no graphs)"
+                      : j->tp > 1          ? "with TP > 1: its collectives inside each pass are not captured"
+                      : j->cp > 1          ? "with CP > 1: its ring runs beside each pass on another stream"
+                      : j->num_experts > 0 ? "with experts: the routing's counts are read back inside each pass"
+                      : j->fp8_format      ? "with --fp8-format: each cast's amax is read back at once"
+                                           : NULL; /* offloading is not run on the GPU (gpt_check_switches) */
+    if (why)
+        snprintf(err, errlen, "--enable-cuda-graph %s; allowed: one GPU per TP group, without CP, experts or FP8 "
+                 "(DP and PP take part)", why);
+    return why != NULL;
+}
+
+/* A pass's graph slot: its kind, chunk and micro-batch. */
+static long graph_slot(const exec_t *x, const sched_op_t *o)
+{
+    long per = (long)x->job->vpp * x->job->num_microbatches;
+    return (o->kind == SOP_BWD) * per + (long)o->chunk * x->job->num_microbatches + o->mb;
+}
+
 static int run_op(exec_t *x, const sched_op_t *o)
 {
     long rec = new_rec(x, o);
@@ -378,6 +399,8 @@ static int run_op(exec_t *x, const sched_op_t *o)
         RT_TRY(slow > 0 ? OP->slow_begin(x->rt) : 0);
         int64_t w0 = x->rt->comm_wait_ns, a0 = x->m->moe_a2a_ns;
         int64_t p0 = cpu ? rt_thread_cpu_ns() : 0, pw0 = x->rt->comm_wait_cpu_ns;
+        int graph = compute && x->graphs && x->iter > 0; /* the first iteration warms up, uncaptured */
+        RT_TRY(graph ? OP->capture_begin(x->rt) : 0);
         switch (o->kind) {
         case SOP_FWD: RT_TRY(run_fwd(x, o)); break;
         case SOP_BWD: RT_TRY(run_bwd(x, o)); break;
@@ -387,6 +410,7 @@ static int run_op(exec_t *x, const sched_op_t *o)
         case SOP_HOST: RT_TRY(load_batch(x)); break;
         default: break; /* SOP_JOIN: its waits were all */
         }
+        RT_TRY(graph ? OP->capture_end(x->rt, graph_slot(x, o)) : 0);
         RT_TRY(slow > 0 ? OP->slow_end(x->rt, slow) : 0);
         if (compute) /* the injected slowdown's work included */
             x->recs[rec].t_cpu_ns = cpu ? rt_busy_cpu_ns(x->rt, p0, pw0) : -1;

@@ -47,6 +47,8 @@ typedef struct {
     data_t *data;
     exec_hparams_t hp;
     int zero;                 /* ZeRO sharding in effect (stage >= 1 and DP > 1) */
+    int graphs;               /* --enable-cuda-graph: each pass from the second iteration on captured and
+                                 launched as a CUDA graph (rt_ops_t capture_begin; exec_graph_rules) */
 
     /* optimizer state: this rank's shard (ZeRO) or all of its parameters */
     long nshard;
@@ -87,6 +89,11 @@ typedef struct {
 int exec_init(exec_t *x, const job_t *job, rt_t *rt, comm_t *comm, gpt_t *m, data_t *data,
               const exec_hparams_t *hp, unsigned long long seed, char *err, int errlen);
 void exec_free(exec_t *x);
+
+/* 0 when the job's passes can be captured as CUDA graphs (--enable-cuda-
+ * graph): on the GPU, each pass on the compute stream alone, with no host
+ * read inside it. Else non-zero and err says which rule. */
+int exec_graph_rules(const job_t *job, int gpu, char *err, int errlen);
 
 /* Runs training iteration x->iter (then increments it). *loss: the mean
  * loss over the global batch (every rank gets it); *time_s: this rank's

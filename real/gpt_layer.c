@@ -277,7 +277,7 @@ static int col_bwd(gpt_t *m, void *dx, const void *dout, const void *inp, int tw
             RT_TRY(CM->op->allreduce(CM, GRP_TP, dx, (long)m->N * C, DT_ACT, RT_STREAM_TP));
     }
     RT_TRY(gpt_gemm_wgrad(m, tw, db, dout, inpf, C, OC));
-    RT_TRY(OP->join(RT, STREAM_COMPUTE, RT_STREAM_TP));
+    RT_TRY(m->t > 1 ? OP->join(RT, STREAM_COMPUTE, RT_STREAM_TP) : 0); /* TP 1: nothing there */
     if (m->sp)
         drop(m, full), drop(m, dxf);
     return 0;

@@ -100,6 +100,15 @@ typedef struct {
      * MPI waits'; the GPU's stream on the device's clock, from a stamp) */
     int (*slow_begin)(rt_t *rt);
     int (*slow_end)(rt_t *rt, double extra);
+    /* CUDA graphs (run --enable-cuda-graph): what is issued between
+     * capture_begin and capture_end (a forward or backward pass, on the
+     * compute stream alone: no host reads, no other stream) is captured,
+     * not run, then launched as one graph. Graph `slot` is instantiated
+     * once and updated with each later capture's arguments (pointers,
+     * dropout seeds: cudaGraphExecUpdate), instantiated anew where the
+     * work changed. NULL on the CPU, which has no graphs. */
+    int (*capture_begin)(rt_t *rt);
+    int (*capture_end)(rt_t *rt, long slot);
 
     /* timers: t is filled at iter_end; ready before the op's waits, start
      * after them, end after the op's work is issued (its completion). */
@@ -227,6 +236,8 @@ struct rt {
                                  waits: there the host is the compute stream, so a rank's compute is its
                                  ops' time less this); 0 on the GPU, whose NCCL waits are on its streams */
     int64_t comm_wait_cpu_ns; /* of that, the calling thread's CPU time (MPI polls while it waits) */
+    long graph_launches;      /* CUDA graphs launched (capture_end), of them instantiated anew */
+    long graph_builds;
     kern_clock_sums clock;    /* NVML reads of the GPU taken while iterations ran (between iter_begin and
                                  iter_end, every RT_CLOCK_READ_MS by a host thread: real/rt_gpu_clock.h),
                                  cumulative since the runtime was made, as of the last iter_end; no reads

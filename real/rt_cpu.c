@@ -618,7 +618,7 @@ static int c_moe_rowdot(rt_t *rt, float *out, const void *a, const int *rows, co
 
 static const rt_ops_t cpu_ops = {
     c_alloc, c_free, c_memset0, c_copy, c_copy, c_copy2d, c_act_from_f32,
-    c_join, c_record, c_wait, c_sync, c_compute_on, c_slow_begin, c_slow_end,
+    c_join, c_record, c_wait, c_sync, c_compute_on, c_slow_begin, c_slow_end, NULL, NULL,
     c_mark_ready, c_mark_start, c_mark_end, c_iter_begin, c_iter_end,
     c_embedding_fwd, c_embedding_bwd, c_layernorm_fwd, c_layernorm_bwd, c_rmsnorm_fwd, c_rmsnorm_bwd,
     c_linear_fwd, c_linear_dgrad, c_linear_wgrad,

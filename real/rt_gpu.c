@@ -330,8 +330,8 @@ int g_mark_end(rt_t *rt, int stream, rt_times_t *t)
 int g_stall(rt_t *rt, int stream, int end)
 {
     gpu_t *g = G(rt);
-    if (!g->cur_op || (stream != compute_stream[0] && stream != compute_stream[1]))
-        return 0;
+    if (!g->cur_op || g->capturing || (stream != compute_stream[0] && stream != compute_stream[1]))
+        return 0; /* a captured pass records no events (its graph runs them as one) */
     return mark(rt, stream, g->cur_op, end ? MARK_STALL_END : MARK_STALL_BEGIN);
 }
 
@@ -449,6 +449,7 @@ void g_destroy(rt_t *rt)
         return;
     gpu_t *g = G(rt);
     rt_clock_reader_stop(g->clock);
+    g_graphs_free(rt); /* a capture left open would refuse the synchronisation */
     cudaError_t e = cudaDeviceSynchronize();
     if (e != cudaSuccess)
         kern_report_cuda((int)e, "cudaDeviceSynchronize (destroy)", __FILE__, __LINE__);

@@ -1,7 +1,8 @@
 /* real/rt_gpu_int.h: the GPU runtime's state, shared by its halves:
- * rt_gpu.c (memory, ordering, timers, attention scratch, creation) and
- * rt_gpu_ops.c (the kernels/ launchers and the runtime's op table), and
- * with comm_nccl.c (g_stall) in the same module. Not for other users:
+ * rt_gpu.c (memory, ordering, timers, attention scratch, creation),
+ * rt_gpu_ops.c (the kernels/ launchers and the runtime's op table) and
+ * rt_gpu_graph.c (CUDA graphs), and with comm_nccl.c (g_stall) in the same
+ * module. Not for other users:
  * real/rt.h is the interface. */
 #ifndef REAL_RT_GPU_INT_H
 #define REAL_RT_GPU_INT_H
@@ -77,6 +78,9 @@ typedef struct {
     rt_clock_reader *clock;           /* NULL where NVML does not answer */
     kern_algo_table algos;            /* cuBLASLt's choices, shared by kc[] once gemm_algos read them */
     unsigned long long *slow_t0;      /* slow_begin's stamp (device), made on first use */
+    cudaGraphExec_t *graphs;          /* capture_end's, by slot (rt_gpu_graph.c) */
+    long ngraphs;
+    int capturing;                    /* between capture_begin and capture_end */
 } gpu_t;
 
 /* real/rt_gpu_algos.c: rt_ops_t.gemm_algos */
@@ -116,8 +120,13 @@ int g_iter_end(rt_t *rt);
  * communication (end = 0 before it, 1 after): an NCCL call on that
  * stream, or its wait for another stream. The time between the two marks
  * on the device adds to the current op's wait_ns (rt_times_t), as the
- * CPU path's host waits do. Nothing for other streams or outside an op. */
+ * CPU path's host waits do. Nothing for other streams, outside an op or
+ * inside a capture. */
 int g_stall(rt_t *rt, int stream, int end);
+/* rt_gpu_graph.c: the runtime's CUDA graphs (rt.h capture_begin, capture_end) */
+int g_capture_begin(rt_t *rt);
+int g_capture_end(rt_t *rt, long slot);
+void g_graphs_free(rt_t *rt);
 void *g_native(rt_t *rt, int stream);
 void g_destroy(rt_t *rt);
 

@@ -16,6 +16,8 @@
 #          built-in h100-sxm-80gb)
 #          KV_GROUPS=16 (KV heads; below 16, grouped-query attention: megasim's
 #          run and its comparison only, as torch_gpt.py is MHA)
+#          TUNED=1, GRAPHS=1 (0 leaves out the run with cuBLASLt's choices
+#          tuned, or the one with CUDA graphs; each against the plain run)
 #
 # The model (both sides): 24 layers, hidden 2048, 16 heads (MHA), MLP 8192,
 # sequence 2048, GPT-2 style (learned positions, pre-LN, biases, tanh GeLU,
@@ -238,6 +240,24 @@ if a and b:
 EOF
 fi
 
+# Median step of run B against run A (each a run --json log), after the
+# warm-up steps: "LABEL: A's a ms, B's b ms (+x%)", and the largest
+# relative loss difference between them.
+median_vs() {
+  PYTHONPATH="$root/real/bench" python3 - "$1" "$2" "$warmup" "$3" "$4" "$5" <<'EOF2'
+import statistics, sys
+from steps import steps
+def median_ms(recs):
+    t = [r["step_time_s"] for r in recs][int(sys.argv[3]):]
+    return 1e3 * statistics.median(t) if t else float("nan")
+ra, rb = steps(sys.argv[1]), steps(sys.argv[2])
+a, b = median_ms(ra), median_ms(rb)
+d = max((abs(x["loss"] - y["loss"]) / abs(x["loss"]) for x, y in zip(ra, rb)), default=float("nan"))
+print(f"{sys.argv[4]}: {sys.argv[5]} {a:.1f} ms, {sys.argv[6]} {b:.1f} ms ({100 * (b / a - 1):+.1f}%); "
+      f"largest relative loss difference {d:.1e}")
+EOF2
+}
+
 # ---- cuBLASLt's choices tuned (issue 38, run --gemm-algos): the same run twice
 # more, the first tuning every GEMM problem (its candidates timed) into
 # $out/gemm-algos, the second reading them; its median step against the
@@ -249,15 +269,20 @@ if [ "${TUNED:-1}" = 1 ]; then
     ${launch[@]+"${launch[@]}"} "$build/megasim" run "${model[@]}" "${tuned[@]}" > "$out/megasim-$pass.jsonl" ||
       status=$?
   done
-  PYTHONPATH="$root/real/bench" python3 - "$out/megasim.jsonl" "$out/megasim-tuned.jsonl" "$warmup" <<'EOF2' | tee "$out/gemm-algos.txt"
-import statistics, sys
-from steps import steps
-def median_ms(path):
-    t = [r["step_time_s"] for r in steps(path)][int(sys.argv[3]):]
-    return 1e3 * statistics.median(t) if t else float("nan")
-a, b = median_ms(sys.argv[1]), median_ms(sys.argv[2])
-print(f"median step: heuristic's first choice {a:.1f} ms, tuned choices {b:.1f} ms ({100 * (b / a - 1):+.1f}%)")
-EOF2
+  median_vs "$out/megasim.jsonl" "$out/megasim-tuned.jsonl" "median step" "heuristic's first choice" \
+    "tuned choices" | tee "$out/gemm-algos.txt"
+fi
+
+# ---- CUDA graphs (issue 38, run --enable-cuda-graph): the same run with each
+# pass from the second iteration on captured and launched as a graph; its
+# median step against the plain run's (what graphs save: the launch gaps
+# between kernels). GRAPHS=0 leaves it out (one run's time).
+if [ "${GRAPHS:-1}" = 1 ]; then
+  echo "== megasim run --device gpu --enable-cuda-graph ($(date -u +%T.%N | cut -c1-12) UTC)"
+  ${launch[@]+"${launch[@]}"} "$build/megasim" run "${model[@]}" "${plan[@]}" --gpu h100-sxm-80gb --device gpu \
+    --json --data "$corpus" --enable-cuda-graph > "$out/megasim-graphs.jsonl" || status=$?
+  median_vs "$out/megasim.jsonl" "$out/megasim-graphs.jsonl" "CUDA graphs" "plain launches" "graphs" |
+    tee "$out/graphs.txt"
 fi
 
 # ---- mixture of experts on the GPU (issue 37): the tiny GPT with 4 experts,

@@ -30,6 +30,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -60,6 +61,10 @@ struct CUstream_st {
   unsigned long issued = 0, done = 0;
   bool stop = false;
   std::thread worker;
+  /* the capture in progress (cudaStreamBeginCapture): the work issued
+   * since, recorded instead of run; bad once a call inside it was refused */
+  std::unique_ptr<std::vector<std::function<void()>>> capture;
+  bool capture_bad = false;
 };
 
 /* Every live stream, for cudaDeviceSynchronize. Never destroyed: worker
@@ -105,9 +110,24 @@ void emu_stream_enqueue(cudaStream_t s, std::function<void()> fn) {
     return;
   }
   std::lock_guard<std::mutex> lk(s->m);
+  if (s->capture) {
+    s->capture->push_back(std::move(fn));
+    return;
+  }
   s->q.push_back(std::move(fn));
   s->issued++;
   s->cv.notify_all();
+}
+
+/* A call CUDA would fork or join the capture with, or refuse, on a
+ * capturing stream: refused here, the capture invalidated (see
+ * cuda_runtime_api.h); cudaSuccess when s is not capturing. */
+static cudaError_t refused_in_capture(CUstream_st *s) {
+  if (!s) return cudaSuccess;
+  std::lock_guard<std::mutex> lk(s->m);
+  if (!s->capture) return cudaSuccess;
+  s->capture_bad = true;
+  return cudaErrorStreamCaptureUnsupported;
 }
 
 static void stream_sync(CUstream_st *s) {
@@ -192,6 +212,8 @@ cudaError_t cudaDeviceSynchronize(void) {
     std::lock_guard<std::mutex> lk(streams_m);
     all = streams();
   }
+  for (CUstream_st *s : all)
+    if (cudaError_t e = refused_in_capture(s)) return e; /* CUDA: no device-wide sync while a stream captures */
   for (CUstream_st *s : all) stream_sync(s);
   return cudaSuccess;
 }
@@ -283,6 +305,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  if (cudaError_t e = refused_in_capture(s)) return e;
   if (s) stream_sync(s);
   return cudaSuccess;
 }
@@ -290,6 +313,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
 /* Waits for the record issued last before this call; none: no wait. */
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
   if (!e) return cudaErrorInvalidResourceHandle;
+  if (cudaError_t err = refused_in_capture(s)) return err;
   unsigned long gen;
   {
     std::lock_guard<std::mutex> lk(e->m);
@@ -329,6 +353,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
 
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   if (!e) return cudaErrorInvalidResourceHandle;
+  if (cudaError_t err = refused_in_capture(s)) return err;
   unsigned long gen;
   {
     std::lock_guard<std::mutex> lk(e->m);
@@ -371,6 +396,83 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
 }
 
 cudaError_t cudaDeviceReset(void) { return cudaDeviceSynchronize(); }
+
+/* ---- graphs --------------------------------------------------------------- */
+
+struct CUgraph_st {
+  std::vector<std::function<void()>> nodes;
+};
+/* shared: a launch in flight keeps the nodes it runs when an update
+ * replaces them */
+struct CUgraphExec_st {
+  std::shared_ptr<const std::vector<std::function<void()>>> nodes;
+};
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode) {
+  if (!s) return cudaErrorStreamCaptureUnsupported; /* the legacy stream cannot be captured */
+  std::lock_guard<std::mutex> lk(s->m);
+  if (s->capture) return cudaErrorIllegalState;
+  s->capture = std::make_unique<std::vector<std::function<void()>>>();
+  s->capture_bad = false;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph) {
+  if (!s || !graph) return cudaErrorInvalidValue;
+  std::lock_guard<std::mutex> lk(s->m);
+  if (!s->capture) return cudaErrorIllegalState;
+  auto nodes = std::move(s->capture);
+  *graph = nullptr;
+  if (s->capture_bad) return cudaErrorStreamCaptureInvalidated;
+  *graph = new CUgraph_st{std::move(*nodes)};
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *status) {
+  if (!status) return cudaErrorInvalidValue;
+  *status = cudaStreamCaptureStatusNone;
+  if (!s) return cudaSuccess;
+  std::lock_guard<std::mutex> lk(s->m);
+  if (s->capture)
+    *status = s->capture_bad ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long) {
+  if (!exec || !graph) return cudaErrorInvalidValue;
+  *exec = new CUgraphExec_st{std::make_shared<const std::vector<std::function<void()>>>(graph->nodes)};
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph, cudaGraphExecUpdateResultInfo *info) {
+  if (!exec || !graph) return cudaErrorInvalidValue;
+  bool same = exec->nodes->size() == graph->nodes.size();
+  if (info) *info = {same ? cudaGraphExecUpdateSuccess : cudaGraphExecUpdateErrorTopologyChanged, nullptr, nullptr};
+  if (!same) return cudaErrorGraphExecUpdateFailure;
+  exec->nodes = std::make_shared<const std::vector<std::function<void()>>>(graph->nodes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
+  if (!exec) return cudaErrorInvalidValue;
+  if (cudaError_t e = refused_in_capture(s)) return e;
+  emu_stream_enqueue(s, [n = exec->nodes] {
+    for (const auto &f : *n) f();
+  });
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  if (!graph) return cudaErrorInvalidValue;
+  delete graph;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  if (!exec) return cudaErrorInvalidValue;
+  delete exec;
+  return cudaSuccess;
+}
 /* The node's devices: $CUDA_EMU_DEVICES, default 8 (an HGX node), so that
  * mpirun can put a rank on each; each process emulates the one it picks. */
 static int device_count() {

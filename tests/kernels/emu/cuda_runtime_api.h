@@ -21,8 +21,12 @@ typedef enum cudaError {
   cudaErrorNoDevice = 100,
   cudaErrorInvalidDevice = 101,
   cudaErrorInvalidResourceHandle = 400,
+  cudaErrorIllegalState = 401,
   cudaErrorNotReady = 600,
   cudaErrorNotSupported = 801,
+  cudaErrorStreamCaptureUnsupported = 900,
+  cudaErrorStreamCaptureInvalidated = 901,
+  cudaErrorGraphExecUpdateFailure = 910,
 } cudaError_t;
 typedef enum cudaMemcpyKind {
   cudaMemcpyHostToHost = 0,
@@ -41,6 +45,27 @@ typedef enum cudaDeviceAttr {
 typedef struct CUstream_st *cudaStream_t;
 typedef struct CUevent_st *cudaEvent_t;
 typedef void (*cudaHostFn_t)(void *data);
+typedef struct CUgraph_st *cudaGraph_t;
+typedef struct CUgraphExec_st *cudaGraphExec_t;
+typedef enum cudaStreamCaptureMode {
+  cudaStreamCaptureModeGlobal = 0,
+  cudaStreamCaptureModeThreadLocal = 1,
+  cudaStreamCaptureModeRelaxed = 2,
+} cudaStreamCaptureMode;
+typedef enum cudaStreamCaptureStatus {
+  cudaStreamCaptureStatusNone = 0,
+  cudaStreamCaptureStatusActive = 1,
+  cudaStreamCaptureStatusInvalidated = 2,
+} cudaStreamCaptureStatus;
+typedef enum cudaGraphExecUpdateResult {
+  cudaGraphExecUpdateSuccess = 0,
+  cudaGraphExecUpdateError = 1,
+  cudaGraphExecUpdateErrorTopologyChanged = 2,
+} cudaGraphExecUpdateResult;
+typedef struct cudaGraphExecUpdateResultInfo_st {
+  cudaGraphExecUpdateResult result;
+  void *errorNode, *errorFromNode;
+} cudaGraphExecUpdateResultInfo;
 #define cudaStreamDefault 0x0
 #define cudaStreamNonBlocking 0x1
 #define cudaEventDefault 0x0
@@ -78,6 +103,22 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
 cudaError_t cudaEventQuery(cudaEvent_t e);
 cudaError_t cudaEventSynchronize(cudaEvent_t e);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
+/* graphs: a stream's work between cudaStreamBeginCapture and
+ * cudaStreamEndCapture is recorded, not run; cudaGraphLaunch runs it in
+ * order on a stream as one piece of work. cudaGraphExecUpdate takes a new
+ * capture's work (its arguments) into an instantiated graph of as many
+ * nodes, else cudaErrorGraphExecUpdateFailure. Stricter than CUDA: inside
+ * a capture, an event record or wait on the capturing stream (CUDA's
+ * fork and join of other streams) and synchronising it are refused
+ * (cudaErrorStreamCaptureUnsupported), and the capture is invalidated. */
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph);
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *status);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags);
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph, cudaGraphExecUpdateResultInfo *info);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
 /* the device */
 cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaDeviceReset(void);

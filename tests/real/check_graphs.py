@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""tests/real/check_graphs.py: `megasim run --enable-cuda-graph` on the
+emulated GPU (its module the 4th argument), using check_run.py's helpers;
+expected vs got per step.
+
+  gpu_emu  each forward and backward pass from the second iteration on is
+           captured and launched as a CUDA graph (real/rt_gpu_graph.c):
+           the same kernels with the same arguments in the same order on
+           one stream, so the losses and gradient norms must equal the
+           uncaptured run's bit for bit, with dropout (each iteration's
+           seeds reach the graph through cudaGraphExecUpdate: a graph
+           replayed with its first capture's seeds moves step 3's loss);
+           on 1 rank and on PP 2 interleaved x DP 2 with every overlap;
+           and the run says how many passes ran as graphs
+
+Usage: check_graphs.py CASE MPIEXEC MEGASIM EMULATED_GPU_MODULE"""
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_run as cr  # noqa: E402  (reads CASE, MPIEXEC, MEGASIM from sys.argv)
+
+GPU = ["--device", "gpu", "--attention", "flash", "--fused-elementwise"] + cr.DROPOUT
+PP2 = ["--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "1",
+       "--overlap-grad-reduce", "--use-distributed-optimizer", "--pp-comm-overlap"]
+ITERS = 3  # the second and third iterations captured: the third updates the graphs the second made
+
+
+def gpu_emu():
+    cr.MPI_ENV = list(cr.EMU_MPI_ENV)
+    for np_, plan, what in ((1, [], "1 emulated GPU"), (4, PP2, "4 emulated GPUs, PP 2 interleaved x DP 2")):
+        plain, _ = cr.run(np_, GPU + plan, iters=ITERS)
+        graphed, _ = cr.run(np_, GPU + plan + ["--enable-cuda-graph"], iters=ITERS)
+        cr.expect_losses(f"{what}, dropout 0.1, --enable-cuda-graph", plain, graphed, "without graphs", 0.0)
+    # 1 rank, 8 micro-batches: 16 passes an iteration, captured from the second on; each slot made once
+    env = dict(os.environ, MEGASIM_GPU_MODULE=sys.argv[4], OMPI_MPI_THREAD_LEVEL="3")
+    p = subprocess.run([cr.MEGASIM, "run"] + GPU + ["--enable-cuda-graph", "--train-iters", str(ITERS)],
+                       capture_output=True, text=True, timeout=300, env=env)
+    m = re.search(r"(\d+) passes ran as CUDA graphs on rank 0 \((\d+) instantiated\)", p.stdout)
+    got = (int(m[1]), int(m[2])) if m else None
+    want = (16 * (ITERS - 1), 16)
+    ok = p.returncode == 0 and got == want
+    cr.failures += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} 1 emulated GPU, {ITERS} iterations of 16 passes: expected (passes as graphs, "
+          f"instantiated) {want}, got {got} (exit {p.returncode}) (run's timing line)")
+
+
+if __name__ == "__main__":
+    {"gpu_emu": gpu_emu}[cr.CASE]()
+    sys.exit(1 if cr.failures else 0)
