@@ -399,7 +399,7 @@ static int run_op(exec_t *x, const sched_op_t *o)
         RT_TRY(slow > 0 ? OP->slow_begin(x->rt) : 0);
         int64_t w0 = x->rt->comm_wait_ns, a0 = x->m->moe_a2a_ns;
         int64_t p0 = cpu ? rt_thread_cpu_ns() : 0, pw0 = x->rt->comm_wait_cpu_ns;
-        int graph = compute && x->graphs && x->iter > 0; /* the first iteration warms up, uncaptured */
+        int graph = compute && x->graphs && x->iter > x->iter0; /* the first iteration warms up, uncaptured */
         RT_TRY(graph ? OP->capture_begin(x->rt) : 0);
         switch (o->kind) {
         case SOP_FWD: RT_TRY(run_fwd(x, o)); break;
@@ -556,6 +556,6 @@ int exec_state_set(exec_t *x, const float *host3, int step)
         owned(x, p, &lo, &hi);
         RT_TRY(OP->act_from_f32(x->rt, (char *)x->m->params + lo * x->rt->act_bytes, host3 + x->shard_base[p], hi - lo));
     }
-    x->step = step, x->iter = step;
+    x->step = step, x->iter = x->iter0 = step;
     return 0;
 }

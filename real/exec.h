@@ -47,8 +47,9 @@ typedef struct {
     data_t *data;
     exec_hparams_t hp;
     int zero;                 /* ZeRO sharding in effect (stage >= 1 and DP > 1) */
-    int graphs;               /* --enable-cuda-graph: each pass from the second iteration on captured and
-                                 launched as a CUDA graph (rt_ops_t capture_begin; exec_graph_rules) */
+    int graphs;               /* --enable-cuda-graph: each pass from this process's second iteration on
+                                 captured and launched as a CUDA graph (rt_ops_t capture_begin;
+                                 exec_graph_rules) */
 
     /* optimizer state: this rank's shard (ZeRO) or all of its parameters */
     long nshard;
@@ -77,6 +78,7 @@ typedef struct {
     exec_fifo_t sendq[2], recvq[2];
     void **saved;             /* [vpp * m]: gpt_saved_t of forwards awaiting backward */
     int iter;                 /* iteration number (global step) */
+    int iter0;                /* the first this process ran (a resumed run's step) */
 
     /* records of every op, all iterations */
     result_op_t *recs;
