@@ -321,7 +321,8 @@ static int n_allreduce(comm_t *c, int grp, void *buf, long count, int dt, int st
         return -1;
     if (c->size[grp] <= 1)
         return 0;
-    NCCL_STALLED(c, stream, NCCL_TRY(ncclAllReduce(buf, buf, (size_t)count, nccl_type(c, dt), ncclSum, N(c)->coll[grp], st)));
+    NCCL_STALLED(c, stream,
+                 NCCL_TRY(ncclAllReduce(buf, buf, (size_t)count, nccl_type(c, dt), ncclSum, N(c)->coll[grp], st)));
     return 0;
 }
 

@@ -158,7 +158,8 @@ int exec_run_optim(exec_t *x)
             return 0; /* the step's update is skipped; run reports it */
         int me;
         MPI_Comm_rank(MPI_COMM_WORLD, &me);
-        return me == x->nan_rank ? exec_fail(msg, __FILE__, __LINE__) : -1; /* the poisoned rank's failure; the rest stop */
+        /* the poisoned rank's failure; the rest stop */
+        return me == x->nan_rank ? exec_fail(msg, __FILE__, __LINE__) : -1;
     }
     kern_opt_hparams hp = hparams(x);
     if (x->job->optimizer == OPTIM_LAMB) {
