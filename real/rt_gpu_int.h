@@ -2,8 +2,7 @@
  * rt_gpu.c (memory, ordering, timers, attention scratch, creation),
  * rt_gpu_ops.c (the kernels/ launchers and the runtime's op table) and
  * rt_gpu_graph.c (CUDA graphs), and with comm_nccl.c (g_stall) in the same
- * module. Not for other users:
- * real/rt.h is the interface. */
+ * module. Not for other users: real/rt.h is the interface. */
 #ifndef REAL_RT_GPU_INT_H
 #define REAL_RT_GPU_INT_H
 
