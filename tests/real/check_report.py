@@ -2,8 +2,8 @@
 """tests/real/check_report.py: what `megasim run` says beside its numbers,
 using check_run.py's helpers; expected vs got per check.
 
-  bad_world  a world size the plan cannot use: rank 0 says why, every rank
-             exits 2
+  bad_world  a world size the plan cannot use, and --enable-cuda-graph with
+             TP or CP 2: rank 0 says why, every rank exits 2
   mfu_note   a profile whose peak lies below what the run reached (MFU
              above 100%: another machine's profile, as the checked-in CPU
              one is on a faster CPU) gets a note saying so and what to do;
@@ -23,13 +23,22 @@ PROFILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "
                        "cpu-ci-2core.json")
 
 
-def bad_world():
-    _, p = cr.run(3, ["--tensor-model-parallel-size", "2"], iters=1, check=False)
+def refused(np_, args, rule, what):
+    """One message naming the rule (rank 0's alone) and a non-zero exit."""
+    _, p = cr.run(np_, args, iters=1, check=False)
     errs = [l for l in p.stderr.splitlines() if "megasim run: error:" in l]
-    ok = p.returncode != 0 and len(errs) == 1 and "TP x PP" in errs[0] and not p.stdout.strip()
+    ok = p.returncode != 0 and len(errs) == 1 and rule in errs[0] and not p.stdout.strip()
     cr.failures += not ok
-    print(f"{'ok  ' if ok else 'FAIL'} mpirun -np 3 with TP 2: expected a non-zero exit and one message naming the "
-          f"rule (from rank 0 only), got exit {p.returncode} and {len(errs)} message(s): {errs}")
+    print(f"{'ok  ' if ok else 'FAIL'} mpirun -np {np_} {what}: expected a non-zero exit and one message naming the "
+          f"rule ({rule!r}, from rank 0 only), got exit {p.returncode} and {len(errs)} message(s): {errs}")
+
+
+def bad_world():
+    refused(3, ["--tensor-model-parallel-size", "2"], "TP x PP", "with TP 2")
+    # --enable-cuda-graph's rules that need two ranks (the others are bad-input tests): refused before any GPU is
+    # looked for, so no GPU is needed
+    for flag, rule in (("--tensor-model-parallel-size", "with TP > 1"), ("--context-parallel-size", "with CP > 1")):
+        refused(2, ["--device", "gpu", "--enable-cuda-graph", flag, "2"], rule, f"--enable-cuda-graph {flag} 2")
 
 
 def mfu_note():
