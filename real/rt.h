@@ -234,7 +234,8 @@ struct rt {
                                  (working memory the memory model does not plan); 0 on the CPU */
     int64_t comm_wait_ns;     /* host time blocked waiting for communication so far (the CPU path's MPI
                                  waits: there the host is the compute stream, so a rank's compute is its
-                                 ops' time less this); 0 on the GPU, whose NCCL waits are on its streams */
+                                 ops' time less this); 0 on the GPU, whose NCCL waits are on its streams
+                                 (each op's rt_times_t wait_ns holds them there) */
     int64_t comm_wait_cpu_ns; /* of that, the calling thread's CPU time (MPI polls while it waits) */
     long graph_launches;      /* CUDA graphs launched (capture_end), of them instantiated anew */
     long graph_builds;
