@@ -323,6 +323,7 @@ const calib_device_t calib_gpu_device = {
     .collectives = bg_collectives,
     .comm_slowdown = bg_comm_slowdown,
     .flash1_rel = bg_flash1_rel,
+    .graph_gap_us = bg_graph_gap_us,
     .attn_dropout = bg_attn_dropout,
     .sustained = bg_sustained,
 };

@@ -94,6 +94,7 @@ void bg_gemm(const calib_plan_t *p, calib_table_t *t);
 void bg_sustained(const calib_plan_t *p, calib_table_t *t);
 void bg_attention(const calib_plan_t *p, calib_table_t *t, calib_table_t *unfused);
 double bg_flash1_rel(const calib_plan_t *p);
+double bg_graph_gap_us(const calib_plan_t *p);
 void bg_attn_dropout(const calib_plan_t *p, calib_table_t *t);
 void bg_memory(const calib_plan_t *p, calib_table_t *t);
 void bg_collectives(const calib_plan_t *p, calib_table_t *t, int verbose);

@@ -3,6 +3,7 @@
  * without dropout), bias+GeLU and AdamW over sizes from 4 KiB to 1 GiB;
  * the profile's hbm_gbps, mem_eff and dropout_gdraws come from them. */
 #include "calib/bench_gpu_int.h"
+#include "calib/fit.h"
 
 #include "kernels/dropout.h"
 #include "kernels/gelu.h"
@@ -65,7 +66,8 @@ static int mem_call(void *p)
     }
 }
 
-static void mem_point(const calib_plan_t *p, calib_table_t *t, int kind, double target_bytes)
+/* A kind's call of about target_bytes, its buffers made and filled. */
+static mem_ctx_t mem_make(int kind, double target_bytes)
 {
     /* LayerNorm with dropout over LayerNorm's elements at the same size, so that the two pair up */
     long n = (long)(target_bytes / calib_mem_bytes(kind == 5 ? 1 : kind, 1, 2, ROW));
@@ -81,11 +83,60 @@ static void mem_point(const calib_plan_t *p, calib_table_t *t, int kind, double 
         if (b->fill)
             bg_dfill(m.x[i], bytes, b->fill == 1, b->fill == 3, 11 + i);
     }
-    calib_stat_t s = bg_time(mem_call, &m, p);
-    calib_mem_row(t, kind, calib_mem_bytes(kind, n, 2, ROW), (double)n, &s);
+    return m;
+}
+
+static void mem_free(mem_ctx_t *m)
+{
     for (int i = 0; i < 9; i++)
-        if (m.x[i])
-            CUDA_CK(cudaFree(m.x[i]));
+        if (m->x[i])
+            CUDA_CK(cudaFree(m->x[i]));
+}
+
+static void mem_point(const calib_plan_t *p, calib_table_t *t, int kind, double target_bytes)
+{
+    mem_ctx_t m = mem_make(kind, target_bytes);
+    calib_stat_t s = bg_time(mem_call, &m, p);
+    calib_mem_row(t, kind, calib_mem_bytes(kind, m.n, 2, ROW), (double)m.n, &s);
+    mem_free(&m);
+}
+
+/* ---- CUDA graphs' launch gap -------------------------------------------------- */
+
+#define GRAPH_NODES 64 /* bias+GeLU calls a graph holds */
+
+static int graph_call(void *p)
+{
+    cudaError_t e = cudaGraphLaunch(*(cudaGraphExec_t *)p, bg.s);
+    return e == cudaSuccess ? 0 : kern_report_cuda((int)e, "cudaGraphLaunch", __FILE__, __LINE__);
+}
+
+/* kernel_gap_us for a kernel that is a node of a CUDA graph (the profile's
+ * graph_gap_us, what run --enable-cuda-graph's passes pay): GRAPH_NODES
+ * bias+GeLU calls captured into one graph, launched as bg_time's call, at
+ * 4 KiB to 256 KiB (the kernel gap's sizes, calib/profile.c); the
+ * intercept of time per node against bytes. < 0 where the fit finds none. */
+double bg_graph_gap_us(const calib_plan_t *p)
+{
+    double x[8], y[8], resid[8];
+    int n = 0;
+    for (double b = 1 << 12; b <= 256 << 10 && n < 8; b *= 4) {
+        mem_ctx_t m = mem_make(2, b);
+        cudaGraph_t g;
+        cudaGraphExec_t ex;
+        CUDA_CK(cudaStreamBeginCapture(bg.s, cudaStreamCaptureModeRelaxed));
+        for (int i = 0; i < GRAPH_NODES; i++)
+            KERN_CK(mem_call(&m));
+        CUDA_CK(cudaStreamEndCapture(bg.s, &g));
+        CUDA_CK(cudaGraphInstantiate(&ex, g, 0));
+        calib_stat_t s = bg_time(graph_call, &ex, p);
+        x[n] = calib_mem_bytes(2, m.n, 2, ROW), y[n++] = s.med_s / GRAPH_NODES * 1e6;
+        CUDA_CK(cudaGraphExecDestroy(ex));
+        CUDA_CK(cudaGraphDestroy(g));
+        mem_free(&m);
+    }
+    calib_linfit_t f = calib_fit_linear(x, y, n, 0, 256 << 10, resid);
+    return f.ok && f.a > 0 ? f.a : -1;
 }
 
 /* Bytes moved from 4 KiB by x2 to 1 GiB (256 MiB --quick, 2 MiB --tiny:

@@ -246,6 +246,9 @@ typedef struct {
     void (*collectives)(const calib_plan_t *p, calib_table_t *t, int verbose);
     void (*comm_slowdown)(const calib_plan_t *p, int ncores, calib_table_t *overlap);
     double (*flash1_rel)(const calib_plan_t *p);
+    /* a kernel's launch gap as a node of a CUDA graph, us; < 0 when it
+     * cannot be measured; NULL on the CPU, which has no graphs */
+    double (*graph_gap_us)(const calib_plan_t *p);
     void (*attn_dropout)(const calib_plan_t *p, calib_table_t *t);
     void (*sustained)(const calib_plan_t *p, calib_table_t *t); /* may be NULL (the CPU) */
 } calib_device_t;

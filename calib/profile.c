@@ -551,6 +551,8 @@ int calib_make_profile(const calib_result_t *r, const char *base_gpu, const char
         hw->cluster.host_stall_s = r->host_stall_s;
     if (r->flash1_rel > 0)
         g->flash1_rel = clamp(r->flash1_rel, 1e-3, 1);
+    if (r->graph_gap_us > 0) /* else the base's (the built-ins': 0, kernel_gap_us) */
+        g->graph_gap_us = clamp(r->graph_gap_us, 0, 1e5);
     double *rates[CALIB_MATH_RATES] = {&g->norm_gelems, &g->gelu_gelems, &g->optim_gparams, &g->dropout_gdraws};
     for (int k = 0; k < CALIB_MATH_RATES; k++)
         if (r->math_gelems[k] > 0)

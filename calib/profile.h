@@ -58,6 +58,7 @@ typedef struct {
                               else the copy rate at the largest size */
     double host_stall_s;   /* synchronous loading of one iteration's batch, or < 0 */
     double flash1_rel;     /* FlashAttention-1 speed / FlashAttention-2 style speed, or < 0 */
+    double graph_gap_us;   /* a kernel's gap as a CUDA graph node, us, or <= 0: not measured */
     double flash_gdraws[2]; /* the flash forward's and backward's draws of a full grid (1e9 / s; fits
                                flash_fwd_draws, flash_bwd_draws), or < 0 */
     double gemm_acc_exposed; /* the weight-gradient GEMMs' exposed share of their fp32 accumulation ("gemm_acc"

@@ -245,8 +245,11 @@ static void field_sources(cJSON *p, const calib_result_t *r)
              "among 32, 64 and 128 rows whose wave quantisation on sm_count x attn_slots_q/k slots best explains the samples, "
              "fits/flash_*_eff), attn_slots_q/k (the default flash kernels' blocks resident per SM at head size 128, "
              "cudaOccupancyMaxActiveBlocksPerMultiprocessor; 0: not recorded, one), mem_eff (LayerNorm, bias+GeLU, AdamW "
-             "kernels), flash1_rel (kern_attention_*_v1_cuda over kern_attention_*_cuda, forward + backward)%s%s%s%s; "
+             "kernels), flash1_rel (kern_attention_*_v1_cuda over kern_attention_*_cuda, forward + backward)"
+             "%s%s%s%s%s; "
              "cluster: %s%s", hbm, acc,
+             r->graph_gap_us > 0 ? ", graph_gap_us (64 kern_bias_gelu_fwd_cuda calls launched as one CUDA graph, "
+                                   "time per node up to 256 KiB)" : "",
              r->math_gelems[3] > 0 ? ", dropout_gdraws (kern_layernorm_fwd_cuda with dropout 0.1 less without, over "
                                      "its draws: fits/dropout_rate)" : "",
              r->flash_gdraws[0] > 0 && r->flash_gdraws[1] > 0
@@ -259,8 +262,9 @@ static void field_sources(cJSON *p, const calib_result_t *r)
     snprintf(buf, sizeof buf, "gpu peak_tf32_tflops = the "
              "measured bf16 peak x the base's tf32/bf16 ratio (kern_gemm_cuda is bf16 only); norm_gelems, "
              "gelu_gelems, optim_gparams (data-sheet math rates: those kernels are bandwidth-bound on a GPU, so "
-             "their samples give mem_eff)%s%s%s%s%s; cluster topology "
+             "their samples give mem_eff)%s%s%s%s%s%s; cluster topology "
              "and network fields (no second node to measure), runtime_reserved_gib%s",
+             r->graph_gap_us > 0 ? "" : "; gpu graph_gap_us (the graph's samples gave no positive launch gap)",
              !isnan(r->comm_slowdown) ? "" : "; gpu comm_slowdown (needs >= 2 ranks, one GPU each)",
              r->flash1_rel > 0 ? "" : "; gpu flash1_rel (its measurement failed)",
              r->math_gelems[3] > 0 ? "" : "; gpu dropout_gdraws (dropout added no measurable time to LayerNorm)",
@@ -435,6 +439,9 @@ void calib_print_report(const calib_result_t *r, const hw_t *hw)
         printf("  largest copy       %8.2f GB/s     -> hbm_gbps %.4g (too few copies of >= 2 x %.0f MiB to fit)\n",
                r->copy_gbps, hw->gpu.hbm_gbps, r->llc_bytes / (1 << 20));
     printf("  kernel gap         %8.3f us\n", r->gap_us);
+    if (r->graph_gap_us > 0)
+        printf("  graph gap          %8.3f us   (a kernel as a node of a CUDA graph: --enable-cuda-graph)\n",
+               r->graph_gap_us);
     if (r->host_stall_s >= 0)
         printf("  host stall         %8.3f us  (synchronous loading of one iteration of run's default job)\n",
                r->host_stall_s * 1e6);

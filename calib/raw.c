@@ -80,6 +80,7 @@ cJSON *calib_measured_json(const calib_result_t *r)
     put_scalars(g, &r->gpu, gpu_scalars, NS(gpu_scalars));
     cJSON_AddNumberToObject(g, "attn_slots_q", r->gpu.attn_slots_q);
     cJSON_AddNumberToObject(g, "attn_slots_k", r->gpu.attn_slots_k);
+    cJSON_AddNumberToObject(o, "graph_gap_us", r->graph_gap_us);
     cJSON *job = cJSON_AddObjectToObject(o, "job");
     put_scalars(job, &r->job, job_scalars, NS(job_scalars));
     put_scalars(job, &r->job, job_expert_scalars, NS(job_expert_scalars));
@@ -118,6 +119,9 @@ static int measured_from_json(const cJSON *o, calib_result_t *r, char *err)
     const cJSON *sq = cJSON_GetObjectItemCaseSensitive(g, "attn_slots_q"), *sk = cJSON_GetObjectItemCaseSensitive(g, "attn_slots_k");
     r->gpu.attn_slots_q = cJSON_IsNumber(sq) ? sq->valueint : 0;
     r->gpu.attn_slots_k = cJSON_IsNumber(sk) ? sk->valueint : 0;
+    /* recorded since 2026-11-29's eighth session: older files measured none */
+    const cJSON *gg = cJSON_GetObjectItemCaseSensitive(o, "graph_gap_us");
+    r->graph_gap_us = cJSON_IsNumber(gg) ? gg->valuedouble : 0;
     int lv = -1;
     for (int i = 0; i < 3; i++)
         lv = strcmp(level, calib_level_names[i]) ? lv : i;

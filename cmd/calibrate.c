@@ -166,6 +166,10 @@ static void run_compute(const calib_device_t *d, const calib_plan_t *p, calib_re
     r->host_stall_s = host_stall(p);
     progress("FlashAttention-1 against the flash kernel");
     r->flash1_rel = d->flash1_rel(p);
+    if (d->graph_gap_us) {
+        progress("the launch gap of a kernel in a CUDA graph");
+        r->graph_gap_us = d->graph_gap_us(p);
+    }
     if (d->attn_dropout) {
         progress("the flash kernels with dropout against without");
         d->attn_dropout(p, &r->attn_drop);

@@ -36,7 +36,7 @@
 #include <unistd.h>
 
 typedef struct {
-    int train_iters, seed, device, json, save_interval, resume, self_check, cuda_graph, help;
+    int train_iters, seed, device, json, save_interval, resume, self_check, help;
     double lr, beta1, beta2, eps, weight_decay, clip_grad, min_lr;
     int warmup, decay_style, decay_iters, on_nan, until_step;
     double heartbeat_interval_s;
@@ -105,8 +105,6 @@ static const opt_def run_defs[] = {
     {"gemm-algos", OPT_STR, RO(gemm_algos), 1, 1024, "", 0, "run",
      "directory of cuBLASLt's choice per GEMM problem, a file per rank (DIR/rank-R.txt): read, each problem not "
      "in it tuned when first met (its candidates timed, the fastest kept), written back at the end (--device gpu)"},
-    {"enable-cuda-graph", OPT_BOOL, RO(cuda_graph), 0, 1, "false", 0, "run", "each forward and backward pass from "
-     "the second iteration on captured and launched as a CUDA graph (--device gpu; Megatron-Core's flag)"},
     {"replay", OPT_STR, RO(replay), 1, 1024, "", 0, "run",
      "train the job RESULT.h5 records (run --out; or simulate --out) again: its hardware profile and, of a run, "
      "its seed, data, steps and learning-rate schedule, on as many ranks; files and flags apply over them"},
@@ -206,7 +204,7 @@ static int parse(run_t *R, int argc, char **argv)
      * own simulation prices them at the bf16 rate, as what ran. */
     if (R->o.device == DEV_GPU && R->job.fp8_format)
         R->hw.gpu.peak_fp8_tflops = R->hw.gpu.peak_bf16_tflops;
-    if (R->o.cuda_graph && exec_graph_rules(&R->job, R->o.device == DEV_GPU, err, sizeof err))
+    if (R->job.cuda_graph && exec_graph_rules(&R->job, R->o.device == DEV_GPU, err, sizeof err))
         return bad(R, err);
     if (R->o.resume && !R->o.load[0] && !R->o.save[0])
         return bad(R, "--resume needs --save DIR (or --load DIR): the checkpoint directory to continue from");
@@ -332,7 +330,7 @@ static int setup(run_t *R)
     rc = exec_init(&R->x, &R->job, R->rt, R->comm, &R->m, &R->data, &hp, (unsigned long long)R->o.seed, err, sizeof err);
     if (ranks_first_failure(rc, err))
         return bad(R, err[0] ? err : "a rank could not set up its executor");
-    R->x.graphs = R->o.cuda_graph;
+    R->x.graphs = R->job.cuda_graph;
     /* What a checkpoint must match to resume as if uninterrupted: the job,
      * and the seed and data that draw its batches and dropout masks. */
     cJSON *cj = cJSON_CreateObject();
@@ -564,7 +562,7 @@ static void report_end(run_t *R, const result_t *r)
                R->mem_outside / 1048576.0);
     printf("timing: %.0f ns per op, %ld ops per step on rank 0: %.3f%% of the step", R->overhead_ns,
            R->ops_per_iter, 100 * R->timing_fraction);
-    printf(R->o.cuda_graph ? "; %ld passes ran as CUDA graphs on rank 0 (%ld instantiated)\n" : "\n",
+    printf(R->job.cuda_graph ? "; %ld passes ran as CUDA graphs on rank 0 (%ld instantiated)\n" : "\n",
            R->rt->graph_launches, R->rt->graph_builds);
     double mhz, watts, capped;
     kern_clock_means(&R->clock, &mhz, &watts, &capped);

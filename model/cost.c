@@ -416,9 +416,32 @@ static double unfused_rel(const hw_gpu_t *g, const op_t *op)
     return rel > 0 ? rel : 1;
 }
 
+/* The kernel launches whose gap an op's price holds (op_once_s): a GEMM
+ * and its FP8 cast, an attention kernel and its GQA dK/dV sum, an
+ * elementwise kernel; none for collectives (their launch is their own). */
+static int op_kernels(const hw_t *hw, const op_t *op)
+{
+    switch (op->kind) {
+    case OP_GEMM: return 1 + (op->cast_elems > 0);
+    case OP_ATTN: return 1 + (cost_attn_dkv_sum_s(hw, op) > 0);
+    case OP_ELEM: return 1;
+    default: return 0;
+    }
+}
+
+/* What the op's kernels save as graph nodes: each launch's kernel_gap_us
+ * less graph_gap_us (0 when the profile has none: not measured), times
+ * its kernels and runs; 0 without --enable-cuda-graph. */
+static double graph_saving_s(const hw_t *hw, const job_t *job, const op_t *op)
+{
+    const hw_gpu_t *g = &hw->gpu;
+    double graph_us = g->graph_gap_us > 0 ? g->graph_gap_us : g->kernel_gap_us;
+    return job->cuda_graph ? op_runs(op) * op_kernels(hw, op) * fmax(0, g->kernel_gap_us - graph_us) * US : 0;
+}
+
 double cost_op_s(const hw_t *hw, const job_t *job, const op_t *op)
 {
-    return op_runs(op) * op_once_s(hw, job, op);
+    return op_runs(op) * op_once_s(hw, job, op) - graph_saving_s(hw, job, op);
 }
 
 static double op_once_s(const hw_t *hw, const job_t *job, const op_t *op)

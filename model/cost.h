@@ -112,7 +112,11 @@ double cost_optimizer_s(const hw_t *hw, const job_t *job, double params);
  * 8-byte all-reduce over all GPUs. Every rank waits there for the last. */
 double cost_grad_norm_sync_s(const hw_t *hw, const job_t *job);
 
-/* Any op; collectives and transfers use the job's layout of their group. */
+/* Any op; collectives and transfers use the job's layout of their group.
+ * Under --enable-cuda-graph (job cuda_graph) each of its kernels is a node
+ * of its pass's graph, at graph_gap_us instead of kernel_gap_us (cost.c
+ * graph_saving_s; the embedding's and output layer's few kernels keep
+ * their launch gap). */
 double cost_op_s(const hw_t *hw, const job_t *job, const op_t *op);
 
 /* Peak FLOP/s MFU counts against: the job's precision (bf16 or tf32), or

@@ -38,6 +38,9 @@ static const opt_def gpu_defs[] = {
     {"attn-slots-k", OPT_INT, G(attn_slots_k), 0, 64, "0", 0, "gpu",
      "attention backward: thread blocks resident per SM (0 or 1: one; missing in files written before 2026-11-26)"},
     {"kernel-gap-us", OPT_REAL, G(kernel_gap_us), 0, 1e5, 0, 0, "gpu", "fixed cost per kernel, us"},
+    {"graph-gap-us", OPT_REAL, G(graph_gap_us), 0, 1e5, "0", 0, "gpu",
+     "fixed cost per kernel of a CUDA graph (--enable-cuda-graph's passes), us (0: not measured, kernel_gap_us; "
+     "missing in files written before 2026-11-29's eighth session)"},
     {"comm-slowdown", OPT_REAL, G(comm_slowdown), 0, 1, 0, 0, "gpu", "compute slowdown beside a collective"},
     {"flash1-rel", OPT_REAL, G(flash1_rel), 1e-3, 1, 0, 0, "gpu",
      "FlashAttention-1 speed as a fraction of the flash curves (--attention flash1)"},

@@ -32,6 +32,8 @@ typedef struct {
                                        (occupancy; 0 or 1: one), the wave
                                        model's slots: sm_count x this */
     double kernel_gap_us;     /* fixed cost per kernel launch on the stream */
+    double graph_gap_us;      /* the same for a kernel of a CUDA graph (--enable-cuda-graph's passes);
+                                 0: not measured, kernel_gap_us */
     double comm_slowdown;     /* fractional compute slowdown while a collective
                                  kernel shares the GPU */
     double flash1_rel;        /* FlashAttention-1's speed as a fraction of the

@@ -165,6 +165,9 @@ static const opt_def defs[] = {
      "fuse dropout-residual-LayerNorm and put GeLU in the GEMM epilogue"},
     {"async-data-loader", OPT_BOOL, J(async_data_loader), 0, 1, "false", 0, "MegaScale techniques",
      "asynchronous data pipeline, one loader per node (no host stall)"},
+    {"enable-cuda-graph", OPT_BOOL, J(cuda_graph), 0, 1, "false", 0, "MegaScale techniques",
+     "each forward and backward pass launched as a CUDA graph (Megatron-Core's flag): its kernels priced at the "
+     "profile's graph_gap_us; run captures them (--device gpu)"},
 
     {"gpu", OPT_STR, J(gpu), 0, sizeof(((job_t *)0)->gpu), "a800-sxm-80gb", 0, "hardware",
      "built-in GPU profile (megasim hardware lists them)"},

@@ -79,6 +79,7 @@ typedef struct {
     double moe_load_cv;        /* the experts' token loads' coefficient of variation in a micro-batch (0: even) */
     /* MegaScale techniques */
     int parallel_block, sliding_window, optimizer, pp_comm_overlap;
+    int cuda_graph;            /* --enable-cuda-graph: each forward and backward pass launched as a CUDA graph */
     int attention, fused_elementwise, async_data_loader, preset;
     /* hardware */
     char gpu[40], cluster[40], hardware[256];

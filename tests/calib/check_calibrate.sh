@@ -156,6 +156,24 @@ if sys.argv[2] == 'cpu' and not sys.argv[3]:
 PY
 echo "ok   the unfused attention's softmax rates and GEMM speed are the fits'"
 
+# A kernel's gap as a node of a CUDA graph (calib/bench_gpu_mem.c
+# bg_graph_gap_us; what --enable-cuda-graph's passes are priced at): on a
+# GPU measured and named in the provenance, or, where the samples gave no
+# positive launch gap (the emulated GPU's time has no fixed part), the
+# base's 0 (kernel_gap_us) and named among the fields kept; on the CPU,
+# which has no graphs, 0 and named nowhere.
+python3 - "$dir/p.json" "$device" <<'PY' || fail "graph_gap_us is not what the provenance says"
+import json, sys
+p = json.load(open(sys.argv[1])); g, pv = p['gpu']['graph_gap_us'], p['provenance']
+named = ('graph_gap_us' in pv['measured'], 'graph_gap_us' in pv['kept_from_base'])
+print('     graph_gap_us %g; named in measured, kept_from_base: %s' % (g, named))
+if sys.argv[2] == 'cpu':
+    assert g == 0 and named == (False, False)
+else:
+    assert (g > 0 and named == (True, False)) or (g == 0 and named == (False, True))
+PY
+echo "ok   graph_gap_us as the provenance says"
+
 # The backward GEMMs' transposes (calib/profile.c fit_gemm): on the CPU,
 # gemm_pack_ns is the gemm_pack fit's slope (us an element, x 1e3), which
 # kern_gemm_ref's packing of the weight (input gradient) and of both inputs

@@ -201,6 +201,33 @@ static void chunked_extras(void)
               "(t - 1) more packs of its k x n weight at gemm_pack_ns, beyond the unchunked one");
 }
 
+/* --enable-cuda-graph: a layer op's kernels are graph nodes, each paying
+ * graph_gap_us where a launch pays kernel_gap_us; nothing without a
+ * measured graph gap (0: not measured), nor for collectives. */
+static void cuda_graphs(void)
+{
+    job_t j, g;
+    hw_t hw;
+    h100_default(&j, &hw);
+    g = j, g.cuda_graph = 1;
+    op_t elem = {.kind = OP_ELEM, .elem_kind = ELEM_STREAM, .bytes = 1 << 20, .repeat = 3, .pair = -1};
+    op_t fp8 = {.kind = OP_GEMM, .m = 4096, .n = 1024, .k = 1024, .batch = 1, .fp8 = 1, .cast_elems = 4096 * 1024,
+                .pair = -1};
+    check_rel("built-in H100 (no graph gap measured): graphs change nothing", cost_op_s(&hw, &j, &elem),
+              cost_op_s(&hw, &g, &elem), 0, "graph_gap_us 0: kernel_gap_us");
+    hw.gpu.kernel_gap_us = 2.0, hw.gpu.graph_gap_us = 0.5;
+    check_rel("an elementwise op run 3 times: 3 launches of 1.5 us less", 3 * 1.5e-6,
+              cost_op_s(&hw, &j, &elem) - cost_op_s(&hw, &g, &elem), 1e-9, "runs x (kernel_gap - graph_gap)");
+    check_rel("an FP8 GEMM: its cast and its GEMM, 2 launches", 2 * 1.5e-6,
+              cost_op_s(&hw, &j, &fp8) - cost_op_s(&hw, &g, &fp8), 1e-9, "the cast is a kernel of its own");
+    op_t ar = {.kind = OP_COLL, .coll = COLL_ALLREDUCE, .group = GROUP_TP, .bytes = 1 << 20, .pair = -1};
+    check_rel("a collective: unchanged", cost_op_s(&hw, &j, &ar), cost_op_s(&hw, &g, &ar), 0,
+              "its launch is priced by coll_launch_us");
+    hw.gpu.graph_gap_us = 3.0;
+    check_rel("a graph gap above the launch gap saves nothing", cost_op_s(&hw, &j, &elem), cost_op_s(&hw, &g, &elem),
+              0, "max(0, kernel_gap - graph_gap)");
+}
+
 int main(void)
 {
     job_t j;
@@ -478,6 +505,7 @@ int main(void)
     offload();
     gemm_pack();
     chunked_extras();
+    cuda_graphs();
     /* Llama 3's cluster: a group across pods has 1/7 of the bandwidth (the
      * aggregation layer at 1:7, arXiv 2407.21783 section 3.3.1). Above the
      * net curve's last point the bandwidth term is linear in the bytes, so
