@@ -49,10 +49,12 @@ void kern_fp8_quant_ref(float *out, const float *x, long n, int fmt, float scale
  * to bf16 (an FP8 value over a scale that is not a power of two is not a
  * bf16 one: this one rounding more than the fp32 CPU path's, at most half
  * a bf16 step, 2^-9 relative, beside FP8's 2^-4 or 2^-3); *amax_dev (one
- * device float) = max |x|, NaN left out as by the reference: a block max
- * and one atomic per block (at most 1,024 blocks, each thread striding over
- * 16-byte vectors where n and the pointers allow); amax_dev is zeroed
- * first, on the stream. */
+ * device float, >= 0) = the larger of itself and max |x|, NaN left out as
+ * by the reference: a block max and one atomic per block (at most 1,024
+ * blocks, each thread striding over 16-byte vectors where n and the
+ * pointers allow). The caller zeroes it: a running max, so that a tensor's
+ * casts over an iteration keep its amax on the device (the delayed
+ * recipe's record) and the host reads it once. */
 int kern_fp8_quant_cuda(kern_bf16 *out, const kern_bf16 *x, long n, int fmt, float scale, float *amax_dev,
                         cudaStream_t stream);
 #endif

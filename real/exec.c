@@ -363,11 +363,10 @@ int exec_graph_rules(const job_t *j, int gpu, char *err, int errlen)
                       : j->tp > 1          ? "with TP > 1: its collectives inside each pass are not captured"
                       : j->cp > 1          ? "with CP > 1: its ring runs beside each pass on another stream"
                       : j->num_experts > 0 ? "with experts: the routing's counts are read back inside each pass"
-                      : j->fp8_format      ? "with --fp8-format: each cast's amax is read back at once"
                                            : NULL; /* offloading is not run on the GPU (gpt_check_switches) */
     if (why)
-        snprintf(err, errlen, "--enable-cuda-graph %s; allowed: one GPU per TP group, without CP, experts or FP8 "
-                 "(DP and PP take part)", why);
+        snprintf(err, errlen, "--enable-cuda-graph %s; allowed: one GPU per TP group, without CP or experts (DP, "
+                 "PP and FP8 take part)", why);
     return why != NULL;
 }
 

@@ -94,7 +94,8 @@ void exec_free(exec_t *x);
 
 /* 0 when the job's passes can be captured as CUDA graphs (--enable-cuda-
  * graph): on the GPU, each pass on the compute stream alone, with no host
- * read inside it. Else non-zero and err says which rule. */
+ * read inside it (FP8's amaxes stay on the device). Else non-zero and err
+ * says which rule. */
 int exec_graph_rules(const job_t *job, int gpu, char *err, int errlen);
 
 /* Runs training iteration x->iter (then increments it). *loss: the mean

@@ -152,7 +152,8 @@ typedef struct {
     double moe_cv_sum, moe_cv_n; /* this iteration's sum of squared expert-load CVs, and their number */
 
     int fp8_sites;           /* --fp8-format: 3 per weight tensor of the model (gpt_fp8.c), 0 without */
-    float *fp8_amax, *fp8_scale; /* [fp8_sites]: this iteration's amax so far, the scale in use */
+    float *fp8_amax, *fp8_scale; /* [fp8_sites]: this iteration's amax so far (device: the casts' running
+                                    max), the scale in use (host) */
 
     void *params;            /* act (nparams): the weights the kernels read */
     float *grads;            /* fp32 (nparams) */

@@ -12,7 +12,10 @@
  * largest |x| over the iteration (every micro-batch) and over every rank
  * (one max over the world at the iteration's end): TE reduces over its
  * amax group after each forward pass, but once per iteration keeps every
- * parallel plan and schedule on the same scales, so their losses agree. */
+ * parallel plan and schedule on the same scales, so their losses agree.
+ * The casts keep the amaxes on the device (a running max per site), read
+ * back once, at the iteration's end: no pass waits on the host for them
+ * (so a pass can be captured as a CUDA graph). */
 #include "real/gpt_layer.h"
 
 #include "kernels/fp8.h"
@@ -42,10 +45,11 @@ int gpt_fp8_init(gpt_t *m, char *err, int errlen)
     if (comm_host_max_f64(m->comm, GRP_WORLD, &n, 1))
         return -1;
     m->fp8_sites = (int)n * NROLES;
-    m->fp8_amax = calloc((size_t)m->fp8_sites, sizeof *m->fp8_amax);
-    m->fp8_scale = malloc(sizeof *m->fp8_scale * (size_t)m->fp8_sites);
-    if (!m->fp8_amax || !m->fp8_scale) {
-        snprintf(err, errlen, "out of host memory for the FP8 scales");
+    size_t bytes = sizeof(float) * (size_t)m->fp8_sites;
+    m->fp8_scale = malloc(bytes);
+    if (!m->fp8_scale || OP->alloc(RT, (void **)&m->fp8_amax, bytes, RT_POOL_MAIN) ||
+        OP->memset0(RT, m->fp8_amax, bytes, STREAM_COMPUTE)) {
+        snprintf(err, errlen, "out of memory for the FP8 scales and amaxes (%d tensors)", m->fp8_sites);
         return -1;
     }
     for (int i = 0; i < m->fp8_sites; i++)
@@ -55,7 +59,9 @@ int gpt_fp8_init(gpt_t *m, char *err, int errlen)
 
 void gpt_fp8_free(gpt_t *m)
 {
-    free(m->fp8_amax), free(m->fp8_scale);
+    if (m->fp8_amax && m->rt)
+        OP->free(RT, m->fp8_amax);
+    free(m->fp8_scale);
     m->fp8_amax = m->fp8_scale = NULL;
 }
 
@@ -70,10 +76,8 @@ static int fp8(gpt_t *m, int tw, int role, const void *x, long n, const void **q
     int s = site(m, tw, role);
     int fmt = role_fmt(m, role);
     void *out;
-    float amax;
     RT_TRY(alloc_act(m, &out, n));
-    RT_TRY(OP->fp8_quant(RT, out, x, n, fmt, m->fp8_scale[s], &amax));
-    m->fp8_amax[s] = amax > m->fp8_amax[s] ? amax : m->fp8_amax[s];
+    RT_TRY(OP->fp8_quant(RT, out, x, n, fmt, m->fp8_scale[s], m->fp8_amax + s));
     *q = out;
     return 0;
 }
@@ -124,20 +128,20 @@ int gpt_fp8_step(gpt_t *m)
 {
     if (!m->fp8_sites)
         return 0;
+    size_t bytes = sizeof(float) * (size_t)m->fp8_sites;
     double *a = malloc(sizeof *a * (size_t)m->fp8_sites);
-    if (!a) {
+    float *h = malloc(bytes);
+    int rc = !a || !h ? -1 : OP->d2h(RT, h, m->fp8_amax, bytes); /* the device is idle: iter_end */
+    if (!a || !h)
         fprintf(stderr, "%s:%d: out of host memory for the FP8 amaxes\n", __FILE__, __LINE__);
-        return -1;
-    }
-    for (int i = 0; i < m->fp8_sites; i++)
-        a[i] = m->fp8_amax[i];
-    int rc = comm_host_max_f64(m->comm, GRP_WORLD, a, m->fp8_sites);
+    for (int i = 0; !rc && i < m->fp8_sites; i++)
+        a[i] = h[i];
+    rc = rc || comm_host_max_f64(m->comm, GRP_WORLD, a, m->fp8_sites);
     for (int i = 0; !rc && i < m->fp8_sites; i++) {
         int fmt = role_fmt(m, i % NROLES);
         if (a[i] > 0 && isfinite(a[i])) /* a tensor that was all zeros (or not met) keeps its scale */
             m->fp8_scale[i] = (float)(kern_fp8_max(fmt) / a[i]);
-        m->fp8_amax[i] = 0;
     }
-    free(a);
-    return rc;
+    free(a), free(h);
+    return rc || OP->memset0(RT, m->fp8_amax, bytes, STREAM_COMPUTE); /* the next iteration's running max */
 }

@@ -473,8 +473,6 @@ int gpt_init(gpt_t *m, const job_t *j, rt_t *rt, comm_t *comm, char *err, int er
         snprintf(err, errlen, "out of host memory laying out the model");
         return -1;
     }
-    if (gpt_fp8_init(m, err, errlen))
-        return -1;
     size_t ab = (size_t)rt->act_bytes;
     if (rt->op->alloc(rt, &m->params, (size_t)m->nparams * ab, RT_POOL_MAIN) ||
         rt->op->alloc(rt, (void **)&m->grads, (size_t)m->nparams * sizeof(float), RT_POOL_MAIN) ||
@@ -483,7 +481,7 @@ int gpt_init(gpt_t *m, const job_t *j, rt_t *rt, comm_t *comm, char *err, int er
         snprintf(err, errlen, "cannot allocate %ld parameters and their gradients on the device", m->nparams);
         return -1;
     }
-    return 0;
+    return gpt_fp8_init(m, err, errlen);
 }
 
 void gpt_free(gpt_t *m)

@@ -182,9 +182,10 @@ typedef struct {
     int (*attn_merge)(rt_t *rt, void *out, float *lse, const void *out_b, const float *lse_b, int B, int T, int NH,
                       int HS);
     /* out (n) = x cast to FP8 format fmt (kern_fp8_fmt) at scale and back
-     * (kernels/fp8.h); *amax (host) = max |x|. Both emulate the cast (the
-     * GPU in bf16, reading amax back at once): FP8's numerics, not its
-     * speed (that would be cuBLASLt's FP8 GEMMs) */
+     * (kernels/fp8.h); *amax (device, >= 0) = the larger of itself and
+     * max |x|: a running max the caller zeroes, read back once an
+     * iteration. Both emulate the cast (the GPU in bf16): FP8's numerics,
+     * not its speed (that would be cuBLASLt's FP8 GEMMs) */
     int (*fp8_quant)(rt_t *rt, void *out, const void *x, long n, int fmt, float scale, float *amax);
     int (*xent_fwd)(rt_t *rt, float *losses, float *lse, const void *logits, const int *targets, int N,
                     int V);

@@ -230,19 +230,11 @@ static int g_slow_end(rt_t *rt, double extra)
     return kern_stretch_cuda(G(rt)->slow_t0, extra, MAIN(rt));
 }
 
-/* The delayed recipe's amax is read back at once: a synchronisation per
- * cast. This is FP8's numerics on the bf16 GEMMs (kernels/fp8.h), for
- * testing them, not FP8's speed (cuBLASLt's FP8 GEMMs). */
+/* FP8's numerics on the bf16 GEMMs (kernels/fp8.h), for testing them, not
+ * FP8's speed (cuBLASLt's FP8 GEMMs); the amax stays on the device. */
 static int g_fp8_quant(rt_t *rt, void *out, const void *x, long n, int fmt, float scale, float *amax)
 {
-    float *d;
-    if (g_alloc(rt, (void **)&d, sizeof *d, RT_POOL_MAIN))
-        return -1;
-    int rc = kern_fp8_quant_cuda(out, x, n, fmt, scale, d, CS(rt));
-    if (!rc)
-        rc = g_d2h(rt, amax, d, sizeof *amax);
-    g_free(rt, d);
-    return rc;
+    return kern_fp8_quant_cuda(out, x, n, fmt, scale, amax, CS(rt));
 }
 
 static int g_xent_fwd(rt_t *rt, float *losses, float *lse, const void *logits, const int *targets, int N, int V)

@@ -8,7 +8,9 @@
  * largest finite; a NaN, which the amax leaves out; 16-byte vectors
  * (n a multiple of 8) and single elements (the 5000s are, the odd n is
  * not), more elements than one grid covers (the grid-stride loop) and an
- * empty call (amax 0). */
+ * empty call (amax 0). The amax is a running max the caller zeroes: a
+ * larger one already there stays, a smaller one is raised, and an empty
+ * call leaves it. */
 #include <math.h>
 #include <stdlib.h>
 #include "kern_gpu.h"
@@ -59,6 +61,28 @@ static int one(kc_rng *r, long n, int fmt, float scale_or_0, long nan_at) {
   return bad;
 }
 
+/* *amax_dev kept when larger, raised when smaller, left by an empty call. */
+static int accumulates(kc_rng *r) {
+  long n = 5000;
+  float *x = draw(r, n, -1), *want = malloc(sizeof *want * (size_t)n), a = 0;
+  kern_fp8_quant_ref(want, x, n, KERN_FP8_E4M3, 1.0f, &a);
+  kern_bf16 *dx = kg_bf16(x, n), *dout = kg_bf16(NULL, n);
+  int bad = 0;
+  float starts[3] = {2 * a, a / 2, 3 * a}, wants[3] = {2 * a, a, 3 * a};
+  for (int c = 0; c < 3; c++) {
+    float got = -1, *damax = kg_f32(&starts[c], 1);
+    KG_CHECK(kern_fp8_quant_cuda(dout, dx, c == 2 ? 0 : n, KERN_FP8_E4M3, 1.0f, damax, 0));
+    kg_get_f32(&got, damax, 1);
+    int b = got != wants[c];
+    printf("%s running amax: %s %.9g there, max |x| %.9g over n=%ld: expected %.9g, got %.9g\n", b ? "FAIL" : "ok  ",
+           c == 0 ? "a larger" : c == 1 ? "a smaller" : "an empty call's", starts[c], a, c == 2 ? 0 : n, wants[c],
+           got);
+    bad += b;
+  }
+  free(x), free(want);
+  return bad;
+}
+
 int main(void) {
   kg_require_gpu("kern_fp8_cuda");
   kc_rng r = {7};
@@ -73,5 +97,6 @@ int main(void) {
   bad += one(&r, 1024L * 256 * 8 * 3 + 80, KERN_FP8_E4M3, 0.0f, -1);
   bad += one(&r, 1024L * 256 * 3 + 77, KERN_FP8_E5M2, 0.0f, -1);
   bad += one(&r, 0, KERN_FP8_E4M3, 1.0f, -1);
+  bad += accumulates(&r);
   return kc_finish("kern_fp8_cuda", bad);
 }

@@ -10,7 +10,8 @@ expected vs got per step.
            uncaptured run's bit for bit, with dropout (each iteration's
            seeds reach the graph through cudaGraphExecUpdate: a graph
            replayed with its first capture's seeds moves step 3's loss);
-           on 1 rank and on PP 2 interleaved x DP 2 with every overlap;
+           on 1 rank with FP8's casts (their amaxes kept on the device) and
+           on PP 2 interleaved x DP 2 with every overlap;
            and the run says how many passes ran as graphs
 
 Usage: check_graphs.py CASE MPIEXEC MEGASIM EMULATED_GPU_MODULE"""
@@ -30,7 +31,8 @@ ITERS = 3  # the second and third iterations captured: the third updates the gra
 
 def gpu_emu():
     cr.MPI_ENV = list(cr.EMU_MPI_ENV)
-    for np_, plan, what in ((1, [], "1 emulated GPU"), (4, PP2, "4 emulated GPUs, PP 2 interleaved x DP 2")):
+    fp8 = ["--fp8-format", "e4m3", "--gpu", "h100-sxm-80gb"]  # the casts' amaxes on the device, read at the end
+    for np_, plan, what in ((1, fp8, "1 emulated GPU, FP8 (e4m3)"), (4, PP2, "4 emulated GPUs, PP 2 interleaved x DP 2")):
         plain, _ = cr.run(np_, GPU + plan, iters=ITERS)
         graphed, _ = cr.run(np_, GPU + plan + ["--enable-cuda-graph"], iters=ITERS)
         cr.expect_losses(f"{what}, dropout 0.1, --enable-cuda-graph", plain, graphed, "without graphs", 0.0)
