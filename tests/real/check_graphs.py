@@ -32,7 +32,8 @@ ITERS = 3  # the second and third iterations captured: the third updates the gra
 def gpu_emu():
     cr.MPI_ENV = list(cr.EMU_MPI_ENV)
     fp8 = ["--fp8-format", "e4m3", "--gpu", "h100-sxm-80gb"]  # the casts' amaxes on the device, read at the end
-    for np_, plan, what in ((1, fp8, "1 emulated GPU, FP8 (e4m3)"), (4, PP2, "4 emulated GPUs, PP 2 interleaved x DP 2")):
+    for np_, plan, what in ((1, fp8, "1 emulated GPU, FP8 (e4m3)"),
+                            (4, PP2, "4 emulated GPUs, PP 2 interleaved x DP 2")):
         plain, _ = cr.run(np_, GPU + plan, iters=ITERS)
         graphed, _ = cr.run(np_, GPU + plan + ["--enable-cuda-graph"], iters=ITERS)
         cr.expect_losses(f"{what}, dropout 0.1, --enable-cuda-graph", plain, graphed, "without graphs", 0.0)
