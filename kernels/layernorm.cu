@@ -396,11 +396,12 @@ template <int V, bool RMS>
 static int ln_bwd_launch(bf16 *dres, float *dw, float *db, const bf16 *dout, const bf16 *xln,
                          const bf16 *w, const float *mean, const float *rstd, int N, int C,
                          cudaStream_t stream) {
-  if (V == 8 && C > 32 * 8 * 8 && C <= LN_ROW_THREADS * 8 * 4)
+  int cached = V == 8 && C > 32 * 8 * 8 && C <= LN_ROW_THREADS * 8 * 8; /* 2048 < C <= 16384 */
+  if (cached && C <= LN_ROW_THREADS * 8 * 4)
     KERN_LAUNCH(N, LN_ROW_THREADS, 0, stream, ln_bwd_row_cached_kernel<4, RMS>)(dres, dout, xln, w, mean, rstd, C);
-  else if (V == 8 && C <= LN_ROW_THREADS * 8 * 6)
+  else if (cached && C <= LN_ROW_THREADS * 8 * 6)
     KERN_LAUNCH(N, LN_ROW_THREADS, 0, stream, ln_bwd_row_cached_kernel<6, RMS>)(dres, dout, xln, w, mean, rstd, C);
-  else if (V == 8 && C <= LN_ROW_THREADS * 8 * 8)
+  else if (cached)
     KERN_LAUNCH(N, LN_ROW_THREADS, 0, stream, ln_bwd_row_cached_kernel<8, RMS>)(dres, dout, xln, w, mean, rstd, C);
   else
     KERN_LAUNCH(kern_cdiv(N, LN_WARPS), 32 * LN_WARPS, 0, stream, ln_bwd_rows_kernel<V, RMS>)(
