@@ -13,11 +13,14 @@
 #          OUT_DIR=DIR (default: <build-dir>/gpu-real)
 #          PROFILE=FILE (a measured profile, scripts/gpu-calibrate.sh's: the
 #          run is then compared with its simulation on it; default: the
-#          built-in h100-sxm-80gb)
+#          built-in BASE_GPU)
+#          BASE_GPU=h100-sxm-80gb (the built-in GPU the run records and its
+#          MFU is counted against; gpu-session.sh sets it from nvidia-smi)
 #          KV_GROUPS=16 (KV heads; below 16, grouped-query attention: megasim's
 #          run and its comparison only, as torch_gpt.py is MHA)
-#          TUNED=1, GRAPHS=1 (0 leaves out the run with cuBLASLt's choices
-#          tuned, or the one with CUDA graphs; each against the plain run)
+#          TUNED=1, GRAPHS=1, FP8=1 (0 leaves out the run with cuBLASLt's
+#          choices tuned, the one with CUDA graphs, or the one in FP8; each
+#          against the plain run)
 #
 # The model (both sides): 24 layers, hidden 2048, 16 heads (MHA), MLP 8192,
 # sequence 2048, GPT-2 style (learned positions, pre-LN, biases, tanh GeLU,
@@ -62,6 +65,7 @@ warmup=${WARMUP:-3}
 dropout=${DROPOUT:-0.1}
 clip=${CLIP:-1.0}
 groups=${KV_GROUPS:-16}
+base_gpu=${BASE_GPU:-h100-sxm-80gb}
 case $groups in 1 | 2 | 4 | 8 | 16) ;; *) echo "gpu-real: KV_GROUPS=$groups: allowed 1, 2, 4, 8 or 16 (divisors of the 16 heads)" >&2; exit 2 ;; esac
 out=${OUT_DIR:-$build/gpu-real}
 corpus=$root/experiments/data/corpus.txt
@@ -182,7 +186,7 @@ model=(--num-layers 24 --hidden-size 2048 --ffn-hidden-size 8192 --num-attention
 # stall and per-iteration overhead (0.65 s of a step; ASSUMPTIONS.md).
 plan=(--preset none --num-query-groups "$groups" --num-gpus 1 --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1
       --num-layers-per-virtual-pipeline-stage 0 --attention flash --fused-elementwise --cluster fattree)
-ours=("${plan[@]}" --gpu h100-sxm-80gb --device gpu --json --data "$corpus" --out "$out/megasim-run.h5")
+ours=("${plan[@]}" --gpu "$base_gpu" --device gpu --json --data "$corpus" --out "$out/megasim-run.h5")
 launch=()
 if command -v mpirun >/dev/null; then
   launch=(mpirun -np 1)
@@ -206,7 +210,7 @@ if [ "$groups" = 16 ]; then
 PYTHONPATH="$root/real/bench" python3 - "$out/megasim.jsonl" "$out/torch.jsonl" "$gb" "$warmup" <<'EOF' | tee "$out/side-by-side.txt"
 import statistics, sys
 from steps import steps
-PEAK = 989.4e12                       # H100 SXM dense bf16, FLOP/s
+PEAK = 989.4e12                       # H100 and H200 SXM dense bf16, FLOP/s
 B, s, l, h, V = int(sys.argv[3]), 2048, 24, 2048, 256
 F = 72.0 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))
 warm = int(sys.argv[4])
@@ -264,7 +268,7 @@ EOF2
 # untuned run's above. TUNED=0 leaves it out (about two runs' time).
 if [ "${TUNED:-1}" = 1 ]; then
   echo "== megasim run --device gpu --gemm-algos: tuning, then tuned ($(date -u +%T.%N | cut -c1-12) UTC)"
-  tuned=("${plan[@]}" --gpu h100-sxm-80gb --device gpu --json --data "$corpus" --gemm-algos "$out/gemm-algos")
+  tuned=("${plan[@]}" --gpu "$base_gpu" --device gpu --json --data "$corpus" --gemm-algos "$out/gemm-algos")
   for pass in tuning tuned; do
     ${launch[@]+"${launch[@]}"} "$build/megasim" run "${model[@]}" "${tuned[@]}" > "$out/megasim-$pass.jsonl" ||
       status=$?
@@ -280,10 +284,21 @@ fi
 # the warm-up against the plain run's. GRAPHS=0 leaves it out.
 if [ "${GRAPHS:-1}" = 1 ]; then
   echo "== megasim run --device gpu --enable-cuda-graph ($(date -u +%T.%N | cut -c1-12) UTC)"
-  ${launch[@]+"${launch[@]}"} "$build/megasim" run "${model[@]}" --train-iters 10 "${plan[@]}" --gpu h100-sxm-80gb \
+  ${launch[@]+"${launch[@]}"} "$build/megasim" run "${model[@]}" --train-iters 10 "${plan[@]}" --gpu "$base_gpu" \
     --device gpu --json --data "$corpus" --enable-cuda-graph > "$out/megasim-graphs.jsonl" || status=$?
   median_vs "$out/megasim.jsonl" "$out/megasim-graphs.jsonl" "CUDA graphs" "plain launches" "graphs" |
     tee "$out/graphs.txt"
+fi
+
+# ---- FP8 (issue 36, --fp8-format hybrid): the same run with each linear
+# layer's GEMMs on E4M3 (forward) and E5M2 (gradients) inputs, their casts
+# and amaxes on the GPU, weights kept in bf16; 10 steps, their median
+# against the plain run's, and how far its losses move. FP8=0 leaves it out.
+if [ "${FP8:-1}" = 1 ]; then
+  echo "== megasim run --device gpu --fp8-format hybrid ($(date -u +%T.%N | cut -c1-12) UTC)"
+  ${launch[@]+"${launch[@]}"} "$build/megasim" run "${model[@]}" --train-iters 10 "${plan[@]}" --gpu "$base_gpu" \
+    --device gpu --json --data "$corpus" --fp8-format hybrid > "$out/megasim-fp8.jsonl" || status=$?
+  median_vs "$out/megasim.jsonl" "$out/megasim-fp8.jsonl" "FP8 (hybrid)" "bf16" "fp8" | tee "$out/fp8.txt"
 fi
 
 # ---- mixture of experts on the GPU (issue 37): the tiny GPT with 4 experts,
@@ -315,7 +330,7 @@ fi
 if [ -s "$out/megasim-run.h5" ]; then
   hw=()
   [ -n "${PROFILE:-}" ] && [ -r "$PROFILE" ] && hw=(--hardware "$PROFILE")
-  echo "== megasim compare $out/megasim-run.h5 ${hw[*]:-(the built-in h100-sxm-80gb)}"
+  echo "== megasim compare $out/megasim-run.h5 ${hw[*]:-(the built-in $base_gpu)}"
   "$build/megasim" compare "$out/megasim-run.h5" ${hw[@]+"${hw[@]}"} --plot "$out/compare" |
     tee "$out/compare.txt" || status=1
 else

@@ -8,9 +8,10 @@
 #   stages: kernels    scripts/gpu-kernels.sh: kernel tests (gpu label
 #                      included), kern_bench, PyTorch SDPA side by side
 #           tests      megasim with CUDA (sm_$ARCH) in build-gpu, then its
-#                      gpu-labelled tests (kernels, calibration, real backend)
+#                      gpu-labelled tests (kernels, calibration, real backend,
+#                      CUDA graphs); the kernels stage then skips its own
 #           calibrate  scripts/gpu-calibrate.sh build-gpu (LEVEL, default quick):
-#                      the measured H100 profile
+#                      the measured profile of this GPU ($BASE_GPU-measured.json)
 #           real       scripts/gpu-real.sh build-gpu: 1.2B GPT, ours vs PyTorch,
 #                      then the run vs its simulation on that profile
 #           sanitize   compute-sanitizer (memcheck) over the CUDA kernel tests
@@ -19,12 +20,19 @@
 #                      calibrate stage's profile (both must have run)
 #           algos      kern_bench --algos: each of cuBLASLt's candidates for the
 #                      linear layers' GEMMs, with the SM clock and power
-#           all        kernels tests real calibrate compare: the stages a
-#                      single lease can afford first, calibration last
+#           all        tests real kernels calibrate compare: correctness
+#                      first, then the speed figures, calibration last
 #   env:   ARCH=90  LEVEL=quick|tiny|full  GPU_DEPS=.gpu-deps  NCCL_ROOT=DIR
+#          BASE_GPU=NAME  megasim's built-in GPU this one is (default: from
+#                      nvidia-smi's name; h100-sxm-80gb where it is not known)
 #          LIMIT_<stage>=S  each stage's wall-clock limit in seconds (timeout;
 #                      defaults below), so one hung or slow stage cannot eat
 #                      a lease's remaining stages
+#          BUDGET=S    the whole session's wall-clock (build included): each
+#                      stage's limit shrinks to what is left less 20 s (the
+#                      packing), and a stage with under 30 s left is not
+#                      started, so a device call's own limit never cuts the
+#                      session short of its summary
 #
 # One megasim build (build-gpu, CUDA for sm_$ARCH, every target) serves every
 # stage. nvidia-smi logs the SM clock, power and clock-event reasons every 50
@@ -82,6 +90,7 @@ build_all() {
     cmake --build "$build" -j"$(nproc)"
 }
 
+# The kernel tests ran in the tests stage when it came first (KERN_TESTS=0).
 stage_kernels() { bash "$root/scripts/gpu-kernels.sh" "$build"; }
 
 stage_tests() {
@@ -93,7 +102,7 @@ stage_tests() {
 # Compared with its simulation on the built-in H100 here (PROFILE when a
 # calibrate stage ran before it), and on the measured profile by `compare`.
 stage_real() {
-  OUT_DIR="$out/real" PROFILE="$out/h100-sxm-80gb-measured.json" bash "$root/scripts/gpu-real.sh" "$build"
+  OUT_DIR="$out/real" PROFILE="$profile" bash "$root/scripts/gpu-real.sh" "$build"
 }
 
 stage_sanitize() {
@@ -111,7 +120,7 @@ stage_sanitize() {
 }
 
 stage_compare() {
-  "$build/megasim" compare "$out/real/megasim-run.h5" --hardware "$out/h100-sxm-80gb-measured.json" \
+  "$build/megasim" compare "$out/real/megasim-run.h5" --hardware "$profile" \
     --plot "$out/real/compare-measured"
 }
 
@@ -120,11 +129,11 @@ stage_algos() {
 }
 
 stage_calibrate() {
-  OUT="$out/h100-sxm-80gb-measured.json" bash "$root/scripts/gpu-calibrate.sh" "$build"
+  OUT="$profile" bash "$root/scripts/gpu-calibrate.sh" "$build"
 }
 
 # Wall-clock limits (s): a lease's whole command gets 10 minutes.
-limit_kernels=${LIMIT_kernels:-120} limit_tests=${LIMIT_tests:-150} limit_real=${LIMIT_real:-170}
+limit_kernels=${LIMIT_kernels:-120} limit_tests=${LIMIT_tests:-150} limit_real=${LIMIT_real:-220}
 limit_calibrate=${LIMIT_calibrate:-110} limit_compare=${LIMIT_compare:-30} limit_sanitize=${LIMIT_sanitize:-90}
 limit_algos=${LIMIT_algos:-120}
 
@@ -135,22 +144,32 @@ pack() {
   mkdir -p "$OUT"
   tar -czf "$OUT/session.tar.gz" -C "$out" . 2>/dev/null
   cp "$out/session.txt" "$OUT/" 2>/dev/null
-  cp "$out/h100-sxm-80gb-measured.json" "$OUT/" 2>/dev/null
+  cp "$profile" "$OUT/" 2>/dev/null
   return 0
 }
 trap pack EXIT
 
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] || [ "${stages[0]}" = all ] && stages=(kernels tests real calibrate compare)
+[ ${#stages[@]} -eq 0 ] || [ "${stages[0]}" = all ] && stages=(tests real kernels calibrate compare)
 for s in "${stages[@]}"; do
   case $s in
   kernels | tests | real | calibrate | compare | sanitize | algos) ;;
   *) echo "gpu-session: unknown stage '$s'; stages: kernels tests real calibrate compare sanitize algos all" >&2; exit 2 ;;
   esac
 done
+# This GPU as one of megasim's built-ins (the run's --gpu, calibrate's --base-gpu).
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+case $gpu_name in
+*H200*) guess=h200-sxm-141gb ;; *H800*) guess=h800-sxm-80gb ;; *B200*) guess=b200-sxm-180gb ;;
+*A800*) guess=a800-sxm-80gb ;; *A100*) guess=a100-sxm-80gb ;; *) guess=h100-sxm-80gb ;;
+esac
+export BASE_GPU=${BASE_GPU:-$guess}
+profile=$out/$BASE_GPU-measured.json
+[[ " ${stages[*]} " == *" tests "* ]] && export KERN_TESTS=0
+session_t0=$(date +%s)
 status=0
 {
-  echo "gpu-session: $(date -u +%FT%TZ) on $(hostname)"
+  echo "gpu-session: $(date -u +%FT%TZ) on $(hostname); BASE_GPU=$BASE_GPU ${BUDGET:+BUDGET=$BUDGET s}"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 || true
   "$nvcc" --version 2>&1 | tail -n 1
   echo "NCCL_ROOT=${NCCL_ROOT:-(beside CUDA)}  GPU_DEPS=$([ -r "$gpu_deps/env.sh" ] && echo "$gpu_deps" || echo none)"
@@ -161,8 +180,16 @@ nvidia-smi --help-query-gpu 2>/dev/null | grep -q clocks_event_reasons.active ||
 nvidia-smi --query-gpu=$fields --format=csv -lms 50 > "$out/smi.csv" 2>&1 &
 smi_pid=$!
 trap 'kill $smi_pid 2>/dev/null; pack' EXIT
+# Seconds a step may take: LIMIT, or less where BUDGET has less left (20 s kept for packing).
+budget_limit() {
+  local left
+  [ -n "${BUDGET:-}" ] || { echo "$1"; return; }
+  left=$((BUDGET - ($(date +%s) - session_t0) - 20))
+  echo $((left < $1 ? left : $1))
+}
 t0=$(date +%s)
-if ! build_all > "$out/build.log" 2>&1; then
+if ! timeout -k 10 "$(budget_limit 400)" bash -c "$(declare -f build_all); $(declare -p root build arch nvcc deps_cfg); build_all" \
+     > "$out/build.log" 2>&1; then
   echo "gpu-session: the build failed after $(($(date +%s) - t0)) s; nothing ran (log: $out/build.log)" |
     tee -a "$out/session.txt"
   tail -n 40 "$out/build.log"
@@ -171,13 +198,19 @@ fi
 echo "   build: $(($(date +%s) - t0)) s" | tee -a "$out/session.txt"
 for s in "${stages[@]}"; do
   limit_var=limit_$s
-  echo "== gpu-session: $s (limit ${!limit_var} s) at $(date -u +%T) UTC" | tee -a "$out/session.txt"
+  limit=$(budget_limit "${!limit_var}")
+  if [ "$limit" -lt 30 ]; then
+    echo "   $s: not started, ${limit} s of BUDGET=$BUDGET s left" | tee -a "$out/session.txt"
+    status=1
+    continue
+  fi
+  echo "== gpu-session: $s (limit $limit s) at $(date -u +%T) UTC" | tee -a "$out/session.txt"
   t0=$(date +%s)
-  timeout -k 10 "${!limit_var}" bash -c "$(declare -f "stage_$s"); $(declare -p root build out cuda_home); stage_$s" \
+  timeout -k 10 "$limit" bash -c "$(declare -f "stage_$s"); $(declare -p root build out cuda_home profile); stage_$s" \
     > "$out/$s.log" 2>&1
   rc=$?
   what="exit $rc"
-  [ $rc -eq 124 ] && what="stopped at its ${!limit_var} s limit"
+  [ $rc -eq 124 ] && what="stopped at its $limit s limit"
   echo "   $s: $what after $(($(date +%s) - t0)) s (log: $s.log)" | tee -a "$out/session.txt"
   tail -n 25 "$out/$s.log"
   [ $rc -eq 0 ] || status=1

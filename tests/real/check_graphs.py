@@ -13,8 +13,13 @@ expected vs got per step.
            on 1 rank with FP8's casts (their amaxes kept on the device) and
            on PP 2 interleaved x DP 2 with every overlap;
            and the run says how many passes ran as graphs
+  gpu      (label gpu) the same on the GPU at hand, 1 rank, with dropout and
+           with FP8: bit for bit the uncaptured run where that run repeats
+           itself bit for bit (run twice to see; a kernel whose sums land
+           in another order each run would make it 1e-3, bf16's bound), and
+           the pass count; skipped without a GPU
 
-Usage: check_graphs.py CASE MPIEXEC MEGASIM EMULATED_GPU_MODULE"""
+Usage: check_graphs.py CASE MPIEXEC MEGASIM [EMULATED_GPU_MODULE]"""
 import os
 import re
 import subprocess
@@ -29,16 +34,12 @@ PP2 = ["--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline
 ITERS = 3  # the second and third iterations captured: the third updates the graphs the second made
 
 
-def gpu_emu():
-    cr.MPI_ENV = list(cr.EMU_MPI_ENV)
-    fp8 = ["--fp8-format", "e4m3", "--gpu", "h100-sxm-80gb"]  # the casts' amaxes on the device, read at the end
-    for np_, plan, what in ((1, fp8, "1 emulated GPU, FP8 (e4m3)"),
-                            (4, PP2, "4 emulated GPUs, PP 2 interleaved x DP 2")):
-        plain, _ = cr.run(np_, GPU + plan, iters=ITERS)
-        graphed, _ = cr.run(np_, GPU + plan + ["--enable-cuda-graph"], iters=ITERS)
-        cr.expect_losses(f"{what}, dropout 0.1, --enable-cuda-graph", plain, graphed, "without graphs", 0.0)
-    # 1 rank, 8 micro-batches: 16 passes an iteration, captured from the second on; each slot made once
-    env = dict(os.environ, MEGASIM_GPU_MODULE=sys.argv[4], OMPI_MPI_THREAD_LEVEL="3")
+FP8 = ["--fp8-format", "e4m3", "--gpu", "h100-sxm-80gb"]  # the casts' amaxes on the device, read at the end
+
+
+def expect_pass_count(what, env=None):
+    """1 rank, 8 micro-batches: 16 passes an iteration, captured from the
+    second on; each slot's graph instantiated once."""
     p = subprocess.run([cr.MEGASIM, "run"] + GPU + ["--enable-cuda-graph", "--train-iters", str(ITERS)],
                        capture_output=True, text=True, timeout=300, env=env)
     m = re.search(r"(\d+) passes ran as CUDA graphs on rank 0 \((\d+) instantiated\)", p.stdout)
@@ -46,10 +47,34 @@ def gpu_emu():
     want = (16 * (ITERS - 1), 16)
     ok = p.returncode == 0 and got == want
     cr.failures += not ok
-    print(f"{'ok  ' if ok else 'FAIL'} 1 emulated GPU, {ITERS} iterations of 16 passes: expected (passes as graphs, "
+    print(f"{'ok  ' if ok else 'FAIL'} {what}, {ITERS} iterations of 16 passes: expected (passes as graphs, "
           f"instantiated) {want}, got {got} (exit {p.returncode}) (run's timing line)")
 
 
+def gpu_emu():
+    cr.MPI_ENV = list(cr.EMU_MPI_ENV)
+    for np_, plan, what in ((1, FP8, "1 emulated GPU, FP8 (e4m3)"),
+                            (4, PP2, "4 emulated GPUs, PP 2 interleaved x DP 2")):
+        plain, _ = cr.run(np_, GPU + plan, iters=ITERS)
+        graphed, _ = cr.run(np_, GPU + plan + ["--enable-cuda-graph"], iters=ITERS)
+        cr.expect_losses(f"{what}, dropout 0.1, --enable-cuda-graph", plain, graphed, "without graphs", 0.0)
+    expect_pass_count("1 emulated GPU", dict(os.environ, MEGASIM_GPU_MODULE=sys.argv[4], OMPI_MPI_THREAD_LEVEL="3"))
+
+
+def gpu():
+    cr.gpu_or_skip()
+    for plan, what in (([], "1 GPU"), (FP8, "1 GPU, FP8 (e4m3)")):
+        # cr.run keeps a repeated command's first result: "--train-iters" given twice makes the repeat a new command
+        plain, _ = cr.run(1, GPU + plan, iters=ITERS)
+        again, _ = cr.run(1, GPU + plan + ["--train-iters", str(ITERS)], iters=ITERS)
+        repeats = all(a["loss"] == b["loss"] and a["grad_norm"] == b["grad_norm"] for a, b in zip(plain, again))
+        print(f"note {what}: the uncaptured run {'repeats' if repeats else 'does not repeat'} itself bit for bit")
+        graphed, _ = cr.run(1, GPU + plan + ["--enable-cuda-graph"], iters=ITERS)
+        cr.expect_losses(f"{what}, dropout 0.1, --enable-cuda-graph", plain, graphed, "without graphs",
+                         0.0 if repeats else cr.EMU_TOL)
+    expect_pass_count("1 GPU")
+
+
 if __name__ == "__main__":
-    {"gpu_emu": gpu_emu}[cr.CASE]()
+    {"gpu_emu": gpu_emu, "gpu": gpu}[cr.CASE]()
     sys.exit(1 if cr.failures else 0)

@@ -455,20 +455,24 @@ MOE_SHARED = ["--num-experts", "4", "--moe-router-topk", "2", "--moe-ffn-hidden-
               "--moe-shared-expert-intermediate-size", "64", "--moe-shared-expert-gate"]
 
 
-def gpu():
-    """GPU path (label gpu): the tiny GPT, and the tiny LLaMA-style model, in
-    bf16 on one GPU follow the fp32 CPU run's losses within GPU_TOL, E4M3's
-    emulated casts and 4 experts too, and with two GPUs TP 2 + SP equals one GPU within the
-    same bound. Exit 77 (skipped) without a GPU."""
-    probe, p = run(1, ["--device", "gpu"], iters=1, check=False)
+def gpu_or_skip():
+    """Exit 77 (skipped) where the machine has no GPU; with one, a module
+    that does not load or answer is a failure (exit 1), not a skip."""
+    _, p = run(1, ["--device", "gpu"], iters=1, check=False)
     if p.returncode != 0 and "no usable GPU" in p.stderr:
-        # Skipped only where the machine has no GPU: with one, a module that
-        # does not load or answer is a failure, not a skip.
         if not nvidia_gpus():
             print("skipped: no GPU (nvidia-smi lists none; megasim run --device gpu: no usable GPU)")
             sys.exit(77)
         print(f"FAIL nvidia-smi lists {nvidia_gpus()} GPU(s), but megasim run --device gpu says: {p.stderr.strip()}")
         sys.exit(1)
+
+
+def gpu():
+    """GPU path (label gpu): the tiny GPT, and the tiny LLaMA-style model, in
+    bf16 on one GPU follow the fp32 CPU run's losses within GPU_TOL, E4M3's
+    emulated casts and 4 experts too, and with two GPUs TP 2 + SP equals one GPU within the
+    same bound. Exit 77 (skipped) without a GPU."""
+    gpu_or_skip()
     cpu, _ = run(1, [], iters=5)
     one, _ = run(1, ["--device", "gpu", "--attention", "flash", "--fused-elementwise"], iters=5)
     pairs = [("1 GPU (bf16) vs 1 CPU rank (fp32)", cpu, one)]
