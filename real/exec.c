@@ -105,7 +105,7 @@ int exec_init(exec_t *x, const job_t *job, rt_t *rt, comm_t *comm, gpt_t *m, dat
         snprintf(err, errlen, "out of host memory for the initial weights");
         return -1;
     }
-    gpt_init_values(m, seed, host);
+    gpt_init_values(m, seed, host, 0);
     m->drop_seed = seed;
     for (int p = 0; p < m->npieces; p++) {
         long lo, hi;

@@ -165,8 +165,9 @@ int gpt_init(gpt_t *m, const job_t *job, rt_t *rt, comm_t *comm, char *err, int 
 void gpt_free(gpt_t *m);
 
 /* The seed's initial value of the rank's tensors, into host fp32 master
- * (nparams); padding is 0. */
-void gpt_init_values(const gpt_t *m, unsigned long long seed, float *host);
+ * (nparams); padding is 0. In nthreads threads (0: one per CPU, one below
+ * 4M elements); the same bits whatever the count. */
+void gpt_init_values(const gpt_t *m, unsigned long long seed, float *host, int nthreads);
 
 /* The switches of a job (before job_finalize) that the real backend does
  * not run: 0, or -1 with one message naming the switch and what is

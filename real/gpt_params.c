@@ -1,6 +1,7 @@
 /* real/gpt_params.c: where each of the rank's tensors sits (gpt.h): the
  * TP cut of every tensor, its place in the rank's flat parameter space,
- * the DP pieces, and the seed's initial values. */
+ * the DP pieces, and the seed's initial values (in threads: each value
+ * depends on the seed, the tensor and the element alone). */
 #include "real/gpt.h"
 
 #include "model/moe.h"
@@ -9,10 +10,12 @@
 
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define ALIGN_ELEMS 64 /* tensor and shard offsets: 128 B in bf16, 256 B in fp32 */
 
@@ -526,19 +529,79 @@ static int map(const gpt_seg_t *s, int n, int local)
     return -1;
 }
 
-void gpt_init_values(const gpt_t *m, unsigned long long seed, float *host)
+/* Rows [r0, r1) of tensor t. */
+static void init_rows(const gpt_tensor_t *t, unsigned long long seed, float *host, int r0, int r1)
 {
-    memset(host, 0, sizeof(float) * (size_t)m->nparams);
-    for (int i = 0; i < m->ntensors; i++) {
-        const gpt_tensor_t *t = &m->tensors[i];
-        float *p = host + t->off;
-        for (int r = 0; r < t->rows; r++) {
-            int gr = map(t->rseg, t->nrseg, r);
-            for (int c = 0; c < t->cols; c++) {
-                uint64_t gidx = (uint64_t)gr * t->gcols + (uint64_t)map(t->cseg, t->ncseg, c);
-                p[(long)r * t->cols + c] = t->init_one ? 1.0f : t->init_std == 0 ? 0.0f
-                                                                : t->init_std * normal(seed, t->id, gidx);
-            }
+    float *p = host + t->off;
+    for (int r = r0; r < r1; r++) {
+        int gr = map(t->rseg, t->nrseg, r);
+        for (int c = 0; c < t->cols; c++) {
+            uint64_t gidx = (uint64_t)gr * t->gcols + (uint64_t)map(t->cseg, t->ncseg, c);
+            p[(long)r * t->cols + c] = t->init_one ? 1.0f : t->init_std == 0 ? 0.0f
+                                                            : t->init_std * normal(seed, t->id, gidx);
         }
     }
+}
+
+/* Every tensor's rows one after another, taken by the threads in blocks. */
+typedef struct {
+    const gpt_t *m;
+    unsigned long long seed;
+    float *host;
+    long *row0; /* the first of each tensor's rows in that order; row0[ntensors]: all of them */
+    long next;  /* the next block's first row (atomic) */
+} init_work_t;
+
+#define INIT_BLOCK_ROWS 16
+
+static void *init_worker(void *arg)
+{
+    init_work_t *w = arg;
+    const long total = w->row0[w->m->ntensors];
+    int i = 0;
+    for (;;) {
+        long b = __atomic_fetch_add(&w->next, INIT_BLOCK_ROWS, __ATOMIC_RELAXED), e = b + INIT_BLOCK_ROWS;
+        if (b >= total)
+            return NULL;
+        e = e < total ? e : total;
+        while (w->row0[i + 1] <= b) /* blocks come in rising order to each thread */
+            i++;
+        for (; b < e; i++) {
+            long hi = w->row0[i + 1] < e ? w->row0[i + 1] : e;
+            init_rows(&w->m->tensors[i], w->seed, w->host, (int)(b - w->row0[i]), (int)(hi - w->row0[i]));
+            b = hi;
+        }
+        i -= i > 0; /* the last tensor touched may go on in the next block */
+    }
+}
+
+#define INIT_MAX_THREADS 32
+#define INIT_SERIAL_BELOW (1L << 22) /* elements: smaller models are not worth a thread */
+
+void gpt_init_values(const gpt_t *m, unsigned long long seed, float *host, int nthreads)
+{
+    memset(host, 0, sizeof(float) * (size_t)m->nparams);
+    if (nthreads <= 0) {
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        nthreads = m->nparams < INIT_SERIAL_BELOW || ncpu < 1 ? 1 : ncpu > INIT_MAX_THREADS ? INIT_MAX_THREADS : (int)ncpu;
+    }
+    nthreads = nthreads > INIT_MAX_THREADS ? INIT_MAX_THREADS : nthreads;
+    long *row0 = malloc(sizeof(long) * (size_t)(m->ntensors + 1));
+    if (!row0) { /* one thread, no table */
+        for (int i = 0; i < m->ntensors; i++)
+            init_rows(&m->tensors[i], seed, host, 0, m->tensors[i].rows);
+        return;
+    }
+    row0[0] = 0;
+    for (int i = 0; i < m->ntensors; i++)
+        row0[i + 1] = row0[i] + m->tensors[i].rows;
+    init_work_t w = {m, seed, host, row0, 0};
+    pthread_t th[INIT_MAX_THREADS];
+    int started = 0;
+    while (started < nthreads - 1 && !pthread_create(&th[started], NULL, init_worker, &w))
+        started++; /* a thread that cannot start leaves its share to the others */
+    init_worker(&w);
+    for (int k = 0; k < started; k++)
+        pthread_join(th[k], NULL);
+    free(row0);
 }
