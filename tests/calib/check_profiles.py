@@ -4,11 +4,12 @@
 check prints what it expected, what it got and where that comes from.
 
   1. every profile is accepted (exit 0, the JSON parses, an iteration time)
-  2. h100-sxm-80gb-measured.json: gemm_acc_exposed is its own fit's slope
-     held in [0, 1] (provenance fits/gemm_acc), and the 1.2B GPT of
-     scripts/gpu-real.sh predicts the iteration docs/benchmarks.md quotes for the
-     H100 compare (0.6998 s: the run of the same GPU call measured 0.7208
-     s, -2.9%); its
+  2. each GPU's measured profile (MEASURED: the H100's, the H200's):
+     gemm_acc_exposed is its own fit's slope held in [0, 1] (provenance
+     fits/gemm_acc), the 1.2B GPT of scripts/gpu-real.sh predicts the
+     iteration `megasim run` measured on that GPU in the profile's own
+     call within 5% (docs/benchmarks.md: the H100's 0.7208 s, predicted
+     0.6998, -2.9%; the H200's 0.6991 s, predicted 0.6798, -2.8%), and its
      dropout rates are its own fits' (fits/dropout_rate,
      fits/flash_*_draws)
   3. a profile without gemm_acc_exposed (one written before the field) is
@@ -16,10 +17,10 @@ check prints what it expected, what it got and where that comes from.
      and not the profile's own; one without flash_fwd/bwd_gdraws prices
      the flash kernels' draws at dropout_gdraws, as an explicit 0 does
   4. gemm_acc_exposed out of [0, 1] is refused: exit 2, the field named
-  5. the H100 profile is today's fit of its raw samples: `calibrate
-     --refit experiments/profiles/h100-sxm-80gb-measured.h5` gives its gpu
-     and cluster fields (relative 1e-9), so a change to the model or the
-     fits that would move them fails here until the profile is refitted
+  5. each GPU's profile is today's fit of its raw samples: `calibrate
+     --refit experiments/profiles/NAME.h5` gives its gpu and cluster
+     fields (relative 1e-9), so a change to the model or the fits that
+     would move them fails here until the profile is refitted
 
 usage: check_profiles.py MEGASIM"""
 import glob, json, os, subprocess, sys, tempfile
@@ -51,30 +52,40 @@ def predict(hw, job=()):
 
 
 files = sorted(glob.glob(os.path.join(ROOT, "experiments", "profiles", "*.json")))
-check(len(files) >= 2, "checked-in profiles", ">= 2 (the CPU one, the H100 one)", len(files), "experiments/profiles")
+check(len(files) >= 3, "checked-in profiles", ">= 3 (the CPU one, the H100 and H200 ones)", len(files),
+      "experiments/profiles")
 for f in files:
     rc, t, err = predict(f)
     check(rc == 0 and t and t > 0, f"predict --hardware {os.path.basename(f)}", "exit 0 and an iteration time",
           f"exit {rc}, {t} {err[:200]}", "megasim predict's default job")
 
-h100 = os.path.join(ROOT, "experiments", "profiles", "h100-sxm-80gb-measured.json")
-prof = json.load(open(h100))
-slope = prof["provenance"]["fits"]["gemm_acc"]["slope"]
-check(abs(prof["gpu"]["gemm_acc_exposed"] - min(1, max(0, slope))) < 1e-12, "H100 gemm_acc_exposed",
-      f"the fit's slope {slope:.4f} held in [0, 1]", prof["gpu"]["gemm_acc_exposed"], "provenance fits/gemm_acc")
-rc, t, err = predict(h100, GPT_1_2B)
-# The profile's prediction against the step megasim run measured on that
-# H100 with the same job in the same session: 0.7208 s (docs/benchmarks.md,
-# "Fourth GPU session", 2026-11-26; compare gave -2.9% then). Within
+# Each GPU's measured profile, the step `megasim run` measured with the same
+# job in the profile's own GPU call, and where that number is quoted. Within
 # 5%: the calibrated model's error on the machine it measured.
-check(rc == 0 and t is not None and abs(t / 0.7208 - 1) < 0.05, "1.2B GPT iteration on the H100 profile",
-      "the measured 0.7208 s within 5%", t, "megasim run on the H100 the profile was calibrated on, 2026-11-26")
-fits = prof["provenance"]["fits"]
-for field, fit in (("dropout_gdraws", "dropout_rate"), ("flash_fwd_gdraws", "flash_fwd_draws"),
-                   ("flash_bwd_gdraws", "flash_bwd_draws")):
-    want = 1e-3 / fits[fit]["slope"]
-    check(abs(prof["gpu"][field] / want - 1) < 1e-9, f"H100 {field}", f"1 / the fit's slope, {want:.1f} G/s",
-          prof["gpu"][field], f"provenance fits/{fit} (us per draw)")
+MEASURED = (("h100-sxm-80gb-measured", 0.7208, "docs/benchmarks.md, fourth GPU session, 2026-11-26 (-2.9% then)"),
+            ("h200-sxm-141gb-measured", 0.6991, "docs/benchmarks.md, fifth GPU session, 2026-11-29 (-2.8% then)"))
+
+
+def measured_checks(name, step_s, source):
+    path = os.path.join(ROOT, "experiments", "profiles", name + ".json")
+    prof = json.load(open(path))
+    slope = prof["provenance"]["fits"]["gemm_acc"]["slope"]
+    check(abs(prof["gpu"]["gemm_acc_exposed"] - min(1, max(0, slope))) < 1e-12, f"{name} gemm_acc_exposed",
+          f"the fit's slope {slope:.4f} held in [0, 1]", prof["gpu"]["gemm_acc_exposed"], "provenance fits/gemm_acc")
+    rc, t, err = predict(path, GPT_1_2B)
+    check(rc == 0 and t is not None and abs(t / step_s - 1) < 0.05, f"1.2B GPT iteration on {name}",
+          f"the measured {step_s} s within 5%", t, f"megasim run on that GPU: {source}")
+    fits = prof["provenance"]["fits"]
+    for field, fit in (("dropout_gdraws", "dropout_rate"), ("flash_fwd_gdraws", "flash_fwd_draws"),
+                       ("flash_bwd_gdraws", "flash_bwd_draws")):
+        want = 1e-3 / fits[fit]["slope"]
+        check(abs(prof["gpu"][field] / want - 1) < 1e-9, f"{name} {field}", f"1 / the fit's slope, {want:.1f} G/s",
+              prof["gpu"][field], f"provenance fits/{fit} (us per draw)")
+    return prof, t
+
+
+for name, step_s, source in MEASURED:
+    prof, t = measured_checks(name, step_s, source)  # the loop's last (the H200's) serves the checks below
 
 with tempfile.TemporaryDirectory() as d:
     old, zero, bad = (os.path.join(d, n) for n in ("old.json", "zero.json", "bad.json"))
@@ -119,19 +130,21 @@ def differing(a, b, path=""):
     return [] if a == b else [path]
 
 
-raw = os.path.join(ROOT, "experiments", "profiles", "h100-sxm-80gb-measured.h5")
-with tempfile.TemporaryDirectory() as d:
-    out = os.path.join(d, "refit.json")
-    p = subprocess.run([MEGASIM, "calibrate", "--refit", raw, "--out", out], capture_output=True, text=True)
-    if p.returncode:
-        check(False, "refit of the H100 raw samples", "exit 0", f"exit {p.returncode}: {p.stderr.strip()[-300:]}",
-              raw)
-    else:
+for name, _, _ in MEASURED:
+    raw = os.path.join(ROOT, "experiments", "profiles", name + ".h5")
+    prof = json.load(open(os.path.join(ROOT, "experiments", "profiles", name + ".json")))
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "refit.json")
+        p = subprocess.run([MEGASIM, "calibrate", "--refit", raw, "--out", out], capture_output=True, text=True)
+        if p.returncode:
+            check(False, f"refit of the {name} raw samples", "exit 0",
+                  f"exit {p.returncode}: {p.stderr.strip()[-300:]}", raw)
+            continue
         q = json.load(open(out))
         diff = [x for sec in ("gpu", "cluster") for x in differing(prof[sec], q[sec], sec)]
-        check(not diff, "the H100 profile against a refit of its raw samples", "every gpu and cluster field",
+        check(not diff, f"{name}.json against a refit of its raw samples", "every gpu and cluster field",
               f"{len(diff)} differing {diff[:6]}",
-              "megasim calibrate --refit experiments/profiles/h100-sxm-80gb-measured.h5: refit and check in both "
+              f"megasim calibrate --refit experiments/profiles/{name}.h5: refit and check in both "
               "after a change to the model or the fits")
 
 print("check_profiles: " + ("all passed" if not failed else f"{failed} failed"))
