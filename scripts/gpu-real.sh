@@ -262,21 +262,6 @@ print(f"{sys.argv[4]}: {sys.argv[5]} {a:.1f} ms, {sys.argv[6]} {b:.1f} ms ({100 
 EOF2
 }
 
-# ---- cuBLASLt's choices tuned (issue 38, run --gemm-algos): the same run twice
-# more, the first tuning every GEMM problem (its candidates timed) into
-# $out/gemm-algos, the second reading them; its median step against the
-# untuned run's above. TUNED=0 leaves it out (about two runs' time).
-if [ "${TUNED:-1}" = 1 ]; then
-  echo "== megasim run --device gpu --gemm-algos: tuning, then tuned ($(date -u +%T.%N | cut -c1-12) UTC)"
-  tuned=("${plan[@]}" --gpu "$base_gpu" --device gpu --json --data "$corpus" --gemm-algos "$out/gemm-algos")
-  for pass in tuning tuned; do
-    ${launch[@]+"${launch[@]}"} "$build/megasim" run "${model[@]}" "${tuned[@]}" > "$out/megasim-$pass.jsonl" ||
-      status=$?
-  done
-  median_vs "$out/megasim.jsonl" "$out/megasim-tuned.jsonl" "median step" "heuristic's first choice" \
-    "tuned choices" | tee "$out/gemm-algos.txt"
-fi
-
 # ---- CUDA graphs (issue 38, run --enable-cuda-graph): the same run with each
 # pass from the second iteration on captured and launched as a graph; its
 # median step against the plain run's (what graphs save: the launch gaps
@@ -299,6 +284,21 @@ if [ "${FP8:-1}" = 1 ]; then
   ${launch[@]+"${launch[@]}"} "$build/megasim" run "${model[@]}" --train-iters 10 "${plan[@]}" --gpu "$base_gpu" \
     --device gpu --json --data "$corpus" --fp8-format hybrid > "$out/megasim-fp8.jsonl" || status=$?
   median_vs "$out/megasim.jsonl" "$out/megasim-fp8.jsonl" "FP8 (hybrid)" "bf16" "fp8" | tee "$out/fp8.txt"
+fi
+
+# ---- cuBLASLt's choices tuned (issue 38, run --gemm-algos): the same run twice
+# more, the first tuning every GEMM problem (its candidates timed) into
+# $out/gemm-algos, the second reading them; its median step against the
+# untuned run's above. TUNED=0 leaves it out (about two runs' time).
+if [ "${TUNED:-1}" = 1 ]; then
+  echo "== megasim run --device gpu --gemm-algos: tuning, then tuned ($(date -u +%T.%N | cut -c1-12) UTC)"
+  tuned=("${plan[@]}" --gpu "$base_gpu" --device gpu --json --data "$corpus" --gemm-algos "$out/gemm-algos")
+  for pass in tuning tuned; do
+    ${launch[@]+"${launch[@]}"} "$build/megasim" run "${model[@]}" "${tuned[@]}" > "$out/megasim-$pass.jsonl" ||
+      status=$?
+  done
+  median_vs "$out/megasim.jsonl" "$out/megasim-tuned.jsonl" "median step" "heuristic's first choice" \
+    "tuned choices" | tee "$out/gemm-algos.txt"
 fi
 
 # ---- mixture of experts on the GPU (issue 37): the tiny GPT with 4 experts,
