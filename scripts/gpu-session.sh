@@ -20,8 +20,12 @@
 #                      calibrate stage's profile (both must have run)
 #           algos      kern_bench --algos: each of cuBLASLt's candidates for the
 #                      linear layers' GEMMs, with the SM clock and power
-#           all        tests real kernels calibrate compare: correctness
-#                      first, then the speed figures, calibration last
+#           multi      scripts/gpu-multi.sh: with 2 GPUs or more, the 1.2B GPT
+#                      over NCCL under TP, PP, DP (and TP 2 x DP), each run
+#                      against its simulation on the calibrate stage's profile
+#           all        tests real kernels calibrate compare, and multi where
+#                      nvidia-smi lists 2 GPUs or more: correctness first,
+#                      then the speed figures, calibration, the NCCL runs
 #   env:   ARCH=90  LEVEL=quick|tiny|full  GPU_DEPS=.gpu-deps  NCCL_ROOT=DIR
 #          BASE_GPU=NAME  megasim's built-in GPU this one is (default: from
 #                      nvidia-smi's name; h100-sxm-80gb where it is not known)
@@ -128,6 +132,13 @@ stage_algos() {
   "$build/kernels/bench/kern_bench" --algos | tee "$out/kern_bench_algos.txt" | grep '^# [a-z_]* N'
 }
 
+stage_multi() {
+  local n
+  n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  [ "${n:-0}" -ge 2 ] || { echo "multi: one GPU here; the NCCL runs need two or more"; return 0; }
+  OUT_DIR="$out/multi" PROFILE=$([ -r "$profile" ] && echo "$profile") bash "$root/scripts/gpu-multi.sh" "$build"
+}
+
 stage_calibrate() {
   OUT="$profile" bash "$root/scripts/gpu-calibrate.sh" "$build"
 }
@@ -135,7 +146,7 @@ stage_calibrate() {
 # Wall-clock limits (s): a lease's whole command gets 10 minutes.
 limit_kernels=${LIMIT_kernels:-120} limit_tests=${LIMIT_tests:-150} limit_real=${LIMIT_real:-220}
 limit_calibrate=${LIMIT_calibrate:-110} limit_compare=${LIMIT_compare:-30} limit_sanitize=${LIMIT_sanitize:-90}
-limit_algos=${LIMIT_algos:-120}
+limit_algos=${LIMIT_algos:-120} limit_multi=${LIMIT_multi:-240}
 
 # Everything under $out into the device tool's $OUT, as one archive beside
 # the summary and the profile.
@@ -150,11 +161,15 @@ pack() {
 trap pack EXIT
 
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] || [ "${stages[0]}" = all ] && stages=(tests real kernels calibrate compare)
+if [ ${#stages[@]} -eq 0 ] || [ "${stages[0]}" = all ]; then
+  stages=(tests real kernels calibrate compare)
+  [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -ge 2 ] && stages+=(multi)
+fi
 for s in "${stages[@]}"; do
   case $s in
-  kernels | tests | real | calibrate | compare | sanitize | algos) ;;
-  *) echo "gpu-session: unknown stage '$s'; stages: kernels tests real calibrate compare sanitize algos all" >&2; exit 2 ;;
+  kernels | tests | real | calibrate | compare | sanitize | algos | multi) ;;
+  *) echo "gpu-session: unknown stage '$s'; stages: kernels tests real calibrate compare sanitize algos multi all" >&2
+     exit 2 ;;
   esac
 done
 # This GPU as one of megasim's built-ins (the run's --gpu, calibrate's --base-gpu).
