@@ -98,7 +98,11 @@ build_all() {
 stage_kernels() { bash "$root/scripts/gpu-kernels.sh" "$build"; }
 
 stage_tests() {
-  ctest --test-dir "$build" -j"$(nproc)" -L gpu --output-on-failure || return # the cpu-labelled ones run in CI
+  local rc=0
+  ctest --test-dir "$build" -j"$(nproc)" -L gpu --output-on-failure || rc=$? # the cpu-labelled ones run in CI
+  # every test's whole output (what the passing ones noted, too)
+  cp "$build/Testing/Temporary/LastTest.log" "$out/tests-output.log" 2>/dev/null
+  [ $rc -eq 0 ] || return $rc
   # whether this GPU's cuBLASLt folded the bias gradient into the weight gradient (BGRADB) or fell back
   "$build/tests/kernels/test_kern_matmul_cuda" | grep '^bias gradients folded' | tee "$out/bgradb.txt"
 }
