@@ -2,6 +2,7 @@
  * TP cut of every tensor, its place in the rank's flat parameter space,
  * the DP pieces, and the seed's initial values (in threads: each value
  * depends on the seed, the tensor and the element alone). */
+#define _GNU_SOURCE /* pthread_attr_setaffinity_np, CPU_SET */
 #include "real/gpt.h"
 
 #include "model/moe.h"
@@ -11,6 +12,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -578,13 +580,29 @@ static void *init_worker(void *arg)
 #define INIT_MAX_THREADS 32
 #define INIT_SERIAL_BELOW (1L << 22) /* elements: smaller models are not worth a thread */
 
+/* The helper threads may run on any of the machine's CPUs, whatever this
+ * rank's binding (mpirun binds a rank to one core when it starts 1 or 2):
+ * the draws last seconds, before the rank's own work starts. */
+static int any_cpu_attr(pthread_attr_t *a, long ncpu)
+{
+    cpu_set_t all;
+    CPU_ZERO(&all);
+    for (long c = 0; c < ncpu && c < CPU_SETSIZE; c++)
+        CPU_SET((int)c, &all);
+    if (pthread_attr_init(a))
+        return -1;
+    if (!pthread_attr_setaffinity_np(a, sizeof all, &all))
+        return 0;
+    pthread_attr_destroy(a);
+    return -1;
+}
+
 void gpt_init_values(const gpt_t *m, unsigned long long seed, float *host, int nthreads)
 {
     memset(host, 0, sizeof(float) * (size_t)m->nparams);
-    if (nthreads <= 0) {
-        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-        nthreads = m->nparams < INIT_SERIAL_BELOW || ncpu < 1 ? 1 : ncpu > INIT_MAX_THREADS ? INIT_MAX_THREADS : (int)ncpu;
-    }
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if (nthreads <= 0) /* one per CPU (up to INIT_MAX_THREADS below); one for a small model */
+        nthreads = m->nparams < INIT_SERIAL_BELOW || ncpu < 1 ? 1 : (int)ncpu;
     nthreads = nthreads > INIT_MAX_THREADS ? INIT_MAX_THREADS : nthreads;
     long *row0 = malloc(sizeof(long) * (size_t)(m->ntensors + 1));
     if (!row0) { /* one thread, no table */
@@ -597,11 +615,15 @@ void gpt_init_values(const gpt_t *m, unsigned long long seed, float *host, int n
         row0[i + 1] = row0[i] + m->tensors[i].rows;
     init_work_t w = {m, seed, host, row0, 0};
     pthread_t th[INIT_MAX_THREADS];
-    int started = 0;
-    while (started < nthreads - 1 && !pthread_create(&th[started], NULL, init_worker, &w))
+    pthread_attr_t attr;
+    int started = 0, spread = nthreads > 1 && !any_cpu_attr(&attr, ncpu);
+    while (started < nthreads - 1 && (!pthread_create(&th[started], spread ? &attr : NULL, init_worker, &w) ||
+                                      (spread && !pthread_create(&th[started], NULL, init_worker, &w))))
         started++; /* a thread that cannot start leaves its share to the others */
     init_worker(&w);
     for (int k = 0; k < started; k++)
         pthread_join(th[k], NULL);
+    if (spread)
+        pthread_attr_destroy(&attr);
     free(row0);
 }
