@@ -132,7 +132,14 @@ static void hopper(hw_gpu_t *g, const char *name, double nvlink_gbps, double hbm
     /* Best bf16 matmul ~80% of peak (same MAMF survey). */
     SET_CURVE(g->gemm_eff, {1e8, 0.08}, {1e9, 0.25}, {1e10, 0.55}, {1e11, 0.74}, {1e12, 0.80});
     /* FlashAttention-2 on H100 reaches ~35-40% of peak forward (FA-3 paper,
-     * Shah et al. 2024, FA-2 baseline curves), backward ~30%. */
+     * Shah et al. 2024, FA-2 baseline curves), backward ~30%. Against
+     * kernels timed on an H200 (the same SMs and clocks; kernels/bench
+     * sdpa_baseline.py, PyTorch 2.11, cuDNN 9.19, 2026-11-29) at five causal
+     * shapes of head size 128 (docs/hardware.md), these curves (at the
+     * clusters' compute_scale, 0.94) price forward + backward 27-50% under
+     * PyTorch SDPA's FA-2 backend and -38% to +37% of cuDNN's fused
+     * attention: a cuDNN-class stack, its small grids (175B/TP8's 12 heads)
+     * priced fast, as there is no wave model here. */
     SET_CURVE(g->flash_fwd_eff, {1e8, 0.05}, {1e9, 0.14}, {1e10, 0.28}, {1e11, 0.36}, {1e12, 0.38});
     SET_CURVE(g->flash_bwd_eff, {1e8, 0.04}, {1e9, 0.12}, {1e10, 0.24}, {1e11, 0.30}, {1e12, 0.33});
     g->flash1_rel = 0.5; /* FA-2 vs FA-1, as for Ampere (FA-2 paper, H100 runs) */
