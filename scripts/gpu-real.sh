@@ -194,12 +194,20 @@ if command -v mpirun >/dev/null; then
 fi
 
 status=0
+# Each side's wall-clock seconds, to print what it spent outside its steps
+# (start-up, the first step's set-up, shutdown): the first H200 lease lost
+# 61 s a run there to the initial weights drawn on one core.
+t_ours=$(date +%s.%N)
 echo "== megasim run --device gpu ($(date -u +%T.%N | cut -c1-12) UTC): ${model[*]} ${ours[*]}"
 ${launch[@]+"${launch[@]}"} "$build/megasim" run "${model[@]}" "${ours[@]}" | tee "$out/megasim.jsonl" || status=$?
+t_ours="$t_ours $(date +%s.%N)"
+t_torch=""
 if [ "$groups" = 16 ]; then
   echo "== PyTorch eager: real/bench/torch_gpt.py ($(date -u +%T.%N | cut -c1-12) UTC)"
+  t_torch=$(date +%s.%N)
   torch_py "$root/real/bench/torch_gpt.py" "${model[@]}" --warmup-steps "$warmup" --data "$corpus" |
     tee "$out/torch.jsonl" || status=$?
+  t_torch="$t_torch $(date +%s.%N)"
 else
   echo "== PyTorch eager: not run (KV_GROUPS=$groups: torch_gpt.py is MHA only)"
   : > "$out/torch.jsonl"
@@ -243,6 +251,21 @@ if a and b:
     print(f"speed ratio (PyTorch step time / megasim step time): {b['ms'] / a['ms']:.2f}")
 EOF
 fi
+
+# Wall-clock seconds of each side (t0 t1) less its steps' own times.
+PYTHONPATH="$root/real/bench" python3 - "$out/megasim.jsonl" "$t_ours" "$out/torch.jsonl" "$t_torch" <<'EOF' |
+import sys
+from steps import steps
+for name, path, span in (("megasim run", sys.argv[1], sys.argv[2]), ("PyTorch eager", sys.argv[3], sys.argv[4])):
+    if not span:
+        continue
+    t0, t1 = map(float, span.split())
+    recs = steps(path)
+    inside = sum(r["step_time_s"] for r in recs)
+    print(f"{name}: {t1 - t0:.1f} s wall, {inside:.1f} s in its {len(recs)} steps: "
+          f"{t1 - t0 - inside:.1f} s outside them (start-up, shutdown)")
+EOF
+  tee "$out/outside-steps.txt"
 
 # Median step of run B against run A (each a run --json log), after the
 # warm-up steps: "LABEL: A's a ms, B's b ms (+x%)", and the largest
