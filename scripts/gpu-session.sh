@@ -152,6 +152,7 @@ limit_kernels=${LIMIT_kernels:-120} limit_tests=${LIMIT_tests:-150} limit_real=$
 limit_calibrate=${LIMIT_calibrate:-110} limit_compare=${LIMIT_compare:-30} limit_sanitize=${LIMIT_sanitize:-90}
 limit_algos=${LIMIT_algos:-120} limit_multi=${LIMIT_multi:-240}
 
+profile= # this GPU's profile file, once the GPU is named below
 # Everything under $out into the device tool's $OUT, as one archive beside
 # the summary and the profile.
 pack() {
@@ -204,6 +205,7 @@ budget_limit() {
   local left
   [ -n "${BUDGET:-}" ] || { echo "$1"; return; }
   left=$((BUDGET - ($(date +%s) - session_t0) - 20))
+  left=$((left < 1 ? 1 : left)) # timeout 0 would mean none
   echo $((left < $1 ? left : $1))
 }
 t0=$(date +%s)
