@@ -189,7 +189,7 @@ plan=(--preset none --num-query-groups "$groups" --num-gpus 1 --tensor-model-par
 ours=("${plan[@]}" --gpu "$base_gpu" --device gpu --json --data "$corpus" --out "$out/megasim-run.h5")
 launch=()
 if command -v mpirun >/dev/null; then
-  launch=(mpirun -np 1)
+  launch=(mpirun -np 1 --bind-to none) # the rank's host threads free to use every CPU
   [ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
 
