@@ -108,28 +108,29 @@ static double gelu_elems(const job_t *j, double T) { return T * j->ffn_hidden_si
 /* FC1's output width on one TP rank: f / t, or gate and up with SwiGLU. */
 static double fc1_n(const job_t *j) { return workload_fc1_width(j) / j->tp; }
 
+/* The activation's forward, fused or not (the bias is FC1's GEMM epilogue
+ * or inside the GeLU kernel): one pass reading the (T, f/t) pre-activation
+ * and writing the output, 2 f per token, as megasim's run and Megatron's
+ * jit bias-GeLU do it. cuBLASLt's GeLU epilogue costs the same on an H200:
+ * 66 us over the bias GEMM at the 1.3B FC1 (8192 x 8192 x 2048; 2 f at the
+ * copy rate: 67 us; kern_bench, 2026-11-29), where 1 f (the pre-activation
+ * kept) had been priced until then. SwiGLU (Megatron's bias_swiglu kernel:
+ * no GEMM epilogue takes two halves) reads gate and up and writes their
+ * product. */
 static double gelu_bytes(const job_t *j, double T, double wb)
 {
-    /* Megatron's jit bias-GeLU reads and writes the (T, f/t) tensor; in the
-     * GEMM epilogue it costs only the pre-activation kept for backward.
-     * SwiGLU (Megatron's bias_swiglu kernel, fused or not: no GEMM epilogue
-     * takes two halves) reads gate and up and writes their product. */
-    if (j->swiglu)
-        return 3 * T * j->ffn_hidden_size / j->tp * wb;
-    return T * j->ffn_hidden_size / j->tp * wb * (j->fused_elementwise ? 1 : 2);
+    return (j->swiglu ? 3 : 2) * T * j->ffn_hidden_size / j->tp * wb;
 }
 
-/* The activation's backward: Megatron's jit GeLU reads the output gradient
- * and the pre-activation and writes the input gradient (3 f per token); in
- * FC2's dgrad GEMM epilogue (dGeLU) only the pre-activation's read is
- * extra (1 f: on an H100, 2026-11-26, the epilogue added 25 to 90 us to
- * the GEMMs kern_bench times, not the 3 f's 100 to 150). SwiGLU reads the
+/* The activation's backward: the GeLU kernel reads the output gradient and
+ * the pre-activation and writes the input gradient (3 f per token), as
+ * megasim's run does it, fused or not. cuBLASLt's dGeLU epilogue on FC2's
+ * dgrad GEMM added 77 us at that shape on the H200 (2.3 f), and 25 to 90
+ * us on an H100 (2026-11-26), where 1 f had been priced. SwiGLU reads the
  * gradient, gate and up and writes both halves' gradients (5 f). */
 static double gelu_bwd_bytes(const job_t *j, double T, double wb)
 {
-    if (j->swiglu)
-        return 5 * T * j->ffn_hidden_size / j->tp * wb;
-    return T * j->ffn_hidden_size / j->tp * wb * (j->fused_elementwise ? 1 : 3);
+    return (j->swiglu ? 5 : 3) * T * j->ffn_hidden_size / j->tp * wb;
 }
 
 /* Rotary position embedding: one pass reading and writing Q and K (and,
