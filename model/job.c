@@ -162,7 +162,7 @@ static const opt_def defs[] = {
     {"attention", OPT_ENUM, J(attention), 0, 0, "unfused", "flash|unfused|flash1", "MegaScale techniques",
      "attention kernel: FlashAttention-2 style, GEMM-softmax-GEMM, or FlashAttention-1 style"},
     {"fused-elementwise", OPT_BOOL, J(fused_elementwise), 0, 1, "false", 0, "MegaScale techniques",
-     "fuse dropout-residual-LayerNorm and put GeLU in the GEMM epilogue"},
+     "fuse dropout-residual-LayerNorm, and the bias with the GeLU (one pass, as unfused with the bias in the GEMM)"},
     {"async-data-loader", OPT_BOOL, J(async_data_loader), 0, 1, "false", 0, "MegaScale techniques",
      "asynchronous data pipeline, one loader per node (no host stall)"},
     {"enable-cuda-graph", OPT_BOOL, J(cuda_graph), 0, 1, "false", 0, "MegaScale techniques",
