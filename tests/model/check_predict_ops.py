@@ -66,5 +66,23 @@ ds = sections([models + "/deepseek-v3-gqa.json"])
 check("dense layer, forward" in ds and "MoE layer, forward" in ds,
       "DeepSeek-V3: a dense and an MoE section: got %s" % sorted(ds))
 
+# A GPT-style GeLU, fused (--fused-elementwise) or not, is one pass over the
+# (T, f/t) activation: read the pre-activation and write the output forward
+# (2 x T f/t x 2 bytes), read the gradient and the pre-activation and write
+# the input gradient backward (3 x), as megasim's run does it (its fused
+# bias-GeLU kernel; model/layer.c). An H200 measured cuBLASLt's GeLU
+# epilogues at about that too, where 1 x each way had been priced.
+gpt = ["--preset", "none", "--num-layers", "2", "--hidden-size", "2048", "--ffn-hidden-size", "8192",
+       "--num-attention-heads", "16", "--seq-length", "2048", "--micro-batch-size", "4", "--global-batch-size", "4",
+       "--num-gpus", "1", "--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "1",
+       "--num-layers-per-virtual-pipeline-stage", "0"]
+f_mb = 4 * 2048 * 8192 * 2 / 1e6  # T x f bf16, MB
+for fused in ([], ["--fused-elementwise"]):
+    ops = sections(gpt + fused)
+    fwd, bwd = ops["layer, forward"].get("gelu", ("", 0))[1], ops["layer, backward"].get("gelu_bwd", ("", 0))[1]
+    check(abs(fwd - 2 * f_mb) < 1e-3 and abs(bwd - 3 * f_mb) < 1e-3,
+          "GeLU%s: expected %.3f MB forward and %.3f backward (2 and 3 x T f bf16) got %.3f and %.3f"
+          % (" fused" if fused else "", 2 * f_mb, 3 * f_mb, fwd, bwd))
+
 print("check_predict_ops: %s" % ("FAIL" if fail else "ok"))
 sys.exit(1 if fail else 0)
