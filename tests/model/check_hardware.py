@@ -60,6 +60,14 @@ for gpu, want in sheets.items():
     for k, v in want.items():
         check(f"{gpu} {k}", got.get(k) == v, f"expected {v} (NVIDIA data sheet), got {got.get(k)}")
 
+# Memory-bound kernels at large sizes: the fraction of the data sheet's HBM
+# rate a device-to-device copy reached: an H100 3007 of 3350 GB/s
+# (calibrate, 2026-11-26), an H200 4225 of 4800 (kern_bench, 2026-11-29).
+for gpu, frac in (("h100-sxm-80gb", 0.90), ("h200-sxm-141gb", 0.88)):
+    eff = json.loads(run("hardware", "--gpu", gpu) or "{}").get("gpu", {}).get("mem_eff", [[0, 0]])
+    check(f"{gpu} mem_eff at its largest size", abs(eff[-1][1] - frac) < 1e-9,
+          f"expected {frac} (a measured copy over the data sheet), got {eff[-1][1]}")
+
 # GB200 NVL72's rack is one NVLink domain of 72 GPUs (NVIDIA's data sheet):
 # a TP 8 x EP 9 group of 72 stays on NVLink.
 got = json.loads(run("hardware", "--cluster", "gb200-nvl72") or "{}").get("cluster", {})
