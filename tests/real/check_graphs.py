@@ -58,7 +58,7 @@ def gpu_emu():
         plain, _ = cr.run(np_, GPU + plan, iters=ITERS)
         graphed, _ = cr.run(np_, GPU + plan + ["--enable-cuda-graph"], iters=ITERS)
         cr.expect_losses(f"{what}, dropout 0.1, --enable-cuda-graph", plain, graphed, "without graphs", 0.0)
-    expect_pass_count("1 emulated GPU", dict(os.environ, MEGASIM_GPU_MODULE=sys.argv[4], OMPI_MPI_THREAD_LEVEL="3"))
+    expect_pass_count("1 emulated GPU", dict(os.environ, **cr.EMU_ENV))
 
 
 def gpu():

@@ -46,7 +46,8 @@ import json, os, re, shutil, subprocess, sys, tempfile
 CASE, MPIEXEC, MEGASIM = sys.argv[1], sys.argv[2], sys.argv[3]
 MPI_ENV = []  # mpirun -x flags
 # those of the emulated GPU module (the 4th argument of the cases that take one)
-EMU_MPI_ENV = ["-x", "OMPI_MPI_THREAD_LEVEL=3", "-x", "MEGASIM_GPU_MODULE=" + sys.argv[4]] if len(sys.argv) > 4 else []
+EMU_ENV = {"OMPI_MPI_THREAD_LEVEL": "3", "MEGASIM_GPU_MODULE": sys.argv[4]} if len(sys.argv) > 4 else {}
+EMU_MPI_ENV = [x for k, v in EMU_ENV.items() for x in ("-x", f"{k}={v}")]
 REL_TOL = 1e-5
 PLAN8 = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2",
          "--num-layers-per-virtual-pipeline-stage", "1", "--sequence-parallel",
