@@ -103,34 +103,29 @@ static void fwd_reduce(builder_t *b, const char *name, int gemm_idx)
             j->tp_comm_overlap ? OVL_CHUNKED : OVL_NONE, gemm_idx);
 }
 
-static double gelu_elems(const job_t *j, double T) { return T * j->ffn_hidden_size / j->tp; }
-
 /* FC1's output width on one TP rank: f / t, or gate and up with SwiGLU. */
 static double fc1_n(const job_t *j) { return workload_fc1_width(j) / j->tp; }
 
-/* The activation's forward, fused or not (the bias is FC1's GEMM epilogue
- * or inside the GeLU kernel): one pass reading the (T, f/t) pre-activation
- * and writing the output, 2 f per token, as megasim's run and Megatron's
- * jit bias-GeLU do it. cuBLASLt's GeLU epilogue costs the same on an H200:
- * 66 us over the bias GEMM at the 1.3B FC1 (8192 x 8192 x 2048; 2 f at the
- * copy rate: 67 us; kern_bench, 2026-11-29), where 1 f (the pre-activation
- * kept) had been priced until then. SwiGLU (Megatron's bias_swiglu kernel:
+/* FC1's activation over `elems` (rows x the activation's width on this
+ * rank; dense, experts and shared expert alike), fused or not, in passes
+ * over that tensor. GeLU forward: one pass reading the pre-activation
+ * and writing the output (2; the bias is FC1's GEMM epilogue or inside the
+ * GeLU kernel), as megasim's run and Megatron's jit bias-GeLU do it;
+ * backward, reading the output gradient and the pre-activation and
+ * writing the input gradient (3). cuBLASLt's epilogues cost about the
+ * same on an H200 (kern_bench, 2026-11-29, the 1.3B FC1, 8192 x 8192 x
+ * 2048): GeLU 66 us over the bias GEMM (2 f at the copy rate: 67 us),
+ * dGeLU 77 us (2.3 f; 25 to 90 us on an H100, 2026-11-26), where 1 f each
+ * way had been priced until then. SwiGLU (Megatron's bias_swiglu kernel:
  * no GEMM epilogue takes two halves) reads gate and up and writes their
- * product. */
-static double gelu_bytes(const job_t *j, double T, double wb)
+ * product (3), backward reads the gradient, gate and up and writes both
+ * halves' gradients (5). */
+static void activation(builder_t *b, int bwd, double elems)
 {
-    return (j->swiglu ? 3 : 2) * T * j->ffn_hidden_size / j->tp * wb;
-}
-
-/* The activation's backward: the GeLU kernel reads the output gradient and
- * the pre-activation and writes the input gradient (3 f per token), as
- * megasim's run does it, fused or not. cuBLASLt's dGeLU epilogue on FC2's
- * dgrad GEMM added 77 us at that shape on the H200 (2.3 f), and 25 to 90
- * us on an H100 (2026-11-26), where 1 f had been priced. SwiGLU reads the
- * gradient, gate and up and writes both halves' gradients (5 f). */
-static double gelu_bwd_bytes(const job_t *j, double T, double wb)
-{
-    return (j->swiglu ? 5 : 3) * T * j->ffn_hidden_size / j->tp * wb;
+    const job_t *j = b->j;
+    double passes = j->swiglu ? (bwd ? 5 : 3) : (bwd ? 3 : 2);
+    elem_math(b, j->swiglu ? (bwd ? "swiglu_bwd" : "swiglu") : (bwd ? "gelu_bwd" : "gelu"), ELEM_GELU,
+              passes * elems * b->wb, elems);
 }
 
 /* Rotary position embedding: one pass reading and writing Q and K (and,
@@ -141,11 +136,6 @@ static void rope(builder_t *b, const char *name)
     const job_t *j = b->j;
     if (j->position_embedding == POS_ROPE)
         elem(b, name, 2 * b->T * ((double)j->hidden_size + (double)j->num_query_groups * j->head_dim) / j->tp * b->wb);
-}
-
-static const char *act_name(const job_t *j, int bwd)
-{
-    return j->swiglu ? (bwd ? "swiglu_bwd" : "swiglu") : (bwd ? "gelu_bwd" : "gelu");
 }
 
 /* Dropout, residual add and LayerNorm around one residual branch:
@@ -352,7 +342,7 @@ static void moe_route(builder_t *b, int in, const char *a2a, const char *etp, co
 static void moe_mlp(builder_t *b, int bwd)
 {
     const job_t *j = b->j;
-    double h = j->hidden_size, Tl = b->Tl, k = j->moe_topk, E = j->num_experts, wb = b->wb;
+    double h = j->hidden_size, Tl = b->Tl, k = j->moe_topk, E = j->num_experts;
     double R = moe_rows_local(j), el = (double)j->num_experts / j->ep, Re = R / el;
     double fe = (double)j->moe_ffn_hidden_size / j->etp, fc1 = (j->swiglu ? 2 : 1) * fe;
     if (!bwd) {
@@ -361,7 +351,7 @@ static void moe_mlp(builder_t *b, int bwd)
         permute(b, "permute", Tl * k);
         moe_route(b, 1, "ep_dispatch", "etp_ag_tokens", "ep_ag_tokens");
         expert_gemm(b, "expert_fc1", Re, fc1, h, 0);
-        elem_math(b, act_name(j, 0), ELEM_GELU, (j->swiglu ? 3 : 2) * R * fe * wb, R * fe);
+        activation(b, 0, R * fe);
         b->ops[b->n - 1].moe_load = 1;
         expert_gemm(b, "expert_fc2", Re, h, fe, 0);
         moe_route(b, 0, "ep_combine", "etp_rs_out", "ep_rs_out");
@@ -371,7 +361,7 @@ static void moe_mlp(builder_t *b, int bwd)
         moe_route(b, 1, "ep_combine_bwd", "etp_ag_grad", "ep_ag_grad");
         expert_gemm(b, "expert_fc2_dgrad", Re, fe, h, 1);
         expert_gemm(b, "expert_fc2_wgrad", fe, h, Re, 2);
-        elem_math(b, act_name(j, 1), ELEM_GELU, (j->swiglu ? 5 : 3) * R * fe * wb, R * fe);
+        activation(b, 1, R * fe);
         b->ops[b->n - 1].moe_load = 1;
         expert_gemm(b, "expert_fc1_dgrad", Re, h, fc1, 1);
         expert_gemm(b, "expert_fc1_wgrad", h, fc1, Re, 2);
@@ -401,7 +391,7 @@ static void forward(builder_t *b)
         gemm(b, "qkv_fc1", T, qkv_n(j) + fc1_n(j), h);
         rope(b, "rope");
         attention_core(b, 0);
-        elem_math(b, act_name(j, 0), ELEM_GELU, gelu_bytes(j, T, b->wb), gelu_elems(j, T));
+        activation(b, 0, T * ft);
         int out = gemm(b, "proj_fc2", T, h, h / j->tp + ft);
         fwd_reduce(b, "rs_out", out);
         return;
@@ -420,7 +410,7 @@ static void forward(builder_t *b)
     }
     fwd_gather(b, "ag_fc1", b->n + (j->sequence_parallel && j->tp > 1));
     gemm(b, "fc1", T, fc1_n(j), h);
-    elem_math(b, act_name(j, 0), ELEM_GELU, gelu_bytes(j, T, b->wb), gelu_elems(j, T));
+    activation(b, 0, T * ft);
     fwd_reduce(b, "rs_fc2", gemm(b, "fc2", T, h, ft));
 }
 
@@ -461,7 +451,7 @@ static void backward(builder_t *b)
     double T = b->T, ft = (double)j->ffn_hidden_size / j->tp;
     if (j->parallel_block) {
         row_backward(b, "proj_fc2_dgrad", "proj_fc2_wgrad", j->hidden_size / j->tp + ft);
-        elem_math(b, act_name(j, 1), ELEM_GELU, gelu_bwd_bytes(j, T, b->wb), gelu_elems(j, T));
+        activation(b, 1, T * ft);
         attention_core(b, 1);
         rope(b, "rope_bwd");
         col_backward(b, "qkv_fc1_dgrad", "qkv_fc1_wgrad", qkv_n(j) + fc1_n(j));
@@ -473,7 +463,7 @@ static void backward(builder_t *b)
         moe_mlp(b, 1);
     } else {
         row_backward(b, "fc2_dgrad", "fc2_wgrad", ft);
-        elem_math(b, act_name(j, 1), ELEM_GELU, gelu_bwd_bytes(j, T, b->wb), gelu_elems(j, T));
+        activation(b, 1, T * ft);
         col_backward(b, "fc1_dgrad", "fc1_wgrad", fc1_n(j));
     }
     residual_norm(b, "ln2_bwd", 1);
@@ -494,12 +484,12 @@ static void shared_expert(builder_t *b, int bwd)
     if (!bwd) {
         fwd_gather(b, "ag_shared", b->n + (j->sequence_parallel && j->tp > 1));
         gemm(b, "shared_fc1", T, fc1, h);
-        elem_math(b, act_name(j, 0), ELEM_GELU, (j->swiglu ? 3 : 2) * elems * b->wb, elems);
+        activation(b, 0, elems);
         fwd_reduce(b, "rs_shared", gemm(b, "shared_fc2", T, h, fs));
         return;
     }
     row_backward(b, "shared_fc2_dgrad", "shared_fc2_wgrad", fs);
-    elem_math(b, act_name(j, 1), ELEM_GELU, (j->swiglu ? 5 : 3) * elems * b->wb, elems);
+    activation(b, 1, elems);
     col_backward(b, "shared_fc1_dgrad", "shared_fc1_wgrad", fc1);
 }
 
