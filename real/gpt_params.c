@@ -560,20 +560,18 @@ static void *init_worker(void *arg)
 {
     init_work_t *w = arg;
     const long total = w->row0[w->m->ntensors];
-    int i = 0;
+    int i = 0; /* the tensor row b is in: blocks come to each thread in rising order */
     for (;;) {
         long b = __atomic_fetch_add(&w->next, INIT_BLOCK_ROWS, __ATOMIC_RELAXED), e = b + INIT_BLOCK_ROWS;
         if (b >= total)
             return NULL;
-        e = e < total ? e : total;
-        while (w->row0[i + 1] <= b) /* blocks come in rising order to each thread */
-            i++;
-        for (; b < e; i++) {
+        for (e = e < total ? e : total; b < e;) {
+            while (w->row0[i + 1] <= b)
+                i++;
             long hi = w->row0[i + 1] < e ? w->row0[i + 1] : e;
             init_rows(&w->m->tensors[i], w->seed, w->host, (int)(b - w->row0[i]), (int)(hi - w->row0[i]));
             b = hi;
         }
-        i -= i > 0; /* the last tensor touched may go on in the next block */
     }
 }
 
