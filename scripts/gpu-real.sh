@@ -186,7 +186,8 @@ model=(--num-layers 24 --hidden-size 2048 --ffn-hidden-size 8192 --num-attention
 # stall and per-iteration overhead (0.65 s of a step; ASSUMPTIONS.md).
 plan=(--preset none --num-query-groups "$groups" --num-gpus 1 --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1
       --num-layers-per-virtual-pipeline-stage 0 --attention flash --fused-elementwise --cluster fattree)
-ours=("${plan[@]}" --gpu "$base_gpu" --device gpu --json --data "$corpus" --out "$out/megasim-run.h5")
+gpu_job=("${plan[@]}" --gpu "$base_gpu" --device gpu --json --data "$corpus") # every megasim run below
+ours=("${gpu_job[@]}" --out "$out/megasim-run.h5")
 launch=()
 if command -v mpirun >/dev/null; then
   launch=(mpirun -np 1 --bind-to none) # the rank's host threads free to use every CPU
@@ -285,31 +286,30 @@ print(f"{sys.argv[4]}: {sys.argv[5]} {a:.1f} ms, {sys.argv[6]} {b:.1f} ms ({100 
 EOF2
 }
 
+# The plain run's job with FLAG for 10 steps (the stage's time limit) into
+# megasim-NAME.jsonl, and its median step against the plain run's into
+# NAME.txt: variant NAME "LABEL: plain's, NAME's" FLAG...
+variant() {
+  local name=$1 labels=$2
+  shift 2
+  echo "== megasim run --device gpu $* ($(date -u +%T.%N | cut -c1-12) UTC)"
+  ${launch[@]+"${launch[@]}"} "$build/megasim" run "${model[@]}" --train-iters 10 "${gpu_job[@]}" "$@" \
+    > "$out/megasim-$name.jsonl" || status=$?
+  IFS=, read -r what a b <<< "$labels"
+  median_vs "$out/megasim.jsonl" "$out/megasim-$name.jsonl" "$what" "$a" "$b" | tee "$out/$name.txt"
+}
+
 # ---- CUDA graphs (issue 38, run --enable-cuda-graph): the same run with each
-# pass from the second iteration on captured and launched as a graph; its
-# median step against the plain run's (what graphs save: the launch gaps
-# between kernels). 10 steps (the stage's time limit), their median after
-# the warm-up against the plain run's. GRAPHS=0 leaves it out.
-if [ "${GRAPHS:-1}" = 1 ]; then
-  echo "== megasim run --device gpu --enable-cuda-graph ($(date -u +%T.%N | cut -c1-12) UTC)"
-  ${launch[@]+"${launch[@]}"} "$build/megasim" run "${model[@]}" --train-iters 10 "${plan[@]}" --gpu "$base_gpu" \
-    --device gpu --json --data "$corpus" --enable-cuda-graph > "$out/megasim-graphs.jsonl" || status=$?
-  median_vs "$out/megasim.jsonl" "$out/megasim-graphs.jsonl" "CUDA graphs" "plain launches" "graphs" |
-    tee "$out/graphs.txt"
-fi
+# pass from the second iteration on captured and launched as a graph (what
+# graphs save: the launch gaps between kernels). GRAPHS=0 leaves it out.
+[ "${GRAPHS:-1}" = 1 ] && variant graphs "CUDA graphs,plain launches,graphs" --enable-cuda-graph
 
 # ---- FP8 (issue 36, --fp8-format hybrid): the same run with each linear
 # layer's GEMM inputs cast to E4M3 (forward) and E5M2 (gradients) values,
 # their amaxes kept on the GPU, around the same bf16 GEMMs (docs/job.md:
 # FP8's numerics, not its speed, as cuBLASLt's FP8 GEMMs are not built):
-# what the casts cost, 10 steps, their median against the plain run's, and
-# how far the losses move. FP8=0 leaves it out.
-if [ "${FP8:-1}" = 1 ]; then
-  echo "== megasim run --device gpu --fp8-format hybrid ($(date -u +%T.%N | cut -c1-12) UTC)"
-  ${launch[@]+"${launch[@]}"} "$build/megasim" run "${model[@]}" --train-iters 10 "${plan[@]}" --gpu "$base_gpu" \
-    --device gpu --json --data "$corpus" --fp8-format hybrid > "$out/megasim-fp8.jsonl" || status=$?
-  median_vs "$out/megasim.jsonl" "$out/megasim-fp8.jsonl" "FP8 (hybrid)" "bf16" "fp8" | tee "$out/fp8.txt"
-fi
+# what the casts cost, and how far the losses move. FP8=0 leaves it out.
+[ "${FP8:-1}" = 1 ] && variant fp8 "FP8 (hybrid),bf16,fp8" --fp8-format hybrid
 
 # ---- cuBLASLt's choices tuned (issue 38, run --gemm-algos): the same run twice
 # more, the first tuning every GEMM problem (its candidates timed) into
@@ -317,7 +317,7 @@ fi
 # untuned run's above. TUNED=0 leaves it out (about two runs' time).
 if [ "${TUNED:-1}" = 1 ]; then
   echo "== megasim run --device gpu --gemm-algos: tuning, then tuned ($(date -u +%T.%N | cut -c1-12) UTC)"
-  tuned=("${plan[@]}" --gpu "$base_gpu" --device gpu --json --data "$corpus" --gemm-algos "$out/gemm-algos")
+  tuned=("${gpu_job[@]}" --gemm-algos "$out/gemm-algos")
   for pass in tuning tuned; do
     ${launch[@]+"${launch[@]}"} "$build/megasim" run "${model[@]}" "${tuned[@]}" > "$out/megasim-$pass.jsonl" ||
       status=$?
