@@ -59,14 +59,14 @@ launch=(mpirun -np "$np")
                                      -x LD_LIBRARY_PATH)
 
 # The switches of each plan (one line of flags), or nothing where NP rules it out.
+tp_sw="--sequence-parallel --tp-comm-overlap" dp_sw="--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather"
 plan_flags() {
   case $1 in
-  tp) echo "--tensor-model-parallel-size $np --sequence-parallel --tp-comm-overlap" ;;
+  tp) echo "--tensor-model-parallel-size $np $tp_sw" ;;
   pp) [ $((layers % np)) -eq 0 ] &&
         echo "--pipeline-model-parallel-size $np --num-layers-per-virtual-pipeline-stage 1 --pp-comm-overlap" ;;
-  dp) echo "--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather" ;;
-  tp2dp) [ "$np" -ge 4 ] && [ $((np % 2)) -eq 0 ] &&
-           echo "--tensor-model-parallel-size 2 --sequence-parallel --tp-comm-overlap --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather" ;;
+  dp) echo "$dp_sw" ;;
+  tp2dp) [ "$np" -ge 4 ] && [ $((np % 2)) -eq 0 ] && echo "--tensor-model-parallel-size 2 $tp_sw $dp_sw" ;;
   *) return 2 ;;
   esac
 }
