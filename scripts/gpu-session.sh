@@ -137,9 +137,7 @@ stage_algos() {
 }
 
 stage_multi() {
-  local n
-  n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-  [ "${n:-0}" -ge 2 ] || { echo "multi: one GPU here; the NCCL runs need two or more"; return 0; }
+  [ "$ngpus" -ge 2 ] || { echo "multi: one GPU here; the NCCL runs need two or more"; return 0; }
   OUT_DIR="$out/multi" PROFILE=$([ -r "$profile" ] && echo "$profile") bash "$root/scripts/gpu-multi.sh" "$build"
 }
 
@@ -166,9 +164,10 @@ pack() {
 trap pack EXIT
 
 stages=("$@")
+ngpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU') # 0 where nvidia-smi fails or is missing
 if [ ${#stages[@]} -eq 0 ] || [ "${stages[0]}" = all ]; then
   stages=(tests real kernels calibrate compare)
-  [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -ge 2 ] && stages+=(multi)
+  [ "$ngpus" -ge 2 ] && stages+=(multi)
 fi
 for s in "${stages[@]}"; do
   case $s in
@@ -227,7 +226,7 @@ for s in "${stages[@]}"; do
   fi
   echo "== gpu-session: $s (limit $limit s) at $(date -u +%T) UTC" | tee -a "$out/session.txt"
   t0=$(date +%s)
-  timeout -k 10 "$limit" bash -c "$(declare -f "stage_$s"); $(declare -p root build out cuda_home profile); stage_$s" \
+  timeout -k 10 "$limit" bash -c "$(declare -f "stage_$s"); $(declare -p root build out cuda_home profile ngpus); stage_$s" \
     > "$out/$s.log" 2>&1
   rc=$?
   what="exit $rc"
