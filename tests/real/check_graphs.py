@@ -32,8 +32,6 @@ GPU = ["--device", "gpu", "--attention", "flash", "--fused-elementwise"] + cr.DR
 PP2 = ["--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "1",
        "--overlap-grad-reduce", "--use-distributed-optimizer", "--pp-comm-overlap"]
 ITERS = 3  # the second and third iterations captured: the third updates the graphs the second made
-
-
 FP8 = ["--fp8-format", "e4m3", "--gpu", "h100-sxm-80gb"]  # the casts' amaxes on the device, read at the end
 
 
