@@ -83,13 +83,15 @@ static int nccl_error(ncclResult_t r, const char *what, const char *file, int li
 
 /* The compute stream's wait on what the NCCL calls (on `stream`) do
  * there: its peers' arrival and the transfer, bracketed as a stall
- * (g_stall) when stream is a compute stream, the op's wait_ns. */
+ * (g_stall) when stream is a compute stream, the op's wait_ns. Inside a
+ * group (group_begin) nothing launches until group_end: no stall. */
 #define NCCL_STALLED(c, stream, ...)                                                     \
     do {                                                                                 \
-        if (g_stall((c)->rt, stream, 0))                                                 \
+        int stall_ = N(c)->depth == 0;                                                   \
+        if (stall_ && g_stall((c)->rt, stream, 0))                                       \
             return -1;                                                                   \
         __VA_ARGS__;                                                                     \
-        if (g_stall((c)->rt, stream, 1))                                                 \
+        if (stall_ && g_stall((c)->rt, stream, 1))                                       \
             return -1;                                                                   \
     } while (0)
 
@@ -434,10 +436,7 @@ static int n_send(comm_t *c, int grp, int peer, int tag, const void *buf, long c
     ncclComm_t nc = p2p_comm(c, grp, peer, tag, LINK_SEND, &np);
     if (!st || !nc)
         return -1;
-    if (N(c)->depth > 0) /* launched at group_end */
-        NCCL_TRY(ncclSend(buf, (size_t)count, nccl_type(c, dt), np, nc, st));
-    else
-        NCCL_STALLED(c, stream, NCCL_TRY(ncclSend(buf, (size_t)count, nccl_type(c, dt), np, nc, st)));
+    NCCL_STALLED(c, stream, NCCL_TRY(ncclSend(buf, (size_t)count, nccl_type(c, dt), np, nc, st)));
     return 0;
 }
 
@@ -448,10 +447,7 @@ static int n_recv(comm_t *c, int grp, int peer, int tag, void *buf, long count, 
     ncclComm_t nc = p2p_comm(c, grp, peer, tag, LINK_RECV, &np);
     if (!st || !nc)
         return -1;
-    if (N(c)->depth > 0) /* launched at group_end */
-        NCCL_TRY(ncclRecv(buf, (size_t)count, nccl_type(c, dt), np, nc, st));
-    else
-        NCCL_STALLED(c, stream, NCCL_TRY(ncclRecv(buf, (size_t)count, nccl_type(c, dt), np, nc, st)));
+    NCCL_STALLED(c, stream, NCCL_TRY(ncclRecv(buf, (size_t)count, nccl_type(c, dt), np, nc, st)));
     return 0;
 }
 
