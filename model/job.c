@@ -161,6 +161,9 @@ static const opt_def defs[] = {
      "decoupled asynchronous pipeline send/receive"},
     {"attention", OPT_ENUM, J(attention), 0, 0, "unfused", "flash|unfused|flash1", "MegaScale techniques",
      "attention kernel: FlashAttention-2 style, GEMM-softmax-GEMM, or FlashAttention-1 style"},
+    {"attention-backend", OPT_ENUM, J(attention_backend), 0, 0, "megasim", "megasim|cudnn", "MegaScale techniques",
+     "who runs the flash attention on run's GPU path: megasim's own FA-2 kernels or cuDNN's fused attention "
+     "(cuDNN 9, opened at run time); predict and simulate price both on the profile's flash curves"},
     {"fused-elementwise", OPT_BOOL, J(fused_elementwise), 0, 1, "false", 0, "MegaScale techniques",
      "fuse dropout-residual-LayerNorm, and the bias with the GeLU (one pass, as unfused with the bias in the GEMM)"},
     {"async-data-loader", OPT_BOOL, J(async_data_loader), 0, 1, "false", 0, "MegaScale techniques",

@@ -22,6 +22,8 @@ typedef enum { OPTIM_ADAM, OPTIM_LAMB } optim_t;
  * kernel of Megatron-LM's --use-flash-attn in 2023; UNFUSED: GEMM, masked
  * softmax, GEMM. */
 typedef enum { ATTN_FLASH, ATTN_UNFUSED, ATTN_FLASH1 } attn_t;
+/* Who runs the flash attention on run's GPU path (--attention-backend). */
+typedef enum { ATTN_BACKEND_MEGASIM, ATTN_BACKEND_CUDNN } attn_backend_t;
 /* The flash kinds: tiled with online softmax, no T x T scores kept or
  * recomputed, the log-sum-exp saved for the backward. */
 static inline int attn_is_flash(int attn) { return attn != ATTN_UNFUSED; }
@@ -81,6 +83,7 @@ typedef struct {
     int parallel_block, sliding_window, optimizer, pp_comm_overlap;
     int cuda_graph;            /* --enable-cuda-graph: each forward and backward pass launched as a CUDA graph */
     int attention, fused_elementwise, async_data_loader, preset;
+    int attention_backend; /* attn_backend_t */
     /* hardware */
     char gpu[40], cluster[40], hardware[256];
     int nics_per_node;         /* 0 = the cluster profile's */

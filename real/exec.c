@@ -71,6 +71,12 @@ int exec_init(exec_t *x, const job_t *job, rt_t *rt, comm_t *comm, gpt_t *m, dat
     memset(x, 0, sizeof *x);
     x->job = job, x->rt = rt, x->comm = comm, x->m = m, x->data = data, x->hp = *hp;
     x->nan_rank = -1;
+    if (job->attention_backend != ATTN_BACKEND_MEGASIM) { /* the runtime opens it (gpt_check_switches: the GPU's) */
+        if (!OP->attn_backend)
+            return snprintf(err, errlen, "--attention-backend cudnn: this runtime has only its own attention"), -1;
+        if (OP->attn_backend(rt, job->attention_backend, err, errlen))
+            return -1;
+    }
     x->zero = job->zero_stage >= 1 && job->dp_cp > 1; /* ZeRO shards over DP x CP, the weights' replicas */
     x->shard_base = calloc((size_t)m->npieces + 1, sizeof *x->shard_base);
     long nshard = 0;

@@ -382,6 +382,14 @@ int gpt_check_switches(const job_t *j, int gpu, char *err, int errlen)
                      : gpu && !j->bf16 ? "--bf16 false with --device gpu: the GPU path trains in bf16 with fp32 master "
                                          "weights (allowed: --bf16 true; --device cpu trains in fp32)"
                                        : NULL;
+    if (!no && j->attention_backend == ATTN_BACKEND_CUDNN)
+        no = !gpu ? "--attention-backend cudnn needs --device gpu: the CPU path runs the reference attention "
+                    "(allowed: --attention-backend megasim)"
+             : j->attention != ATTN_FLASH ? "--attention-backend cudnn runs the flash attention (allowed: --attention "
+                                            "flash, or --attention-backend megasim)"
+             : j->cuda_graph ? "--attention-backend cudnn with --enable-cuda-graph is not run yet: the dropout seeds "
+                               "are copied from the host at each call (allowed: either alone)"
+                             : NULL;
     if (!no && j->num_experts > 0)
         no = moe_switch(j);
     if (no)

@@ -220,6 +220,11 @@ typedef struct {
      * each problem not in the file tuned when first met) or written back
      * (write 1). NULL on the CPU, which has no candidates. */
     int (*gemm_algos)(rt_t *rt, const char *dir, int rank, int write, char *err, int errlen);
+    /* who runs the flash attention (attn_backend_t): ATTN_BACKEND_CUDNN
+     * opens cuDNN's fused attention for the calls it takes (whole
+     * sequences; real/rt_gpu_cudnn.c). NULL on the CPU, which has only the
+     * reference. 0, or -1 with the reason. */
+    int (*attn_backend)(rt_t *rt, int backend, char *err, int errlen);
     /* the native stream handle (cudaStream_t on the GPU, NULL on the CPU) */
     void *(*native_stream)(rt_t *rt, int stream);
     void (*destroy)(rt_t *rt);

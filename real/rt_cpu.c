@@ -629,7 +629,7 @@ static const rt_ops_t cpu_ops = {
     c_attn_fwd, c_attn_bwd, c_attn_merge, c_fp8_quant, c_xent_fwd, c_xent_part, c_xent_merge, c_xent_bwd,
     c_moe_route, c_moe_route_bwd, c_moe_gather, c_moe_combine, c_moe_rowdot,
     c_adamw, c_lamb_norms, c_lamb_apply, c_grad_sumsq,
-    NULL, c_native, c_destroy, /* no gemm_algos */
+    NULL, NULL, c_native, c_destroy, /* no gemm_algos, no attn_backend */
 };
 
 int rt_cpu_create(rt_t **out, const size_t plan[RT_NPOOLS], char *err, int errlen)

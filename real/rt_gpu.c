@@ -450,6 +450,7 @@ void g_destroy(rt_t *rt)
     gpu_t *g = G(rt);
     rt_clock_reader_stop(g->clock);
     g_graphs_free(rt); /* a capture left open would refuse the synchronisation */
+    g_cudnn_close(rt);
     cudaError_t e = cudaDeviceSynchronize();
     if (e != cudaSuccess)
         kern_report_cuda((int)e, "cudaDeviceSynchronize (destroy)", __FILE__, __LINE__);

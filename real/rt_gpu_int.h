@@ -80,6 +80,7 @@ typedef struct {
     cudaGraphExec_t *graphs;          /* capture_end's, by slot (rt_gpu_graph.c) */
     long ngraphs;
     int capturing;                    /* between capture_begin and capture_end */
+    struct cudnn_attn *cudnn;         /* cuDNN's attention once attn_backend opened it (rt_gpu_cudnn.c) */
 } gpu_t;
 
 /* real/rt_gpu_algos.c: rt_ops_t.gemm_algos */
@@ -128,6 +129,16 @@ int g_capture_end(rt_t *rt, long slot);
 void g_graphs_free(rt_t *rt);
 void *g_native(rt_t *rt, int stream);
 void g_destroy(rt_t *rt);
+
+/* rt_gpu_cudnn.c: rt_ops_t.attn_backend; the flash attention of a whole
+ * sequence on cuDNN once it is open: 1 when it ran, 0 when the call is
+ * megasim's kernels' (cuDNN not chosen, or a block of a sequence), -1 on
+ * an error (printed). */
+int g_attn_backend(rt_t *rt, int backend, char *err, int errlen);
+void g_cudnn_close(rt_t *rt);
+int g_cudnn_fwd(rt_t *rt, void *out, void *lse, const void *q, const void *k, const void *v, kern_attn_shape s);
+int g_cudnn_bwd(rt_t *rt, void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k,
+                const void *v, const void *out, const void *lse, kern_attn_shape s);
 
 /* rt_gpu_ops.c: the whole table. */
 extern const rt_ops_t rt_gpu_ops;

@@ -153,6 +153,9 @@ static size_t datt_bytes(kern_attn_shape s) { return (size_t)s.B * s.NH * s.T * 
 static int g_attn_fwd(rt_t *rt, int attn, void *out, void *saved, const void *q, const void *k, const void *v,
                       kern_attn_shape s)
 {
+    int by_cudnn = attn == ATTN_FLASH ? g_cudnn_fwd(rt, out, saved, q, k, v, s) : 0;
+    if (by_cudnn)
+        return by_cudnn < 0 ? -1 : 0;
     if (attn == ATTN_FLASH)
         return kern_attention_fwd_cuda(out, saved, q, k, v, s, CS(rt));
     if (attn == ATTN_FLASH1) {
@@ -173,6 +176,9 @@ static int g_attn_bwd(rt_t *rt, int attn, void *dq, void *dk, void *dv, const vo
         return sc ? kern_attention_bwd_v1_cuda(dq, dk, dv, sc, dout, q, k, v, out, saved, s, CS(rt)) : -1;
     }
     if (attn == ATTN_FLASH) {
+        int by_cudnn = g_cudnn_bwd(rt, dq, dk, dv, dout, q, k, v, out, saved, s);
+        if (by_cudnn)
+            return by_cudnn < 0 ? -1 : 0;
         float *sc = g_scratch(rt, kern_attention_bwd_scratch_bytes(s));
         return sc ? kern_attention_bwd_cuda(dq, dk, dv, sc, dout, q, k, v, out, saved, s, CS(rt)) : -1;
     }
@@ -291,5 +297,5 @@ const rt_ops_t rt_gpu_ops = {
     g_attn_fwd, g_attn_bwd, g_attn_merge, g_fp8_quant, g_xent_fwd, g_xent_part, g_xent_merge, g_xent_bwd,
     g_moe_route, g_moe_route_bwd, g_moe_gather, g_moe_combine, g_moe_rowdot,
     g_adamw, g_lamb_norms, g_lamb_apply, g_grad_sumsq,
-    rt_gpu_gemm_algos, g_native, g_destroy,
+    rt_gpu_gemm_algos, g_attn_backend, g_native, g_destroy,
 };

@@ -18,9 +18,9 @@
 #          MFU is counted against; gpu-session.sh sets it from nvidia-smi)
 #          KV_GROUPS=16 (KV heads; below 16, grouped-query attention: megasim's
 #          run and its comparison only, as torch_gpt.py is MHA)
-#          TUNED=1, GRAPHS=1, FP8=1 (0 leaves out the run with cuBLASLt's
-#          choices tuned, the one with CUDA graphs, or the one in FP8; each
-#          against the plain run)
+#          CUDNN=1, TUNED=1, GRAPHS=1, FP8=1 (0 leaves out the run with
+#          cuDNN's attention, the one with cuBLASLt's choices tuned, the one
+#          with CUDA graphs, or the one in FP8; each against the plain run)
 #
 # The model (both sides): 24 layers, hidden 2048, 16 heads (MHA), MLP 8192,
 # sequence 2048, GPT-2 style (learned positions, pre-LN, biases, tanh GeLU,
@@ -298,6 +298,11 @@ variant() {
   IFS=, read -r what a b <<< "$labels"
   median_vs "$out/megasim.jsonl" "$out/megasim-$name.jsonl" "$what" "$a" "$b" | tee "$out/$name.txt"
 }
+
+# ---- cuDNN's fused attention (issue 38, run --attention-backend cudnn): the
+# same run with every attention pass in cuDNN's fused kernels instead of
+# megasim's FA-2 (dropout from cuDNN's own generator). CUDNN=0 leaves it out.
+[ "${CUDNN:-1}" = 1 ] && variant cudnn "cuDNN attention,megasim's FA-2,cuDNN's" --attention-backend cudnn
 
 # ---- CUDA graphs (issue 38, run --enable-cuda-graph): the same run with each
 # pass from the second iteration on captured and launched as a graph (what

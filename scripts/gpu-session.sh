@@ -85,6 +85,21 @@ if [ -z "${NCCL_ROOT:-}" ] && ! ls "$cuda_home"/lib*/libnccl.so* >/dev/null 2>&1
   fi
 fi
 
+# cuDNN 9 (--attention-backend cudnn, real/cudnn_attn.c): its headers beside
+# CUDA, in CUDNN_ROOT, or in the nvidia-cudnn wheel PyTorch brings (CMake
+# reads $CUDNN_ROOT/include); its library on the loader's path, which the
+# GPU module opens at run time.
+if [ -z "${CUDNN_ROOT:-}" ] && ! [ -r "$cuda_home/include/cudnn_graph.h" ]; then
+  roots="$(python3 -c 'import nvidia; print(" ".join(nvidia.__path__))' 2>/dev/null) /usr /opt"
+  # shellcheck disable=SC2086 # $roots is a list of folders
+  h=$(find $roots -name cudnn_graph.h -path '*include*' 2>/dev/null | head -n 1)
+  [ -n "$h" ] && export CUDNN_ROOT=$(dirname "$(dirname "$h")")
+fi
+for d in "${CUDNN_ROOT:-$cuda_home}"/lib*; do
+  if ls "$d"/libcudnn.so.9* >/dev/null 2>&1; then export LD_LIBRARY_PATH=$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}; fi
+done
+echo "gpu-session: cuDNN ${CUDNN_ROOT:-beside CUDA ($cuda_home)}"
+
 # The one build every stage uses: all targets, the CUDA code for sm_$arch.
 build_all() {
   local cfg=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch"
