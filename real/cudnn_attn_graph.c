@@ -305,6 +305,23 @@ static void fwd_graph(gb_t *g, const shapes_t *z)
     matmul(g, pr, v, bound(g, R_O, z->q_dim, z->q_str, CUDNN_DATA_BFLOAT16), "P V");
 }
 
+/* dK or dV (role) = x^T rhs, x shaped as the scores (P or dS), read
+ * transposed in bf16; under GQA made per query head, then summed over
+ * each group of heads. */
+static void kv_grad(gb_t *g, const shapes_t *z, ten_t x, ten_t rhs, int role, const char *what)
+{
+    ten_t xt = tensor(g, z->s_dim, z->st_str, CUDNN_DATA_BFLOAT16, 1);
+    reshape(g, x, xt, what);
+    ten_t d = bound(g, role, z->kv_dim, z->kv_str, CUDNN_DATA_BFLOAT16);
+    if (g->p->key.NKV == g->p->key.NH) {
+        matmul(g, xt, rhs, d, what);
+        return;
+    }
+    ten_t full = tensor(g, z->h_dim, z->h_str, CUDNN_DATA_BFLOAT16, 1);
+    matmul(g, xt, rhs, full, what);
+    reduce(g, CUDNN_REDUCE_TENSOR_ADD, full, d, "the sum over each group of heads");
+}
+
 /* The backward: D = rowsum(dO * O) (scaled by 1 - p under dropout), the
  * probabilities rebuilt from Q K^T and the statistics, dV = P^T dO, dS =
  * P * (dO V^T - D), dK = dS^T Q, dQ = dS K (into fp32, then bf16). Under
@@ -312,7 +329,7 @@ static void fwd_graph(gb_t *g, const shapes_t *z)
 static void bwd_graph(gb_t *g, const shapes_t *z)
 {
     const key_t_ *k = &g->p->key;
-    int drop = k->p > 0, gqa = k->NKV != k->NH;
+    int drop = k->p > 0;
     static const int64_t one[4] = {1, 1, 1, 1};
     ten_t q = bound(g, R_Q, z->q_dim, z->q_str, CUDNN_DATA_BFLOAT16);
     ten_t kt = bound(g, R_K, z->kt_dim, z->kt_str, CUDNN_DATA_BFLOAT16);
@@ -349,17 +366,7 @@ static void bwd_graph(gb_t *g, const shapes_t *z)
         p = pw2(g, CUDNN_POINTWISE_MUL, pw2(g, CUDNN_POINTWISE_MUL, e, m, z->s_dim, z->s_str, "dropped P"), dscale,
                 z->s_dim, z->s_str, "dropout scale");
     }
-    /* dV = P^T dO */
-    ten_t pt = tensor(g, z->s_dim, z->st_str, CUDNN_DATA_BFLOAT16, 1);
-    reshape(g, p, pt, "P^T");
-    ten_t dv = bound(g, R_DV, z->kv_dim, z->kv_str, CUDNN_DATA_BFLOAT16);
-    if (gqa) {
-        ten_t full = tensor(g, z->h_dim, z->h_str, CUDNN_DATA_BFLOAT16, 1);
-        matmul(g, pt, dout, full, "P^T dO");
-        reduce(g, CUDNN_REDUCE_TENSOR_ADD, full, dv, "dV over the group");
-    } else {
-        matmul(g, pt, dout, dv, "P^T dO");
-    }
+    kv_grad(g, z, p, dout, R_DV, "dV = P^T dO");
     /* dS */
     ten_t dp = tensor(g, z->s_dim, z->s_str, CUDNN_DATA_FLOAT, 1);
     matmul(g, dout, vt, dp, "dO V^T");
@@ -370,17 +377,7 @@ static void bwd_graph(gb_t *g, const shapes_t *z)
     if (drop)
         ds = pw2(g, CUDNN_POINTWISE_MUL, ds, dscale, z->s_dim, z->s_str, "dS dropout scale");
     ds = pw2(g, CUDNN_POINTWISE_MUL, ds, scale, z->s_dim, z->s_str, "dS scale");
-    /* dK = dS^T Q */
-    ten_t dst = tensor(g, z->s_dim, z->st_str, CUDNN_DATA_BFLOAT16, 1);
-    reshape(g, ds, dst, "dS^T");
-    ten_t dk = bound(g, R_DK, z->kv_dim, z->kv_str, CUDNN_DATA_BFLOAT16);
-    if (gqa) {
-        ten_t full = tensor(g, z->h_dim, z->h_str, CUDNN_DATA_BFLOAT16, 1);
-        matmul(g, dst, q, full, "dS^T Q");
-        reduce(g, CUDNN_REDUCE_TENSOR_ADD, full, dk, "dK over the group");
-    } else {
-        matmul(g, dst, q, dk, "dS^T Q");
-    }
+    kv_grad(g, z, ds, q, R_DK, "dK = dS^T Q");
     /* dQ = dS K, accumulated in fp32 */
     ten_t kr = tensor(g, z->kv_dim, z->kv_str, CUDNN_DATA_FLOAT, 1);
     reshape(g, kt, kr, "K");
