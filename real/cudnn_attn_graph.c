@@ -74,18 +74,22 @@ static void set_desc(gb_t *g, bd_t d, cudnnBackendAttributeName_t name, bd_t v, 
     set(g, d, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &v, what);
 }
 
-/* A 4-d tensor; virt: an intermediate of the fused kernel (no memory). */
-static ten_t tensor(gb_t *g, const int64_t dim[4], const int64_t stride[4], cudnnDataType_t dt, int virt)
+/* A 4-d tensor: in memory the call binds (0), virtual (1: an intermediate
+ * of the fused kernel, no memory) or a scalar passed by value (2). */
+enum { T_MEMORY, T_VIRTUAL, T_BY_VALUE };
+static ten_t tensor(gb_t *g, const int64_t dim[4], const int64_t stride[4], cudnnDataType_t dt, int kind)
 {
     ten_t t = {make(g, CUDNN_BACKEND_TENSOR_DESCRIPTOR), g->next_uid++};
     int64_t align = 16;
-    bool v = virt != 0;
+    bool yes = true;
     set(g, t.d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt, "tensor data type");
     set(g, t.d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dim, "tensor dimensions");
     set(g, t.d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, stride, "tensor strides");
     set(g, t.d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &t.uid, "tensor id");
     set(g, t.d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align, "tensor alignment");
-    set(g, t.d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &v, "tensor virtual");
+    if (kind != T_MEMORY)
+        set(g, t.d, kind == T_VIRTUAL ? CUDNN_ATTR_TENSOR_IS_VIRTUAL : CUDNN_ATTR_TENSOR_IS_BY_VALUE,
+            CUDNN_TYPE_BOOLEAN, 1, &yes, "tensor kind");
     fin(g, t.d, "finalizing a tensor");
     return t;
 }
@@ -93,7 +97,7 @@ static ten_t tensor(gb_t *g, const int64_t dim[4], const int64_t stride[4], cudn
 /* A tensor the caller binds, recorded under its role. */
 static ten_t bound(gb_t *g, int role, const int64_t dim[4], const int64_t stride[4], cudnnDataType_t dt)
 {
-    ten_t t = tensor(g, dim, stride, dt, 0);
+    ten_t t = tensor(g, dim, stride, dt, T_MEMORY);
     g->p->uid[role] = t.uid;
     return t;
 }
@@ -102,17 +106,7 @@ static ten_t bound(gb_t *g, int role, const int64_t dim[4], const int64_t stride
 static ten_t scalar(gb_t *g, int role, float value)
 {
     static const int64_t one[4] = {1, 1, 1, 1};
-    ten_t t = {make(g, CUDNN_BACKEND_TENSOR_DESCRIPTOR), g->next_uid++};
-    cudnnDataType_t dt = CUDNN_DATA_FLOAT;
-    int64_t align = 16;
-    bool v = true;
-    set(g, t.d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt, "scalar data type");
-    set(g, t.d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, one, "scalar dimensions");
-    set(g, t.d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, one, "scalar strides");
-    set(g, t.d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &t.uid, "scalar id");
-    set(g, t.d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align, "scalar alignment");
-    set(g, t.d, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &v, "scalar by value");
-    fin(g, t.d, "finalizing a scalar");
+    ten_t t = tensor(g, one, one, CUDNN_DATA_FLOAT, T_BY_VALUE);
     g->p->uid[role] = t.uid, g->p->value[role] = value;
     return t;
 }
