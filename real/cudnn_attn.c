@@ -168,11 +168,11 @@ static int build(cudnn_attn_t *c, plan_t *p, char *err, int errlen)
     bd_t graph = cudnn_attn_graph(c, p, err, errlen);
     if (!graph || choose(c, p, graph, err, errlen))
         return -1;
-    long long extra = 0;
-    if (p->key.bwd) /* the fp32 dQ accumulator and D, in the workspace after the engine's */
-        extra = align_up_ll((long long)p->key.B * p->key.NH * p->key.T * p->key.HS * 4) +
-                align_up_ll((long long)p->key.B * p->key.NH * p->key.T * 4);
-    p->ws_total = align_up_ll(p->ws_plan) + extra;
+    p->ws_total = p->dqacc_at = align_up_ll(p->ws_plan);
+    if (p->key.bwd) { /* the fp32 dQ accumulator and D, in the workspace after the engine's */
+        p->sum_at = p->dqacc_at + align_up_ll((long long)p->key.B * p->key.NH * p->key.T * p->key.HS * 4);
+        p->ws_total = p->sum_at + align_up_ll((long long)p->key.B * p->key.NH * p->key.T * 4);
+    }
     return 0;
 }
 
@@ -380,7 +380,6 @@ int cudnn_attn_bwd(cudnn_attn_t *c, void *stream, void *dq, void *dk, void *dv, 
     ptr[R_Q] = (void *)q, ptr[R_K] = (void *)k, ptr[R_V] = (void *)v, ptr[R_O] = (void *)out;
     ptr[R_STATS] = (void *)lse, ptr[R_DO] = (void *)dout, ptr[R_DQ] = dq, ptr[R_DK] = dk, ptr[R_DV] = dv;
     ptr[R_SEED] = (void *)rng, ptr[R_OFFSET] = rng ? (void *)(rng + 1) : NULL;
-    ptr[R_DQACC] = w + align_up_ll(p->ws_plan);
-    ptr[R_SUM] = w + align_up_ll(p->ws_plan) + align_up_ll((long long)s->B * s->NH * s->T * s->HS * 4);
+    ptr[R_DQACC] = w + p->dqacc_at, ptr[R_SUM] = w + p->sum_at;
     return run(c, p, stream, ptr, ws, err, errlen);
 }

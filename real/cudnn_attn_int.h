@@ -52,6 +52,7 @@ typedef struct {
     int64_t uid[R_COUNT]; /* 0: the role is not in the graph */
     float value[R_COUNT];
     long long ws_plan, ws_total; /* the engine's workspace; with the backward's own tensors */
+    long long dqacc_at, sum_at;  /* the backward's fp32 dQ accumulator and D: byte offsets in the workspace */
     char desc[96];
 } plan_t;
 
