@@ -64,17 +64,25 @@ read -r -a deps_cfg <<< "${MEGASIM_CMAKE_DEPS:-}"
 # NCCL: beside CUDA, NCCL_ROOT, or the nvidia-nccl wheel PyTorch brings.
 nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 cuda_home=$(dirname "$(dirname "$nvcc")")
-if [ -z "${NCCL_ROOT:-}" ] && ! ls "$cuda_home"/lib*/libnccl.so* >/dev/null 2>&1; then
-  # Not beside CUDA: the nvidia-nccl wheel (its folder's name varies with the
-  # CUDA major version), else any tree under /usr or /opt with both halves;
-  # else a library without headers, with the header gpu-deps.sh carried.
-  roots="$(python3 -c 'import nvidia; print(" ".join(nvidia.__path__))' 2>/dev/null) /usr /opt"
+# Where a library not beside CUDA may be: the nvidia wheels PyTorch brings
+# (their folders' names vary with the CUDA major version), /usr, /opt.
+roots="$(python3 -c 'import nvidia; print(" ".join(nvidia.__path__))' 2>/dev/null) /usr /opt"
+# tree_with HEADER LIB: the first tree under $roots with include/.../HEADER
+# and lib*/LIB* (both halves), printed; nothing when none has both.
+tree_with() {
+  local d h r
   for d in $roots; do
-    h=$(find "$d" -name nccl.h -path '*include*' 2>/dev/null | head -n 1)
+    h=$(find "$d" -name "$1" -path '*include*' 2>/dev/null | head -n 1)
     [ -n "$h" ] || continue
     r=$(dirname "$(dirname "$h")")
-    if ls "$r"/lib*/libnccl.so* >/dev/null 2>&1; then export NCCL_ROOT=$r; break; fi
+    if ls "$r"/lib*/"$2"* >/dev/null 2>&1; then echo "$r"; return; fi
   done
+}
+if [ -z "${NCCL_ROOT:-}" ] && ! ls "$cuda_home"/lib*/libnccl.so* >/dev/null 2>&1; then
+  # Not beside CUDA: a tree with both halves; else a library without
+  # headers, with the header gpu-deps.sh carried.
+  r=$(tree_with nccl.h libnccl.so)
+  [ -n "$r" ] && export NCCL_ROOT=$r
   # shellcheck disable=SC2086 # $roots is a list of folders
   lib=$(find $roots -name 'libnccl.so*' 2>/dev/null | head -n 1)
   if [ -z "${NCCL_ROOT:-}" ] && [ -n "$lib" ] && [ -r "$gpu_deps/nccl/include/nccl.h" ]; then
@@ -90,10 +98,8 @@ fi
 # reads $CUDNN_ROOT/include); its library on the loader's path, which the
 # GPU module opens at run time.
 if [ -z "${CUDNN_ROOT:-}" ] && ! [ -r "$cuda_home/include/cudnn_graph.h" ]; then
-  roots="$(python3 -c 'import nvidia; print(" ".join(nvidia.__path__))' 2>/dev/null) /usr /opt"
-  # shellcheck disable=SC2086 # $roots is a list of folders
-  h=$(find $roots -name cudnn_graph.h -path '*include*' 2>/dev/null | head -n 1)
-  [ -n "$h" ] && export CUDNN_ROOT=$(dirname "$(dirname "$h")")
+  r=$(tree_with cudnn_graph.h libcudnn.so.9)
+  [ -n "$r" ] && export CUDNN_ROOT=$r
 fi
 for d in "${CUDNN_ROOT:-$cuda_home}"/lib*; do
   if ls "$d"/libcudnn.so.9* >/dev/null 2>&1; then export LD_LIBRARY_PATH=$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}; fi
