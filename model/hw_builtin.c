@@ -144,6 +144,14 @@ static void hopper(hw_gpu_t *g, const char *name, double nvlink_gbps, double hbm
     SET_CURVE(g->flash_bwd_eff, {1e8, 0.04}, {1e9, 0.12}, {1e10, 0.24}, {1e11, 0.30}, {1e12, 0.33});
     g->flash1_rel = 0.5; /* FA-2 vs FA-1, as for Ampere (FA-2 paper, H100 runs) */
     SET_CURVE(g->mem_eff, {1e5, 0.04}, {1e6, 0.30}, {1e7, 0.72}, {1e8, 0.86}, {1e9, 0.90});
+    /* A weight gradient summed into its fp32 main gradient (cuBLAS with
+     * beta 1 and an fp32 C, as Megatron-LM's gradient-accumulation fusion
+     * and Transformer Engine issue it) runs slower than the bf16 product:
+     * measured on an H100, 0.716 +- 0.017 of the accumulation's 8 bytes per
+     * output element at HBM speed not hidden (calibrate, 24 weight
+     * gradients, R^2 0.98, 2026-11-26: experiments/profiles/
+     * h100-sxm-80gb-measured.json, fits/gemm_acc). */
+    g->gemm_acc_exposed = 0.72;
     math_rates(g, 66.9);
 }
 
@@ -157,7 +165,7 @@ static void hopper(hw_gpu_t *g, const char *name, double nvlink_gbps, double hbm
  * and 1,250 TFLOP/s, 186 GB at 8 TB/s. Not in the data sheets, and
  * assumptions until a Blackwell is calibrated: 148 SMs (what a B200's
  * device query reports), 79.6 TFLOP/s FP32 (148 SMs x 128 lanes x 2 x ~2.1
- * GHz), and the H100's efficiency curves and tiles (the same kind of
+ * GHz), and the H100's efficiency curves, tiles and fp32 accumulation share (the same kind of
  * tensor-core kernels; Blackwell's own, tcgen05, may do better). */
 static void blackwell(hw_gpu_t *g, const char *name, double bf16, double tf32, double hbm_gib, double host_gbps)
 {
@@ -188,6 +196,10 @@ int hw_builtin_gpu(const char *name, hw_gpu_t *g)
          * scaled by 0.88 / 0.90. */
         for (int i = 0; i < g->mem_eff.n; i++)
             g->mem_eff.y[i] *= 0.88 / 0.90;
+        /* Its weight gradients' fp32 accumulation: 0.607 +- 0.042 exposed
+         * (calibrate --quick, 16 samples, R^2 0.90, 2026-11-29:
+         * h200-sxm-141gb-measured.json, fits/gemm_acc). */
+        g->gemm_acc_exposed = 0.61;
     }
     else if (!strcmp(name, "b200-sxm-180gb"))
         blackwell(g, name, 2250.0, 1100.0, 180.0, 64.0); /* PCIe Gen5 x16 */

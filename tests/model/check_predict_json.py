@@ -6,7 +6,10 @@ params_total must equal it (a model's published size), with EXPECT_ACTIVE
 params_active (a mixture of experts' per-token count). With EXPECT_MFU
 ("value|source") set, or an experiment file with a "paper" block given, the
 predicted MFU must lie within 2.5 points of the paper's (issue 4's largest
-allowed error; EXPECT_MFU_TOL="points|source" for another issue's)."""
+allowed error; EXPECT_MFU_TOL="points|source" for another issue's). With
+EXPECT_MFU_KNOWN_MISS="why" the MFU is a known miss: a gap beyond the
+tolerance is printed with its cause and does not fail, and a row that
+comes within it fails, so that the stale note is dropped."""
 import json, os, subprocess, sys
 
 megasim = sys.argv[1]
@@ -65,10 +68,14 @@ tol, tol_src = 2.5, "issue 4's largest allowed error"
 if os.environ.get("EXPECT_MFU_TOL"):
     t, tol_src = os.environ["EXPECT_MFU_TOL"].split("|", 1)
     tol = float(t)
+miss = os.environ.get("EXPECT_MFU_KNOWN_MISS")
 for want, src in paper:
-    ok = abs(d["mfu"] - want) <= tol / 100
-    print(("ok  " if ok else "FAIL"), "MFU: expected %.1f%% +- %g points (%s; %s), got %.2f%%"
-          % (100 * want, tol, src, tol_src, 100 * d["mfu"]))
+    within = abs(d["mfu"] - want) <= tol / 100
+    ok = within != bool(miss)
+    print(("ok  " if ok else "FAIL"), "MFU: expected %.1f%% +- %g points (%s; %s), got %.2f%%%s"
+          % (100 * want, tol, src, tol_src, 100 * d["mfu"],
+             "" if not miss else "; a known miss (%s)" % miss if not within
+             else "; listed as a known miss but now within: drop EXPECT_MFU_KNOWN_MISS"))
     fail += not ok
     checks += 1
 for key, env in (("params_total", "EXPECT_PARAMS"), ("params_active", "EXPECT_ACTIVE")):
