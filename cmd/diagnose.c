@@ -201,7 +201,8 @@ static void add_straggler(cJSON *list, const char *key, int id, const int *ranks
 }
 
 typedef struct {
-    int tp, dp, pp, gpn;
+    layout_t grid; /* the job's TP, DP x CP, PP and rank order */
+    int gpn;
 } shape_t;
 
 /* The pool a rank is judged in: its pipeline stage, whose ranks do the
@@ -209,10 +210,10 @@ typedef struct {
  * (first, middle, last: the embedding and the loss make those differ). */
 static int pool_of(const shape_t *sh, int rank)
 {
-    int stage = layout_pos(rank, sh->tp, sh->dp).stage;
-    if (sh->dp >= 3)
+    int stage = layout_pos(sh->grid, rank).stage;
+    if (sh->grid.dp >= 3)
         return stage;
-    return stage == 0 ? 0 : stage == sh->pp - 1 ? 2 : 1;
+    return stage == 0 ? 0 : stage == sh->grid.pp - 1 ? 2 : 1;
 }
 
 /* Outliers of v in each pool; calls found(i, med) for each. */
@@ -220,7 +221,7 @@ static void pooled(const diagnose_opts_t *o, const shape_t *sh, const row_t *row
                    void (*found)(void *ctx, long i, double med), void *ctx)
 {
     double *pv = malloc(sizeof *pv * (n ? n : 1));
-    int *pw = malloc(sizeof *pw * (n ? n : 1)), npools = sh->dp >= 3 ? sh->pp : 3;
+    int *pw = malloc(sizeof *pw * (n ? n : 1)), npools = sh->grid.dp >= 3 ? sh->grid.pp : 3;
     for (int p = 0; pv && pw && p < npools; p++) {
         long m = 0;
         for (long i = 0; i < n; i++)
@@ -254,7 +255,7 @@ typedef struct {
 static void found_rank(void *ctx, long i, double med)
 {
     found_t *f = ctx;
-    int r = f->rows[i].rank, group = r / f->sh->tp;
+    int r = f->rows[i].rank, group = r / f->sh->grid.tp;
     if (f->own) {
         add_straggler(f->list, "rank", r, &r, 1, "compute", f->v[i], med);
         return;
@@ -263,8 +264,8 @@ static void found_rank(void *ctx, long i, double med)
         return;
     f->last_group = group;
     int ranks[1024], n = 0;
-    for (long k = 0; k < f->sh->tp && n < 1024; k++)
-        ranks[n++] = group * f->sh->tp + (int)k;
+    for (long k = 0; k < f->sh->grid.tp && n < 1024; k++)
+        ranks[n++] = group * f->sh->grid.tp + (int)k;
     add_straggler(f->list, "rank", r, ranks, n, "compute", f->v[i], med);
 }
 
@@ -378,11 +379,14 @@ static cJSON *stragglers_json(const diagnose_opts_t *o, const char *path, char *
         free(rows);
         return NULL;
     }
-    shape_t sh = {config_int(cfg, "job", "tensor_model_parallel_size", 1),
-                  0, config_int(cfg, "job", "pipeline_model_parallel_size", 1),
+    const cJSON *order = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cfg, "job"),
+                                                          "use_tp_pp_dp_mapping");
+    shape_t sh = {{config_int(cfg, "job", "tensor_model_parallel_size", 1), 0,
+                   config_int(cfg, "job", "pipeline_model_parallel_size", 1), cJSON_IsTrue(order)},
                   config_int(cfg, "hardware", "gpus_per_node", 8)};
     int gpus = config_int(cfg, "job", "num_gpus", 1);
-    sh.dp = gpus / (sh.tp * sh.pp) > 0 ? gpus / (sh.tp * sh.pp) : 1;
+    int mp = sh.grid.tp * sh.grid.pp;
+    sh.grid.dp = gpus / mp > 0 ? gpus / mp : 1;
     cJSON_Delete(cfg);
     /* What the file claims, checked before it indexes anything. */
     for (long i = 0; i < n && !rc; i++)
@@ -412,14 +416,17 @@ static cJSON *stragglers_json(const diagnose_opts_t *o, const char *path, char *
         for (long i = 0; i < n; i++)
             v[i] = rows[i].pp_busy_s;
         pooled(o, &sh, rows, v, n, found_link, &fd);
-        int hop = sh.tp * sh.dp / sh.gpn > 0 ? sh.tp * sh.dp / sh.gpn : 1, wrap = (sh.pp - 1) * hop;
+        /* nodes between neighbouring stages; the last-to-first wrap spans
+         * the cluster only in the default order (tp-pp-dp: one replica's) */
+        int stride = layout_rank(sh.grid, 0, 0, 1), hop = stride / sh.gpn > 0 ? stride / sh.gpn : 1;
+        int wrap = (sh.grid.pp - 1) * hop, wraps = sh.grid.pp > 2 && !sh.grid.pp_inner;
         for (int node = 0; node < nodes; node++) {
             double e = fd.node_excess[node];
             int first = node < hop, last = node >= nodes - hop;
             if (!(e > 0) || (node >= hop && fd.node_excess[node - hop] > e) ||
                 (node + hop < nodes && fd.node_excess[node + hop] > e) ||
-                (sh.pp > 2 && first && fd.node_excess[node + wrap] > e) ||
-                (sh.pp > 2 && last && fd.node_excess[node - wrap] > e))
+                (wraps && first && fd.node_excess[node + wrap] > e) ||
+                (wraps && last && fd.node_excess[node - wrap] > e))
                 continue;
             add_straggler(fd.list, "link", node, NULL, 0, "transfer", fd.node_med[node] + e, fd.node_med[node]);
         }

@@ -246,7 +246,7 @@ static void plan(const run_t *R, size_t p[RT_NPOOLS])
         sched_iter_t it;
         sched_op_t o;
         long n = 0;
-        sched_iter_init(&it, &R->job, layout_pos(R->rank, R->job.tp, R->job.dp_cp).stage); /* comm_groups_init's */
+        sched_iter_init(&it, &R->job, layout_pos(layout_of(&R->job), R->rank).stage); /* comm_groups_init's */
         while (sched_next(&it, &o))
             n += o.kind == SOP_XFER ? o.nx : 0;
         p[RT_POOL_XFER] = (size_t)(n * layer_p2p_bytes(&R->job) * (R->o.device == DEV_CPU ? 2 : 1) + 65536);

@@ -18,7 +18,8 @@ typedef struct {
 
 static const opt_def schedule_defs[] = {
     {"rank", OPT_INT, offsetof(schedule_opts_t, rank), 0, 4194303, "0", 0, "schedule",
-     "global rank whose program to print (TP fastest, then DP, then PP)"},
+     "global rank whose program to print (in the job's rank order: TP fastest, then CP, DP, PP; PP before DP "
+     "under --use-tp-pp-dp-mapping)"},
     {"layers", OPT_BOOL, offsetof(schedule_opts_t, layers), 0, 1, "false", 0, "schedule",
      "expand each forward/backward into its layer ops"},
     {"verify", OPT_BOOL, offsetof(schedule_opts_t, verify), 0, 1, "false", 0, "schedule",
@@ -71,7 +72,7 @@ int cmd_schedule(int argc, char **argv)
                job.pp, job.vpp, job.num_microbatches);
         return 0;
     }
-    layout_pos_t at = layout_pos(so.rank, job.tp, job.dp);
+    layout_pos_t at = layout_pos(layout_of(&job), so.rank);
     int stage = at.stage;
     printf("# megasim schedule: rank %d = tp %d, dp %d, pp stage %d; %d chunks, %d micro-batches, warm-up %ld, %s p2p\n",
            so.rank, at.tp_i, at.dp_i, stage, job.vpp, job.num_microbatches, sched_warmup(&job, stage),

@@ -81,6 +81,7 @@ typedef struct {
     double moe_load_cv;        /* the experts' token loads' coefficient of variation in a micro-batch (0: even) */
     /* MegaScale techniques */
     int parallel_block, sliding_window, optimizer, pp_comm_overlap;
+    int tp_pp_dp_mapping; /* --use-tp-pp-dp-mapping: stages before DP replicas in the rank order (layout.h) */
     int cuda_graph;            /* --enable-cuda-graph: each forward and backward pass launched as a CUDA graph */
     int attention, fused_elementwise, async_data_loader, preset;
     int attention_backend; /* attn_backend_t */

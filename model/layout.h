@@ -1,9 +1,13 @@
-/* model/layout: where a global rank sits in a job's TP x DP x PP grid, in
- * Megatron-LM's order (TP fastest, then DP, then PP stages), so that TP
- * groups share a node and DP traffic stays close:
- *     rank = tp_i + tp * (dp_i + dp * stage).
- * The one place that formula is written; the op programs, the simulator's
- * entities, the real backend's communicators and every report use it. */
+/* model/layout: where a global rank sits in a job's TP x DP x PP grid.
+ * Megatron-LM's order by default (TP fastest, then DP, then PP stages), so
+ * that TP groups share a node and DP traffic stays close:
+ *     rank = tp_i + tp * (dp_i + dp * stage);
+ * under --use-tp-pp-dp-mapping (Megatron-Core's tp-pp-dp order, CP 1)
+ * stages come before replicas, so that a pipeline's stages sit close and
+ * DP, the most latency-tolerant, spans the cluster:
+ *     rank = tp_i + tp * (stage + pp * dp_i).
+ * The one place those formulas are written; the op programs, the
+ * simulator's entities, the communicators and every report use it. */
 #ifndef MODEL_LAYOUT_H
 #define MODEL_LAYOUT_H
 
@@ -12,18 +16,26 @@
 
 typedef struct {
     int tp_i;  /* rank in its TP group, 0 .. tp - 1 */
-    int dp_i;  /* its data-parallel replica, 0 .. dp - 1 */
+    int dp_i;  /* its data-parallel replica (DP x CP), 0 .. dp - 1 */
     int stage; /* its pipeline stage, 0 .. pp - 1 */
 } layout_pos_t;
 
-static inline layout_pos_t layout_pos(int rank, int tp, int dp)
+/* The grid: TP, DP x CP and PP sizes, and the order. */
+typedef struct {
+    int tp, dp, pp, pp_inner;
+} layout_t;
+
+static inline layout_t layout_of(const job_t *j) { return (layout_t){j->tp, j->dp_cp, j->pp, j->tp_pp_dp_mapping}; }
+
+static inline layout_pos_t layout_pos(layout_t L, int rank)
 {
-    return (layout_pos_t){rank % tp, rank / tp % dp, rank / (tp * dp)};
+    int q = rank / L.tp;
+    return L.pp_inner ? (layout_pos_t){rank % L.tp, q / L.pp, q % L.pp} : (layout_pos_t){rank % L.tp, q % L.dp, q / L.dp};
 }
 
-static inline int layout_rank(int tp_i, int dp_i, int stage, int tp, int dp)
+static inline int layout_rank(layout_t L, int tp_i, int dp_i, int stage)
 {
-    return tp_i + tp * (dp_i + dp * stage);
+    return tp_i + L.tp * (L.pp_inner ? stage + L.pp * dp_i : dp_i + L.dp * stage);
 }
 
 /* Context parallelism's causal load balance, Megatron-Core's: a sequence
@@ -47,8 +59,9 @@ static inline int layout_nodes(int num_gpus, int gpus_per_node)
 }
 
 /* A communication group's members, and the rank distance between them
- * (*stride), in Megatron-Core's order: TP fastest, then CP, DP, PP; the
- * experts' groups folded into the same ranks, ETP fastest, then EP, EDP. */
+ * (*stride), in Megatron-Core's order: TP fastest, then CP, DP, PP (PP
+ * before DP under the tp-pp-dp mapping); the experts' groups folded into
+ * the same ranks, ETP fastest, then EP, EDP. */
 long long layout_group_span(const job_t *job, group_t grp, long long *stride);
 
 #endif

@@ -346,7 +346,8 @@ void search_plan_flags(const job_t *j, char *buf, size_t len)
               {j->zero_stage >= 1, "--use-distributed-optimizer"},
               {j->overlap_grad_reduce, "--overlap-grad-reduce"},
               {j->overlap_param_gather, "--overlap-param-gather"},
-              {j->tp_comm_overlap, "--tp-comm-overlap"}};
+              {j->tp_comm_overlap, "--tp-comm-overlap"},
+              {j->tp_pp_dp_mapping, "--use-tp-pp-dp-mapping"}};
     for (size_t i = 0; i < sizeof sw / sizeof sw[0] && n >= 0 && (size_t)n < len; i++)
         if (sw[i].on)
             n += snprintf(buf + n, len - n, " %s", sw[i].flag);

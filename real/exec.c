@@ -150,7 +150,7 @@ static long new_rec(exec_t *x, const sched_op_t *o)
     if (x->nrecs == x->caprecs) /* reserve() made room for the whole iteration */
         return -1;
     /* dp_i numbers the rank in DP x CP */
-    int rank = layout_rank(x->comm->tp_i, x->comm->dp_i, x->comm->stage, x->job->tp, x->job->dp_cp);
+    int rank = layout_rank(layout_of(x->job), x->comm->tp_i, x->comm->dp_i, x->comm->stage);
     x->recs[x->nrecs] = (result_op_t){rank, o->stream, o->kind, o->mb, o->chunk, 0, 0, 0, x->iter, 0, 0, -1};
     memset(&x->times[x->nrecs], 0, sizeof x->times[0]);
     return x->nrecs++;

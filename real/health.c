@@ -84,7 +84,7 @@ int health_open(const char *dir, int rank, int world, int tp, int cp, int dp, in
     memset(hb, 0, sizeof *hb);
     hb->rank = rank, hb->world = world, hb->tp = tp, hb->dp = dp * cp, hb->pp = pp, hb->cp = cp;
     hb->ep = ep, hb->etp = etp;
-    layout_pos_t at = layout_pos(rank, tp, dp * cp); /* as comm_groups_init places it */
+    layout_pos_t at = layout_pos((layout_t){tp, dp * cp, pp, 0}, rank); /* as comm_groups_init places it */
     hb->tp_i = at.tp_i, hb->dp_i = at.dp_i, hb->stage = at.stage;
     hb->pid = (int32_t)getpid();
     gethostname(hb->host, sizeof hb->host - 1);

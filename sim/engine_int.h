@@ -154,7 +154,7 @@ static inline int ent_id(const sim_t *S, int cls, int stage, int tp_i) { return 
 
 static inline int global_rank(const sim_t *S, const entity_t *e)
 {
-    return layout_rank(e->tp_i, S->cls_rep[e->cls], e->stage, S->job->tp, S->job->dp_cp);
+    return layout_rank(layout_of(S->job), e->tp_i, S->cls_rep[e->cls], e->stage);
 }
 
 

@@ -70,7 +70,7 @@ static int replica_dirty(const sim_t *S, int d)
     const job_t *j = S->job;
     for (int s = 0; s < j->pp; s++)
         for (int t = 0; t < j->tp; t++) {
-            int r = t + j->tp * (d + j->dp_cp * s);
+            int r = layout_rank(layout_of(j), t, d, s);
             if (rank_factor(S, r) > 1 || node_factor(S, r) > 1)
                 return 1;
         }
@@ -111,7 +111,7 @@ static void entity_factors(sim_t *S, entity_t *e)
     const job_t *j = S->job;
     e->factor = e->link_factor = 1;
     for (int tt = S->E_tp > 1 ? e->tp_i : 0; tt < (S->E_tp > 1 ? e->tp_i + 1 : j->tp); tt++) {
-        int r = tt + j->tp * (S->cls_rep[e->cls] + j->dp_cp * e->stage);
+        int r = layout_rank(layout_of(j), tt, S->cls_rep[e->cls], e->stage);
         e->factor = fmax(e->factor, rank_factor(S, r));
         e->link_factor = fmax(e->link_factor, node_factor(S, r));
     }
@@ -200,7 +200,7 @@ int eng_setup(sim_t *S)
             double f = 1;
             for (int d = 0; d < j->dp_cp; d++)
                 for (int tt = S->E_tp > 1 ? t : 0; tt < (S->E_tp > 1 ? t + 1 : j->tp); tt++)
-                    f = fmax(f, node_factor(S, layout_rank(tt, d, s, j->tp, j->dp_cp)));
+                    f = fmax(f, node_factor(S, layout_rank(layout_of(j), tt, d, s)));
             S->dp_link[s * S->E_tp + t] = f;
         }
     for (int c = 0; c < S->classes; c++)
@@ -216,7 +216,7 @@ int eng_setup(sim_t *S)
      * stage, its replica's class, its TP rank when TP is unfolded. */
     for (int k = 0; k < S->opts->ntrace; k++) {
         int r = S->opts->trace_ranks[k], c = 0;
-        layout_pos_t at = layout_pos(r, j->tp, j->dp_cp);
+        layout_pos_t at = layout_pos(layout_of(j), r);
         int d = at.dp_i, s = at.stage;
         while (c < S->classes && S->cls_rep[c] != d && !(S->cls_count[c] > 1 && !replica_dirty(S, d)))
             c++;

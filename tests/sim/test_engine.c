@@ -181,7 +181,7 @@ static void stragglers(void)
     /* Replica 0 has no straggler, but its DP reduce waits for replica 2. */
     int64_t clean_end = 0, clean_base = 0;
     for (int i = 0; i < slow.entities; i++)
-        if (layout_pos(slow.entity_rank[i], j.tp, j.dp).dp_i == 0 && layout_pos(slow.entity_rank[i], j.tp, j.dp).stage == 0)
+        if (layout_pos(layout_of(&j), slow.entity_rank[i]).dp_i == 0 && layout_pos(layout_of(&j), slow.entity_rank[i]).stage == 0)
             clean_end = slow.per_entity[i].end, clean_base = base.per_entity[i].end;
     snprintf(got, sizeof got, "replica 0 stage 0 ends %.4f s -> %.4f s", clean_base * 1e-9, clean_end * 1e-9);
     check_true("through DP, a replica without the straggler is delayed as much",
