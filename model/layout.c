@@ -25,16 +25,16 @@ long long layout_group_span(const job_t *job, group_t grp, long long *stride)
         *stride = 1, size = etp * job->ep;
         break;
     case GROUP_DP: /* DP x CP: CP sits between TP and DP in the rank order */
-        *stride = (long long)job->tp * (job->tp_pp_dp_mapping ? job->pp : 1), size = job->dp_cp;
+        *stride = layout_rank(layout_of(job), 0, 1, 0), size = job->dp_cp;
         break;
     case GROUP_PP:
-        *stride = (long long)job->tp * (job->tp_pp_dp_mapping ? 1 : job->dp_cp), size = job->pp;
+        *stride = layout_rank(layout_of(job), 0, 0, 1), size = job->pp;
         break;
     case GROUP_WORLD:
         *stride = 1, size = job->num_gpus;
         break;
     default: /* embedding group: first and last pipeline stage */
-        *stride = (long long)job->tp * (job->tp_pp_dp_mapping ? 1 : job->dp_cp) * (job->pp - 1), size = job->pp > 1 ? 2 : 1;
+        *stride = (long long)layout_rank(layout_of(job), 0, 0, 1) * (job->pp - 1), size = job->pp > 1 ? 2 : 1;
         break;
     }
     return size;

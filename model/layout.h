@@ -30,7 +30,8 @@ static inline layout_t layout_of(const job_t *j) { return (layout_t){j->tp, j->d
 static inline layout_pos_t layout_pos(layout_t L, int rank)
 {
     int q = rank / L.tp;
-    return L.pp_inner ? (layout_pos_t){rank % L.tp, q / L.pp, q % L.pp} : (layout_pos_t){rank % L.tp, q % L.dp, q / L.dp};
+    return L.pp_inner ? (layout_pos_t){rank % L.tp, q / L.pp, q % L.pp}
+                      : (layout_pos_t){rank % L.tp, q % L.dp, q / L.dp};
 }
 
 static inline int layout_rank(layout_t L, int tp_i, int dp_i, int stage)
