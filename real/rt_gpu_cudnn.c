@@ -31,31 +31,6 @@ void g_cudnn_close(rt_t *rt)
     G(rt)->cudnn = NULL;
 }
 
-/* The scratch for a call: the dropout's seed and offset (device int64[2],
- * written from the host on the compute stream) then the workspace. */
-static char *call_scratch(rt_t *rt, int bwd, const kern_attn_shape *s, int64_t **rng)
-{
-    char err[768];
-    long long ws = cudnn_attn_plan(G(rt)->cudnn, bwd, s, NULL, 0, err, sizeof err);
-    if (ws < 0) {
-        fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, err);
-        return NULL;
-    }
-    char *p = g_scratch(rt, RT_GPU_ALIGN + (size_t)ws);
-    *rng = NULL;
-    if (p && s->drop.p > 0) {
-        int64_t host[2];
-        cudnn_attn_rng(s, host);
-        cudaError_t e = cudaMemcpyAsync(p, host, sizeof host, cudaMemcpyHostToDevice, CS(rt));
-        if (e != cudaSuccess) {
-            kern_report_cuda((int)e, "the cuDNN dropout seed", __FILE__, __LINE__);
-            return NULL;
-        }
-        *rng = (int64_t *)p;
-    }
-    return p ? p + RT_GPU_ALIGN : NULL;
-}
-
 static int report(int rc, const char *err)
 {
     if (rc)
@@ -63,15 +38,44 @@ static int report(int rc, const char *err)
     return rc ? -1 : 1;
 }
 
+/* Whether cuDNN takes a call: 0 when it does not (no cuDNN opened, or a
+ * shape it does not run: megasim's kernels do), -1 on an error (printed),
+ * 1 with the call's workspace in *ws and the dropout's seed and offset in
+ * *rng (device int64[2] ahead of the workspace, written from the host on
+ * the compute stream; NULL without dropout), both in the attention scratch. */
+static int take_call(rt_t *rt, int bwd, const kern_attn_shape *s, char **ws, int64_t **rng)
+{
+    char err[768];
+    if (!G(rt)->cudnn || cudnn_attn_supported(s, NULL, 0))
+        return 0;
+    long long n = cudnn_attn_plan(G(rt)->cudnn, bwd, s, NULL, 0, err, sizeof err);
+    if (n < 0)
+        return report(-1, err);
+    char *p = g_scratch(rt, RT_GPU_ALIGN + (size_t)n);
+    if (!p)
+        return -1;
+    *rng = NULL;
+    if (s->drop.p > 0) {
+        int64_t host[2];
+        cudnn_attn_rng(s, host);
+        cudaError_t e = cudaMemcpyAsync(p, host, sizeof host, cudaMemcpyHostToDevice, CS(rt));
+        if (e != cudaSuccess) {
+            kern_report_cuda((int)e, "the cuDNN dropout seed", __FILE__, __LINE__);
+            return -1;
+        }
+        *rng = (int64_t *)p;
+    }
+    *ws = p + RT_GPU_ALIGN;
+    return 1;
+}
+
 int g_cudnn_fwd(rt_t *rt, void *out, void *lse, const void *q, const void *k, const void *v, kern_attn_shape s)
 {
     int64_t *rng;
     char err[768], *ws;
-    if (!G(rt)->cudnn || cudnn_attn_supported(&s, NULL, 0))
-        return 0;
-    if (!(ws = call_scratch(rt, 0, &s, &rng)))
-        return -1;
-    return report(cudnn_attn_fwd(G(rt)->cudnn, CS(rt), out, lse, q, k, v, &s, rng, ws, err, sizeof err), err);
+    int rc = take_call(rt, 0, &s, &ws, &rng);
+    return rc <= 0 ? rc
+                   : report(cudnn_attn_fwd(G(rt)->cudnn, CS(rt), out, lse, q, k, v, &s, rng, ws, err, sizeof err), err);
 }
 
 int g_cudnn_bwd(rt_t *rt, void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k,
@@ -79,13 +83,11 @@ int g_cudnn_bwd(rt_t *rt, void *dq, void *dk, void *dv, const void *dout, const 
 {
     int64_t *rng;
     char err[768], *ws;
-    if (!G(rt)->cudnn || cudnn_attn_supported(&s, NULL, 0))
-        return 0;
-    if (!(ws = call_scratch(rt, 1, &s, &rng)))
-        return -1;
-    return report(cudnn_attn_bwd(G(rt)->cudnn, CS(rt), dq, dk, dv, dout, q, k, v, out, lse, &s, rng, ws, err,
-                                 sizeof err),
-                  err);
+    int rc = take_call(rt, 1, &s, &ws, &rng);
+    return rc <= 0 ? rc
+                   : report(cudnn_attn_bwd(G(rt)->cudnn, CS(rt), dq, dk, dv, dout, q, k, v, out, lse, &s, rng, ws,
+                                           err, sizeof err),
+                            err);
 }
 
 #else /* no cuDNN headers at build time */
