@@ -256,7 +256,8 @@ def recompute():
                         ("block 2 of 4", block[:-1] + ["2"]), ("full", block[:2]),
                         ("uniform, groups of 2", block[:2] + ["--recompute-num-layers", "2"])):
         cmd = [MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np", "2"] + MPI_ENV + [
-            MEGASIM, "run", "--train-iters", "2", "--attention", "unfused"] + shape + extra  # the end report has the peak
+            MEGASIM, "run", "--train-iters", "1", "--attention", "unfused"] + shape + extra  # one step: its end
+        # report has the peak, every buffer made (2 steps gave the same five peaks to the byte, 2026-11-30)
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         m = re.search(r"planned ([0-9.]+) MiB \(memory model\), used at peak ([0-9.]+) MiB", p.stdout)
         planned, peaks[name] = (float(m.group(1)), float(m.group(2))) if m else (float("nan"), float("nan"))
@@ -322,10 +323,11 @@ def resume(device=()):
         expect_losses(f"resumed at step 2 (4 ranks, TP 2, ZeRO-1, LAMB, dropout, cosine learning rate"
                       f"{', ' + ' '.join(device) if device else ''})", whole[2:], later, "uninterrupted run",
                       tol=REL_TOL if device else 0.0)
-        # A checkpoint resumes only the run it came from, intact: another
-        # --seed (other batches and masks) is refused, and so is a state
-        # with one bit flipped (its checksum).
+        # A checkpoint resumes only the run it came from, intact: another --seed (other batches and masks) is
+        # refused, and so is a state with one bit flipped (its checksum); on the CPU only (real/ckpt.c reads them).
         global failures
+        if device:
+            return
         _, p = run(4, plan + ["--save", d, "--resume", "--seed", "5"], iters=2, check=False)
         ok = p.returncode == 2 and "written for another job" in p.stderr
         failures += not ok
@@ -579,8 +581,7 @@ def gpu_emu():
     cpu_arch, _ = run(1, arch, iters=ITERS_EMU)
     gpu_arch, _ = run(1, gpu + arch, iters=ITERS_EMU)
     expect_bf16("emulated GPU, tiny-llama.json (rotary, RMSNorm, SwiGLU, no linear biases, untied, GQA), vs 1 "
-                "CPU rank (fp32)", cpu_arch, gpu_arch,
-                EMU_TOL)
+                "CPU rank (fp32)", cpu_arch, gpu_arch, EMU_TOL)
     gemm_algos(gpu, algos, flash)
     shutil.rmtree(algos, ignore_errors=True)
     cpu_drop, _ = run(1, DROPOUT, iters=ITERS_EMU)
