@@ -297,7 +297,7 @@ static int setup(run_t *R)
     MPI_Barrier(MPI_COMM_WORLD);
     long long t0 = rt_now_ns();
     comm_plan_t plan = {R->job.tp, R->job.cp, R->job.dp, R->job.pp, R->job.num_experts > 0 ? R->job.ep : 0,
-                        R->job.etp};
+                        R->job.etp, R->job.tp_pp_dp_mapping};
     rc = R->o.device == DEV_GPU ? comm_nccl_create(&R->comm, R->rt, &plan, err, sizeof err)
                                 : comm_mpi_create(&R->comm, R->rt, &plan, err, sizeof err);
     R->comm_init_s = (double)(rt_now_ns() - t0) * 1e-9;
@@ -306,8 +306,8 @@ static int setup(run_t *R)
         return bad(R, err[0] ? err : "a rank could not create its communicators");
     /* Heartbeats: the position of every op and communication call. */
     if (R->o.heartbeat[0]) {
-        rc = health_open(R->o.heartbeat, R->rank, R->world, R->job.tp, R->job.cp, R->job.dp, R->job.pp, plan.ep,
-                         plan.etp, R->o.heartbeat_interval_s, err, sizeof err);
+        rc = health_open(R->o.heartbeat, R->rank, R->world, &plan, R->comm, R->o.heartbeat_interval_s, err,
+                         sizeof err);
         comm_t *w = rc ? NULL : health_wrap_comm(R->comm);
         if (!rc && !w)
             rc = -1, snprintf(err, sizeof err, "out of host memory for the heartbeat");

@@ -81,9 +81,11 @@ struct comm {
 
 /* The plan the groups are made for: TP x CP x DP x PP ranks; ep 0 without
  * experts (no EP or EDP group), else EP and ETP with ETP x EP dividing
- * TP x CP x DP. */
+ * TP x CP x DP; tp_pp_dp 1 for Megatron-Core's tp-pp-dp rank order
+ * (--use-tp-pp-dp-mapping: the stages inside the replicas; model/layout.h),
+ * 0 for its default (tp-cp-dp-pp). */
 typedef struct {
-    int tp, cp, dp, pp, ep, etp;
+    int tp, cp, dp, pp, ep, etp, tp_pp_dp;
 } comm_plan_t;
 
 /* Splits MPI_COMM_WORLD into the groups of a plan (the world size must be

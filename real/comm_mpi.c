@@ -39,14 +39,15 @@ int comm_groups_init(comm_t *c, const comm_plan_t *p, char *err, int errlen)
         return -1;
     }
     int dpc = dp * cp; /* DP x CP: CP sits between TP and DP in the rank order */
-    layout_pos_t at = layout_pos((layout_t){tp, dpc, pp, 0}, w); /* Megatron's default order: run refuses the other */
+    layout_pos_t at = layout_pos((layout_t){tp, dpc, pp, p->tp_pp_dp}, w);
     c->tp_i = at.tp_i, c->dp_i = at.dp_i, c->stage = at.stage, c->cp_i = at.dp_i % cp, c->data_i = at.dp_i / cp;
     int emb = pp > 1 && (c->stage == 0 || c->stage == pp - 1);
-    /* the experts' folding: a stage's TP x CP x DP ranks as ETP x EP x EDP */
-    int ep = p->ep, etp = p->etp > 0 ? p->etp : 1, local = w % (tp * dpc), etp_i = local % etp;
+    /* the experts' folding: a stage's TP x CP x DP ranks as ETP x EP x EDP; every group below is
+     * made from the coordinates, so it follows either rank order */
+    int ep = p->ep, etp = p->etp > 0 ? p->etp : 1, local = c->tp_i + tp * c->dp_i, etp_i = local % etp;
     c->ep_i = ep > 0 ? local / etp % ep : 0, c->edp_i = ep > 0 ? local / (etp * ep) : 0, c->etp_i = ep > 0 ? etp_i : 0;
     int edp = ep > 0 ? tp * dpc / (etp * ep) : 1;
-    int color[GRP_COUNT] = {w / tp, c->tp_i + tp * c->stage, c->tp_i + tp * c->dp_i,
+    int color[GRP_COUNT] = {c->dp_i + dpc * c->stage, c->tp_i + tp * c->stage, c->tp_i + tp * c->dp_i,
                             emb ? c->tp_i + tp * c->dp_i : MPI_UNDEFINED, 0,
                             c->tp_i + tp * (c->dp_i / cp + dp * c->stage),
                             ep > 0 ? etp_i + etp * (c->edp_i + edp * c->stage) : MPI_UNDEFINED,

@@ -381,10 +381,7 @@ int gpt_check_switches(const job_t *j, int gpu, char *err, int errlen)
                                                                    "--no-add-qkv-bias)"
                      : gpu && !j->bf16 ? "--bf16 false with --device gpu: the GPU path trains in bf16 with fp32 master "
                                          "weights (allowed: --bf16 true; --device cpu trains in fp32)"
-                     : j->tp_pp_dp_mapping ? "--use-tp-pp-dp-mapping is not run: megasim run builds its groups in "
-                                             "Megatron-Core's default tp-cp-dp-pp order (predict, simulate and search "
-                                             "price the other)"
-                                           : NULL;
+                                       : NULL;
     if (!no && j->attention_backend == ATTN_BACKEND_CUDNN)
         no = !gpu ? "--attention-backend cudnn needs --device gpu: the CPU path runs the reference attention "
                     "(allowed: --attention-backend megasim)"

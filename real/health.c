@@ -2,7 +2,6 @@
  * (see health.h). */
 #include "real/health.h"
 
-#include "model/layout.h"
 #include "real/comm.h"
 #include "sim/out.h"
 
@@ -60,7 +59,7 @@ static void *beat_main(void *arg)
     return NULL;
 }
 
-int health_open(const char *dir, int rank, int world, int tp, int cp, int dp, int pp, int ep, int etp,
+int health_open(const char *dir, int rank, int world, const comm_plan_t *plan, const comm_t *c,
                 double interval_s, char *err, int errlen)
 {
     char path[1200];
@@ -82,10 +81,9 @@ int health_open(const char *dir, int rank, int world, int tp, int cp, int dp, in
     }
     hb = p;
     memset(hb, 0, sizeof *hb);
-    hb->rank = rank, hb->world = world, hb->tp = tp, hb->dp = dp * cp, hb->pp = pp, hb->cp = cp;
-    hb->ep = ep, hb->etp = etp;
-    layout_pos_t at = layout_pos((layout_t){tp, dp * cp, pp, 0}, rank); /* as comm_groups_init places it */
-    hb->tp_i = at.tp_i, hb->dp_i = at.dp_i, hb->stage = at.stage;
+    hb->rank = rank, hb->world = world, hb->tp = plan->tp, hb->dp = plan->dp * plan->cp, hb->pp = plan->pp;
+    hb->cp = plan->cp, hb->ep = plan->ep, hb->etp = plan->etp;
+    hb->tp_i = c->tp_i, hb->dp_i = c->dp_i, hb->stage = c->stage;
     hb->pid = (int32_t)getpid();
     gethostname(hb->host, sizeof hb->host - 1);
     hb->step = hb->op = -1, hb->last_step = -1;

@@ -16,6 +16,8 @@
 
 #include <stdint.h>
 
+#include "real/comm.h"
+
 #define HB_MAGIC "MSHB0004" /* 0002: the CP size and group; 0003: EP, ETP and their groups; 0004: the ETP group */
 #define HB_MAX_PENDING 8   /* communication calls one op waits on at once (a batch) */
 #define HB_MAX_P2P 16      /* (peer, tag, direction) transfer counters kept */
@@ -63,10 +65,10 @@ typedef struct {
 
 /* ---- writing (one per rank; no-ops when not opened) --------------------- */
 
-struct comm;
 /* Opens DIR/rank-NNNNN.hb (DIR made if missing) and starts the liveness
- * thread; ep 0 without experts (comm_plan_t's plan). 0, or -1 with err. */
-int health_open(const char *dir, int rank, int world, int tp, int cp, int dp, int pp, int ep, int etp,
+ * thread; the plan's sizes and the rank's place in them as c's groups
+ * have it (comm_groups_init). 0, or -1 with err. */
+int health_open(const char *dir, int rank, int world, const comm_plan_t *p, const comm_t *c,
                 double interval_s, char *err, int errlen);
 void health_close(int state);        /* HB_DONE or HB_FAILED; stops the thread */
 void health_error(const char *msg);  /* records why, before the rank exits */
@@ -83,7 +85,7 @@ void health_comm_enter(int kind, int grp, int peer, int tag);
 void health_comm_leave(void);
 /* A communicator whose calls report to the heartbeat, over inner (MPI or
  * NCCL); NULL on failure. Destroying it destroys inner. */
-struct comm *health_wrap_comm(struct comm *inner);
+comm_t *health_wrap_comm(comm_t *inner);
 
 /* ---- reading ----------------------------------------------------------- */
 

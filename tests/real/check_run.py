@@ -72,7 +72,7 @@ failures = 0
 # run twice gets the first one's result: 3 single-rank runs fewer in
 # equivalence and recompute.
 RUNS = {}
-WRITES = ("--save", "--load", "--resume", "--out", "--trace", "--gemm-algos")
+WRITES = ("--save", "--load", "--resume", "--out", "--trace", "--gemm-algos", "--heartbeat")
 
 
 def run(np, args, iters=3, check=True):

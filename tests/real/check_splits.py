@@ -12,8 +12,11 @@ the CPU path, each against the single rank as check_run.py's equivalence
        the 4th argument)
   offload  activation offloading: the same losses bit for bit, the peak
        memory falling with the share offloaded, as the memory model plans
+  order  Megatron-Core's tp-pp-dp rank order (--use-tp-pp-dp-mapping): the
+       same losses, and each rank at the order's place (its heartbeat)
 
 Usage: check_splits.py CASE MPIEXEC MEGASIM [EMULATED_GPU_MODULE]"""
+import json
 import os
 import re
 import shutil
@@ -184,5 +187,35 @@ def context_parallel():
                      "single rank, flash attention, the same dropout")
 
 
-{"cp": context_parallel, "fp8": fp8, "fp8_gpu_emu": fp8_gpu_emu, "offload": offload}[cr.CASE]()
+def rank_order():
+    """--use-tp-pp-dp-mapping (Megatron-Core's tp-pp-dp order, Llama 3's
+    [TP, PP, DP] without CP) moves the stages inside the replicas: rank =
+    tp_i + TP (stage + PP dp_i), where the default order has rank = tp_i +
+    TP (dp_i + DP stage). It changes which rank holds which place, not the
+    maths: 8 ranks (TP 2 x PP 2 interleaved x DP 2, SP, ZeRO-2, every
+    overlap) against the single rank; and each rank's place as its own
+    heartbeat records it (comm_groups_init's coordinates, read back by
+    `diagnose --json`) against the formula, which the default order
+    contradicts on ranks 2 to 5 (rank 2: replica 1's first stage there,
+    replica 0's second here)."""
+    ref, _ = cr.run(1, [])
+    with tempfile.TemporaryDirectory(prefix="megasim-order-") as d:
+        got, _ = cr.run(8, cr.PLAN8 + sum(cr.OVERLAPS, []) + ["--use-tp-pp-dp-mapping", "--heartbeat", d])
+        cr.expect_losses("--use-tp-pp-dp-mapping, 8 ranks (TP 2 x PP 2 interleaved x DP 2, SP, ZeRO-2, every "
+                         "overlap)", ref, got)
+        p = subprocess.run([cr.MEGASIM, "diagnose", d, "--json"], capture_output=True, text=True, timeout=60)
+        try:
+            ranks = json.loads(p.stdout)["hang"]["ranks"]
+            places = [(r["rank"], r["tp"], r["pp"], r["dp"]) for r in ranks]
+        except (ValueError, KeyError, TypeError):
+            places = None
+    want = [(r, r % 2, r // 2 % 2, r // 4) for r in range(8)]  # (rank, tp_i, stage, dp_i)
+    ok = places == want
+    cr.failures += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} each rank's place (rank, TP, PP stage, DP replica) in its heartbeat, "
+          f"tp-pp-dp order: expected {want} (rank = tp_i + 2 (stage + 2 dp_i)), got {places} "
+          f"(diagnose exit {p.returncode})")
+
+
+{"cp": context_parallel, "fp8": fp8, "fp8_gpu_emu": fp8_gpu_emu, "offload": offload, "order": rank_order}[cr.CASE]()
 sys.exit(1 if cr.failures else 0)
