@@ -365,14 +365,15 @@ static int load_batch(exec_t *x)
 
 int exec_graph_rules(const job_t *j, int gpu, char *err, int errlen)
 {
-    const char *why = !gpu                 ? "needs --device gpu (the CPU path has no graphs)"
-                      : j->tp > 1          ? "with TP > 1: its collectives inside each pass are not captured"
+    const char *why = !gpu ? "needs --device gpu (the CPU path has no graphs)"
+                      : j->tp > 1 && j->tp_comm_overlap
+                          ? "with --tp-comm-overlap: its chunked GEMMs run beside their collectives on a second stream"
                       : j->cp > 1          ? "with CP > 1: its ring runs beside each pass on another stream"
                       : j->num_experts > 0 ? "with experts: the routing's counts are read back inside each pass"
                                            : NULL; /* offloading is not run on the GPU (gpt_check_switches) */
     if (why)
-        snprintf(err, errlen, "--enable-cuda-graph %s; allowed: one GPU per TP group, without CP or experts (DP, "
-                 "PP and FP8 take part)", why);
+        snprintf(err, errlen, "--enable-cuda-graph %s; allowed: without CP, experts or --tp-comm-overlap (TP with "
+                 "its collectives on the compute stream, DP, PP and FP8 take part)", why);
     return why != NULL;
 }
 

@@ -5,14 +5,17 @@ expected vs got per step.
 
   gpu_emu  each forward and backward pass from the second iteration on is
            captured and launched as a CUDA graph (real/rt_gpu_graph.c):
-           the same kernels with the same arguments in the same order on
-           one stream, so the losses and gradient norms must equal the
-           uncaptured run's bit for bit, with dropout (each iteration's
-           seeds reach the graph through cudaGraphExecUpdate: a graph
-           replayed with its first capture's seeds moves step 3's loss);
-           on 1 rank with FP8's casts (their amaxes kept on the device) and
-           on PP 2 interleaved x DP 2 with every overlap;
-           and the run says how many passes ran as graphs
+           the same kernels with the same arguments in the same order, so
+           the losses and gradient norms must equal the uncaptured run's
+           bit for bit, with dropout (each iteration's seeds reach the
+           graph through cudaGraphExecUpdate: a graph replayed with its
+           first capture's seeds moves step 3's loss); on TP 2 with SP and
+           FP8's casts (their amaxes kept on the device; the TP
+           collectives captured, NCCL's turn on its communicator taken at
+           each launch; the input gradient's reduction forked to the TP
+           stream beside the weight gradient and joined back) and on PP 2
+           interleaved x DP 2 with every overlap; and the run says how many
+           passes ran as graphs
   gpu      (label gpu) the same on the GPU at hand, 1 rank, with dropout and
            with FP8: bit for bit the uncaptured run where that run repeats
            itself bit for bit (run twice to see; a kernel whose sums land
@@ -51,7 +54,8 @@ def expect_pass_count(what, env=None):
 
 def gpu_emu():
     cr.MPI_ENV = list(cr.EMU_MPI_ENV)
-    for np_, plan, what in ((1, FP8, "1 emulated GPU, FP8 (e4m3)"),
+    for np_, plan, what in ((2, FP8 + ["--tensor-model-parallel-size", "2", "--sequence-parallel"],
+                             "2 emulated GPUs, TP 2 + SP, FP8 (e4m3)"),
                             (4, PP2, "4 emulated GPUs, PP 2 interleaved x DP 2")):
         plain, _ = cr.run(np_, GPU + plan, iters=ITERS)
         graphed, _ = cr.run(np_, GPU + plan + ["--enable-cuda-graph"], iters=ITERS)

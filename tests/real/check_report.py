@@ -37,8 +37,10 @@ def bad_world():
     refused(3, ["--tensor-model-parallel-size", "2"], "TP x PP", "with TP 2")
     # --enable-cuda-graph's rules that need two ranks (the others are bad-input tests): refused before any GPU is
     # looked for, so no GPU is needed
-    for flag, rule in (("--tensor-model-parallel-size", "with TP > 1"), ("--context-parallel-size", "with CP > 1")):
-        refused(2, ["--device", "gpu", "--enable-cuda-graph", flag, "2"], rule, f"--enable-cuda-graph {flag} 2")
+    for flags, rule in ((["--tensor-model-parallel-size", "2", "--sequence-parallel", "--tp-comm-overlap"],
+                         "with --tp-comm-overlap"),
+                        (["--context-parallel-size", "2"], "with CP > 1")):
+        refused(2, ["--device", "gpu", "--enable-cuda-graph"] + flags, rule, f"--enable-cuda-graph {' '.join(flags)}")
 
 
 def mfu_note():

@@ -54,6 +54,20 @@ size_t emu_max_dyn_smem(void) {
 
 /* ---- streams ------------------------------------------------------------ */
 
+/* A capture (cudaStreamBeginCapture on its origin stream): the work issued
+ * on the origin, and on every stream that joined it by waiting for an
+ * event recorded in it (CUDA's fork), as one list in issue order, which
+ * respects every dependency the events gave (a graph launch runs it in
+ * that order). bad once a call inside it was refused. Per stream: the work
+ * it captured, and how much of it the origin has waited for (its join
+ * back): CUDA ends a capture only when every forked stream has joined. */
+struct capture_t {
+  CUstream_st *origin = nullptr;
+  std::vector<emu_node> nodes;
+  bool bad = false, ended = false;
+  std::map<CUstream_st *, unsigned long> captured, joined_back;
+};
+
 struct CUstream_st {
   std::mutex m;
   std::condition_variable cv;
@@ -61,11 +75,14 @@ struct CUstream_st {
   unsigned long issued = 0, done = 0;
   bool stop = false;
   std::thread worker;
-  /* the capture in progress (cudaStreamBeginCapture): the work issued
-   * since, recorded instead of run; bad once a call inside it was refused */
-  std::unique_ptr<std::vector<std::function<void()>>> capture;
-  bool capture_bad = false;
+  /* the capture it takes part in (as its origin or joined): its work is
+   * recorded there instead of run */
+  std::shared_ptr<capture_t> capture;
 };
+
+/* Captures' lists and counts change under this lock (a stream's own lock
+ * guards only its queue and its capture pointer). */
+static std::mutex capture_m;
 
 /* Every live stream, for cudaDeviceSynchronize. Never destroyed: worker
  * threads still waiting at exit must not meet a destructor. */
@@ -104,19 +121,29 @@ static void worker(CUstream_st *s, unsigned seed) {
   }
 }
 
-void emu_stream_enqueue(cudaStream_t s, std::function<void()> fn) {
+/* Work issued on s: recorded as node when s captures, else queued (the
+ * issue half of node made now). */
+static void issue(cudaStream_t s, emu_node node) {
   if (!s) {
-    fn();
+    (node.at_issue ? node.at_issue() : node.run)();
     return;
   }
   std::lock_guard<std::mutex> lk(s->m);
   if (s->capture) {
-    s->capture->push_back(std::move(fn));
+    std::lock_guard<std::mutex> ck(capture_m);
+    s->capture->nodes.push_back(std::move(node));
+    s->capture->captured[s]++;
     return;
   }
-  s->q.push_back(std::move(fn));
+  s->q.push_back(node.at_issue ? node.at_issue() : std::move(node.run));
   s->issued++;
   s->cv.notify_all();
+}
+
+void emu_stream_enqueue(cudaStream_t s, std::function<void()> fn) { issue(s, emu_node{std::move(fn), nullptr}); }
+
+void emu_stream_enqueue_at_issue(cudaStream_t s, std::function<std::function<void()>()> at_issue) {
+  issue(s, emu_node{nullptr, std::move(at_issue)});
 }
 
 /* A call CUDA would fork or join the capture with, or refuse, on a
@@ -126,7 +153,8 @@ static cudaError_t refused_in_capture(CUstream_st *s) {
   if (!s) return cudaSuccess;
   std::lock_guard<std::mutex> lk(s->m);
   if (!s->capture) return cudaSuccess;
-  s->capture_bad = true;
+  std::lock_guard<std::mutex> ck(capture_m);
+  s->capture->bad = true;
   return cudaErrorStreamCaptureUnsupported;
 }
 
@@ -147,6 +175,11 @@ struct CUevent_st {
   unsigned long recorded = 0, completed = 0; /* generations */
   std::chrono::steady_clock::time_point at;
   std::atomic<int> refs{1};
+  /* recorded last inside a capture (no generation then: a dependency of
+   * the graph): the capture, the stream and how much it had captured */
+  std::shared_ptr<capture_t> cap;
+  CUstream_st *cap_stream = nullptr;
+  unsigned long cap_at = 0;
 };
 
 static CUevent_st *event_hold(CUevent_st *e) {
@@ -310,9 +343,39 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   return cudaSuccess;
 }
 
+/* A wait for an event recorded inside a capture still open (CUDA's fork
+ * and join): s joins the capture, or, capturing it already, gains a
+ * dependency its list order holds (the origin's counts as a join back).
+ * false where e is not such an event (*err untouched). */
+static bool capture_wait(cudaStream_t s, cudaEvent_t e, cudaError_t *err) {
+  std::shared_ptr<capture_t> cap;
+  CUstream_st *from;
+  unsigned long at;
+  {
+    std::lock_guard<std::mutex> lk(e->m);
+    cap = e->cap, from = e->cap_stream, at = e->cap_at;
+  }
+  if (!s || !cap) return false;
+  std::lock_guard<std::mutex> lk(s->m);
+  std::lock_guard<std::mutex> ck(capture_m);
+  if (cap->ended) return false;
+  *err = cudaSuccess;
+  if (s->capture && s->capture != cap) { /* CUDA: two captures may not depend on each other */
+    s->capture->bad = cap->bad = true;
+    *err = cudaErrorStreamCaptureIsolation;
+    return true;
+  }
+  s->capture = cap;
+  cap->captured[s]; /* a member from now on, with or without work */
+  if (s == cap->origin && from != s) cap->joined_back[from] = std::max(cap->joined_back[from], at);
+  return true;
+}
+
 /* Waits for the record issued last before this call; none: no wait. */
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
   if (!e) return cudaErrorInvalidResourceHandle;
+  cudaError_t fork;
+  if (capture_wait(s, e, &fork)) return fork;
   if (cudaError_t err = refused_in_capture(s)) return err;
   unsigned long gen;
   {
@@ -353,11 +416,19 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
 
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   if (!e) return cudaErrorInvalidResourceHandle;
-  if (cudaError_t err = refused_in_capture(s)) return err;
+  if (s) { /* inside a capture: a point other streams may fork from or join back with */
+    std::scoped_lock lk(s->m, e->m);
+    if (s->capture) {
+      std::lock_guard<std::mutex> ck(capture_m);
+      e->cap = s->capture, e->cap_stream = s, e->cap_at = s->capture->captured[s];
+      return cudaSuccess;
+    }
+  }
   unsigned long gen;
   {
     std::lock_guard<std::mutex> lk(e->m);
     gen = ++e->recorded;
+    e->cap = nullptr;
   }
   event_hold(e);
   emu_stream_enqueue(s, [e, gen] {
@@ -400,31 +471,51 @@ cudaError_t cudaDeviceReset(void) { return cudaDeviceSynchronize(); }
 /* ---- graphs --------------------------------------------------------------- */
 
 struct CUgraph_st {
-  std::vector<std::function<void()>> nodes;
+  std::vector<emu_node> nodes;
 };
 /* shared: a launch in flight keeps the nodes it runs when an update
  * replaces them */
 struct CUgraphExec_st {
-  std::shared_ptr<const std::vector<std::function<void()>>> nodes;
+  std::shared_ptr<const std::vector<emu_node>> nodes;
 };
 
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode) {
   if (!s) return cudaErrorStreamCaptureUnsupported; /* the legacy stream cannot be captured */
   std::lock_guard<std::mutex> lk(s->m);
   if (s->capture) return cudaErrorIllegalState;
-  s->capture = std::make_unique<std::vector<std::function<void()>>>();
-  s->capture_bad = false;
+  s->capture = std::make_shared<capture_t>();
+  s->capture->origin = s;
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph) {
   if (!s || !graph) return cudaErrorInvalidValue;
-  std::lock_guard<std::mutex> lk(s->m);
-  if (!s->capture) return cudaErrorIllegalState;
-  auto nodes = std::move(s->capture);
+  std::shared_ptr<capture_t> cap;
+  {
+    std::lock_guard<std::mutex> lk(s->m);
+    cap = s->capture;
+  }
   *graph = nullptr;
-  if (s->capture_bad) return cudaErrorStreamCaptureInvalidated;
-  *graph = new CUgraph_st{std::move(*nodes)};
+  if (!cap) return cudaErrorIllegalState;
+  if (cap->origin != s) return cudaErrorStreamCaptureUnmatched; /* a forked stream cannot end it */
+  std::vector<CUstream_st *> members;
+  bool unjoined = false;
+  {
+    std::lock_guard<std::mutex> ck(capture_m);
+    cap->ended = true;
+    for (auto &[m, n] : cap->captured) {
+      members.push_back(m);
+      unjoined |= m != s && n > cap->joined_back[m]; /* work the origin never waited for */
+    }
+  }
+  members.push_back(s);
+  for (CUstream_st *m : members) {
+    std::lock_guard<std::mutex> lk(m->m);
+    m->capture = nullptr;
+  }
+  if (unjoined) return cudaErrorStreamCaptureUnjoined;
+  if (cap->bad) return cudaErrorStreamCaptureInvalidated;
+  *graph = new CUgraph_st{std::move(cap->nodes)};
   return cudaSuccess;
 }
 
@@ -433,14 +524,15 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *statu
   *status = cudaStreamCaptureStatusNone;
   if (!s) return cudaSuccess;
   std::lock_guard<std::mutex> lk(s->m);
+  std::lock_guard<std::mutex> ck(capture_m);
   if (s->capture)
-    *status = s->capture_bad ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
+    *status = s->capture->bad ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
   return cudaSuccess;
 }
 
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long) {
   if (!exec || !graph) return cudaErrorInvalidValue;
-  *exec = new CUgraphExec_st{std::make_shared<const std::vector<std::function<void()>>>(graph->nodes)};
+  *exec = new CUgraphExec_st{std::make_shared<const std::vector<emu_node>>(graph->nodes)};
   return cudaSuccess;
 }
 
@@ -449,15 +541,19 @@ cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph, cudaGra
   bool same = exec->nodes->size() == graph->nodes.size();
   if (info) *info = {same ? cudaGraphExecUpdateSuccess : cudaGraphExecUpdateErrorTopologyChanged, nullptr, nullptr};
   if (!same) return cudaErrorGraphExecUpdateFailure;
-  exec->nodes = std::make_shared<const std::vector<std::function<void()>>>(graph->nodes);
+  exec->nodes = std::make_shared<const std::vector<emu_node>>(graph->nodes);
   return cudaSuccess;
 }
 
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
   if (!exec) return cudaErrorInvalidValue;
   if (cudaError_t e = refused_in_capture(s)) return e;
-  emu_stream_enqueue(s, [n = exec->nodes] {
-    for (const auto &f : *n) f();
+  /* the nodes' issue halves now, on the host, in capture order (an NCCL
+   * call takes its turn on its communicator here, as a direct call does) */
+  std::vector<std::function<void()>> run;
+  for (const emu_node &n : *exec->nodes) run.push_back(n.at_issue ? n.at_issue() : n.run);
+  emu_stream_enqueue(s, [run = std::move(run)] {
+    for (const auto &f : run) f();
   });
   return cudaSuccess;
 }
@@ -548,6 +644,11 @@ const char *cudaGetErrorString(cudaError_t e) {
   case cudaErrorInvalidResourceHandle: return "invalid resource handle";
   case cudaErrorNotReady: return "device not ready";
   case cudaErrorNotSupported: return "operation not supported";
+  case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+  case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+  case cudaErrorStreamCaptureUnmatched: return "capture was not initiated in this stream";
+  case cudaErrorStreamCaptureUnjoined: return "capturing stream has unjoined work";
+  case cudaErrorStreamCaptureIsolation: return "dependency created on uncaptured work in another stream";
   }
   return "unknown error";
 }

@@ -12,6 +12,20 @@
  * wait for. fn must own (capture by value) what it reads from the host. */
 void emu_stream_enqueue(cudaStream_t s, std::function<void()> fn);
 
+/* The same for work with a host-side part at issue: at_issue() runs on the
+ * host when the work is issued and returns what the stream runs. On a
+ * capturing stream it is kept in the graph and called again at each
+ * cudaGraphLaunch, so every launch of the graph issues its own (an NCCL
+ * call takes its place in its communicator's order there). */
+void emu_stream_enqueue_at_issue(cudaStream_t s, std::function<std::function<void()>()> at_issue);
+
+/* A piece of captured work: run as recorded, or (at_issue set) issued anew
+ * at each graph launch. */
+struct emu_node {
+  std::function<void()> run;
+  std::function<std::function<void()>()> at_issue;
+};
+
 /* Whether p lies in a block of device memory (cudaMalloc, cudaMallocAsync):
  * where a GPU would fault on a host pointer, the stand-ins refuse it. */
 bool emu_is_device(const void *p);

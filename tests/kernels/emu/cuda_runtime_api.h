@@ -26,6 +26,9 @@ typedef enum cudaError {
   cudaErrorNotSupported = 801,
   cudaErrorStreamCaptureUnsupported = 900,
   cudaErrorStreamCaptureInvalidated = 901,
+  cudaErrorStreamCaptureUnmatched = 903,
+  cudaErrorStreamCaptureUnjoined = 904,
+  cudaErrorStreamCaptureIsolation = 905,
   cudaErrorGraphExecUpdateFailure = 910,
 } cudaError_t;
 typedef enum cudaMemcpyKind {
@@ -105,12 +108,18 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
 /* graphs: a stream's work between cudaStreamBeginCapture and
  * cudaStreamEndCapture is recorded, not run; cudaGraphLaunch runs it in
- * order on a stream as one piece of work. cudaGraphExecUpdate takes a new
- * capture's work (its arguments) into an instantiated graph of as many
- * nodes, else cudaErrorGraphExecUpdateFailure. Stricter than CUDA: inside
- * a capture, an event record or wait on the capturing stream (CUDA's
- * fork and join of other streams) and synchronising it are refused
- * (cudaErrorStreamCaptureUnsupported), and the capture is invalidated. */
+ * order on a stream as one piece of work. As in CUDA, another stream that
+ * waits for an event recorded inside the capture joins it (a fork), its
+ * work recorded in the same graph, and the capture ends only when the
+ * origin stream has waited for all of that work (a join), else
+ * cudaErrorStreamCaptureUnjoined. The graph keeps the issue order, which
+ * every event dependency respects, and a launch runs it in that order
+ * (forked branches do not run beside each other here). cudaGraphExecUpdate
+ * takes a new capture's work (its arguments) into an instantiated graph of
+ * as many nodes, else cudaErrorGraphExecUpdateFailure. Refused inside a
+ * capture (cudaErrorStreamCaptureUnsupported, the capture invalidated): a
+ * wait for an event recorded outside it, and synchronising a capturing
+ * stream. */
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode);
 cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph);
 cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *status);

@@ -245,7 +245,16 @@ static ncclResult_t enqueue(const Launch &L) {
   cudaStream_t ls = streams[0];
   for (size_t k = 1; k < streams.size(); k++)
     if (ncclResult_t r = stream_wait(ls, streams[k])) return r;
-  emu_stream_enqueue(ls, [L] { run_launch(L); });
+  /* its turn on the communicator is taken when issued: here, or at each
+   * launch of a CUDA graph that captured it */
+  emu_stream_enqueue_at_issue(ls, [L] {
+    Launch now = L;
+    {
+      std::lock_guard<std::mutex> lk(now.comm->m);
+      now.seq = now.comm->issued++;
+    }
+    return std::function<void()>([now] { run_launch(now); });
+  });
   for (size_t k = 1; k < streams.size(); k++)
     if (ncclResult_t r = stream_wait(streams[k], ls)) return r;
   return ncclSuccess;
@@ -277,13 +286,8 @@ static ncclResult_t launch_group(std::vector<std::pair<std::shared_ptr<Comm>, Ta
   for (Launch &L : launches)
     if (int e = L.comm->error.load()) return fail((ncclResult_t)e, "a communicator of this group failed before (see stderr)");
   if (ncclResult_t r = connect_pairs(launches)) return r;
-  for (Launch &L : launches) {
-    {
-      std::lock_guard<std::mutex> lk(L.comm->m);
-      L.seq = L.comm->issued++;
-    }
+  for (Launch &L : launches)
     if (ncclResult_t r = enqueue(L)) return r;
-  }
   return ncclSuccess;
 }
 
