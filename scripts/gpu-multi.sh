@@ -12,7 +12,7 @@
 #          that its NCCL fields are this machine's: gpu-session.sh's calibrate
 #          stage writes one; default: the built-in BASE_GPU)
 #          BASE_GPU=h100-sxm-80gb  ITERS=8  OUT_DIR=DIR (default <build-dir>/gpu-multi)
-#          PLANS="tp pp dp tp2dp" (those to run; tp2dp needs NP >= 4)
+#          PLANS="tp pp dp tp2dp tpgraph" (those to run; tp2dp needs NP >= 4)
 #          MODEL=1.2b|tiny (tiny: experiments/real/tiny-gpt.json, seconds a run)
 #          EMU_MODULE=FILE (the emulated GPU module, libmegasim_gpu_emu.so:
 #          this script's own check without a GPU, MODEL=tiny; the emulated
@@ -27,6 +27,9 @@
 #   dp     DP NP, the distributed optimizer, the gradient reduce-scatter and
 #          the parameter all-gather overlapped
 #   tp2dp  TP 2 x DP NP/2 with the switches of tp and dp
+#   tpgraph  TP NP with sequence parallelism, each pass a CUDA graph
+#          (--enable-cuda-graph: the collectives captured; without
+#          --tp-comm-overlap, which graphs do not take yet)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build-gpu}
@@ -67,17 +70,18 @@ plan_flags() {
         echo "--pipeline-model-parallel-size $np --num-layers-per-virtual-pipeline-stage 1 --pp-comm-overlap" ;;
   dp) echo "$dp_sw" ;;
   tp2dp) [ "$np" -ge 4 ] && [ $((np % 2)) -eq 0 ] && echo "--tensor-model-parallel-size 2 $tp_sw $dp_sw" ;;
+  tpgraph) echo "--tensor-model-parallel-size $np --sequence-parallel --enable-cuda-graph" ;;
   *) return 2 ;;
   esac
 }
 
 status=0
 rows=()
-for plan in ${PLANS:-tp pp dp tp2dp}; do
+for plan in ${PLANS:-tp pp dp tp2dp tpgraph}; do
   flags=$(plan_flags "$plan")
   case $? in
   0) ;;
-  2) echo "gpu-multi: PLANS names '$plan': allowed tp pp dp tp2dp" >&2; exit 2 ;;
+  2) echo "gpu-multi: PLANS names '$plan': allowed tp pp dp tp2dp tpgraph" >&2; exit 2 ;;
   *) rows+=("$(printf '%-7s %s' "$plan" "not run: NP=$np does not divide it (pp: the $layers layers; tp2dp: NP >= 4, even)")")
      continue ;;
   esac
