@@ -547,7 +547,8 @@ static void report_end(run_t *R, const result_t *r)
            R->rt->device_name, R->world, R->job.tp, R->job.cp, R->job.pp, R->job.vpp, R->job.dp, R->job.num_microbatches,
            R->job.micro_batch_size, R->job.seq_length);
     double mfu = R->model_flops / (t * R->job.num_gpus * R->peak_flops);
-    printf("mean step %.2f ms (steps after the first) | %.0f tokens/s | MFU %.2f%% of %.3g TFLOP/s per GPU\n", t * 1e3,
+    const char *over = R->o.train_iters > 1 ? "steps after the first" : "the only step"; /* what the means are over */
+    printf("mean step %.2f ms (%s) | %.0f tokens/s | MFU %.2f%% of %.3g TFLOP/s per GPU\n", t * 1e3, over,
            (double)R->job.global_batch_size * R->job.seq_length / t, 100 * mfu, R->peak_flops * 1e-12);
     if (mfu > 1) /* a peak below what ran: the profile is another machine's (the checked-in CPU one by default) */
         printf("note: MFU above 100%%: the peak is %s's, below this machine's; calibrate this one (megasim calibrate "
@@ -568,7 +569,7 @@ static void report_end(run_t *R, const result_t *r)
     kern_clock_means(&R->clock, &mhz, &watts, &capped);
     if (R->rt->kind == RT_GPU && R->clock.reads)
         printf("GPU clock: SM %.0f MHz, %.0f W per GPU, at the power cap in %.0f%% of %ld NVML reads (every %d ms on "
-               "every rank, steps after the first)\n", mhz, watts, 100 * capped, R->clock.reads, RT_CLOCK_READ_MS);
+               "every rank, %s)\n", mhz, watts, 100 * capped, R->clock.reads, RT_CLOCK_READ_MS, over);
     else if (R->rt->kind == RT_GPU)
         printf("GPU clock: not read (NVML, libnvidia-ml.so.1, did not answer)\n");
     printf("communicators: TP, CP, DP (x CP), PP, embedding%s groups (%s) created in %.3f s (slowest rank)\n",
