@@ -146,9 +146,10 @@ void emu_stream_enqueue_at_issue(cudaStream_t s, std::function<std::function<voi
   issue(s, emu_node{nullptr, std::move(at_issue)});
 }
 
-/* A call CUDA would fork or join the capture with, or refuse, on a
- * capturing stream: refused here, the capture invalidated (see
- * cuda_runtime_api.h); cudaSuccess when s is not capturing. */
+/* A call refused on a capturing stream (a synchronisation, a wait for an
+ * event recorded outside the capture, a graph launch): the capture
+ * invalidated (see cuda_runtime_api.h); cudaSuccess when s is not
+ * capturing. */
 static cudaError_t refused_in_capture(CUstream_st *s) {
   if (!s) return cudaSuccess;
   std::lock_guard<std::mutex> lk(s->m);
