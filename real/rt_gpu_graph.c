@@ -11,7 +11,14 @@
  * costs the host far less than instantiating; where the update is refused
  * (the pass issued other work, say a cuBLASLt choice changed) the slot is
  * instantiated anew. Relaxed capture mode: the arena's fallback blocks may
- * call cudaMalloc inside a pass. */
+ * call cudaMalloc inside a pass.
+ *
+ * The TP stream (the backward's input-gradient reduction beside the weight
+ * gradient's GEMM) takes part in every capture as CUDA's fork and join
+ * allow: the compute stream waits for its earlier work before the capture
+ * (a capture may not wait on work outside it), it joins the capture at the
+ * start (waiting for an event recorded there), and the compute stream
+ * waits for all of it before the end. */
 #include "real/rt_gpu_int.h"
 
 #include <stdio.h>
@@ -25,8 +32,13 @@ int g_capture_begin(rt_t *rt)
                 __LINE__);
         return -1;
     }
+    cudaStream_t tp = g->s[RT_STREAM_TP];
+    KERN_CUDA_TRY(cudaEventRecord(g->join_ev[RT_STREAM_TP], tp));
+    KERN_CUDA_TRY(cudaStreamWaitEvent(MAIN(rt), g->join_ev[RT_STREAM_TP], 0));
     KERN_CUDA_TRY(cudaStreamBeginCapture(MAIN(rt), cudaStreamCaptureModeRelaxed));
     g->capturing = 1;
+    KERN_CUDA_TRY(cudaEventRecord(g->join_ev[STREAM_COMPUTE], MAIN(rt))); /* the fork */
+    KERN_CUDA_TRY(cudaStreamWaitEvent(tp, g->join_ev[STREAM_COMPUTE], 0));
     return 0;
 }
 
@@ -41,6 +53,8 @@ int g_capture_end(rt_t *rt, long slot)
         return -1;
     }
     g->capturing = 0;
+    KERN_CUDA_TRY(cudaEventRecord(g->join_ev[RT_STREAM_TP], g->s[RT_STREAM_TP])); /* the join */
+    KERN_CUDA_TRY(cudaStreamWaitEvent(MAIN(rt), g->join_ev[RT_STREAM_TP], 0));
     cudaError_t e = cudaStreamEndCapture(MAIN(rt), &graph);
     if (e != cudaSuccess) {
         kern_report_cuda((int)e, "cudaStreamEndCapture", __FILE__, __LINE__);

@@ -13,9 +13,11 @@ expected vs got per step.
            FP8's casts (their amaxes kept on the device; the TP
            collectives captured, NCCL's turn on its communicator taken at
            each launch; the input gradient's reduction forked to the TP
-           stream beside the weight gradient and joined back) and on PP 2
-           interleaved x DP 2 with every overlap; and the run says how many
-           passes ran as graphs
+           stream beside the weight gradient and joined back), on TP 2
+           without SP (the first backward layer waits for the TP stream
+           before using it: the TP stream joins each capture at its start)
+           and on PP 2 interleaved x DP 2 with every overlap; and the run
+           says how many passes ran as graphs
   gpu      (label gpu) the same on the GPU at hand, 1 rank, with dropout and
            with FP8: bit for bit the uncaptured run where that run repeats
            itself bit for bit (run twice to see; a kernel whose sums land
@@ -56,6 +58,7 @@ def gpu_emu():
     cr.MPI_ENV = list(cr.EMU_MPI_ENV)
     for np_, plan, what in ((2, FP8 + ["--tensor-model-parallel-size", "2", "--sequence-parallel"],
                              "2 emulated GPUs, TP 2 + SP, FP8 (e4m3)"),
+                            (2, ["--tensor-model-parallel-size", "2"], "2 emulated GPUs, TP 2 without SP"),
                             (4, PP2, "4 emulated GPUs, PP 2 interleaved x DP 2")):
         plain, _ = cr.run(np_, GPU + plan, iters=ITERS)
         graphed, _ = cr.run(np_, GPU + plan + ["--enable-cuda-graph"], iters=ITERS)
