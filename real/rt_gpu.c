@@ -231,18 +231,24 @@ int g_act_from_f32(rt_t *rt, void *dst, const float *host, long n)
 
 /* ---- ordering -------------------------------------------------------------- */
 
-int g_join(rt_t *rt, int waiter, int on)
+int g_order(rt_t *rt, int waiter, int on)
 {
     gpu_t *g = G(rt);
+    KERN_CUDA_TRY(cudaEventRecord(g->join_ev[on], g->s[on]));
+    KERN_CUDA_TRY(cudaStreamWaitEvent(g->s[waiter], g->join_ev[on], 0));
+    return 0;
+}
+
+int g_join(rt_t *rt, int waiter, int on)
+{
     if (BAD_STREAM(waiter) || BAD_STREAM(on))
         return -1;
     if (waiter == on)
         return 0;
     int comm = on != compute_stream[0] && on != compute_stream[1]; /* not the other compute stream */
-    KERN_CUDA_TRY(cudaEventRecord(g->join_ev[on], g->s[on]));
     if (comm && g_stall(rt, waiter, 0))
         return -1;
-    KERN_CUDA_TRY(cudaStreamWaitEvent(g->s[waiter], g->join_ev[on], 0));
+    RT_TRY(g_order(rt, waiter, on));
     return comm ? g_stall(rt, waiter, 1) : 0;
 }
 

@@ -32,14 +32,10 @@ int g_capture_begin(rt_t *rt)
                 __LINE__);
         return -1;
     }
-    cudaStream_t tp = g->s[RT_STREAM_TP];
-    KERN_CUDA_TRY(cudaEventRecord(g->join_ev[RT_STREAM_TP], tp));
-    KERN_CUDA_TRY(cudaStreamWaitEvent(MAIN(rt), g->join_ev[RT_STREAM_TP], 0));
+    RT_TRY(g_order(rt, STREAM_COMPUTE, RT_STREAM_TP));
     KERN_CUDA_TRY(cudaStreamBeginCapture(MAIN(rt), cudaStreamCaptureModeRelaxed));
     g->capturing = 1;
-    KERN_CUDA_TRY(cudaEventRecord(g->join_ev[STREAM_COMPUTE], MAIN(rt))); /* the fork */
-    KERN_CUDA_TRY(cudaStreamWaitEvent(tp, g->join_ev[STREAM_COMPUTE], 0));
-    return 0;
+    return g_order(rt, RT_STREAM_TP, STREAM_COMPUTE); /* the fork */
 }
 
 /* Slot `slot`'s graph updated with the capture (or made from it), then
@@ -53,8 +49,7 @@ int g_capture_end(rt_t *rt, long slot)
         return -1;
     }
     g->capturing = 0;
-    KERN_CUDA_TRY(cudaEventRecord(g->join_ev[RT_STREAM_TP], g->s[RT_STREAM_TP])); /* the join */
-    KERN_CUDA_TRY(cudaStreamWaitEvent(MAIN(rt), g->join_ev[RT_STREAM_TP], 0));
+    RT_TRY(g_order(rt, STREAM_COMPUTE, RT_STREAM_TP)); /* the join */
     cudaError_t e = cudaStreamEndCapture(MAIN(rt), &graph);
     if (e != cudaSuccess) {
         kern_report_cuda((int)e, "cudaStreamEndCapture", __FILE__, __LINE__);

@@ -107,6 +107,10 @@ int g_d2h(rt_t *rt, void *dst, const void *src, size_t bytes);
 int g_copy2d(rt_t *rt, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t rows, int stream);
 int g_act_from_f32(rt_t *rt, void *dst, const float *host, long n);
 int g_join(rt_t *rt, int waiter, int on);
+/* g_join's ordering alone, no stall marks: s[waiter] waits for everything
+ * issued on s[on] so far (join_ev[on] recorded there); the captures' fork
+ * and join of the TP stream (rt_gpu_graph.c). */
+int g_order(rt_t *rt, int waiter, int on);
 int g_record(rt_t *rt, int stream, int counter, long value);
 int g_wait(rt_t *rt, int stream, int counter, long value);
 int g_sync(rt_t *rt);
