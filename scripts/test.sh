@@ -66,13 +66,14 @@ cmake --build build -j"$(nproc)"
 # undefined behaviour and leaks, not only the sessions that ask (issue 40).
 # Its build runs beside the plain suite at the lowest priority: the suite
 # leaves a core idle while a test sleeps (the health checks wait for hangs
-# and restarts) or holds both cores with one rank (calib_gpu_emu_tiny_profile
-# at the end), some 70 of its 345 CPU-s, about what the build needs; at
-# nice 19 it takes 1.5% of a core a test wants. Its output waits in a file.
+# and restarts) or holds both of ctest's slots on about one core
+# (calib_gpu_emu_tiny_profile at the end), some 70 of its 345 CPU-s, about
+# what the build needs; at nice 19 it takes 1.5% of a core a test wants.
+# Its output waits in build/sanitize-build.log, printed after the suite.
 full=0
 [ ${#select[@]} -eq 0 ] && [ $# -eq 0 ] && full=1
+san_log=build/sanitize-build.log
 if [ "$full" -eq 1 ]; then
-  san_log=$(mktemp /tmp/megasim-sanitize-build.XXXXXX)
   (renice -n 19 -p "$BASHPID" >/dev/null && sanitized_build) >"$san_log" 2>&1 &
   san_pid=$!
 fi
@@ -82,7 +83,6 @@ if [ "$full" -eq 1 ]; then
   san_rc=0
   wait "$san_pid" || san_rc=$?
   grep -v '^$' "$san_log" || true
-  rm -f "$san_log"
   [ "$rc" -eq 0 ] || exit "$rc"
   [ "$san_rc" -eq 0 ] || { echo "scripts/test.sh: the sanitized build failed (exit $san_rc)"; exit "$san_rc"; }
   sanitized_tests fast
