@@ -447,7 +447,7 @@ static int train(run_t *R)
         result_iter_t *s = &R->iters[R->niters++];
         *s = (result_iter_t){it + 1, loss, tmax, tokens / tmax, R->model_flops / (tmax * R->job.num_gpus * R->peak_flops),
                           R->x.grad_norm, R->x.lr, mhz, watts, capped, R->x.moe_dropped, R->x.moe_aux,
-                          R->x.moe_load_cv, R->x.moe_drop_sig};
+                          R->x.moe_load_cv, R->x.moe_drop_sig, R->job.cuda_graph ? R->rt->graph_launches : -1};
         report_step(R, s);
         if (!isfinite(loss))
             return bad(R, "the loss is not finite; lower --lr");

@@ -42,6 +42,8 @@ typedef struct {
                                 dropping; root mean square over MoE layers and micro-batches): the
                                 routing imbalance --moe-expert-load-cv prices */
     uint64_t moe_drop_sig;   /* the dropped pairs' signature (real/gpt.h; not in /iterations) */
+    long graph_passes;       /* --enable-cuda-graph: the passes rank 0 has launched as CUDA graphs up to and
+                                including this step (not in /iterations); -1 without the flag */
 } result_iter_t;
 
 /* Where one entity's compute stream spent the iteration (ns); sums to its

@@ -365,15 +365,15 @@ static int load_batch(exec_t *x)
 
 int exec_graph_rules(const job_t *j, int gpu, char *err, int errlen)
 {
+    /* The other streams a pass uses (the TP stream: the backward's input-gradient reduction, the rings of
+     * --tp-comm-overlap and of CP's p2p; the second compute stream of the chunked GEMMs) join its capture by
+     * CUDA's event fork and join (rt_gpu_graph.c). */
     const char *why = !gpu ? "needs --device gpu (the CPU path has no graphs)"
-                      : j->tp > 1 && j->tp_comm_overlap
-                          ? "with --tp-comm-overlap: its chunked GEMMs run beside their collectives on a second stream"
-                      : j->cp > 1          ? "with CP > 1: its ring runs beside each pass on another stream"
                       : j->num_experts > 0 ? "with experts: the routing's counts are read back inside each pass"
                                            : NULL; /* offloading is not run on the GPU (gpt_check_switches) */
     if (why)
-        snprintf(err, errlen, "--enable-cuda-graph %s; allowed: without CP, experts or --tp-comm-overlap (TP with "
-                 "its collectives on the compute stream, DP, PP and FP8 take part)", why);
+        snprintf(err, errlen, "--enable-cuda-graph %s; allowed: without experts (TP with or without "
+                 "--tp-comm-overlap, CP of each comm type, DP, PP and FP8 take part)", why);
     return why != NULL;
 }
 

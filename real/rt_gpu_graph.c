@@ -18,7 +18,11 @@
  * allow: the compute stream waits for its earlier work before the capture
  * (a capture may not wait on work outside it), it joins the capture at the
  * start (waiting for an event recorded there), and the compute stream
- * waits for all of it before the end. */
+ * waits for all of it before the end. The streams a pass forks itself (the
+ * rings of --tp-comm-overlap and of CP's p2p on the TP stream, the chunked
+ * GEMMs' second compute stream) join the capture by the pass's own event
+ * record and wait, and are joined back before the pass ends (gpt_layer.c
+ * chunks_end, gpt_cp.c), as an uncaptured pass needs too. */
 #include "real/rt_gpu_int.h"
 
 #include <stdio.h>

@@ -126,6 +126,8 @@ void run_print_step(const result_iter_t *s, int json, int gpu, int experts)
         if (experts)
             printf(", \"moe_dropped\": %.0f, \"moe_drop_sig\": \"%016llx\", \"moe_aux_loss\": %.9g, "
                    "\"moe_load_cv\": %.6f", s->moe_dropped, (unsigned long long)s->moe_drop_sig, s->moe_aux_loss, s->moe_load_cv);
+        if (s->graph_passes >= 0)
+            printf(", \"graph_passes\": %ld", s->graph_passes);
         printf("}\n");
     } else {
         printf("step %5d | loss %.4f | grad norm %8.4f | lr %.3e | %9.2f ms | %10.0f tokens/s | MFU %6.2f%%",

@@ -27,9 +27,9 @@
 #   dp     DP NP, the distributed optimizer, the gradient reduce-scatter and
 #          the parameter all-gather overlapped
 #   tp2dp  TP 2 x DP NP/2 with the switches of tp and dp
-#   tpgraph  TP NP with sequence parallelism, each pass a CUDA graph
-#          (--enable-cuda-graph: the collectives captured; without
-#          --tp-comm-overlap, which graphs do not take yet)
+#   tpgraph  tp's plan with each pass a CUDA graph (--enable-cuda-graph:
+#          the collectives, the rings and the chunked GEMMs captured), so
+#          its row against tp's is what graphs save
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build-gpu}
@@ -70,7 +70,7 @@ plan_flags() {
         echo "--pipeline-model-parallel-size $np --num-layers-per-virtual-pipeline-stage 1 --pp-comm-overlap" ;;
   dp) echo "$dp_sw" ;;
   tp2dp) [ "$np" -ge 4 ] && [ $((np % 2)) -eq 0 ] && echo "--tensor-model-parallel-size 2 $tp_sw $dp_sw" ;;
-  tpgraph) echo "--tensor-model-parallel-size $np --sequence-parallel --enable-cuda-graph" ;;
+  tpgraph) echo "--tensor-model-parallel-size $np $tp_sw --enable-cuda-graph" ;;
   *) return 2 ;;
   esac
 }

@@ -10,14 +10,18 @@ expected vs got per step.
            bit for bit, with dropout (each iteration's seeds reach the
            graph through cudaGraphExecUpdate: a graph replayed with its
            first capture's seeds moves step 3's loss); on TP 2 with SP and
-           FP8's casts (their amaxes kept on the device; the TP
-           collectives captured, NCCL's turn on its communicator taken at
-           each launch; the input gradient's reduction forked to the TP
-           stream beside the weight gradient and joined back), on TP 2
+           --tp-comm-overlap (the TP collectives captured, NCCL's turn on
+           its communicator taken at each launch; the rings' transfers on
+           the TP stream and the chunked GEMMs on the second compute
+           stream forked into the capture and joined back, as is the
+           input gradient's reduction beside the weight gradient), on TP 2
            without SP (the first backward layer waits for the TP stream
-           before using it: the TP stream joins each capture at its start)
-           and on PP 2 interleaved x DP 2 with every overlap; and the run
-           says how many passes ran as graphs
+           before using it: the TP stream joins each capture at its start),
+           on PP 2 interleaved x DP 2 with every overlap and FP8's casts
+           (their amaxes kept on the device) and on CP 2 with the p2p ring;
+           each graphed run's step lines count the passes launched as
+           graphs, and a 1-rank run's end report says how many ran as
+           graphs and how many were instantiated
   gpu      (label gpu) the same on the GPU at hand, 1 rank, with dropout and
            with FP8: bit for bit the uncaptured run where that run repeats
            itself bit for bit (run twice to see; a kernel whose sums land
@@ -36,6 +40,7 @@ import check_run as cr  # noqa: E402  (reads CASE, MPIEXEC, MEGASIM from sys.arg
 GPU = ["--device", "gpu", "--attention", "flash", "--fused-elementwise"] + cr.DROPOUT
 PP2 = ["--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "1",
        "--overlap-grad-reduce", "--use-distributed-optimizer", "--pp-comm-overlap"]
+CP2 = ["--context-parallel-size", "2", "--cp-comm-type", "p2p", "--global-batch-size", "8"]
 ITERS = 3  # the second and third iterations captured: the third updates the graphs the second made
 FP8 = ["--fp8-format", "e4m3", "--gpu", "h100-sxm-80gb"]  # the casts' amaxes on the device, read at the end
 
@@ -54,15 +59,30 @@ def expect_pass_count(what, env=None):
           f"instantiated) {want}, got {got} (exit {p.returncode}) (run's timing line)")
 
 
+def expect_graph_passes(what, steps, per_iter):
+    """The graphed run's last JSON step line: rank 0's passes launched as
+    graphs so far, every pass of the iterations after the first."""
+    want = per_iter * (ITERS - 1)
+    got = steps[-1].get("graph_passes") if steps else None
+    ok = got == want
+    cr.failures += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} {what}: expected {want} passes as CUDA graphs on rank 0 ({per_iter} an "
+          f"iteration: 2 x chunks x micro-batches, from the second iteration on), got {got} (step line's graph_passes)")
+
+
 def gpu_emu():
     cr.MPI_ENV = list(cr.EMU_MPI_ENV)
-    for np_, plan, what in ((2, FP8 + ["--tensor-model-parallel-size", "2", "--sequence-parallel"],
-                             "2 emulated GPUs, TP 2 + SP, FP8 (e4m3)"),
-                            (2, ["--tensor-model-parallel-size", "2"], "2 emulated GPUs, TP 2 without SP"),
-                            (4, PP2, "4 emulated GPUs, PP 2 interleaved x DP 2")):
+    tp2 = ["--tensor-model-parallel-size", "2"]
+    for np_, plan, per_iter, what in (
+            (2, tp2 + ["--sequence-parallel", "--tp-comm-overlap"], 16,
+             "2 emulated GPUs, TP 2 + SP with --tp-comm-overlap (the rings and the second compute stream captured)"),
+            (2, tp2, 16, "2 emulated GPUs, TP 2 without SP"),
+            (4, PP2 + FP8, 16, "4 emulated GPUs, PP 2 interleaved x DP 2, FP8 (e4m3)"),
+            (2, CP2, 8, "2 emulated GPUs, CP 2 (the p2p ring captured), 4 micro-batches")):
         plain, _ = cr.run(np_, GPU + plan, iters=ITERS)
         graphed, _ = cr.run(np_, GPU + plan + ["--enable-cuda-graph"], iters=ITERS)
         cr.expect_losses(f"{what}, dropout 0.1, --enable-cuda-graph", plain, graphed, "without graphs", 0.0)
+        expect_graph_passes(what, graphed, per_iter)
     expect_pass_count("1 emulated GPU", dict(os.environ, **cr.EMU_ENV))
 
 

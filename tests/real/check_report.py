@@ -2,8 +2,8 @@
 """tests/real/check_report.py: what `megasim run` says beside its numbers,
 using check_run.py's helpers; expected vs got per check.
 
-  bad_world  a world size the plan cannot use, and --enable-cuda-graph with
-             TP or CP 2: rank 0 says why, every rank exits 2
+  bad_world  a world size the plan cannot use: rank 0 says why, every
+             rank exits 2
   mfu_note   a profile whose peak lies below what the run reached (MFU
              above 100%: another machine's profile, as the checked-in CPU
              one is on a faster CPU) gets a note saying so and what to do;
@@ -35,12 +35,6 @@ def refused(np_, args, rule, what):
 
 def bad_world():
     refused(3, ["--tensor-model-parallel-size", "2"], "TP x PP", "with TP 2")
-    # --enable-cuda-graph's rules that need two ranks (the others are bad-input tests): refused before any GPU is
-    # looked for, so no GPU is needed
-    for flags, rule in ((["--tensor-model-parallel-size", "2", "--sequence-parallel", "--tp-comm-overlap"],
-                         "with --tp-comm-overlap"),
-                        (["--context-parallel-size", "2"], "with CP > 1")):
-        refused(2, ["--device", "gpu", "--enable-cuda-graph"] + flags, rule, f"--enable-cuda-graph {' '.join(flags)}")
 
 
 def mfu_note():
