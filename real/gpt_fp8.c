@@ -23,8 +23,8 @@
 #include <stdlib.h>
 
 /* Per weight tensor (its model-wide id), three tensors: the input, the
- * weight and the output gradient. */
-enum { GPT_FP8_IN, GPT_FP8_W, GPT_FP8_GRAD, NROLES };
+ * weight and the output gradient (gpt_layer.h's roles). */
+enum { NROLES = GPT_FP8_GRAD + 1 };
 
 static int site(const gpt_t *m, int tw, int role) { return m->tensors[tw].id * NROLES + role; }
 
@@ -65,24 +65,25 @@ void gpt_fp8_free(gpt_t *m)
     m->fp8_amax = m->fp8_scale = NULL;
 }
 
-/* x (n act elements) as the GEMM of weight tensor tw reads it in role r:
- * x itself without --fp8-format, else a quantised copy (its amax
- * recorded); fp8_drop frees the copy. */
-static int fp8(gpt_t *m, int tw, int role, const void *x, long n, const void **q)
+int gpt_fp8_cast_to(gpt_t *m, int tw, int role, void *dst, const void *x, long n)
+{
+    int s = site(m, tw, role);
+    return OP->fp8_quant(RT, dst, x, n, role_fmt(m, role), m->fp8_scale[s], m->fp8_amax + s);
+}
+
+int gpt_fp8_cast(gpt_t *m, int tw, int role, const void *x, long n, const void **q)
 {
     *q = x;
     if (!m->fp8_sites)
         return 0;
-    int s = site(m, tw, role);
-    int fmt = role_fmt(m, role);
     void *out;
     RT_TRY(alloc_act(m, &out, n));
-    RT_TRY(OP->fp8_quant(RT, out, x, n, fmt, m->fp8_scale[s], m->fp8_amax + s));
+    RT_TRY(gpt_fp8_cast_to(m, tw, role, out, x, n));
     *q = out;
     return 0;
 }
 
-static void fp8_drop(gpt_t *m, const void *q, const void *x)
+void gpt_fp8_drop(gpt_t *m, const void *q, const void *x)
 {
     if (q != x)
         drop(m, (void *)q);
@@ -93,20 +94,20 @@ static void fp8_drop(gpt_t *m, const void *q, const void *x)
 int gpt_gemm_fwd(gpt_t *m, void *out, const void *x, int tw, const void *b, int K, int OC)
 {
     const void *xq, *Wq, *W = gpt_param(m, tw);
-    RT_TRY(fp8(m, tw, GPT_FP8_IN, x, (long)m->N * K, &xq));
-    RT_TRY(fp8(m, tw, GPT_FP8_W, W, (long)OC * K, &Wq));
+    RT_TRY(gpt_fp8_cast(m, tw, GPT_FP8_IN, x, (long)m->N * K, &xq));
+    RT_TRY(gpt_fp8_cast(m, tw, GPT_FP8_W, W, (long)OC * K, &Wq));
     RT_TRY(OP->linear_fwd(RT, out, xq, Wq, b, m->N, K, OC));
-    fp8_drop(m, xq, x), fp8_drop(m, Wq, W);
+    gpt_fp8_drop(m, xq, x), gpt_fp8_drop(m, Wq, W);
     return 0;
 }
 
 int gpt_gemm_dgrad(gpt_t *m, void *dx, const void *dy, int tw, int K, int OC)
 {
     const void *dyq, *Wq, *W = gpt_param(m, tw);
-    RT_TRY(fp8(m, tw, GPT_FP8_GRAD, dy, (long)m->N * OC, &dyq));
-    RT_TRY(fp8(m, tw, GPT_FP8_W, W, (long)OC * K, &Wq));
+    RT_TRY(gpt_fp8_cast(m, tw, GPT_FP8_GRAD, dy, (long)m->N * OC, &dyq));
+    RT_TRY(gpt_fp8_cast(m, tw, GPT_FP8_W, W, (long)OC * K, &Wq));
     RT_TRY(OP->linear_dgrad(RT, dx, dyq, Wq, m->N, K, OC));
-    fp8_drop(m, dyq, dy), fp8_drop(m, Wq, W);
+    gpt_fp8_drop(m, dyq, dy), gpt_fp8_drop(m, Wq, W);
     return 0;
 }
 
@@ -117,10 +118,10 @@ int gpt_gemm_wgrad(gpt_t *m, int tw, float *db, const void *dy, const void *x, i
         RT_TRY(OP->bias_grad(RT, db, dy, m->N, OC));
         db = NULL;
     }
-    RT_TRY(fp8(m, tw, GPT_FP8_GRAD, dy, (long)m->N * OC, &dyq));
-    RT_TRY(fp8(m, tw, GPT_FP8_IN, x, (long)m->N * K, &xq));
+    RT_TRY(gpt_fp8_cast(m, tw, GPT_FP8_GRAD, dy, (long)m->N * OC, &dyq));
+    RT_TRY(gpt_fp8_cast(m, tw, GPT_FP8_IN, x, (long)m->N * K, &xq));
     RT_TRY(OP->linear_wgrad(RT, gpt_grad(m, tw), db, dyq, xq, m->N, K, OC));
-    fp8_drop(m, dyq, dy), fp8_drop(m, xq, x);
+    gpt_fp8_drop(m, dyq, dy), gpt_fp8_drop(m, xq, x);
     return 0;
 }
 

@@ -8,8 +8,7 @@
  * on the TP stream, as Megatron-LM overlaps them; --tp-comm-overlap turns
  * the forward's gathers and reductions and the backward's gradient gather
  * into rings of per-slice transfers pipelined against per-slice GEMMs
- * (MegaScale's TP/SP overlap), the GEMMs alternating between two compute
- * streams.
+ * (MegaScale's TP/SP overlap, gpt_tp_ring.c).
  *
  * Shapes: N = B*T token rows of a micro-batch, Nl = N/t rows outside TP
  * regions with SP (N without); C hidden, Ft = F/t, nh = NH/t heads and
@@ -87,58 +86,7 @@ int gpt_ln_bwd(gpt_t *m, void *dres, const void *dout, const void *xln, const fl
                              m->Nl, m->C);
 }
 
-/* ---- the chunked GEMMs of --tp-comm-overlap ----------------------------------------- */
-
-/* A chunked GEMM's steps alternate between the two compute streams, as
- * TransformerEngine's split overlap does, so one chunk's last wave shares
- * the SMs with the next chunk's first instead of idling them. chunks_begin
- * orders the second stream after the work issued so far; chunks_end brings
- * both streams and the TP stream back into the compute stream, so what
- * follows (including freeing the step buffers) is ordered after every step. */
-static int chunks_begin(gpt_t *m) { return OP->join(RT, RT_STREAM_COMPUTE_ALT, STREAM_COMPUTE); }
-
-static int chunk_stream(int step) { return step % 2 ? RT_STREAM_COMPUTE_ALT : STREAM_COMPUTE; }
-
-static int chunks_end(gpt_t *m)
-{
-    RT_TRY(OP->compute_on(RT, STREAM_COMPUTE));
-    RT_TRY(OP->join(RT, STREAM_COMPUTE, RT_STREAM_COMPUTE_ALT));
-    return OP->join(RT, STREAM_COMPUTE, RT_STREAM_TP);
-}
-
 /* ---- column-parallel forward: out (N, OC) = gather(inp) (N, C) @ W^T + b ---------- */
-
-/* Ring all-gather pipelined with the GEMM: step s multiplies slice
- * (tp_i - s) mod t while the next slice travels. full (N, C) ends whole.
- * Step s's stream first waits for the transfers issued so far (the one
- * bringing its slice), then step s's transfer is issued, so a GEMM never
- * waits for the transfer that runs beside it. */
-static int ring_gather_gemm(gpt_t *m, void *full, const void *inp_l, int rows_fn_dgrad, void *out, const void *W,
-                            const void *bias, int C, int OC)
-{
-    int t = m->t, r = m->tp_i, Nl = m->Nl;
-    long slice = (long)Nl * C;
-    RT_TRY(gpt_copy_act(m, A(m, full, r * slice), inp_l, slice));
-    RT_TRY(OP->join(RT, RT_STREAM_TP, STREAM_COMPUTE));
-    RT_TRY(chunks_begin(m));
-    for (int s = 0; s < t; s++) {
-        int cur = (r - s + t) % t, nxt = (r - s - 1 + 2 * t) % t;
-        RT_TRY(OP->join(RT, chunk_stream(s), RT_STREAM_TP));
-        RT_TRY(OP->compute_on(RT, chunk_stream(s)));
-        if (s < t - 1) { /* pass the slice just held on, receive the next */
-            RT_TRY(CM->op->group_begin(CM));
-            RT_TRY(CM->op->send(CM, GRP_TP, (r + 1) % t, TAG_RING, A(m, full, cur * slice), slice, DT_ACT, RT_STREAM_TP));
-            RT_TRY(CM->op->recv(CM, GRP_TP, (r - 1 + t) % t, TAG_RING, A(m, full, nxt * slice), slice, DT_ACT,
-                             RT_STREAM_TP));
-            RT_TRY(CM->op->group_end(CM));
-        }
-        if (rows_fn_dgrad) /* out (N, OC) = dout (N, C) @ W (C, OC): the row-parallel dgrad */
-            RT_TRY(OP->linear_dgrad(RT, A(m, out, (long)cur * Nl * OC), A(m, full, cur * slice), W, Nl, OC, C));
-        else
-            RT_TRY(OP->linear_fwd(RT, A(m, out, (long)cur * Nl * OC), A(m, full, cur * slice), W, bias, Nl, C, OC));
-    }
-    return chunks_end(m);
-}
 
 int gpt_tp_gather(gpt_t *m, void *full, const void *inp_l, int C, int stream)
 {
@@ -151,13 +99,13 @@ int gpt_tp_gather(gpt_t *m, void *full, const void *inp_l, int C, int stream)
 
 static int col_fwd(gpt_t *m, void *out, const void *inp, int tw, int tb, int C, int OC)
 {
-    const void *W = gpt_param(m, tw), *b = gpt_param(m, tb);
+    const void *b = gpt_param(m, tb);
     if (!m->sp)
         return gpt_gemm_fwd(m, out, inp, tw, b, C, OC);
     void *full;
     RT_TRY(alloc_act(m, &full, (long)m->N * C));
     if (m->overlap)
-        RT_TRY(ring_gather_gemm(m, full, inp, 0, out, W, b, C, OC));
+        RT_TRY(gpt_ring_gather_gemm(m, full, inp, 0, out, tw, b, C, OC));
     else {
         RT_TRY(gpt_tp_gather(m, full, inp, C, STREAM_COMPUTE));
         RT_TRY(gpt_gemm_fwd(m, out, full, tw, b, C, OC));
@@ -168,48 +116,9 @@ static int col_fwd(gpt_t *m, void *out, const void *inp, int tw, int tb, int C, 
 
 /* ---- row-parallel forward: y = reduce(inp (N, K) @ W^T) + b, y (Nl, C) ------------ */
 
-/* Ring reduce-scatter pipelined with the GEMM: step s computes the partial
- * sum of slice (tp_i - s - 1) mod t, adds what the previous rank summed
- * so far and passes it on; the last step leaves this rank's slice.
- * Three step buffers in turn: step s's stream last ran step s - 2's add,
- * which waited for the transfers up to step s - 3's send, the last reader
- * of the buffer step s overwrites. */
-static int ring_gemm_scatter(gpt_t *m, void *y, const void *inp, const void *W, const void *b, int K)
-{
-    int t = m->t, r = m->tp_i, Nl = m->Nl, C = m->C;
-    long slice = (long)Nl * C;
-    void *buf[3], *in;
-    RT_TRY(alloc_act(m, &buf[0], slice));
-    RT_TRY(alloc_act(m, &buf[1], slice));
-    RT_TRY(alloc_act(m, &buf[2], slice));
-    RT_TRY(alloc_act(m, &in, slice));
-    RT_TRY(OP->join(RT, RT_STREAM_TP, STREAM_COMPUTE));
-    RT_TRY(chunks_begin(m));
-    for (int s = 0; s < t; s++) {
-        int sl = (r - s - 1 + 2 * t) % t, X = chunk_stream(s);
-        void *cur = s == t - 1 ? y : buf[s % 3];
-        RT_TRY(OP->compute_on(RT, X));
-        RT_TRY(OP->linear_fwd(RT, cur, A(m, inp, (long)sl * Nl * K), W, b, Nl, K, C));
-        if (s > 0) { /* after the receive of the partial sum */
-            RT_TRY(OP->join(RT, X, RT_STREAM_TP));
-            RT_TRY(OP->add(RT, cur, cur, in, slice));
-        }
-        if (s < t - 1) {
-            RT_TRY(OP->join(RT, RT_STREAM_TP, X));
-            RT_TRY(CM->op->group_begin(CM));
-            RT_TRY(CM->op->send(CM, GRP_TP, (r + 1) % t, TAG_RING, cur, slice, DT_ACT, RT_STREAM_TP));
-            RT_TRY(CM->op->recv(CM, GRP_TP, (r - 1 + t) % t, TAG_RING, in, slice, DT_ACT, RT_STREAM_TP));
-            RT_TRY(CM->op->group_end(CM));
-        }
-    }
-    RT_TRY(chunks_end(m));
-    drop(m, buf[0]), drop(m, buf[1]), drop(m, buf[2]), drop(m, in);
-    return 0;
-}
-
 static int row_fwd(gpt_t *m, void *y, const void *inp, int tw, int tb, int K)
 {
-    const void *W = gpt_param(m, tw), *b = m->tp_i == 0 ? gpt_param(m, tb) : NULL; /* the bias once */
+    const void *b = m->tp_i == 0 ? gpt_param(m, tb) : NULL; /* the bias once */
     if (m->t == 1)
         return gpt_gemm_fwd(m, y, inp, tw, b, K, m->C);
     if (!m->sp) { /* --tp-comm-overlap needs SP (job.c) */
@@ -217,7 +126,7 @@ static int row_fwd(gpt_t *m, void *y, const void *inp, int tw, int tb, int K)
         return CM->op->allreduce(CM, GRP_TP, y, (long)m->N * m->C, DT_ACT, STREAM_COMPUTE);
     }
     if (m->overlap)
-        return ring_gemm_scatter(m, y, inp, W, b, K);
+        return gpt_ring_gemm_scatter(m, y, inp, tw, b, K);
     void *part;
     RT_TRY(alloc_act(m, &part, (long)m->N * m->C));
     RT_TRY(gpt_gemm_fwd(m, part, inp, tw, b, K, m->C));
@@ -233,13 +142,12 @@ static int row_fwd(gpt_t *m, void *y, const void *inp, int tw, int tb, int K)
  * --tp-comm-overlap, exposed otherwise, as Megatron). */
 static int row_bwd(gpt_t *m, void *dinp, const void *dy, const void *inp, int tw, int tb, int K)
 {
-    const void *W = gpt_param(m, tw);
     const void *dyf = dy;
     void *full = NULL;
     if (m->sp) {
         RT_TRY(alloc_act(m, &full, (long)m->N * m->C));
         if (m->overlap)
-            RT_TRY(ring_gather_gemm(m, full, dy, 1, dinp, W, NULL, m->C, K));
+            RT_TRY(gpt_ring_gather_gemm(m, full, dy, 1, dinp, tw, NULL, m->C, K));
         else
             RT_TRY(gpt_tp_gather(m, full, dy, m->C, STREAM_COMPUTE));
         dyf = full;

@@ -370,8 +370,6 @@ int gpt_check_switches(const job_t *j, int gpu, char *err, int errlen)
     const char *no = !j->grads_fp32 ? "--accumulate-allreduce-grads-in-fp32 false is not run: megasim run keeps and "
                                       "reduces the gradients in fp32 (allowed: true, the default; Megatron-LM requires "
                                       "it with bf16)"
-                     : j->fp8_format && j->tp_comm_overlap ? "--fp8-format with --tp-comm-overlap is not run: the "
-                                                             "chunked GEMMs take no FP8 casts yet (allowed: either alone)"
                      : gpu && j->offload_fraction > 0
                          ? "--activation-offload-fraction with --device gpu is not run: the CPU path offloads to host "
                            "memory with plain copies; the GPU's (pinned memory, a copy stream beside compute) is not "

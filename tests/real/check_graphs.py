@@ -9,12 +9,13 @@ expected vs got per step.
            the losses and gradient norms must equal the uncaptured run's
            bit for bit, with dropout (each iteration's seeds reach the
            graph through cudaGraphExecUpdate: a graph replayed with its
-           first capture's seeds moves step 3's loss); on TP 2 with SP and
-           --tp-comm-overlap (the TP collectives captured, NCCL's turn on
-           its communicator taken at each launch; the rings' transfers on
-           the TP stream and the chunked GEMMs on the second compute
-           stream forked into the capture and joined back, as is the
-           input gradient's reduction beside the weight gradient), on TP 2
+           first capture's seeds moves step 3's loss); on TP 2 with SP,
+           --tp-comm-overlap and FP8 (the TP collectives captured, NCCL's
+           turn on its communicator taken at each launch; the rings'
+           transfers on the TP stream and the chunked GEMMs and their casts
+           on the second compute stream forked into the capture and joined
+           back, as is the input gradient's reduction beside the weight
+           gradient), on TP 2
            without SP (the first backward layer waits for the TP stream
            before using it: the TP stream joins each capture at its start),
            on PP 2 interleaved x DP 2 with every overlap and FP8's casts
@@ -74,8 +75,9 @@ def gpu_emu():
     cr.MPI_ENV = list(cr.EMU_MPI_ENV)
     tp2 = ["--tensor-model-parallel-size", "2"]
     for np_, plan, per_iter, what in (
-            (2, tp2 + ["--sequence-parallel", "--tp-comm-overlap"], 16,
-             "2 emulated GPUs, TP 2 + SP with --tp-comm-overlap (the rings and the second compute stream captured)"),
+            (2, tp2 + ["--sequence-parallel", "--tp-comm-overlap"] + FP8, 16,
+             "2 emulated GPUs, TP 2 + SP with --tp-comm-overlap (the rings and the second compute stream captured), "
+             "FP8 (e4m3)"),
             (2, tp2, 16, "2 emulated GPUs, TP 2 without SP"),
             (4, PP2 + FP8, 16, "4 emulated GPUs, PP 2 interleaved x DP 2, FP8 (e4m3)"),
             (2, CP2, 8, "2 emulated GPUs, CP 2 (the p2p ring captured), 4 micro-batches")):

@@ -50,8 +50,10 @@ def fp8():
     gradients against hybrid's E5M2); DP 2 and 4 ranks (TP 2 x PP 2) against
     1 with hybrid, GPT and LLaMA-style;
     a resumed FP8 run repeats the uninterrupted one bit for bit (the
-    scales travel in the checkpoint). FP8 with --tp-comm-overlap is refused
-    (the bad-input test real_bad_fp8_tp_overlap)."""
+    scales travel in the checkpoint); TP 2 + SP with --tp-comm-overlap
+    equals the same plan without it bit for bit (the chunked GEMMs cast
+    each slice at the tensor's one scale: the whole tensor's cast; at TP 2
+    the ring's sums are the reduce-scatter's, one addition each)."""
     base, _ = cr.run(1, [], iters=3)
     fmts = {}
     for fmt in ("e4m3", "hybrid"):
@@ -74,6 +76,10 @@ def fp8():
         got, _ = cr.run(4, model + PLAN4 + overlaps + ["--fp8-format", "hybrid"], iters=3)
         cr.expect_losses(f"{name}, --fp8-format hybrid, 4 ranks (TP 2 + SP, PP 2 interleaved, the PP overlap, the "
                          f"async loader)", ref, got, "single rank, hybrid", tol=FP8_TOL, norm_tol=FP8_NORM_TOL)
+    tp_sp = ["--tensor-model-parallel-size", "2", "--sequence-parallel", "--fp8-format", "hybrid"]
+    cr.expect_losses("--fp8-format hybrid, 2 ranks, TP 2 + SP with --tp-comm-overlap (the rings' chunked GEMMs)",
+                     cr.run(2, tp_sp, iters=3)[0], cr.run(2, tp_sp + ["--tp-comm-overlap"], iters=3)[0],
+                     "the same plan without --tp-comm-overlap", tol=0.0)
     d = tempfile.mkdtemp(prefix="megasim-ckpt-fp8-")
     try:
         plan = ["--tensor-model-parallel-size", "2", "--fp8-format", "hybrid"]
