@@ -7,8 +7,11 @@
  * (the delayed recipe at Megatron-LM's defaults: a history of 1, the most
  * recent, margin 0; the first iteration at scale 1). The casts are
  * kernels/fp8.h's rounding in fp32, so the GEMMs see exactly the values
- * FP8 GEMMs would; the GEMMs, biases, embedding, output layer and norms
- * stay in the wider type, as TE keeps them. A tensor's amax is its
+ * FP8 GEMMs would; the routed and shared experts' GEMMs too (gpt_moe.c,
+ * gpt_moe_shared.c), each expert's tensors their own sites. The GEMMs,
+ * biases, embedding, output layer and norms stay in the wider type, as TE
+ * keeps them, as do the router and the shared expert's gate (plain linear
+ * layers in Megatron-Core). A tensor's amax is its
  * largest |x| over the iteration (every micro-batch) and over every rank
  * (one max over the world at the iteration's end): TE reduces over its
  * amax group after each forward pass, but once per iteration keeps every
@@ -91,36 +94,36 @@ void gpt_fp8_drop(gpt_t *m, const void *q, const void *x)
 
 /* ---- the layers' GEMMs as FP8 reads them -------------------------------------------- */
 
-int gpt_gemm_fwd(gpt_t *m, void *out, const void *x, int tw, const void *b, int K, int OC)
+int gpt_gemm_fwd(gpt_t *m, int rows, void *out, const void *x, int tw, const void *b, int K, int OC)
 {
     const void *xq, *Wq, *W = gpt_param(m, tw);
-    RT_TRY(gpt_fp8_cast(m, tw, GPT_FP8_IN, x, (long)m->N * K, &xq));
+    RT_TRY(gpt_fp8_cast(m, tw, GPT_FP8_IN, x, (long)rows * K, &xq));
     RT_TRY(gpt_fp8_cast(m, tw, GPT_FP8_W, W, (long)OC * K, &Wq));
-    RT_TRY(OP->linear_fwd(RT, out, xq, Wq, b, m->N, K, OC));
+    RT_TRY(OP->linear_fwd(RT, out, xq, Wq, b, rows, K, OC));
     gpt_fp8_drop(m, xq, x), gpt_fp8_drop(m, Wq, W);
     return 0;
 }
 
-int gpt_gemm_dgrad(gpt_t *m, void *dx, const void *dy, int tw, int K, int OC)
+int gpt_gemm_dgrad(gpt_t *m, int rows, void *dx, const void *dy, int tw, int K, int OC)
 {
     const void *dyq, *Wq, *W = gpt_param(m, tw);
-    RT_TRY(gpt_fp8_cast(m, tw, GPT_FP8_GRAD, dy, (long)m->N * OC, &dyq));
+    RT_TRY(gpt_fp8_cast(m, tw, GPT_FP8_GRAD, dy, (long)rows * OC, &dyq));
     RT_TRY(gpt_fp8_cast(m, tw, GPT_FP8_W, W, (long)OC * K, &Wq));
-    RT_TRY(OP->linear_dgrad(RT, dx, dyq, Wq, m->N, K, OC));
+    RT_TRY(OP->linear_dgrad(RT, dx, dyq, Wq, rows, K, OC));
     gpt_fp8_drop(m, dyq, dy), gpt_fp8_drop(m, Wq, W);
     return 0;
 }
 
-int gpt_gemm_wgrad(gpt_t *m, int tw, float *db, const void *dy, const void *x, int K, int OC)
+int gpt_gemm_wgrad(gpt_t *m, int rows, int tw, float *db, const void *dy, const void *x, int K, int OC)
 {
     const void *dyq, *xq;
     if (db && m->fp8_sites) { /* the bias gradient from the unquantised gradient */
-        RT_TRY(OP->bias_grad(RT, db, dy, m->N, OC));
+        RT_TRY(OP->bias_grad(RT, db, dy, rows, OC));
         db = NULL;
     }
-    RT_TRY(gpt_fp8_cast(m, tw, GPT_FP8_GRAD, dy, (long)m->N * OC, &dyq));
-    RT_TRY(gpt_fp8_cast(m, tw, GPT_FP8_IN, x, (long)m->N * K, &xq));
-    RT_TRY(OP->linear_wgrad(RT, gpt_grad(m, tw), db, dyq, xq, m->N, K, OC));
+    RT_TRY(gpt_fp8_cast(m, tw, GPT_FP8_GRAD, dy, (long)rows * OC, &dyq));
+    RT_TRY(gpt_fp8_cast(m, tw, GPT_FP8_IN, x, (long)rows * K, &xq));
+    RT_TRY(OP->linear_wgrad(RT, gpt_grad(m, tw), db, dyq, xq, rows, K, OC));
     gpt_fp8_drop(m, dyq, dy), gpt_fp8_drop(m, xq, x);
     return 0;
 }

@@ -101,14 +101,14 @@ static int col_fwd(gpt_t *m, void *out, const void *inp, int tw, int tb, int C, 
 {
     const void *b = gpt_param(m, tb);
     if (!m->sp)
-        return gpt_gemm_fwd(m, out, inp, tw, b, C, OC);
+        return gpt_gemm_fwd(m, m->N, out, inp, tw, b, C, OC);
     void *full;
     RT_TRY(alloc_act(m, &full, (long)m->N * C));
     if (m->overlap)
         RT_TRY(gpt_ring_gather_gemm(m, full, inp, 0, out, tw, b, C, OC));
     else {
         RT_TRY(gpt_tp_gather(m, full, inp, C, STREAM_COMPUTE));
-        RT_TRY(gpt_gemm_fwd(m, out, full, tw, b, C, OC));
+        RT_TRY(gpt_gemm_fwd(m, m->N, out, full, tw, b, C, OC));
     }
     drop(m, full);
     return 0;
@@ -120,16 +120,16 @@ static int row_fwd(gpt_t *m, void *y, const void *inp, int tw, int tb, int K)
 {
     const void *b = m->tp_i == 0 ? gpt_param(m, tb) : NULL; /* the bias once */
     if (m->t == 1)
-        return gpt_gemm_fwd(m, y, inp, tw, b, K, m->C);
+        return gpt_gemm_fwd(m, m->N, y, inp, tw, b, K, m->C);
     if (!m->sp) { /* --tp-comm-overlap needs SP (job.c) */
-        RT_TRY(gpt_gemm_fwd(m, y, inp, tw, b, K, m->C));
+        RT_TRY(gpt_gemm_fwd(m, m->N, y, inp, tw, b, K, m->C));
         return CM->op->allreduce(CM, GRP_TP, y, (long)m->N * m->C, DT_ACT, STREAM_COMPUTE);
     }
     if (m->overlap)
         return gpt_ring_gemm_scatter(m, y, inp, tw, b, K);
     void *part;
     RT_TRY(alloc_act(m, &part, (long)m->N * m->C));
-    RT_TRY(gpt_gemm_fwd(m, part, inp, tw, b, K, m->C));
+    RT_TRY(gpt_gemm_fwd(m, m->N, part, inp, tw, b, K, m->C));
     RT_TRY(CM->op->reduce_scatter(CM, GRP_TP, y, part, (long)m->Nl * m->C, DT_ACT, STREAM_COMPUTE));
     drop(m, part);
     return 0;
@@ -153,8 +153,8 @@ static int row_bwd(gpt_t *m, void *dinp, const void *dy, const void *inp, int tw
         dyf = full;
     }
     if (!(m->sp && m->overlap))
-        RT_TRY(gpt_gemm_dgrad(m, dinp, dyf, tw, K, m->C));
-    RT_TRY(gpt_gemm_wgrad(m, tw, gpt_grad(m, tb), dyf, inp, K, m->C));
+        RT_TRY(gpt_gemm_dgrad(m, m->N, dinp, dyf, tw, K, m->C));
+    RT_TRY(gpt_gemm_wgrad(m, m->N, tw, gpt_grad(m, tb), dyf, inp, K, m->C));
     drop(m, full);
     return 0;
 }
@@ -175,7 +175,7 @@ static int col_bwd(gpt_t *m, void *dx, const void *dout, const void *inp, int tw
         RT_TRY(gpt_tp_gather(m, full, inp, C, RT_STREAM_TP));
         inpf = full;
     }
-    RT_TRY(gpt_gemm_dgrad(m, dxf, dout, tw, C, OC));
+    RT_TRY(gpt_gemm_dgrad(m, m->N, dxf, dout, tw, C, OC));
     if (m->t > 1) { /* reduce the input gradient beside the wgrad */
         RT_TRY(OP->join(RT, STREAM_COMPUTE, RT_STREAM_TP));
         RT_TRY(OP->join(RT, RT_STREAM_TP, STREAM_COMPUTE));
@@ -184,7 +184,7 @@ static int col_bwd(gpt_t *m, void *dx, const void *dout, const void *inp, int tw
         else
             RT_TRY(CM->op->allreduce(CM, GRP_TP, dx, (long)m->N * C, DT_ACT, RT_STREAM_TP));
     }
-    RT_TRY(gpt_gemm_wgrad(m, tw, db, dout, inpf, C, OC));
+    RT_TRY(gpt_gemm_wgrad(m, m->N, tw, db, dout, inpf, C, OC));
     RT_TRY(m->t > 1 ? OP->join(RT, STREAM_COMPUTE, RT_STREAM_TP) : 0); /* TP 1: nothing there */
     if (m->sp)
         drop(m, full), drop(m, dxf);

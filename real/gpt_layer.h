@@ -110,13 +110,13 @@ void gpt_moe_shared_free(gpt_t *m, void **sv);
 int gpt_offload(gpt_t *m, layer_saved_t *s);
 int gpt_fetch(gpt_t *m, layer_saved_t *s);
 
-/* The layers' GEMMs of weight tensor tw (N rows, K in, OC out), their
- * inputs as FP8 reads them: out (N, OC) = x @ W^T + b; dx (N, K) = dy @ W;
- * dW (OC, K) += dy^T x with db (OC, unless NULL) from dy unquantised, as
- * TE's bias gradient. */
-int gpt_gemm_fwd(gpt_t *m, void *out, const void *x, int tw, const void *b, int K, int OC);
-int gpt_gemm_dgrad(gpt_t *m, void *dx, const void *dy, int tw, int K, int OC);
-int gpt_gemm_wgrad(gpt_t *m, int tw, float *db, const void *dy, const void *x, int K, int OC);
+/* The layers' GEMMs of weight tensor tw (rows R: a layer's N, an expert's
+ * tokens; K in, OC out), their inputs as FP8 reads them: out (R, OC) = x @
+ * W^T + b; dx (R, K) = dy @ W; dW (OC, K) += dy^T x with db (OC, unless
+ * NULL) from dy unquantised, as TE's bias gradient. */
+int gpt_gemm_fwd(gpt_t *m, int rows, void *out, const void *x, int tw, const void *b, int K, int OC);
+int gpt_gemm_dgrad(gpt_t *m, int rows, void *dx, const void *dy, int tw, int K, int OC);
+int gpt_gemm_wgrad(gpt_t *m, int rows, int tw, float *db, const void *dy, const void *x, int K, int OC);
 
 /* The cast those GEMMs apply, for the chunked ones of --tp-comm-overlap
  * (gpt_layer.c): x (n act elements) as the GEMM of weight tensor tw reads

@@ -159,12 +159,12 @@ static int experts_fwd(gpt_t *m, int c, int l, moe_saved_t *v, void *ye)
         if (!n)
             continue;
         void *x = A(m, v->xe, o * m->C), *pre = A(m, v->pre, o * m->Fwe), *gl = A(m, v->gl, o * m->Fe);
-        RT_TRY(OP->linear_fwd(RT, pre, x, gpt_param(m, expert_tensor(m, c, l, j, T_FC1_W)),
-                              gpt_param(m, expert_tensor(m, c, l, j, T_FC1_B)), n, m->C, m->Fwe));
+        RT_TRY(gpt_gemm_fwd(m, n, pre, x, expert_tensor(m, c, l, j, T_FC1_W),
+                            gpt_param(m, expert_tensor(m, c, l, j, T_FC1_B)), m->C, m->Fwe));
         RT_TRY(m->swiglu ? OP->swiglu_fwd(RT, gl, pre, n, m->Fe) : OP->gelu_fwd(RT, gl, pre, (long)n * m->Fe));
         int b2 = m->etp_i == 0 ? expert_tensor(m, c, l, j, T_FC2_B) : -1; /* once: the rest are partial sums */
-        RT_TRY(OP->linear_fwd(RT, A(m, ye, o * m->C), gl, gpt_param(m, expert_tensor(m, c, l, j, T_FC2_W)),
-                              gpt_param(m, b2), n, m->Fe, m->C));
+        RT_TRY(gpt_gemm_fwd(m, n, A(m, ye, o * m->C), gl, expert_tensor(m, c, l, j, T_FC2_W), gpt_param(m, b2),
+                            m->Fe, m->C));
     }
     return 0;
 }
@@ -183,12 +183,11 @@ static int experts_bwd(gpt_t *m, int c, int l, moe_saved_t *v, const void *dye, 
             continue;
         const void *dy = A(m, dye, o * m->C), *x = A(m, v->xe, o * m->C), *pre = A(m, v->pre, o * m->Fwe);
         void *g = A(m, dgl, o * m->Fe), *dp = A(m, dpre, o * m->Fwe);
-        RT_TRY(OP->linear_dgrad(RT, g, dy, gpt_param(m, t2), n, m->Fe, m->C));
-        RT_TRY(OP->linear_wgrad(RT, gpt_grad(m, t2), gpt_grad(m, b2), dy,
-                                A(m, v->gl, o * m->Fe), n, m->Fe, m->C));
+        RT_TRY(gpt_gemm_dgrad(m, n, g, dy, t2, m->Fe, m->C));
+        RT_TRY(gpt_gemm_wgrad(m, n, t2, gpt_grad(m, b2), dy, A(m, v->gl, o * m->Fe), m->Fe, m->C));
         RT_TRY(m->swiglu ? OP->swiglu_bwd(RT, dp, g, pre, n, m->Fe) : OP->gelu_bwd(RT, dp, g, pre, (long)n * m->Fe));
-        RT_TRY(OP->linear_dgrad(RT, A(m, dxe, o * m->C), dp, gpt_param(m, t1), n, m->C, m->Fwe));
-        RT_TRY(OP->linear_wgrad(RT, gpt_grad(m, t1), gpt_grad(m, b1), dp, x, n, m->C, m->Fwe));
+        RT_TRY(gpt_gemm_dgrad(m, n, A(m, dxe, o * m->C), dp, t1, m->C, m->Fwe));
+        RT_TRY(gpt_gemm_wgrad(m, n, t1, gpt_grad(m, b1), dp, x, m->C, m->Fwe));
     }
     drop(m, dgl), drop(m, dpre);
     return 0;

@@ -86,11 +86,11 @@ int gpt_moe_shared_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void **sv, void
     void *part, *out;
     RT_TRY(alloc_act(m, &h->pre, (long)N * m->Fws));
     RT_TRY(alloc_act(m, &h->gl, (long)N * m->Fst));
-    RT_TRY(OP->linear_fwd(RT, h->pre, x, param_of(m, c, l, T_SH_FC1_W), param_of(m, c, l, T_SH_FC1_B), N, C, m->Fws));
+    RT_TRY(gpt_gemm_fwd(m, N, h->pre, x, P(m, c, l, T_SH_FC1_W), param_of(m, c, l, T_SH_FC1_B), C, m->Fws));
     RT_TRY(m->swiglu ? OP->swiglu_fwd(RT, h->gl, h->pre, N, m->Fst) : OP->gelu_fwd(RT, h->gl, h->pre, (long)N * m->Fst));
     RT_TRY(alloc_act(m, &part, (long)N * C));
-    RT_TRY(OP->linear_fwd(RT, part, h->gl, param_of(m, c, l, T_SH_FC2_W), m->tp_i == 0 ? param_of(m, c, l, T_SH_FC2_B)
-                                                                                         : NULL, N, m->Fst, C));
+    RT_TRY(gpt_gemm_fwd(m, N, part, h->gl, P(m, c, l, T_SH_FC2_W), m->tp_i == 0 ? param_of(m, c, l, T_SH_FC2_B) : NULL,
+                        m->Fst, C));
     RT_TRY(alloc_act(m, &h->y, (long)m->Nl * C));
     RT_TRY(tp_home(m, h->y, part));
     drop(m, part);
@@ -148,16 +148,16 @@ int gpt_moe_shared_bwd(gpt_t *m, int c, int l, layer_saved_t *s, void **sv, cons
         RT_TRY(gpt_tp_gather(m, dyf, dy, C, STREAM_COMPUTE));
     }
     RT_TRY(alloc_act(m, &dgl, (long)N * m->Fst));
-    RT_TRY(OP->linear_dgrad(RT, dgl, dyf, param_of(m, c, l, T_SH_FC2_W), N, m->Fst, C));
-    RT_TRY(OP->linear_wgrad(RT, grad_of(m, c, l, T_SH_FC2_W), grad_of(m, c, l, T_SH_FC2_B), dyf, h->gl, N, m->Fst, C));
+    RT_TRY(gpt_gemm_dgrad(m, N, dgl, dyf, P(m, c, l, T_SH_FC2_W), m->Fst, C));
+    RT_TRY(gpt_gemm_wgrad(m, N, P(m, c, l, T_SH_FC2_W), grad_of(m, c, l, T_SH_FC2_B), dyf, h->gl, m->Fst, C));
     RT_TRY(alloc_act(m, &dpre, (long)N * m->Fws));
     RT_TRY(m->swiglu ? OP->swiglu_bwd(RT, dpre, dgl, h->pre, N, m->Fst)
                      : OP->gelu_bwd(RT, dpre, dgl, h->pre, (long)N * m->Fst));
     drop(m, dgl);
     RT_TRY(alloc_act(m, &dxf, (long)N * C));
-    RT_TRY(OP->linear_dgrad(RT, dxf, dpre, param_of(m, c, l, T_SH_FC1_W), N, C, m->Fws));
-    RT_TRY(OP->linear_wgrad(RT, grad_of(m, c, l, T_SH_FC1_W), grad_of(m, c, l, T_SH_FC1_B), dpre,
-                            h->hf ? h->hf : s->h2, N, C, m->Fws));
+    RT_TRY(gpt_gemm_dgrad(m, N, dxf, dpre, P(m, c, l, T_SH_FC1_W), C, m->Fws));
+    RT_TRY(gpt_gemm_wgrad(m, N, P(m, c, l, T_SH_FC1_W), grad_of(m, c, l, T_SH_FC1_B), dpre, h->hf ? h->hf : s->h2, C,
+                          m->Fws));
     drop(m, dpre);
     RT_TRY(alloc_act(m, &dx, (long)m->Nl * C));
     RT_TRY(tp_home(m, dx, dxf));

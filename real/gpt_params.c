@@ -359,8 +359,6 @@ static const char *moe_switch(const job_t *j)
                  "none)"
            : j->parallel_block ? "--parallel-block with --num-experts is not run: the MoE layer replaces the standard "
                                  "block's MLP (allowed: --parallel-block false)"
-           : j->fp8_format ? "--fp8-format with --num-experts is not run yet: the experts' GEMMs take no FP8 casts "
-                             "(allowed: --fp8-format none)"
            : j->offload_fraction > 0 ? "--activation-offload-fraction with --num-experts is not run yet (allowed: 0)"
                                      : NULL;
 }

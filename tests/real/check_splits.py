@@ -53,7 +53,11 @@ def fp8():
     scales travel in the checkpoint); TP 2 + SP with --tp-comm-overlap
     equals the same plan without it bit for bit (the chunked GEMMs cast
     each slice at the tensor's one scale: the whole tensor's cast; at TP 2
-    the ring's sums are the reduce-scatter's, one addition each)."""
+    the ring's sums are the reduce-scatter's, one addition each); one
+    expert, top-1, of the dense MLP's width is that MLP under E4M3 too (the
+    experts' GEMMs cast as the dense layer's, at the same sites: the same
+    tensor ids), and 4 experts with a gated shared expert, hybrid, on 2
+    ranks (EP 2) against 1."""
     base, _ = cr.run(1, [], iters=3)
     fmts = {}
     for fmt in ("e4m3", "hybrid"):
@@ -76,6 +80,14 @@ def fp8():
         got, _ = cr.run(4, model + PLAN4 + overlaps + ["--fp8-format", "hybrid"], iters=3)
         cr.expect_losses(f"{name}, --fp8-format hybrid, 4 ranks (TP 2 + SP, PP 2 interleaved, the PP overlap, the "
                          f"async loader)", ref, got, "single rank, hybrid", tol=FP8_TOL, norm_tol=FP8_NORM_TOL)
+    one, _ = cr.run(1, ["--num-experts", "1", "--moe-router-topk", "1", "--moe-ffn-hidden-size", "256",
+                        "--fp8-format", "e4m3"], iters=3)
+    cr.expect_losses("--fp8-format e4m3, one expert, top-1, FFN 256 against the dense tiny GPT (FFN 256), 1 rank",
+                     fmts["e4m3"], one, "the dense model, e4m3")
+    moe = cr.MOE_SHARED + ["--fp8-format", "hybrid"]
+    cr.expect_losses("--fp8-format hybrid, 4 experts and a gated shared expert, 2 ranks (EP 2 over DP 2)",
+                     cr.run(1, moe, iters=3)[0], cr.run(2, moe + ["--expert-model-parallel-size", "2"], iters=3)[0],
+                     "single rank, hybrid", tol=FP8_TOL, norm_tol=FP8_NORM_TOL)
     tp_sp = ["--tensor-model-parallel-size", "2", "--sequence-parallel", "--fp8-format", "hybrid"]
     cr.expect_losses("--fp8-format hybrid, 2 ranks, TP 2 + SP with --tp-comm-overlap (the rings' chunked GEMMs)",
                      cr.run(2, tp_sp, iters=3)[0], cr.run(2, tp_sp + ["--tp-comm-overlap"], iters=3)[0],
