@@ -105,20 +105,25 @@ def fp8():
 
 
 def fp8_gpu_emu():
-    """The GPU path's casts (kernels/fp8.cu through rt_gpu_ops.c, the amax
-    read back per cast) on the emulated GPU, E4M3 throughout, against the
+    """The GPU path's casts (kernels/fp8.cu through rt_gpu_ops.c, each amax
+    kept on the device) on the emulated GPU, E4M3 throughout, against the
     CPU path's fp32 emulation: within the emulated GPU's bf16 bound
     (check_run.py EMU_TOL; 6e-5 to 9e-5 seen on the losses, 2026-11-29,
     one rounding more per cast than the CPU's, fp8.h). E4M3 moves step 2's
     loss by 1.6e-2 from the run without FP8 (on either path), so a GPU
-    that skipped the casts would fail here by 16 times the bound. The
-    profile names an H100: the emulated device would otherwise be priced
-    as an A800, which has no FP8."""
+    that skipped the casts would fail here by 16 times the bound. Then the
+    same with 4 experts and a gated shared expert (their GEMMs cast too;
+    2e-4 seen on step 2's loss). The profile names an H100: the emulated
+    device would otherwise be priced as an A800, which has no FP8."""
     cr.MPI_ENV = list(cr.EMU_MPI_ENV)
     e4m3 = ["--fp8-format", "e4m3", "--gpu", "h100-sxm-80gb"]
     cpu8, _ = cr.run(1, e4m3, iters=2)
     gpu8, _ = cr.run(1, ["--device", "gpu", "--attention", "flash"] + e4m3, iters=2)
     cr.expect_bf16("emulated GPU, --fp8-format e4m3, vs 1 CPU rank (FP8 emulated in fp32)", cpu8, gpu8, cr.EMU_TOL)
+    moe = e4m3 + cr.MOE_SHARED
+    cr.expect_bf16("emulated GPU, --fp8-format e4m3, 4 experts and a gated shared expert, vs 1 CPU rank",
+                   cr.run(1, moe, iters=2)[0], cr.run(1, ["--device", "gpu", "--attention", "flash"] + moe, iters=2)[0],
+                   cr.EMU_TOL)
 
 
 def offload():
