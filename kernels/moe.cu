@@ -25,11 +25,12 @@ __global__ void moe_route_kernel(float *probs, int *idx, float *scores, const bf
 }
 
 __global__ void moe_route_bwd_kernel(bf16 *dlogits, const float *dprobs, const float *probs, const int *idx,
-                                     const float *scores, const float *coef, int N, int E, int k) {
+                                     const float *scores, const float *coef0, int coef_ld, int N, int E, int k) {
   int n = blockIdx.x * blockDim.x + threadIdx.x;
   if (n >= N) return;
   bf16 *dl = dlogits + (long)n * E;
   const float *p = probs + (long)n * k, *dp = dprobs + (long)n * k, *s = scores + (long)n * E;
+  const float *coef = coef0 ? coef0 + (long)n * coef_ld : NULL;
   float dot = 0, sc = 0;
   for (int e = 0; e < E; e++) sc += s[e] * (coef ? coef[e] : 0.0f);
   for (int j = 0; j < k; j++) dot += p[j] * dp[j];
@@ -80,11 +81,11 @@ extern "C" int kern_moe_route_cuda(float *probs, int *idx, float *scores, const 
 }
 
 extern "C" int kern_moe_route_bwd_cuda(kern_bf16 *dlogits, const float *dprobs, const float *probs, const int *idx,
-                                       const float *scores, const float *coef, int N, int E, int k,
+                                       const float *scores, const float *coef, int coef_ld, int N, int E, int k,
                                        cudaStream_t stream) {
   if (N <= 0) return 0;
   KERN_LAUNCH(kern_cdiv(N, 128), 128, 0, stream, moe_route_bwd_kernel)((bf16 *)dlogits, dprobs, probs, idx, scores,
-                                                                       coef, N, E, k);
+                                                                       coef, coef_ld, N, E, k);
   KERN_LAUNCH_TRY();
   return 0;
 }

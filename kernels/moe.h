@@ -6,9 +6,11 @@
  *             without --moe-router-pre-softmax), and scores = the softmax
  *             over all E, what the auxiliary load-balancing loss reads;
  *   route backward: the logits' gradient from the probs' gradient dprobs
- *             and the auxiliary loss sum_n sum_e coef[e] scores[n][e]
- *             (coef: the per-expert factor of the switch-transformer loss,
- *             worked out by the caller from the token counts);
+ *             and the auxiliary loss sum_n sum_e coef[n coef_ld + e]
+ *             scores[n][e] (coef worked out by the caller from the token
+ *             counts: coef_ld 0, one factor per expert for every token, the
+ *             switch-transformer loss; coef_ld E, a row per token, the
+ *             sequence-level loss, each token its sequence's factors);
  *   gather:   out[i] = w[i] x[rows[i]] (w NULL: 1), the permutation of
  *             tokens into expert order; rows[i] < 0 is a padding row (0);
  *   combine:  out[n] = sum over j < k of w[i] y[i], i = inv[n k + j] (w
@@ -44,7 +46,7 @@ extern "C" {
 
 void kern_moe_route_ref(float *probs, int *idx, float *scores, const float *logits, int N, int E, int k);
 void kern_moe_route_bwd_ref(float *dlogits, const float *dprobs, const float *probs, const int *idx,
-                            const float *scores, const float *coef, int N, int E, int k);
+                            const float *scores, const float *coef, int coef_ld, int N, int E, int k);
 void kern_moe_gather_ref(float *out, const float *x, const int *rows, const float *w, long M, int C);
 void kern_moe_combine_ref(float *out, const float *y, const int *inv, const float *w, long N, int k, int C);
 void kern_moe_rowdot_ref(float *out, const float *a, const int *rows, const float *b, long M, int C);
@@ -53,7 +55,8 @@ void kern_moe_rowdot_ref(float *out, const float *a, const int *rows, const floa
 int kern_moe_route_cuda(float *probs, int *idx, float *scores, const kern_bf16 *logits, int N, int E, int k,
                         cudaStream_t stream);
 int kern_moe_route_bwd_cuda(kern_bf16 *dlogits, const float *dprobs, const float *probs, const int *idx,
-                            const float *scores, const float *coef, int N, int E, int k, cudaStream_t stream);
+                            const float *scores, const float *coef, int coef_ld, int N, int E, int k,
+                            cudaStream_t stream);
 int kern_moe_gather_cuda(kern_bf16 *out, const kern_bf16 *x, const int *rows, const float *w, long M, int C,
                          cudaStream_t stream);
 int kern_moe_combine_cuda(kern_bf16 *out, const kern_bf16 *y, const int *inv, const float *w, long N, int k, int C,

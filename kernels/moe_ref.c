@@ -28,11 +28,12 @@ void kern_moe_route_ref(float *probs, int *idx, float *scores, const float *logi
 }
 
 void kern_moe_route_bwd_ref(float *dlogits, const float *dprobs, const float *probs, const int *idx,
-                            const float *scores, const float *coef, int N, int E, int k)
+                            const float *scores, const float *coef0, int coef_ld, int N, int E, int k)
 {
   for (int n = 0; n < N; n++) {
     float *dl = dlogits + (long)n * E;
     const float *p = probs + (long)n * k, *dp = dprobs + (long)n * k, *s = scores + (long)n * E;
+    const float *coef = coef0 ? coef0 + (long)n * coef_ld : NULL;
     float dot = 0, sc = 0;
     for (int e = 0; e < E; e++) sc += s[e] * (coef ? coef[e] : 0);
     for (int e = 0; e < E; e++) dl[e] = coef ? s[e] * (coef[e] - sc) : 0;

@@ -33,7 +33,8 @@
  * aux_loss, --moe-aux-loss-coeff a) is the switch transformer's over each
  * micro-batch, as Megatron-Core's over its TP x CP group:
  *   a E / (k T^2) sum_e (sum_n scores[n][e]) tokens[e]
- * (T tokens, tokens[e] the pairs routed to e before dropping); its
+ * (T tokens, tokens[e] the pairs routed to e before dropping); with
+ * seq_aux_loss the same over each sequence, averaged; its
  * gradient joins the router's, scaled as the language-model loss is (a
  * mean over the global batch's micro-batches), and it is not in the
  * reported loss (Megatron-Core logs it apart). The routing lives on the
@@ -350,7 +351,8 @@ int gpt_moe_bwd(gpt_t *m, int c, int l, layer_saved_t *s, const void *dz, void *
     RT_TRY(gpt_moe_shared_bwd(m, c, l, s, &v->shared, dz, dh));
     /* the router: its logits' gradient, into dh and the router's weight */
     RT_TRY(alloc_act(m, &dlog, (long)m->Nl * m->E));
-    RT_TRY(OP->moe_route_bwd(RT, dlog, dprobs, v->probs, v->idx, v->scores, v->coef, m->Nl, m->E, m->topk));
+    RT_TRY(OP->moe_route_bwd(RT, dlog, dprobs, v->probs, v->idx, v->scores, v->coef, v->coef_ld, m->Nl, m->E,
+                             m->topk));
     drop(m, dprobs);
     RT_TRY(alloc_act(m, &dhr, (long)m->Nl * m->C));
     RT_TRY(OP->linear_dgrad(RT, dhr, dlog, gpt_param(m, tr), m->Nl, m->C, m->E));

@@ -10,7 +10,8 @@
 #include <stdint.h>
 
 struct moe_saved {
-    float *probs, *scores, *coef; /* device: (Nl, k), (Nl, E), (E) or NULL */
+    float *probs, *scores, *coef; /* device: (Nl, k), (Nl, E), the auxiliary loss's factors or NULL */
+    int coef_ld;                  /* their row stride (kernels/moe.h): 0 (E factors) or E (Nl rows) */
     int *idx;                     /* device (Nl, k) */
     int *perm_tok, *sort_rows, *unsort_rows; /* device: (M) token of each sent row, (Rp) gathered row of each
                                                 expert-order row (-1: padding), (Rg) expert-order row of each

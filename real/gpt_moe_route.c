@@ -111,29 +111,48 @@ static int expert_loads(gpt_t *m, moe_saved_t *v, const int *idx, double *cnt)
     return 0;
 }
 
-/* The auxiliary loss: its value's share (v->aux) and its per-expert factor
- * (v->coef, device, E; NULL without the loss), a E cnt[e] / (k T^2) scaled
- * into the gradient by B / global batch, from the loads cnt. */
-static int aux_coef(gpt_t *m, moe_saved_t *v, const double *cnt)
+/* The auxiliary loss: its value's share (v->aux) and its factors (v->coef,
+ * device; NULL without the loss), over groups of tokens: the micro-batch
+ * (aux_loss: one factor per expert, coef_ld 0) or each of its sequences
+ * (seq_aux_loss, DeepSeek-V2's, Megatron-Core's
+ * sequence_load_balancing_loss_func: a row of factors per token, its
+ * sequence's, coef_ld E). A group of Tg tokens holding cnt[e] of the pairs
+ * routed to e (before dropping) contributes a E cnt[e] / (k Tg^2) sum over
+ * its tokens of scores[n][e]; the G groups' terms are averaged, and scaled
+ * into the gradient by B / global batch. cnt: the micro-batch's loads. */
+static int aux_coef(gpt_t *m, moe_saved_t *v, const int *idx, const double *cnt)
 {
     if (m->moe_aux_coeff <= 0)
         return 0;
-    double Tm = (double)m->B * m->Tseq;
-    float *coef = malloc(sizeof *coef * (size_t)m->E);
-    int rc = coef ? 0 : -1;
-    double scale = (double)m->moe_aux_coeff * m->E / (m->topk * Tm * Tm) * m->B / m->job->global_batch_size;
-    float *sc = rc ? NULL : malloc(sizeof *sc * (size_t)m->Nl * m->E);
-    if (!rc && (!sc || OP->d2h(RT, sc, v->scores, sizeof *sc * (size_t)m->Nl * m->E)))
-        rc = -1;
-    for (int e = 0; !rc && e < m->E; e++) {
-        coef[e] = (float)(scale * cnt[e]);
-        for (long n = 0; n < m->Nl; n++) /* the loss's value: its gradient is coef's */
-            v->aux += scale * cnt[e] * sc[n * m->E + e];
+    int seq = m->job->moe_lb_type == MOE_LB_SEQ_AUX, G = seq ? m->B : 1, E = m->E;
+    double Tg = seq ? (double)m->Tseq : (double)m->B * m->Tseq;
+    double scale = (double)m->moe_aux_coeff * E / (m->topk * Tg * Tg) / G * m->B / m->job->global_batch_size;
+    long rows = seq ? m->Nl : 1;
+    float *coef = malloc(sizeof *coef * (size_t)(rows * E)), *sc = malloc(sizeof *sc * (size_t)m->Nl * E);
+    int *grp = calloc((size_t)m->Nl + 1, sizeof *grp);
+    double *gc = seq ? calloc((size_t)G * E, sizeof *gc) : NULL; /* each sequence's loads */
+    const double *c = seq ? gc : cnt;
+    int rc = coef && sc && grp && (gc || !seq) ? 0 : -1;
+    for (long n = 0; !rc && seq && n < m->Nl; n++) {
+        grp[n] = (int)(token_place(m, n) / m->Tseq);
+        for (int j = 0; j < m->topk; j++)
+            gc[(long)grp[n] * E + idx[n * m->topk + j]] += 1;
     }
-    free(sc);
+    if (!rc && ((seq && mb_sum(m, gc, G * E)) || OP->d2h(RT, sc, v->scores, sizeof *sc * (size_t)m->Nl * E)))
+        rc = -1;
+    for (int e = 0; !rc && e < E; e++) {
+        coef[e] = (float)(scale * c[e]); /* the first row (aux_loss's only one) */
+        for (long n = 0; n < m->Nl; n++) { /* the loss's value: its gradient is coef's */
+            double f = scale * c[(long)grp[n] * E + e];
+            if (seq)
+                coef[n * E + e] = (float)f;
+            v->aux += f * sc[n * E + e];
+        }
+    }
+    v->coef_ld = seq ? E : 0;
     if (!rc)
-        rc = to_dev(m, (void **)&v->coef, coef, sizeof *coef * (size_t)m->E);
-    free(coef);
+        rc = to_dev(m, (void **)&v->coef, coef, sizeof *coef * (size_t)(rows * E));
+    free(coef), free(sc), free(grp), free(gc);
     return rc;
 }
 
@@ -296,7 +315,7 @@ int gpt_moe_route(gpt_t *m, int c, int l, layer_saved_t *s, moe_saved_t *v)
         for (long i = 0; i < Nk; i++)
             keep[i] = 1;
         rc = (m->moe_cf > 0 && capacity_keep(m, s, v, probs, idx, keep)) || expert_loads(m, v, idx, cnt) ||
-                     aux_coef(m, v, cnt) ||
+                     aux_coef(m, v, idx, cnt) ||
                      (m->moe_ag ? plan_gathered(m, v, probs, idx, keep) : plan_routes(m, v, m->Nl, probs, idx, keep))
                  ? -1 : 0;
     }

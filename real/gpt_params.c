@@ -354,9 +354,8 @@ static int layout(gpt_t *m)
  * NULL. */
 static const char *moe_switch(const job_t *j)
 {
-    return j->moe_lb_type == MOE_LB_SEQ_AUX || j->moe_lb_type == MOE_LB_SINKHORN
-               ? "--moe-router-load-balancing-type seq_aux_loss and sinkhorn are not run yet (allowed: aux_loss, "
-                 "none)"
+    return j->moe_lb_type == MOE_LB_SINKHORN
+               ? "--moe-router-load-balancing-type sinkhorn is not run yet (allowed: aux_loss, seq_aux_loss, none)"
            : j->parallel_block ? "--parallel-block with --num-experts is not run: the MoE layer replaces the standard "
                                  "block's MLP (allowed: --parallel-block false)"
            : j->offload_fraction > 0 ? "--activation-offload-fraction with --num-experts is not run yet (allowed: 0)"
@@ -476,7 +475,8 @@ int gpt_init(gpt_t *m, const job_t *j, rt_t *rt, comm_t *comm, char *err, int er
         m->moe_cf = j->moe_capacity_factor, m->moe_pad = j->moe_pad_to_capacity;
         m->moe_ag = j->moe_dispatcher == MOE_ALLGATHER;
         m->Fs = j->moe_shared_ffn, m->Fst = m->Fs / m->t, m->Fws = m->swiglu ? 2 * m->Fst : m->Fst;
-        m->moe_aux_coeff = j->moe_lb_type == MOE_LB_AUX ? (float)j->moe_aux_coeff : 0;
+        int aux = j->moe_lb_type == MOE_LB_AUX || j->moe_lb_type == MOE_LB_SEQ_AUX;
+        m->moe_aux_coeff = aux ? (float)j->moe_aux_coeff : 0;
     }
     if (layout(m)) {
         snprintf(err, errlen, "out of host memory laying out the model");

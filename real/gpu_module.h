@@ -24,7 +24,7 @@
 #include "real/comm.h"
 #include "real/rt.h"
 
-#define GPU_MODULE_ABI 14                    /* bump when a table of the module or rt_t changes */
+#define GPU_MODULE_ABI 15                    /* bump when a table of the module or rt_t changes */
 #define GPU_MODULE_FILE "libmegasim_gpu.so"  /* beside the megasim program */
 #define GPU_MODULE_ENTRY "megasim_gpu_module" /* const gpu_module_api_t *(void) */
 

@@ -199,7 +199,7 @@ typedef struct {
      * dprobs, coef and the weights w fp32, rows, idx and inv int, the rest act */
     int (*moe_route)(rt_t *rt, float *probs, int *idx, float *scores, const void *logits, int N, int E, int k);
     int (*moe_route_bwd)(rt_t *rt, void *dlogits, const float *dprobs, const float *probs, const int *idx,
-                         const float *scores, const float *coef, int N, int E, int k);
+                         const float *scores, const float *coef, int coef_ld, int N, int E, int k);
     int (*moe_gather)(rt_t *rt, void *out, const void *x, const int *rows, const float *w, long M, int C);
     int (*moe_combine)(rt_t *rt, void *out, const void *y, const int *inv, const float *w, long N, int k, int C);
     int (*moe_rowdot)(rt_t *rt, float *out, const void *a, const int *rows, const void *b, long M, int C);

@@ -594,9 +594,9 @@ static int c_moe_route(rt_t *rt, float *probs, int *idx, float *scores, const vo
 }
 
 static int c_moe_route_bwd(rt_t *rt, void *dlogits, const float *dprobs, const float *probs, const int *idx,
-                           const float *scores, const float *coef, int N, int E, int k)
+                           const float *scores, const float *coef, int coef_ld, int N, int E, int k)
 {
-    kern_moe_route_bwd_ref(dlogits, dprobs, probs, idx, scores, coef, N, E, k);
+    kern_moe_route_bwd_ref(dlogits, dprobs, probs, idx, scores, coef, coef_ld, N, E, k);
     return 0;
 }
 

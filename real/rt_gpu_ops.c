@@ -202,9 +202,9 @@ static int g_moe_route(rt_t *rt, float *probs, int *idx, float *scores, const vo
 }
 
 static int g_moe_route_bwd(rt_t *rt, void *dlogits, const float *dprobs, const float *probs, const int *idx,
-                           const float *scores, const float *coef, int N, int E, int k)
+                           const float *scores, const float *coef, int coef_ld, int N, int E, int k)
 {
-    return kern_moe_route_bwd_cuda(dlogits, dprobs, probs, idx, scores, coef, N, E, k, CS(rt));
+    return kern_moe_route_bwd_cuda(dlogits, dprobs, probs, idx, scores, coef, coef_ld, N, E, k, CS(rt));
 }
 
 static int g_moe_gather(rt_t *rt, void *out, const void *x, const int *rows, const float *w, long M, int C)

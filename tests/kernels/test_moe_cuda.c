@@ -1,7 +1,7 @@
 /* tests/kernels/test_moe_cuda.c: the CUDA mixture-of-experts kernels
  * against the references (moe_ref.c) on bf16-rounded inputs: the router's
  * choices exactly and its probabilities and scores, its backward with the
- * auxiliary term, gather (weighted, with padding rows), combine (a
+ * auxiliary term (factors per expert, and a row of them per token), gather (weighted, with padding rows), combine (a
  * token's rows summed in fp32 through the inverse permutation), rowdot. */
 #include <math.h>
 #include <stdlib.h>
@@ -12,12 +12,12 @@ static int run(int N, int E, int k, int C, kc_rng *r) {
   long NE = (long)N * E, Nk = (long)N * k, M = Nk, NC = (long)N * C, MC = M * C;
   int bad = 0;
   printf("shape N=%d E=%d k=%d C=%d\n", N, E, k, C);
-  float *logits = kc_rand(r, NE, -3, 3), *dprobs = kc_rand(r, Nk, -1, 1), *coef = kc_rand(r, E, 0, 1);
+  float *logits = kc_rand(r, NE, -3, 3), *dprobs = kc_rand(r, Nk, -1, 1), *coef = kc_rand(r, NE, 0, 1);
   kc_round_bf16(logits, NE);
   float *probs = kc_zeros(Nk), *scores = kc_zeros(NE), *dl = kc_zeros(NE), *got = kc_zeros(NE > MC ? NE : MC);
   int *idx = malloc(sizeof(int) * Nk), *gidx = malloc(sizeof(int) * Nk);
   kern_bf16 *d_l = kg_bf16(logits, NE), *d_dl = kg_bf16(NULL, NE);
-  float *d_p = kg_f32(NULL, Nk), *d_s = kg_f32(NULL, NE), *d_dp = kg_f32(dprobs, Nk), *d_c = kg_f32(coef, E);
+  float *d_p = kg_f32(NULL, Nk), *d_s = kg_f32(NULL, NE), *d_dp = kg_f32(dprobs, Nk), *d_c = kg_f32(coef, NE);
   int *d_i = kg_i32(idx, Nk);
   KG_CHECK(kern_moe_route_cuda(d_p, d_i, d_s, d_l, N, E, k, 0));
   kern_moe_route_ref(probs, idx, scores, logits, N, E, k);
@@ -28,9 +28,13 @@ static int run(int N, int E, int k, int C, kc_rng *r) {
   bad += same != Nk;
   kg_get_f32(got, d_p, Nk), bad += kc_compare("probs", got, probs, Nk, 1e-5f, 1e-5f);
   kg_get_f32(got, d_s, NE), bad += kc_compare("scores", got, scores, NE, 1e-5f, 1e-5f);
-  KG_CHECK(kern_moe_route_bwd_cuda(d_dl, d_dp, d_p, d_i, d_s, d_c, N, E, k, 0));
-  kern_moe_route_bwd_ref(dl, dprobs, probs, idx, scores, coef, N, E, k);
-  kg_get_bf16(got, d_dl, NE), bad += kc_compare("router backward", got, dl, NE, KG_ATOL_GRAD, KG_RTOL_GRAD);
+  for (int ld = 0; ld <= E; ld += E) {
+    KG_CHECK(kern_moe_route_bwd_cuda(d_dl, d_dp, d_p, d_i, d_s, d_c, ld, N, E, k, 0));
+    kern_moe_route_bwd_ref(dl, dprobs, probs, idx, scores, coef, ld, N, E, k);
+    kg_get_bf16(got, d_dl, NE);
+    bad += kc_compare(ld ? "router backward, a row of factors per token" : "router backward, factors per expert", got,
+                      dl, NE, KG_ATOL_GRAD, KG_RTOL_GRAD);
+  }
 
   /* permutation: M rows of N tokens (every 9th a padding row), weighted */
   float *x = kc_rand(r, NC, -1, 1), *y = kc_rand(r, MC, -1, 1), *w = kc_rand(r, M, 0, 1);

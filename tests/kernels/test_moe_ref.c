@@ -1,7 +1,9 @@
 /* tests/kernels/test_moe_ref.c: the mixture-of-experts kernels (moe.h).
  * The router's top-k and softmaxes on a hand-worked row (ties go to the
  * lower expert); its backward against finite differences of
- * sum dprobs . probs + sum coef . scores; the permutation kernels on a
+ * sum dprobs . probs + sum coef . scores, with one factor per expert (the
+ * switch loss) and with a row of factors per token (the sequence-level
+ * loss); the permutation kernels on a
  * hand-worked case and as each other's adjoints (<gather x, y> equals
  * <x, combine y> for a permutation and its inverse, the same weights),
  * padding rows 0. */
@@ -13,7 +15,7 @@
 
 typedef struct {
   float *logits, *dprobs, *coef, *probs, *scores;
-  int *idx, N, E, k;
+  int *idx, N, E, k, coef_ld;
 } route_ctx;
 
 static double route_loss(void *p) {
@@ -21,7 +23,8 @@ static double route_loss(void *p) {
   kern_moe_route_ref(c->probs, c->idx, c->scores, c->logits, c->N, c->E, c->k);
   double L = 0;
   for (long i = 0; i < (long)c->N * c->k; i++) L += (double)c->dprobs[i] * c->probs[i];
-  for (long i = 0; i < (long)c->N * c->E; i++) L += (double)c->coef[i % c->E] * c->scores[i];
+  for (long i = 0; i < (long)c->N * c->E; i++)
+    L += (double)c->coef[i / c->E * c->coef_ld + i % c->E] * c->scores[i];
   return L;
 }
 
@@ -42,12 +45,16 @@ int main(void) {
   /* backward vs finite differences */
   route_ctx c = {.N = 6, .E = 8, .k = 3};
   long NE = (long)c.N * c.E, Nk = (long)c.N * c.k;
-  c.logits = kc_rand(&r, NE, -2, 2), c.dprobs = kc_rand(&r, Nk, -1, 1), c.coef = kc_rand(&r, c.E, 0, 2);
+  c.logits = kc_rand(&r, NE, -2, 2), c.dprobs = kc_rand(&r, Nk, -1, 1), c.coef = kc_rand(&r, NE, 0, 2);
   c.probs = kc_zeros(Nk), c.scores = kc_zeros(NE), c.idx = calloc((size_t)Nk, sizeof(int));
   float *dl = kc_zeros(NE);
-  route_loss(&c);
-  kern_moe_route_bwd_ref(dl, c.dprobs, c.probs, c.idx, c.scores, c.coef, c.N, c.E, c.k);
-  bad += kc_fd_check("router logits' gradient (top-3 of 8, aux coefficients)", c.logits, dl, NE, route_loss, &c, &r, 48);
+  for (c.coef_ld = 0; c.coef_ld <= c.E; c.coef_ld += c.E) { /* per expert; per token */
+    route_loss(&c);
+    kern_moe_route_bwd_ref(dl, c.dprobs, c.probs, c.idx, c.scores, c.coef, c.coef_ld, c.N, c.E, c.k);
+    bad += kc_fd_check(c.coef_ld ? "router logits' gradient (top-3 of 8, a row of aux coefficients per token)"
+                                  : "router logits' gradient (top-3 of 8, aux coefficients per expert)",
+                       c.logits, dl, NE, route_loss, &c, &r, 48);
+  }
 
   /* permutation by hand: x rows 0 1 2 (C 2); gather rows 2 0 -1 with weights 2 1 5 */
   float x[6] = {1, 2, 3, 4, 5, 6}, g[6], w[3] = {2, 1, 5}, want_g[6] = {10, 12, 1, 2, 0, 0};

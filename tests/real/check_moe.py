@@ -15,10 +15,15 @@ got per step.
        the allgather dispatcher), and that such a model learns; one
        expert of the dense MLP's width against the dense model; a resumed
        run against the whole one; MoE layers on every 2nd layer after a
-       dense first, over PP 2.
+       dense first, over PP 2; the sequence-level auxiliary loss on 4
+       ranks (TP 2 + SP x CP 2, EP 2 folded over them: each sequence's
+       loads summed over the ranks holding its tokens) against 1.
   moe_quick  the fast tier's (and the sanitizers'): 2 ranks, EP 2 with a
        capacity, each dispatcher, against 1; 2 ranks of TP 2 with the
-       experts cut by ETP 2, each dispatcher.
+       experts cut by ETP 2, each dispatcher; the sequence-level auxiliary
+       loss (seq_aux_loss: each sequence's switch loss, averaged) at
+       micro-batch 2 against aux_loss at micro-batch 1, which is the same
+       mean over the same sequences, one a micro-batch.
 
 How the dropped tokens are checked: each step reports how many (token,
 expert) pairs the capacity dropped over all MoE layers and micro-batches,
@@ -50,9 +55,12 @@ MOE = ["--num-experts", "4", "--moe-router-topk", "2", "--moe-ffn-hidden-size", 
 FOLDED = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2", "--sequence-parallel",
           "--expert-model-parallel-size", "2"]
 CAPACITY = ["--moe-expert-capacity-factor", "1.0"]
+# The sequence-level auxiliary loss, two sequences a micro-batch (the
+# tiny GPT's), 4 micro-batches a step on one rank
+SEQ_AUX = MOE + ["--moe-router-load-balancing-type", "seq_aux_loss", "--global-batch-size", "8", "--attention", "flash"]
 
 
-def expect_same(label, want, got, keys):
+def expect_same(label, want, got, keys, source="single rank"):
     """Each step's keys as the single rank's: the auxiliary loss within
     check_run's tolerance (a sum in another order); the dropped pairs'
     count and signature and the expert loads' CV (from integer counts)
@@ -72,7 +80,7 @@ def expect_same(label, want, got, keys):
             else:
                 ok, allowed = abs(w[k] - g[k]) <= 0.01 * w[k], "within 1%"
             cr.failures += not ok
-            print(f"{'ok  ' if ok else 'FAIL'} {label} step {g['step']}: {k} expected {w.get(k)} (single rank), got "
+            print(f"{'ok  ' if ok else 'FAIL'} {label} step {g['step']}: {k} expected {w.get(k)} ({source}), got "
                   f"{g.get(k)} (allowed: {allowed})")
 
 
@@ -118,6 +126,12 @@ def moe():
     shared()
     one_expert()
     resume()
+    sref, _ = cr.run(1, SEQ_AUX, iters=2)
+    sgot, _ = cr.run(4, SEQ_AUX + ["--tensor-model-parallel-size", "2", "--sequence-parallel", "--context-parallel-size",
+                                   "2", "--expert-model-parallel-size", "2"], iters=2)
+    label = "seq_aux_loss, 4 ranks (TP 2 + SP x CP 2, EP 2 folded over them)"
+    cr.expect_losses(label, sref, sgot)
+    expect_same(label, sref, sgot, ["moe_aux_loss", "moe_load_cv"])
     # MoE layers on some layers only (every 2nd, the first dense, as DeepSeek's): the stages' experts differ
     sparse = MOE + ["--moe-layer-freq", "2", "--moe-dense-first-layers", "1"]
     sref, _ = cr.run(1, sparse, iters=2)
@@ -244,7 +258,28 @@ def one_expert():
                      "the dense model")
 
 
+def seq_aux_quick():
+    """seq_aux_loss at micro-batch 2 against aux_loss at micro-batch 1: both
+    the mean over the step's 8 sequences of each one's switch loss (its
+    own loads and scores), so the losses, gradient norms and auxiliary
+    losses agree to the order of the gradients' sums; aux_loss at
+    micro-batch 2 pools two sequences' loads and must differ."""
+    aux = ["--moe-router-load-balancing-type", "aux_loss"]
+    ref, _ = cr.run(1, SEQ_AUX + aux + ["--micro-batch-size", "1"], iters=1)
+    got, _ = cr.run(1, SEQ_AUX, iters=1)
+    label = "seq_aux_loss at micro-batch 2, 1 rank"
+    cr.expect_losses(label, ref, got, "aux_loss at micro-batch 1")
+    expect_same(label, ref, got, ["moe_aux_loss"], "aux_loss at micro-batch 1")
+    pooled, _ = cr.run(1, SEQ_AUX + aux, iters=1)
+    moved = abs(pooled[0]["moe_aux_loss"] - ref[0]["moe_aux_loss"]) / ref[0]["moe_aux_loss"]
+    ok = moved > 10 * cr.REL_TOL
+    cr.failures += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} aux_loss at micro-batch 2 (two sequences' loads pooled) against micro-batch 1: "
+          f"expected the auxiliary loss to move by > {10 * cr.REL_TOL:.0e}, got {moved:.1e}")
+
+
 def moe_quick():
+    seq_aux_quick()
     ref, _ = cr.run(1, MOE + CAPACITY, iters=1)
     for disp in ("alltoall", "allgather"):
         got, _ = cr.run(2, MOE + CAPACITY + ["--expert-model-parallel-size", "2", "--moe-token-dispatcher-type", disp],
