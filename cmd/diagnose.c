@@ -382,7 +382,8 @@ static cJSON *stragglers_json(const diagnose_opts_t *o, const char *path, char *
     const cJSON *order = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cfg, "job"),
                                                           "use_tp_pp_dp_mapping");
     shape_t sh = {{config_int(cfg, "job", "tensor_model_parallel_size", 1), 0,
-                   config_int(cfg, "job", "pipeline_model_parallel_size", 1), cJSON_IsTrue(order)},
+                   config_int(cfg, "job", "pipeline_model_parallel_size", 1), cJSON_IsTrue(order),
+                   config_int(cfg, "job", "context_parallel_size", 1)},
                   config_int(cfg, "hardware", "gpus_per_node", 8)};
     int gpus = config_int(cfg, "job", "num_gpus", 1);
     int mp = sh.grid.tp * sh.grid.pp;

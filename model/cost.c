@@ -240,17 +240,17 @@ group_layout_t cost_group_layout(const job_t *job, const hw_t *hw, group_t grp)
 {
     const hw_cluster_t *c = &hw->cluster;
     int gpn = c->gpus_per_node;
-    long long stride, size = layout_group_span(job, grp, &stride);
+    layout_span_t s = layout_group_span(job, grp);
+    long long size = s.size * s.blocks;
     group_layout_t g = {(int)size, 1, 1, -1};
-    if (stride < gpn) {
-        g.per_node = (int)fmin((double)size, (double)gpn / stride);
-        g.nodes = (int)((size + g.per_node - 1) / g.per_node);
-    } else {
-        g.nodes = (int)size;
-    }
+    /* a block's members on one node; with the whole block there, the next blocks' */
+    int per = s.stride < gpn ? (int)fmin((double)s.size, (double)gpn / s.stride) : 1;
+    if (per == s.size && s.blocks > 1 && s.block_stride < gpn)
+        per *= (int)fmin((double)s.blocks, (double)gpn / s.block_stride);
+    g.per_node = per, g.nodes = (int)((size + per - 1) / per);
     if (g.nodes > 1) {
         /* The group spans a block of consecutive nodes. */
-        double span_nodes = ceil((double)(size - 1) * stride / gpn) + 1;
+        double span_nodes = ceil((double)((s.size - 1) * s.stride + (s.blocks - 1) * s.block_stride) / gpn) + 1;
         g.tier = span_nodes <= c->nodes_per_tor                      ? 0
                  : span_nodes <= (double)c->nodes_per_tor * c->tors_per_pod ? 1
                                                                        : 2;

@@ -73,8 +73,8 @@ static const opt_def defs[] = {
     {"account-for-loss-in-pipeline-split", OPT_BOOL, J(account_loss), 0, 1, "false", 0, "parallel plan",
      "count the output layer and loss as a layer: the last chunk holds one transformer layer fewer"},
     {"use-tp-pp-dp-mapping", OPT_BOOL, J(tp_pp_dp_mapping), 0, 1, "false", 0, "parallel plan",
-     "Megatron-Core's tp-pp-dp rank order: pipeline stages before data-parallel replicas, DP outermost (Llama 3 "
-     "405B's [TP, CP, PP, DP] at CP 1); default tp-cp-dp-pp"},
+     "Megatron-Core's tp-cp-ep-pp-dp rank order: pipeline stages before data-parallel replicas, DP outermost "
+     "(Llama 3 405B's [TP, CP, PP, DP]); default tp-cp-ep-dp-pp"},
     {"pipeline-schedule", OPT_ENUM, J(pipeline_schedule), 0, 0, "1f1b", "1f1b|gpipe", "parallel plan",
      "pipeline schedule (1f1b is interleaved when chunks > 1)"},
     {"sequence-parallel", OPT_BOOL, J(sequence_parallel), 0, 1, "false", 0, "parallel plan", "sequence parallelism in TP regions"},
@@ -591,9 +591,12 @@ int job_finalize(job_t *j, int gpus_per_node, char *err)
     j->dp_cp = j->dp * j->cp;
     if (moe_finalize(j, err))
         return -1;
-    RULE(!j->tp_pp_dp_mapping || (j->cp == 1 && j->num_experts == 0),
-         "--use-tp-pp-dp-mapping with %s: Megatron-Core's tp-pp-dp order has no CP or expert dimension (allowed: "
-         "context-parallel-size 1, no experts)", j->cp > 1 ? "context-parallel-size > 1" : "experts");
+    /* Megatron-Core's tp-cp-ep-pp-dp: its expert ranks (ETP, EP, then PP, then EDP) must form the attention's
+     * pipeline groups, so a stage's ETP x EP block is its TP x CP one */
+    RULE(!j->tp_pp_dp_mapping || j->num_experts == 0 || (long long)j->etp * j->ep == (long long)j->tp * j->cp,
+         "--use-tp-pp-dp-mapping with experts: ETP x EP = %d x %d is not TP x CP = %d x %d; in Megatron-Core's "
+         "tp-cp-ep-pp-dp order the experts' pipeline groups must be the attention's (allowed: ETP x EP = TP x CP, "
+         "or the default order)", j->etp, j->ep, j->tp, j->cp);
     RULE(j->cp == 1 || j->seq_length % (2 * j->cp) == 0,
          "seq-length = %d does not split into 2 x context-parallel-size = %d chunks (the causal load balance; "
          "allowed: a multiple of %d)", j->seq_length, 2 * j->cp, 2 * j->cp);

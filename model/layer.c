@@ -72,8 +72,8 @@ static void elem(builder_t *b, const char *name, double bytes) { elem_math(b, na
  * skips the call. */
 static int coll(builder_t *b, const char *name, coll_t c, group_t g, double bytes, overlap_t ovl, int pair)
 {
-    long long stride;
-    if (layout_group_span(b->j, g, &stride) <= 1)
+    layout_span_t s = layout_group_span(b->j, g);
+    if (s.size * s.blocks <= 1)
         return -1;
     return push(b, (op_t){.kind = OP_COLL, .name = name, .coll = c, .group = g, .bytes = bytes, .overlap = ovl,
                           .pair = pair});

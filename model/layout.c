@@ -1,41 +1,45 @@
 /* layout: a communication group's place in the rank order (layout.h). */
 #include "model/layout.h"
 
-long long layout_group_span(const job_t *job, group_t grp, long long *stride)
+layout_span_t layout_group_span(const job_t *job, group_t grp)
 {
-    long long size;
-    long long etp = job->etp > 0 ? job->etp : 1;
+    layout_t L = layout_of(job);
+    long long etp = job->etp > 0 ? job->etp : 1, stage = layout_rank(L, 0, 0, 1);
+    layout_span_t s = {1, 1, 1, 0};
     switch (grp) {
     case GROUP_TP:
-        *stride = 1, size = job->tp;
+        s.size = job->tp;
         break;
     case GROUP_CP:
-        *stride = job->tp, size = job->cp;
+        s.stride = job->tp, s.size = job->cp;
         break;
     case GROUP_ETP: /* the experts' order: ETP fastest, then EP, then EDP (model/moe.h) */
-        *stride = 1, size = etp;
+        s.size = etp;
         break;
     case GROUP_EP:
-        *stride = etp, size = job->ep;
+        s.stride = etp, s.size = job->ep;
         break;
-    case GROUP_EDP:
-        *stride = etp * job->ep, size = job->edp;
+    case GROUP_EDP: /* after PP in the tp-pp-dp order, where ETP x EP is a stage's TP x CP */
+        s.stride = etp * job->ep * (L.pp_inner ? job->pp : 1), s.size = job->edp;
         break;
     case GROUP_ETP_EP:
-        *stride = 1, size = etp * job->ep;
+        s.size = etp * job->ep;
         break;
     case GROUP_DP: /* DP x CP: CP sits between TP and DP in the rank order */
-        *stride = layout_rank(layout_of(job), 0, 1, 0), size = job->dp_cp;
+        if (L.pp_inner && job->cp > 1) /* CP's block, then the replicas after PP */
+            s.stride = job->tp, s.size = job->cp, s.blocks = job->dp, s.block_stride = stage * job->pp;
+        else
+            s.stride = layout_rank(L, 0, 1, 0), s.size = job->dp_cp;
         break;
     case GROUP_PP:
-        *stride = layout_rank(layout_of(job), 0, 0, 1), size = job->pp;
+        s.stride = stage, s.size = job->pp;
         break;
     case GROUP_WORLD:
-        *stride = 1, size = job->num_gpus;
+        s.size = job->num_gpus;
         break;
     default: /* embedding group: first and last pipeline stage */
-        *stride = (long long)layout_rank(layout_of(job), 0, 0, 1) * (job->pp - 1), size = job->pp > 1 ? 2 : 1;
+        s.stride = stage * (job->pp - 1), s.size = job->pp > 1 ? 2 : 1;
         break;
     }
-    return size;
+    return s;
 }

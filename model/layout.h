@@ -1,11 +1,13 @@
-/* model/layout: where a global rank sits in a job's TP x DP x PP grid.
- * Megatron-LM's order by default (TP fastest, then DP, then PP stages), so
- * that TP groups share a node and DP traffic stays close:
+/* model/layout: where a global rank sits in a job's TP x DP x PP grid, DP
+ * here DP x CP (dp_i = cp_i + cp x the replica). Megatron-Core's order by
+ * default (tp-cp-ep-dp-pp: TP fastest, then CP, DP, PP stages), so that TP
+ * groups share a node and DP traffic stays close:
  *     rank = tp_i + tp * (dp_i + dp * stage);
- * under --use-tp-pp-dp-mapping (Megatron-Core's tp-pp-dp order, CP 1)
- * stages come before replicas, so that a pipeline's stages sit close and
- * DP, the most latency-tolerant, spans the cluster:
- *     rank = tp_i + tp * (stage + pp * dp_i).
+ * under --use-tp-pp-dp-mapping (Megatron-Core's tp-cp-ep-pp-dp order;
+ * Llama 3's [TP, CP, PP, DP]) stages come before replicas, so that a
+ * pipeline's stages sit close and DP, the most latency-tolerant, spans the
+ * cluster; CP stays next to TP:
+ *     rank = tp_i + tp * (cp_i + cp * (stage + pp * replica)).
  * The one place those formulas are written; the op programs, the
  * simulator's entities, the communicators and every report use it. */
 #ifndef MODEL_LAYOUT_H
@@ -20,23 +22,27 @@ typedef struct {
     int stage; /* its pipeline stage, 0 .. pp - 1 */
 } layout_pos_t;
 
-/* The grid: TP, DP x CP and PP sizes, and the order. */
+/* The grid: TP, DP x CP and PP sizes, the order, and CP (of DP x CP). */
 typedef struct {
-    int tp, dp, pp, pp_inner;
+    int tp, dp, pp, pp_inner, cp;
 } layout_t;
 
-static inline layout_t layout_of(const job_t *j) { return (layout_t){j->tp, j->dp_cp, j->pp, j->tp_pp_dp_mapping}; }
+static inline layout_t layout_of(const job_t *j)
+{
+    return (layout_t){j->tp, j->dp_cp, j->pp, j->tp_pp_dp_mapping, j->cp};
+}
 
 static inline layout_pos_t layout_pos(layout_t L, int rank)
 {
-    int q = rank / L.tp;
-    return L.pp_inner ? (layout_pos_t){rank % L.tp, q / L.pp, q % L.pp}
+    int q = rank / L.tp, cp = L.cp > 0 ? L.cp : 1, r = q / cp;
+    return L.pp_inner ? (layout_pos_t){rank % L.tp, q % cp + cp * (r / L.pp), r % L.pp}
                       : (layout_pos_t){rank % L.tp, q % L.dp, q / L.dp};
 }
 
 static inline int layout_rank(layout_t L, int tp_i, int dp_i, int stage)
 {
-    return tp_i + L.tp * (L.pp_inner ? stage + L.pp * dp_i : dp_i + L.dp * stage);
+    int cp = L.cp > 0 ? L.cp : 1;
+    return tp_i + L.tp * (L.pp_inner ? dp_i % cp + cp * (stage + L.pp * (dp_i / cp)) : dp_i + L.dp * stage);
 }
 
 /* Context parallelism's causal load balance, Megatron-Core's: a sequence
@@ -59,10 +65,17 @@ static inline int layout_nodes(int num_gpus, int gpus_per_node)
     return (num_gpus + gpus_per_node - 1) / gpus_per_node;
 }
 
-/* A communication group's members, and the rank distance between them
- * (*stride), in Megatron-Core's order: TP fastest, then CP, DP, PP (PP
- * before DP under the tp-pp-dp mapping); the experts' groups folded into
- * the same ranks, ETP fastest, then EP, EDP. */
-long long layout_group_span(const job_t *job, group_t grp, long long *stride);
+/* A communication group's members in the rank order: `size` of them
+ * `stride` ranks apart, in `blocks` such blocks `block_stride` apart (1
+ * block but for DP x CP under the tp-pp-dp order with CP > 1: CP's block
+ * at stride TP, the replicas TP x CP x PP apart). Megatron-Core's order:
+ * TP fastest, then CP, DP, PP (PP before DP under the tp-pp-dp mapping);
+ * the experts' groups folded into the same ranks, ETP fastest, then EP,
+ * EDP (EDP after PP under the tp-pp-dp mapping, where ETP x EP is TP x
+ * CP). */
+typedef struct {
+    long long size, stride, blocks, block_stride;
+} layout_span_t;
+layout_span_t layout_group_span(const job_t *job, group_t grp);
 
 #endif

@@ -39,7 +39,7 @@ int comm_groups_init(comm_t *c, const comm_plan_t *p, char *err, int errlen)
         return -1;
     }
     int dpc = dp * cp; /* DP x CP: CP sits between TP and DP in the rank order */
-    layout_pos_t at = layout_pos((layout_t){tp, dpc, pp, p->tp_pp_dp}, w);
+    layout_pos_t at = layout_pos((layout_t){tp, dpc, pp, p->tp_pp_dp, cp}, w);
     c->tp_i = at.tp_i, c->dp_i = at.dp_i, c->stage = at.stage, c->cp_i = at.dp_i % cp, c->data_i = at.dp_i / cp;
     int emb = pp > 1 && (c->stage == 0 || c->stage == pp - 1);
     /* the experts' folding: a stage's TP x CP x DP ranks as ETP x EP x EDP; every group below is

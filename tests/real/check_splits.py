@@ -171,7 +171,10 @@ def context_parallel():
     (the embedding's and each residual branch's) under TP 2 x CP 2 with SP
     and 2 sequences a micro-batch, whose masks follow each row's place in
     its sequence (a rank's SP slice of its two chunks of two sequences
-    spans runs of rows far apart in the single rank's order)."""
+    spans runs of rows far apart in the single rank's order); then CP 2 x
+    PP 2 x DP 2 in Megatron-Core's tp-cp-ep-pp-dp order, dense (each
+    rank's place from its heartbeat) and with experts on EP 2, against
+    the single rank."""
     plan = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2", "--context-parallel-size",
             "2", "--sequence-parallel", "--use-distributed-optimizer", "--zero-stage", "2",
             "--decoder-first-pipeline-num-layers", "1", "--attention", "flash"]
@@ -208,11 +211,28 @@ def context_parallel():
                                  "--sequence-parallel", "--cp-comm-type", "all_gather"], iters=2)
     cr.expect_losses("hidden dropout 0.1, micro-batch 2, TP 2 x CP 2 with SP (all_gather), 4 ranks", ref, got,
                      "single rank, flash attention, the same dropout")
+    # Megatron-Core's tp-cp-ep-pp-dp order (--use-tp-pp-dp-mapping; Llama 3's [TP, CP, PP, DP]): CP 2 x PP 2 x DP 2,
+    # rank = cp_i + 2 (stage + 2 replica), where the default order has rank = dp_i + 4 stage (rank 2: replica 1's
+    # CP rank 0 of stage 0 there, stage 1 here); dense, then with 4 experts on EP 2 (ETP x EP = TP x CP, the rule)
+    order = ["--context-parallel-size", "2", "--pipeline-model-parallel-size", "2", "--attention", "flash",
+             "--use-tp-pp-dp-mapping", "--use-distributed-optimizer"]
+    moe = ["--num-experts", "4", "--moe-router-topk", "2", "--moe-ffn-hidden-size", "64", "--expert-tensor-parallel-size",
+           "1", "--moe-token-dispatcher-type", "alltoall", "--moe-aux-loss-coeff", "0.01", "--sequence-parallel"]
+    for extra, what in (([], "dense"), (moe + ["--expert-model-parallel-size", "2"], "4 experts, EP 2")):
+        ref, _ = cr.run(1, ["--attention", "flash"] + (moe if extra else []), iters=2)
+        with tempfile.TemporaryDirectory(prefix="megasim-cp-order-") as d:
+            got, _ = cr.run(8, order + extra + ["--heartbeat", d], iters=2)
+            cr.expect_losses(f"--use-tp-pp-dp-mapping, CP 2 x PP 2 x DP 2, 8 ranks, {what}", ref, got,
+                             "single rank, flash attention")
+            if not extra:
+                expect_places(d, [(r, 0, r // 2 % 2, r % 2 + 2 * (r // 4)) for r in range(8)],
+                              "rank = cp_i + 2 (stage + 2 replica); DP x CP index cp_i + 2 replica")
 
 
 def rank_order():
-    """--use-tp-pp-dp-mapping (Megatron-Core's tp-pp-dp order, Llama 3's
-    [TP, PP, DP] without CP) moves the stages inside the replicas: rank =
+    """--use-tp-pp-dp-mapping (Megatron-Core's tp-cp-ep-pp-dp order, here
+    without CP: context_parallel runs it with CP) moves the stages inside
+    the replicas: rank =
     tp_i + TP (stage + PP dp_i), where the default order has rank = tp_i +
     TP (dp_i + DP stage). It changes which rank holds which place, not the
     maths: 4 ranks (PP 2 interleaved x DP 2, ZeRO-2), two steps (the
@@ -231,18 +251,22 @@ def rank_order():
                 "--use-distributed-optimizer", "--zero-stage", "2", "--use-tp-pp-dp-mapping", "--heartbeat", d]
         got, _ = cr.run(4, plan, iters=2)
         cr.expect_losses("--use-tp-pp-dp-mapping, 4 ranks (PP 2 interleaved x DP 2, ZeRO-2)", ref, got)
-        p = subprocess.run([cr.MEGASIM, "diagnose", d, "--json"], capture_output=True, text=True, timeout=60)
-        try:
-            ranks = json.loads(p.stdout)["hang"]["ranks"]
-            places = [(r["rank"], r["tp"], r["pp"], r["dp"]) for r in ranks]
-        except (ValueError, KeyError, TypeError):
-            places = None
-    want = [(r, 0, r % 2, r // 2) for r in range(4)]  # (rank, tp_i, stage, dp_i)
+        expect_places(d, [(r, 0, r % 2, r // 2) for r in range(4)], "rank = stage + 2 dp_i")
+
+
+def expect_places(hb_dir, want, formula):
+    """Each rank's place (rank, TP, PP stage, DP x CP index) as its own
+    heartbeat records it (comm_groups_init's coordinates, read back by
+    `diagnose --json`) against the order's formula."""
+    p = subprocess.run([cr.MEGASIM, "diagnose", hb_dir, "--json"], capture_output=True, text=True, timeout=60)
+    try:
+        places = [(r["rank"], r["tp"], r["pp"], r["dp"]) for r in json.loads(p.stdout)["hang"]["ranks"]]
+    except (ValueError, KeyError, TypeError):
+        places = None
     ok = places == want
     cr.failures += not ok
-    print(f"{'ok  ' if ok else 'FAIL'} each rank's place (rank, TP, PP stage, DP replica) in its heartbeat, "
-          f"tp-pp-dp order: expected {want} (rank = stage + 2 dp_i), got {places} "
-          f"(diagnose exit {p.returncode})")
+    print(f"{'ok  ' if ok else 'FAIL'} each rank's place (rank, TP, PP stage, DP x CP index) in its heartbeat, "
+          f"tp-pp-dp order: expected {want} ({formula}), got {places} (diagnose exit {p.returncode})")
 
 
 {"cp": context_parallel, "fp8": fp8, "fp8_gpu_emu": fp8_gpu_emu, "offload": offload, "order": rank_order}[cr.CASE]()
