@@ -19,6 +19,15 @@ typedef struct {
 
 typedef struct moe_saved moe_saved_t; /* gpt_moe.c's */
 
+/* A tensor a layer keeps for its backward, as activation offloading moves
+ * it (gpt_offload.c): where its pointer lives, its rows, bytes per row. */
+typedef struct {
+    void **p;
+    long rows;
+    size_t row_bytes;
+} gpt_kept_t;
+enum { GPT_MAX_KEPT = 26 };
+
 typedef struct {
     const void *x_in;            /* layer input (Nl, C), not owned */
     float *mean1, *rstd1, *mean2, *rstd2;
@@ -36,7 +45,7 @@ typedef struct {
                                     set, the next layer finds h1, mean1, rstd1 (or the head its xf) filled */
     void *cpb[4];                /* what context parallelism's attention keeps (gpt_cp.c) */
     int offloaded;               /* tensors whose first rows are in host memory (gpt_offload.c) */
-    void *off_host[16];          /* their host rows */
+    void *off_host[GPT_MAX_KEPT]; /* their host rows */
     moe_saved_t *moe;            /* an MoE layer's routing and experts' activations */
 } layer_saved_t;
 
@@ -97,6 +106,12 @@ int gpt_cp_attn_bwd(gpt_t *m, layer_saved_t *s, const void *dao, void *dq, void 
 int gpt_moe_fwd(gpt_t *m, int c, int l, layer_saved_t *s, void *z);
 int gpt_moe_bwd(gpt_t *m, int c, int l, layer_saved_t *s, const void *dz, void *dh);
 void gpt_moe_free(gpt_t *m, layer_saved_t *s);
+/* What an MoE layer keeps per row (its experts' rows, its shared expert's:
+ * gpt_moe_shared_kept), appended to k from k[n]; the new count.
+ * gpt_kept_add appends a list's tensors that exist (their pointer set). */
+int gpt_kept_add(gpt_kept_t *k, int n, const gpt_kept_t *list, int count);
+int gpt_moe_kept(gpt_t *m, layer_saved_t *s, gpt_kept_t *k, int n);
+int gpt_moe_shared_kept(gpt_t *m, void *sv, gpt_kept_t *k, int n);
 /* Its shared expert (gpt_moe_shared.c; nothing without one): z += its
  * output of s->h2, its state in *sv; dh += its input's gradient from dz,
  * its weights' gradients accumulating, *sv freed. */

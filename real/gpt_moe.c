@@ -141,6 +141,20 @@ static int etp_sum_home(gpt_t *m, moe_saved_t *v, const void *rows, void *out)
     return 0;
 }
 
+/* The experts' rows a layer keeps for its backward: their input, FC1's
+ * output and the activation (Rp rows, expert order), their outputs back
+ * home (M rows, sent order); then its shared expert's. */
+int gpt_moe_kept(gpt_t *m, layer_saved_t *s, gpt_kept_t *k, int n)
+{
+    moe_saved_t *v = s->moe;
+    if (!v)
+        return n;
+    size_t ab = RT->act_bytes;
+    gpt_kept_t mine[] = {{&v->xe, v->Rp, m->C * ab}, {&v->pre, v->Rp, m->Fwe * ab}, {&v->gl, v->Rp, m->Fe * ab},
+                         {&v->ys, v->M, m->C * ab}};
+    return gpt_moe_shared_kept(m, v->shared, k, gpt_kept_add(k, n, mine, (int)(sizeof mine / sizeof mine[0])));
+}
+
 /* ---- the experts ---------------------------------------------------------------------- */
 
 /* Local expert j's tensor k (T_FC1_W ..) of layer l, -1 where absent. */

@@ -30,6 +30,17 @@ void gpt_moe_shared_free(gpt_t *m, void **sv)
     *sv = NULL;
 }
 
+int gpt_moe_shared_kept(gpt_t *m, void *sv, gpt_kept_t *k, int n)
+{
+    shared_t *h = sv;
+    if (!h)
+        return n;
+    size_t ab = RT->act_bytes;
+    gpt_kept_t mine[] = {{&h->hf, m->N, m->C * ab}, {&h->pre, m->N, m->Fws * ab}, {&h->gl, m->N, m->Fst * ab},
+                         {&h->y, m->Nl, m->C * ab}, {(void **)&h->g, m->Nl, sizeof(float)}};
+    return gpt_kept_add(k, n, mine, (int)(sizeof mine / sizeof mine[0]));
+}
+
 static const void *param_of(const gpt_t *m, int c, int l, int k) { return gpt_param(m, P(m, c, l, k)); }
 
 static float *grad_of(const gpt_t *m, int c, int l, int k) { return gpt_grad(m, P(m, c, l, k)); }

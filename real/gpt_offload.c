@@ -10,38 +10,34 @@
  * GPU path (pinned memory, a copy stream beside compute) is refused by
  * gpt_check_switches. The tensors moved are those kept per token: the
  * norms' outputs and statistics, q, k, v and the attention output, the
- * MLP's, the residual, the dropout masks; the attention's log-sum-exp (per
- * head, small) and context parallelism's buffers stay. */
+ * MLP's, the residual, the dropout masks; an MoE layer's experts' rows and
+ * its shared expert's (gpt_moe_kept); the attention's log-sum-exp (per
+ * head, small), context parallelism's buffers and the routing's stay. */
 #include "real/gpt_layer.h"
 
 #include <stdlib.h>
 
-/* A kept tensor: where its pointer lives, its rows and bytes per row. */
-typedef struct {
-    void **p;
-    long rows;
-    size_t row_bytes;
-} kept_t;
-
-static int kept_list(gpt_t *m, layer_saved_t *s, kept_t *k)
+int gpt_kept_add(gpt_kept_t *k, int n, const gpt_kept_t *list, int count)
 {
-    size_t ab = RT->act_bytes, f = sizeof(float);
-    long N = m->N, Nl = m->Nl;
-    kept_t all[] = {{&s->h1, Nl, m->C * ab}, {&s->h2, Nl, m->C * ab}, {&s->x2, Nl, m->C * ab},
-                    {(void **)&s->mean1, Nl, f}, {(void **)&s->rstd1, Nl, f}, {(void **)&s->mean2, Nl, f},
-                    {(void **)&s->rstd2, Nl, f}, {&s->q, N, (size_t)m->nh * m->HS * ab},
-                    {&s->k, N, (size_t)m->g * m->HS * ab}, {&s->v, N, (size_t)m->g * m->HS * ab},
-                    {&s->ao, N, (size_t)m->nh * m->HS * ab}, {&s->pre, N, (size_t)m->Fw * ab},
-                    {&s->gl, N, (size_t)m->Ft * ab}, {&s->cat, N, ((size_t)m->nh * m->HS + m->Ft) * ab},
-                    {(void **)&s->mask_a, Nl, (size_t)m->C}, {(void **)&s->mask_m, Nl, (size_t)m->C}};
-    int n = 0;
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (*all[i].p)
-            k[n++] = all[i];
+    for (int i = 0; i < count; i++)
+        if (*list[i].p)
+            k[n++] = list[i];
     return n;
 }
 
-enum { MAX_KEPT = 16 };
+static int kept_list(gpt_t *m, layer_saved_t *s, gpt_kept_t *k)
+{
+    size_t ab = RT->act_bytes, f = sizeof(float);
+    long N = m->N, Nl = m->Nl;
+    gpt_kept_t all[] = {{&s->h1, Nl, m->C * ab}, {&s->h2, Nl, m->C * ab}, {&s->x2, Nl, m->C * ab},
+                        {(void **)&s->mean1, Nl, f}, {(void **)&s->rstd1, Nl, f}, {(void **)&s->mean2, Nl, f},
+                        {(void **)&s->rstd2, Nl, f}, {&s->q, N, (size_t)m->nh * m->HS * ab},
+                        {&s->k, N, (size_t)m->g * m->HS * ab}, {&s->v, N, (size_t)m->g * m->HS * ab},
+                        {&s->ao, N, (size_t)m->nh * m->HS * ab}, {&s->pre, N, (size_t)m->Fw * ab},
+                        {&s->gl, N, (size_t)m->Ft * ab}, {&s->cat, N, ((size_t)m->nh * m->HS + m->Ft) * ab},
+                        {(void **)&s->mask_a, Nl, (size_t)m->C}, {(void **)&s->mask_m, Nl, (size_t)m->C}};
+    return gpt_moe_kept(m, s, k, gpt_kept_add(k, 0, all, (int)(sizeof all / sizeof all[0])));
+}
 
 /* The rows that go to the host: the first F of them. */
 static long host_rows(const gpt_t *m, long rows) { return (long)(m->job->offload_fraction * (double)rows); }
@@ -50,7 +46,7 @@ int gpt_offload(gpt_t *m, layer_saved_t *s)
 {
     if (m->job->offload_fraction <= 0)
         return 0;
-    kept_t k[MAX_KEPT];
+    gpt_kept_t k[GPT_MAX_KEPT];
     int n = kept_list(m, s, k);
     for (int i = 0; i < n; i++) {
         long h = host_rows(m, k[i].rows);
@@ -74,7 +70,7 @@ int gpt_fetch(gpt_t *m, layer_saved_t *s)
 {
     if (!s->offloaded)
         return 0;
-    kept_t k[MAX_KEPT];
+    gpt_kept_t k[GPT_MAX_KEPT];
     int n = kept_list(m, s, k); /* the same list: the same tensors are there, smaller */
     for (int i = 0; i < n; i++) {
         long h = host_rows(m, k[i].rows);

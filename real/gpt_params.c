@@ -358,8 +358,7 @@ static const char *moe_switch(const job_t *j)
                ? "--moe-router-load-balancing-type sinkhorn is not run yet (allowed: aux_loss, seq_aux_loss, none)"
            : j->parallel_block ? "--parallel-block with --num-experts is not run: the MoE layer replaces the standard "
                                  "block's MLP (allowed: --parallel-block false)"
-           : j->offload_fraction > 0 ? "--activation-offload-fraction with --num-experts is not run yet (allowed: 0)"
-                                     : NULL;
+                               : NULL;
 }
 
 int gpt_check_switches(const job_t *j, int gpu, char *err, int errlen)
