@@ -160,7 +160,7 @@ static int layer(layout_t *L, int chunk, int l, int gl)
         KEEP(T_LN1_B, vec(L, NAME("ln1_b"), base + T_LN1_B, C, 0, m->sp));
     KEEP(T_QKV_W, add(L, NAME(par ? "qkv_fc1_w" : "qkv_w"), base + T_QKV_W, nqkv, C, NQKV, C));
     qkv_rows(m, t, par);
-    if (m->bias) {
+    if (m->bias || m->job->add_qkv_bias) { /* --add-qkv-bias: the QKV projection's alone (Qwen2's) */
         KEEP(T_QKV_B, add(L, NAME(par ? "qkv_fc1_b" : "qkv_b"), base + T_QKV_B, nqkv, 1, NQKV, 1));
         qkv_rows(m, t, par), t->init_std = 0;
     }
@@ -370,9 +370,9 @@ int gpt_check_switches(const job_t *j, int gpu, char *err, int errlen)
                          ? "--activation-offload-fraction with --device gpu is not run: the CPU path offloads to host "
                            "memory with plain copies; the GPU's (pinned memory, a copy stream beside compute) is not "
                            "built yet (allowed: --device cpu, or 0)"
-                     : j->add_qkv_bias && j->disable_bias_linear ? "--add-qkv-bias is not run yet: megasim run's linear "
-                                                                   "layers have all their biases or none (allowed: "
-                                                                   "--no-add-qkv-bias)"
+                     : j->add_qkv_bias && j->disable_bias_linear && j->parallel_block
+                         ? "--add-qkv-bias with --parallel-block is not run: the parallel block fuses the QKV and FC1 "
+                           "projections, whose bias is one tensor (allowed: one of them, or the biases everywhere)"
                      : gpu && !j->bf16 ? "--bf16 false with --device gpu: the GPU path trains in bf16 with fp32 master "
                                          "weights (allowed: --bf16 true; --device cpu trains in fp32)"
                                        : NULL;

@@ -168,6 +168,19 @@ def equivalence():
         if name not in IN_LLAMA:
             got, _ = run(8, PLAN8 + block + switch + sum(OVERLAPS, []))
             expect_losses(f"{name}, 8 ranks, every overlap", ref, got)
+    # Qwen2's QKV bias alone (--add-qkv-bias beside --disable-bias-linear), on tiny-llama.json: its initial 0
+    # leaves step 1's loss and adds its gradient to the norm; then it moves the losses; 8 ranks (TP 2 splits it
+    # as the QKV weight's rows) equal 1
+    base, _ = run(1, LLAMA)
+    ref, _ = run(1, LLAMA + ["--add-qkv-bias"])
+    moved = max(abs(r["loss"] - b["loss"]) / b["loss"] for r, b in zip(ref[1:], base[1:]))
+    ok = ref[0]["loss"] == base[0]["loss"] and ref[0]["grad_norm"] > base[0]["grad_norm"] and moved > 1e-5
+    failures += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} --add-qkv-bias on tiny-llama.json, 1 rank: expected step 1's loss unchanged "
+          f"({base[0]['loss']}), its gradient norm above {base[0]['grad_norm']} and a later loss moved by > 1e-5, got "
+          f"{ref[0]['loss']}, {ref[0]['grad_norm']} and {moved:.1e}")
+    got, _ = run(8, PLAN8 + LLAMA + ["--add-qkv-bias"] + sum(OVERLAPS, []))
+    expect_losses("tiny-llama.json with --add-qkv-bias, 8 ranks, every overlap", ref, got)
     # Megatron-LM's buckets (not interleaved: PP 2 with 2 layers per stage):
     # --ddp-bucket-size 20000 cuts the first stage's ~63k parameters per rank
     # into 4 buckets, each reduced (gathered) on its own beside the backward
