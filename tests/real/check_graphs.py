@@ -41,7 +41,8 @@ import check_run as cr  # noqa: E402  (reads CASE, MPIEXEC, MEGASIM from sys.arg
 GPU = ["--device", "gpu", "--attention", "flash", "--fused-elementwise"] + cr.DROPOUT
 PP2 = ["--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "1",
        "--overlap-grad-reduce", "--use-distributed-optimizer", "--pp-comm-overlap"]
-CP2 = ["--context-parallel-size", "2", "--cp-comm-type", "p2p", "--global-batch-size", "8"]
+CP2 = ["--context-parallel-size", "2", "--cp-comm-type", "p2p", "--global-batch-size", "4"]
+HALF = ["--global-batch-size", "8"]  # 4 micro-batches of 2: the TP cases' captures are the same 8 ones twice
 ITERS = 3  # the second and third iterations captured: the third updates the graphs the second made
 FP8 = ["--fp8-format", "e4m3", "--gpu", "h100-sxm-80gb"]  # the casts' amaxes on the device, read at the end
 
@@ -73,14 +74,14 @@ def expect_graph_passes(what, steps, per_iter):
 
 def gpu_emu():
     cr.MPI_ENV = list(cr.EMU_MPI_ENV)
-    tp2 = ["--tensor-model-parallel-size", "2"]
+    tp2 = ["--tensor-model-parallel-size", "2"] + HALF
     for np_, plan, per_iter, what in (
-            (2, tp2 + ["--sequence-parallel", "--tp-comm-overlap"] + FP8, 16,
+            (2, tp2 + ["--sequence-parallel", "--tp-comm-overlap"] + FP8, 8,
              "2 emulated GPUs, TP 2 + SP with --tp-comm-overlap (the rings and the second compute stream captured), "
-             "FP8 (e4m3)"),
-            (2, tp2, 16, "2 emulated GPUs, TP 2 without SP"),
+             "FP8 (e4m3), 4 micro-batches"),
+            (2, tp2, 8, "2 emulated GPUs, TP 2 without SP, 4 micro-batches"),
             (4, PP2 + FP8, 16, "4 emulated GPUs, PP 2 interleaved x DP 2, FP8 (e4m3)"),
-            (2, CP2, 8, "2 emulated GPUs, CP 2 (the p2p ring captured), 4 micro-batches")):
+            (2, CP2, 4, "2 emulated GPUs, CP 2 (the p2p ring captured), 2 micro-batches")):
         plain, _ = cr.run(np_, GPU + plan, iters=ITERS)
         graphed, _ = cr.run(np_, GPU + plan + ["--enable-cuda-graph"], iters=ITERS)
         cr.expect_losses(f"{what}, dropout 0.1, --enable-cuda-graph", plain, graphed, "without graphs", 0.0)
