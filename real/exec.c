@@ -370,9 +370,12 @@ int exec_graph_rules(const job_t *j, int gpu, char *err, int errlen)
      * CUDA's event fork and join (rt_gpu_graph.c). */
     const char *why = !gpu ? "needs --device gpu (the CPU path has no graphs)"
                       : j->num_experts > 0 ? "with experts: the routing's counts are read back inside each pass"
-                                           : NULL; /* offloading is not run on the GPU (gpt_check_switches) */
+                      : j->offload_fraction > 0
+                          ? "with --activation-offload-fraction: a layer's copies to the host are waited for one "
+                            "layer later, past its pass's end"
+                          : NULL;
     if (why)
-        snprintf(err, errlen, "--enable-cuda-graph %s; allowed: without experts (TP with or without "
+        snprintf(err, errlen, "--enable-cuda-graph %s; allowed: without experts or offloading (TP with or without "
                  "--tp-comm-overlap, CP of each comm type, DP, PP and FP8 take part)", why);
     return why != NULL;
 }

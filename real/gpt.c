@@ -292,7 +292,7 @@ int gpt_chunk_bwd(gpt_t *m, gpt_saved_t *sv, void *dres, float dloss)
         int owned = 0;
         if (l < m->recompute_layers && group_end(m, sv->chunk, l)) /* the kept output's readers are done */
             RT_TRY(group_rerun(m, sv, l, &out, &owned));
-        RT_TRY(gpt_fetch(m, s));
+        RT_TRY(gpt_fetch(m, s, l > 0 ? &sv->ls[l - 1] : NULL)); /* the next layer's prefetched beside */
         RT_TRY(gpt_layer_bwd(m, sv->chunk, l, s, dres));
         gpt_layer_free(m, s); /* a rerun layer's output too: the layer after it is done */
         if (owned)

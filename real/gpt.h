@@ -61,6 +61,10 @@ enum { T_LN1_W, T_LN1_B, T_QKV_W, T_QKV_B, T_PROJ_W, T_PROJ_B, T_LN2_W, T_LN2_B,
        T_FC1_W, T_FC1_B, T_FC2_W, T_FC2_B, T_ROUTER_W,
        T_SH_FC1_W, T_SH_FC1_B, T_SH_FC2_W, T_SH_FC2_B, T_SH_GATE_W, T_PER_LAYER };
 
+/* The most tensors a layer keeps per token (activation offloading moves
+ * them: gpt_layer.h gpt_kept_t). */
+enum { GPT_MAX_KEPT = 26 };
+
 /* A run of local indices mapped onto the whole tensor's indices. */
 typedef struct {
     int local, global, len;
@@ -150,6 +154,11 @@ typedef struct {
     int64_t moe_a2a_ns;      /* the host's time in the experts' dispatch and combine collectives (over EP and ETP) so
                                 far (compare's all-to-all class) */
     double moe_cv_sum, moe_cv_n; /* this iteration's sum of squared expert-load CVs, and their number */
+
+    void *off_pending[GPT_MAX_KEPT]; /* activation offloading on the GPU: the last offloaded layer's whole
+                                        tensors, freed once the compute stream has waited for their copies
+                                        (gpt_offload.c) */
+    int noff_pending;
 
     int fp8_sites;           /* --fp8-format: 3 per weight tensor of the model (gpt_fp8.c), 0 without */
     float *fp8_amax, *fp8_scale; /* [fp8_sites]: this iteration's amax so far (device: the casts' running

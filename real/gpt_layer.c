@@ -588,8 +588,11 @@ void gpt_layer_free(gpt_t *m, layer_saved_t *s)
                   s->x2, s->pre, s->gl, s->cat, s->mask_a, s->mask_m, s->cpb[0], s->cpb[1], s->cpb[2], s->cpb[3]};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
         drop(m, ps[i]);
-    for (int i = 0; i < s->offloaded; i++) /* a layer freed before its backward (an error) */
-        free(s->off_host[i]);
+    for (int i = 0; i < s->offloaded; i++) { /* a layer freed before its backward (an error) */
+        OP->host_free(RT, s->off_host[i]);
+        if (s->prefetched)
+            drop(m, s->off_dev[i]);
+    }
     gpt_moe_free(m, s);
     if (s->x3_owned)
         drop(m, s->x3);

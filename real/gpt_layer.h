@@ -26,7 +26,6 @@ typedef struct {
     long rows;
     size_t row_bytes;
 } gpt_kept_t;
-enum { GPT_MAX_KEPT = 26 };
 
 typedef struct {
     const void *x_in;            /* layer input (Nl, C), not owned */
@@ -45,7 +44,9 @@ typedef struct {
                                     set, the next layer finds h1, mean1, rstd1 (or the head its xf) filled */
     void *cpb[4];                /* what context parallelism's attention keeps (gpt_cp.c) */
     int offloaded;               /* tensors whose first rows are in host memory (gpt_offload.c) */
+    int prefetched;              /* their copies back issued (whole again, once the copy stream has run) */
     void *off_host[GPT_MAX_KEPT]; /* their host rows */
+    void *off_dev[GPT_MAX_KEPT]; /* their other rows on the device, while prefetched */
     moe_saved_t *moe;            /* an MoE layer's routing and experts' activations */
 } layer_saved_t;
 
@@ -121,9 +122,11 @@ void gpt_moe_shared_free(gpt_t *m, void **sv);
 
 /* Activation offloading (gpt_offload.c): after a layer's forward, the
  * first --activation-offload-fraction of the rows it keeps to host memory;
- * before its backward, back. Nothing without the flag. */
+ * before its backward, back, and the copies back of `next` (the layer the
+ * backward reaches after s, or NULL) issued beside s's backward on the
+ * GPU. Nothing without the flag. */
 int gpt_offload(gpt_t *m, layer_saved_t *s);
-int gpt_fetch(gpt_t *m, layer_saved_t *s);
+int gpt_fetch(gpt_t *m, layer_saved_t *s, layer_saved_t *next);
 
 /* The layers' GEMMs of weight tensor tw (rows R: a layer's N, an expert's
  * tokens; K in, OC out), their inputs as FP8 reads them: out (R, OC) = x @

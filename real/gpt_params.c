@@ -366,10 +366,6 @@ int gpt_check_switches(const job_t *j, int gpu, char *err, int errlen)
     const char *no = !j->grads_fp32 ? "--accumulate-allreduce-grads-in-fp32 false is not run: megasim run keeps and "
                                       "reduces the gradients in fp32 (allowed: true, the default; Megatron-LM requires "
                                       "it with bf16)"
-                     : gpu && j->offload_fraction > 0
-                         ? "--activation-offload-fraction with --device gpu is not run: the CPU path offloads to host "
-                           "memory with plain copies; the GPU's (pinned memory, a copy stream beside compute) is not "
-                           "built yet (allowed: --device cpu, or 0)"
                      : j->add_qkv_bias && j->disable_bias_linear && j->parallel_block
                          ? "--add-qkv-bias with --parallel-block is not run: the parallel block fuses the QKV and FC1 "
                            "projections, whose bias is one tensor (allowed: one of them, or the biases everywhere)"

@@ -32,8 +32,16 @@
  * STREAM_PP_RECV are pools where both directions progress independently:
  * a forward receive must not queue behind a backward one, so each
  * direction gets a FIFO stream of its own), and a second compute stream
- * for the chunked GEMMs of --tp-comm-overlap (see compute_on). */
-enum { RT_STREAM_TP = STREAM_COUNT, RT_STREAM_PP_SEND_BWD, RT_STREAM_PP_RECV_BWD, RT_STREAM_COMPUTE_ALT, RT_NSTREAMS };
+ * for the chunked GEMMs of --tp-comm-overlap (see compute_on), and a copy
+ * stream for activation offloading's copies to and from host memory. */
+enum {
+    RT_STREAM_TP = STREAM_COUNT,
+    RT_STREAM_PP_SEND_BWD,
+    RT_STREAM_PP_RECV_BWD,
+    RT_STREAM_COMPUTE_ALT,
+    RT_STREAM_COPY,
+    RT_NSTREAMS
+};
 
 /* 0 for a stream kernels may issue on (compute_on); else prints file:line
  * and the two allowed and returns -1. Inline: the GPU module uses it too. */
@@ -75,9 +83,14 @@ typedef struct {
     int (*memset0)(rt_t *rt, void *p, size_t bytes, int stream);
     int (*h2d)(rt_t *rt, void *dst, const void *src, size_t bytes);  /* synchronous */
     int (*d2h)(rt_t *rt, void *dst, const void *src, size_t bytes);  /* synchronous */
-    /* rows of width bytes, from src (pitch spitch) to dst (pitch dpitch) */
+    /* rows of width bytes, from src (pitch spitch) to dst (pitch dpitch); one row may also go between
+     * device memory and host_alloc's, either way */
     int (*copy2d)(rt_t *rt, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
                   size_t rows, int stream);
+    /* host memory the device copies to and from without staging (pinned on the GPU, its blocks kept for
+     * the next request of about their size; plain on the CPU) */
+    int (*host_alloc)(rt_t *rt, void **p, size_t bytes);
+    void (*host_free)(rt_t *rt, void *p);
     /* host fp32 -> device act (bf16 rounding on the GPU); synchronous */
     int (*act_from_f32)(rt_t *rt, void *dst, const float *host, long n);
 

@@ -190,6 +190,16 @@ static int c_copy2d(rt_t *rt, void *dst, size_t dpitch, const void *src, size_t 
     return 0;
 }
 
+static int c_host_alloc(rt_t *rt, void **p, size_t bytes)
+{
+    *p = malloc(bytes ? bytes : 1);
+    if (!*p)
+        fprintf(stderr, "%s:%d: out of host memory allocating %zu bytes\n", __FILE__, __LINE__, bytes);
+    return *p ? 0 : -1;
+}
+
+static void c_host_free(rt_t *rt, void *p) { free(p); }
+
 static int c_act_from_f32(rt_t *rt, void *dst, const float *host, long n)
 {
     memcpy(dst, host, (size_t)n * sizeof(float));
@@ -619,7 +629,7 @@ static int c_moe_rowdot(rt_t *rt, float *out, const void *a, const int *rows, co
 }
 
 static const rt_ops_t cpu_ops = {
-    c_alloc, c_free, c_memset0, c_copy, c_copy, c_copy2d, c_act_from_f32,
+    c_alloc, c_free, c_memset0, c_copy, c_copy, c_copy2d, c_host_alloc, c_host_free, c_act_from_f32,
     c_join, c_record, c_wait, c_sync, c_compute_on, c_slow_begin, c_slow_end, NULL, NULL,
     c_mark_ready, c_mark_start, c_mark_end, c_iter_begin, c_iter_end,
     c_embedding_fwd, c_embedding_bwd, c_layernorm_fwd, c_layernorm_bwd, c_rmsnorm_fwd, c_rmsnorm_bwd,

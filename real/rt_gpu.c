@@ -88,7 +88,7 @@ static void xcache_trim(xcache_t *c)
             c->b[k++] = c->b[i];
             continue;
         }
-        cudaError_t e = cudaFree(c->b[i].p);
+        cudaError_t e = c->pinned ? cudaFreeHost(c->b[i].p) : cudaFree(c->b[i].p);
         if (e != cudaSuccess)
             kern_report_cuda((int)e, "cudaFree (cached block)", __FILE__, __LINE__);
     }
@@ -106,8 +106,9 @@ static long xcache_find(const xcache_t *c, size_t n)
     return best;
 }
 
-/* The arena's fallback for requests beyond the plan (real/arena.h). When
- * the device is full, the idle cached blocks go back first. */
+/* The arena's fallback for requests beyond the plan (real/arena.h), and
+ * host_alloc's pinned blocks. When the device (the host) is full, the idle
+ * cached blocks go back first. */
 static void *sys_alloc(void *ctx, size_t n)
 {
     xcache_t *c = ctx;
@@ -119,14 +120,15 @@ static void *sys_alloc(void *ctx, size_t n)
     void *p = NULL;
     if (grow((void **)&c->b, &c->cap, c->n + 1, sizeof *c->b))
         return NULL;
-    cudaError_t e = cudaMalloc(&p, n);
+    cudaError_t e = c->pinned ? cudaMallocHost(&p, n) : cudaMalloc(&p, n);
     if (e == cudaErrorMemoryAllocation) {
         cudaGetLastError();
         xcache_trim(c);
-        e = cudaMalloc(&p, n);
+        e = c->pinned ? cudaMallocHost(&p, n) : cudaMalloc(&p, n);
     }
     if (e != cudaSuccess) {
-        kern_report_cuda((int)e, "cudaMalloc (beyond the planned arena)", __FILE__, __LINE__);
+        kern_report_cuda((int)e, c->pinned ? "cudaMallocHost (host_alloc)" : "cudaMalloc (beyond the planned arena)",
+                         __FILE__, __LINE__);
         return NULL;
     }
     c->b[c->n++] = (xblock_t){p, n, 1};
@@ -152,10 +154,27 @@ int g_alloc(rt_t *rt, void **p, size_t bytes, int pool)
                 bytes, pool);
         return -1;
     }
+    /* A check for tests: MEGASIM_POISON_ALLOC=1 fills each new block of the compute stream's pool with NaN
+     * bytes in that stream's order, so a read before the owner's first write (another stream's copy not
+     * waited for) shows. */
+    if (pool == RT_POOL_MAIN && G(rt)->poison)
+        KERN_CUDA_TRY(cudaMemsetAsync(*p, 0xff, bytes, MAIN(rt)));
     return 0;
 }
 
 void g_free(rt_t *rt, void *p) { arena_free(&rt->pool[RT_POOL_MAIN], p); }
+
+int g_host_alloc(rt_t *rt, void **p, size_t bytes)
+{
+    *p = sys_alloc(&G(rt)->pinned, bytes ? bytes : 1);
+    return *p ? 0 : -1;
+}
+
+void g_host_free(rt_t *rt, void *p)
+{
+    if (p)
+        sys_free(&G(rt)->pinned, p);
+}
 
 int g_memset0(rt_t *rt, void *p, size_t bytes, int stream)
 {
@@ -197,8 +216,8 @@ int g_copy2d(rt_t *rt, void *dst, size_t dpitch, const void *src, size_t spitch,
     cudaStream_t st = G(rt)->s[stream];
     if (!width || !rows)
         return 0;
-    if (rows == 1 || (dpitch == width && spitch == width))
-        KERN_CUDA_TRY(cudaMemcpyAsync(dst, src, width * rows, cudaMemcpyDeviceToDevice, st));
+    if (rows == 1 || (dpitch == width && spitch == width)) /* Default: host_alloc's memory either side */
+        KERN_CUDA_TRY(cudaMemcpyAsync(dst, src, width * rows, cudaMemcpyDefault, st));
     else
         KERN_CUDA_TRY(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, cudaMemcpyDeviceToDevice, st));
     return 0;
@@ -470,6 +489,8 @@ void g_destroy(rt_t *rt)
         if (g->base[p])
             cudaFree(g->base[p]);
     }
+    xcache_trim(&g->pinned); /* every block idle: their owners freed them */
+    free(g->pinned.b);
     evlist_free(&g->mark_ev);
     for (int k = 0; k < CNT_COUNT; k++)
         evlist_free(&g->cnt_ev[k]);
@@ -582,6 +603,9 @@ int rt_gpu_create(rt_t **out, int device, const size_t plan[RT_NPOOLS], char *er
         return -1;
     }
     rt->op = &rt_gpu_ops, rt->kind = RT_GPU, rt->act_bytes = 2, rt->impl = g;
+    g->pinned.pinned = 1;
+    const char *poison = getenv("MEGASIM_POISON_ALLOC");
+    g->poison = poison && *poison && strcmp(poison, "0");
     for (int p = 0; p < RT_NPOOLS; p++) /* empty arenas: destroy is safe from here on */
         arena_init(&rt->pool[p], NULL, 0, sys_alloc, sys_free, &g->extra[p]);
     int rc = describe(rt, device, err, errlen);

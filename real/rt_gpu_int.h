@@ -52,6 +52,7 @@ typedef struct {
 typedef struct {
     xblock_t *b;
     long n, cap;
+    int pinned; /* pinned host blocks (cudaMallocHost: host_alloc's), not device ones */
 } xcache_t;
 
 typedef struct {
@@ -69,6 +70,8 @@ typedef struct {
     cudaEvent_t t0;                   /* iteration start, on the compute stream */
     void *base[RT_NPOOLS];            /* one cudaMalloc per pool */
     xcache_t extra[RT_NPOOLS];        /* fallback blocks of each pool */
+    xcache_t pinned;                  /* host_alloc's blocks, kept for the next request of about their size */
+    int poison;                       /* MEGASIM_POISON_ALLOC set: new blocks of RT_POOL_MAIN filled with NaNs */
     void *scratch;                    /* attention scratch, compute stream only */
     size_t scratch_bytes;
     int async_alloc;                  /* the device has stream-ordered allocation */
@@ -101,6 +104,8 @@ void *g_scratch(rt_t *rt, size_t bytes);
 /* rt_gpu.c: the runtime's own entries of the op table (rt.h's rt_ops_t). */
 int g_alloc(rt_t *rt, void **p, size_t bytes, int pool);
 void g_free(rt_t *rt, void *p);
+int g_host_alloc(rt_t *rt, void **p, size_t bytes);
+void g_host_free(rt_t *rt, void *p);
 int g_memset0(rt_t *rt, void *p, size_t bytes, int stream);
 int g_h2d(rt_t *rt, void *dst, const void *src, size_t bytes);
 int g_d2h(rt_t *rt, void *dst, const void *src, size_t bytes);

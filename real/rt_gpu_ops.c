@@ -287,7 +287,7 @@ static int g_grad_sumsq(rt_t *rt, const kern_opt_tensor *ts, int count, float *s
 
 /* NULL (never one of ours) for a stream out of range. */
 const rt_ops_t rt_gpu_ops = {
-    g_alloc, g_free, g_memset0, g_h2d, g_d2h, g_copy2d, g_act_from_f32,
+    g_alloc, g_free, g_memset0, g_h2d, g_d2h, g_copy2d, g_host_alloc, g_host_free, g_act_from_f32,
     g_join, g_record, g_wait, g_sync, g_compute_on, g_slow_begin, g_slow_end, g_capture_begin, g_capture_end,
     g_mark_ready, g_mark_start, g_mark_end, g_iter_begin, g_iter_end,
     g_embedding_fwd, g_embedding_bwd, g_layernorm_fwd, g_layernorm_bwd, g_rmsnorm_fwd, g_rmsnorm_bwd,

@@ -12,6 +12,8 @@ the CPU path, each against the single rank as check_run.py's equivalence
        the 4th argument)
   offload  activation offloading: the same losses bit for bit, the peak
        memory falling with the share offloaded, as the memory model plans
+  offload_gpu_emu  the same on the emulated GPU (the copy stream, pinned
+       memory, the prefetch), new blocks filled with NaNs
   order  Megatron-Core's tp-pp-dp rank order (--use-tp-pp-dp-mapping): the
        same losses, and each rank at the order's place (its heartbeat)
 
@@ -182,6 +184,40 @@ def offload():
           f"memory model's plan by {plan_saved:.2f} MiB: {100 * (saved / plan_saved - 1):+.1f}% (allowed 15%)")
 
 
+def offload_gpu_emu():
+    """Activation offloading on the emulated GPU (rt_gpu.c host_alloc's
+    pinned blocks, the copy stream; gpt_offload.c): a layer's copies out
+    run beside the next layer and its whole buffers go one layer later,
+    the copies back of the next layer beside each backward. Every new block
+    of the compute stream's pool is filled with NaNs in that stream's order
+    (MEGASIM_POISON_ALLOC) and each emulated copy over the host link waits
+    a millisecond first, so a read the copy stream was not waited for
+    poisons the run: with either of the compute stream's two waits for the
+    copy stream removed, the first step's gradients were NaN. The losses
+    repeat the run without offloading bit for bit; the peak falls with F,
+    above the memory model's plan by the whole buffers the GPU holds a
+    layer longer (MEMO's double buffer, which the plan does not count)."""
+    cr.MPI_ENV = list(cr.EMU_MPI_ENV) + ["-x", "MEGASIM_POISON_ALLOC=1"]
+    gpu = ["--device", "gpu", "--attention", "flash"]
+    ref, _ = cr.run(1, gpu, iters=2)
+    got, _ = cr.run(1, gpu + ["--activation-offload-fraction", "0.5"], iters=2)
+    cr.expect_losses("emulated GPU, --activation-offload-fraction 0.5 (copy stream, prefetch, NaN-filled new blocks)",
+                     ref, got, "the same run without offloading", tol=0.0)
+    mem = []
+    for f in ("0", "1"):
+        p = subprocess.run([cr.MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np", "1"] + cr.MPI_ENV +
+                           [cr.MEGASIM, "run", "--train-iters", "2", "--activation-offload-fraction", f] + gpu,
+                           capture_output=True, text=True, timeout=300)
+        m = re.search(r"planned ([0-9.]+) MiB \(memory model\), used at peak ([0-9.]+) MiB", p.stdout)
+        mem.append((float(m.group(1)), float(m.group(2))) if m else (float("nan"), float("nan")))
+        if not m:
+            print(f"offload {f}: no memory line (exit {p.returncode}): {p.stderr.strip()[-600:]}")
+    ok = mem[1][1] < mem[0][1]
+    cr.failures += not ok
+    print(f"{'ok  ' if ok else 'FAIL'} emulated GPU, offload 1 against 0: expected the peak to fall, got "
+          f"{mem[0][1]} -> {mem[1][1]} MiB (the memory model's plan {mem[0][0]} -> {mem[1][0]} MiB)")
+
+
 def context_parallel():
     """Context parallelism (real/gpt_cp.c) changes where the work runs, not
     the maths: TP 2 x CP 2 x PP 2 with SP and uneven stages (1 and 3
@@ -240,8 +276,9 @@ def context_parallel():
     # CP rank 0 of stage 0 there, stage 1 here); dense, then with 4 experts on EP 2 (ETP x EP = TP x CP, the rule)
     order = ["--context-parallel-size", "2", "--pipeline-model-parallel-size", "2", "--attention", "flash",
              "--use-tp-pp-dp-mapping", "--use-distributed-optimizer"]
-    moe = ["--num-experts", "4", "--moe-router-topk", "2", "--moe-ffn-hidden-size", "64", "--expert-tensor-parallel-size",
-           "1", "--moe-token-dispatcher-type", "alltoall", "--moe-aux-loss-coeff", "0.01", "--sequence-parallel"]
+    moe = ["--num-experts", "4", "--moe-router-topk", "2", "--moe-ffn-hidden-size", "64",
+           "--expert-tensor-parallel-size", "1", "--moe-token-dispatcher-type", "alltoall", "--moe-aux-loss-coeff",
+           "0.01", "--sequence-parallel"]
     for extra, what in (([], "dense"), (moe + ["--expert-model-parallel-size", "2"], "4 experts, EP 2")):
         ref, _ = cr.run(1, ["--attention", "flash"] + (moe if extra else []), iters=2)
         with tempfile.TemporaryDirectory(prefix="megasim-cp-order-") as d:
@@ -293,5 +330,6 @@ def expect_places(hb_dir, want, formula):
           f"tp-pp-dp order: expected {want} ({formula}), got {places} (diagnose exit {p.returncode})")
 
 
-{"cp": context_parallel, "fp8": fp8, "fp8_gpu_emu": fp8_gpu_emu, "offload": offload, "order": rank_order}[cr.CASE]()
+{"cp": context_parallel, "fp8": fp8, "fp8_gpu_emu": fp8_gpu_emu, "offload": offload, "offload_gpu_emu": offload_gpu_emu,
+ "order": rank_order}[cr.CASE]()
 sys.exit(1 if cr.failures else 0)

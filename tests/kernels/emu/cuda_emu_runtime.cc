@@ -202,42 +202,55 @@ static void event_wait(CUevent_st *e, unsigned long gen) {
   e->cv.wait(lk, [&] { return e->completed >= gen; });
 }
 
-/* ---- device memory registry --------------------------------------------- */
+/* ---- device and pinned host memory registries ---------------------------- */
 
 static std::mutex mem_m;
 static std::map<uintptr_t, size_t> &blocks() {
   static auto *m = new std::map<uintptr_t, size_t>;
   return *m;
 }
+static std::map<uintptr_t, size_t> &pinned_blocks() {
+  static auto *m = new std::map<uintptr_t, size_t>;
+  return *m;
+}
 
-bool emu_is_device(const void *p) {
+static bool in_blocks(std::map<uintptr_t, size_t> &b, const void *p) {
   std::lock_guard<std::mutex> lk(mem_m);
-  auto &b = blocks();
   auto it = b.upper_bound((uintptr_t)p);
   if (it == b.begin()) return false;
   --it;
   return (uintptr_t)p < it->first + it->second;
 }
 
-static cudaError_t dev_alloc(void **p, size_t bytes) {
+bool emu_is_device(const void *p) { return in_blocks(blocks(), p); }
+
+/* Pinned host memory (cudaMallocHost): a copy to or from it on a stream
+ * runs in the stream's order and the host does not wait, as on a GPU, so
+ * a buffer reused before its copy ran shows it. */
+static bool is_pinned(const void *p) { return in_blocks(pinned_blocks(), p); }
+
+static cudaError_t block_alloc(std::map<uintptr_t, size_t> &b, void **p, size_t bytes) {
   if (!p) return cudaErrorInvalidValue;
   size_t n = (bytes + 255) / 256 * 256 + 256;
   *p = std::aligned_alloc(256, n);
   if (!*p) return cudaErrorMemoryAllocation;
   std::lock_guard<std::mutex> lk(mem_m);
-  blocks()[(uintptr_t)*p] = n;
+  b[(uintptr_t)*p] = n;
   return cudaSuccess;
 }
 
-static cudaError_t dev_free(void *p) {
+static cudaError_t block_free(std::map<uintptr_t, size_t> &b, void *p) {
   if (!p) return cudaSuccess;
   {
     std::lock_guard<std::mutex> lk(mem_m);
-    if (!blocks().erase((uintptr_t)p)) return cudaErrorInvalidValue;
+    if (!b.erase((uintptr_t)p)) return cudaErrorInvalidValue;
   }
   std::free(p);
   return cudaSuccess;
 }
+
+static cudaError_t dev_alloc(void **p, size_t bytes) { return block_alloc(blocks(), p, bytes); }
+static cudaError_t dev_free(void *p) { return block_free(blocks(), p); }
 
 extern "C" {
 cudaError_t cudaDeviceSynchronize(void) {
@@ -253,6 +266,11 @@ cudaError_t cudaDeviceSynchronize(void) {
 }
 
 cudaError_t cudaMalloc(void **p, size_t bytes) { return dev_alloc(p, bytes); }
+cudaError_t cudaMallocHost(void **p, size_t bytes) { return block_alloc(pinned_blocks(), p, bytes); }
+cudaError_t cudaFreeHost(void *p) {
+  cudaDeviceSynchronize(); /* as CUDA's */
+  return block_free(pinned_blocks(), p);
+}
 cudaError_t cudaFree(void *p) {
   cudaDeviceSynchronize(); /* as CUDA's cudaFree */
   return dev_free(p);
@@ -270,18 +288,26 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind)
   return cudaSuccess;
 }
 
-/* Pageable source: snapshot now; pageable destination: done on return. */
+/* Pageable source: snapshot now; pageable destination: done on return.
+ * Device or pinned memory: read and written when the stream runs it; a
+ * copy to or from pinned memory (over the host link) takes a millisecond
+ * first, so that work which does not wait for it runs before it. */
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind, cudaStream_t s) {
   if (!bytes) return cudaSuccess;
   if (!dst || !src) return cudaErrorInvalidValue;
-  if (!emu_is_device(src)) {
+  if (!emu_is_device(src) && !is_pinned(src)) {
     auto copy = std::make_shared<std::vector<unsigned char>>((const unsigned char *)src,
                                                              (const unsigned char *)src + bytes);
     emu_stream_enqueue(s, [dst, copy] { std::memcpy(dst, copy->data(), copy->size()); });
+  } else if (is_pinned(src) || is_pinned(dst)) {
+    emu_stream_enqueue(s, [dst, src, bytes] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::memmove(dst, src, bytes);
+    });
   } else {
     emu_stream_enqueue(s, [dst, src, bytes] { std::memmove(dst, src, bytes); });
   }
-  if (s && !emu_is_device(dst)) stream_sync(s);
+  if (s && !emu_is_device(dst) && !is_pinned(dst)) stream_sync(s);
   return cudaSuccess;
 }
 

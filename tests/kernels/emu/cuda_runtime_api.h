@@ -84,6 +84,8 @@ typedef struct cudaDeviceProp {
  * blocks are device allocations (pageable host memory behaves as CUDA's) */
 cudaError_t cudaMalloc(void **p, size_t bytes);
 cudaError_t cudaFree(void *p);
+cudaError_t cudaMallocHost(void **p, size_t bytes); /* pinned: copies to and from it run in stream order */
+cudaError_t cudaFreeHost(void *p);
 cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t stream);
 cudaError_t cudaFreeAsync(void *p, cudaStream_t stream);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
