@@ -223,13 +223,21 @@ static int c_slow_begin(rt_t *rt)
     return 0;
 }
 
-/* Busy, not asleep: a sleep would lend the core to the ranks sharing it. */
+/* Busy, not asleep: a sleep would lend the core to the ranks sharing it.
+ * The thread's CPU clock is a system call: read every 256 pauses, so the
+ * spin's own kernel work does not slow the work beside it. */
 static int c_slow_end(rt_t *rt, double extra)
 {
     int64_t busy = rt_busy_cpu_ns(rt, C(rt)->slow_cpu0, C(rt)->slow_wait0);
     int64_t until = rt_thread_cpu_ns() + (int64_t)(extra * (double)(busy > 0 ? busy : 0));
     while (rt_thread_cpu_ns() < until)
-        ;
+        for (int i = 0; i < 256; i++) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#else
+            __asm__ __volatile__("" ::: "memory");
+#endif
+        }
     return 0;
 }
 

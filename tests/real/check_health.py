@@ -351,9 +351,19 @@ def case_stragglers_measured(tmp):
     # wall time less the waits: DP 4 found in 10 of 12 at x1.37 to x1.66,
     # TP 2 x DP 2 in 12 of 12 with another rank beside it in 3). Under CI's
     # load (another test on the same 2 cores) a healthy rank's CPU time
-    # moved by 10% once (named at x1.10 beside the slowed rank at x2.03), so
-    # the test asks for the slowed rank first, alone of its TP group, at x1.8
-    # to x2.2, and any other named rank well below it (under x1.4).
+    # moved by 10% once (named at x1.10 beside the slowed rank at x2.03).
+    # On 2026-11-30 (thirteenth session) the same VM measured far wider: 40
+    # runs of the two plans gave the slowed rank x1.41 to x2.94, another rank
+    # named beside it at up to x1.47 in 8 of them, always with the slowed one
+    # about twice as high (x2.94 against x1.47: a healthy rank's CPU time
+    # for the same work moved by 30% there, the baseline's median with it),
+    # and no rank above x1.10 without a fault; the session-start commit did
+    # the same. The slowed rank spins on its CPU clock read every 256 pauses
+    # since (a system call per read had slowed the rank beside it), which
+    # narrowed the spread (x1.72 to x2.08 in 14 of 16) but not its tail. So
+    # the test asks for the slowed rank first, alone of its TP group, above
+    # x1.3 (no fault reaches x1.1), and every other named rank under 2/3 of
+    # its factor: what diagnose promises, robust to the VM's noise.
     plans = ((["--tensor-model-parallel-size", "2"], 2), ([], 1))
     if os.environ.get("MEGASIM_SANITIZED"):  # one plan for the memory checks: the timing is not checked there
         plans = plans[:1]
@@ -367,10 +377,11 @@ def case_stragglers_measured(tmp):
         if os.environ.get("MEGASIM_SANITIZED"):  # the instrumentation, not the injected 2x, sets the times there
             print(f"skipped the timing check under the sanitizers (diagnose ran: {got})")
             continue
-        ok = bool(s) and s[0].get("rank") == rank and s[0].get("ranks") == [rank] and \
-            1.8 <= s[0].get("factor", 0) <= 2.2 and all(x.get("factor", 0) < 1.4 for x in s[1:])
-        check(f"measured {what}: rank {rank} slowed 2x is named first, alone of its TP group, at x1.8 to x2.2 "
-              "(its CPU time), any other under x1.4", ok, f"[({rank}, [{rank}], 2.0)]", got,
+        top = s[0].get("factor", 0) if s else 0
+        ok = bool(s) and s[0].get("rank") == rank and s[0].get("ranks") == [rank] and top > 1.3 and \
+            all(x.get("factor", 0) < top * 2 / 3 for x in s[1:])
+        check(f"measured {what}: rank {rank} slowed 2x is named first, alone of its TP group, above x1.3 (its CPU "
+              "time), any other under 2/3 of its factor", ok, f"[({rank}, [{rank}], 2.0)]", got,
               f"--inject-fault slow:{rank}:2")
 
 
