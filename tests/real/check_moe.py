@@ -17,13 +17,12 @@ got per step.
        run against the whole one; MoE layers on every 2nd layer after a
        dense first, over PP 2; the sequence-level auxiliary loss on 4
        ranks (TP 2 + SP x CP 2, EP 2 folded over them: each sequence's
-       loads summed over the ranks holding its tokens) against 1.
+       loads summed over the ranks holding its tokens) against 1, and at
+       micro-batch 2 against aux_loss at micro-batch 1 on one rank (the
+       same mean over the same sequences, one a micro-batch).
   moe_quick  the fast tier's (and the sanitizers'): 2 ranks, EP 2 with a
        capacity, each dispatcher, against 1; 2 ranks of TP 2 with the
-       experts cut by ETP 2, each dispatcher; the sequence-level auxiliary
-       loss (seq_aux_loss: each sequence's switch loss, averaged) at
-       micro-batch 2 against aux_loss at micro-batch 1, which is the same
-       mean over the same sequences, one a micro-batch.
+       experts cut by ETP 2, each dispatcher.
 
 How the dropped tokens are checked: each step reports how many (token,
 expert) pairs the capacity dropped over all MoE layers and micro-batches,
@@ -126,6 +125,7 @@ def moe():
     shared()
     one_expert()
     resume()
+    seq_aux_mb()
     sref, _ = cr.run(1, SEQ_AUX, iters=2)
     sgot, _ = cr.run(4, SEQ_AUX + ["--tensor-model-parallel-size", "2", "--sequence-parallel", "--context-parallel-size",
                                    "2", "--expert-model-parallel-size", "2"], iters=2)
@@ -258,7 +258,7 @@ def one_expert():
                      "the dense model")
 
 
-def seq_aux_quick():
+def seq_aux_mb():
     """seq_aux_loss at micro-batch 2 against aux_loss at micro-batch 1: both
     the mean over the step's 8 sequences of each one's switch loss (its
     own loads and scores), so the losses, gradient norms and auxiliary
@@ -279,7 +279,6 @@ def seq_aux_quick():
 
 
 def moe_quick():
-    seq_aux_quick()
     ref, _ = cr.run(1, MOE + CAPACITY, iters=1)
     for disp in ("alltoall", "allgather"):
         got, _ = cr.run(2, MOE + CAPACITY + ["--expert-model-parallel-size", "2", "--moe-token-dispatcher-type", disp],

@@ -232,9 +232,9 @@ def context_parallel():
     and 2 sequences a micro-batch, whose masks follow each row's place in
     its sequence (a rank's SP slice of its two chunks of two sequences
     spans runs of rows far apart in the single rank's order); then CP 2 x
-    PP 2 x DP 2 in Megatron-Core's tp-cp-ep-pp-dp order, dense (each
-    rank's place from its heartbeat) and with experts on EP 2, against
-    the single rank."""
+    PP 2 x DP 2 in Megatron-Core's tp-cp-ep-pp-dp order with experts on
+    EP 2 against the single rank, and each rank's place from its
+    heartbeat."""
     plan = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2", "--context-parallel-size",
             "2", "--sequence-parallel", "--use-distributed-optimizer", "--zero-stage", "2",
             "--decoder-first-pipeline-num-layers", "1", "--attention", "flash"]
@@ -273,21 +273,19 @@ def context_parallel():
                      "single rank, flash attention, the same dropout")
     # Megatron-Core's tp-cp-ep-pp-dp order (--use-tp-pp-dp-mapping; Llama 3's [TP, CP, PP, DP]): CP 2 x PP 2 x DP 2,
     # rank = cp_i + 2 (stage + 2 replica), where the default order has rank = dp_i + 4 stage (rank 2: replica 1's
-    # CP rank 0 of stage 0 there, stage 1 here); dense, then with 4 experts on EP 2 (ETP x EP = TP x CP, the rule)
+    # CP rank 0 of stage 0 there, stage 1 here); with 4 experts on EP 2 (ETP x EP = TP x CP, the rule)
     order = ["--context-parallel-size", "2", "--pipeline-model-parallel-size", "2", "--attention", "flash",
              "--use-tp-pp-dp-mapping", "--use-distributed-optimizer"]
     moe = ["--num-experts", "4", "--moe-router-topk", "2", "--moe-ffn-hidden-size", "64",
            "--expert-tensor-parallel-size", "1", "--moe-token-dispatcher-type", "alltoall", "--moe-aux-loss-coeff",
            "0.01", "--sequence-parallel"]
-    for extra, what in (([], "dense"), (moe + ["--expert-model-parallel-size", "2"], "4 experts, EP 2")):
-        ref, _ = cr.run(1, ["--attention", "flash"] + (moe if extra else []), iters=2)
-        with tempfile.TemporaryDirectory(prefix="megasim-cp-order-") as d:
-            got, _ = cr.run(8, order + extra + ["--heartbeat", d], iters=2)
-            cr.expect_losses(f"--use-tp-pp-dp-mapping, CP 2 x PP 2 x DP 2, 8 ranks, {what}", ref, got,
-                             "single rank, flash attention")
-            if not extra:
-                expect_places(d, [(r, 0, r // 2 % 2, r % 2 + 2 * (r // 4)) for r in range(8)],
-                              "rank = cp_i + 2 (stage + 2 replica); DP x CP index cp_i + 2 replica")
+    ref, _ = cr.run(1, ["--attention", "flash"] + moe, iters=2)
+    with tempfile.TemporaryDirectory(prefix="megasim-cp-order-") as d:
+        got, _ = cr.run(8, order + moe + ["--expert-model-parallel-size", "2", "--heartbeat", d], iters=2)
+        cr.expect_losses("--use-tp-pp-dp-mapping, CP 2 x PP 2 x DP 2, 8 ranks, 4 experts on EP 2", ref, got,
+                         "single rank, flash attention")
+        expect_places(d, [(r, 0, r // 2 % 2, r % 2 + 2 * (r // 4)) for r in range(8)],
+                      "rank = cp_i + 2 (stage + 2 replica); DP x CP index cp_i + 2 replica")
 
 
 def rank_order():
