@@ -12,7 +12,9 @@
  *   - every mark records a timing event; iter_end synchronizes the device
  *     and turns each into ns since the iteration's start event;
  *   - each pool is one cudaMalloc of the planned size; what the arena
- *     needs beyond it comes from cudaMalloc once and is then cached.
+ *     needs beyond it comes from cudaMalloc once and is then cached, as
+ *     host_alloc's pinned blocks (cudaMallocHost) are: copy2d takes them
+ *     on either side, asynchronously.
  * h2d runs on the compute stream (after the kernels that used a freed
  * arena block, before those that use the new data) and waits for it.
  * Kernels run on the compute stream, or on the second compute stream

@@ -86,11 +86,12 @@ def fp8():
                         "--fp8-format", "e4m3"], iters=3)
     cr.expect_losses("--fp8-format e4m3, one expert, top-1, FFN 256 against the dense tiny GPT (FFN 256), 1 rank",
                      fmts["e4m3"], one, "the dense model, e4m3")
-    moe = cr.MOE_SHARED + ["--fp8-format", "hybrid"]
+    moe = cr.MOE_SHARED + ["--fp8-format", "hybrid", "--global-batch-size", "8"]
     cr.expect_losses("--fp8-format hybrid, 4 experts and a gated shared expert, 2 ranks (EP 2 over DP 2)",
                      cr.run(1, moe, iters=3)[0], cr.run(2, moe + ["--expert-model-parallel-size", "2"], iters=3)[0],
                      "single rank, hybrid", tol=FP8_TOL, norm_tol=FP8_NORM_TOL)
-    tp_sp = ["--tensor-model-parallel-size", "2", "--sequence-parallel", "--fp8-format", "hybrid"]
+    tp_sp = ["--tensor-model-parallel-size", "2", "--sequence-parallel", "--fp8-format", "hybrid", "--global-batch-size",
+             "8"]
     cr.expect_losses("--fp8-format hybrid, 2 ranks, TP 2 + SP with --tp-comm-overlap (the rings' chunked GEMMs)",
                      cr.run(2, tp_sp, iters=3)[0], cr.run(2, tp_sp + ["--tp-comm-overlap"], iters=3)[0],
                      "the same plan without --tp-comm-overlap", tol=0.0)
@@ -125,7 +126,7 @@ def fp8_gpu_emu():
     cpu8, _ = cr.run(1, e4m3, iters=2)
     gpu8, _ = cr.run(1, ["--device", "gpu", "--attention", "flash"] + e4m3, iters=2)
     cr.expect_bf16("emulated GPU, --fp8-format e4m3, vs 1 CPU rank (FP8 emulated in fp32)", cpu8, gpu8, cr.EMU_TOL)
-    moe = e4m3 + cr.MOE_SHARED
+    moe = e4m3 + cr.MOE_SHARED + ["--global-batch-size", "4"]  # 2 micro-batches
     cr.expect_bf16("emulated GPU, --fp8-format e4m3, 4 experts and a gated shared expert, vs 1 CPU rank",
                    cr.run(1, moe, iters=1)[0], cr.run(1, ["--device", "gpu", "--attention", "flash"] + moe, iters=1)[0],
                    cr.EMU_TOL)  # one step: its gradient norm holds the backward's casts
@@ -165,7 +166,8 @@ def offload():
     cr.failures += not ok
     print(f"{'ok  ' if ok else 'FAIL'} peak memory per rank falls with the offloaded share: 0: {peaks[0]}, 0.5: "
           f"{peaks[1]}, 1: {peaks[2]} MiB (expected strictly falling)")
-    moe = cr.MOE_SHARED + ["--moe-token-dispatcher-type", "alltoall", "--expert-model-parallel-size", "2"]
+    moe = cr.MOE_SHARED + ["--moe-token-dispatcher-type", "alltoall", "--expert-model-parallel-size", "2",
+                           "--global-batch-size", "8"]
     ref, _ = cr.run(2, moe, iters=2)
     got, _ = cr.run(2, moe + ["--activation-offload-fraction", "0.5"], iters=2)
     cr.expect_losses("--activation-offload-fraction 0.5, 4 experts on EP 2 and a gated shared expert, 2 ranks", ref,
@@ -198,7 +200,7 @@ def offload_gpu_emu():
     above the memory model's plan by the whole buffers the GPU holds a
     layer longer (MEMO's double buffer, which the plan does not count)."""
     cr.MPI_ENV = list(cr.EMU_MPI_ENV) + ["-x", "MEGASIM_POISON_ALLOC=1"]
-    gpu = ["--device", "gpu", "--attention", "flash"]
+    gpu = ["--device", "gpu", "--attention", "flash", "--global-batch-size", "8"]  # 4 micro-batches
     ref, _ = cr.run(1, gpu, iters=2)
     got, _ = cr.run(1, gpu + ["--activation-offload-fraction", "0.5"], iters=2)
     cr.expect_losses("emulated GPU, --activation-offload-fraction 0.5 (copy stream, prefetch, NaN-filled new blocks)",
