@@ -309,13 +309,6 @@ variant() {
 # graphs save: the launch gaps between kernels). GRAPHS=0 leaves it out.
 [ "${GRAPHS:-1}" = 1 ] && variant graphs "CUDA graphs,plain launches,graphs" --enable-cuda-graph
 
-# ---- Activation offloading (issue 36, --activation-offload-fraction 0.5): the
-# same run with half of each layer's kept rows sent to pinned host memory on
-# the copy stream and brought back before its backward (the next layer's
-# beside it): what the copies cost beside the layers; the losses must not
-# move. OFFLOAD=0 leaves it out.
-[ "${OFFLOAD:-1}" = 1 ] && variant offload "offloading (F 0.5),kept,offloaded" --activation-offload-fraction 0.5
-
 # ---- FP8 (issue 36, --fp8-format hybrid): the same run with each linear
 # layer's GEMM inputs cast to E4M3 (forward) and E5M2 (gradients) values,
 # their amaxes kept on the GPU, around the same bf16 GEMMs (docs/job.md:
@@ -358,6 +351,14 @@ else
   echo "gpu-real: the experts' run failed" >&2
   status=1
 fi
+
+# ---- Activation offloading (issue 36, --activation-offload-fraction 0.5): the
+# same run with half of each layer's kept rows sent to pinned host memory on
+# the copy stream and brought back before its backward (the next layer's
+# beside it): what the copies cost beside the layers; the losses must not
+# move. Off unless OFFLOAD=1: it comes after the variants above in priority,
+# and the stage's time limit has cut the last of them before.
+[ "${OFFLOAD:-0}" = 1 ] && variant offload "offloading (F 0.5),kept,offloaded" --activation-offload-fraction 0.5
 
 # ---- measured vs predicted (issues 6 and 8) ----------------------------------
 # megasim compare simulates the run's own job on the measured profile
