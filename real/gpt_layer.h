@@ -137,7 +137,7 @@ int gpt_gemm_dgrad(gpt_t *m, int rows, void *dx, const void *dy, int tw, int K, 
 int gpt_gemm_wgrad(gpt_t *m, int rows, int tw, float *db, const void *dy, const void *x, int K, int OC);
 
 /* The cast those GEMMs apply, for the chunked ones of --tp-comm-overlap
- * (gpt_layer.c): x (n act elements) as the GEMM of weight tensor tw reads
+ * (gpt_tp_ring.c): x (n act elements) as the GEMM of weight tensor tw reads
  * it in role `role` (its input, weight or output gradient), on the current
  * compute stream: x itself without --fp8-format, else a quantised copy in
  * *q (its amax recorded), which gpt_fp8_drop frees once every stream that
@@ -146,6 +146,7 @@ int gpt_gemm_wgrad(gpt_t *m, int rows, int tw, float *db, const void *dy, const 
 enum { GPT_FP8_IN, GPT_FP8_W, GPT_FP8_GRAD };
 int gpt_fp8_cast(gpt_t *m, int tw, int role, const void *x, long n, const void **q);
 int gpt_fp8_cast_to(gpt_t *m, int tw, int role, void *dst, const void *x, long n);
+void gpt_fp8_drop(gpt_t *m, const void *q, const void *x);
 
 /* --tp-comm-overlap's chunked GEMMs of weight tw (gpt_tp_ring.c), with SP:
  * the ring all-gather of inp_l (Nl, C) into full (N, C) against out (N,
@@ -155,7 +156,6 @@ int gpt_fp8_cast_to(gpt_t *m, int tw, int role, void *dst, const void *x, long n
 int gpt_ring_gather_gemm(gpt_t *m, void *full, const void *inp_l, int rows_fn_dgrad, void *out, int tw,
                          const void *bias, int C, int OC);
 int gpt_ring_gemm_scatter(gpt_t *m, void *y, const void *inp, int tw, const void *b, int K);
-void gpt_fp8_drop(gpt_t *m, const void *q, const void *x);
 
 /* The pieces the driver shares with the layers: a norm's buffers (mean and
  * rstd (Nl), output (Nl, C)), the norm with its residual add and its

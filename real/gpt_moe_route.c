@@ -141,7 +141,8 @@ static int aux_coef(gpt_t *m, moe_saved_t *v, const int *idx, const double *cnt)
     if (!rc && ((seq && mb_sum(m, gc, G * E)) || OP->d2h(RT, sc, v->scores, sizeof *sc * (size_t)m->Nl * E)))
         rc = -1;
     for (int e = 0; !rc && e < E; e++) {
-        coef[e] = (float)(scale * c[e]); /* the first row (aux_loss's only one) */
+        if (!seq) /* aux_loss: one row for every token */
+            coef[e] = (float)(scale * c[e]);
         for (long n = 0; n < m->Nl; n++) { /* the loss's value: its gradient is coef's */
             double f = scale * c[(long)grp[n] * E + e];
             if (seq)

@@ -45,8 +45,11 @@ static int kept_list(gpt_t *m, layer_saved_t *s, gpt_kept_t *k)
     return gpt_moe_kept(m, s, k, gpt_kept_add(k, 0, all, (int)(sizeof all / sizeof all[0])));
 }
 
-/* The rows that go to the host: the first F of them. */
-static long host_rows(const gpt_t *m, long rows) { return (long)(m->job->offload_fraction * (double)rows); }
+/* The bytes of a kept tensor that go to the host: its first F rows'. */
+static size_t host_bytes(const gpt_t *m, const gpt_kept_t *k)
+{
+    return (size_t)(m->job->offload_fraction * (double)k->rows) * k->row_bytes;
+}
 
 /* bytes from src to dst (either side device or host_alloc's) on the copy stream */
 static int copy(gpt_t *m, void *dst, const void *src, size_t bytes)
@@ -80,7 +83,7 @@ int gpt_offload(gpt_t *m, layer_saved_t *s)
     gpt_kept_t k[GPT_MAX_KEPT];
     int n = kept_list(m, s, k);
     for (int i = 0; i < n; i++) {
-        size_t hb = (size_t)host_rows(m, k[i].rows) * k[i].row_bytes, db = k[i].rows * k[i].row_bytes - hb;
+        size_t hb = host_bytes(m, &k[i]), db = k[i].rows * k[i].row_bytes - hb;
         void *dev;
         RT_TRY(OP->host_alloc(RT, &s->off_host[i], hb));
         RT_TRY(OP->alloc(RT, &dev, db ? db : 1, RT_POOL_MAIN));
@@ -102,7 +105,7 @@ static int bring_back(gpt_t *m, layer_saved_t *s)
     gpt_kept_t k[GPT_MAX_KEPT];
     int n = kept_list(m, s, k); /* the same list: the same tensors are there, smaller */
     for (int i = 0; i < n; i++) {
-        size_t hb = (size_t)host_rows(m, k[i].rows) * k[i].row_bytes, db = k[i].rows * k[i].row_bytes - hb;
+        size_t hb = host_bytes(m, &k[i]), db = k[i].rows * k[i].row_bytes - hb;
         void *whole;
         RT_TRY(OP->alloc(RT, &whole, hb + db, RT_POOL_MAIN));
         RT_TRY(join_copy(m));

@@ -108,6 +108,12 @@ static long xcache_find(const xcache_t *c, size_t n)
     return best;
 }
 
+/* A new block of the cache's kind: device memory, or pinned host memory. */
+static cudaError_t xcache_new(const xcache_t *c, void **p, size_t n)
+{
+    return c->pinned ? cudaMallocHost(p, n) : cudaMalloc(p, n);
+}
+
 /* The arena's fallback for requests beyond the plan (real/arena.h), and
  * host_alloc's pinned blocks. When the device (the host) is full, the idle
  * cached blocks go back first. */
@@ -122,11 +128,11 @@ static void *sys_alloc(void *ctx, size_t n)
     void *p = NULL;
     if (grow((void **)&c->b, &c->cap, c->n + 1, sizeof *c->b))
         return NULL;
-    cudaError_t e = c->pinned ? cudaMallocHost(&p, n) : cudaMalloc(&p, n);
+    cudaError_t e = xcache_new(c, &p, n);
     if (e == cudaErrorMemoryAllocation) {
         cudaGetLastError();
         xcache_trim(c);
-        e = c->pinned ? cudaMallocHost(&p, n) : cudaMalloc(&p, n);
+        e = xcache_new(c, &p, n);
     }
     if (e != cudaSuccess) {
         kern_report_cuda((int)e, c->pinned ? "cudaMallocHost (host_alloc)" : "cudaMalloc (beyond the planned arena)",
